@@ -1,0 +1,101 @@
+"""`full` backend: θ = every transformer parameter, fine-tuned end to end (the paper's setting).
+
+Meant for GPU workers. With ``tiny: true`` the model is a randomly initialised one-layer transformer
+built from the MiniLM config and tokenizer, which is how the path is exercised on CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from ..config import FullParams
+from .base import Backend, Features, save_state
+from .encoder import encoder_dir, encoder_reference, load_tokenizer
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
+TINY = {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64}
+
+
+class SequenceClassifier(nn.Module):
+    """HF BERT classifier called with explicit ``position_ids`` and ``token_type_ids`` (Opacus needs them)."""
+
+    def __init__(self, hf_model: nn.Module) -> None:
+        super().__init__()
+        self.model = hf_model
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        width = int(attention_mask.sum(1).max())  # drop all-padding columns of this batch
+        input_ids, attention_mask = input_ids[:, :width], attention_mask[:, :width]
+        position_ids = torch.arange(width, device=input_ids.device).expand_as(input_ids)
+        token_type_ids = torch.zeros_like(input_ids)
+        return self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                          token_type_ids=token_type_ids).logits
+
+
+def build_config(n_classes: int, tiny: bool):
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(str(encoder_dir()), local_files_only=True, num_labels=n_classes)
+    if tiny:
+        for key, value in TINY.items():
+            setattr(config, key, value)
+    return config
+
+
+class FullBackend(Backend):
+    name = "full"
+
+    def __init__(self, n_classes: int, device: torch.device, seed: int, params: FullParams, max_length: int = 128,
+                 batch_size: int = 64) -> None:
+        super().__init__(n_classes, device, seed)
+        self.params = params
+        self.max_length = max_length
+
+    def featurize(self, texts: list[str], progress: bool = False) -> Features:
+        enc = load_tokenizer()(texts, padding="longest", truncation=True, max_length=self.max_length,
+                               return_tensors="pt")
+        return {"input_ids": enc["input_ids"].to(torch.int32), "attention_mask": enc["attention_mask"].to(torch.int8)}
+
+    @staticmethod
+    def forward(model: nn.Module, batch: Features) -> torch.Tensor:
+        return model(batch["input_ids"].long(), batch["attention_mask"].long())
+
+    def build_model(self, feature_dim: int | None = None) -> nn.Module:
+        from transformers import AutoModelForSequenceClassification
+
+        torch.manual_seed(self.seed)  # the classification head's initialisation is public
+        config = build_config(self.n_classes, self.params.tiny)
+        if self.params.tiny:
+            hf = AutoModelForSequenceClassification.from_config(config)
+        else:
+            hf = AutoModelForSequenceClassification.from_pretrained(str(encoder_dir()), config=config,
+                                                                    local_files_only=True)
+        return SequenceClassifier(hf).to(self.device)
+
+    def write_release_model(self, model: nn.Module, folder: Path) -> dict:
+        save_state(folder / "model.safetensors", model)
+        model.model.config.to_json_file(str(folder / "config.json"))
+        tok_dir = folder / "tokenizer"
+        tok_dir.mkdir()
+        for name in TOKENIZER_FILES:
+            shutil.copy2(encoder_dir() / name, tok_dir / name)
+        arch = {"backend": "full", "tiny": self.params.tiny, "n_classes": self.n_classes,
+                "max_length": self.max_length, "tokenizer_from": encoder_reference()}
+        (folder / "model.json").write_text(json.dumps(arch, indent=2) + "\n", encoding="utf-8")
+        return arch
+
+
+def load_release_full(folder: Path, device: torch.device) -> tuple[SequenceClassifier, object]:
+    from safetensors.torch import load_file
+    from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+
+    config = AutoConfig.from_pretrained(str(folder / "config.json"), local_files_only=True)
+    model = SequenceClassifier(AutoModelForSequenceClassification.from_config(config))
+    model.load_state_dict(load_file(str(folder / "model.safetensors")))
+    tokenizer = AutoTokenizer.from_pretrained(str(folder / "tokenizer"), local_files_only=True)
+    return model.to(device).eval(), tokenizer

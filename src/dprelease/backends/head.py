@@ -1,0 +1,110 @@
+"""`head` backend: frozen public MiniLM encoder, θ = a small classifier head on its embeddings.
+
+The encoder is public and never trained, so its sentence embeddings are computed once per dataset and
+cached; every PPM pass then only touches the head. Because the head is tiny, S posterior draws are
+evaluated together with ``torch.func.vmap`` instead of one at a time.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call, vmap
+from tqdm.auto import tqdm
+
+from ..config import HeadParams
+from .base import Backend, Features, save_state, trainable
+from .encoder import encoder_reference, load_encoder, load_tokenizer, mean_pool
+
+
+class Head(nn.Module):
+    """Embedding → (dropout → linear → GELU) → dropout → linear. ``hidden = 0`` gives a linear head."""
+
+    def __init__(self, dim: int, n_classes: int, hidden: int, dropout: float) -> None:
+        super().__init__()
+        self.dim, self.hidden = dim, hidden
+        layers: list[nn.Module] = []
+        if hidden:
+            layers += [nn.Dropout(dropout), nn.Linear(dim, hidden), nn.GELU()]
+        layers += [nn.Dropout(dropout), nn.Linear(hidden or dim, n_classes)]
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # The encoder's embeddings are unit-norm; rescale to unit variance per coordinate (public constant).
+        return self.net(x * self.dim**0.5)
+
+
+class HeadBackend(Backend):
+    name = "head"
+
+    def __init__(self, n_classes: int, device: torch.device, seed: int, params: HeadParams, max_length: int = 128,
+                 batch_size: int = 64) -> None:
+        super().__init__(n_classes, device, seed)
+        self.params = params
+        self.max_length = max_length
+        self.batch_size = batch_size
+
+    @torch.no_grad()
+    def featurize(self, texts: list[str], progress: bool = False) -> Features:
+        return {"x": embed(texts, self.device, self.max_length, self.batch_size, progress)}
+
+    def build_model(self, feature_dim: int | None = None) -> nn.Module:
+        torch.manual_seed(self.seed)  # θ₀ is a public function of the seed
+        return Head(feature_dim or 384, self.n_classes, self.params.hidden, self.params.dropout).to(self.device)
+
+    @torch.no_grad()
+    def per_record_ce(self, model, thetas, features, labels, batch_size: int = 4096) -> torch.Tensor:
+        """All draws in one vectorised pass: [S, d] parameters × [n, 384] embeddings → [S, n] losses."""
+        model.eval()
+        names = [n for n, p in model.named_parameters() if p.requires_grad]
+        shapes = [p.shape for p in trainable(model)]
+        sizes = [s.numel() for s in shapes]
+        thetas = thetas.to(self.device)
+        stacked = {
+            n: chunk.reshape(thetas.shape[0], *shape)
+            for n, chunk, shape in zip(names, thetas.split(sizes, dim=1), shapes)
+        }
+        x, y = features["x"], labels
+        out = torch.empty(thetas.shape[0], x.shape[0])
+        for start in range(0, x.shape[0], batch_size):
+            xb = x[start : start + batch_size].to(self.device)
+            yb = y[start : start + batch_size].to(self.device)
+            logits = vmap(lambda p: functional_call(model, p, (xb,)))(stacked)  # [S, b, C]
+            logp = torch.log_softmax(logits.float(), dim=-1)
+            out[:, start : start + batch_size] = -logp.gather(-1, yb.expand(logits.shape[0], -1).unsqueeze(-1)).squeeze(-1).cpu()
+        return out
+
+    def write_release_model(self, model: nn.Module, folder: Path) -> dict:
+        save_state(folder / "model.safetensors", model)
+        arch = {"backend": "head", "dim": model.dim, "hidden": model.hidden, "n_classes": self.n_classes,
+                "max_length": self.max_length, "encoder": encoder_reference()}
+        (folder / "model.json").write_text(json.dumps(arch, indent=2) + "\n", encoding="utf-8")
+        return arch
+
+
+def embed(texts: list[str], device: torch.device, max_length: int = 128, batch_size: int = 64,
+          progress: bool = False) -> torch.Tensor:
+    """L2-normalised mean-pooled MiniLM sentence embeddings, [n, 384] float32 on CPU, input order."""
+    tok, enc = load_tokenizer(), load_encoder(device)
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # length-sorted batches pad less
+    out = torch.empty(len(texts), enc.config.hidden_size)
+    with torch.inference_mode():
+        for start in tqdm(range(0, len(texts), batch_size), desc="embed", disable=not progress, unit="batch"):
+            idx = order[start : start + batch_size]
+            batch = tok([texts[i] for i in idx], padding=True, truncation=True, max_length=max_length,
+                        return_tensors="pt").to(device)
+            hidden = enc(**batch).last_hidden_state
+            out[idx] = F.normalize(mean_pool(hidden, batch["attention_mask"]), dim=-1).float().cpu()
+    return out
+
+
+def load_release_head(folder: Path, arch: dict, device: torch.device) -> Head:
+    from safetensors.torch import load_file
+
+    model = Head(arch["dim"], arch["n_classes"], arch["hidden"], 0.0)
+    model.load_state_dict(load_file(str(folder / "model.safetensors")))
+    return model.to(device).eval()

@@ -1,0 +1,166 @@
+"""Typed pipeline configuration (``params.yaml``).
+
+Every section rejects unknown keys and out-of-range values; ``load_params`` turns the first
+validation problem into a one-line :class:`ConfigError` that names the offending key.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+
+class ConfigError(ValueError):
+    """A problem in params.yaml, reported as one line."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DataParams(_Strict):
+    path: str = "data/osha_sir_2015_2016.csv.gz"
+    text_column: str = "Final Narrative"
+    label_column: str = "Nature"
+    cap: int = Field(200, ge=1, description="max rows per class (D.1)")
+    min_class_size: int = Field(2, ge=2, description="drop classes with fewer rows (D.2)")
+    test_size: float = Field(0.5, gt=0.0, lt=1.0)
+    limit_classes: int | None = Field(None, ge=2, description="keep only the N largest classes (small slices for tests)")
+
+
+class FeatureParams(_Strict):
+    max_length: int = Field(128, ge=8, le=512)
+    batch_size: int = Field(64, ge=1)
+
+
+class OptimParams(_Strict):
+    epochs: int = Field(ge=1)
+    lr: float = Field(gt=0.0)
+    batch_size: int = Field(ge=1)
+    weight_decay: float = Field(0.0, ge=0.0)
+
+
+class SwagParams(_Strict):
+    epochs: int = Field(20, ge=2, description="SWAG snapshots T (one per epoch)")
+    lr: float = Field(0.01, gt=0.0)
+    momentum: float = Field(0.0, ge=0.0, lt=1.0)
+    batch_size: int = Field(8, ge=1)
+    rank: int = Field(20, ge=2, description="low-rank K (deviation columns kept)")
+
+
+class HeadParams(_Strict):
+    hidden: int = Field(512, ge=0, description="hidden width of the MLP head; 0 = linear")
+    dropout: float = Field(0.1, ge=0.0, lt=1.0)
+    finetune: OptimParams = OptimParams(epochs=10, lr=1e-3, batch_size=32, weight_decay=0.01)
+    swag: SwagParams = SwagParams(epochs=20, lr=0.01, batch_size=32)
+
+
+class FullParams(_Strict):
+    """End-to-end fine-tuning of the transformer (the paper's setting; spec D.6)."""
+
+    tiny: bool = Field(False, description="randomly initialised 1-layer transformer (CPU tests)")
+    finetune: OptimParams = OptimParams(epochs=10, lr=5e-5, batch_size=8, weight_decay=0.01)
+    swag: SwagParams = SwagParams(epochs=20, lr=0.01, batch_size=8)
+
+
+class ModelParams(_Strict):
+    backend: Literal["head", "full"] = "head"
+    device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
+    head: HeadParams = HeadParams()
+    full: FullParams = FullParams()
+
+
+class PPMParams(_Strict):
+    draws: int = Field(500, ge=2, description="posterior draws for risk and sensitivity")
+    c: float = Field(1.0, gt=0.0, le=2.0, description="weight slope")
+    g: float = Field(0.0, ge=-1.0, le=1.0, description="weight offset")
+    risk_norm: Literal["minmax", "divmax"] = "minmax"
+    reweight: bool = True
+    k: float = Field(0.95, ge=0.0, le=1.0)
+    reweight_form: Literal["power", "additive"] = "power"
+    draw_batch: int = Field(50, ge=1, description="draws evaluated together when the backend batches")
+
+
+class AuditParams(_Strict):
+    draws: int = Field(30, ge=1, description="further draws for the utility distribution")
+
+
+class TrackingParams(_Strict):
+    mlflow_uri: str = "sqlite:///mlflow.db"
+    experiment: str = "dprelease"
+
+
+class Params(_Strict):
+    seed: int = Field(2025, ge=0)
+    artifacts: str = "artifacts"
+    release: str = "release"
+    data: DataParams = DataParams()
+    features: FeatureParams = FeatureParams()
+    model: ModelParams = ModelParams()
+    ppm: PPMParams = PPMParams()
+    audit: AuditParams = AuditParams()
+    tracking: TrackingParams = TrackingParams()
+
+    @model_validator(mode="after")
+    def _swag_rank(self) -> "Params":
+        for name in ("head", "full"):
+            swag = getattr(self.model, name).swag
+            if swag.rank > swag.epochs:
+                raise ValueError(f"model.{name}.swag.rank ({swag.rank}) exceeds swag.epochs ({swag.epochs})")
+        return self
+
+    # convenience views -------------------------------------------------------------------
+    @property
+    def backend(self) -> HeadParams | FullParams:
+        return getattr(self.model, self.model.backend)
+
+    @property
+    def rounds(self) -> list[int]:
+        return [1, 2, 3] if self.ppm.reweight else [1, 2]
+
+    @property
+    def final_round(self) -> int:
+        return self.rounds[-1]
+
+
+def _one_line(err: ValidationError) -> str:
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"]) or "params"
+    msg = first["msg"]
+    if first["type"] == "extra_forbidden":
+        msg = "unknown key"
+    extra = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
+    return f"params.yaml: {loc}: {msg}{extra}"
+
+
+def parse_params(raw: dict | None, overrides: dict | None = None) -> Params:
+    """Validate a parsed params mapping (``overrides`` are dotted keys, e.g. ``{"ppm.c": 0.8}``)."""
+    raw = dict(raw or {})
+    for dotted, value in (overrides or {}).items():
+        node = raw
+        *parents, leaf = dotted.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"params.yaml: {dotted}: parent is not a section")
+        node[leaf] = value
+    try:
+        return Params.model_validate(raw)
+    except ValidationError as err:
+        raise ConfigError(_one_line(err)) from None
+
+
+def load_params(path: str | Path = "params.yaml", overrides: dict | None = None) -> Params:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"params file not found: {path}")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
+    if raw is not None and not isinstance(raw, dict):
+        raise ConfigError(f"{path}: top level must be a mapping")
+    return parse_params(raw, overrides)

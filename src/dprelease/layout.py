@@ -1,0 +1,55 @@
+"""Where every stage reads and writes (one place, shared by stages, the Prefect flow and dvc.yaml).
+
+``artifacts/`` holds private intermediate artifacts (narratives, embeddings, SWAG moments, risks,
+weights); ``metrics/``, ``plots/`` and ``reports/`` hold aggregates; ``release/`` is what is shared.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Layout:
+    artifacts: Path
+    release: Path
+    metrics: Path = Path("metrics")
+    plots: Path = Path("plots")
+    reports: Path = Path("reports")
+
+    @classmethod
+    def from_params(cls, params, root: str | Path = ".") -> "Layout":
+        root = Path(root)
+        return cls(artifacts=root / params.artifacts, release=root / params.release, metrics=root / "metrics",
+                   plots=root / "plots", reports=root / "reports")
+
+    # data ------------------------------------------------------------------------------------
+    @property
+    def data(self) -> Path:
+        return self.artifacts / "data"
+
+    @property
+    def features(self) -> Path:
+        return self.artifacts / "features"
+
+    # rounds ----------------------------------------------------------------------------------
+    def round(self, r: int) -> Path:
+        return self.artifacts / f"round{r}"
+
+    def finetune(self, r: int) -> Path:
+        return self.round(r) / "finetune"
+
+    def swag(self, r: int) -> Path:
+        return self.round(r) / "swag"
+
+    def weights(self, r: int) -> Path:
+        """Weights used by round r (round 1 is unweighted and has none)."""
+        return self.round(r) / "weights"
+
+    def sensitivity(self, r: int) -> Path:
+        return self.round(r) / "sensitivity"
+
+    @property
+    def draw(self) -> Path:
+        return self.artifacts / "draw"

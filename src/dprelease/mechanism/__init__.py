@@ -1,0 +1,1 @@
+"""Mechanism maths (no orchestration imports)."""

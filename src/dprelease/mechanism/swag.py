@@ -1,0 +1,119 @@
+"""SWAG: first/second moments and a low-rank deviation FIFO over flattened parameters (spec A).
+
+Moments are accumulated in float64 with Welford's update (spec A.1, numerical note): the variance of
+parameters that barely move under constant-lr SGD would otherwise cancel catastrophically.
+Sampling follows spec A.2 with ``scale = 1/2``:
+
+    θ̃ = θ̄ + sqrt(scale) · (Σdiag^{1/2} z1 + D̂ z2 / sqrt(K' − 1)),   z1 ~ N(0, I_d), z2 ~ N(0, I_K')
+
+whose covariance is scale · (Σdiag + D̂D̂ᵀ/(K' − 1)), K' = number of deviation columns stored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from ..io import atomic_path
+
+VAR_CLAMP = 1e-30
+
+
+@dataclass(frozen=True)
+class SwagMoments:
+    """Fitted SWAG posterior. Private artifact: never log or release it."""
+
+    mean: torch.Tensor  # float64 [d]
+    var: torch.Tensor  # float64 [d], Σdiag (clamped at VAR_CLAMP)
+    deviations: torch.Tensor  # float32 [K', d], rows D_t = θ_t − θ̄_t (oldest first)
+    n_models: int
+
+    @property
+    def dim(self) -> int:
+        return self.mean.numel()
+
+    @property
+    def rank(self) -> int:
+        return self.deviations.shape[0]
+
+    def covariance(self, scale: float = 0.5) -> torch.Tensor:
+        """Dense d×d covariance of the sampler (small d only: tests and diagnostics)."""
+        cov = torch.diag(self.var)
+        if self.rank > 1:
+            dev = self.deviations.double()
+            cov = cov + dev.T @ dev / (self.rank - 1)
+        return scale * cov
+
+    def save(self, path: str | Path) -> None:
+        tensors = {"mean": self.mean, "var": self.var, "deviations": self.deviations.contiguous()}
+        with atomic_path(path) as tmp:
+            save_file(tensors, str(tmp), metadata={"n_models": str(self.n_models)})
+
+    @classmethod
+    def load(cls, path: str | Path, device: str | torch.device = "cpu") -> "SwagMoments":
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="pt") as fh:
+            n_models = int(fh.metadata()["n_models"])
+        t = load_file(str(path), device=str(device))
+        return cls(mean=t["mean"], var=t["var"], deviations=t["deviations"], n_models=n_models)
+
+
+class SwagCollector:
+    """Accumulates snapshots θ_1..θ_T (spec A.1 steps 1–5)."""
+
+    def __init__(self, dim: int, rank: int = 20, device: str | torch.device = "cpu") -> None:
+        if rank < 1:
+            raise ValueError("SWAG rank must be >= 1")
+        self.rank = rank
+        self.n_models = 0
+        self._mean = torch.zeros(dim, dtype=torch.float64, device=device)
+        self._m2 = torch.zeros(dim, dtype=torch.float64, device=device)
+        self._devs: list[torch.Tensor] = []
+
+    def collect(self, theta: torch.Tensor) -> None:
+        theta = theta.detach().reshape(-1).to(self._mean.device, torch.float64)
+        if theta.numel() != self._mean.numel():
+            raise ValueError(f"snapshot has {theta.numel()} parameters, expected {self._mean.numel()}")
+        self.n_models += 1
+        delta = theta - self._mean
+        self._mean += delta / self.n_models
+        self._m2 += delta * (theta - self._mean)
+        self._devs.append((theta - self._mean).float())  # D_t uses the mean *after* adding θ_t
+        if len(self._devs) > self.rank:
+            self._devs.pop(0)
+
+    def moments(self) -> SwagMoments:
+        if self.n_models == 0:
+            raise ValueError("no SWAG snapshots collected")
+        var = (self._m2 / self.n_models).clamp_min(VAR_CLAMP)
+        return SwagMoments(
+            mean=self._mean.clone(),
+            var=var,
+            deviations=torch.stack(self._devs),
+            n_models=self.n_models,
+        )
+
+
+def sample(moments: SwagMoments, n: int, generator: torch.Generator, scale: float = 0.5) -> torch.Tensor:
+    """``n`` independent draws as an [n, d] float32 tensor on the moments' device."""
+    device = moments.mean.device
+    d, k = moments.dim, moments.rank
+    z1 = torch.randn(n, d, generator=generator, device=device, dtype=torch.float32)
+    out = z1 * moments.var.sqrt().float()
+    if k > 1:
+        z2 = torch.randn(n, k, generator=generator, device=device, dtype=torch.float32)
+        out += (z2 @ moments.deviations.float()) / (k - 1) ** 0.5
+    return moments.mean.float() + scale**0.5 * out
+
+
+def iter_samples(moments: SwagMoments, n: int, batch: int, generator: torch.Generator, scale: float = 0.5):
+    """Yield draws in chunks of at most ``batch`` rows (memory stays O(batch · d))."""
+    done = 0
+    while done < n:
+        m = min(batch, n - done)
+        yield sample(moments, m, generator, scale)
+        done += m

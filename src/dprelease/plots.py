@@ -1,0 +1,109 @@
+"""Diagnostic figures (PNG). Uses matplotlib's object API with the Agg canvas, so pyplot's global
+state (backend, open figures) is never touched. Every file is written atomically."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from dprelease.io import atomic_path
+
+
+def _new_figure(width: float, height: float) -> Figure:
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig: Figure, path: str | Path) -> None:
+    try:
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format="png", dpi=120)
+    finally:
+        fig.clear()
+
+
+def max_delta_plot(series: dict[str, np.ndarray], epsilons: dict[str, float], path) -> None:
+    """One panel per round: M_s (largest weighted per-record loss of draw s) against s = 1..S.
+
+    The dashed line is Delta = max_s M_s; the title gives eps (from ``epsilons``, else 2*Delta).
+    Persistent high variability suggests under-fitting; isolated spikes suggest over-fitting.
+    """
+    if not series:
+        raise ValueError("max_delta_plot needs at least one round")
+    n = len(series)
+    fig = _new_figure(max(4.5, 4.2 * n), 3.6)
+    axes = np.atleast_1d(fig.subplots(1, n, squeeze=False)[0])
+    for ax, (name, values) in zip(axes, series.items()):
+        m = np.asarray(values, dtype=float).ravel()
+        if m.size == 0:
+            raise ValueError(f"round {name!r} has no draws")
+        x = np.arange(1, m.size + 1)
+        delta = float(np.nanmax(m))
+        eps = float(epsilons.get(name, 2.0 * delta))
+        eps_txt = f"ε = 2Δ = {eps:.4g}" if np.isclose(eps, 2.0 * delta) else f"ε = {eps:.4g} (2Δ = {2 * delta:.4g})"
+        ax.plot(x, m, marker="o", markersize=3 if m.size > 50 else 5, linewidth=0.8)
+        ax.axhline(delta, linestyle="--", color="tab:red", linewidth=1, label=f"Δ = {delta:.4g}")
+        ax.set_title(f"{name}: Δ = {delta:.4g}, {eps_txt}", fontsize=10)
+        ax.set_xlabel("draw s")
+        ax.set_ylabel("$M_s$ (max weighted per-record loss)")
+        if m.size == 1:
+            ax.set_xlim(0.5, 1.5)
+        ax.legend(loc="lower right", fontsize=8)
+    _save(fig, path)
+
+
+def f1_violin_plot(
+    weighted: np.ndarray, macro: np.ndarray, released: tuple[float, float], path, title: str = ""
+) -> None:
+    """Violins of weighted and macro F1 over the utility draws; the released draw as red markers."""
+    data = [np.asarray(v, dtype=float).ravel() for v in (weighted, macro)]
+    data = [d[np.isfinite(d)] for d in data]
+    fig = _new_figure(4.8, 4.0)
+    ax = fig.subplots()
+    positions = [1, 2]
+    for pos, d in zip(positions, data):
+        if d.size >= 2 and np.ptp(d) > 0:
+            ax.violinplot([d], positions=[pos], showmeans=False, showmedians=True, showextrema=True)
+        elif d.size:  # a KDE is undefined for a single (or constant) value: draw it as a tick
+            ax.hlines(d[0], pos - 0.2, pos + 0.2, color="tab:blue", linewidth=2)
+        if d.size:
+            jitter = np.linspace(-0.05, 0.05, d.size) if d.size > 1 else np.zeros(1)
+            ax.scatter(pos + jitter, d, s=6, color="tab:blue", alpha=0.4, zorder=2)
+    ax.scatter(positions, list(released), marker="D", s=50, color="tab:red", zorder=3, label="released draw")
+    ax.set_xticks(positions, ["weighted F1", "macro F1"])
+    ax.set_xlim(0.4, 2.6)
+    ax.set_ylabel("F1")
+    ax.legend(loc="best", fontsize=8)
+    if title:
+        ax.set_title(title, fontsize=10)
+    _save(fig, path)
+
+
+def per_class_plot(per_class: pd.DataFrame, path) -> None:
+    """Per-class F1 against training class size (log x; symlog so size-0 classes still show)."""
+    x = per_class["train_size"].to_numpy(dtype=float)
+    y = per_class["f1"].to_numpy(dtype=float)
+    fig = _new_figure(6.0, 4.0)
+    ax = fig.subplots()
+    if "test_support" in per_class:
+        support = per_class["test_support"].to_numpy(dtype=float)
+        sizes = 10 + 40 * np.sqrt(support / max(1.0, float(support.max(initial=0.0))))
+    else:
+        sizes = 20
+    ax.scatter(x, y, s=sizes, alpha=0.7, edgecolors="none")
+    if len(y):
+        macro = float(np.mean(y))
+        ax.axhline(macro, linestyle="--", color="grey", linewidth=1, label=f"macro F1 = {macro:.3f}")
+        ax.legend(loc="lower right", fontsize=8)
+    ax.set_xscale("symlog", linthresh=1)
+    if len(x):
+        ax.set_xlim(-0.5 if x.min() <= 0 else 0.7 * x.min(), 1.5 * max(1.0, x.max()))
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_xlabel("training-set class size")
+    ax.set_ylabel("per-class F1 (test)")
+    _save(fig, path)
