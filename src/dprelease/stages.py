@@ -39,9 +39,12 @@ def _train_set(lay: Layout):
     return load_features(lay.features / "train.safetensors")
 
 
-def _skip(folder: Path, why: str) -> dict:
+def _skip(folder: Path, why: str, metrics: Path | None = None) -> dict:
+    """Round-3 stages when re-weighting is off: leave a marker so DVC's outputs exist."""
     with atomic_dir(folder) as tmp:
         write_json(tmp / "skipped.json", {"skipped": why})
+    if metrics is not None:
+        write_json(metrics, {"skipped": why})
     return {"skipped": why}
 
 
@@ -176,7 +179,7 @@ def sensitivity(params: Params, r: int, root: str | Path = ".") -> dict:
     """M_s = max_i w_i CE_i(θ^(s)) over S draws of SWAG_r; Δ = max_s M_s; ε = 2Δ (spec B.6)."""
     lay = Layout.from_params(params, root)
     if r == 3 and not params.ppm.reweight:
-        return _skip(lay.sensitivity(r), "ppm.reweight is false")
+        return _skip(lay.sensitivity(r), "ppm.reweight is false", lay.metrics / f"sensitivity_r{r}.json")
     w = np.load(lay.weights(r) / "weights.npy")
     record_max, max_deltas = _posterior_pass(params, lay, r, w, "sensitivity")
     delta, eps = ppm.epsilon(max_deltas)
@@ -193,7 +196,7 @@ def reweight(params: Params, root: str | Path = ".") -> dict:
     """Round-3 weights pulled toward the database bound with strength k (spec C.2)."""
     lay, p = Layout.from_params(params, root), params.ppm
     if not p.reweight:
-        return _skip(lay.weights(3), "ppm.reweight is false")
+        return _skip(lay.weights(3), "ppm.reweight is false", lay.metrics / "reweight.json")
     w = np.load(lay.weights(2) / "weights.npy")
     L = np.load(lay.sensitivity(2) / "record_max_loss.npy")
     w_new = ppm.reweight(w, L, k=p.k, form=p.reweight_form)

@@ -1,0 +1,78 @@
+"""MLflow: one run per pipeline run with public params, ε per round, Δ, utility, plots and the
+release manifest. Only aggregates from ``metrics/`` are read; per-record artifacts are never touched."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .config import Params
+from .io import read_json, write_json
+from .layout import Layout
+
+PUBLIC_METRIC_FILES = ("data", "reweight", "release", "audit")
+
+
+def _flatten(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def tracking_uri(params: Params, root: str | Path = ".") -> str:
+    """The configured URI; a relative ``sqlite:///file`` is anchored at the project root."""
+    uri = os.environ.get("MLFLOW_TRACKING_URI") or params.tracking.mlflow_uri
+    prefix = "sqlite:///"
+    if uri.startswith(prefix) and not uri[len(prefix):].startswith("/"):
+        uri = prefix + str((Path(root) / uri[len(prefix):]).resolve())
+    return uri
+
+
+def log_pipeline_run(params: Params, root: str | Path = ".", run_name: str | None = None) -> str:
+    import mlflow
+
+    lay = Layout.from_params(params, root)
+    mlflow.set_tracking_uri(tracking_uri(params, root))
+    name = params.tracking.experiment
+    if mlflow.get_experiment_by_name(name) is None:
+        mlflow.create_experiment(name, artifact_location=(Path(root) / "mlartifacts").resolve().as_uri())
+    mlflow.set_experiment(name)
+    with mlflow.start_run(run_name=run_name) as run:
+        config = _flatten(params.model_dump(mode="json"))
+        mlflow.log_params({k: v for k, v in config.items() if not k.startswith("tracking.")})
+        metrics = {}
+        for stem in PUBLIC_METRIC_FILES:
+            path = lay.metrics / f"{stem}.json"
+            if path.is_file():
+                metrics.update({f"{stem}.{k}": v for k, v in read_json(path).items() if _is_number(v)})
+        for r in params.rounds:
+            if r >= 2:
+                sens = read_json(lay.metrics / f"sensitivity_r{r}.json")
+                metrics[f"epsilon_round{r}"] = sens["epsilon"]
+                metrics[f"delta_hat_round{r}"] = sens["delta"]
+        risk = read_json(lay.metrics / "risk.json")  # weight aggregates only (no single-record risk values)
+        metrics.update({f"weights_round2.{k}": v for k, v in risk.items() if k.startswith("weight")})
+        mlflow.log_metrics(metrics)
+        for r in params.rounds:
+            for phase in ("finetune", "swag"):
+                hist = lay.round(r) / phase / "history.json"
+                for step, loss in enumerate(read_json(hist)["epoch_loss"]):
+                    mlflow.log_metric(f"train_loss.{phase}_round{r}", loss, step=step)
+        for png in sorted(lay.plots.glob("*.png")):
+            mlflow.log_artifact(str(png), "plots")
+        for csv in sorted(lay.reports.glob("*.csv")):
+            mlflow.log_artifact(str(csv), "reports")
+        mlflow.log_artifact(str(lay.release / "release.json"), "release")
+        mlflow.set_tag("delta", "asymptotic, not quantified")
+        run_id = run.info.run_id
+    write_json(lay.metrics / "mlflow_run.json", {"run_id": run_id, "experiment": name})
+    return run_id
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)

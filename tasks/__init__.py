@@ -1,0 +1,1 @@
+"""Prefect tasks: thin wrappers that call the stage functions of ``dprelease.stages``."""

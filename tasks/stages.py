@@ -1,0 +1,47 @@
+"""One cached Prefect task per pipeline stage.
+
+The cache key is :func:`dprelease.pipeline.input_key` (params the stage uses, content hashes of its
+inputs, code version). A completion stamp next to the artifacts says which key produced the outputs
+on disk; if they are missing or came from another key, the task runs again and refreshes the cache.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import prefect_env
+
+prefect_env.configure()
+
+from prefect import task  # noqa: E402
+
+from dprelease import pipeline  # noqa: E402
+from dprelease.config import Params  # noqa: E402
+from dprelease.stages import run_stage  # noqa: E402
+
+
+def _cache_key(_context, parameters: dict) -> str:
+    return parameters["key"]
+
+
+@task(cache_key_fn=_cache_key, persist_result=True)
+def stage_task(name: str, params: dict, root: str, key: str) -> dict:
+    p = Params.model_validate(params)
+    summary = run_stage(name, p, root)
+    pipeline.mark_done(pipeline.get(p, name), p, key, root)
+    return summary
+
+
+@task(persist_result=False)
+def track_task(params: dict, root: str, run_name: str | None = None) -> str:
+    from dprelease.tracking import log_pipeline_run
+
+    return log_pipeline_run(Params.model_validate(params), root, run_name)
+
+
+def run(name: str, params: Params, root: str | Path = ".") -> dict:
+    spec = pipeline.get(params, name)
+    key = pipeline.input_key(spec, params, root)
+    fresh = not pipeline.is_current(spec, params, key, root)
+    t = stage_task.with_options(name=name, task_run_name=name, refresh_cache=fresh)
+    return t(name, params.model_dump(mode="json"), str(root), key)
