@@ -171,7 +171,6 @@ def test_params_are_frozen():
         p.seed = 3  # type: ignore[misc]
 
 
-@pytest.mark.xfail(strict=True, reason="source bug: parse_params copies raw shallowly, so overrides mutate nested sections of the caller's dict")
 def test_overrides_do_not_mutate_the_input():
     raw = {"ppm": {"c": 1.0}}
     parse_params(raw, {"ppm.c": 0.8})

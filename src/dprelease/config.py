@@ -6,6 +6,7 @@ validation problem into a one-line :class:`ConfigError` that names the offending
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Literal
 
@@ -18,7 +19,7 @@ class ConfigError(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class DataParams(_Strict):
@@ -138,7 +139,7 @@ def _one_line(err: ValidationError) -> str:
 
 def parse_params(raw: dict | None, overrides: dict | None = None) -> Params:
     """Validate a parsed params mapping (``overrides`` are dotted keys, e.g. ``{"ppm.c": 0.8}``)."""
-    raw = dict(raw or {})
+    raw = copy.deepcopy(raw or {})
     for dotted, value in (overrides or {}).items():
         node = raw
         *parents, leaf = dotted.split(".")

@@ -63,11 +63,11 @@ def reweight(weights: np.ndarray, record_max_loss: np.ndarray, k: float = 0.95, 
     big_delta = bounds.max()
     if big_delta <= 0:
         return w.copy()
-    L_safe = np.maximum(L, np.finfo(float).tiny)
     if form == "power":
-        with np.errstate(divide="ignore"):
-            base = np.where(w > 0, w ** (1.0 - k), 0.0) if k < 1 else (w > 0).astype(float)
-        new = base * (big_delta / L_safe) ** k
+        new = np.zeros_like(w)
+        live = (w > 0) & (L > 0)
+        new[live] = w[live] ** (1.0 - k) * (big_delta / L[live]) ** k
+        new[(w > 0) & (L == 0)] = 1.0  # zero loss: no bound to protect, full weight
     elif form == "additive":
         raw = w + k * (1.0 - bounds / big_delta)
         gamma = big_delta / (L * raw).max()
