@@ -66,9 +66,12 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, DataError, ReleaseError) as err:
         print(f"dprelease: error: {err}", file=sys.stderr)
         return 2
+    from dprelease.io import write_json
     from flows.summary import print_summary
 
-    print_summary(params, args.root, result, time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    write_json(Path(args.root) / "metrics" / "timings.json", {"flow_seconds": round(seconds, 2), "stages": result["timings"]})
+    print_summary(params, args.root, result, seconds)
     return 0
 
 

@@ -203,6 +203,11 @@ def test_blank_or_nan_label(tmp_path):
     assert "2 row(s)" in msg
 
 
+def test_bytes_neither_utf8_nor_cp1252(tmp_path):
+    # 0x81 is invalid UTF-8 here and undefined in cp1252: an error naming the byte and its offset.
+    _bad(tmp_path, b"Final Narrative,Nature\nbad \x81 byte,111\nok,132\n", "undecodable byte 0x81 at offset 27")
+
+
 def test_single_class(tmp_path):
     _bad(tmp_path, "Final Narrative,Nature\nfoo,111\nbar,111 \n", "1 distinct class")
 

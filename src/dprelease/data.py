@@ -2,8 +2,8 @@
 
 ``read_records`` accepts the bundled 18-column CSV (``data/osha_sir_2015_2016.csv.gz``) and the
 original OSHA release format (26 or 28 columns, quoted fields, narratives with embedded
-newlines).  Encoding: UTF-8 (a BOM is accepted), then cp1252, then latin-1 as a last resort
-(latin-1 maps every byte, so it never fails; cp1252 fails only on its 5 undefined bytes).
+newlines).  Encoding: UTF-8 (a BOM is accepted), then cp1252 (older OSHA releases); bytes that are neither
+(e.g. cp1252's undefined 0x81, 0x8D, 0x8F, 0x90, 0x9D) are an error naming the byte offset.
 Every problem with the input is a one-line :class:`DataError`.
 """
 
@@ -23,7 +23,7 @@ from sklearn.model_selection import train_test_split
 
 __all__ = ["DataError", "read_records", "stratified_sample", "split", "gini", "load_titles"]
 
-_ENCODINGS = ("utf-8-sig", "cp1252", "latin-1")
+_ENCODINGS = ("utf-8-sig", "cp1252")
 _SHOW = 5  # how many row numbers / column names a message lists
 
 
@@ -67,12 +67,14 @@ def _read_text(path: Path) -> str:
         raise DataError(f"{path}: file is empty")
     if b"\x00" in raw[:65536]:
         raise DataError(f"{path}: not a text CSV file (contains NUL bytes; binary data?)")
+    errors = []
     for enc in _ENCODINGS:
         try:
             return raw.decode(enc)
-        except UnicodeDecodeError:
-            continue
-    raise AssertionError("unreachable: latin-1 decodes any byte string")  # pragma: no cover
+        except UnicodeDecodeError as e:
+            errors.append(e)
+    bad = errors[-1]
+    raise DataError(f"{path}: not UTF-8 or cp1252 text (undecodable byte 0x{raw[bad.start]:02x} at offset {bad.start})")
 
 
 def _find_column(frame: pd.DataFrame, name: str, path: Path, role: str) -> str:

@@ -34,7 +34,12 @@ def tracking_uri(params: Params, root: str | Path = ".") -> str:
 
 
 def log_pipeline_run(params: Params, root: str | Path = ".", run_name: str | None = None) -> str:
+    import logging
+
     import mlflow
+
+    logging.getLogger("mlflow").setLevel(logging.WARNING)
+    logging.getLogger("alembic").setLevel(logging.WARNING)
 
     lay = Layout.from_params(params, root)
     mlflow.set_tracking_uri(tracking_uri(params, root))

@@ -1,0 +1,51 @@
+# dprelease — `make run` (release flow on the bundled OSHA data), `make test` (the test suite).
+# Both create the virtual environment on first use. Nothing is downloaded at run time.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export PREFECT_HOME := $(CURDIR)/.prefect
+export PREFECT_RESULTS_LOCAL_STORAGE_PATH := $(CURDIR)/.prefect/results
+export PREFECT_LOGGING_LEVEL := WARNING
+export PREFECT_SERVER_ANALYTICS_ENABLED := false
+export PREFECT_SERVER_UI_ENABLED := false
+export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 90
+export HF_HUB_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+export MLFLOW_SERVER_ENABLE_JOB_EXECUTION := false
+MLFLOW_URI ?= sqlite:///mlflow.db
+
+.PHONY: env run test test-fast repro ui bench clean
+
+env: $(STAMP)
+
+# torch first and pinned: an unpinned torch would pull several GB of CUDA packages.
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-deps -e .
+	touch $(STAMP)
+
+run: env
+	$(PY) -m flows.release $(ARGS)
+
+test: env
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-fast: env
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+repro: env
+	source $(VENV)/bin/activate && dvc repro
+
+ui: env
+	$(VENV)/bin/mlflow ui --backend-store-uri $(MLFLOW_URI) --workers 1
+
+bench: env
+	$(PY) benchmarks/bench_release.py
+
+clean:
+	rm -rf artifacts release metrics plots reports .prefect mlflow.db mlartifacts

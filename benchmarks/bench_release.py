@@ -1,0 +1,74 @@
+"""Benchmark of the default release flow (`make run`) on the bundled OSHA data, head backend.
+
+Runs the flow three times in a scratch copy of the project inputs, each as a fresh process:
+  1. cold     — empty artifacts and Prefect cache (includes computing the encoder embeddings);
+  2. embedded — embeddings (and the split) cached, every PPM stage recomputed;
+  3. no-op    — nothing changed (every stage a cache hit).
+Prints wall time, peak RSS of the flow process and the per-stage times the flow records.
+
+    python benchmarks/bench_release.py [--draws 500] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_flow(work: Path, extra: list[str]) -> tuple[float, float, dict]:
+    env = os.environ | {"PREFECT_HOME": str(work / ".prefect"),
+                        "PREFECT_RESULTS_LOCAL_STORAGE_PATH": str(work / ".prefect" / "results"),
+                        "PYTHONPATH": str(ROOT)}
+    start = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    proc = subprocess.run([sys.executable, "-m", "flows.release", "--root", str(work), *extra], cwd=ROOT, env=env,
+                          capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        sys.exit(f"flow failed:\n{proc.stderr[-3000:]}")
+    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    timings = json.loads((work / "metrics" / "timings.json").read_text())
+    return wall, max(peak_kb, before) / 1024, timings
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--draws", type=int, default=None, help="override ppm.draws (default: params.yaml)")
+    ap.add_argument("--keep", default=None, help="work directory to keep (default: a temporary one)")
+    args = ap.parse_args()
+    work = Path(args.keep or tempfile.mkdtemp(prefix="dprelease-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(ROOT / "params.yaml", work / "params.yaml")
+    shutil.copytree(ROOT / "data", work / "data", dirs_exist_ok=True)
+    extra = ["--set", f"ppm.draws={args.draws}"] if args.draws else []
+    rows = []
+    rows.append(("cold", *run_flow(work, extra)))
+    for sub in (work / "artifacts").iterdir():  # keep the split and embeddings, drop everything downstream
+        if sub.name not in {"data", "features", ".stamps"}:
+            shutil.rmtree(sub)
+    for stamp in (work / "artifacts" / ".stamps").glob("*.json"):
+        if stamp.stem not in {"stratify", "featurize"}:
+            stamp.unlink()
+    rows.append(("embedded", *run_flow(work, extra)))
+    rows.append(("no-op", *run_flow(work, extra)))
+
+    print(f"{'run':<10}{'wall s':>9}{'peak RSS MB':>13}  stages (s)")
+    for name, wall, rss, timings in rows:
+        stages = ", ".join(f"{k} {v:.1f}" for k, v in timings["stages"].items())
+        print(f"{name:<10}{wall:>9.1f}{rss:>13.0f}  flow {timings['flow_seconds']:.1f}: {stages}")
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
