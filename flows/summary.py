@@ -30,7 +30,7 @@ def print_summary(params: Params, root: str, result: dict, seconds: float) -> No
         f"             over {audit['draws']} draws: weighted {audit['weighted_f1_mean']:.3f} ± {audit['weighted_f1_sd']:.3f}, "
         f"macro {audit['macro_f1_mean']:.3f} ± {audit['macro_f1_sd']:.3f}",
         f"  release    {lay.release}/  (predict: dprelease predict --release {lay.release} --input narratives.csv --output coded.csv)",
-        f"  plots      {lay.plots}/max_delta.png, {lay.plots}/f1_violin.png; per-class F1: {lay.reports}/per_class_f1.csv",
+        f"  plots      {lay.plots}/max_delta.png, {lay.plots}/f1_violin.png; per-class F1: {lay.audit}/per_class_f1.csv",
     ]
     if result.get("mlflow_run_id"):
         uri = tracking_uri(params, root)

@@ -39,9 +39,28 @@ def track_task(params: dict, root: str, run_name: str | None = None) -> str:
     return log_pipeline_run(Params.model_validate(params), root, run_name)
 
 
-def run(name: str, params: Params, root: str | Path = ".") -> dict:
+@task(persist_result=False)
+def track_compare_task(params: dict, root: str) -> str:
+    from dprelease.tracking import log_compare_run
+
+    return log_compare_run(Params.model_validate(params), root)
+
+
+def _prepared(name: str, params: Params, root: str | Path):
     spec = pipeline.get(params, name)
     key = pipeline.input_key(spec, params, root)
     fresh = not pipeline.is_current(spec, params, key, root)
     t = stage_task.with_options(name=name, task_run_name=name, refresh_cache=fresh)
-    return t(name, params.model_dump(mode="json"), str(root), key)
+    return t, (name, params.model_dump(mode="json"), str(root), key)
+
+
+def run(name: str, params: Params, root: str | Path = ".") -> dict:
+    """Run (or take from the cache) one stage, in this thread."""
+    t, args = _prepared(name, params, root)
+    return t(*args)
+
+
+def submit(name: str, params: Params, root: str | Path = "."):
+    """Submit one stage to the flow's task runner (its inputs must already exist); returns a future."""
+    t, args = _prepared(name, params, root)
+    return t.submit(*args)

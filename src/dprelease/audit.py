@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import torch
 from safetensors.torch import load_file
 from tqdm.auto import tqdm
@@ -21,6 +22,29 @@ from .plots import f1_violin_plot, max_delta_plot, per_class_plot
 from .seeds import stage_seed
 
 
+def evaluate(backend, model, features, labels: torch.Tensor, label_info: dict) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
+    """Test F1 (weighted, macro), per-class F1 with class sizes and the quartile table for ``model``."""
+    classes = list(range(len(label_info["codes"])))
+    y_true = labels.numpy()
+    pred = backend.predict_proba(model, features).argmax(1).numpy()
+    per_class = per_class_f1(y_true, pred, classes, label_info["train_sizes"], label_info["codes"], label_info["titles"])
+    return f1_summary(y_true, pred, classes), per_class, quartile_table(per_class)
+
+
+def quartile_summary(quartiles: pd.DataFrame) -> dict:
+    top, bottom = (quartiles.set_index("group").loc[g] for g in ("top quartile", "bottom quartile"))
+    return {"top_quartile_weighted_f1": float(top["weighted_f1"]), "top_quartile_macro_f1": float(top["macro_f1"]),
+            "bottom_quartile_weighted_f1": float(bottom["weighted_f1"]),
+            "bottom_quartile_macro_f1": float(bottom["macro_f1"])}
+
+
+def write_tables(folder: Path, per_class: pd.DataFrame, quartiles: pd.DataFrame) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, frame in (("per_class_f1.csv", per_class), ("quartiles.csv", quartiles)):
+        with atomic_path(folder / name) as tmp:
+            frame.to_csv(tmp, index=False)
+
+
 def audit(params: Params, root: str | Path = ".") -> dict:
     lay, r = Layout.from_params(params, root), params.final_round
     labels = read_json(lay.data / "labels.json")
@@ -28,29 +52,21 @@ def audit(params: Params, root: str | Path = ".") -> dict:
     backend = make_backend(params, n_classes)
     feats, y = load_features(lay.features / "test.safetensors")
     model = backend.build_model(feats["x"].shape[1] if "x" in feats else None)
-    classes = list(range(n_classes))
-    y_true = y.numpy()
-
-    def utility(theta: torch.Tensor) -> tuple[dict, np.ndarray]:
-        set_flat(model, theta)
-        pred = backend.predict_proba(model, feats).argmax(1).numpy()
-        return f1_summary(y_true, pred, classes), pred
-
-    released, pred = utility(load_file(str(lay.draw / "theta.safetensors"))["theta"])
+    theta = load_file(str(lay.draw / "theta.safetensors"))["theta"]
+    set_flat(model, theta)
+    released, per_class, quartiles = evaluate(backend, model, feats, y, labels)
+    write_tables(lay.audit, per_class, quartiles)
 
     moments = SwagMoments.load(lay.swag(r) / "moments.safetensors", device=backend.device)
     gen = torch.Generator(device=backend.device).manual_seed(stage_seed(params.seed, "audit", r))
-    draws = [utility(theta)[0] for chunk in iter_samples(moments, params.audit.draws, 10, gen)
-             for theta in tqdm(chunk, desc="audit draws", unit="draw", leave=False)]
+    draws = []
+    for chunk in iter_samples(moments, params.audit.draws, 10, gen):
+        for theta in tqdm(chunk, desc="audit draws", unit="draw", leave=False):
+            set_flat(model, theta)
+            draws.append(f1_summary(y.numpy(), backend.predict_proba(model, feats).argmax(1).numpy(),
+                                    list(range(n_classes))))
     weighted = np.array([d["weighted_f1"] for d in draws])
     macro = np.array([d["macro_f1"] for d in draws])
-
-    per_class = per_class_f1(y_true, pred, classes, labels["train_sizes"], labels["codes"], labels["titles"])
-    quartiles = quartile_table(per_class)
-    lay.reports.mkdir(parents=True, exist_ok=True)
-    for name, frame in (("per_class_f1.csv", per_class), ("quartiles.csv", quartiles)):
-        with atomic_path(lay.reports / name) as tmp:
-            frame.to_csv(tmp, index=False)
 
     rounds = [k for k in params.rounds if k >= 2]
     series = {f"round {k}": np.load(lay.sensitivity(k) / "max_deltas.npy") for k in rounds}
@@ -62,14 +78,10 @@ def audit(params: Params, root: str | Path = ".") -> dict:
 
     w_mean, w_sd = mean_sd(weighted)
     m_mean, m_sd = mean_sd(macro)
-    top, bottom = (quartiles.set_index("group").loc[g] for g in ("top quartile", "bottom quartile"))
     summary = {
         "released_weighted_f1": released["weighted_f1"], "released_macro_f1": released["macro_f1"],
         "draws": len(draws), "weighted_f1_mean": w_mean, "weighted_f1_sd": w_sd,
-        "macro_f1_mean": m_mean, "macro_f1_sd": m_sd,
-        "top_quartile_weighted_f1": float(top["weighted_f1"]), "top_quartile_macro_f1": float(top["macro_f1"]),
-        "bottom_quartile_weighted_f1": float(bottom["weighted_f1"]),
-        "bottom_quartile_macro_f1": float(bottom["macro_f1"]),
+        "macro_f1_mean": m_mean, "macro_f1_sd": m_sd, **quartile_summary(quartiles),
     }
     write_json(lay.metrics / "audit.json", summary)
     return summary

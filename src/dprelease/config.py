@@ -89,6 +89,48 @@ class AuditParams(_Strict):
     draws: int = Field(30, ge=1, description="further draws for the utility distribution")
 
 
+class DPSGDRun(_Strict):
+    epochs: int = Field(30, ge=1)
+    batch_size: int = Field(512, ge=1, description="expected (Poisson) batch size")
+    lr: float = Field(1e-3, gt=0.0)
+    max_grad_norm: float = Field(1.0, gt=0.0, description="per-sample clipping bound C")
+
+
+class DPSGDParams(_Strict):
+    """DP-SGD baseline (spec E): Opacus, Poisson sampling, per-sample clipping, RDP accountant."""
+
+    target_epsilon: float | None = Field(None, gt=0.0, description="None: the compared SWAG-PPM release's ε")
+    delta: float | None = Field(None, gt=0.0, lt=1.0, description="None: 1/(2n)")
+    delta_sweep: list[float] = [1e-3, 1e-2, 0.1, 0.99]
+    conversion: Literal["mironov", "opacus"] = "mironov"
+    grad_sample_mode: Literal["ghost", "hooks"] = Field("ghost", description="Opacus fast gradient clipping or per-sample hooks")
+    head: DPSGDRun = DPSGDRun(lr=1e-2)  # lr picked on a small grid (README); the rest as the paper
+    full: DPSGDRun = DPSGDRun()  # the paper's settings: batch 512, lr 1e-3, C = 1, 30 epochs
+
+    @model_validator(mode="after")
+    def _sweep_range(self) -> "DPSGDParams":
+        for d in self.delta_sweep:
+            if not 0.0 < d < 1.0:
+                raise ValueError(f"dpsgd.delta_sweep: δ must lie in (0, 1), got {d}")
+        return self
+
+
+ARMS = ["nonprivate", "swag_ppm", "swag_ppm_reweighted", "dpsgd"]
+
+
+class CompareParams(_Strict):
+    arms: list[Literal["nonprivate", "swag_ppm", "swag_ppm_reweighted", "dpsgd"]] = ARMS
+    nonprivate_epochs: int = Field(30, ge=1, description="non-private baseline epochs (spec D.5)")
+
+    @model_validator(mode="after")
+    def _arms(self) -> "CompareParams":
+        if not self.arms:
+            raise ValueError("compare.arms: give at least one arm")
+        if len(set(self.arms)) != len(self.arms):
+            raise ValueError("compare.arms: an arm is listed twice")
+        return self
+
+
 class TrackingParams(_Strict):
     mlflow_uri: str = "sqlite:///mlflow.db"
     experiment: str = "dprelease"
@@ -103,6 +145,8 @@ class Params(_Strict):
     model: ModelParams = ModelParams()
     ppm: PPMParams = PPMParams()
     audit: AuditParams = AuditParams()
+    dpsgd: DPSGDParams = DPSGDParams()
+    compare: CompareParams = CompareParams()
     tracking: TrackingParams = TrackingParams()
 
     @model_validator(mode="after")
@@ -117,6 +161,10 @@ class Params(_Strict):
     @property
     def backend(self) -> HeadParams | FullParams:
         return getattr(self.model, self.model.backend)
+
+    @property
+    def dpsgd_run(self) -> DPSGDRun:
+        return getattr(self.dpsgd, self.model.backend)
 
     @property
     def rounds(self) -> list[int]:

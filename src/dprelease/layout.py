@@ -51,5 +51,10 @@ class Layout:
         return self.round(r) / "sensitivity"
 
     @property
+    def audit(self) -> Path:
+        """Per-class F1 and quartile tables of the release."""
+        return self.reports / "release"
+
+    @property
     def draw(self) -> Path:
         return self.artifacts / "draw"

@@ -61,9 +61,28 @@ def specs(params: Params) -> list[StageSpec]:
                          model + ["ppm"], ["metrics/release.json"]))
     out.append(StageSpec("audit", [labels, feats, f"{a}/draw", f"{a}/round2/swag", f"{a}/round3/swag",
                                    f"{a}/round2/sensitivity", f"{a}/round3/sensitivity", *sens],
-                         ["reports"], model + ["ppm.reweight", "audit"], ["metrics/audit.json"],
+                         ["reports/release"], model + ["ppm.reweight", "audit"], ["metrics/audit.json"],
                          ["plots/max_delta.png", "plots/f1_violin.png", "plots/per_class_f1.png"]))
     return out
+
+
+def compare_specs(params: Params) -> list[StageSpec]:
+    """The comparison arms and the report (issue: baselines at matched ε)."""
+    a = params.artifacts
+    feats, labels = f"{a}/features", f"{a}/data"
+    model = ["seed", "model"]
+    dp_deps = [labels, feats, "metrics/release.json"]
+    arms = [
+        StageSpec("nonprivate", [labels, feats], ["reports/arms/nonprivate"], model + ["compare.nonprivate_epochs"],
+                  ["metrics/nonprivate.json"]),
+        StageSpec("swag_ppm", [labels, feats, f"{a}/round2/weights", f"{a}/round2/swag", "metrics/sensitivity_r2.json"],
+                  ["reports/arms/swag_ppm"], model, ["metrics/swag_ppm.json"]),
+        StageSpec("dpsgd", dp_deps, ["reports/arms/dpsgd"], model + ["dpsgd"], ["metrics/dpsgd.json"]),
+        StageSpec("dpsgd_sweep", dp_deps, [], model + ["dpsgd"], ["metrics/dpsgd_sweep.json"]),
+    ]
+    report_deps = sorted({d for s in arms for d in s.outs + s.metrics} | {"reports/release", "metrics/audit.json",
+                                                                          "metrics/release.json", "metrics/data.json"})
+    return arms + [StageSpec("compare_report", report_deps, ["reports/compare"], ["seed", "model.backend", "compare"])]
 
 
 def active(params: Params) -> list[StageSpec]:
@@ -73,7 +92,7 @@ def active(params: Params) -> list[StageSpec]:
 
 
 def get(params: Params, name: str) -> StageSpec:
-    for s in specs(params):
+    for s in specs(params) + compare_specs(params):
         if s.name == name:
             return s
     raise KeyError(f"unknown stage {name!r}")
@@ -91,7 +110,11 @@ def select(params: Params, dotted: list[str]) -> dict:
 
 
 def code_version() -> str:
-    return file_hash(CODE_DIR)[:16]
+    """Hash of the package's source (``*.py`` and bundled resources; bytecode caches ignored)."""
+    h = hashlib.sha256()
+    for path in sorted(p for p in CODE_DIR.rglob("*") if p.suffix in {".py", ".csv"} and "__pycache__" not in p.parts):
+        h.update(path.relative_to(CODE_DIR).as_posix().encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def input_key(spec: StageSpec, params: Params, root: str | Path = ".") -> str:
@@ -110,29 +133,42 @@ def _stamp_path(params: Params, root: Path, name: str) -> Path:
     return Path(root) / params.artifacts / ".stamps" / f"{name}.json"
 
 
+def _out_hashes(spec: StageSpec, root: Path) -> dict[str, str] | None:
+    hashes = {}
+    for out in spec.outs + spec.metrics + spec.plots:
+        path = root / out
+        if not path.exists():
+            return None
+        hashes[out] = file_hash(path)
+    return hashes
+
+
 def is_current(spec: StageSpec, params: Params, key: str, root: str | Path = ".") -> bool:
-    """True if the outputs on disk were produced by a run with this input key."""
+    """True if the outputs on disk are exactly those a run with this input key produced."""
     stamp = _stamp_path(params, Path(root), spec.name)
-    outs_there = all((Path(root) / o).exists() for o in spec.outs + spec.metrics)
-    return outs_there and stamp.is_file() and read_json(stamp).get("key") == key
+    if not stamp.is_file():
+        return False
+    recorded = read_json(stamp)
+    return recorded.get("key") == key and recorded.get("outs") == _out_hashes(spec, Path(root))
 
 
 def mark_done(spec: StageSpec, params: Params, key: str, root: str | Path = ".") -> None:
-    write_json(_stamp_path(params, Path(root), spec.name), {"key": key})
+    write_json(_stamp_path(params, Path(root), spec.name), {"key": key, "outs": _out_hashes(spec, Path(root))})
 
 
 def dvc_yaml(params: Params) -> dict:
     stages = {}
-    for s in specs(params):
-        entry: dict = {"cmd": f"dprelease stage {s.name}", "deps": list(s.deps), "params": list(s.params),
-                       "outs": list(s.outs)}
+    for s in specs(params) + compare_specs(params):
+        entry: dict = {"cmd": f"dprelease stage {s.name}", "deps": list(s.deps), "params": list(s.params)}
+        if s.outs:
+            entry["outs"] = list(s.outs)
         if s.metrics:
-            entry["metrics"] = [{m: {"cache": False}} for m in s.metrics]
+            entry["metrics"] = list(s.metrics)  # cached by DVC, so `dvc checkout` / experiments restore them
         if s.plots:
-            entry["plots"] = [{p: {"cache": False}} for p in s.plots]
+            entry["plots"] = list(s.plots)
         stages[s.name] = entry
-    plot_files = next(s.plots for s in specs(params) if s.name == "audit")
-    track_deps = ["metrics/audit.json", "metrics/release.json", *plot_files, "reports", params.release]
+    plot_files = get(params, "audit").plots
+    track_deps = ["metrics/audit.json", "metrics/release.json", *plot_files, "reports/release", params.release]
     stages["track"] = {"cmd": "dprelease track", "deps": track_deps,
-                       "params": ["tracking"], "outs": [{"metrics/mlflow_run.json": {"cache": False}}]}
+                       "params": ["tracking"], "outs": [{"metrics/mlflow_run.json": {"cache": False}}]}  # a new run id each time
     return {"stages": stages}

@@ -107,3 +107,23 @@ def per_class_plot(per_class: pd.DataFrame, path) -> None:
     ax.set_xlabel("training-set class size")
     ax.set_ylabel("per-class F1 (test)")
     _save(fig, path)
+
+
+def per_class_compare_plot(frames: dict[str, pd.DataFrame], path) -> None:
+    """One panel per arm: per-class F1 against training class size (seed 004 Figure 3 analogue)."""
+    if not frames:
+        raise ValueError("per_class_compare_plot needs at least one arm")
+    n = len(frames)
+    fig = _new_figure(3.6 * n, 3.6)
+    axes = np.atleast_1d(fig.subplots(1, n, squeeze=False, sharey=True)[0])
+    for ax, (name, frame) in zip(axes, frames.items()):
+        x = frame["train_size"].to_numpy(dtype=float)
+        y = frame["f1"].to_numpy(dtype=float)
+        ax.scatter(x, y, s=14, alpha=0.7, edgecolors="none")
+        ax.axhline(float(np.mean(y)) if len(y) else 0.0, linestyle="--", color="grey", linewidth=1)
+        ax.set_xscale("symlog", linthresh=1)
+        ax.set_title(f"{name}\nmacro F1 {np.mean(y):.3f}" if len(y) else name, fontsize=9)
+        ax.set_xlabel("training class size")
+        ax.set_ylim(-0.05, 1.05)
+    axes[0].set_ylabel("per-class F1 (test)")
+    _save(fig, path)

@@ -31,7 +31,10 @@ def write_release(folder: Path, backend, model, codes: list[str], titles: list[s
     with atomic_dir(folder) as tmp:
         model_entry = backend.write_release_model(model, tmp)
         write_json(tmp / "labels.json", {"codes": codes, "titles": titles})
-        write_json(tmp / "release.json", manifest | {"model": model_entry, "code_version": __version__})
+        from .pipeline import code_version
+
+        write_json(tmp / "release.json", manifest | {"model": model_entry,
+                                                     "code_version": f"{__version__}+{code_version()}"})
         check_release_folder(tmp)
 
 
@@ -84,7 +87,7 @@ def predict(release: str | Path, input_csv: str | Path, output_csv: str | Path, 
     input_csv = Path(input_csv)
     if not input_csv.is_file():
         raise ReleaseError(f"input file not found: {input_csv}")
-    df = pd.read_csv(input_csv, dtype=str, keep_default_na=False)
+    df = pd.read_csv(input_csv, dtype=str, keep_default_na=False, skip_blank_lines=False)
     column = text_column or next((c for c in ("Final Narrative", "narrative", "text") if c in df.columns), None)
     if column is None or column not in df.columns:
         raise ReleaseError(f"{input_csv}: no narrative column (looked for {text_column or 'Final Narrative, narrative, text'}; "

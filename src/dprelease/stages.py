@@ -208,9 +208,8 @@ def reweight(params: Params, root: str | Path = ".") -> dict:
 
 
 # 8. the released draw -----------------------------------------------------------------------------------------
-def draw(params: Params, root: str | Path = ".") -> dict:
-    """ONE independent draw θ* from the last SWAG; its own M* enters Δ (spec B.7b step 7)."""
-    lay, r = Layout.from_params(params, root), params.final_round
+def draw_from_round(params: Params, lay: Layout, r: int):
+    """One independent draw θ* from SWAG_r, its M* = max_i w_i CE_i(θ*), and Δ̂ = max(Δ̂_r, M*)."""
     backend = _backend(params, lay)
     feats, y = _train_set(lay)
     moments = SwagMoments.load(lay.swag(r) / "moments.safetensors", device=backend.device)
@@ -219,14 +218,20 @@ def draw(params: Params, root: str | Path = ".") -> dict:
     model = backend.build_model(feats["x"].shape[1] if "x" in feats else None)
     ce = backend.per_record_ce(model, theta, feats, y).double().numpy()
     m_star = float(ppm.max_weighted_loss(ce, np.load(lay.weights(r) / "weights.npy"))[0])
-    sens = read_json(lay.metrics / f"sensitivity_r{r}.json")
-    delta = max(sens["delta"], m_star)
+    delta = max(read_json(lay.metrics / f"sensitivity_r{r}.json")["delta"], m_star)
+    set_flat(model, theta[0])
+    summary = {"round": r, "released_draw_max_loss": m_star, "delta": delta, "epsilon": 2 * delta}
+    return backend, model, theta[0], summary
+
+
+def draw(params: Params, root: str | Path = ".") -> dict:
+    """ONE independent draw θ* from the last SWAG; its own M* enters Δ (spec B.7b step 7)."""
+    lay = Layout.from_params(params, root)
+    backend, model, theta, summary = draw_from_round(params, lay, params.final_round)
     with atomic_dir(lay.draw) as tmp:
         from safetensors.torch import save_file
 
-        save_file({"theta": theta[0].cpu().contiguous()}, str(tmp / "theta.safetensors"))
-    summary = {"round": r, "released_draw_max_loss": m_star, "delta": delta, "epsilon": 2 * delta}
-    set_flat(model, theta[0])
+        save_file({"theta": theta.cpu().contiguous()}, str(tmp / "theta.safetensors"))
     labels = _labels(lay)
     write_release(lay.release, backend, model, labels["codes"], labels["titles"],
                   _manifest(params, lay, summary))
@@ -255,9 +260,15 @@ ROUND_FUNCS = {"finetune": finetune, "swag": swag, "sensitivity": sensitivity}
 def run_stage(name: str, params: Params, root: str | Path = ".") -> dict:
     """Run a stage by its DVC name (``finetune_r2`` = ``finetune(params, 2)``)."""
     from .audit import audit
+    from .baselines import ARM_FUNCS
+    from .report import compare_report
 
     if name == "audit":
         return audit(params, root)
+    if name in ARM_FUNCS:
+        return ARM_FUNCS[name](params, root)
+    if name == "compare_report":
+        return compare_report(params, root)
     if name in STAGE_FUNCS:
         return STAGE_FUNCS[name](params, root)
     base, _, rnd = name.rpartition("_r")

@@ -33,20 +33,25 @@ def tracking_uri(params: Params, root: str | Path = ".") -> str:
     return uri
 
 
-def log_pipeline_run(params: Params, root: str | Path = ".", run_name: str | None = None) -> str:
+def _setup(params: Params, root: str | Path):
     import logging
 
     import mlflow
 
     logging.getLogger("mlflow").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)
-
-    lay = Layout.from_params(params, root)
     mlflow.set_tracking_uri(tracking_uri(params, root))
     name = params.tracking.experiment
     if mlflow.get_experiment_by_name(name) is None:
         mlflow.create_experiment(name, artifact_location=(Path(root) / "mlartifacts").resolve().as_uri())
     mlflow.set_experiment(name)
+    return mlflow
+
+
+def log_pipeline_run(params: Params, root: str | Path = ".", run_name: str | None = None) -> str:
+    mlflow = _setup(params, root)
+    lay = Layout.from_params(params, root)
+    name = params.tracking.experiment
     with mlflow.start_run(run_name=run_name) as run:
         config = _flatten(params.model_dump(mode="json"))
         mlflow.log_params({k: v for k, v in config.items() if not k.startswith("tracking.")})
@@ -70,7 +75,7 @@ def log_pipeline_run(params: Params, root: str | Path = ".", run_name: str | Non
                     mlflow.log_metric(f"train_loss.{phase}_round{r}", loss, step=step)
         for png in sorted(lay.plots.glob("*.png")):
             mlflow.log_artifact(str(png), "plots")
-        for csv in sorted(lay.reports.glob("*.csv")):
+        for csv in sorted(lay.audit.glob("*.csv")):
             mlflow.log_artifact(str(csv), "reports")
         mlflow.log_artifact(str(lay.release / "release.json"), "release")
         mlflow.set_tag("delta", "asymptotic, not quantified")
@@ -81,3 +86,32 @@ def log_pipeline_run(params: Params, root: str | Path = ".", run_name: str | Non
 
 def _is_number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def log_compare_run(params: Params, root: str | Path = ".") -> str:
+    """One parent run for the comparison, a child run per arm (ε, δ, F1, quartile F1, per-class table)."""
+    from .report import LABELS, _arm_metrics, _quartiles
+
+    mlflow = _setup(params, root)
+    lay = Layout.from_params(params, root)
+    out = lay.reports / "compare"
+    with mlflow.start_run(run_name="compare") as parent:
+        mlflow.log_params({k: v for k, v in _flatten(params.model_dump(mode="json")).items()
+                           if k.startswith(("compare.", "dpsgd.", "model.backend", "seed", "ppm."))})
+        for arm in params.compare.arms:
+            m, per_class = _arm_metrics(lay, arm)
+            with mlflow.start_run(run_name=LABELS[arm], nested=True):
+                mlflow.set_tag("arm", arm)
+                mlflow.log_param("delta", m.get("delta"))
+                values = {"weighted_f1": m["weighted_f1"], "macro_f1": m["macro_f1"],
+                          **{k.replace(" ", "_quartile_") + "_f1": v for k, v in _quartiles(per_class).items()}}
+                if m.get("epsilon") is not None:
+                    values["epsilon"] = m["epsilon"]
+                for key in ("noise_multiplier", "target_epsilon"):
+                    if m.get(key) is not None:
+                        values[key] = m[key]
+                mlflow.log_metrics(values)
+        for path in sorted(out.glob("*")):
+            mlflow.log_artifact(str(path), "compare")
+        mlflow.set_tag("guarantees", "SWAG-PPM: local ε, asymptotic δ; DP-SGD: (ε, δ) from the RDP accountant")
+        return parent.info.run_id

@@ -27,6 +27,14 @@ class History:
     losses: list[float] = field(default_factory=list)
 
 
+def _seed_model(model: nn.Module, seed: int) -> None:
+    """Dropout randomness: the model's own generators where it has them, else the global RNG."""
+    if hasattr(model, "seed_dropout"):
+        model.seed_dropout(seed)
+    else:
+        torch.manual_seed(seed)
+
+
 def _epoch(backend: Backend, model: nn.Module, features: Features, labels: torch.Tensor, weights: torch.Tensor | None,
            optimizer: torch.optim.Optimizer, batch_size: int, generator: torch.Generator,
            scheduler: torch.optim.lr_scheduler.LRScheduler | None = None) -> float:
@@ -53,6 +61,7 @@ def finetune(backend: Backend, model: nn.Module, features: Features, labels: tor
              desc: str = "fine-tune") -> History:
     """AdamW fine-tuning in place with a linear decay schedule."""
     gen = torch.Generator().manual_seed(seed)
+    _seed_model(model, seed + 1)
     optimizer = torch.optim.AdamW(trainable(model), lr=opt.lr, weight_decay=opt.weight_decay)
     steps = opt.epochs * -(-n_records(features) // opt.batch_size)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: max(0.0, 1.0 - s / steps))
@@ -67,6 +76,7 @@ def swag(backend: Backend, model: nn.Module, features: Features, labels: torch.T
          on_snapshot: Callable[[int], None] | None = None) -> tuple[SwagMoments, History]:
     """Constant-lr SGD for ``params.epochs`` epochs, one snapshot per epoch; returns the fitted moments."""
     gen = torch.Generator().manual_seed(seed)
+    _seed_model(model, seed + 1)
     optimizer = torch.optim.SGD(trainable(model), lr=params.lr, momentum=params.momentum)
     collector = SwagCollector(sum(p.numel() for p in trainable(model)), rank=params.rank, device=backend.device)
     history = History()

@@ -21,17 +21,50 @@ from .base import Backend, Features, save_state, trainable
 from .encoder import encoder_reference, load_encoder, load_tokenizer, mean_pool
 
 
-class Head(nn.Module):
-    """Embedding → (dropout → linear → GELU) → dropout → linear. ``hidden = 0`` gives a linear head."""
+class SeededDropout(nn.Module):
+    """Dropout whose masks come from an explicit generator (reproducible even when several training
+    runs share the process, e.g. concurrent comparison arms)."""
 
-    def __init__(self, dim: int, n_classes: int, hidden: int, dropout: float) -> None:
+    def __init__(self, p: float) -> None:
+        super().__init__()
+        self.p = p
+        self.generator: torch.Generator | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0:
+            return x
+        keep = torch.empty_like(x).bernoulli_(1 - self.p, generator=self.generator)
+        return x * keep / (1 - self.p)
+
+
+class Head(nn.Module):
+    """Embedding → (dropout → linear → GELU) → dropout → linear. ``hidden = 0`` gives a linear head.
+
+    Initialisation (PyTorch's Linear default) and dropout masks use explicit generators, never the
+    global RNG."""
+
+    def __init__(self, dim: int, n_classes: int, hidden: int, dropout: float, seed: int = 0) -> None:
         super().__init__()
         self.dim, self.hidden = dim, hidden
         layers: list[nn.Module] = []
         if hidden:
-            layers += [nn.Dropout(dropout), nn.Linear(dim, hidden), nn.GELU()]
-        layers += [nn.Dropout(dropout), nn.Linear(hidden or dim, n_classes)]
+            layers += [SeededDropout(dropout), nn.Linear(dim, hidden), nn.GELU()]
+        layers += [SeededDropout(dropout), nn.Linear(hidden or dim, n_classes)]
         self.net = nn.Sequential(*layers)
+        gen = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for layer in self.net:
+                if isinstance(layer, nn.Linear):
+                    nn.init.kaiming_uniform_(layer.weight, a=5**0.5, generator=gen)
+                    bound = 1 / layer.in_features**0.5
+                    layer.bias.uniform_(-bound, bound, generator=gen)
+
+    def seed_dropout(self, seed: int) -> None:
+        device = next(self.parameters()).device
+        for layer in self.net:
+            if isinstance(layer, SeededDropout):
+                layer.generator = torch.Generator(device=device).manual_seed(seed)
+                seed += 1
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # The encoder's embeddings are unit-norm; rescale to unit variance per coordinate (public constant).
@@ -53,8 +86,8 @@ class HeadBackend(Backend):
         return {"x": embed(texts, self.device, self.max_length, self.batch_size, progress)}
 
     def build_model(self, feature_dim: int | None = None) -> nn.Module:
-        torch.manual_seed(self.seed)  # θ₀ is a public function of the seed
-        return Head(feature_dim or 384, self.n_classes, self.params.hidden, self.params.dropout).to(self.device)
+        # θ₀ is a public function of the seed
+        return Head(feature_dim or 384, self.n_classes, self.params.hidden, self.params.dropout, self.seed).to(self.device)
 
     @torch.no_grad()
     def per_record_ce(self, model, thetas, features, labels, batch_size: int = 4096) -> torch.Tensor:

@@ -1,0 +1,109 @@
+"""Comparison flow: non-private, SWAG-PPM, SWAG-PPM re-weighted and DP-SGD on one split, then the report.
+
+``python -m flows.compare [--params params.yaml] [--set dpsgd.target_epsilon=4] [--no-track]``
+
+Stages are the same cached tasks as the release flow, so a finished release is reused. The arms that
+do not depend on the SWAG-PPM chain (non-private; DP-SGD when its target ε is given) run concurrently
+with it on a thread-pool task runner.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from tasks import prefect_env
+
+prefect_env.configure()
+
+from prefect import flow  # noqa: E402
+from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
+
+from dprelease import pipeline  # noqa: E402
+from dprelease.baselines import check_dpsgd  # noqa: E402
+from dprelease.cli import _quiet  # noqa: E402
+from dprelease.config import ConfigError, Params, load_params  # noqa: E402
+from dprelease.layout import Layout  # noqa: E402
+from flows.release import _parse_overrides  # noqa: E402
+from tasks.stages import run, submit  # noqa: E402
+
+PRE = ("stratify", "featurize")
+
+
+def check_arms(params: Params) -> None:
+    if "swag_ppm_reweighted" in params.compare.arms and not params.ppm.reweight:
+        raise ConfigError("compare.arms: swag_ppm_reweighted needs ppm.reweight: true")
+
+
+@flow(name="swag-ppm-compare", task_runner=ThreadPoolTaskRunner(max_workers=2), log_prints=False)
+def compare_flow(params: dict, root: str = ".", track: bool = True) -> dict:
+    p = Params.model_validate(params)
+    arms = set(p.compare.arms)
+    out: dict = {"timings": {}}
+
+    def timed(name: str) -> None:
+        start = time.perf_counter()
+        out[name] = run(name, p, root)
+        out["timings"][name] = round(time.perf_counter() - start, 2)
+
+    for name in PRE:
+        timed(name)
+    if "dpsgd" in arms:  # batch vs data size, δ range: fail before any training
+        check_dpsgd(p, Layout.from_params(p, root))
+    side = []
+    if "nonprivate" in arms:
+        side.append(submit("nonprivate", p, root))
+    dp_now = "dpsgd" in arms and p.dpsgd.target_epsilon is not None
+    if dp_now:
+        side += [submit("dpsgd", p, root), submit("dpsgd_sweep", p, root)]
+    needs_ppm = arms & {"swag_ppm", "swag_ppm_reweighted"} or ("dpsgd" in arms and not dp_now)
+    if needs_ppm:
+        for spec in pipeline.active(p):
+            if spec.name not in PRE:
+                timed(spec.name)
+    if "swag_ppm" in arms:
+        timed("swag_ppm")
+    if "dpsgd" in arms and not dp_now:
+        side += [submit("dpsgd", p, root), submit("dpsgd_sweep", p, root)]
+    for future in side:
+        future.result()
+    timed("compare_report")
+    if track:
+        from tasks.stages import track_compare_task
+
+        out["mlflow_run_id"] = track_compare_task(params, root)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--root", default=".")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--no-track", action="store_true")
+    args = ap.parse_args(argv)
+    _quiet()
+    from dprelease.data import DataError
+
+    try:
+        params = load_params(Path(args.root) / args.params, _parse_overrides(args.set))
+        check_arms(params)
+        if not (Path(args.root) / params.data.path).is_file():
+            raise ConfigError(f"data.path: file not found: {params.data.path}")
+        start = time.perf_counter()
+        result = compare_flow(params.model_dump(mode="json"), args.root, not args.no_track)
+    except (ConfigError, DataError, ValueError, FileNotFoundError) as err:
+        print(f"dprelease: error: {err}", file=sys.stderr)
+        return 2
+    report = Layout.from_params(params, args.root).reports / "compare" / "report.md"
+    print(report.read_text(encoding="utf-8"))
+    print(f"\nreport: {report}  ({time.perf_counter() - start:.1f} s)")
+    if result.get("mlflow_run_id"):
+        print(f"MLflow parent run {result['mlflow_run_id']} (one child run per arm; `make ui`)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

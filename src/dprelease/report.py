@@ -1,0 +1,93 @@
+"""The comparison report (seed 004 Tables 1, 2, 4 and Figure 3 analogues) as Markdown + CSV + PNG."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from .baselines import DELTA_PPM, arm_dir
+from .config import Params
+from .io import atomic_path, read_json
+from .layout import Layout
+from .plots import per_class_compare_plot
+
+LABELS = {"nonprivate": "Non-private", "swag_ppm": "SWAG-PPM", "swag_ppm_reweighted": "SWAG-PPM re-weighted",
+          "dpsgd": "DP-SGD (Opacus)"}
+CAVEAT = (
+    "SWAG-PPM's ε is a *local* bound measured on this database from finitely many posterior draws, and its "
+    "δ is asymptotic (→ 0 as n grows) and not quantified; DP-SGD's (ε, δ) is a worst-case guarantee over all "
+    "neighbouring databases from the RDP accountant. Matching the numbers does not make them the same guarantee."
+)
+
+
+def _arm_metrics(lay: Layout, arm: str) -> tuple[dict, pd.DataFrame]:
+    if arm == "swag_ppm_reweighted":  # the release itself
+        rel, audit = read_json(lay.metrics / "release.json"), read_json(lay.metrics / "audit.json")
+        m = {"epsilon": rel["epsilon"], "delta": DELTA_PPM, "weighted_f1": audit["released_weighted_f1"],
+             "macro_f1": audit["released_macro_f1"]}
+        return m, pd.read_csv(lay.audit / "per_class_f1.csv", dtype={"code": str})
+    return read_json(lay.metrics / f"{arm}.json"), pd.read_csv(arm_dir(lay, arm) / "per_class_f1.csv",
+                                                                dtype={"code": str})
+
+
+def _write(frame: pd.DataFrame, path: Path) -> None:
+    with atomic_path(path) as tmp:
+        frame.to_csv(tmp, index=False)
+
+
+def _md(frame: pd.DataFrame) -> str:
+    cols = list(frame.columns)
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for _, row in frame.iterrows():
+        lines.append("| " + " | ".join(_cell(row[c]) for c in cols) + " |")
+    return "\n".join(lines)
+
+
+def _cell(v) -> str:
+    if isinstance(v, float):
+        return "–" if pd.isna(v) else f"{v:.4g}" if abs(v) < 1e-2 and v != 0 else f"{v:.3f}"
+    return str(v)
+
+
+def _quartiles(per_class: pd.DataFrame) -> dict:
+    from .metrics import quartile_table
+
+    q = quartile_table(per_class).set_index("group")
+    return {f"{g.split()[0]} {k.split('_')[0]}": float(q.loc[g, k])
+            for g in ("top quartile", "bottom quartile") for k in ("weighted_f1", "macro_f1")}
+
+
+def compare_report(params: Params, root: str | Path = ".") -> dict:
+    lay = Layout.from_params(params, root)
+    out = lay.reports / "compare"
+    out.mkdir(parents=True, exist_ok=True)
+    table1, table2, frames = [], [], {}
+    for arm in params.compare.arms:
+        m, per_class = _arm_metrics(lay, arm)
+        frames[LABELS[arm]] = per_class
+        eps = m.get("epsilon")
+        delta = m.get("delta")
+        table1.append({"model": LABELS[arm], "epsilon": eps if eps is not None else float("nan"),
+                       "delta": _cell(delta) if isinstance(delta, float) else delta,
+                       "weighted F1": m["weighted_f1"], "macro F1": m["macro_f1"]})
+        table2.append({"model": LABELS[arm], **_quartiles(per_class)})
+    t1, t2 = pd.DataFrame(table1), pd.DataFrame(table2)
+    _write(t1, out / "table1.csv")
+    _write(t2, out / "quartiles.csv")
+    sections = ["# SWAG-PPM against non-private training and DP-SGD", "",
+                f"Data: {read_json(lay.metrics / 'data.json')['rows']:,} rows; backend `{params.model.backend}`; "
+                f"seed {params.seed}. {CAVEAT}", "",
+                "## Table 1: privacy and utility (test set)", "", _md(t1), "",
+                "## Table 2: F1 in the top and bottom quartile of classes by training size", "", _md(t2), ""]
+    sweep_path = lay.metrics / "dpsgd_sweep.json"
+    if "dpsgd" in params.compare.arms and sweep_path.is_file():
+        sweep = pd.DataFrame(read_json(sweep_path)["rows"])
+        sweep = sweep[["delta", "target_epsilon", "epsilon", "noise_multiplier", "weighted_f1", "macro_f1"]]
+        _write(sweep, out / "delta_sweep.csv")
+        sections += ["## Table 4: DP-SGD δ sweep at the matched target ε", "", _md(sweep), ""]
+    per_class_compare_plot(frames, out / "per_class_vs_size.png")
+    sections += ["## Figure: per-class F1 against training class size", "", "![per-class F1](per_class_vs_size.png)", ""]
+    with atomic_path(out / "report.md") as tmp:
+        tmp.write_text("\n".join(sections), encoding="utf-8")
+    return {"arms": list(params.compare.arms), "report": str(out / "report.md")}

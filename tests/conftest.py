@@ -1,0 +1,122 @@
+"""Shared fixtures: a tiny OSHA slice run end to end once per session (head, full-tiny, no re-weighting).
+
+Everything is written under pytest's tmp roots; Prefect gets its own throw-away home so tests never
+touch the project's ``.prefect/`` (or contend with a flow running there).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "data" / "osha_sir_2015_2016.csv.gz"
+SLICE_DATA = "data/sir.csv.gz"  # where each test root gets its copy (relative: resolved against the root)
+
+if str(ROOT) not in sys.path:  # `flows` and `tasks` live at the repository root
+    sys.path.insert(0, str(ROOT))
+
+_OPT = {"epochs": 2, "lr": 0.001, "batch_size": 8, "weight_decay": 0.01}
+_SWAG = {"epochs": 3, "lr": 0.01, "batch_size": 8, "rank": 3}
+SLICE = {
+    "seed": 7,
+    "data": {"path": SLICE_DATA, "limit_classes": 4, "cap": 12},
+    "features": {"max_length": 32},
+    "model": {
+        "backend": "head",
+        "head": {"hidden": 16, "finetune": _OPT, "swag": _SWAG},
+        "full": {"tiny": True, "finetune": _OPT, "swag": _SWAG},
+    },
+    "ppm": {"draws": 6, "draw_batch": 4},
+    "audit": {"draws": 3},
+    "tracking": {"mlflow_uri": "sqlite:///mlflow.db"},
+}
+
+_PREFECT_TMP: str | None = None
+
+
+def pytest_configure(config):
+    """Point Prefect at a throw-away home before anything imports it, even under `make test` (which exports
+    the project's .prefect): tests must neither write there nor share its sqlite DB with a running flow."""
+    global _PREFECT_TMP
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    _PREFECT_TMP = tempfile.mkdtemp(prefix="dprelease-test-prefect-")
+    home = Path(_PREFECT_TMP)
+    os.environ["PREFECT_HOME"] = str(home)
+    os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] = str(home / "results")
+    os.environ["PREFECT_API_DATABASE_CONNECTION_URL"] = f"sqlite+aiosqlite:///{home / 'prefect.db'}"
+
+
+def pytest_unconfigure(config):
+    if _PREFECT_TMP:
+        shutil.rmtree(_PREFECT_TMP, ignore_errors=True)
+
+
+# helpers ------------------------------------------------------------------------------------------
+def slice_raw(backend: str = "head", **overrides) -> dict:
+    """The tiny-slice params mapping; ``overrides`` are dotted keys with '__' for '.', e.g. ppm__c=0.8."""
+    raw = copy.deepcopy(SLICE)
+    raw["model"]["backend"] = backend
+    for dotted, value in overrides.items():
+        node = raw
+        *parents, leaf = dotted.split("__")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return raw
+
+
+def make_root(path: Path) -> Path:
+    """A project root holding a copy of the bundled data at ``SLICE_DATA``."""
+    (path / SLICE_DATA).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(DATA, path / SLICE_DATA)
+    return path
+
+
+def run_stages(params, root: Path, names: list[str]) -> dict:
+    from dprelease.stages import run_stage
+
+    return {name: run_stage(name, params, root) for name in names}
+
+
+class SliceRun:
+    def __init__(self, params, root: Path, summaries: dict):
+        self.params, self.root, self.summaries = params, root, summaries
+
+    def path(self, rel: str) -> Path:
+        return self.root / rel
+
+
+def _slice_run(tmp_path_factory, name: str, backend: str, all_specs: bool = False, **overrides) -> SliceRun:
+    from dprelease import pipeline
+    from dprelease.config import parse_params
+
+    params = parse_params(slice_raw(backend, **overrides))
+    root = make_root(tmp_path_factory.mktemp(name))
+    specs = pipeline.specs(params) if all_specs else pipeline.active(params)
+    return SliceRun(params, root, run_stages(params, root, [s.name for s in specs]))
+
+
+@pytest.fixture(scope="session")
+def head_run(tmp_path_factory) -> SliceRun:
+    """Every stage, in-process, on the head slice (re-weighting on)."""
+    return _slice_run(tmp_path_factory, "head", "head")
+
+
+@pytest.fixture(scope="session")
+def full_run(tmp_path_factory) -> SliceRun:
+    """Every stage, in-process, on the full backend with the tiny random transformer."""
+    return _slice_run(tmp_path_factory, "full", "full")
+
+
+@pytest.fixture(scope="session")
+def noreweight_run(tmp_path_factory) -> SliceRun:
+    """``ppm.reweight: false``; runs ALL stages as DVC would, so round-3 stages leave skip markers."""
+    return _slice_run(tmp_path_factory, "noreweight", "head", all_specs=True, ppm__reweight=False)

@@ -1,0 +1,179 @@
+"""The release folder is the only thing shared: allow-listed files, no training text, a complete manifest;
+``dprelease predict`` codes new narratives from it alone and reports bad input in one line."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+
+from conftest import SliceRun
+from dprelease.cli import main as cli
+from dprelease.io import read_json
+from dprelease.release import ALLOWED, DELTA_TEXT, ReleaseError, check_release_folder
+
+pytestmark = pytest.mark.slow
+
+FORBIDDEN_WORDS = ("moments", "weights", "risk", "train", "loss", "swag", "sensitivity")
+
+
+def _release(run: SliceRun):
+    return run.path(run.params.release)
+
+
+def _train_narratives(run: SliceRun, n: int = 20) -> list[str]:
+    df = pd.read_csv(run.path(f"{run.params.artifacts}/data/train.csv"), dtype=str, keep_default_na=False)
+    assert len(df) >= n
+    return df["text"].head(n).tolist()
+
+
+def _files(folder) -> list:
+    return sorted(p for p in folder.rglob("*") if p.is_file())
+
+
+# privacy of the folder ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("backend", ["head", "full"])
+def test_release_holds_only_allow_listed_files(request, backend):
+    run = request.getfixturevalue(f"{backend}_run")
+    folder = _release(run)
+    check_release_folder(folder)
+    names = {p.relative_to(folder).as_posix() for p in _files(folder)}
+    assert names <= ALLOWED
+    assert {"model.safetensors", "model.json", "labels.json", "release.json"} <= names
+    for name in names:
+        assert not any(word in name.lower() for word in FORBIDDEN_WORDS), name
+
+
+@pytest.mark.parametrize("backend", ["head", "full"])
+def test_release_contains_no_training_narrative(request, backend):
+    run = request.getfixturevalue(f"{backend}_run")
+    needles = []
+    for text in _train_narratives(run):
+        for t in (text, text[:40]):
+            needles += [t.encode("utf-8"), json.dumps(t)[1:-1].encode("utf-8")]
+    for path in _files(_release(run)):
+        data = path.read_bytes()
+        for needle in needles:
+            assert needle not in data, f"{path.name} holds training text {needle[:40]!r}"
+
+
+def test_manifest_fields(head_run):
+    run, p = head_run, head_run.params
+    manifest = read_json(_release(run) / "release.json")
+    released = read_json(run.path("metrics/release.json"))
+    data = read_json(run.path("metrics/data.json"))
+    assert "SWAG-PPM" in manifest["mechanism"]
+    assert isinstance(manifest["epsilon"], float) and manifest["epsilon"] > 0
+    assert manifest["epsilon"] == released["epsilon"]
+    assert manifest["delta"] == DELTA_TEXT == "asymptotic, not quantified"
+    assert manifest["c"] == p.ppm.c and manifest["g"] == p.ppm.g and manifest["k"] == p.ppm.k
+    assert manifest["draws"] == p.ppm.draws and manifest["seed"] == p.seed
+    assert isinstance(manifest["code_version"], str) and manifest["code_version"]
+    assert manifest["dataset"] == {k: data[k] for k in ("rows", "classes", "train_rows", "test_rows",
+                                                        "train_class_gini")}
+    assert manifest["released_from_round"] == released["round"] == 3
+    labels = read_json(_release(run) / "labels.json")
+    assert set(labels) == {"codes", "titles"}  # no class sizes or other per-split counts
+    assert len(labels["codes"]) == len(labels["titles"]) == data["classes"]
+
+
+@pytest.mark.parametrize("extra", ["weights.npy", "tokenizer/moments.safetensors", "train.csv"])
+def test_check_release_folder_rejects_extra_files(head_run, tmp_path, extra):
+    folder = tmp_path / "release"
+    shutil.copytree(_release(head_run), folder)
+    check_release_folder(folder)
+    (folder / extra).parent.mkdir(parents=True, exist_ok=True)
+    (folder / extra).write_bytes(b"\x00" * 8)
+    with pytest.raises(ReleaseError, match=extra.replace(".", r"\.")):
+        check_release_folder(folder)
+
+
+# predict ---------------------------------------------------------------------------------------------------------------
+NARRATIVES = [
+    "An employee fell from a ladder and fractured his left wrist.",
+    "A worker's finger was caught in a press and the fingertip was amputated.",
+    "Employee cut his hand on a box cutter and required stitches.",
+    "While lifting a heavy box, an employee felt pain in her lower back.",
+    "A roofer fell through a skylight and broke several ribs.",
+]
+
+
+@pytest.fixture
+def narratives_csv(tmp_path):
+    path = tmp_path / "narratives.csv"
+    pd.DataFrame({"id": range(1, 6), "Final Narrative": NARRATIVES}).to_csv(path, index=False)
+    return path
+
+
+@pytest.mark.parametrize("backend", ["head", "full"])
+def test_predict_end_to_end(request, backend, narratives_csv, tmp_path, capsys):
+    run = request.getfixturevalue(f"{backend}_run")
+    out = tmp_path / f"coded_{backend}.csv"
+    rc = cli(["predict", "--release", str(_release(run)), "--input", str(narratives_csv), "--output", str(out)])
+    assert rc == 0, capsys.readouterr().err
+    assert "coded 5 narratives" in capsys.readouterr().out
+    coded = pd.read_csv(out, dtype={"code": str}, keep_default_na=False)
+    labels = read_json(_release(run) / "labels.json")
+    assert len(coded) == 5
+    assert {"code", "title", "probability"} <= set(coded.columns)
+    assert list(coded["Final Narrative"]) == NARRATIVES and list(coded["id"]) == [1, 2, 3, 4, 5]
+    assert set(coded["code"]) <= set(labels["codes"])
+    title_of = dict(zip(labels["codes"], labels["titles"]))
+    assert all(title_of[c] == t for c, t in zip(coded["code"], coded["title"]))
+    n = len(labels["codes"])
+    assert ((coded["probability"] > 0) & (coded["probability"] <= 1)).all()
+    assert (coded["probability"] >= 1 / n - 1e-4).all()  # the arg-max of a softmax over n classes
+
+
+def _predict_error(capsys, release, input_csv, output, *extra) -> str:
+    rc = cli(["predict", "--release", str(release), "--input", str(input_csv), "--output", str(output), *extra])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2
+    assert err.startswith("dprelease: error:") and "\n" not in err, err
+    assert not output.exists()
+    return err
+
+
+def test_predict_missing_input(head_run, tmp_path, capsys):
+    err = _predict_error(capsys, _release(head_run), tmp_path / "nope.csv", tmp_path / "out.csv")
+    assert "nope.csv" in err and "not found" in err
+
+
+def test_predict_no_narrative_column(head_run, tmp_path, capsys):
+    path = tmp_path / "cols.csv"
+    pd.DataFrame({"id": [1], "description": ["fell off a ladder"]}).to_csv(path, index=False)
+    err = _predict_error(capsys, _release(head_run), path, tmp_path / "out.csv")
+    assert "narrative column" in err and "description" in err
+
+
+def test_predict_named_column_missing(head_run, narratives_csv, tmp_path, capsys):
+    err = _predict_error(capsys, _release(head_run), narratives_csv, tmp_path / "out.csv", "--text-column", "Story")
+    assert "Story" in err
+
+
+@pytest.mark.parametrize("content", [
+    'id,Final Narrative\n1,fell off a ladder\n2,   \n3,cut hand\n',
+    'id,Final Narrative\n1,fell off a ladder\n2,\n3,cut hand\n',
+    'Final Narrative\nfell off a ladder\n""\ncut hand\n',
+], ids=["blank", "missing", "quoted-empty"])
+def test_predict_empty_narrative(head_run, tmp_path, capsys, content):
+    path = tmp_path / "empty.csv"
+    path.write_text(content, encoding="utf-8")
+    err = _predict_error(capsys, _release(head_run), path, tmp_path / "out.csv")
+    assert "empty narrative" in err and "row(s) 2" in err
+
+
+def test_predict_whitespace_only_line_in_single_column_csv(head_run, tmp_path, capsys):
+    path = tmp_path / "blank.csv"
+    path.write_text("Final Narrative\nfell off a ladder\n   \ncut hand\n", encoding="utf-8")
+    err = _predict_error(capsys, _release(head_run), path, tmp_path / "out.csv")
+    assert "empty narrative" in err and "row(s) 2" in err
+
+
+def test_predict_not_a_release_folder(narratives_csv, tmp_path, capsys):
+    folder = tmp_path / "not_a_release"
+    folder.mkdir()
+    err = _predict_error(capsys, folder, narratives_csv, tmp_path / "out.csv")
+    assert "not a release folder" in err
