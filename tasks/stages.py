@@ -15,7 +15,9 @@ prefect_env.configure()
 
 from prefect import task  # noqa: E402
 
-from dprelease import pipeline  # noqa: E402
+import os  # noqa: E402
+
+from dprelease import pipeline, stage_store  # noqa: E402
 from dprelease.config import Params  # noqa: E402
 from dprelease.stages import run_stage  # noqa: E402
 
@@ -24,11 +26,20 @@ def _cache_key(_context, parameters: dict) -> str:
     return parameters["key"]
 
 
+def store_dir() -> Path:
+    """Finished stage outputs by input key, shared by every root this Prefect home serves."""
+    return Path(os.environ["PREFECT_HOME"]) / "stage-store"
+
+
 @task(cache_key_fn=_cache_key, persist_result=True)
 def stage_task(name: str, params: dict, root: str, key: str) -> dict:
     p = Params.model_validate(params)
-    summary = run_stage(name, p, root)
-    pipeline.mark_done(pipeline.get(p, name), p, key, root)
+    spec = pipeline.get(p, name)
+    summary = stage_store.restore(store_dir(), key, Path(root))
+    if summary is None:
+        summary = run_stage(name, p, root)
+        stage_store.save(store_dir(), key, spec.outs + spec.metrics + spec.plots, Path(root), summary)
+    pipeline.mark_done(spec, p, key, root)
     return summary
 
 

@@ -18,7 +18,8 @@ from .io import atomic_path, read_json, write_json
 from .layout import Layout
 from .mechanism.swag import SwagMoments, iter_samples
 from .metrics import f1_summary, mean_sd, per_class_f1, quartile_table
-from .plots import f1_violin_plot, max_delta_plot, per_class_plot
+from .mechanism.diagnostics import diagnose
+from .plots import confusion_plot, f1_violin_plot, loss_curves_plot, max_delta_plot, per_class_plot
 from .seeds import stage_seed
 
 
@@ -55,6 +56,7 @@ def audit(params: Params, root: str | Path = ".") -> dict:
     theta = load_file(str(lay.draw / "theta.safetensors"))["theta"]
     set_flat(model, theta)
     released, per_class, quartiles = evaluate(backend, model, feats, y, labels)
+    released_pred = backend.predict_proba(model, feats).argmax(1).numpy()
     write_tables(lay.audit, per_class, quartiles)
 
     moments = SwagMoments.load(lay.swag(r) / "moments.safetensors", device=backend.device)
@@ -75,6 +77,11 @@ def audit(params: Params, root: str | Path = ".") -> dict:
     f1_violin_plot(weighted, macro, (released["weighted_f1"], released["macro_f1"]), lay.plots / "f1_violin.png",
                    title=f"test F1 over {len(draws)} draws of SWAG round {r}")
     per_class_plot(per_class, lay.plots / "per_class_f1.png")
+    diagnostics = _diagnostics(params, lay, series)
+    histories = {f"round {k} {ph}": read_json(lay.round(k) / ph / "history.json")["epoch_loss"]
+                 for k in params.rounds for ph in ("finetune", "swag")}
+    loss_curves_plot(histories, lay.plots / "loss_curves.png")
+    _confusion(labels, y.numpy(), released_pred, lay.plots / "confusion_top_classes.png")
 
     w_mean, w_sd = mean_sd(weighted)
     m_mean, m_sd = mean_sd(macro)
@@ -82,6 +89,28 @@ def audit(params: Params, root: str | Path = ".") -> dict:
         "released_weighted_f1": released["weighted_f1"], "released_macro_f1": released["macro_f1"],
         "draws": len(draws), "weighted_f1_mean": w_mean, "weighted_f1_sd": w_sd,
         "macro_f1_mean": m_mean, "macro_f1_sd": m_sd, **quartile_summary(quartiles),
+        "verdict": diagnostics[f"round {r}"]["verdict"],
     }
     write_json(lay.metrics / "audit.json", summary)
     return summary
+
+
+def _diagnostics(params: Params, lay: Layout, series: dict[str, np.ndarray]) -> dict:
+    """Fit verdict and scores per weighted round, from its max-delta series and SWAG-phase losses."""
+    out = {}
+    for name, m in series.items():
+        k = int(name.split()[-1])
+        verdict, scores = diagnose(m, read_json(lay.swag(k) / "history.json")["epoch_loss"])
+        out[name] = {"verdict": verdict, **scores.as_dict()}
+    write_json(lay.metrics / "diagnostics.json", out)
+    return out
+
+
+def _confusion(labels: dict, y_true: np.ndarray, y_pred: np.ndarray, path: Path, top: int = 12) -> None:
+    """Confusion among the ``top`` largest training classes (other predictions are left out)."""
+    from sklearn.metrics import confusion_matrix
+
+    order = np.argsort(labels["train_sizes"], kind="stable")[::-1][:top]
+    names = [f"{labels['codes'][i]} {labels['titles'][i][:22]}" for i in order]
+    matrix = confusion_matrix(y_true, y_pred, labels=order)
+    confusion_plot(matrix, names, path, title=f"released draw, {len(order)} largest classes (test)")

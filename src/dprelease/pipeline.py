@@ -56,13 +56,16 @@ def specs(params: Params) -> list[StageSpec]:
                                  [f"{a}/round3/weights"], ["ppm.reweight", "ppm.k", "ppm.reweight_form"],
                                  ["metrics/reweight.json"]))
     finals = [f"{a}/round{r}/{x}" for r in (2, 3) for x in ("weights", "swag")]
+    histories = [f"{a}/round{r}/{x}" for r in (1, 2, 3) for x in ("finetune", "swag")]
     sens = ["metrics/sensitivity_r2.json", "metrics/sensitivity_r3.json", "metrics/data.json"]
     out.append(StageSpec("draw", [labels, feats, *finals, *sens], [f"{a}/draw", params.release],
                          model + ["ppm"], ["metrics/release.json"]))
-    out.append(StageSpec("audit", [labels, feats, f"{a}/draw", f"{a}/round2/swag", f"{a}/round3/swag",
+    out.append(StageSpec("audit", [labels, feats, f"{a}/draw", *histories,
                                    f"{a}/round2/sensitivity", f"{a}/round3/sensitivity", *sens],
-                         ["reports/release"], model + ["ppm.reweight", "audit"], ["metrics/audit.json"],
-                         ["plots/max_delta.png", "plots/f1_violin.png", "plots/per_class_f1.png"]))
+                         ["reports/release"], model + ["ppm.reweight", "audit"],
+                         ["metrics/audit.json", "metrics/diagnostics.json"],
+                         ["plots/max_delta.png", "plots/f1_violin.png", "plots/per_class_f1.png",
+                          "plots/loss_curves.png", "plots/confusion_top_classes.png"]))
     return out
 
 

@@ -127,3 +127,36 @@ def per_class_compare_plot(frames: dict[str, pd.DataFrame], path) -> None:
         ax.set_ylim(-0.05, 1.05)
     axes[0].set_ylabel("per-class F1 (test)")
     _save(fig, path)
+
+
+def loss_curves_plot(histories: dict[str, list[float]], path) -> None:
+    """Mean training loss per epoch for each phase and round (e.g. "round 2 fine-tune")."""
+    if not histories:
+        raise ValueError("loss_curves_plot needs at least one history")
+    fig = _new_figure(6.0, 4.0)
+    ax = fig.subplots()
+    for name, losses in histories.items():
+        ax.plot(np.arange(1, len(losses) + 1), losses, marker=".", label=name)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("mean (weighted) training loss")
+    ax.legend(fontsize=7)
+    _save(fig, path)
+
+
+def confusion_plot(matrix: np.ndarray, names: list[str], path, title: str = "") -> None:
+    """Row-normalised confusion matrix (rows: true class, columns: predicted) for a few classes."""
+    m = np.asarray(matrix, dtype=float)
+    rows = m.sum(axis=1, keepdims=True)
+    norm = np.divide(m, rows, out=np.zeros_like(m), where=rows > 0)
+    k = len(names)
+    fig = _new_figure(1.2 + 0.45 * k, 1.0 + 0.45 * k)
+    ax = fig.subplots()
+    im = ax.imshow(norm, vmin=0, vmax=1, cmap="Blues")
+    ax.set_xticks(range(k), names, rotation=60, ha="right", fontsize=7)
+    ax.set_yticks(range(k), names, fontsize=7)
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("true")
+    if title:
+        ax.set_title(title, fontsize=9)
+    fig.colorbar(im, ax=ax, shrink=0.8, label="fraction of true class")
+    _save(fig, path)

@@ -67,6 +67,12 @@ def log_pipeline_run(params: Params, root: str | Path = ".", run_name: str | Non
                 metrics[f"delta_hat_round{r}"] = sens["delta"]
         risk = read_json(lay.metrics / "risk.json")  # weight aggregates only (no single-record risk values)
         metrics.update({f"weights_round2.{k}": v for k, v in risk.items() if k.startswith("weight")})
+        diag_path = lay.metrics / "diagnostics.json"
+        if diag_path.is_file():
+            for name, d in read_json(diag_path).items():
+                tag = name.replace(" ", "")
+                mlflow.set_tag(f"verdict_{tag}", d["verdict"])
+                metrics.update({f"diag_{tag}.{k}": v for k, v in d.items() if _is_number(v)})
         mlflow.log_metrics(metrics)
         for r in params.rounds:
             for phase in ("finetune", "swag"):
