@@ -29,6 +29,8 @@ class DataParams(_Strict):
     cap: int = Field(200, ge=1, description="max rows per class (D.1)")
     min_class_size: int = Field(2, ge=2, description="drop classes with fewer rows (D.2)")
     test_size: float = Field(0.5, gt=0.0, lt=1.0)
+    validation_size: float = Field(0.0, ge=0.0, lt=1.0,
+                                   description="fraction of the held-out half kept apart for private selection")
     limit_classes: int | None = Field(None, ge=2, description="keep only the N largest classes (small slices for tests)")
 
 
@@ -131,6 +133,41 @@ class CompareParams(_Strict):
         return self
 
 
+class SelectionParams(_Strict):
+    """Private selection of the released draw (Liu–Talwar, spec D.10)."""
+
+    tau: float = Field(0.25, ge=0.0, le=1.0, description="utility threshold a draw must reach")
+    gamma: float = Field(0.1, gt=0.0, le=1.0, description="stop probability after each failed try")
+    metric: Literal["macro_f1", "weighted_f1"] = "macro_f1"
+    split: Literal["validation", "test"] = "validation"  # "test" is refused at run time, with the reason
+
+
+class TuneParams(_Strict):
+    """The practical guide's tuning procedure over (c, fine-tune epochs) (seed 001)."""
+
+    target_epsilon: float = Field(10.0, gt=0.0)
+    max_drop_weighted: float = Field(0.10, gt=0.0, lt=1.0, description="max relative F1 drop vs non-private")
+    max_drop_macro: float = Field(0.10, gt=0.0, lt=1.0)
+    start_c: float = Field(1.0, gt=0.0, le=2.0)
+    start_epochs: int = Field(7, ge=1)
+    c_step: float = Field(0.15, gt=0.0)
+    epoch_step: int = Field(3, ge=1)
+    c_min: float = Field(0.1, gt=0.0)
+    max_epochs: int = Field(40, ge=1)
+    budget: int = Field(8, ge=1, description="maximum number of runs in search mode")
+    grid_c: list[float] = [1.0, 0.85, 0.7]
+    grid_epochs: list[int] = [7, 10, 13]
+    workers: int = Field(2, ge=1, description="grid cells run concurrently on a thread-pool task runner")
+
+    @model_validator(mode="after")
+    def _grid(self) -> "TuneParams":
+        if not self.grid_c or not self.grid_epochs:
+            raise ValueError("tune.grid_c and tune.grid_epochs must not be empty")
+        if any(not 0 < c <= 2 for c in self.grid_c) or any(e < 1 for e in self.grid_epochs):
+            raise ValueError("tune grid: c must lie in (0, 2] and epochs be >= 1")
+        return self
+
+
 class TrackingParams(_Strict):
     mlflow_uri: str = "sqlite:///mlflow.db"
     experiment: str = "dprelease"
@@ -147,6 +184,8 @@ class Params(_Strict):
     audit: AuditParams = AuditParams()
     dpsgd: DPSGDParams = DPSGDParams()
     compare: CompareParams = CompareParams()
+    tune: TuneParams = TuneParams()
+    selection: SelectionParams = SelectionParams()
     tracking: TrackingParams = TrackingParams()
 
     @model_validator(mode="after")

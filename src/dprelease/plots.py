@@ -160,3 +160,35 @@ def confusion_plot(matrix: np.ndarray, names: list[str], path, title: str = "") 
         ax.set_title(title, fontsize=9)
     fig.colorbar(im, ax=ax, shrink=0.8, label="fraction of true class")
     _save(fig, path)
+
+
+VERDICT_COLOURS = {"underfit": "#f4b183", "overfit": "#e06666", "ok": "#93c47d"}
+
+
+def tune_grid_plot(cells: list[dict], path, chosen: tuple[float, int] | None = None, target: float | None = None) -> None:
+    """Seed 001 Figure 6 analogue: one cell per (c, FT epochs), coloured by fit verdict, labelled with
+    ε and weighted / macro F1; the chosen configuration is outlined."""
+    if not cells:
+        raise ValueError("tune_grid_plot needs at least one cell")
+    cs = sorted({c["c"] for c in cells}, reverse=True)
+    es = sorted({c["epochs"] for c in cells})
+    fig = _new_figure(1.6 + 1.7 * len(cs), 1.2 + 1.1 * len(es))
+    ax = fig.subplots()
+    for cell in cells:
+        x, y = cs.index(cell["c"]), es.index(cell["epochs"])
+        colour = VERDICT_COLOURS.get(cell["verdict"], "#cccccc")
+        chosen_cell = chosen is not None and (cell["c"], cell["epochs"]) == tuple(chosen)
+        ax.add_patch(__import__("matplotlib.patches", fromlist=["Rectangle"]).Rectangle(
+            (x - 0.48, y - 0.45), 0.96, 0.9, facecolor=colour, edgecolor="black" if chosen_cell else "white",
+            linewidth=2.5 if chosen_cell else 0.5))
+        ax.text(x, y, f"{cell['verdict']}\nε = {cell['epsilon']:.2f}\nF1 {cell['weighted_f1']:.3f} / {cell['macro_f1']:.3f}",
+                ha="center", va="center", fontsize=7)
+    ax.set_xlim(-0.5, len(cs) - 0.5)
+    ax.set_ylim(-0.5, len(es) - 0.5)
+    ax.set_xticks(range(len(cs)), [f"c = {c:g}" for c in cs])
+    ax.set_yticks(range(len(es)), [f"FT {e}" for e in es])
+    title = "fit verdict, ε and weighted / macro F1 per run"
+    if target is not None:
+        title += f" (target ε < {target:g})"
+    ax.set_title(title, fontsize=9)
+    _save(fig, path)

@@ -60,6 +60,11 @@ def stratify(params: Params, root: str | Path = ".") -> dict:
     sample = data_mod.stratified_sample(df, cap=d.cap, min_class_size=d.min_class_size, seed=params.seed,
                                         limit_classes=d.limit_classes)
     train, test = data_mod.split(sample, test_size=d.test_size, seed=params.seed)
+    validation = None
+    if d.validation_size > 0:  # held out for private selection scoring (random, not stratified)
+        validation = test.sample(frac=d.validation_size, random_state=params.seed)
+        test = test.drop(validation.index).reset_index(drop=True)
+        validation = validation.reset_index(drop=True)
     codes = sorted(sample["label"].unique(), key=lambda c: (not c.isdigit(), int(c) if c.isdigit() else 0, c))
     titles = data_mod.load_titles()
     train_sizes = train["label"].value_counts()
@@ -68,11 +73,14 @@ def stratify(params: Params, root: str | Path = ".") -> dict:
               "train_sizes": [int(train_sizes.get(c, 0)) for c in codes],
               "test_sizes": [int(test_sizes.get(c, 0)) for c in codes]}
     summary = {"source_rows": len(df), "rows": len(sample), "classes": len(codes), "train_rows": len(train),
-               "test_rows": len(test), "train_class_gini": round(data_mod.gini(labels["train_sizes"]), 4),
+               "test_rows": len(test), "validation_rows": 0 if validation is None else len(validation),
+               "train_class_gini": round(data_mod.gini(labels["train_sizes"]), 4),
                "largest_class": max(labels["train_sizes"]), "smallest_class": min(labels["train_sizes"])}
     with atomic_dir(lay.data) as tmp:
         train[["text", "label"]].to_csv(tmp / "train.csv", index=False)
         test[["text", "label"]].to_csv(tmp / "test.csv", index=False)
+        if validation is not None:
+            validation[["text", "label"]].to_csv(tmp / "validation.csv", index=False)
         write_json(tmp / "labels.json", labels)
     write_json(lay.metrics / "data.json", summary)
     return summary
@@ -85,7 +93,9 @@ def featurize(params: Params, root: str | Path = ".") -> dict:
     index = {c: i for i, c in enumerate(codes)}
     backend = _backend(params, lay)
     with atomic_dir(lay.features) as tmp:
-        for split in ("train", "test"):
+        for split in ("train", "test", "validation"):
+            if not (lay.data / f"{split}.csv").is_file():
+                continue
             df = pd.read_csv(lay.data / f"{split}.csv", dtype=str, keep_default_na=False)
             feats = backend.featurize(df["text"].tolist(), progress=True)
             y = torch.tensor([index[c] for c in df["label"]], dtype=torch.long)

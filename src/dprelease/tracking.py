@@ -121,3 +121,24 @@ def log_compare_run(params: Params, root: str | Path = ".") -> str:
             mlflow.log_artifact(str(path), "compare")
         mlflow.set_tag("guarantees", "SWAG-PPM: local ε, asymptotic δ; DP-SGD: (ε, δ) from the RDP accountant")
         return parent.info.run_id
+
+
+def log_tune_run(params: Params, root: str | Path, result: dict) -> str:
+    """A parent run for the tuning procedure and a child run per (c, FT epochs) run."""
+    mlflow = _setup(params, root)
+    out = Path(root) / "reports" / "tune"
+    with mlflow.start_run(run_name=f"tune-{result['mode']}") as parent:
+        mlflow.log_params({f"tune.{k}": v for k, v in params.tune.model_dump().items()})
+        mlflow.log_metrics({f"baseline_{k}": v for k, v in result["baseline"].items()})
+        for i, row in enumerate(result["trail"]):
+            with mlflow.start_run(run_name=f"c={row['c']:g} FT={row['epochs']}", nested=True):
+                mlflow.log_params({"c": row["c"], "ft_epochs": row["epochs"], "step": i})
+                mlflow.set_tag("verdict", row["verdict"])
+                if "decision" in row:
+                    mlflow.set_tag("decision", row["decision"])
+                mlflow.log_metrics({k: row[k] for k in ("epsilon", "weighted_f1", "macro_f1")})
+        if result["chosen"]:
+            mlflow.log_params({"chosen_c": result["chosen"]["c"], "chosen_epochs": result["chosen"]["epochs"]})
+        for path in sorted(out.glob(f"{result['mode']}*")):
+            mlflow.log_artifact(str(path), "tune")
+        return parent.info.run_id

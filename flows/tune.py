@@ -1,0 +1,138 @@
+"""Tuning flow: the practical guide's implementation algorithm over (c, fine-tune epochs).
+
+``python -m flows.tune [--mode search|grid] [--set tune.target_epsilon=8] [--no-track]``
+
+search: start at (tune.start_c, tune.start_epochs); after each run apply the decision rules of
+        ``dprelease.tuning`` to the fit verdict, ε and utility, until accept / stop / budget.
+grid:   every (c, epochs) of tune.grid_c × tune.grid_epochs, cells concurrently on a thread pool.
+Each run lives in ``runs/tune/c<c>_ft<epochs>/``; stages shared between runs (split, embeddings,
+round 1 for equal epochs) are restored from the stage store instead of recomputed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from tasks import prefect_env
+
+prefect_env.configure()
+
+from prefect import flow, task  # noqa: E402
+from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
+
+from dprelease import pipeline  # noqa: E402
+from dprelease.cli import _quiet  # noqa: E402
+from dprelease.config import ConfigError, Params, load_params, parse_params  # noqa: E402
+from dprelease.io import read_json, write_json  # noqa: E402
+from dprelease.tuning import Outcome, Requirements, Steps, choose, decide  # noqa: E402
+from flows.release import _parse_overrides  # noqa: E402
+from tasks.stages import run  # noqa: E402
+
+
+def cell_params(base: dict, c: float, epochs: int, data_path: str) -> Params:
+    backend = base["model"]["backend"]
+    return parse_params(base, {"ppm.c": c, f"model.{backend}.finetune.epochs": epochs, "data.path": data_path})
+
+
+def cell_root(root: str, c: float, epochs: int) -> Path:
+    return Path(root) / "runs" / "tune" / f"c{c:g}_ft{epochs}"
+
+
+@task(persist_result=False, task_run_name="cell c={c} FT={epochs}")
+def cell_task(base: dict, root: str, c: float, epochs: int) -> dict:
+    """One SWAG-PPM run (all release stages) with c and FT epochs set; returns its outcome."""
+    data_path = str((Path(root) / base["data"]["path"]).resolve())
+    p = cell_params(base, c, epochs, data_path)
+    where = cell_root(root, c, epochs)
+    where.mkdir(parents=True, exist_ok=True)
+    for spec in pipeline.active(p):
+        run(spec.name, p, where)
+    rel, audit = read_json(where / "metrics/release.json"), read_json(where / "metrics/audit.json")
+    return Outcome(c=c, epochs=epochs, epsilon=rel["epsilon"], weighted_f1=audit["weighted_f1_mean"],
+                   macro_f1=audit["macro_f1_mean"], verdict=audit["verdict"]).as_dict()
+
+
+def _setup(p: Params, root: str) -> tuple[Requirements, Steps, dict]:
+    t = p.tune
+    req = Requirements(t.target_epsilon, t.max_drop_weighted, t.max_drop_macro)
+    steps = Steps(start_c=t.start_c, start_epochs=t.start_epochs, c_step=t.c_step, epoch_step=t.epoch_step,
+                  c_min=t.c_min, max_epochs=t.max_epochs)
+    base_root = Path(root) / "runs" / "tune" / "baseline"
+    base_root.mkdir(parents=True, exist_ok=True)
+    bp = parse_params(p.model_dump(mode="json"), {"data.path": str((Path(root) / p.data.path).resolve())})
+    for name in ("stratify", "featurize", "nonprivate"):
+        run(name, bp, base_root)
+    return req, steps, read_json(base_root / "metrics/nonprivate.json")
+
+
+@flow(name="swag-ppm-tune", task_runner=ThreadPoolTaskRunner(max_workers=2), log_prints=False)
+def tune_flow(params: dict, root: str = ".", mode: str = "search", track: bool = True) -> dict:
+    p = Params.model_validate(params)
+    req, steps, baseline = _setup(p, root)
+    trail: list[dict] = []
+    if mode == "search":
+        history: list[Outcome] = []
+        c, e = steps.start_c, steps.start_epochs
+        while len(history) < p.tune.budget:
+            o = Outcome(**cell_task(params, root, c, e))
+            history.append(o)
+            d = decide(history, req, baseline, steps)
+            trail.append({**o.as_dict(), "decision": d.action, "reason": d.reason})
+            if d.action in ("accept", "stop"):
+                break
+            c, e = d.next_c, d.next_epochs
+        else:
+            trail[-1]["reason"] += f" (run budget {p.tune.budget} spent)"
+        outcomes = history
+        chosen = history[-1] if trail[-1]["decision"] == "accept" else None
+    else:
+        futures = [cell_task.submit(params, root, c, e) for c in p.tune.grid_c for e in p.tune.grid_epochs]
+        outcomes = [Outcome(**f.result()) for f in futures]
+        chosen = choose(outcomes, req, baseline)
+        trail = [o.as_dict() for o in outcomes]
+    result = {"mode": mode, "requirements": vars(req), "baseline": {k: baseline[k] for k in ("weighted_f1", "macro_f1")},
+              "trail": trail, "chosen": chosen.as_dict() if chosen else None}
+    from dprelease.tuning_report import write_tune_report
+
+    write_tune_report(p, root, result)
+    if track:
+        from dprelease.tracking import log_tune_run
+
+        result["mlflow_run_id"] = log_tune_run(p, root, result)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--root", default=".")
+    ap.add_argument("--mode", choices=("search", "grid"), default="search")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--no-track", action="store_true")
+    args = ap.parse_args(argv)
+    _quiet()
+    from dprelease.data import DataError
+
+    try:
+        params = load_params(Path(args.root) / args.params, _parse_overrides(args.set))
+        Requirements(params.tune.target_epsilon, params.tune.max_drop_weighted, params.tune.max_drop_macro)
+        if not (Path(args.root) / params.data.path).is_file():
+            raise ConfigError(f"data.path: file not found: {params.data.path}")
+        start = time.perf_counter()
+        result = tune_flow(params.model_dump(mode="json"), args.root, args.mode, not args.no_track)
+    except (ConfigError, DataError, ValueError, FileNotFoundError) as err:
+        print(f"dprelease: error: {err}", file=sys.stderr)
+        return 2
+    report = Path(args.root) / "reports" / "tune" / f"{args.mode}.md"
+    print(report.read_text(encoding="utf-8"))
+    print(f"\nreport: {report}  ({time.perf_counter() - start:.1f} s)")
+    if result.get("mlflow_run_id"):
+        print(f"MLflow parent run {result['mlflow_run_id']} (one child run per tuning run; `make ui`)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
