@@ -20,7 +20,7 @@ def write_tune_report(params: Params, root: str | Path, result: dict) -> Path:
         frame.to_csv(tmp, index=False)
     write_json(out / f"{mode}.json", result)
     chosen = result["chosen"]
-    tune_grid_plot(result["trail"], out / f"{mode}_grid.png",
+    tune_grid_plot(result["trail"], out / f"{mode}.png",
                    chosen=(chosen["c"], chosen["epochs"]) if chosen else None, target=params.tune.target_epsilon)
     req, base = result["requirements"], result["baseline"]
     lines = [
@@ -35,7 +35,7 @@ def write_tune_report(params: Params, root: str | Path, result: dict) -> Path:
         lines.append("| " + " | ".join(f"{v:.3f}" if isinstance(v, float) else str(v) for v in row) + " |")
     lines += ["", f"Chosen: c = {chosen['c']:g}, FT epochs = {chosen['epochs']} (ε {chosen['epsilon']:.3f}, "
               f"F1 {chosen['weighted_f1']:.3f} / {chosen['macro_f1']:.3f})" if chosen else
-              "Chosen: none — no run met both requirements.", "", f"![grid]({mode}_grid.png)", ""]
+              "Chosen: none — no run met both requirements.", "", f"![{mode}]({mode}.png)", ""]
     with atomic_path(out / f"{mode}.md") as tmp:
         tmp.write_text("\n".join(lines), encoding="utf-8")
     return out
