@@ -16,7 +16,7 @@ export TOKENIZERS_PARALLELISM := false
 export MLFLOW_SERVER_ENABLE_JOB_EXECUTION := false
 MLFLOW_URI ?= sqlite:///mlflow.db
 
-.PHONY: env run test test-fast repro ui bench clean
+.PHONY: env run compare tune tune-grid test test-fast repro ui bench clean
 
 env: $(STAMP)
 
@@ -32,6 +32,15 @@ $(STAMP): requirements.txt pyproject.toml
 run: env
 	$(PY) -m flows.release $(ARGS)
 
+compare: env
+	$(PY) -m flows.compare $(ARGS)
+
+tune: env
+	$(PY) -m flows.tune --mode search $(ARGS)
+
+tune-grid: env
+	$(PY) -m flows.tune --mode grid $(ARGS)
+
 test: env
 	$(PY) -m pytest $(PYTEST_ARGS)
 
@@ -46,6 +55,9 @@ ui: env
 
 bench: env
 	$(PY) benchmarks/bench_release.py
+	$(PY) benchmarks/bench_dpsgd.py
+	$(PY) benchmarks/bench_flows.py compare
+	$(PY) benchmarks/bench_flows.py tune-grid
 
 clean:
-	rm -rf artifacts release metrics plots reports .prefect mlflow.db mlartifacts
+	rm -rf artifacts release release-selected metrics plots reports runs .prefect mlflow.db mlartifacts
