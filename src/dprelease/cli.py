@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
 
             run_id = log_pipeline_run(load_params(args.params))
             print(f"MLflow run {run_id}")
-    except (ConfigError, DataError, ReleaseError, KeyError, FileNotFoundError) as err:
+    except (ConfigError, DataError, ReleaseError, KeyError, FileNotFoundError, ValueError) as err:
         msg = err.args[0] if isinstance(err, KeyError) and err.args else err
         print(f"dprelease: error: {msg}", file=sys.stderr)
         return 2

@@ -279,6 +279,10 @@ def run_stage(name: str, params: Params, root: str | Path = ".") -> dict:
         return ARM_FUNCS[name](params, root)
     if name == "compare_report":
         return compare_report(params, root)
+    if name == "select":
+        from .private_selection import private_select
+
+        return private_select(params, root)
     if name in STAGE_FUNCS:
         return STAGE_FUNCS[name](params, root)
     base, _, rnd = name.rpartition("_r")
