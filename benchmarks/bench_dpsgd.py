@@ -22,7 +22,7 @@ from dprelease.dpsgd import train_dpsgd
 
 
 def nonprivate_steps_per_s(backend, feats, y, steps: int, batch: int, lr: float) -> float:
-    model = backend.build_model(feats["x"].shape[1] if "x" in feats else None)
+    model = backend.new_model(feats)
     opt = torch.optim.AdamW(trainable(model), lr=lr)
     gen = torch.Generator().manual_seed(0)
     model.train()
@@ -37,7 +37,7 @@ def nonprivate_steps_per_s(backend, feats, y, steps: int, batch: int, lr: float)
 
 
 def dpsgd_steps_per_s(backend, feats, y, steps: int, batch: int, lr: float, mode: str) -> float:
-    model = backend.build_model(feats["x"].shape[1] if "x" in feats else None)
+    model = backend.new_model(feats)
     n = len(y)
     epochs = max(1, round(steps * batch / n))
     start = time.perf_counter()

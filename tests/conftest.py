@@ -120,3 +120,42 @@ def full_run(tmp_path_factory) -> SliceRun:
 def noreweight_run(tmp_path_factory) -> SliceRun:
     """``ppm.reweight: false``; runs ALL stages as DVC would, so round-3 stages leave skip markers."""
     return _slice_run(tmp_path_factory, "noreweight", "head", all_specs=True, ppm__reweight=False)
+
+
+# the comparison arms ---------------------------------------------------------------------------------
+COMPARE = {  # tiny DP-SGD runs and a short δ sweep (the slice has 24 training records)
+    "dpsgd": {"head": {"epochs": 2, "batch_size": 8}, "full": {"epochs": 1, "batch_size": 8},
+              "delta_sweep": [1e-3, 0.5]},
+    "compare": {"nonprivate_epochs": 3},
+}
+ARM_STAGES = ["nonprivate", "swag_ppm", "dpsgd", "dpsgd_sweep"]
+
+
+def compare_raw(backend: str = "head", **overrides) -> dict:
+    """The slice params plus the short comparison settings; ``overrides`` as in :func:`slice_raw`."""
+    raw = slice_raw(backend)
+    raw.update(copy.deepcopy(COMPARE))
+    for dotted, value in overrides.items():
+        node = raw
+        *parents, leaf = dotted.split("__")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return raw
+
+
+def copy_root(src: Path, dst: Path) -> Path:
+    """A private copy of a session run's root (session roots are shared: never write into them)."""
+    shutil.copytree(src, dst, dirs_exist_ok=True)
+    return dst
+
+
+@pytest.fixture(scope="session")
+def arms_run(head_run, tmp_path_factory) -> SliceRun:
+    """The comparison arms (non-private, SWAG-PPM round 2, DP-SGD, δ sweep) on a copy of the head slice;
+    the SWAG-PPM release there is reused, not re-run. Tests that write must copy this root too."""
+    from dprelease.config import parse_params
+
+    params = parse_params(compare_raw())
+    root = copy_root(head_run.root, tmp_path_factory.mktemp("arms"))
+    return SliceRun(params, root, run_stages(params, root, ARM_STAGES))

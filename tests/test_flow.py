@@ -46,11 +46,18 @@ def flow_env():
         return real(name, params, root)
 
     frozen = pipeline.code_version()
+    store: dict = {"on": False}  # the shared stage store is off here (these tests count recomputation per root)
+    real_restore = ts.stage_store.restore
+
+    def restore(*args, **kwargs):
+        return real_restore(*args, **kwargs) if store["on"] else None
+
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(ts, "run_stage", counted)
+        mp.setattr(ts.stage_store, "restore", restore)
         mp.setattr(pipeline, "code_version", lambda: frozen)
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
-        yield SimpleNamespace(flow=fr.release_flow, calls=calls, hooks=hooks, stages=stages_mod)
+        yield SimpleNamespace(flow=fr.release_flow, calls=calls, hooks=hooks, stages=stages_mod, store=store)
 
 
 def _run(env, params, root: Path, track: bool = False) -> tuple[dict, list[str]]:
@@ -243,3 +250,24 @@ def test_code_version_tracks_source(tmp_path, monkeypatch):
     with open(code / "stages.py", "a", encoding="utf-8") as fh:
         fh.write("\n# changed\n")
     assert pipeline.code_version() != before
+
+
+# the stage store: a second root with the same inputs restores every stage instead of recomputing it ----------------
+def test_second_root_restores_from_stage_store(flow_env, first, tmp_path):
+    import shutil
+
+    other = tmp_path / "other"
+    other.mkdir()
+    shutil.copy2(first.root / "params.yaml", other / "params.yaml") if (first.root / "params.yaml").exists() else None
+    data_rel = first.params.data.path
+    if not Path(data_rel).is_absolute():
+        (other / data_rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(first.root / data_rel, other / data_rel)
+    flow_env.store["on"] = True
+    try:
+        out, calls = _run(flow_env, first.params, other)
+    finally:
+        flow_env.store["on"] = False
+    assert calls == []  # every stage came from the store
+    assert out["draw"]["epsilon"] == pytest.approx(first.out["draw"]["epsilon"])
+    assert read_json(other / "metrics/audit.json") == read_json(first.root / "metrics/audit.json")

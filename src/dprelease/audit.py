@@ -52,7 +52,7 @@ def audit(params: Params, root: str | Path = ".") -> dict:
     n_classes = len(labels["codes"])
     backend = make_backend(params, n_classes)
     feats, y = load_features(lay.features / "test.safetensors")
-    model = backend.build_model(feats["x"].shape[1] if "x" in feats else None)
+    model = backend.new_model(feats)
     theta = load_file(str(lay.draw / "theta.safetensors"))["theta"]
     set_flat(model, theta)
     released, per_class, quartiles = evaluate(backend, model, feats, y, labels)

@@ -39,7 +39,7 @@ def nonprivate(params: Params, root: str | Path = ".") -> dict:
     lay = Layout.from_params(params, root)
     backend = _backend(params, lay)
     feats, y = load_features(lay.features / "train.safetensors")
-    model = backend.build_model(feats["x"].shape[1] if "x" in feats else None)
+    model = backend.new_model(feats)
     opt = params.backend.finetune.model_copy(update={"epochs": params.compare.nonprivate_epochs})
     hist = run_finetune(backend, model, feats, y, None, opt, seed=stage_seed(params.seed, "nonprivate"),
                         progress=True, desc="non-private")
@@ -84,11 +84,11 @@ def check_dpsgd(params: Params, lay: Layout, eps: float | None = None) -> None:
 def _dpsgd_once(params: Params, lay: Layout, eps: float, delta: float, tag: str):
     backend = _backend(params, lay)
     feats, y = load_features(lay.features / "train.safetensors")
-    model = backend.build_model(feats["x"].shape[1] if "x" in feats else None)
+    model = backend.new_model(feats)
     run = params.dpsgd_run
     result = train_dpsgd(backend, model, feats, y, epochs=run.epochs, batch_size=run.batch_size, lr=run.lr,
                          max_grad_norm=run.max_grad_norm, target_epsilon=eps, delta=delta,
-                         conversion=params.dpsgd.conversion, grad_sample_mode=params.dpsgd.grad_sample_mode,
+                         conversion=params.dpsgd.conversion, grad_sample_mode=run.grad_sample_mode,
                          seed=stage_seed(params.seed, tag), progress=True)
     return backend, model, result
 

@@ -40,7 +40,7 @@ def private_select(params: Params, root: str | Path = ".") -> dict:
     backend = _backend(params, lay)
     train, y_train = load_features(lay.features / "train.safetensors")
     val, y_val = load_features(val_path)
-    model = backend.build_model(train["x"].shape[1] if "x" in train else None)
+    model = backend.new_model(train)
     moments = SwagMoments.load(lay.swag(r) / "moments.safetensors", device=backend.device)
     weights = np.load(lay.weights(r) / "weights.npy")
     gen = torch.Generator(device=backend.device).manual_seed(stage_seed(params.seed, "select", r))

@@ -81,8 +81,9 @@ def compare_report(params: Params, root: str | Path = ".") -> dict:
                 "## Table 1: privacy and utility (test set)", "", _md(t1), "",
                 "## Table 2: F1 in the top and bottom quartile of classes by training size", "", _md(t2), ""]
     sweep_path = lay.metrics / "dpsgd_sweep.json"
-    if "dpsgd" in params.compare.arms and sweep_path.is_file():
-        sweep = pd.DataFrame(read_json(sweep_path)["rows"])
+    rows = read_json(sweep_path)["rows"] if sweep_path.is_file() else []
+    if "dpsgd" in params.compare.arms and rows:
+        sweep = pd.DataFrame(rows)
         sweep = sweep[["delta", "target_epsilon", "epsilon", "noise_multiplier", "weighted_f1", "macro_f1"]]
         _write(sweep, out / "delta_sweep.csv")
         sections += ["## Table 4: DP-SGD δ sweep at the matched target ε", "", _md(sweep), ""]

@@ -111,7 +111,7 @@ def finetune(params: Params, r: int, root: str | Path = ".") -> dict:
         return _skip(lay.finetune(r), "ppm.reweight is false")
     backend = _backend(params, lay)
     feats, y = _train_set(lay)
-    model = backend.build_model(feats["x"].shape[1] if "x" in feats else None)
+    model = backend.new_model(feats)
     hist = run_finetune(backend, model, feats, y, _load_weights(lay, r), params.backend.finetune,
                         seed=stage_seed(params.seed, "finetune", r), progress=True, desc=f"fine-tune r{r}")
     with atomic_dir(lay.finetune(r)) as tmp:
@@ -141,7 +141,7 @@ def swag(params: Params, r: int, root: str | Path = ".") -> dict:
 def _model_at(backend, feats, theta_path: Path):
     from safetensors.torch import load_file
 
-    model = backend.build_model(feats["x"].shape[1] if "x" in feats else None)
+    model = backend.new_model(feats)
     set_flat(model, load_file(str(theta_path))["theta"])
     return model
 
@@ -151,7 +151,7 @@ def _posterior_pass(params: Params, lay: Layout, r: int, weights: np.ndarray | N
     backend = _backend(params, lay)
     feats, y = _train_set(lay)
     moments = SwagMoments.load(lay.swag(r) / "moments.safetensors", device=backend.device)
-    model = backend.build_model(feats["x"].shape[1] if "x" in feats else None)
+    model = backend.new_model(feats)
     gen = torch.Generator(device=backend.device).manual_seed(stage_seed(params.seed, what, r))
     S, chunk = params.ppm.draws, params.ppm.draw_batch
     record_max = np.full(len(y), -np.inf)
@@ -225,7 +225,7 @@ def draw_from_round(params: Params, lay: Layout, r: int):
     moments = SwagMoments.load(lay.swag(r) / "moments.safetensors", device=backend.device)
     gen = torch.Generator(device=backend.device).manual_seed(stage_seed(params.seed, "release", r))
     theta = next(iter_samples(moments, 1, 1, gen))
-    model = backend.build_model(feats["x"].shape[1] if "x" in feats else None)
+    model = backend.new_model(feats)
     ce = backend.per_record_ce(model, theta, feats, y).double().numpy()
     m_star = float(ppm.max_weighted_loss(ce, np.load(lay.weights(r) / "weights.npy"))[0])
     delta = max(read_json(lay.metrics / f"sensitivity_r{r}.json")["delta"], m_star)

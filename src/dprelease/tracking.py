@@ -69,8 +69,8 @@ def log_pipeline_run(params: Params, root: str | Path = ".", run_name: str | Non
         metrics.update({f"weights_round2.{k}": v for k, v in risk.items() if k.startswith("weight")})
         diag_path = lay.metrics / "diagnostics.json"
         if diag_path.is_file():
-            for name, d in read_json(diag_path).items():
-                tag = name.replace(" ", "")
+            for round_name, d in read_json(diag_path).items():
+                tag = round_name.replace(" ", "")
                 mlflow.set_tag(f"verdict_{tag}", d["verdict"])
                 metrics.update({f"diag_{tag}.{k}": v for k, v in d.items() if _is_number(v)})
         mlflow.log_metrics(metrics)

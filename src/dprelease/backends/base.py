@@ -89,6 +89,10 @@ class Backend(ABC):
     def build_model(self, feature_dim: int | None = None) -> nn.Module:
         """The base model θ₀ (deterministic for the backend's seed)."""
 
+    def new_model(self, features: Features) -> nn.Module:
+        """θ₀ sized for these features (the head needs the embedding width)."""
+        return self.build_model(features["x"].shape[1] if "x" in features else None)
+
     @staticmethod
     def forward(model: nn.Module, batch: Features) -> torch.Tensor:
         return model(**batch)
