@@ -22,7 +22,7 @@ from prefect import flow  # noqa: E402
 from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
 
 from dprelease import pipeline  # noqa: E402
-from dprelease.baselines import check_dpsgd  # noqa: E402
+from dprelease.baselines import check_dpsgd, preview_train_size  # noqa: E402
 from dprelease.cli import _quiet  # noqa: E402
 from dprelease.config import ConfigError, Params, load_params  # noqa: E402
 from dprelease.layout import Layout  # noqa: E402
@@ -92,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
         check_arms(params)
         if not (Path(args.root) / params.data.path).is_file():
             raise ConfigError(f"data.path: file not found: {params.data.path}")
+        if "dpsgd" in params.compare.arms:  # batch vs data size, δ range: before any Prefect start-up
+            check_dpsgd(params, n=preview_train_size(params, args.root))
         start = time.perf_counter()
         result = compare_flow(params.model_dump(mode="json"), args.root, not args.no_track)
     except (ConfigError, DataError, ValueError, FileNotFoundError) as err:

@@ -122,7 +122,9 @@ def main(argv: list[str] | None = None) -> int:
         if not (Path(args.root) / params.data.path).is_file():
             raise ConfigError(f"data.path: file not found: {params.data.path}")
         start = time.perf_counter()
-        result = tune_flow(params.model_dump(mode="json"), args.root, args.mode, not args.no_track)
+        runner = ThreadPoolTaskRunner(max_workers=params.tune.workers)
+        result = tune_flow.with_options(task_runner=runner)(params.model_dump(mode="json"), args.root, args.mode,
+                                                            not args.no_track)
     except (ConfigError, DataError, ValueError, FileNotFoundError) as err:
         print(f"dprelease: error: {err}", file=sys.stderr)
         return 2

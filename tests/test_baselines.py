@@ -177,7 +177,7 @@ def test_ghost_and_hooks_train_the_same_head(head_run, tmp_path, spy):
     masks and noise) both Opacus modes end at the same parameters, up to float rounding."""
     root = copy_root(head_run.root, tmp_path / "root")
     for mode in ("ghost", "hooks"):
-        baselines.dpsgd(parse_params(compare_raw(dpsgd__target_epsilon=2.0, dpsgd__grad_sample_mode=mode)), root)
+        baselines.dpsgd(parse_params(compare_raw(dpsgd__target_epsilon=2.0, dpsgd__head__grad_sample_mode=mode)), root)
     ghost, hooks = spy
     assert ghost.kwargs["grad_sample_mode"] == "ghost" and hooks.kwargs["grad_sample_mode"] == "hooks"
     assert ghost.result.noise_multiplier == hooks.result.noise_multiplier
@@ -193,7 +193,7 @@ def test_ghost_and_hooks_train_the_same_head(head_run, tmp_path, spy):
 # DP-SGD on the full backend (tiny random transformer) ----------------------------------------------------------
 @pytest.mark.parametrize("mode", ["ghost", "hooks"])
 def test_dpsgd_full_tiny_trains(full_run, tmp_path, spy, mode):
-    params = parse_params(compare_raw("full", dpsgd__grad_sample_mode=mode))
+    params = parse_params(compare_raw("full", dpsgd__full__grad_sample_mode=mode))
     root = copy_root(full_run.root, tmp_path / "root")
     m = baselines.dpsgd(params, root)
     (run,) = spy
@@ -291,3 +291,22 @@ def test_arm_stage_names_match_the_stage_graph(arms_run):
     names = [s.name for s in pipeline.compare_specs(arms_run.params)]
     assert names == [*ARM_STAGES, "compare_report"]
     assert set(baselines.ARM_FUNCS) == set(ARM_STAGES)
+
+
+@pytest.mark.parametrize("mode", ["ghost", "hooks"])
+def test_dpsgd_full_tiny_batches_narrower_than_the_padding(full_run, mode):
+    """The full backend drops all-padding columns per batch; with the real max_length most batches are narrower
+    than the split's padded width, so the model sees sliced (non-contiguous) token ids. Both modes must train."""
+    from dprelease.backends.base import load_features
+    from dprelease.dpsgd import train_dpsgd
+    from dprelease.stages import _backend
+
+    params = full_run.params
+    lay = Layout.from_params(params, full_run.root)
+    feats, y = load_features(lay.features / "train.safetensors")
+    feats = {k: torch.cat([v, torch.zeros(v.shape[0], 5, dtype=v.dtype)], dim=1) for k, v in feats.items()}
+    backend = _backend(params, lay)
+    model = backend.new_model(feats)
+    res = train_dpsgd(backend, model, feats, y, epochs=1, batch_size=8, lr=1e-3, max_grad_norm=1.0,
+                      target_epsilon=3.0, delta=1e-3, grad_sample_mode=mode, seed=1)
+    assert math.isfinite(res.final_loss) and res.epsilon <= 3.0 + 1e-6

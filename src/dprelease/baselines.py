@@ -72,9 +72,20 @@ def _n_train(lay: Layout) -> int:
     return sum(read_json(lay.data / "labels.json")["train_sizes"])
 
 
-def check_dpsgd(params: Params, lay: Layout, eps: float | None = None) -> None:
+def preview_train_size(params: Params, root: str | Path = ".") -> int:
+    """Training-set size the stratify stage will produce (read + sample + split in memory, ~1 s)."""
+    from . import data as data_mod
+
+    d = params.data
+    df = data_mod.read_records(Path(root) / d.path, d.text_column, d.label_column)
+    sample = data_mod.stratified_sample(df, cap=d.cap, min_class_size=d.min_class_size, seed=params.seed,
+                                        limit_classes=d.limit_classes)
+    return len(data_mod.split(sample, test_size=d.test_size, seed=params.seed)[0])
+
+
+def check_dpsgd(params: Params, lay: Layout | None = None, eps: float | None = None, n: int | None = None) -> None:
     """Validate the DP-SGD setting against the data before any training (one-line ValueError)."""
-    n = _n_train(lay)
+    n = n if n is not None else _n_train(lay)
     run = params.dpsgd_run
     eps = eps if eps is not None else (params.dpsgd.target_epsilon or 1.0)
     for delta in [params.dpsgd.delta or default_delta(n), *params.dpsgd.delta_sweep]:

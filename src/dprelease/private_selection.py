@@ -75,5 +75,9 @@ def private_select(params: Params, root: str | Path = ".") -> dict:
                      "epsilon": summary["budget_epsilon"], "epsilon_per_candidate": eps,
                      "selection": {k: summary[k] for k in ("tries", "tau", "gamma", "metric")}}
         write_release(folder, backend, model, labels["codes"], labels["titles"], manifest)
+    elif folder.exists():  # a previous selection's release must not outlive a run that found nothing
+        import shutil
+
+        shutil.rmtree(folder)
     write_json(lay.metrics / "selection.json", summary)
     return summary

@@ -8,7 +8,7 @@ import pandas as pd
 
 from .baselines import DELTA_PPM, arm_dir
 from .config import Params
-from .io import atomic_path, read_json
+from .io import atomic_dir, atomic_path, read_json
 from .layout import Layout
 from .plots import per_class_compare_plot
 
@@ -59,9 +59,15 @@ def _quartiles(per_class: pd.DataFrame) -> dict:
 
 
 def compare_report(params: Params, root: str | Path = ".") -> dict:
+    """Write ``reports/compare/`` as a whole (no stale table survives a run with fewer arms)."""
     lay = Layout.from_params(params, root)
-    out = lay.reports / "compare"
-    out.mkdir(parents=True, exist_ok=True)
+    final = lay.reports / "compare"
+    with atomic_dir(final) as out:
+        _write_report(params, lay, out)
+    return {"arms": list(params.compare.arms), "report": str(final / "report.md")}
+
+
+def _write_report(params: Params, lay: Layout, out: Path) -> None:
     table1, table2, frames = [], [], {}
     for arm in params.compare.arms:
         m, per_class = _arm_metrics(lay, arm)
@@ -91,4 +97,3 @@ def compare_report(params: Params, root: str | Path = ".") -> dict:
     sections += ["## Figure: per-class F1 against training class size", "", "![per-class F1](per_class_vs_size.png)", ""]
     with atomic_path(out / "report.md") as tmp:
         tmp.write_text("\n".join(sections), encoding="utf-8")
-    return {"arms": list(params.compare.arms), "report": str(out / "report.md")}

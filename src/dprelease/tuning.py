@@ -69,8 +69,12 @@ class Decision:
 def assess(o: Outcome, req: Requirements, baseline: dict) -> tuple[bool, bool]:
     """(privacy met, utility met) against the non-private baseline's weighted and macro F1."""
     privacy = o.epsilon < req.target_epsilon
-    drop_w = 1 - o.weighted_f1 / baseline["weighted_f1"]
-    drop_m = 1 - o.macro_f1 / baseline["macro_f1"]
+
+    def drop(value: float, base: float) -> float:
+        return 1 - value / base if base > 0 else 0.0  # nothing to lose against a zero baseline
+
+    drop_w = drop(o.weighted_f1, baseline["weighted_f1"])
+    drop_m = drop(o.macro_f1, baseline["macro_f1"])
     return privacy, drop_w <= req.max_drop_weighted and drop_m <= req.max_drop_macro
 
 

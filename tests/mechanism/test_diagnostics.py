@@ -105,10 +105,11 @@ def test_many_spikes_are_not_overfit():
 def test_spike_fraction_boundary():
     base = dict(median=3.0, rcv=0.01, max_z=10.0, loss_trend=None)
     assert verdict(FitScores(spikes=10, **base), n_draws=500) == "overfit"  # exactly 2 %
-    assert verdict(FitScores(spikes=11, **base), n_draws=500) != "overfit"
+    assert verdict(FitScores(spikes=11, **base), n_draws=500) == "underfit"  # frequent extremes = variability
     assert verdict(FitScores(spikes=10, **base)) == "overfit"  # n_draws defaults to 500
-    assert verdict(FitScores(spikes=1, **base), n_draws=6) == "overfit"  # always room for one spike
-    assert verdict(FitScores(spikes=2, **base), n_draws=6) != "overfit"
+    assert verdict(FitScores(spikes=1, **base), n_draws=500) == "ok"  # one z >= 6 draw is common under a Gumbel bulk
+    assert verdict(FitScores(spikes=2, **base), n_draws=6) == "overfit"  # min_spikes always fits
+    assert verdict(FitScores(spikes=3, **base), n_draws=6) == "underfit"
     assert verdict(FitScores(spikes=0, **base), n_draws=500) == "ok"
 
 
@@ -226,16 +227,13 @@ def test_gumbel_bulk_z5_about_once_per_500_draws():
 
 
 def test_gumbel_null_false_overfit_rate_is_documented():
-    """What the z ≥ 6 threshold actually gives: a pure Gumbel(3, 0.05) bulk of 500 draws (no spikes
-    planted) has ≥ 1 draw at robust z ≥ 6 with probability 1 − (1 − 7.5e-4)^500 ≈ 0.31, and is then
-    called 'overfit'. Pinned here so a threshold change is noticed."""
-    hits = _gumbel_null_overfit(range(10))
-    assert hits == [0, 3, 5]
+    """What the thresholds give on a pure Gumbel(3, 0.05) bulk of 500 draws (no spikes planted): ≥ 2
+    draws at robust z ≥ 6 has probability 1 − P(0) − P(1) with p = 7.5e-4 per draw, ≈ 0.065 — the false
+    'overfit' rate. Pinned here so a threshold change is noticed."""
+    assert _gumbel_null_overfit(range(10)) == []
     rate = len(_gumbel_null_overfit(range(10, 410))) / 400
-    assert 0.22 < rate < 0.40  # analytic 0.314; binomial SD at n = 400 is 0.023
+    assert 0.03 < rate < 0.13  # analytic ≈ 0.065 (measured 0.09 on these seeds); binomial SD at n = 400 is 0.012
 
 
-@pytest.mark.xfail(strict=True, reason="source issue: z >= 6 calls ~31 % of pure-Gumbel 500-draw series 'overfit' "
-                                        "(3 of seeds 0-9); the brief expects <= 1 of 10")
 def test_gumbel_null_is_rarely_overfit():
     assert len(_gumbel_null_overfit(range(10))) <= 1

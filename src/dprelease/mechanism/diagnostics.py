@@ -7,15 +7,17 @@ The practical guide reads the max-delta plot (M_s against draw s) by eye:
 Here those readings are scores with documented thresholds:
 
 ``rcv``        robust coefficient of variation of the maxima, 1.4826·MAD(M)/median(M) (scale-free);
-``spikes``     draws whose robust z-score (M_s − median)/(1.4826·MAD) is ≥ ``z_spike``; M_s is a maximum,
-               so its bulk is right-skewed (Gumbel-like): z ≈ 5 happens about once in 500 draws of a
-               Gumbel bulk, hence the default 6;
+``spikes``     draws whose robust z-score (M_s − median)/(1.4826·MAD) is ≥ ``z_spike`` = 6. M_s is a
+               maximum, so its bulk is right-skewed (Gumbel-like): for a pure Gumbel bulk of 500 draws
+               P(z ≥ 6) ≈ 7.5e-4 per draw, so one such draw appears in ~31 % of runs and two in ~6.5 %;
+               hence at least ``min_spikes`` = 2 are needed to call spikes;
 ``loss_trend`` relative fall of the mean training loss from the first to the second half of the SWAG
                phase. SWAG snapshots should sample around a mode at a constant learning rate; a loss
                that keeps falling means the snapshots are still descending (mode-finding unfinished).
 
-Verdict: ``overfit`` if 1 ≤ spikes ≤ max_spike_frac·S and rcv < rcv_high (isolated spikes on a stable
-bulk); else ``underfit`` if rcv ≥ rcv_high or loss_trend ≥ trend_high; else ``ok``.
+Verdict: ``overfit`` if min_spikes ≤ spikes ≤ max_spike_frac·S and rcv < rcv_high (isolated spikes on a
+stable bulk); else ``underfit`` if rcv ≥ rcv_high, spikes > max_spike_frac·S (frequent extremes are
+variability, not isolated spikes) or loss_trend ≥ trend_high; else ``ok``.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ MAD_TO_SD = 1.4826
 class Thresholds:
     rcv_high: float = 0.04  # bulk spread above 4 % of the median maximum = persistent variability
     z_spike: float = 6.0
+    min_spikes: int = 2
     max_spike_frac: float = 0.02  # more than 2 % "spikes" is variability, not isolated spikes
     trend_high: float = 0.15  # SWAG-phase loss 15 % lower in its second half than in its first
 
@@ -68,10 +71,10 @@ def fit_scores(max_deltas: np.ndarray, swag_losses: list[float] | None = None,
 
 def verdict(scores: FitScores, thresholds: Thresholds = Thresholds(), n_draws: int | None = None) -> str:
     """``underfit`` | ``overfit`` | ``ok`` (rules in the module docstring)."""
-    limit = thresholds.max_spike_frac * (n_draws or 500)
-    if 1 <= scores.spikes <= max(1.0, limit) and scores.rcv < thresholds.rcv_high:
+    limit = max(thresholds.min_spikes, thresholds.max_spike_frac * (n_draws or 500))
+    if thresholds.min_spikes <= scores.spikes <= limit and scores.rcv < thresholds.rcv_high:
         return "overfit"
-    if scores.rcv >= thresholds.rcv_high:
+    if scores.rcv >= thresholds.rcv_high or scores.spikes > limit:
         return "underfit"
     if scores.loss_trend is not None and scores.loss_trend >= thresholds.trend_high:
         return "underfit"
