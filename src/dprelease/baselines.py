@@ -113,7 +113,8 @@ def dpsgd(params: Params, root: str | Path = ".") -> dict:
     backend, model, res = _dpsgd_once(params, lay, eps, delta, "dpsgd")
     return _evaluate_and_write(params, lay, "dpsgd", backend, model, {
         "target_epsilon": eps, "epsilon": res.epsilon, "delta": delta, "noise_multiplier": res.noise_multiplier,
-        "steps": res.steps, "sample_rate": res.sample_rate, "conversion": params.dpsgd.conversion})
+        "steps": res.steps, "sample_rate": res.sample_rate, "conversion": params.dpsgd.conversion,
+        "final_loss": res.final_loss})
 
 
 def dpsgd_sweep(params: Params, root: str | Path = ".") -> dict:

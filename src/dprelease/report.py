@@ -75,7 +75,7 @@ def _write_report(params: Params, lay: Layout, out: Path) -> None:
         eps = m.get("epsilon")
         delta = m.get("delta")
         table1.append({"model": LABELS[arm], "epsilon": eps if eps is not None else float("nan"),
-                       "delta": _cell(delta) if isinstance(delta, float) else delta,
+                       "delta": delta,
                        "weighted F1": m["weighted_f1"], "macro F1": m["macro_f1"]})
         table2.append({"model": LABELS[arm], **_quartiles(per_class)})
     t1, t2 = pd.DataFrame(table1), pd.DataFrame(table2)

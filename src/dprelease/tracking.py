@@ -4,6 +4,7 @@ release manifest. Only aggregates from ``metrics/`` are read; per-record artifac
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 from .config import Params
@@ -117,6 +118,9 @@ def log_compare_run(params: Params, root: str | Path = ".") -> str:
                     if m.get(key) is not None:
                         values[key] = m[key]
                 mlflow.log_metrics(values)
+                with tempfile.TemporaryDirectory() as tmp:  # per-class aggregates of this arm
+                    per_class.to_csv(Path(tmp) / "per_class_f1.csv", index=False)
+                    mlflow.log_artifact(str(Path(tmp) / "per_class_f1.csv"))
         for path in sorted(out.glob("*")):
             mlflow.log_artifact(str(path), "compare")
         mlflow.set_tag("guarantees", "SWAG-PPM: local ε, asymptotic δ; DP-SGD: (ε, δ) from the RDP accountant")

@@ -29,9 +29,10 @@ class SequenceClassifier(nn.Module):
         self.model = hf_model
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        width = int(attention_mask.sum(1).max())  # drop all-padding columns of this batch
-        input_ids, attention_mask = input_ids[:, :width], attention_mask[:, :width]
-        position_ids = torch.arange(width, device=input_ids.device).expand_as(input_ids)
+        width = int(attention_mask.sum(1).max()) if attention_mask.numel() else 1  # drop all-padding columns
+        # contiguous: Opacus's per-sample embedding norms call .view() on these
+        input_ids, attention_mask = input_ids[:, :width].contiguous(), attention_mask[:, :width].contiguous()
+        position_ids = torch.arange(width, device=input_ids.device).expand_as(input_ids).contiguous()
         token_type_ids = torch.zeros_like(input_ids)
         return self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                           token_type_ids=token_type_ids).logits
