@@ -70,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     from flows.summary import print_summary
 
     seconds = time.perf_counter() - start
-    write_json(Path(args.root) / "metrics" / "timings.json", {"flow_seconds": round(seconds, 2), "stages": result["timings"]})
+    write_json(Path(args.root) / "metrics" / "timings.json",
+               {"flow_seconds": round(seconds, 2), "stages": list(result["timings"].items())})
     print_summary(params, args.root, result, seconds)
     return 0
 

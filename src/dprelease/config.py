@@ -55,7 +55,7 @@ class SwagParams(_Strict):
 
 
 class HeadParams(_Strict):
-    hidden: int = Field(512, ge=0, description="hidden width of the MLP head; 0 = linear")
+    hidden: int = Field(256, ge=0, description="hidden width of the MLP head; 0 = linear")
     dropout: float = Field(0.1, ge=0.0, lt=1.0)
     finetune: OptimParams = OptimParams(epochs=10, lr=1e-3, batch_size=32, weight_decay=0.01)
     swag: SwagParams = SwagParams(epochs=20, lr=0.01, batch_size=32)

@@ -62,7 +62,7 @@ def finetune(backend: Backend, model: nn.Module, features: Features, labels: tor
     """AdamW fine-tuning in place with a linear decay schedule."""
     gen = torch.Generator().manual_seed(seed)
     _seed_model(model, seed + 1)
-    optimizer = torch.optim.AdamW(trainable(model), lr=opt.lr, weight_decay=opt.weight_decay)
+    optimizer = torch.optim.AdamW(trainable(model), lr=opt.lr, weight_decay=opt.weight_decay, fused=True)
     steps = opt.epochs * -(-n_records(features) // opt.batch_size)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: max(0.0, 1.0 - s / steps))
     history = History()
@@ -77,7 +77,7 @@ def swag(backend: Backend, model: nn.Module, features: Features, labels: torch.T
     """Constant-lr SGD for ``params.epochs`` epochs, one snapshot per epoch; returns the fitted moments."""
     gen = torch.Generator().manual_seed(seed)
     _seed_model(model, seed + 1)
-    optimizer = torch.optim.SGD(trainable(model), lr=params.lr, momentum=params.momentum)
+    optimizer = torch.optim.SGD(trainable(model), lr=params.lr, momentum=params.momentum, fused=True)
     collector = SwagCollector(sum(p.numel() for p in trainable(model)), rank=params.rank, device=backend.device)
     history = History()
     for epoch in tqdm(range(params.epochs), desc=desc, disable=not progress, unit="epoch"):

@@ -2,7 +2,7 @@
 
 The encoder is public and never trained, so its sentence embeddings are computed once per dataset and
 cached; every PPM pass then only touches the head. Because the head is tiny, S posterior draws are
-evaluated together with ``torch.func.vmap`` instead of one at a time.
+evaluated together as batched matrix products instead of one at a time.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.func import functional_call, vmap
 from tqdm.auto import tqdm
 
 from ..config import HeadParams
@@ -70,6 +69,19 @@ class Head(nn.Module):
         # The encoder's embeddings are unit-norm; rescale to unit variance per coordinate (public constant).
         return self.net(x * self.dim**0.5)
 
+    def forward_many(self, params: list[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        """Eval-mode logits of S parameter draws at once: ``params`` in ``trainable()`` order, each with a
+        leading draw dimension; [n, dim] inputs → [S, n, C] logits (batched GEMMs, no Python loop over draws)."""
+        h = (x * self.dim**0.5).expand(params[0].shape[0], *x.shape)
+        weights = iter(params)
+        for layer in self.net:
+            if isinstance(layer, nn.Linear):
+                w, b = next(weights), next(weights)
+                h = torch.baddbmm(b.unsqueeze(1), h, w.transpose(1, 2))
+            elif isinstance(layer, nn.GELU):
+                h = F.gelu(h)
+        return h
+
 
 class HeadBackend(Backend):
     name = "head"
@@ -93,22 +105,17 @@ class HeadBackend(Backend):
     def per_record_ce(self, model, thetas, features, labels, batch_size: int = 4096) -> torch.Tensor:
         """All draws in one vectorised pass: [S, d] parameters × [n, 384] embeddings → [S, n] losses."""
         model.eval()
-        names = [n for n, p in model.named_parameters() if p.requires_grad]
         shapes = [p.shape for p in trainable(model)]
-        sizes = [s.numel() for s in shapes]
         thetas = thetas.to(self.device)
-        stacked = {
-            n: chunk.reshape(thetas.shape[0], *shape)
-            for n, chunk, shape in zip(names, thetas.split(sizes, dim=1), shapes)
-        }
+        params = [chunk.reshape(thetas.shape[0], *shape)
+                  for chunk, shape in zip(thetas.split([s.numel() for s in shapes], dim=1), shapes)]
         x, y = features["x"], labels
         out = torch.empty(thetas.shape[0], x.shape[0])
         for start in range(0, x.shape[0], batch_size):
             xb = x[start : start + batch_size].to(self.device)
             yb = y[start : start + batch_size].to(self.device)
-            logits = vmap(lambda p: functional_call(model, p, (xb,)))(stacked)  # [S, b, C]
-            logp = torch.log_softmax(logits.float(), dim=-1)
-            out[:, start : start + batch_size] = -logp.gather(-1, yb.expand(logits.shape[0], -1).unsqueeze(-1)).squeeze(-1).cpu()
+            logp = torch.log_softmax(model.forward_many(params, xb).float(), dim=-1)  # [S, b, C]
+            out[:, start : start + batch_size] = -logp.gather(-1, yb.expand(len(params[0]), -1).unsqueeze(-1)).squeeze(-1).cpu()
         return out
 
     def write_release_model(self, model: nn.Module, folder: Path) -> dict:
