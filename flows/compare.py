@@ -9,7 +9,6 @@ with it on a thread-pool task runner.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -23,10 +22,9 @@ from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
 
 from dprelease import pipeline  # noqa: E402
 from dprelease.baselines import check_dpsgd, preview_train_size  # noqa: E402
-from dprelease.cli import _quiet  # noqa: E402
-from dprelease.config import ConfigError, Params, load_params  # noqa: E402
+from dprelease.config import ConfigError, Params  # noqa: E402
 from dprelease.layout import Layout  # noqa: E402
-from flows.release import _parse_overrides  # noqa: E402
+from flows import cli  # noqa: E402
 from tasks.stages import run, submit  # noqa: E402
 
 PRE = ("stratify", "featurize")
@@ -77,28 +75,19 @@ def compare_flow(params: dict, root: str = ".", track: bool = True) -> dict:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--root", default=".")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    ap.add_argument("--no-track", action="store_true")
-    args = ap.parse_args(argv)
-    _quiet()
-    from dprelease.data import DataError
+def _check(params: Params, root: str) -> None:
+    check_arms(params)
+    if "dpsgd" in params.compare.arms:  # batch vs data size, δ range: before any Prefect start-up
+        check_dpsgd(params, n=preview_train_size(params, root))
 
-    try:
-        params = load_params(Path(args.root) / args.params, _parse_overrides(args.set))
-        check_arms(params)
-        if not (Path(args.root) / params.data.path).is_file():
-            raise ConfigError(f"data.path: file not found: {params.data.path}")
-        if "dpsgd" in params.compare.arms:  # batch vs data size, δ range: before any Prefect start-up
-            check_dpsgd(params, n=preview_train_size(params, args.root))
-        start = time.perf_counter()
-        result = compare_flow(params.model_dump(mode="json"), args.root, not args.no_track)
-    except (ConfigError, DataError, ValueError, FileNotFoundError) as err:
-        print(f"dprelease: error: {err}", file=sys.stderr)
-        return 2
+
+def main(argv: list[str] | None = None) -> int:
+    args = cli.parser(__doc__).parse_args(argv)
+    start = time.perf_counter()
+    code, params, result = cli.run(args, lambda p: _check(p, args.root),
+                                   lambda p: compare_flow(p.model_dump(mode="json"), args.root, not args.no_track))
+    if code:
+        return code
     report = Layout.from_params(params, args.root).reports / "compare" / "report.md"
     print(report.read_text(encoding="utf-8"))
     print(f"\nreport: {report}  ({time.perf_counter() - start:.1f} s)")

@@ -3,7 +3,6 @@ MLflow run. ``python -m flows.release [--params params.yaml] [--set ppm.c=0.8] [
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -15,8 +14,10 @@ prefect_env.configure()
 from prefect import flow  # noqa: E402
 
 from dprelease import pipeline  # noqa: E402
-from dprelease.cli import _quiet  # noqa: E402
-from dprelease.config import ConfigError, Params, load_params  # noqa: E402
+from dprelease.config import Params  # noqa: E402
+from dprelease.io import write_json  # noqa: E402
+from flows import cli  # noqa: E402
+from flows.summary import print_summary  # noqa: E402
 from tasks.stages import run as run_stage_task  # noqa: E402
 from tasks.stages import track_task  # noqa: E402
 
@@ -34,41 +35,13 @@ def release_flow(params: dict, root: str = ".", track: bool = True) -> dict:
     return out
 
 
-def _parse_overrides(items: list[str]) -> dict:
-    import yaml
-
-    overrides = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ConfigError(f"--set expects key=value, got {item!r}")
-        overrides[key] = yaml.safe_load(value)
-    return overrides
-
-
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--root", default=".")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    ap.add_argument("--no-track", action="store_true")
-    args = ap.parse_args(argv)
-    _quiet()
-    from dprelease.data import DataError
-    from dprelease.release import ReleaseError
-
-    try:  # validate everything cheap before any Prefect start-up or training
-        params = load_params(Path(args.root) / args.params, _parse_overrides(args.set))
-        if not (Path(args.root) / params.data.path).is_file():
-            raise ConfigError(f"data.path: file not found: {params.data.path}")
-        start = time.perf_counter()
-        result = release_flow(params.model_dump(mode="json"), args.root, not args.no_track)
-    except (ConfigError, DataError, ReleaseError) as err:
-        print(f"dprelease: error: {err}", file=sys.stderr)
-        return 2
-    from dprelease.io import write_json
-    from flows.summary import print_summary
-
+    args = cli.parser(__doc__).parse_args(argv)
+    start = time.perf_counter()
+    code, params, result = cli.run(args, lambda p: None,
+                                   lambda p: release_flow(p.model_dump(mode="json"), args.root, not args.no_track))
+    if code:
+        return code
     seconds = time.perf_counter() - start
     write_json(Path(args.root) / "metrics" / "timings.json",
                {"flow_seconds": round(seconds, 2), "stages": list(result["timings"].items())})

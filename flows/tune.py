@@ -11,7 +11,6 @@ round 1 for equal epochs) are restored from the stage store instead of recompute
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -24,11 +23,10 @@ from prefect import flow, task  # noqa: E402
 from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
 
 from dprelease import pipeline  # noqa: E402
-from dprelease.cli import _quiet  # noqa: E402
-from dprelease.config import ConfigError, Params, load_params, parse_params  # noqa: E402
+from dprelease.config import Params, parse_params  # noqa: E402
 from dprelease.io import read_json, write_json  # noqa: E402
 from dprelease.tuning import Outcome, Requirements, Steps, choose, decide  # noqa: E402
-from flows.release import _parse_overrides  # noqa: E402
+from flows import cli  # noqa: E402
 from tasks.stages import run  # noqa: E402
 
 
@@ -106,28 +104,22 @@ def tune_flow(params: dict, root: str = ".", mode: str = "search", track: bool =
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--root", default=".")
+    ap = cli.parser(__doc__)
     ap.add_argument("--mode", choices=("search", "grid"), default="search")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    ap.add_argument("--no-track", action="store_true")
     args = ap.parse_args(argv)
-    _quiet()
-    from dprelease.data import DataError
+    start = time.perf_counter()
 
-    try:
-        params = load_params(Path(args.root) / args.params, _parse_overrides(args.set))
-        Requirements(params.tune.target_epsilon, params.tune.max_drop_weighted, params.tune.max_drop_macro)
-        if not (Path(args.root) / params.data.path).is_file():
-            raise ConfigError(f"data.path: file not found: {params.data.path}")
-        start = time.perf_counter()
-        runner = ThreadPoolTaskRunner(max_workers=params.tune.workers)
-        result = tune_flow.with_options(task_runner=runner)(params.model_dump(mode="json"), args.root, args.mode,
-                                                            not args.no_track)
-    except (ConfigError, DataError, ValueError, FileNotFoundError) as err:
-        print(f"dprelease: error: {err}", file=sys.stderr)
-        return 2
+    def check(p: Params) -> None:
+        Requirements(p.tune.target_epsilon, p.tune.max_drop_weighted, p.tune.max_drop_macro)
+
+    def go(p: Params) -> dict:
+        runner = ThreadPoolTaskRunner(max_workers=p.tune.workers)
+        return tune_flow.with_options(task_runner=runner)(p.model_dump(mode="json"), args.root, args.mode,
+                                                          not args.no_track)
+
+    code, _, result = cli.run(args, check, go)
+    if code:
+        return code
     report = Path(args.root) / "reports" / "tune" / f"{args.mode}.md"
     print(report.read_text(encoding="utf-8"))
     print(f"\nreport: {report}  ({time.perf_counter() - start:.1f} s)")
