@@ -49,3 +49,11 @@ def run(args: argparse.Namespace, check: Callable[[Params], None], go: Callable[
     except (ConfigError, DataError, ReleaseError, ValueError, FileNotFoundError) as err:
         print(f"dprelease: error: {err}", file=sys.stderr)
         return 2, None, None
+
+
+def print_report(report: Path, result: dict, seconds: float, children: str) -> None:
+    """Print a flow's Markdown report, where it is, and the MLflow parent run."""
+    print(report.read_text(encoding="utf-8"))
+    print(f"\nreport: {report}  ({seconds:.1f} s)")
+    if result.get("mlflow_run_id"):
+        print(f"MLflow parent run {result['mlflow_run_id']} (one child run per {children}; `make ui`)")

@@ -89,10 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     if code:
         return code
     report = Layout.from_params(params, args.root).reports / "compare" / "report.md"
-    print(report.read_text(encoding="utf-8"))
-    print(f"\nreport: {report}  ({time.perf_counter() - start:.1f} s)")
-    if result.get("mlflow_run_id"):
-        print(f"MLflow parent run {result['mlflow_run_id']} (one child run per arm; `make ui`)")
+    cli.print_report(report, result, time.perf_counter() - start, "arm")
     return 0
 
 

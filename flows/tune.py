@@ -121,10 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     if code:
         return code
     report = Path(args.root) / "reports" / "tune" / f"{args.mode}.md"
-    print(report.read_text(encoding="utf-8"))
-    print(f"\nreport: {report}  ({time.perf_counter() - start:.1f} s)")
-    if result.get("mlflow_run_id"):
-        print(f"MLflow parent run {result['mlflow_run_id']} (one child run per tuning run; `make ui`)")
+    cli.print_report(report, result, time.perf_counter() - start, "tuning run")
     return 0
 
 
