@@ -43,7 +43,7 @@ def main() -> None:
         pred = backend.predict_proba(model, xte).argmax(1).numpy()
         name = f"{'linear' if not hidden else f'MLP {hidden}'} head, AdamW lr {lr:g}, {epochs} epochs"
         rows.append((name, f1_summary(yte.numpy(), pred, labels), time.perf_counter() - t))
-    print(f"| model | weighted F1 | macro F1 | fit s |\n|---|---|---|---|")
+    print("| model | weighted F1 | macro F1 | fit s |\n|---|---|---|---|")
     for name, f1, secs in rows:
         print(f"| {name} | {f1['weighted_f1']:.3f} | {f1['macro_f1']:.3f} | {secs:.1f} |")
 

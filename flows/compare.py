@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import sys
 import time
-from pathlib import Path
 
 from tasks import prefect_env
 

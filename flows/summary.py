@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from dprelease.config import Params
 from dprelease.io import read_json
 from dprelease.layout import Layout
-from dprelease.tracking import tracking_uri
 
 
 def print_summary(params: Params, root: str, result: dict, seconds: float) -> None:
@@ -33,7 +31,6 @@ def print_summary(params: Params, root: str, result: dict, seconds: float) -> No
         f"  plots      {lay.plots}/max_delta.png, {lay.plots}/f1_violin.png; per-class F1: {lay.audit}/per_class_f1.csv",
     ]
     if result.get("mlflow_run_id"):
-        uri = tracking_uri(params, root)
         lines.append(f"  MLflow     run {result['mlflow_run_id']}  (UI: make ui  or  mlflow ui --backend-store-uri {params.tracking.mlflow_uri} --workers 1)")
     lines.append(f"  wall time  {seconds:.1f} s  (per stage: " + ", ".join(f"{k} {v:.1f}s" for k, v in result["timings"].items()) + ")")
     print("\n".join(lines))

@@ -24,7 +24,7 @@ from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
 
 from dprelease import pipeline  # noqa: E402
 from dprelease.config import Params, parse_params  # noqa: E402
-from dprelease.io import read_json, write_json  # noqa: E402
+from dprelease.io import read_json  # noqa: E402
 from dprelease.tuning import Outcome, Requirements, Steps, choose, decide  # noqa: E402
 from flows import cli  # noqa: E402
 from tasks.stages import run  # noqa: E402

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import TensorDataset
 from tqdm.auto import tqdm
 
 from .accounting import ConvertedRDPAccountant, noise_multiplier, steps_for

@@ -69,17 +69,6 @@ def read_json(path: str | Path) -> Any:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
-def save_npz(path: str | Path, **arrays: np.ndarray) -> None:
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as fh:
-            np.savez(fh, **arrays)
-
-
-def load_npz(path: str | Path) -> dict[str, np.ndarray]:
-    with np.load(path, allow_pickle=False) as z:
-        return {k: z[k] for k in z.files}
-
-
 def file_hash(path: str | Path, chunk: int = 1 << 20) -> str:
     """sha256 of a file, or of a directory's files (names + contents, sorted)."""
     path = Path(path)

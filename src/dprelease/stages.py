@@ -5,7 +5,6 @@ files and writes its outputs atomically; the Prefect tasks (``tasks/``) and the 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +16,7 @@ from . import data as data_mod
 from .backends import make_backend
 from .backends.base import get_flat, load_features, save_features, set_flat
 from .config import Params
-from .io import atomic_dir, load_npz, read_json, save_npz, write_json
+from .io import atomic_dir, read_json, write_json
 from .layout import Layout
 from .mechanism import ppm
 from .mechanism.swag import SwagMoments, iter_samples
