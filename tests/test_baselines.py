@@ -299,13 +299,13 @@ def test_dpsgd_full_tiny_batches_narrower_than_the_padding(full_run, mode):
     than the split's padded width, so the model sees sliced (non-contiguous) token ids. Both modes must train."""
     from dprelease.backends.base import load_features
     from dprelease.dpsgd import train_dpsgd
-    from dprelease.stages import _backend
+    from dprelease.stages import backend_for
 
     params = full_run.params
     lay = Layout.from_params(params, full_run.root)
     feats, y = load_features(lay.features / "train.safetensors")
     feats = {k: torch.cat([v, torch.zeros(v.shape[0], 5, dtype=v.dtype)], dim=1) for k, v in feats.items()}
-    backend = _backend(params, lay)
+    backend = backend_for(params, lay)
     model = backend.new_model(feats)
     res = train_dpsgd(backend, model, feats, y, epochs=1, batch_size=8, lr=1e-3, max_grad_norm=1.0,
                       target_epsilon=3.0, delta=1e-3, grad_sample_mode=mode, seed=1)

@@ -134,7 +134,7 @@ def test_test_split_is_refused_before_any_draw(val_run, tmp_path, monkeypatch):
             raise AssertionError(f"{name} called")
         return _f
 
-    for name in ("select", "_backend", "load_features", "f1_summary", "iter_samples", "write_release"):
+    for name in ("select", "backend_for", "load_features", "f1_summary", "iter_samples", "write_release"):
         monkeypatch.setattr(ps, name, forbid(name))
     root = _copy(val_run, tmp_path)
     params = _params(selection__split="test", selection__tau=0.0)

@@ -15,7 +15,7 @@ from .dpsgd import check_setting, default_delta, train_dpsgd
 from .io import read_json, write_json
 from .layout import Layout
 from .seeds import stage_seed
-from .stages import _backend, _labels, draw_from_round
+from .stages import backend_for, draw_from_round, label_info
 from .train import finetune as run_finetune
 
 DELTA_PPM = "asymptotic, not quantified"
@@ -27,7 +27,7 @@ def arm_dir(lay: Layout, arm: str) -> Path:
 
 def _evaluate_and_write(params: Params, lay: Layout, arm: str, backend, model, extra: dict) -> dict:
     feats, y = load_features(lay.features / "test.safetensors")
-    f1, per_class, quartiles = evaluate(backend, model, feats, y, _labels(lay))
+    f1, per_class, quartiles = evaluate(backend, model, feats, y, label_info(lay))
     write_tables(arm_dir(lay, arm), per_class, quartiles)
     summary = {"arm": arm, **extra, **f1, **quartile_summary(quartiles)}
     write_json(lay.metrics / f"{arm}.json", summary)
@@ -37,7 +37,7 @@ def _evaluate_and_write(params: Params, lay: Layout, arm: str, backend, model, e
 def nonprivate(params: Params, root: str | Path = ".") -> dict:
     """Ordinary fine-tuning from the base model for ``compare.nonprivate_epochs`` epochs (spec D.5)."""
     lay = Layout.from_params(params, root)
-    backend = _backend(params, lay)
+    backend = backend_for(params, lay)
     feats, y = load_features(lay.features / "train.safetensors")
     model = backend.new_model(feats)
     opt = params.backend.finetune.model_copy(update={"epochs": params.compare.nonprivate_epochs})
@@ -93,7 +93,7 @@ def check_dpsgd(params: Params, lay: Layout | None = None, eps: float | None = N
 
 
 def _dpsgd_once(params: Params, lay: Layout, eps: float, delta: float, tag: str):
-    backend = _backend(params, lay)
+    backend = backend_for(params, lay)
     feats, y = load_features(lay.features / "train.safetensors")
     model = backend.new_model(feats)
     run = params.dpsgd_run
@@ -126,7 +126,7 @@ def dpsgd_sweep(params: Params, root: str | Path = ".") -> dict:
     rows = []
     for delta in params.dpsgd.delta_sweep:
         backend, model, res = _dpsgd_once(params, lay, eps, delta, f"dpsgd-sweep-{delta}")
-        f1, _, _ = evaluate(backend, model, feats, y, _labels(lay))
+        f1, _, _ = evaluate(backend, model, feats, y, label_info(lay))
         rows.append({"delta": delta, "target_epsilon": eps, "epsilon": res.epsilon,
                      "noise_multiplier": res.noise_multiplier, **f1})
     summary = {"target_epsilon": eps, "rows": rows}

@@ -17,7 +17,7 @@ import torch
 
 from .backends.base import load_features, set_flat
 from .config import Params
-from .io import write_json
+from .io import read_json, write_json
 from .layout import Layout
 from .mechanism import ppm
 from .mechanism.selection import select, selection_budget
@@ -25,8 +25,7 @@ from .mechanism.swag import SwagMoments, iter_samples
 from .metrics import f1_summary
 from .release import write_release
 from .seeds import stage_seed
-from .stages import _backend, _labels, _manifest
-from .io import read_json
+from .stages import backend_for, label_info, release_manifest
 
 
 def private_select(params: Params, root: str | Path = ".") -> dict:
@@ -37,7 +36,7 @@ def private_select(params: Params, root: str | Path = ".") -> dict:
     val_path = lay.features / "validation.safetensors"
     if not val_path.is_file():
         raise FileNotFoundError("no validation split: set data.validation_size > 0 and re-run stratify/featurize")
-    backend = _backend(params, lay)
+    backend = backend_for(params, lay)
     train, y_train = load_features(lay.features / "train.safetensors")
     val, y_val = load_features(val_path)
     model = backend.new_model(train)
@@ -45,7 +44,7 @@ def private_select(params: Params, root: str | Path = ".") -> dict:
     weights = np.load(lay.weights(r) / "weights.npy")
     gen = torch.Generator(device=backend.device).manual_seed(stage_seed(params.seed, "select", r))
     draws = iter_samples(moments, 10**9, 1, gen)  # lazily, one at a time
-    classes = list(range(len(_labels(lay)["codes"])))
+    classes = list(range(len(label_info(lay)["codes"])))
     m_stars: list[float] = []
 
     def draw() -> torch.Tensor:
@@ -69,8 +68,8 @@ def private_select(params: Params, root: str | Path = ".") -> dict:
     folder = lay.release.with_name(lay.release.name + "-selected")
     if result.found:
         set_flat(model, result.selected)
-        labels = _labels(lay)
-        manifest = _manifest(params, lay, {"epsilon": eps, "delta": delta, "round": r})
+        labels = label_info(lay)
+        manifest = release_manifest(params, lay, {"epsilon": eps, "delta": delta, "round": r})
         manifest |= {"mechanism": "SWAG-PPM with private selection (Liu & Talwar 2019)",
                      "epsilon": summary["budget_epsilon"], "epsilon_per_candidate": eps,
                      "selection": {k: summary[k] for k in ("tries", "tau", "gamma", "metric")}}

@@ -26,12 +26,12 @@ from .train import finetune as run_finetune
 from .train import swag as run_swag
 
 
-def _labels(lay: Layout) -> dict:
+def label_info(lay: Layout) -> dict:
     return read_json(lay.data / "labels.json")
 
 
-def _backend(params: Params, lay: Layout):
-    return make_backend(params, len(_labels(lay)["codes"]))
+def backend_for(params: Params, lay: Layout):
+    return make_backend(params, len(label_info(lay)["codes"]))
 
 
 def _train_set(lay: Layout):
@@ -88,9 +88,9 @@ def stratify(params: Params, root: str | Path = ".") -> dict:
 def featurize(params: Params, root: str | Path = ".") -> dict:
     """Backend features for both splits (head: cached encoder embeddings; full: token ids)."""
     lay = Layout.from_params(params, root)
-    codes = _labels(lay)["codes"]
+    codes = label_info(lay)["codes"]
     index = {c: i for i, c in enumerate(codes)}
-    backend = _backend(params, lay)
+    backend = backend_for(params, lay)
     with atomic_dir(lay.features) as tmp:
         for split in ("train", "test", "validation"):
             if not (lay.data / f"{split}.csv").is_file():
@@ -108,7 +108,7 @@ def finetune(params: Params, r: int, root: str | Path = ".") -> dict:
     lay = Layout.from_params(params, root)
     if r == 3 and not params.ppm.reweight:
         return _skip(lay.finetune(r), "ppm.reweight is false")
-    backend = _backend(params, lay)
+    backend = backend_for(params, lay)
     feats, y = _train_set(lay)
     model = backend.new_model(feats)
     hist = run_finetune(backend, model, feats, y, _load_weights(lay, r), params.backend.finetune,
@@ -126,7 +126,7 @@ def swag(params: Params, r: int, root: str | Path = ".") -> dict:
     lay = Layout.from_params(params, root)
     if r == 3 and not params.ppm.reweight:
         return _skip(lay.swag(r), "ppm.reweight is false")
-    backend = _backend(params, lay)
+    backend = backend_for(params, lay)
     feats, y = _train_set(lay)
     model = _model_at(backend, feats, lay.finetune(r) / "theta.safetensors")
     moments, hist = run_swag(backend, model, feats, y, _load_weights(lay, r), params.backend.swag,
@@ -147,7 +147,7 @@ def _model_at(backend, feats, theta_path: Path):
 
 def _posterior_pass(params: Params, lay: Layout, r: int, weights: np.ndarray | None, what: str):
     """S draws from SWAG_r → running per-record max CE (L_i) and per-draw max weighted loss (M_s)."""
-    backend = _backend(params, lay)
+    backend = backend_for(params, lay)
     feats, y = _train_set(lay)
     moments = SwagMoments.load(lay.swag(r) / "moments.safetensors", device=backend.device)
     model = backend.new_model(feats)
@@ -219,7 +219,7 @@ def reweight(params: Params, root: str | Path = ".") -> dict:
 # 8. the released draw -----------------------------------------------------------------------------------------
 def draw_from_round(params: Params, lay: Layout, r: int):
     """One independent draw θ* from SWAG_r, its M* = max_i w_i CE_i(θ*), and Δ̂ = max(Δ̂_r, M*)."""
-    backend = _backend(params, lay)
+    backend = backend_for(params, lay)
     feats, y = _train_set(lay)
     moments = SwagMoments.load(lay.swag(r) / "moments.safetensors", device=backend.device)
     gen = torch.Generator(device=backend.device).manual_seed(stage_seed(params.seed, "release", r))
@@ -241,14 +241,14 @@ def draw(params: Params, root: str | Path = ".") -> dict:
         from safetensors.torch import save_file
 
         save_file({"theta": theta.cpu().contiguous()}, str(tmp / "theta.safetensors"))
-    labels = _labels(lay)
+    labels = label_info(lay)
     write_release(lay.release, backend, model, labels["codes"], labels["titles"],
-                  _manifest(params, lay, summary))
+                  release_manifest(params, lay, summary))
     write_json(lay.metrics / "release.json", summary)
     return summary
 
 
-def _manifest(params: Params, lay: Layout, summary: dict) -> dict:
+def release_manifest(params: Params, lay: Layout, summary: dict) -> dict:
     p, data = params.ppm, read_json(lay.metrics / "data.json")
     eps_rounds = {f"round_{k}": read_json(lay.metrics / f"sensitivity_r{k}.json")["epsilon"]
                   for k in params.rounds if k >= 2}
