@@ -271,3 +271,26 @@ def test_second_root_restores_from_stage_store(flow_env, first, tmp_path):
     assert calls == []  # every stage came from the store
     assert out["draw"]["epsilon"] == pytest.approx(first.out["draw"]["epsilon"])
     assert read_json(other / "metrics/audit.json") == read_json(first.root / "metrics/audit.json")
+
+
+# the full backend through the same flow: a run interrupted by a crash resumes after the last finished stage --------
+def test_full_backend_flow_resumes_after_interruption(flow_env, tmp_path):
+    params = parse_params(slice_raw("full"))
+    root = make_root(tmp_path)
+    names = _names(params)
+
+    def crash(real, name, p, r):
+        raise RuntimeError("simulated interruption in swag_r2")
+
+    flow_env.hooks["swag_r2"] = crash
+    flow_env.calls.clear()
+    with pytest.raises(Exception, match="simulated interruption"):
+        flow_env.flow(params.model_dump(mode="json"), str(root), False)
+    done = names[: names.index("swag_r2")]
+    assert flow_env.calls == names[: names.index("swag_r2") + 1]
+
+    out, calls = _run(flow_env, params, root)
+    assert calls == names[len(done):], "finished stages come from the cache"
+    manifest = read_json(root / params.release / "release.json")
+    assert manifest["backend"] == "full" and manifest["epsilon"] == pytest.approx(out["draw"]["epsilon"])
+    assert (root / params.release / "tokenizer" / "vocab.txt").is_file()
