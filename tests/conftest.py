@@ -64,6 +64,10 @@ def slice_raw(backend: str = "head", **overrides) -> dict:
     """The tiny-slice params mapping; ``overrides`` are dotted keys with '__' for '.', e.g. ppm__c=0.8."""
     raw = copy.deepcopy(SLICE)
     raw["model"]["backend"] = backend
+    return _override(raw, overrides)
+
+
+def _override(raw: dict, overrides: dict) -> dict:
     for dotted, value in overrides.items():
         node = raw
         *parents, leaf = dotted.split("__")
@@ -135,13 +139,7 @@ def compare_raw(backend: str = "head", **overrides) -> dict:
     """The slice params plus the short comparison settings; ``overrides`` as in :func:`slice_raw`."""
     raw = slice_raw(backend)
     raw.update(copy.deepcopy(COMPARE))
-    for dotted, value in overrides.items():
-        node = raw
-        *parents, leaf = dotted.split("__")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = value
-    return raw
+    return _override(raw, overrides)
 
 
 def copy_root(src: Path, dst: Path) -> Path:
