@@ -157,3 +157,19 @@ def arms_run(head_run, tmp_path_factory) -> SliceRun:
     params = parse_params(compare_raw())
     root = copy_root(head_run.root, tmp_path_factory.mktemp("arms"))
     return SliceRun(params, root, run_stages(params, root, ARM_STAGES))
+
+
+@pytest.fixture
+def no_training(monkeypatch):
+    """Any training (DP-SGD or ordinary fine-tuning) fails the test: input errors must come first."""
+    import dprelease.baselines as baselines
+    import dprelease.dpsgd as dpsgd_mod
+    import dprelease.stages as stages_mod
+    import dprelease.train as train_mod
+
+    def trained(*a, **k):  # pragma: no cover - only reached on failure
+        raise AssertionError("training started despite invalid input")
+
+    for mod, name in [(baselines, "train_dpsgd"), (dpsgd_mod, "train_dpsgd"), (baselines, "run_finetune"),
+                      (stages_mod, "run_finetune"), (train_mod, "finetune")]:
+        monkeypatch.setattr(mod, name, trained)

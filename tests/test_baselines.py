@@ -48,20 +48,6 @@ def spy(monkeypatch):
     return runs
 
 
-@pytest.fixture
-def no_training(monkeypatch):
-    """Any training (DP-SGD or ordinary fine-tuning) fails the test: errors must come first."""
-    import dprelease.dpsgd as dpsgd_mod
-    import dprelease.train as train_mod
-
-    def trained(*a, **k):  # pragma: no cover - only reached on failure
-        raise AssertionError("training started despite invalid input")
-
-    for mod, name in [(baselines, "train_dpsgd"), (dpsgd_mod, "train_dpsgd"), (baselines, "run_finetune"),
-                      (train_mod, "finetune")]:
-        monkeypatch.setattr(mod, name, trained)
-
-
 # the arms on the head slice ---------------------------------------------------------------------------------------
 def test_arms_write_metrics_with_f1_in_range(arms_run):
     for arm in ("nonprivate", "swag_ppm", "dpsgd"):

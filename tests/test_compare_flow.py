@@ -130,26 +130,12 @@ def test_new_target_reruns_only_dpsgd_and_report(compare_env, first, tmp_path):
     assert rc == 0 and calls == []
 
 
-def _no_training(monkeypatch):
-    import dprelease.baselines as baselines
-    import dprelease.dpsgd as dpsgd_mod
-    import dprelease.stages as stages_mod
-
-    def trained(*a, **k):  # pragma: no cover - only reached on failure
-        raise AssertionError("an arm trained despite invalid input")
-
-    for mod, name in [(baselines, "train_dpsgd"), (dpsgd_mod, "train_dpsgd"), (baselines, "run_finetune"),
-                      (stages_mod, "run_finetune")]:
-        monkeypatch.setattr(mod, name, trained)
-
-
-def test_batch_larger_than_data_stops_before_any_arm(compare_env, tmp_path, capfd, caplog, monkeypatch):
+def test_batch_larger_than_data_stops_before_any_arm(compare_env, tmp_path, capfd, caplog, no_training):
     """The training-set size is previewed and the batch checked before Prefect starts: one error line, no stage.
 
     Prefect's console handler sits on the root logger and writes to the terminal's stderr; under pytest its
     stream is not the test's, so what it would print (a failed flow run logs a traceback) is checked through
     the log records it receives."""
-    _no_training(monkeypatch)
     root = _project(tmp_path / "root")
     with caplog.at_level(logging.WARNING):
         rc, out, calls = _main(compare_env, root, "--set", "dpsgd.head.batch_size=100000")

@@ -25,9 +25,12 @@ from .seeds import stage_seed
 
 def evaluate(backend, model, features, labels: torch.Tensor, label_info: dict) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
     """Test F1 (weighted, macro), per-class F1 with class sizes and the quartile table for ``model``."""
+    return score(labels.numpy(), backend.predict_proba(model, features).argmax(1).numpy(), label_info)
+
+
+def score(y_true: np.ndarray, pred: np.ndarray, label_info: dict) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
+    """F1 summary, per-class F1 table and quartile table of predictions ``pred``."""
     classes = list(range(len(label_info["codes"])))
-    y_true = labels.numpy()
-    pred = backend.predict_proba(model, features).argmax(1).numpy()
     per_class = per_class_f1(y_true, pred, classes, label_info["train_sizes"], label_info["codes"], label_info["titles"])
     return f1_summary(y_true, pred, classes), per_class, quartile_table(per_class)
 
@@ -55,8 +58,8 @@ def audit(params: Params, root: str | Path = ".") -> dict:
     model = backend.new_model(feats)
     theta = load_file(str(lay.draw / "theta.safetensors"))["theta"]
     set_flat(model, theta)
-    released, per_class, quartiles = evaluate(backend, model, feats, y, labels)
     released_pred = backend.predict_proba(model, feats).argmax(1).numpy()
+    released, per_class, quartiles = score(y.numpy(), released_pred, labels)
     write_tables(lay.audit, per_class, quartiles)
 
     moments = SwagMoments.load(lay.swag(r) / "moments.safetensors", device=backend.device)

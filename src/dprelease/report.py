@@ -51,11 +51,12 @@ def _cell(v) -> str:
 
 
 def _quartiles(per_class: pd.DataFrame) -> dict:
+    """Quartile F1 of an arm as table columns ("top weighted", …), from :func:`audit.quartile_summary`."""
+    from .audit import quartile_summary
     from .metrics import quartile_table
 
-    q = quartile_table(per_class).set_index("group")
-    return {f"{g.split()[0]} {k.split('_')[0]}": float(q.loc[g, k])
-            for g in ("top quartile", "bottom quartile") for k in ("weighted_f1", "macro_f1")}
+    summary = quartile_summary(quartile_table(per_class))
+    return {k.removesuffix("_f1").replace("_quartile_", " "): v for k, v in summary.items()}
 
 
 def compare_report(params: Params, root: str | Path = ".") -> dict:

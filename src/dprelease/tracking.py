@@ -97,7 +97,9 @@ def _is_number(v) -> bool:
 
 def log_compare_run(params: Params, root: str | Path = ".") -> str:
     """One parent run for the comparison, a child run per arm (ε, δ, F1, quartile F1, per-class table)."""
-    from .report import LABELS, _arm_metrics, _quartiles
+    from .audit import quartile_summary
+    from .metrics import quartile_table
+    from .report import LABELS, _arm_metrics
 
     mlflow = _setup(params, root)
     lay = Layout.from_params(params, root)
@@ -111,7 +113,7 @@ def log_compare_run(params: Params, root: str | Path = ".") -> str:
                 mlflow.set_tag("arm", arm)
                 mlflow.log_param("delta", m.get("delta"))
                 values = {"weighted_f1": m["weighted_f1"], "macro_f1": m["macro_f1"],
-                          **{k.replace(" ", "_quartile_") + "_f1": v for k, v in _quartiles(per_class).items()}}
+                          **quartile_summary(quartile_table(per_class))}
                 if m.get("epsilon") is not None:
                     values["epsilon"] = m["epsilon"]
                 for key in ("noise_multiplier", "target_epsilon"):
