@@ -5,14 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-export PREFECT_HOME := $(CURDIR)/.prefect
-export PREFECT_RESULTS_LOCAL_STORAGE_PATH := $(CURDIR)/.prefect/results
-export PREFECT_LOGGING_LEVEL := WARNING
-export PREFECT_SERVER_ANALYTICS_ENABLED := false
-export PREFECT_SERVER_UI_ENABLED := false
-export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 90
-export HF_HUB_OFFLINE := 1
-export TOKENIZERS_PARALLELISM := false
+# Prefect settings live in prefect.toml; the offline switches in src/dprelease/offline.py.
 export MLFLOW_SERVER_ENABLE_JOB_EXECUTION := false
 MLFLOW_URI ?= sqlite:///mlflow.db
 

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from dprelease.backends import make_backend
 from dprelease.backends.base import load_features, trainable
 from dprelease.config import load_params
-from dprelease.dpsgd import train_dpsgd
+from dprelease.dpsgd.train import train_dpsgd
 
 
 def nonprivate_steps_per_s(backend, feats, y, steps: int, batch: int, lr: float) -> float:

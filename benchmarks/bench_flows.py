@@ -33,7 +33,6 @@ def main() -> None:
     shutil.copy2(ROOT / "params.yaml", work / "params.yaml")
     shutil.copytree(ROOT / "data", work / "data", dirs_exist_ok=True)
     env = os.environ | {"PREFECT_HOME": str(work / ".prefect"),
-                        "PREFECT_RESULTS_LOCAL_STORAGE_PATH": str(work / ".prefect" / "results"),
                         "PYTHONPATH": str(ROOT)}
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, *COMMANDS[args.flow], "--root", str(work)], cwd=ROOT, env=env,

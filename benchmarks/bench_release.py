@@ -26,7 +26,6 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def run_flow(work: Path, extra: list[str]) -> tuple[float, float, dict]:
     env = os.environ | {"PREFECT_HOME": str(work / ".prefect"),
-                        "PREFECT_RESULTS_LOCAL_STORAGE_PATH": str(work / ".prefect" / "results"),
                         "PYTHONPATH": str(ROOT)}
     log = work / "flow.log"
     start = time.perf_counter()

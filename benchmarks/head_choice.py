@@ -18,8 +18,8 @@ from sklearn.linear_model import LogisticRegression
 from dprelease.backends.base import load_features
 from dprelease.backends.head import HeadBackend
 from dprelease.config import HeadParams, OptimParams, load_params
-from dprelease.metrics import f1_summary
-from dprelease.train import finetune
+from dprelease.utility.metrics import f1_summary
+from dprelease.training import finetune
 
 
 def main() -> None:

@@ -10,8 +10,9 @@ from typing import Callable
 
 import yaml
 
-from dprelease.cli import _quiet
-from dprelease.config import ConfigError, Params, load_params
+from dprelease import offline
+from dprelease.config import Params, load_params
+from dprelease.errors import ConfigError, OneLineError
 
 
 def parser(doc: str | None) -> argparse.ArgumentParser:
@@ -36,17 +37,14 @@ def parse_overrides(items: list[str]) -> dict:
 def run(args: argparse.Namespace, check: Callable[[Params], None], go: Callable[[Params], dict]) -> tuple[int, Params | None, dict | None]:
     """Load and validate params, run ``check`` (cheap, before Prefect starts), then ``go``.
     Returns (exit code, params, result); errors print one line and give exit code 2."""
-    _quiet()
-    from dprelease.data import DataError
-    from dprelease.release import ReleaseError
-
+    offline.quiet()
     try:
         params = load_params(Path(args.root) / args.params, parse_overrides(args.set))
         if not (Path(args.root) / params.data.path).is_file():
             raise ConfigError(f"data.path: file not found: {params.data.path}")
         check(params)
         return 0, params, go(params)
-    except (ConfigError, DataError, ReleaseError, ValueError, FileNotFoundError) as err:
+    except (OneLineError, ValueError, FileNotFoundError) as err:
         print(f"dprelease: error: {err}", file=sys.stderr)
         return 2, None, None
 

@@ -12,19 +12,16 @@ from __future__ import annotations
 import sys
 import time
 
-from tasks import prefect_env
+from dprelease import offline  # noqa: F401  (offline switches before transformers loads)
+from prefect import flow
+from prefect.task_runners import ThreadPoolTaskRunner
 
-prefect_env.configure()
-
-from prefect import flow  # noqa: E402
-from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
-
-from dprelease import pipeline  # noqa: E402
-from dprelease.baselines import check_dpsgd, preview_train_size  # noqa: E402
-from dprelease.config import ConfigError, Params  # noqa: E402
-from dprelease.layout import Layout  # noqa: E402
-from flows import cli  # noqa: E402
-from tasks.stages import run, submit  # noqa: E402
+from dprelease import registry
+from dprelease.dpsgd.stages import check_dpsgd, preview_train_size
+from dprelease.config import ConfigError, Params
+from dprelease.layout import Layout
+from flows import cli
+from tasks.stages import run, submit
 
 PRE = ("stratify", "featurize")
 
@@ -57,7 +54,7 @@ def compare_flow(params: dict, root: str = ".", track: bool = True) -> dict:
         side += [submit("dpsgd", p, root), submit("dpsgd_sweep", p, root)]
     needs_ppm = arms & {"swag_ppm", "swag_ppm_reweighted"} or ("dpsgd" in arms and not dp_now)
     if needs_ppm:
-        for spec in pipeline.active(p):
+        for spec in registry.group(p, "release"):
             if spec.name not in PRE:
                 timed(spec.name)
     if "swag_ppm" in arms:

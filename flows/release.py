@@ -1,4 +1,4 @@
-"""The SWAG-PPM release flow: the stages of ``dprelease.pipeline`` as cached Prefect tasks, then one
+"""The SWAG-PPM release flow: the registry's ``release`` stages as cached Prefect tasks, then one
 MLflow run. ``python -m flows.release [--params params.yaml] [--set ppm.c=0.8] [--no-track]``."""
 
 from __future__ import annotations
@@ -7,26 +7,22 @@ import sys
 import time
 from pathlib import Path
 
-from tasks import prefect_env
-
-prefect_env.configure()
-
-from prefect import flow  # noqa: E402
-
-from dprelease import pipeline  # noqa: E402
-from dprelease.config import Params  # noqa: E402
-from dprelease.io import write_json  # noqa: E402
-from flows import cli  # noqa: E402
-from flows.summary import print_summary  # noqa: E402
-from tasks.stages import run as run_stage_task  # noqa: E402
-from tasks.stages import track_task  # noqa: E402
+from dprelease import offline  # noqa: F401  (offline switches before transformers loads)
+from dprelease import registry
+from dprelease.config import Params
+from dprelease.io import write_json
+from flows import cli
+from prefect import flow
+from flows.summary import print_summary
+from tasks.stages import run as run_stage_task
+from tasks.stages import track_task
 
 
 @flow(name="swag-ppm-release", log_prints=False)
 def release_flow(params: dict, root: str = ".", track: bool = True) -> dict:
     p = Params.model_validate(params)
     out: dict = {"timings": {}}
-    for spec in pipeline.active(p):
+    for spec in registry.group(p, "release"):
         start = time.perf_counter()
         out[spec.name] = run_stage_task(spec.name, p, root)
         out["timings"][spec.name] = round(time.perf_counter() - start, 2)

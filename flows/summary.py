@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-
 from dprelease.config import Params
 from dprelease.io import read_json
 from dprelease.layout import Layout
+from dprelease.privacy.guarantee import Guarantee
 
 
 def print_summary(params: Params, root: str, result: dict, seconds: float) -> None:
     lay = Layout.from_params(params, root)
     data, audit, rel = (read_json(lay.metrics / f"{n}.json") for n in ("data", "audit", "release"))
+    g = Guarantee.from_dict(rel["guarantee"])
     lines = [
         "",
         "SWAG-PPM release",
@@ -21,9 +22,9 @@ def print_summary(params: Params, root: str, result: dict, seconds: float) -> No
         if r >= 2:
             s = read_json(lay.metrics / f"sensitivity_r{r}.json")
             label = "weighted" if r == 2 else "re-weighted"
-            lines.append(f"  round {r}    ε = {s['epsilon']:.3f}  (Δ̂ = {s['delta']:.3f}, {s['draws']} draws, {label})")
+            lines.append(f"  round {r}    ε = {s['epsilon']:.3f}  (Δ̂ = {s['local_sensitivity']:.3f}, {s['draws']} draws, {label})")
     lines += [
-        f"  released   ε = {rel['epsilon']:.3f}, δ asymptotic (not quantified); one draw from round {rel['round']}",
+        f"  released   ε = {g.epsilon:.3f}, δ {g.delta_text}; one draw from round {rel['round']}",
         f"  utility    released draw: weighted F1 {audit['released_weighted_f1']:.3f}, macro F1 {audit['released_macro_f1']:.3f}",
         f"             over {audit['draws']} draws: weighted {audit['weighted_f1_mean']:.3f} ± {audit['weighted_f1_sd']:.3f}, "
         f"macro {audit['macro_f1_mean']:.3f} ± {audit['macro_f1_sd']:.3f}",

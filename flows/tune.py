@@ -3,7 +3,7 @@
 ``python -m flows.tune [--mode search|grid] [--set tune.target_epsilon=8] [--no-track]``
 
 search: start at (tune.start_c, tune.start_epochs); after each run apply the decision rules of
-        ``dprelease.tuning`` to the fit verdict, ε and utility, until accept / stop / budget.
+        ``dprelease.swag_ppm.tuning`` to the fit verdict, ε and utility, until accept / stop / budget.
 grid:   every (c, epochs) of tune.grid_c × tune.grid_epochs, cells concurrently on a thread pool.
 Each run lives in ``runs/tune/c<c>_ft<epochs>/``; stages shared between runs (split, embeddings,
 round 1 for equal epochs) are restored from the stage store instead of recomputed.
@@ -15,19 +15,17 @@ import sys
 import time
 from pathlib import Path
 
-from tasks import prefect_env
+from dprelease import offline  # noqa: F401  (offline switches before transformers loads)
+from prefect import flow, task
+from prefect.task_runners import ThreadPoolTaskRunner
 
-prefect_env.configure()
-
-from prefect import flow, task  # noqa: E402
-from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
-
-from dprelease import pipeline  # noqa: E402
-from dprelease.config import Params, parse_params  # noqa: E402
-from dprelease.io import read_json  # noqa: E402
-from dprelease.tuning import Outcome, Requirements, Steps, choose, decide  # noqa: E402
-from flows import cli  # noqa: E402
-from tasks.stages import run  # noqa: E402
+from dprelease import registry
+from dprelease.config import Params, parse_params
+from dprelease.io import read_json
+from dprelease.reports.tune import write_tune_report
+from dprelease.swag_ppm.tuning import Outcome, Requirements, Steps, choose, decide
+from flows import cli
+from tasks.stages import run
 
 
 def cell_params(base: dict, c: float, epochs: int, data_path: str) -> Params:
@@ -46,10 +44,10 @@ def cell_task(base: dict, root: str, c: float, epochs: int) -> dict:
     p = cell_params(base, c, epochs, data_path)
     where = cell_root(root, c, epochs)
     where.mkdir(parents=True, exist_ok=True)
-    for spec in pipeline.active(p):
+    for spec in registry.group(p, "release"):
         run(spec.name, p, where)
     rel, audit = read_json(where / "metrics/release.json"), read_json(where / "metrics/audit.json")
-    return Outcome(c=c, epochs=epochs, epsilon=rel["epsilon"], weighted_f1=audit["weighted_f1_mean"],
+    return Outcome(c=c, epochs=epochs, epsilon=rel["guarantee"]["epsilon"], weighted_f1=audit["weighted_f1_mean"],
                    macro_f1=audit["macro_f1_mean"], verdict=audit["verdict"]).as_dict()
 
 
@@ -93,8 +91,6 @@ def tune_flow(params: dict, root: str = ".", mode: str = "search", track: bool =
         trail = [o.as_dict() for o in outcomes]
     result = {"mode": mode, "requirements": vars(req), "baseline": {k: baseline[k] for k in ("weighted_f1", "macro_f1")},
               "trail": trail, "chosen": chosen.as_dict() if chosen else None}
-    from dprelease.tuning_report import write_tune_report
-
     write_tune_report(p, root, result)
     if track:
         from dprelease.tracking import log_tune_run

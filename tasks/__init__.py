@@ -1,1 +1,1 @@
-"""Prefect tasks: thin wrappers that call the stage functions of ``dprelease.stages``."""
+"""Prefect tasks: one cached task per stage of the registry (``dprelease.registry``)."""

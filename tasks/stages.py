@@ -1,25 +1,20 @@
-"""One cached Prefect task per pipeline stage.
+"""One cached Prefect task per registered stage (:mod:`dprelease.registry`).
 
-The cache key is :func:`dprelease.pipeline.input_key` (params the stage uses, content hashes of its
-inputs, code version). A completion stamp next to the artifacts says which key produced the outputs
-on disk; if they are missing or came from another key, the task runs again and refreshes the cache.
+The cache key is :func:`dprelease.cache.input_key` (params the stage reads, content hashes of its
+inputs, its declared code). A completion stamp next to the artifacts says which key produced the
+outputs on disk; if they are missing or came from another key, the task runs again and refreshes the
+cache. Finished outputs go to the stage store, shared by every root this Prefect home serves.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from . import prefect_env
-
-prefect_env.configure()
-
-from prefect import task  # noqa: E402
-
-import os  # noqa: E402
-
-from dprelease import pipeline, stage_store  # noqa: E402
-from dprelease.config import Params  # noqa: E402
-from dprelease.stages import run_stage  # noqa: E402
+from dprelease import offline  # noqa: F401  (before anything loads transformers)
+from dprelease import cache, registry, stage_store
+from dprelease.config import Params
+from prefect import task
+from prefect.settings import PREFECT_HOME
 
 
 def _cache_key(_context, parameters: dict) -> str:
@@ -28,18 +23,18 @@ def _cache_key(_context, parameters: dict) -> str:
 
 def store_dir() -> Path:
     """Finished stage outputs by input key, shared by every root this Prefect home serves."""
-    return Path(os.environ["PREFECT_HOME"]) / "stage-store"
+    return Path(PREFECT_HOME.value()) / "stage-store"
 
 
 @task(cache_key_fn=_cache_key, persist_result=True)
 def stage_task(name: str, params: dict, root: str, key: str) -> dict:
     p = Params.model_validate(params)
-    spec = pipeline.get(p, name)
+    stage = registry.get(p, name)
     summary = stage_store.restore(store_dir(), key, Path(root))
     if summary is None:
-        summary = run_stage(name, p, root)
-        stage_store.save(store_dir(), key, spec.outs + spec.metrics + spec.plots, Path(root), summary)
-    pipeline.mark_done(spec, p, key, root)
+        summary = stage.run(p, root)
+        stage_store.save(store_dir(), key, stage.produced, Path(root), summary)
+    cache.mark_done(stage, p, key, root)
     return summary
 
 
@@ -58,9 +53,9 @@ def track_compare_task(params: dict, root: str) -> str:
 
 
 def _prepared(name: str, params: Params, root: str | Path):
-    spec = pipeline.get(params, name)
-    key = pipeline.input_key(spec, params, root)
-    fresh = not pipeline.is_current(spec, params, key, root)
+    stage = registry.get(params, name)
+    key = cache.input_key(stage, params, root)
+    fresh = not cache.is_current(stage, params, key, root)
     t = stage_task.with_options(name=name, task_run_name=name, refresh_cache=fresh)
     return t, (name, params.model_dump(mode="json"), str(root), key)
 

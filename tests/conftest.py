@@ -42,16 +42,15 @@ _PREFECT_TMP: str | None = None
 
 
 def pytest_configure(config):
-    """Point Prefect at a throw-away home before anything imports it, even under `make test` (which exports
-    the project's .prefect): tests must neither write there nor share its sqlite DB with a running flow."""
+    """Point Prefect at a throw-away home before anything imports it: tests must neither write into the
+    project's .prefect/ nor share its sqlite DB with a running flow. Every other Prefect setting comes
+    from prefect.toml (its database and results paths follow the home)."""
     global _PREFECT_TMP
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from dprelease import offline
+
+    offline.apply()
     _PREFECT_TMP = tempfile.mkdtemp(prefix="dprelease-test-prefect-")
-    home = Path(_PREFECT_TMP)
-    os.environ["PREFECT_HOME"] = str(home)
-    os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] = str(home / "results")
-    os.environ["PREFECT_API_DATABASE_CONNECTION_URL"] = f"sqlite+aiosqlite:///{home / 'prefect.db'}"
+    os.environ["PREFECT_HOME"] = _PREFECT_TMP
 
 
 def pytest_unconfigure(config):
@@ -85,7 +84,7 @@ def make_root(path: Path) -> Path:
 
 
 def run_stages(params, root: Path, names: list[str]) -> dict:
-    from dprelease.stages import run_stage
+    from dprelease.registry import run_stage
 
     return {name: run_stage(name, params, root) for name in names}
 
@@ -99,13 +98,13 @@ class SliceRun:
 
 
 def _slice_run(tmp_path_factory, name: str, backend: str, all_specs: bool = False, **overrides) -> SliceRun:
-    from dprelease import pipeline
+    from dprelease import registry
     from dprelease.config import parse_params
 
     params = parse_params(slice_raw(backend, **overrides))
     root = make_root(tmp_path_factory.mktemp(name))
-    specs = pipeline.specs(params) if all_specs else pipeline.active(params)
-    return SliceRun(params, root, run_stages(params, root, [s.name for s in specs]))
+    stages = registry.group(params, "release", active_only=not all_specs)
+    return SliceRun(params, root, run_stages(params, root, [s.name for s in stages]))
 
 
 @pytest.fixture(scope="session")
@@ -122,7 +121,8 @@ def full_run(tmp_path_factory) -> SliceRun:
 
 @pytest.fixture(scope="session")
 def noreweight_run(tmp_path_factory) -> SliceRun:
-    """``ppm.reweight: false``; runs ALL stages as DVC would, so round-3 stages leave skip markers."""
+    """``ppm.reweight: false``; runs ALL release stages as DVC would, so round-3 stages (and ``select``,
+    with no validation split) leave skip markers."""
     return _slice_run(tmp_path_factory, "noreweight", "head", all_specs=True, ppm__reweight=False)
 
 
@@ -162,14 +162,15 @@ def arms_run(head_run, tmp_path_factory) -> SliceRun:
 @pytest.fixture
 def no_training(monkeypatch):
     """Any training (DP-SGD or ordinary fine-tuning) fails the test: input errors must come first."""
-    import dprelease.baselines as baselines
-    import dprelease.dpsgd as dpsgd_mod
-    import dprelease.stages as stages_mod
-    import dprelease.train as train_mod
+    import dprelease.dpsgd.stages as dpsgd_stages
+    import dprelease.dpsgd.train as dpsgd_train
+    import dprelease.nonprivate.stages as nonprivate_stages
+    import dprelease.swag_ppm.rounds as rounds
+    import dprelease.training as training
 
     def trained(*a, **k):  # pragma: no cover - only reached on failure
         raise AssertionError("training started despite invalid input")
 
-    for mod, name in [(baselines, "train_dpsgd"), (dpsgd_mod, "train_dpsgd"), (baselines, "run_finetune"),
-                      (stages_mod, "run_finetune"), (train_mod, "finetune")]:
+    for mod, name in [(dpsgd_stages, "train_dpsgd"), (dpsgd_train, "train_dpsgd"), (nonprivate_stages, "finetune"),
+                      (rounds, "run_finetune"), (training, "finetune")]:
         monkeypatch.setattr(mod, name, trained)

@@ -13,9 +13,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-
-class ConfigError(ValueError):
-    """A problem in params.yaml, reported as one line."""
+from .errors import ConfigError
 
 
 class _Strict(BaseModel):

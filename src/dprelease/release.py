@@ -15,26 +15,25 @@ import pandas as pd
 import torch
 
 from . import __version__
+from .backends import backend_class
+from .cache import code_hash
+from .errors import ReleaseError
 from .io import atomic_dir, atomic_path, write_json
 
 ALLOWED = {"model.safetensors", "model.json", "labels.json", "release.json", "config.json",
            "tokenizer/tokenizer.json", "tokenizer/tokenizer_config.json", "tokenizer/special_tokens_map.json",
            "tokenizer/vocab.txt"}
-DELTA_TEXT = "asymptotic, not quantified"
 
 
-class ReleaseError(ValueError):
-    """Problem with a release folder or predict input (one line)."""
-
-
-def write_release(folder: Path, backend, model, codes: list[str], titles: list[str], manifest: dict) -> None:
+def write_release(folder: Path, backend, model, codes: list[str], titles: list[str], manifest: dict,
+                  code: list[str]) -> None:
+    """Write a release folder whole. ``manifest`` carries the guarantee record and public config;
+    ``code`` is the code that made the release (package-relative, hashed into ``code_version``)."""
     with atomic_dir(folder) as tmp:
         model_entry = backend.write_release_model(model, tmp)
         write_json(tmp / "labels.json", {"codes": codes, "titles": titles})
-        from .pipeline import code_version
-
         write_json(tmp / "release.json", manifest | {"model": model_entry,
-                                                     "code_version": f"{__version__}+{code_version()}"})
+                                                     "code_version": f"{__version__}+{code_hash(code)[:16]}"})
         check_release_folder(tmp)
 
 
@@ -52,33 +51,7 @@ def _load(folder: Path, device: torch.device):
         raise ReleaseError(f"not a release folder (no release.json): {folder}")
     arch = json.loads((folder / "model.json").read_text(encoding="utf-8"))
     labels = json.loads((folder / "labels.json").read_text(encoding="utf-8"))
-    if arch["backend"] == "head":
-        from .backends.encoder import encoder_reference
-        from .backends.head import embed, load_release_head
-
-        ref = encoder_reference()
-        if ref["weights_sha256"] != arch["encoder"]["weights_sha256"]:
-            raise ReleaseError(f"installed encoder {ref['package']} {ref['version']} differs from the release's")
-        model = load_release_head(folder, arch, device)
-
-        def score(texts: list[str]) -> torch.Tensor:
-            x = embed(texts, device, arch["max_length"])
-            with torch.no_grad():
-                return torch.softmax(model(x.to(device)), -1).cpu()
-    else:
-        from .backends.full import load_release_full
-
-        model, tok = load_release_full(folder, device)
-
-        def score(texts: list[str]) -> torch.Tensor:
-            out = []
-            with torch.no_grad():
-                for start in range(0, len(texts), 64):
-                    enc = tok(texts[start : start + 64], padding=True, truncation=True,
-                              max_length=arch["max_length"], return_tensors="pt").to(device)
-                    out.append(torch.softmax(model(enc["input_ids"], enc["attention_mask"]), -1).cpu())
-            return torch.cat(out)
-    return score, labels
+    return backend_class(arch.get("backend")).release_scorer(folder, arch, device), labels
 
 
 def predict(release: str | Path, input_csv: str | Path, output_csv: str | Path, text_column: str | None = None,

@@ -10,6 +10,10 @@ from pathlib import Path
 from .config import Params
 from .io import read_json, write_json
 from .layout import Layout
+from .privacy.guarantee import Guarantee
+from .reports.compare import LABELS, arm_metrics
+from .utility.evaluate import quartile_summary
+from .utility.metrics import quartile_table
 
 PUBLIC_METRIC_FILES = ("data", "reweight", "release", "audit")
 
@@ -65,7 +69,9 @@ def log_pipeline_run(params: Params, root: str | Path = ".", run_name: str | Non
             if r >= 2:
                 sens = read_json(lay.metrics / f"sensitivity_r{r}.json")
                 metrics[f"epsilon_round{r}"] = sens["epsilon"]
-                metrics[f"delta_hat_round{r}"] = sens["delta"]
+                metrics[f"delta_hat_round{r}"] = sens["local_sensitivity"]
+        g = Guarantee.from_dict(read_json(lay.metrics / "release.json")["guarantee"])
+        metrics |= _guarantee_metrics(g, "release.")
         risk = read_json(lay.metrics / "risk.json")  # weight aggregates only (no single-record risk values)
         metrics.update({f"weights_round2.{k}": v for k, v in risk.items() if k.startswith("weight")})
         diag_path = lay.metrics / "diagnostics.json"
@@ -85,7 +91,7 @@ def log_pipeline_run(params: Params, root: str | Path = ".", run_name: str | Non
         for csv in sorted(lay.audit.glob("*.csv")):
             mlflow.log_artifact(str(csv), "reports")
         mlflow.log_artifact(str(lay.release / "release.json"), "release")
-        mlflow.set_tag("delta", "asymptotic, not quantified")
+        _guarantee_tags(mlflow, g)
         run_id = run.info.run_id
     write_json(lay.metrics / "mlflow_run.json", {"run_id": run_id, "experiment": name})
     return run_id
@@ -95,12 +101,22 @@ def _is_number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+def _guarantee_metrics(g: Guarantee, prefix: str = "") -> dict:
+    """ε, δ (when a number) and the mechanism's own numeric quantities under their own names."""
+    out = {f"{prefix}{k}": v for k, v in g.quantities.items() if _is_number(v)}
+    if g.epsilon is not None:
+        out[f"{prefix}epsilon"] = g.epsilon
+    if g.delta is not None:
+        out[f"{prefix}delta"] = g.delta
+    return out
+
+
+def _guarantee_tags(mlflow, g: Guarantee) -> None:
+    mlflow.set_tags({"mechanism": g.mechanism, "guarantee": g.kind, "delta": g.delta_text})
+
+
 def log_compare_run(params: Params, root: str | Path = ".") -> str:
     """One parent run for the comparison, a child run per arm (ε, δ, F1, quartile F1, per-class table)."""
-    from .audit import quartile_summary
-    from .metrics import quartile_table
-    from .report import LABELS, _arm_metrics
-
     mlflow = _setup(params, root)
     lay = Layout.from_params(params, root)
     out = lay.reports / "compare"
@@ -108,18 +124,12 @@ def log_compare_run(params: Params, root: str | Path = ".") -> str:
         mlflow.log_params({k: v for k, v in _flatten(params.model_dump(mode="json")).items()
                            if k.startswith(("compare.", "dpsgd.", "model.backend", "seed", "ppm."))})
         for arm in params.compare.arms:
-            m, per_class = _arm_metrics(lay, arm)
+            m, g, per_class = arm_metrics(lay, arm)
             with mlflow.start_run(run_name=LABELS[arm], nested=True):
                 mlflow.set_tag("arm", arm)
-                mlflow.log_param("delta", m.get("delta"))
-                values = {"weighted_f1": m["weighted_f1"], "macro_f1": m["macro_f1"],
-                          **quartile_summary(quartile_table(per_class))}
-                if m.get("epsilon") is not None:
-                    values["epsilon"] = m["epsilon"]
-                for key in ("noise_multiplier", "target_epsilon"):
-                    if m.get(key) is not None:
-                        values[key] = m[key]
-                mlflow.log_metrics(values)
+                _guarantee_tags(mlflow, g)
+                mlflow.log_metrics({"weighted_f1": m["weighted_f1"], "macro_f1": m["macro_f1"],
+                                    **quartile_summary(quartile_table(per_class)), **_guarantee_metrics(g)})
                 with tempfile.TemporaryDirectory() as tmp:  # per-class aggregates of this arm
                     per_class.to_csv(Path(tmp) / "per_class_f1.csv", index=False)
                     mlflow.log_artifact(str(Path(tmp) / "per_class_f1.csv"))

@@ -1,20 +1,27 @@
-"""Model backends: `head` (frozen public encoder + trained head, the CPU default) and `full`
-(every transformer parameter, for GPU workers). One mechanism code path serves both."""
+"""Model backends: ``head`` (frozen public encoder + trained head, the CPU default) and ``full`` (every
+transformer parameter, for GPU workers). One mechanism code path serves both; :data:`BACKENDS` is the
+only place a backend name is looked up (stages and ``predict`` alike)."""
 
 from __future__ import annotations
 
 from ..config import Params
+from ..errors import ReleaseError
 from .base import Backend, pick_device
+from .full import FullBackend
+from .head import HeadBackend
+
+BACKENDS: dict[str, type[Backend]] = {"head": HeadBackend, "full": FullBackend}
+
+
+def backend_class(name: str) -> type[Backend]:
+    try:
+        return BACKENDS[name]
+    except KeyError:
+        raise ReleaseError(f"unknown backend {name!r} (one of {', '.join(BACKENDS)})") from None
 
 
 def make_backend(params: Params, n_classes: int) -> Backend:
-    device = pick_device(params.model.device)
-    kw = dict(n_classes=n_classes, device=device, seed=params.seed, max_length=params.features.max_length,
-              batch_size=params.features.batch_size)
-    if params.model.backend == "head":
-        from .head import HeadBackend
-
-        return HeadBackend(params=params.model.head, **kw)
-    from .full import FullBackend
-
-    return FullBackend(params=params.model.full, **kw)
+    name = params.model.backend
+    return backend_class(name)(n_classes=n_classes, device=pick_device(params.model.device), seed=params.seed,
+                               params=getattr(params.model, name), max_length=params.features.max_length,
+                               batch_size=params.features.batch_size)

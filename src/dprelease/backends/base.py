@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -130,6 +130,11 @@ class Backend(ABC):
     @abstractmethod
     def write_release_model(self, model: nn.Module, folder: Path) -> dict:
         """Write what `predict` needs besides the label map; return the manifest's model entry."""
+
+    @staticmethod
+    @abstractmethod
+    def release_scorer(folder: Path, arch: dict, device: torch.device) -> Callable[[list[str]], torch.Tensor]:
+        """From a release folder: a function from narratives to class probabilities [n, C] (CPU)."""
 
 
 def save_state(path: Path, model: nn.Module) -> None:

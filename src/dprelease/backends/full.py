@@ -78,6 +78,21 @@ class FullBackend(Backend):
                                                                     local_files_only=True)
         return SequenceClassifier(hf).to(self.device)
 
+    @staticmethod
+    def release_scorer(folder: Path, arch: dict, device: torch.device):
+        model, tok = load_release_full(folder, device)
+
+        def score(texts: list[str]) -> torch.Tensor:
+            out = []
+            with torch.no_grad():
+                for start in range(0, len(texts), 64):
+                    enc = tok(texts[start : start + 64], padding=True, truncation=True,
+                              max_length=arch["max_length"], return_tensors="pt").to(device)
+                    out.append(torch.softmax(model(enc["input_ids"], enc["attention_mask"]), -1).cpu())
+            return torch.cat(out)
+
+        return score
+
     def write_release_model(self, model: nn.Module, folder: Path) -> dict:
         save_state(folder / "model.safetensors", model)
         model.model.config.to_json_file(str(folder / "config.json"))

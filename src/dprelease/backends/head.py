@@ -16,6 +16,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from ..config import HeadParams
+from ..errors import ReleaseError
 from .base import Backend, Features, save_state, trainable
 from .encoder import encoder_reference, load_encoder, load_tokenizer, mean_pool
 
@@ -118,6 +119,10 @@ class HeadBackend(Backend):
             out[:, start : start + batch_size] = -logp.gather(-1, yb.expand(len(params[0]), -1).unsqueeze(-1)).squeeze(-1).cpu()
         return out
 
+    @staticmethod
+    def release_scorer(folder: Path, arch: dict, device: torch.device):
+        return head_scorer(folder, arch, device)
+
     def write_release_model(self, model: nn.Module, folder: Path) -> dict:
         save_state(folder / "model.safetensors", model)
         arch = {"backend": "head", "dim": model.dim, "hidden": model.hidden, "n_classes": self.n_classes,
@@ -148,3 +153,17 @@ def load_release_head(folder: Path, arch: dict, device: torch.device) -> Head:
     model = Head(arch["dim"], arch["n_classes"], arch["hidden"], 0.0)
     model.load_state_dict(load_file(str(folder / "model.safetensors")))
     return model.to(device).eval()
+
+
+def head_scorer(folder: Path, arch: dict, device: torch.device):
+    ref = encoder_reference()
+    if ref["weights_sha256"] != arch["encoder"]["weights_sha256"]:
+        raise ReleaseError(f"installed encoder {ref['package']} {ref['version']} differs from the release's")
+    model = load_release_head(folder, arch, device)
+
+    def score(texts: list[str]) -> torch.Tensor:
+        x = embed(texts, device, arch["max_length"])
+        with torch.no_grad():
+            return torch.softmax(model(x.to(device)), -1).cpu()
+
+    return score

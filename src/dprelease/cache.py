@@ -1,0 +1,86 @@
+"""Cache keys and completion stamps.
+
+A stage's key hashes exactly what can change its outputs: the params it reads, the contents of its
+input files and the code it declares (:attr:`Stage.all_code`). Editing a plot therefore re-runs only
+the stages that draw plots, never a posterior pass; the generated ``dvc.yaml`` lists the same code
+as deps, so ``dvc repro`` agrees. A completion stamp next to the artifacts records which key produced
+the outputs on disk and their hashes, so outputs changed since are recomputed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from .config import Params
+from .io import file_hash, read_json, write_json
+from .stage import Stage, pick
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+SOURCE_SUFFIXES = {".py", ".csv"}
+
+
+def code_files(paths: list[str]) -> list[Path]:
+    """The source files under ``paths`` (package-relative files or folders), sorted; caches ignored."""
+    files: set[Path] = set()
+    for rel in paths:
+        p = PACKAGE_DIR / rel
+        if p.is_dir():
+            files |= {f for f in p.rglob("*") if f.suffix in SOURCE_SUFFIXES and "__pycache__" not in f.parts}
+        elif p.is_file():
+            files.add(p)
+        else:
+            raise FileNotFoundError(f"declared stage code does not exist: {rel}")
+    return sorted(files)
+
+
+def code_hash(paths: list[str]) -> str:
+    h = hashlib.sha256()
+    for f in code_files(paths):
+        h.update(f.relative_to(PACKAGE_DIR).as_posix().encode() + b"\0" + hashlib.sha256(f.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def package_version() -> str:
+    """Hash of the whole package's source (recorded in release manifests, not used for caching)."""
+    return code_hash(["."])[:16]
+
+
+def input_key(stage: Stage, params: Params, root: str | Path = ".") -> str:
+    """Hash of the params the stage reads, its input file contents and its declared code."""
+    root = Path(root)
+    h = hashlib.sha256()
+    h.update(json.dumps({"stage": stage.name, "params": pick(params, stage.params)}, sort_keys=True).encode())
+    for dep in stage.deps:
+        p = root / dep
+        h.update(dep.encode() + (file_hash(p).encode() if p.exists() else b"<missing>"))
+    h.update(code_hash(stage.all_code).encode())
+    return f"{stage.name}-{h.hexdigest()[:32]}"
+
+
+def _stamp_path(params: Params, root: Path, name: str) -> Path:
+    return Path(root) / params.artifacts / ".stamps" / f"{name}.json"
+
+
+def _out_hashes(stage: Stage, root: Path) -> dict[str, str] | None:
+    hashes = {}
+    for out in stage.produced:
+        path = root / out
+        if not path.exists():
+            return None
+        hashes[out] = file_hash(path)
+    return hashes
+
+
+def is_current(stage: Stage, params: Params, key: str, root: str | Path = ".") -> bool:
+    """True if the outputs on disk are exactly those a run with this input key produced."""
+    stamp = _stamp_path(params, Path(root), stage.name)
+    if not stamp.is_file():
+        return False
+    recorded = read_json(stamp)
+    return recorded.get("key") == key and recorded.get("outs") == _out_hashes(stage, Path(root))
+
+
+def mark_done(stage: Stage, params: Params, key: str, root: str | Path = ".") -> None:
+    write_json(_stamp_path(params, Path(root), stage.name), {"key": key, "outs": _out_hashes(stage, Path(root))})

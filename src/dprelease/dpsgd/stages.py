@@ -1,0 +1,106 @@
+"""DP-SGD comparison arms (spec E, H.1): ``dpsgd`` at a matched ε and ``dpsgd_sweep`` over δ.
+
+The target ε is ``dpsgd.target_epsilon`` or, by default, the ε of the SWAG-PPM release it is compared
+with, read from that release's guarantee record (``metrics/release.json``), a file, not an import.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import Params
+from ..data import records
+from ..data.splits import backend_for, features, label_info, n_train
+from ..io import read_json, write_json
+from ..layout import Layout
+from ..privacy import guarantee
+from ..seeds import stage_seed
+from ..stage import Stage
+from ..utility.evaluate import evaluate, write_arm
+from .accounting import default_delta
+from .train import check_setting, train_dpsgd
+
+
+def target_epsilon(params: Params, lay: Layout) -> float:
+    """The configured target, else the ε of the SWAG-PPM release it is compared with."""
+    if params.dpsgd.target_epsilon is not None:
+        return params.dpsgd.target_epsilon
+    path = lay.metrics / "release.json"
+    if not path.is_file():
+        raise FileNotFoundError("dpsgd.target_epsilon is not set and there is no SWAG-PPM release to match "
+                                "(run the release flow first, or set dpsgd.target_epsilon)")
+    return float(guarantee.Guarantee.from_dict(read_json(path)["guarantee"]).epsilon)
+
+
+def preview_train_size(params: Params, root: str | Path = ".") -> int:
+    """Training-set size the stratify stage will produce (read + sample + split in memory, ~1 s)."""
+    d = params.data
+    df = records.read_records(Path(root) / d.path, d.text_column, d.label_column)
+    sample = records.stratified_sample(df, cap=d.cap, min_class_size=d.min_class_size, seed=params.seed,
+                                       limit_classes=d.limit_classes)
+    return len(records.split(sample, test_size=d.test_size, seed=params.seed)[0])
+
+
+def check_dpsgd(params: Params, lay: Layout | None = None, eps: float | None = None, n: int | None = None) -> None:
+    """Validate the DP-SGD setting against the data before any training (one-line ValueError)."""
+    n = n if n is not None else n_train(lay)
+    run = params.dpsgd_run
+    eps = eps if eps is not None else (params.dpsgd.target_epsilon or 1.0)
+    for delta in [params.dpsgd.delta or default_delta(n), *params.dpsgd.delta_sweep]:
+        check_setting(n, run.batch_size, eps, delta)
+
+
+def _dpsgd_once(params: Params, lay: Layout, eps: float, delta: float, tag: str):
+    backend = backend_for(params, lay)
+    feats, y = features(lay)
+    model = backend.new_model(feats)
+    run = params.dpsgd_run
+    result = train_dpsgd(backend, model, feats, y, epochs=run.epochs, batch_size=run.batch_size, lr=run.lr,
+                         max_grad_norm=run.max_grad_norm, target_epsilon=eps, delta=delta,
+                         conversion=params.dpsgd.conversion, grad_sample_mode=run.grad_sample_mode,
+                         seed=stage_seed(params.seed, tag), progress=True)
+    return backend, model, result
+
+
+def dpsgd(params: Params, root: str | Path = ".") -> dict:
+    """DP-SGD (Opacus) at the target ε with δ = ``dpsgd.delta`` or 1/(2n) (spec E)."""
+    lay = Layout.from_params(params, root)
+    eps = target_epsilon(params, lay)
+    check_dpsgd(params, lay, eps)
+    delta = params.dpsgd.delta or default_delta(n_train(lay))
+    backend, model, res = _dpsgd_once(params, lay, eps, delta, "dpsgd")
+    g = guarantee.accountant("DP-SGD (Opacus)", res.epsilon, delta, target_epsilon=eps,
+                             noise_multiplier=res.noise_multiplier, steps=res.steps, sample_rate=res.sample_rate,
+                             max_grad_norm=params.dpsgd_run.max_grad_norm, conversion=params.dpsgd.conversion,
+                             accountant="RDP")
+    return write_arm(lay, "dpsgd", backend, model, label_info(lay), g, {"final_loss": res.final_loss})
+
+
+def dpsgd_sweep(params: Params, root: str | Path = ".") -> dict:
+    """DP-SGD at the same target ε for each δ of ``dpsgd.delta_sweep`` (seed 004 Table 4)."""
+    lay = Layout.from_params(params, root)
+    eps = target_epsilon(params, lay)
+    check_dpsgd(params, lay, eps)
+    feats, y = features(lay, "test")
+    rows = []
+    for delta in params.dpsgd.delta_sweep:
+        backend, model, res = _dpsgd_once(params, lay, eps, delta, f"dpsgd-sweep-{delta}")
+        f1, _, _ = evaluate(backend, model, feats, y, label_info(lay))
+        rows.append({"delta": delta, "target_epsilon": eps, "epsilon": res.epsilon,
+                     "noise_multiplier": res.noise_multiplier, **f1})
+    summary = {"target_epsilon": eps, "rows": rows}
+    write_json(lay.metrics / "dpsgd_sweep.json", summary)
+    return summary
+
+
+def declare(params: Params) -> list[Stage]:
+    a = params.artifacts
+    deps = [f"{a}/data", f"{a}/features", "metrics/release.json"]
+    code = ["dpsgd", "privacy/rdp.py", "privacy/guarantee.py", "backends", "data/splits.py", "data/records.py",
+            "utility"]
+    return [
+        Stage("dpsgd", dpsgd, ["seed", "model", "dpsgd"], deps, ["reports/arms/dpsgd"], code,
+              metrics=["metrics/dpsgd.json"], group="compare"),
+        Stage("dpsgd_sweep", dpsgd_sweep, ["seed", "model", "dpsgd"], deps, [], code,
+              metrics=["metrics/dpsgd_sweep.json"], group="compare"),
+    ]

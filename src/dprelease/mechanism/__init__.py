@@ -1,1 +1,0 @@
-"""Mechanism maths (no orchestration imports)."""

@@ -1,0 +1,79 @@
+"""The one shape of a privacy claim. Every arm and every release writes a :class:`Guarantee`; reports,
+MLflow and the release manifest read it instead of re-deriving ε or δ.
+
+* ``kind`` says what sort of claim it is (see :data:`KINDS`);
+* ``delta`` is a number, or ``None`` with ``delta_reason`` saying why there is none;
+* ``quantities`` holds the mechanism's own numbers under their own names (SWAG-PPM's local
+  sensitivity Δ̂ is ``local_sensitivity``, never ``delta``; DP-SGD's noise multiplier, sampling rate…).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+KINDS = {
+    "ppm_local_asymptotic": (
+        "local, asymptotic ε-DP of the pseudo posterior mechanism: ε = 2Δ̂ with Δ̂ measured on this database "
+        "from posterior draws; δ → 0 as n grows and is not quantified; conditional on the posterior approximation"),
+    "dp_accountant": "(ε, δ)-differential privacy from a privacy accountant, worst case over neighbouring databases",
+    "bayesian_dp": "(ε, δ)-Bayesian differential privacy from a Rényi-divergence accountant",
+    "none": "no privacy guarantee",
+    "empirical_lower_bound": "an empirical lower bound on ε from an attack: evidence about the mechanism, not a guarantee",
+}
+NO_DELTA_PPM = "asymptotic, not quantified"
+NOT_PRIVATE = "none (not private)"
+
+
+@dataclass(frozen=True)
+class Guarantee:
+    mechanism: str
+    kind: str
+    epsilon: float | None
+    delta: float | None = None
+    delta_reason: str | None = None
+    quantities: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown guarantee kind {self.kind!r} (one of {', '.join(KINDS)})")
+        if (self.delta is None) == (self.delta_reason is None):
+            raise ValueError("a guarantee has either a δ or the reason there is none, not both or neither")
+        if self.kind == "none":
+            if self.epsilon is not None:
+                raise ValueError("a 'none' guarantee has no ε")
+        elif self.epsilon is None or not math.isfinite(self.epsilon) or self.epsilon < 0:
+            raise ValueError(f"{self.mechanism}: ε must be a finite non-negative number, got {self.epsilon}")
+        if self.delta is not None and not 0 <= self.delta < 1:
+            raise ValueError(f"{self.mechanism}: δ must lie in [0, 1), got {self.delta}")
+        if "delta" in self.quantities:
+            raise ValueError("quantities must name their own meaning; 'delta' is reserved for δ")
+
+    @property
+    def delta_text(self) -> str:
+        return f"{self.delta:.2g}" if self.delta is not None else str(self.delta_reason)
+
+    @property
+    def meaning(self) -> str:
+        return KINDS[self.kind]
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Guarantee":
+        return cls(**d)
+
+
+def ppm(epsilon: float, local_sensitivity: float, *, mechanism: str = "SWAG-PPM", **quantities) -> Guarantee:
+    """SWAG-PPM: ε = 2Δ̂ (local, asymptotic), Δ̂ and the mechanism's settings as quantities."""
+    return Guarantee(mechanism, "ppm_local_asymptotic", float(epsilon), None, NO_DELTA_PPM,
+                     {"local_sensitivity": float(local_sensitivity), **quantities})
+
+
+def accountant(mechanism: str, epsilon: float, delta: float, **quantities) -> Guarantee:
+    return Guarantee(mechanism, "dp_accountant", float(epsilon), float(delta), None, quantities)
+
+
+def none(mechanism: str = "non-private", **quantities) -> Guarantee:
+    return Guarantee(mechanism, "none", None, None, NOT_PRIVATE, quantities)

@@ -1,0 +1,37 @@
+"""RDP → (ε, δ) conversions over Opacus's RDP analysis of the sampled Gaussian mechanism (spec E.3).
+
+* ``mironov`` — Mironov 2017 Prop. 3, ε = min_α [RDP(α) + log(1/δ)/(α−1)]: what the SWAG-PPM paper's
+  DP-SGD baseline used (private-transformers), so it is the project's default;
+* ``opacus`` — Opacus's own, tighter conversion (Balle et al. 2020).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from opacus.accountants import RDPAccountant
+from opacus.accountants.analysis.rdp import compute_rdp, get_privacy_spent
+
+ORDERS = tuple(RDPAccountant.DEFAULT_ALPHAS)  # 1.1 … 10.9, 12 … 63 (same grid as spec E.3)
+CONVERSIONS = ("mironov", "opacus")
+
+
+def mironov_epsilon(rdp: np.ndarray, orders, delta: float) -> float:
+    orders = np.asarray(orders, dtype=float)
+    return float(np.min(np.asarray(rdp) + math.log(1.0 / delta) / (orders - 1.0)))
+
+
+def rdp_to_epsilon(rdp: np.ndarray, orders, delta: float, conversion: str = "mironov") -> float:
+    if conversion == "mironov":
+        return mironov_epsilon(rdp, orders, delta)
+    if conversion == "opacus":
+        return float(get_privacy_spent(orders=orders, rdp=rdp, delta=delta)[0])
+    raise ValueError(f"unknown RDP conversion {conversion!r} (mironov | opacus)")
+
+
+def sampled_gaussian_epsilon(sigma: float, sample_rate: float, steps: int, delta: float,
+                             conversion: str = "mironov") -> float:
+    """ε after ``steps`` Poisson-sampled Gaussian steps with noise multiplier ``sigma``."""
+    rdp = compute_rdp(q=sample_rate, noise_multiplier=sigma, steps=steps, orders=ORDERS)
+    return rdp_to_epsilon(rdp, ORDERS, delta, conversion)

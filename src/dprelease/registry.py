@@ -1,0 +1,77 @@
+"""The one stage registry. Every stage of every mechanism is declared once, in its package's
+``stages`` module; this module gathers them, in execution order, for the three consumers:
+``dprelease stage NAME`` (:func:`run_stage`), the Prefect tasks (``tasks/stages.py``) and the
+generated ``dvc.yaml`` (:func:`dvc_yaml`, kept in sync by a test).
+
+Adding a mechanism: write its package (pure maths + run functions + ``stages.declare``) and add its
+``declare`` to :data:`DECLARATIONS`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .cache import code_files
+from .config import Params
+from .data import stages as data_stages
+from .dpsgd import stages as dpsgd_stages
+from .nonprivate import stages as nonprivate_stages
+from .reports import stages as report_stages
+from .stage import Stage
+from .swag_ppm import stages as swag_ppm_stages
+
+DECLARATIONS = (data_stages.declare, swag_ppm_stages.declare, nonprivate_stages.declare, dpsgd_stages.declare,
+                report_stages.declare)
+PACKAGE_ROOT = "src/dprelease"
+
+
+def stages(params: Params) -> list[Stage]:
+    """Every stage, in execution order (stages a run does not need included: DVC runs them all)."""
+    out = [s for declare in DECLARATIONS for s in declare(params)]
+    names = [s.name for s in out]
+    if len(set(names)) != len(names):
+        raise RuntimeError(f"stage declared twice: {sorted({n for n in names if names.count(n) > 1})}")
+    return out
+
+
+def get(params: Params, name: str) -> Stage:
+    for s in stages(params):
+        if s.name == name:
+            return s
+    raise KeyError(f"unknown stage {name!r} (known: {', '.join(s.name for s in stages(params))})")
+
+
+def group(params: Params, name: str, active_only: bool = True) -> list[Stage]:
+    """The stages of one flow (``release`` | ``compare``), only those these params need by default."""
+    return [s for s in stages(params) if s.group == name and (s.active(params) or not active_only)]
+
+
+def run_stage(name: str, params: Params, root: str | Path = ".") -> dict:
+    """Run one stage by name (what ``dprelease stage NAME`` and the Prefect tasks call)."""
+    return get(params, name).run(params, root)
+
+
+def _unique(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def dvc_yaml(params: Params) -> dict:
+    """``dvc.yaml`` from the registry: every stage's inputs, declared code, params and outputs."""
+    entries = {}
+    for s in stages(params):
+        code = [f"{PACKAGE_ROOT}/{p}" for p in s.all_code]
+        entry: dict = {"cmd": f"dprelease stage {s.name}", "deps": _unique(list(s.deps) + code),
+                       "params": _unique(list(s.params))}
+        if s.outs:
+            entry["outs"] = list(s.outs)
+        if s.metrics:
+            entry["metrics"] = list(s.metrics)  # cached by DVC, so `dvc checkout` / experiments restore them
+        if s.plots:
+            entry["plots"] = list(s.plots)
+        entries[s.name] = entry
+        code_files(s.all_code)  # fails loudly on a declared path that does not exist
+    audit = get(params, "audit")
+    track_deps = ["metrics/audit.json", "metrics/release.json", *audit.plots, "reports/release", params.release]
+    entries["track"] = {"cmd": "dprelease track", "deps": track_deps, "params": ["tracking"],
+                        "outs": [{"metrics/mlflow_run.json": {"cache": False}}]}  # a new run id each time
+    return {"stages": entries}

@@ -1,0 +1,82 @@
+"""What a pipeline stage is: a declaration (name, run function, params it reads, files in and out,
+and the code it depends on). Each mechanism package declares its own stages in its ``stages``
+module; :mod:`dprelease.registry` gathers them into the one list that ``dprelease stage NAME``,
+the Prefect tasks and the generated ``dvc.yaml`` all read.
+
+A run function is ``fn(params, root) -> summary``: it reads its inputs from files, writes its outputs
+atomically and returns public aggregates only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from .config import Params
+from .io import atomic_dir, write_json
+
+# Modules every stage runs through (params, atomic writes, seeds, paths, offline switches): part of
+# every stage's code, so they are not repeated in each declaration.
+COMMON_CODE = ("__init__.py", "config.py", "errors.py", "io.py", "layout.py", "seeds.py", "offline.py", "stage.py")
+
+
+def with_common(code: list[str]) -> list[str]:
+    """A stage's whole code: its declared paths plus :data:`COMMON_CODE`."""
+    return sorted(set(COMMON_CODE) | set(code))
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage. Paths are relative to the project root; ``code`` is relative to the package folder
+    (a file or a folder) and, with :data:`COMMON_CODE`, is all the code that may change its outputs."""
+
+    name: str
+    run: Callable[[Params, str | Path], dict]
+    params: list[str]
+    deps: list[str]
+    outs: list[str]
+    code: list[str]
+    metrics: list[str] = field(default_factory=list)
+    plots: list[str] = field(default_factory=list)
+    group: str = "release"  # release | select | compare: which flow runs it
+    when: Callable[[Params], bool] | None = None  # None: always needed; else the flow runs it only when true
+
+    def active(self, params: Params) -> bool:
+        return self.when is None or self.when(params)
+
+    @property
+    def all_code(self) -> list[str]:
+        return with_common(self.code)
+
+    @property
+    def produced(self) -> list[str]:
+        """Every path the stage writes (outputs, metrics and plots)."""
+        return self.outs + self.metrics + self.plots
+
+    @property
+    def module(self) -> str:
+        """The module that defines the run function (``functools.partial`` unwrapped)."""
+        return getattr(self.run, "func", self.run).__module__
+
+
+def skip_marker(folder: Path, why: str, metrics: Path | None = None) -> dict:
+    """What a stage that is not needed with these params writes, so its declared outputs still exist
+    (DVC runs every stage of ``dvc.yaml``)."""
+    with atomic_dir(folder) as tmp:
+        write_json(tmp / "skipped.json", {"skipped": why})
+    if metrics is not None:
+        write_json(metrics, {"skipped": why})
+    return {"skipped": why}
+
+
+def pick(params: Params, dotted: list[str]) -> dict:
+    """The values of ``dotted`` params keys (e.g. ``["seed", "ppm.c"]``)."""
+    raw = params.model_dump(mode="json")
+    picked = {}
+    for key in dotted:
+        node = raw
+        for part in key.split("."):
+            node = node[part]
+        picked[key] = node
+    return picked

@@ -1,0 +1,94 @@
+"""Stage ``select``: private selection of the released draw (spec D.10).
+
+Draws from the final SWAG until one scores ≥ τ on the held-out *validation* split, stopping with
+probability γ after each failure. Refuses the test split: the utility evaluation's test F1 must stay
+an unbiased estimate, and scoring spends private data. For a formal guarantee the validation split
+must be public (or its use accounted for separately); the PPM bound covers the training records only.
+Budget: every candidate is a SWAG-PPM draw with ε = 2Δ̂ (its own M* included), so the selection is
+2ε = 4Δ̂ (Liu & Talwar). Without a validation split (``data.validation_size: 0``) the stage only
+leaves a marker, so that ``dvc repro`` can run it with the default params.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..backends.base import set_flat
+from ..config import Params
+from ..data.splits import backend_for, features, label_info
+from ..io import read_json, write_json
+from ..layout import Layout
+from ..privacy import guarantee
+from ..privacy.selection import select, selection_budget
+from ..release import write_release
+from ..seeds import stage_seed
+from ..stage import skip_marker, with_common
+from ..utility.metrics import f1_summary
+from . import ppm
+from .rounds import RELEASE_CODE, release_manifest
+from .swag import SwagMoments, iter_samples
+
+SELECT_CODE = [*RELEASE_CODE, "swag_ppm/select.py", "privacy/selection.py", "utility/metrics.py"]
+NO_VALIDATION = "data.validation_size is 0 (no validation split to score candidates on)"
+
+
+def selected_folder(lay: Layout) -> Path:
+    return lay.release.with_name(lay.release.name + "-selected")
+
+
+def private_select(params: Params, root: str | Path = ".") -> dict:
+    sp, lay, r = params.selection, Layout.from_params(params, root), params.final_round
+    if sp.split == "test":
+        raise ValueError("selection.split: private selection refuses to score on the test split "
+                         "(set data.validation_size > 0 and use split: validation)")
+    folder = selected_folder(lay)
+    if params.data.validation_size == 0:
+        return skip_marker(folder, NO_VALIDATION, lay.metrics / "selection.json")
+    if not (lay.features / "validation.safetensors").is_file():
+        raise FileNotFoundError("no validation split: set data.validation_size > 0 and re-run stratify/featurize")
+    backend = backend_for(params, lay)
+    train, y_train = features(lay, "train")
+    val, y_val = features(lay, "validation")
+    model = backend.new_model(train)
+    moments = SwagMoments.load(lay.swag(r) / "moments.safetensors", device=backend.device)
+    weights = np.load(lay.weights(r) / "weights.npy")
+    gen = torch.Generator(device=backend.device).manual_seed(stage_seed(params.seed, "select", r))
+    draws = iter_samples(moments, 10**9, 1, gen)  # lazily, one at a time
+    classes = list(range(len(label_info(lay)["codes"])))
+    m_stars: list[float] = []
+
+    def draw() -> torch.Tensor:
+        theta = next(draws)
+        ce = backend.per_record_ce(model, theta, train, y_train).double().numpy()
+        m_stars.append(float(ppm.max_weighted_loss(ce, weights)[0]))
+        return theta[0]
+
+    def score(theta: torch.Tensor) -> float:
+        set_flat(model, theta)
+        pred = backend.predict_proba(model, val).argmax(1).numpy()
+        return f1_summary(y_val.numpy(), pred, classes)[sp.metric]
+
+    rng = np.random.default_rng(stage_seed(params.seed, "select-stop", r))
+    result = select(draw, score, sp.tau, sp.gamma, rng)
+    sens = read_json(lay.metrics / f"sensitivity_r{r}.json")
+    local_sensitivity = max(sens["local_sensitivity"], max(m_stars))
+    eps = 2 * local_sensitivity
+    g = guarantee.ppm(selection_budget(eps), local_sensitivity, mechanism="SWAG-PPM with private selection (Liu & Talwar 2019)",
+                      posterior_draws=sens["draws"], round=r, epsilon_per_candidate=eps)
+    summary = {"found": result.found, "tries": result.tries, "tau": sp.tau, "gamma": sp.gamma,
+               "metric": sp.metric, "best_score": max(result.scores), "guarantee": g.as_dict()}
+    if result.found:
+        set_flat(model, result.selected)
+        labels = label_info(lay)
+        manifest = release_manifest(params, lay, g)
+        manifest["selection"] = {k: summary[k] for k in ("tries", "tau", "gamma", "metric")}
+        write_release(folder, backend, model, labels["codes"], labels["titles"], manifest, with_common(SELECT_CODE))
+    else:  # a previous selection's release must not outlive a run that found nothing
+        shutil.rmtree(folder, ignore_errors=True)
+        skip_marker(folder, f"no draw reached {sp.metric} ≥ {sp.tau} before the random stop")
+    write_json(lay.metrics / "selection.json", summary)
+    return summary

@@ -1,0 +1,32 @@
+"""The SWAG phase (spec A.1, D.6.2): SGD at a constant learning rate from the fine-tuned θ, one
+snapshot per epoch into a :class:`SwagCollector`. Same weighted loss as the fine-tune (spec B.5)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from ..backends.base import Backend, Features, get_flat, trainable
+from ..config import SwagParams
+from ..training import History, epoch as run_epoch, seed_model
+from .swag import SwagCollector, SwagMoments
+
+
+def swag(backend: Backend, model: nn.Module, features: Features, labels: torch.Tensor, weights: torch.Tensor | None,
+         params: SwagParams, seed: int, progress: bool = False, desc: str = "SWAG",
+         on_snapshot: Callable[[int], None] | None = None) -> tuple[SwagMoments, History]:
+    """Constant-lr SGD for ``params.epochs`` epochs, one snapshot per epoch; returns the fitted moments."""
+    gen = torch.Generator().manual_seed(seed)
+    seed_model(model, seed + 1)
+    optimizer = torch.optim.SGD(trainable(model), lr=params.lr, momentum=params.momentum, fused=True)
+    collector = SwagCollector(sum(p.numel() for p in trainable(model)), rank=params.rank, device=backend.device)
+    history = History()
+    for e in tqdm(range(params.epochs), desc=desc, disable=not progress, unit="epoch"):
+        history.losses.append(run_epoch(backend, model, features, labels, weights, optimizer, params.batch_size, gen))
+        collector.collect(get_flat(model))
+        if on_snapshot is not None:
+            on_snapshot(e)
+    return collector.moments(), history

@@ -1,0 +1,68 @@
+"""The (weighted) fine-tuning loop shared by every backend and mechanism, and the one-epoch step that
+other loops (SWAG's) reuse.
+
+Loss per mini-batch B: (1/|B|) Σ_{i∈B} w_i CE_i(θ) — not renormalised by Σ w_i (spec B.5).
+Fine-tune: AdamW, linear decay to 0, no warm-up (spec D.6.1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+import torch
+import torch.nn.functional as F
+from torch import nn
+from tqdm.auto import tqdm
+
+from .backends.base import Backend, Features, batches, get_flat, n_records, take, trainable
+from .config import OptimParams
+
+
+@dataclass
+class History:
+    """Mean weighted training loss per epoch (aggregate only)."""
+
+    losses: list[float] = field(default_factory=list)
+
+
+def seed_model(model: nn.Module, seed: int) -> None:
+    """Dropout randomness: the model's own generators where it has them, else the global RNG."""
+    if hasattr(model, "seed_dropout"):
+        model.seed_dropout(seed)
+    else:
+        torch.manual_seed(seed)
+
+
+def epoch(backend: Backend, model: nn.Module, features: Features, labels: torch.Tensor, weights: torch.Tensor | None,
+           optimizer: torch.optim.Optimizer, batch_size: int, generator: torch.Generator,
+           scheduler: torch.optim.lr_scheduler.LRScheduler | None = None) -> float:
+    model.train()
+    total, count = 0.0, 0
+    for idx in batches(n_records(features), batch_size, generator):
+        logits = backend.forward(model, take(features, idx, backend.device))
+        ce = F.cross_entropy(logits.float(), labels[idx].to(backend.device), reduction="none")
+        if weights is not None:
+            ce = ce * weights[idx].to(backend.device)
+        loss = ce.mean()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        if scheduler is not None:
+            scheduler.step()
+        total += float(loss.detach()) * len(idx)
+        count += len(idx)
+    return total / max(count, 1)
+
+
+def finetune(backend: Backend, model: nn.Module, features: Features, labels: torch.Tensor,
+             weights: torch.Tensor | None, opt: OptimParams, seed: int, progress: bool = False,
+             desc: str = "fine-tune") -> History:
+    """AdamW fine-tuning in place with a linear decay schedule."""
+    gen = torch.Generator().manual_seed(seed)
+    seed_model(model, seed + 1)
+    optimizer = torch.optim.AdamW(trainable(model), lr=opt.lr, weight_decay=opt.weight_decay, fused=True)
+    steps = opt.epochs * -(-n_records(features) // opt.batch_size)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: max(0.0, 1.0 - s / steps))
+    history = History()
+    for _ in tqdm(range(opt.epochs), desc=desc, disable=not progress, unit="epoch"):
+        history.losses.append(epoch(backend, model, features, labels, weights, optimizer, opt.batch_size, gen, scheduler))
+    return history

@@ -1,0 +1,296 @@
+"""The Prefect release flow on the head slice: a full run with MLflow tracking, a no-op re-run, resume after a
+crash mid-stage, and a parameter change that re-runs only the affected stages.
+
+Stage executions are counted by wrapping ``tasks.stages.run_stage`` (what the cached task calls). One
+Prefect ephemeral server serves the whole module (started by the first flow call, ~12 s).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from conftest import make_root, slice_raw
+from dprelease import registry
+from dprelease.config import parse_params
+from dprelease.io import read_json
+
+pytestmark = pytest.mark.slow
+
+UPSTREAM_OF_RISK = ["stratify", "featurize", "finetune_r1", "swag_r1"]
+REAL_CODE_VERSION = pipeline.code_version  # flow_env freezes it; the code-version tests use the real one
+
+
+@pytest.fixture(scope="module")
+def flow_env():
+    """Import the flow (Prefect home already points into a tmp dir, see conftest) with counted stages.
+
+    ``pipeline.code_version`` is frozen for the module: it hashes the source tree, which other people may be
+    editing while the suite runs (and see test_code_version_ignores_bytecode)."""
+    import dprelease.swag_ppm.rounds as stages_mod
+    import flows.release as fr
+    import tasks.stages as ts
+
+    calls: list[str] = []
+    real = ts.run_stage
+    hooks: dict = {}
+
+    def counted(name, params, root):
+        calls.append(name)
+        if name in hooks:
+            return hooks.pop(name)(real, name, params, root)
+        return real(name, params, root)
+
+    frozen = pipeline.code_version()
+    store: dict = {"on": False}  # the shared stage store is off here (these tests count recomputation per root)
+    real_restore = ts.stage_store.restore
+
+    def restore(*args, **kwargs):
+        return real_restore(*args, **kwargs) if store["on"] else None
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ts, "run_stage", counted)
+        mp.setattr(ts.stage_store, "restore", restore)
+        mp.setattr(pipeline, "code_version", lambda: frozen)
+        mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+        yield SimpleNamespace(flow=fr.release_flow, calls=calls, hooks=hooks, stages=stages_mod, store=store)
+
+
+def _run(env, params, root: Path, track: bool = False) -> tuple[dict, list[str]]:
+    env.calls.clear()
+    out = env.flow(params.model_dump(mode="json"), str(root), track)
+    return out, list(env.calls)
+
+
+def _names(params) -> list[str]:
+    return [s.name for s in pipeline.active(params)]
+
+
+def _snapshot(root: Path) -> dict[str, int]:
+    """mtime (ns) of every output file the stages write."""
+    files = {}
+    for top in ("artifacts", "metrics", "plots", "reports", "release"):
+        for p in (root / top).rglob("*"):
+            if p.is_file() and p.name != "mlflow_run.json":
+                files[p.relative_to(root).as_posix()] = p.stat().st_mtime_ns
+    return files
+
+
+@pytest.fixture(scope="module")
+def first(flow_env, tmp_path_factory):
+    params = parse_params(slice_raw())
+    root = make_root(tmp_path_factory.mktemp("flow"))
+    out, calls = _run(flow_env, params, root, track=True)
+    return SimpleNamespace(params=params, root=root, out=out, calls=calls)
+
+
+# (a) a first run ---------------------------------------------------------------------------------------------------
+def test_first_run_runs_every_stage_once(first):
+    names = _names(first.params)
+    assert first.calls == names
+    assert set(first.out) == {*names, "timings", "mlflow_run_id"}
+    assert list(first.out["timings"]) == names
+    for name in names:
+        assert isinstance(first.out[name], dict) and first.out[name], name
+    assert first.out["sensitivity_r2"] == read_json(first.root / "metrics/sensitivity_r2.json")
+    assert first.out["draw"] == read_json(first.root / "metrics/release.json")
+    assert first.out["audit"] == read_json(first.root / "metrics/audit.json")
+
+
+def test_first_run_writes_outputs_and_stamps(first):
+    for spec in pipeline.active(first.params):
+        for rel in [*spec.outs, *spec.metrics, *spec.plots]:
+            assert (first.root / rel).exists(), f"{spec.name}: {rel}"
+        key = pipeline.input_key(spec, first.params, first.root)
+        stamp = first.root / first.params.artifacts / ".stamps" / f"{spec.name}.json"
+        assert read_json(stamp)["key"] == key, spec.name
+        assert pipeline.is_current(spec, first.params, key, first.root)
+
+
+def test_first_run_tracks_to_mlflow_under_root(first):
+    import mlflow
+
+    from dprelease.tracking import tracking_uri
+
+    uri = tracking_uri(first.params, first.root)
+    assert uri == "sqlite:///" + str((first.root / "mlflow.db").resolve())
+    assert (first.root / "mlflow.db").is_file()
+    run_info = read_json(first.root / "metrics/mlflow_run.json")
+    assert run_info["run_id"] == first.out["mlflow_run_id"]
+    assert run_info["experiment"] == first.params.tracking.experiment
+    run = mlflow.MlflowClient(tracking_uri=uri).get_run(run_info["run_id"])
+    for r in (2, 3):
+        sens = read_json(first.root / f"metrics/sensitivity_r{r}.json")
+        assert run.data.metrics[f"epsilon_round{r}"] == pytest.approx(sens["epsilon"])
+    assert run.data.metrics["release.epsilon"] == pytest.approx(first.out["draw"]["epsilon"])
+    assert run.data.tags["delta"] == "asymptotic, not quantified"
+    assert run.data.params["ppm.c"] == "1.0"
+
+
+# (b) nothing changed -> nothing runs ---------------------------------------------------------------------------------
+def test_rerun_with_nothing_changed_executes_no_stage(flow_env, first):
+    before = _snapshot(first.root)
+    out, calls = _run(flow_env, first.params, first.root)
+    assert calls == []
+    assert _snapshot(first.root) == before
+    for name in _names(first.params):
+        assert out[name] == first.out[name], name  # summaries come back from Prefect's cache
+
+
+def test_deleted_output_reruns_that_stage_and_downstream_only(flow_env, first, tmp_path):
+    root = tmp_path / "copy"
+    shutil.copytree(first.root, root)
+    (root / "metrics/audit.json").unlink()
+    _, calls = _run(flow_env, first.params, root)
+    assert calls == ["audit"]
+    shutil.rmtree(root / first.params.artifacts / "round3/weights")
+    _, calls = _run(flow_env, first.params, root)
+    assert calls == ["reweight"]  # identical weights again -> downstream keys unchanged
+
+
+# (c) resume after a crash -------------------------------------------------------------------------------------------
+def test_resume_after_crash_mid_stage(flow_env, tmp_path):
+    params = parse_params(slice_raw())
+    root = make_root(tmp_path)
+    names = _names(params)
+    crash_at = names.index("sensitivity_r2")
+    real_write_json = flow_env.stages.write_json
+
+    def crash_after_outputs(real, name, p, r):
+        """The stage commits its output folder, then dies before writing its metrics."""
+        def dying_write_json(path, obj):
+            if Path(path).name == "sensitivity_r2.json":
+                raise RuntimeError("simulated crash in sensitivity_r2")
+            return real_write_json(path, obj)
+
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(flow_env.stages, "write_json", dying_write_json)
+            return real(name, p, r)
+
+    flow_env.hooks["sensitivity_r2"] = crash_after_outputs
+    flow_env.calls.clear()
+    with pytest.raises(Exception, match="simulated crash"):
+        flow_env.flow(params.model_dump(mode="json"), str(root), False)
+    assert flow_env.calls == names[: crash_at + 1]
+    stamps = root / params.artifacts / ".stamps"
+    assert not (stamps / "sensitivity_r2.json").exists()
+    assert (root / params.artifacts / "round2/sensitivity").is_dir()  # partial: outputs without metrics
+    assert not (root / "metrics/sensitivity_r2.json").exists()
+    assert not (root / params.release).exists()
+
+    out, calls = _run(flow_env, params, root)
+    assert calls == names[crash_at:], "stages before the crash must come from the cache"
+    for spec in pipeline.active(params):
+        for rel in [*spec.outs, *spec.metrics, *spec.plots]:
+            assert (root / rel).exists(), f"{spec.name}: {rel}"
+    assert out["sensitivity_r2"] == read_json(root / "metrics/sensitivity_r2.json")
+    _, calls = _run(flow_env, params, root)
+    assert calls == []
+
+
+# (d) a parameter change ---------------------------------------------------------------------------------------------
+def test_changing_c_reruns_risk_and_downstream_only(flow_env, first, tmp_path):
+    root = tmp_path / "copy"
+    shutil.copytree(first.root, root)
+    params = parse_params(slice_raw(), {"ppm.c": 0.8})
+    names = _names(params)
+    out, calls = _run(flow_env, params, root)
+    assert calls == names[names.index("risk"):]
+    assert not set(calls) & set(UPSTREAM_OF_RISK)
+    w = np.load(root / params.artifacts / "round2/weights/weights.npy")
+    assert w.min() == 0.0 and w.max() == pytest.approx(0.8)
+    assert read_json(root / params.release / "release.json")["c"] == 0.8
+    assert out["draw"] == read_json(root / "metrics/release.json")
+
+
+def test_changing_audit_draws_reruns_audit_only(flow_env, first, tmp_path):
+    root = tmp_path / "copy"
+    shutil.copytree(first.root, root)
+    params = parse_params(slice_raw(audit__draws=4))
+    out, calls = _run(flow_env, params, root)
+    assert calls == ["audit"]
+    assert out["audit"]["draws"] == 4
+
+
+def test_outputs_rewritten_outside_the_flow_are_not_trusted(flow_env, first, tmp_path):
+    """`dprelease stage risk` (as `dvc repro` runs it) with c = 0.8 rewrites the weights but no stamp;
+    the flow with c = 1.0 must not release a model trained on the c = 0.8 weights."""
+    from dprelease.registry import run_stage
+
+    root = tmp_path / "copy"
+    shutil.copytree(first.root, root)
+    run_stage("risk", parse_params(slice_raw(), {"ppm.c": 0.8}), root)
+    _, calls = _run(flow_env, first.params, root)
+    w = np.load(root / first.params.artifacts / "round2/weights/weights.npy")
+    assert "risk" in calls and w.max() == 1.0
+
+
+# the code version in every cache key ---------------------------------------------------------------------------------
+def test_code_version_ignores_bytecode(tmp_path, monkeypatch):
+    code = tmp_path / "dprelease"
+    shutil.copytree(pipeline.CODE_DIR, code, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(pipeline, "CODE_DIR", code)
+    monkeypatch.setattr(pipeline, "code_version", REAL_CODE_VERSION)
+    before = pipeline.code_version()
+    (code / "__pycache__").mkdir()
+    (code / "__pycache__" / "stages.cpython-311.pyc").write_bytes(b"\x00bytecode")
+    assert pipeline.code_version() == before
+
+
+def test_code_version_tracks_source(tmp_path, monkeypatch):
+    code = tmp_path / "dprelease"
+    shutil.copytree(pipeline.CODE_DIR, code, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(pipeline, "CODE_DIR", code)
+    monkeypatch.setattr(pipeline, "code_version", REAL_CODE_VERSION)
+    before = pipeline.code_version()
+    with open(code / "stages.py", "a", encoding="utf-8") as fh:
+        fh.write("\n# changed\n")
+    assert pipeline.code_version() != before
+
+
+# the stage store: a second root with the same inputs restores every stage instead of recomputing it ----------------
+def test_second_root_restores_from_stage_store(flow_env, first, tmp_path):
+    import shutil
+
+    other = tmp_path / "other"
+    other.mkdir()
+    shutil.copy2(first.root / "params.yaml", other / "params.yaml") if (first.root / "params.yaml").exists() else None
+    data_rel = first.params.data.path
+    if not Path(data_rel).is_absolute():
+        (other / data_rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(first.root / data_rel, other / data_rel)
+    flow_env.store["on"] = True
+    try:
+        out, calls = _run(flow_env, first.params, other)
+    finally:
+        flow_env.store["on"] = False
+    assert calls == []  # every stage came from the store
+    assert out["draw"]["epsilon"] == pytest.approx(first.out["draw"]["epsilon"])
+    assert read_json(other / "metrics/audit.json") == read_json(first.root / "metrics/audit.json")
+
+
+# the full backend through the same flow: a run interrupted by a crash resumes after the last finished stage --------
+def test_full_backend_flow_resumes_after_interruption(flow_env, tmp_path):
+    params = parse_params(slice_raw("full"))
+    root = make_root(tmp_path)
+    names = _names(params)
+
+    def crash(real, name, p, r):
+        raise RuntimeError("simulated interruption in swag_r2")
+
+    flow_env.hooks["swag_r2"] = crash
+    flow_env.calls.clear()
+    with pytest.raises(Exception, match="simulated interruption"):
+        flow_env.flow(params.model_dump(mode="json"), str(root), False)
+    done = names[: names.index("swag_r2")]
+    assert flow_env.calls == names[: names.index("swag_r2") + 1]
+
+    out, calls = _run(flow_env, params, root)
+    assert calls == names[len(done):], "finished stages come from the cache"
+    manifest = read_json(root / params.release / "release.json")
+    assert manifest["backend"] == "full" and manifest["epsilon"] == pytest.approx(out["draw"]["epsilon"])
+    assert (root / params.release / "tokenizer" / "vocab.txt").is_file()

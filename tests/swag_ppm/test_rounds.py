@@ -1,0 +1,192 @@
+"""Every SWAG-PPM release stage run in-process on a tiny OSHA slice (head and full-tiny backends,
+re-weighting on and off): outputs where the registry declares them, and the mechanism's invariants."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import SliceRun, run_stages
+from dprelease import registry
+from dprelease.io import read_json
+
+pytestmark = pytest.mark.slow
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(params=["head", "full"])
+def run(request) -> SliceRun:
+    return request.getfixturevalue(f"{request.param}_run")
+
+
+def _metrics(run: SliceRun, name: str) -> dict:
+    return read_json(run.path(f"metrics/{name}.json"))
+
+
+# outputs ---------------------------------------------------------------------------------------------
+def test_every_active_stage_ran(run):
+    assert list(run.summaries) == [s.name for s in registry.group(run.params, "release")]
+    assert len(run.summaries) == 14
+
+
+def test_outputs_exist_where_specs_say(run):
+    for spec in registry.group(run.params, "release"):
+        for rel in [*spec.outs, *spec.metrics, *spec.plots]:
+            assert run.path(rel).exists(), f"{spec.name}: missing output {rel}"
+        for rel in spec.outs:  # outputs are directories with content, never left empty
+            p = run.path(rel)
+            assert not p.is_dir() or any(p.iterdir()), f"{spec.name}: {rel} is empty"
+
+
+def test_no_temporary_leftovers(run):
+    leftovers = [p for p in run.root.rglob("*") if p.name.endswith((".tmp", ".old")) and p.name.startswith(".")]
+    assert leftovers == []
+
+
+def test_data_split(run):
+    data = _metrics(run, "data")
+    labels = read_json(run.path(f"{run.params.artifacts}/data/labels.json"))
+    assert data["classes"] == len(labels["codes"]) == 4
+    assert data["rows"] == 48 and data["train_rows"] + data["test_rows"] == 48
+    train = pd.read_csv(run.path(f"{run.params.artifacts}/data/train.csv"), dtype=str, keep_default_na=False)
+    assert len(train) == data["train_rows"] == sum(labels["train_sizes"])
+    assert set(train["label"]) == set(labels["codes"])
+    assert data == run.summaries["stratify"]
+
+
+# weights -------------------------------------------------------------------------------------------------
+def test_round2_weights_span_0_to_1(run):
+    """c = 1, g = 0 with min-max normalised risk: the riskiest record gets 0, the safest 1 (spec B.4)."""
+    assert (run.params.ppm.c, run.params.ppm.g, run.params.ppm.risk_norm) == (1.0, 0.0, "minmax")
+    w = np.load(run.path(f"{run.params.artifacts}/round2/weights/weights.npy"))
+    assert w.ndim == 1 and len(w) == _metrics(run, "data")["train_rows"]
+    assert np.isfinite(w).all()
+    assert w.min() == 0.0 and w.max() == 1.0
+    risk = _metrics(run, "risk")
+    assert risk["weights_zero"] >= 1 and risk["weights_one"] >= 1
+    assert risk["weight_mean"] == pytest.approx(float(w.mean()))
+
+
+def test_round3_weights_in_unit_interval(run):
+    w2 = np.load(run.path(f"{run.params.artifacts}/round2/weights/weights.npy"))
+    w3 = np.load(run.path(f"{run.params.artifacts}/round3/weights/weights.npy"))
+    assert w3.shape == w2.shape
+    assert np.isfinite(w3).all() and w3.min() >= 0.0 and w3.max() <= 1.0
+    assert (w3[w2 == 0] == 0).all()  # power form with k < 1: a zero weight stays zero
+
+
+# sensitivity and ε --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("r", [2, 3])
+def test_sensitivity_epsilon_is_twice_delta(run, r):
+    sens = _metrics(run, f"sensitivity_r{r}")
+    max_deltas = np.load(run.path(f"{run.params.artifacts}/round{r}/sensitivity/max_deltas.npy"))
+    assert len(max_deltas) == sens["draws"] == run.params.ppm.draws
+    assert sens["local_sensitivity"] == pytest.approx(float(max_deltas.max()), rel=1e-12)
+    assert sens["epsilon"] == pytest.approx(2 * sens["local_sensitivity"], rel=1e-12)
+    assert sens["local_sensitivity"] > 0
+    assert sens == run.summaries[f"sensitivity_r{r}"]
+
+
+def test_released_epsilon_at_least_round_epsilon(run):
+    rel = _metrics(run, "release")
+    r = run.params.final_round
+    sens = _metrics(run, f"sensitivity_r{r}")
+    g = rel["guarantee"]
+    assert rel["round"] == r == 3 == g["quantities"]["round"]
+    assert g["kind"] == "ppm_local_asymptotic" and g["delta"] is None and "asymptotic" in g["delta_reason"]
+    local = g["quantities"]["local_sensitivity"]
+    assert g["epsilon"] == pytest.approx(2 * local)
+    assert local >= sens["local_sensitivity"]
+    assert local >= rel["released_draw_max_loss"]
+    assert g["epsilon"] >= sens["epsilon"]
+    manifest = read_json(run.path(f"{run.params.release}/release.json"))
+    assert manifest["guarantee"] == g
+    assert manifest["epsilon_by_round"] == {f"round_{k}": _metrics(run, f"sensitivity_r{k}")["epsilon"] for k in (2, 3)}
+
+
+# audit -------------------------------------------------------------------------------------------------------
+def test_audit_metrics_in_unit_interval(run):
+    audit = _metrics(run, "audit")
+    assert audit["draws"] == run.params.audit.draws
+    assert audit["verdict"] in {"underfit", "overfit", "ok"}
+    values = {k: v for k, v in audit.items() if k not in {"draws", "verdict"}}
+    assert values and all(0.0 <= v <= 1.0 for v in values.values()), values
+    assert audit == run.summaries["audit"]
+
+
+def test_per_class_f1_one_row_per_class(run):
+    labels = read_json(run.path(f"{run.params.artifacts}/data/labels.json"))
+    tables = run.path(registry.get(run.params, "audit").outs[0])  # the audit stage's report folder
+    per_class = pd.read_csv(tables / "per_class_f1.csv", dtype={"code": str})
+    assert len(per_class) == len(labels["codes"])
+    assert sorted(per_class["code"]) == sorted(labels["codes"])
+    assert per_class["f1"].between(0, 1).all()
+    assert (tables / "quartiles.csv").is_file()
+
+
+def test_plots_are_pngs(run):
+    plots = registry.get(run.params, "audit").plots
+    assert {"plots/max_delta.png", "plots/f1_violin.png", "plots/loss_curves.png",
+            "plots/confusion_top_classes.png"} <= set(plots)
+    for rel in plots:
+        data = run.path(rel).read_bytes()
+        assert data[:8] == PNG_MAGIC, rel
+        assert len(data) > 1000, rel
+
+
+def test_full_release_holds_tokenizer(full_run):
+    from dprelease.release import check_release_folder
+
+    folder = full_run.path(full_run.params.release)
+    check_release_folder(folder)
+    assert (folder / "config.json").is_file() and (folder / "tokenizer" / "vocab.txt").is_file()
+    assert read_json(folder / "model.json")["backend"] == "full"
+
+
+def test_rerun_is_deterministic(head_run, tmp_path):
+    """Same seed, same inputs -> the same weights and the same ε (in a copy of the run's root)."""
+    root = tmp_path / "copy"
+    shutil.copytree(head_run.root, root)
+    again = run_stages(head_run.params, root, ["risk", "sensitivity_r2"])
+    a = head_run.params.artifacts
+    assert np.array_equal(np.load(root / f"{a}/round2/weights/weights.npy"),
+                          np.load(head_run.path(f"{a}/round2/weights/weights.npy")))
+    assert again["sensitivity_r2"] == head_run.summaries["sensitivity_r2"]
+
+
+# re-weighting off ----------------------------------------------------------------------------------------------
+def test_noreweight_round3_stages_write_skip_markers(noreweight_run):
+    run = noreweight_run
+    a = run.params.artifacts
+    for name in ("finetune_r3", "swag_r3", "sensitivity_r3", "reweight", "select"):
+        assert "skipped" in run.summaries[name], name
+    for folder in ("round3/finetune", "round3/swag", "round3/sensitivity", "round3/weights"):
+        files = sorted(p.name for p in (run.root / a / folder).iterdir())
+        assert files == ["skipped.json"], folder
+        assert "reweight" in read_json(run.root / a / folder / "skipped.json")["skipped"]
+    for name in ("sensitivity_r3", "reweight"):
+        assert "skipped" in _metrics(run, name)
+    # every declared output exists, so DVC is satisfied with the skipped branch
+    for spec in registry.group(run.params, "release", active_only=False):
+        for rel in [*spec.outs, *spec.metrics, *spec.plots]:
+            assert run.path(rel).exists(), f"{spec.name}: missing {rel}"
+
+
+def test_noreweight_draws_from_round2(noreweight_run):
+    run = noreweight_run
+    rel = _metrics(run, "release")
+    sens = _metrics(run, "sensitivity_r2")
+    g = rel["guarantee"]
+    assert rel["round"] == 2
+    assert g["quantities"]["local_sensitivity"] >= sens["local_sensitivity"] and g["epsilon"] >= sens["epsilon"]
+    manifest = read_json(run.path(f"{run.params.release}/release.json"))
+    assert manifest["released_from_round"] == 2
+    assert manifest["reweight"] is False and manifest["k"] is None
+    assert manifest["epsilon_by_round"] == {"round_2": sens["epsilon"]}
+    assert "reweight" not in {s.name for s in registry.group(run.params, "release")}
+    audit = _metrics(run, "audit")
+    assert all(0.0 <= v <= 1.0 for k, v in audit.items() if k not in {"draws", "verdict"})

@@ -1,0 +1,169 @@
+"""Private selection stage (spec D.10) on a head slice with a validation split: a reachable τ releases
+``<release>-selected/`` at 2ε = 4Δ̂, an unreachable τ releases nothing, the test split and a missing
+validation split are refused before any draw."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from conftest import make_root, run_stages, slice_raw
+from dprelease import registry
+from dprelease.config import parse_params
+from dprelease.io import read_json
+from dprelease.release import check_release_folder
+
+pytestmark = pytest.mark.slow
+
+VAL = 0.3
+
+
+def _params(**overrides):
+    return parse_params(slice_raw(data__validation_size=VAL, **overrides))
+
+
+@pytest.fixture(scope="module")
+def val_run(tmp_path_factory):
+    """Every active stage, in-process, on the head slice with ``data.validation_size: 0.3``."""
+    params = _params()
+    root = make_root(tmp_path_factory.mktemp("selection"))
+    summaries = run_stages(params, root, [s.name for s in registry.group(params, "release")])
+    return SimpleNamespace(params=params, root=root, summaries=summaries)
+
+
+def _copy(val_run, tmp_path: Path) -> Path:
+    root = tmp_path / "root"
+    shutil.copytree(val_run.root, root)
+    return root
+
+
+def _selected(params, root: Path) -> Path:
+    return root / (params.release + "-selected")
+
+
+# --- the validation split --------------------------------------------------------------------------------------------
+def _rows(path: Path) -> list[tuple[str, str]]:
+    df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    return sorted(zip(df["text"], df["label"]))
+
+
+def test_stratify_carves_validation_out_of_the_test_half(val_run, tmp_path):
+    data = val_run.root / val_run.params.artifacts / "data"
+    assert (data / "validation.csv").is_file()
+    assert (val_run.root / val_run.params.artifacts / "features" / "validation.safetensors").is_file()
+    plain = parse_params(slice_raw())
+    root = make_root(tmp_path)
+    run_stages(plain, root, ["stratify"])
+    plain_data = root / plain.artifacts / "data"
+    assert not (plain_data / "validation.csv").exists()
+    assert _rows(data / "train.csv") == _rows(plain_data / "train.csv")
+    assert sorted(_rows(data / "test.csv") + _rows(data / "validation.csv")) == _rows(plain_data / "test.csv")
+    summary, former = val_run.summaries["stratify"], read_json(root / "metrics/data.json")
+    assert summary["validation_rows"] == round(VAL * former["test_rows"]) > 0
+    assert summary["test_rows"] + summary["validation_rows"] == former["test_rows"]
+    assert read_json(data / "labels.json")["test_sizes"] != read_json(plain_data / "labels.json")["test_sizes"]
+    assert sum(read_json(data / "labels.json")["test_sizes"]) == summary["test_rows"]
+
+
+# --- selection ----------------------------------------------------------------------------------------------------
+def test_reachable_tau_selects_in_one_try(val_run, tmp_path):
+    from dprelease.swag_ppm.select import private_select
+
+    root = _copy(val_run, tmp_path)
+    params = _params(selection__tau=0.0)
+    summary = private_select(params, root)
+    assert summary["found"] is True and summary["tries"] == 1
+    assert summary["tau"] == 0.0 and summary["metric"] == "macro_f1"
+    assert 0.0 <= summary["best_score"] <= 1.0
+    sens = read_json(root / "metrics/sensitivity_r3.json")["local_sensitivity"]
+    g = summary["guarantee"]
+    local = g["quantities"]["local_sensitivity"]
+    assert local >= sens
+    assert g["quantities"]["epsilon_per_candidate"] == pytest.approx(2 * local)
+    assert g["epsilon"] == pytest.approx(4 * local)  # Liu–Talwar: 2ε with ε = 2Δ̂
+    assert read_json(root / "metrics/selection.json") == summary
+
+    folder = _selected(params, root)
+    check_release_folder(folder)
+    manifest = read_json(folder / "release.json")
+    assert manifest["guarantee"] == g
+    assert manifest["selection"] == {"tries": 1, "tau": 0.0, "gamma": params.selection.gamma, "metric": "macro_f1"}
+    assert "selection" in g["mechanism"]
+    assert (folder / "model.safetensors").is_file() and (folder / "labels.json").is_file()
+    # the ordinary release is untouched and cheaper
+    plain = read_json(root / params.release / "release.json")
+    assert plain["guarantee"]["epsilon"] < g["epsilon"]
+
+
+def test_selection_is_reproducible(val_run, tmp_path):
+    from dprelease.swag_ppm.select import private_select
+
+    params = _params(selection__tau=0.0)
+    a = private_select(params, _copy(val_run, tmp_path / "a"))
+    b = private_select(params, _copy(val_run, tmp_path / "b"))
+    assert a == b
+
+
+def test_unreachable_tau_releases_nothing(val_run, tmp_path):
+    from dprelease.swag_ppm.select import private_select
+
+    root = _copy(val_run, tmp_path)
+    base = _params(selection__gamma=0.5)
+    # τ ≤ 1 in params.yaml; 1.01 (above any F1) only by bypassing validation
+    params = base.model_copy(update={"selection": base.selection.model_copy(update={"tau": 1.01})})
+    summary = private_select(params, root)
+    assert summary["found"] is False and summary["tries"] >= 1
+    assert summary["best_score"] < 1.01 and summary["gamma"] == 0.5
+    assert not (_selected(params, root) / "release.json").exists()  # only a "nothing released" marker
+    assert read_json(root / "metrics/selection.json") == summary
+
+
+def test_test_split_is_refused_before_any_draw(val_run, tmp_path, monkeypatch):
+    import dprelease.swag_ppm.select as ps
+
+    touched = []
+
+    def forbid(name):
+        def _f(*a, **k):
+            touched.append(name)
+            raise AssertionError(f"{name} called")
+        return _f
+
+    for name in ("select", "backend_for", "features", "f1_summary", "iter_samples", "write_release"):
+        monkeypatch.setattr(ps, name, forbid(name))
+    root = _copy(val_run, tmp_path)
+    params = _params(selection__split="test", selection__tau=0.0)
+    with pytest.raises(ValueError, match="test split"):
+        ps.private_select(params, root)
+    assert touched == []
+    assert not _selected(params, root).exists()
+    assert not (root / "metrics/selection.json").exists()
+
+
+def test_without_validation_split_the_stage_only_leaves_a_marker(tmp_path):
+    """``dvc repro`` runs ``select`` with the default params (validation_size 0): it must succeed,
+    release nothing, and say why."""
+    from dprelease.swag_ppm.select import private_select
+
+    params = parse_params(slice_raw())  # validation_size 0
+    root = make_root(tmp_path)
+    run_stages(params, root, ["stratify", "featurize"])
+    assert not (root / params.artifacts / "features" / "validation.safetensors").exists()
+    summary = private_select(params, root)
+    assert "validation_size" in summary["skipped"]
+    assert sorted(p.name for p in _selected(params, root).iterdir()) == ["skipped.json"]
+    assert read_json(root / "metrics/selection.json") == summary
+    assert not registry.get(params, "select").active(params)  # the release flow does not run it
+
+
+def test_validation_without_features_names_validation_size(val_run, tmp_path):
+    from dprelease.swag_ppm.select import private_select
+
+    root = _copy(val_run, tmp_path)
+    (root / val_run.params.artifacts / "features" / "validation.safetensors").unlink()
+    with pytest.raises(FileNotFoundError, match="validation_size"):
+        private_select(val_run.params, root)
