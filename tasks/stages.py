@@ -12,6 +12,7 @@ from pathlib import Path
 
 from dprelease import offline  # noqa: F401  (before anything loads transformers)
 from dprelease import cache, registry, stage_store
+from dprelease.registry import run_stage
 from dprelease.config import Params
 from prefect import task
 from prefect.settings import PREFECT_HOME
@@ -32,7 +33,7 @@ def stage_task(name: str, params: dict, root: str, key: str) -> dict:
     stage = registry.get(p, name)
     summary = stage_store.restore(store_dir(), key, Path(root))
     if summary is None:
-        summary = stage.run(p, root)
+        summary = run_stage(name, p, root)
         stage_store.save(store_dir(), key, stage.produced, Path(root), summary)
     cache.mark_done(stage, p, key, root)
     return summary

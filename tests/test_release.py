@@ -12,7 +12,8 @@ import pytest
 from conftest import SliceRun
 from dprelease.cli import main as cli
 from dprelease.io import read_json
-from dprelease.release import ALLOWED, DELTA_TEXT, ReleaseError, check_release_folder
+from dprelease.errors import ReleaseError
+from dprelease.release import ALLOWED, check_release_folder
 
 pytestmark = pytest.mark.slow
 
@@ -64,10 +65,11 @@ def test_manifest_fields(head_run):
     manifest = read_json(_release(run) / "release.json")
     released = read_json(run.path("metrics/release.json"))
     data = read_json(run.path("metrics/data.json"))
-    assert "SWAG-PPM" in manifest["mechanism"]
-    assert isinstance(manifest["epsilon"], float) and manifest["epsilon"] > 0
-    assert manifest["epsilon"] == released["epsilon"]
-    assert manifest["delta"] == DELTA_TEXT == "asymptotic, not quantified"
+    g = manifest["guarantee"]
+    assert g == released["guarantee"]  # the manifest carries the one guarantee record
+    assert "SWAG-PPM" in g["mechanism"] and g["kind"] == "ppm_local_asymptotic"
+    assert isinstance(g["epsilon"], float) and g["epsilon"] > 0
+    assert g["delta"] is None and g["delta_reason"] == "asymptotic, not quantified"
     assert manifest["c"] == p.ppm.c and manifest["g"] == p.ppm.g and manifest["k"] == p.ppm.k
     assert manifest["draws"] == p.ppm.draws and manifest["seed"] == p.seed
     assert isinstance(manifest["code_version"], str) and manifest["code_version"]

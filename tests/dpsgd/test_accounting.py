@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from dprelease.accounting import ConvertedRDPAccountant, epsilon_for, noise_multiplier, steps_for
+from dprelease.dpsgd.accounting import ConvertedRDPAccountant, noise_multiplier, steps_for
+from dprelease.privacy.rdp import sampled_gaussian_epsilon as epsilon_for
 
 N, B, EPOCHS = 5346, 512, 30  # spec E.3: q = 512/5346 = 0.0958, T = ⌈30/q⌉ = 314 steps
 Q = B / N

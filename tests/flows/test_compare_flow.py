@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from conftest import ARM_STAGES, compare_raw, make_root
-from dprelease import registry
+from dprelease import cache, registry
 from dprelease.config import parse_params
 from dprelease.io import read_json
 
@@ -41,10 +41,10 @@ def compare_env():
         calls.append(name)
         return real(name, params, root)
 
-    frozen = pipeline.code_version()
+    frozen = cache.code_hash(["."])
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(ts, "run_stage", counted)
-        mp.setattr(pipeline, "code_version", lambda: frozen)
+        mp.setattr(cache, "code_hash", lambda paths: frozen)
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
         yield SimpleNamespace(fc=fc, calls=calls)
 
@@ -91,7 +91,7 @@ def test_first_run_builds_the_report(first):
 
 
 def test_first_run_runs_each_stage_once(first):
-    release = [s.name for s in pipeline.active(first.params)]
+    release = [s.name for s in registry.group(first.params, "release")]
     assert sorted(first.calls) == sorted([*release, *ARM_STAGES, "compare_report"])
     assert first.calls[: 2] == ["stratify", "featurize"]
     assert first.calls[-1] == "compare_report"
@@ -101,13 +101,14 @@ def test_first_run_runs_each_stage_once(first):
 
 
 def test_first_run_matches_the_release_epsilon(first):
-    release = read_json(first.root / "metrics/release.json")
-    dp = read_json(first.root / "metrics/dpsgd.json")
-    assert dp["target_epsilon"] == release["epsilon"]
+    release = read_json(first.root / "metrics/release.json")["guarantee"]
+    dp = read_json(first.root / "metrics/dpsgd.json")["guarantee"]
+    assert dp["kind"] == "dp_accountant"
+    assert dp["quantities"]["target_epsilon"] == release["epsilon"]
     assert dp["epsilon"] <= release["epsilon"] + 1e-6
-    for spec in pipeline.compare_specs(first.params):
-        key = pipeline.input_key(spec, first.params, first.root)
-        assert pipeline.is_current(spec, first.params, key, first.root), spec.name
+    for spec in registry.group(first.params, "compare"):
+        key = cache.input_key(spec, first.params, first.root)
+        assert cache.is_current(spec, first.params, key, first.root), spec.name
 
 
 def test_rerun_executes_no_stage(compare_env, first):
@@ -125,7 +126,7 @@ def test_new_target_reruns_only_dpsgd_and_report(compare_env, first, tmp_path):
     rc, _, calls = _main(compare_env, root, "--set", "dpsgd.target_epsilon=3.0")
     assert rc == 0
     assert sorted(calls) == ["compare_report", "dpsgd", "dpsgd_sweep"]
-    assert read_json(root / "metrics/dpsgd.json")["target_epsilon"] == 3.0
+    assert read_json(root / "metrics/dpsgd.json")["guarantee"]["quantities"]["target_epsilon"] == 3.0
     rc, _, calls = _main(compare_env, root, "--set", "dpsgd.target_epsilon=3.0")
     assert rc == 0 and calls == []
 

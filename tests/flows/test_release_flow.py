@@ -15,22 +15,21 @@ import numpy as np
 import pytest
 
 from conftest import make_root, slice_raw
-from dprelease import registry
+from dprelease import cache, registry
 from dprelease.config import parse_params
 from dprelease.io import read_json
 
 pytestmark = pytest.mark.slow
 
 UPSTREAM_OF_RISK = ["stratify", "featurize", "finetune_r1", "swag_r1"]
-REAL_CODE_VERSION = pipeline.code_version  # flow_env freezes it; the code-version tests use the real one
 
 
 @pytest.fixture(scope="module")
 def flow_env():
     """Import the flow (Prefect home already points into a tmp dir, see conftest) with counted stages.
 
-    ``pipeline.code_version`` is frozen for the module: it hashes the source tree, which other people may be
-    editing while the suite runs (and see test_code_version_ignores_bytecode)."""
+    ``cache.code_hash`` is frozen for the module: it hashes source files, which other people may be editing
+    while the suite runs (code-scoped keys have their own tests in test_cache.py)."""
     import dprelease.swag_ppm.rounds as stages_mod
     import flows.release as fr
     import tasks.stages as ts
@@ -45,7 +44,7 @@ def flow_env():
             return hooks.pop(name)(real, name, params, root)
         return real(name, params, root)
 
-    frozen = pipeline.code_version()
+    frozen = cache.code_hash(["."])
     store: dict = {"on": False}  # the shared stage store is off here (these tests count recomputation per root)
     real_restore = ts.stage_store.restore
 
@@ -55,7 +54,7 @@ def flow_env():
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(ts, "run_stage", counted)
         mp.setattr(ts.stage_store, "restore", restore)
-        mp.setattr(pipeline, "code_version", lambda: frozen)
+        mp.setattr(cache, "code_hash", lambda paths: frozen)
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
         yield SimpleNamespace(flow=fr.release_flow, calls=calls, hooks=hooks, stages=stages_mod, store=store)
 
@@ -67,7 +66,7 @@ def _run(env, params, root: Path, track: bool = False) -> tuple[dict, list[str]]
 
 
 def _names(params) -> list[str]:
-    return [s.name for s in pipeline.active(params)]
+    return [s.name for s in registry.group(params, "release")]
 
 
 def _snapshot(root: Path) -> dict[str, int]:
@@ -102,13 +101,13 @@ def test_first_run_runs_every_stage_once(first):
 
 
 def test_first_run_writes_outputs_and_stamps(first):
-    for spec in pipeline.active(first.params):
+    for spec in registry.group(first.params, "release"):
         for rel in [*spec.outs, *spec.metrics, *spec.plots]:
             assert (first.root / rel).exists(), f"{spec.name}: {rel}"
-        key = pipeline.input_key(spec, first.params, first.root)
+        key = cache.input_key(spec, first.params, first.root)
         stamp = first.root / first.params.artifacts / ".stamps" / f"{spec.name}.json"
         assert read_json(stamp)["key"] == key, spec.name
-        assert pipeline.is_current(spec, first.params, key, first.root)
+        assert cache.is_current(spec, first.params, key, first.root)
 
 
 def test_first_run_tracks_to_mlflow_under_root(first):
@@ -126,7 +125,10 @@ def test_first_run_tracks_to_mlflow_under_root(first):
     for r in (2, 3):
         sens = read_json(first.root / f"metrics/sensitivity_r{r}.json")
         assert run.data.metrics[f"epsilon_round{r}"] == pytest.approx(sens["epsilon"])
-    assert run.data.metrics["release.epsilon"] == pytest.approx(first.out["draw"]["epsilon"])
+    assert run.data.metrics["release.epsilon"] == pytest.approx(first.out["draw"]["guarantee"]["epsilon"])
+    assert run.data.metrics["release.local_sensitivity"] == pytest.approx(
+        first.out["draw"]["guarantee"]["quantities"]["local_sensitivity"])
+    assert run.data.tags["guarantee"] == "ppm_local_asymptotic"
     assert run.data.tags["delta"] == "asymptotic, not quantified"
     assert run.data.params["ppm.c"] == "1.0"
 
@@ -184,7 +186,7 @@ def test_resume_after_crash_mid_stage(flow_env, tmp_path):
 
     out, calls = _run(flow_env, params, root)
     assert calls == names[crash_at:], "stages before the crash must come from the cache"
-    for spec in pipeline.active(params):
+    for spec in registry.group(params, "release"):
         for rel in [*spec.outs, *spec.metrics, *spec.plots]:
             assert (root / rel).exists(), f"{spec.name}: {rel}"
     assert out["sensitivity_r2"] == read_json(root / "metrics/sensitivity_r2.json")
@@ -229,33 +231,8 @@ def test_outputs_rewritten_outside_the_flow_are_not_trusted(flow_env, first, tmp
     assert "risk" in calls and w.max() == 1.0
 
 
-# the code version in every cache key ---------------------------------------------------------------------------------
-def test_code_version_ignores_bytecode(tmp_path, monkeypatch):
-    code = tmp_path / "dprelease"
-    shutil.copytree(pipeline.CODE_DIR, code, ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(pipeline, "CODE_DIR", code)
-    monkeypatch.setattr(pipeline, "code_version", REAL_CODE_VERSION)
-    before = pipeline.code_version()
-    (code / "__pycache__").mkdir()
-    (code / "__pycache__" / "stages.cpython-311.pyc").write_bytes(b"\x00bytecode")
-    assert pipeline.code_version() == before
-
-
-def test_code_version_tracks_source(tmp_path, monkeypatch):
-    code = tmp_path / "dprelease"
-    shutil.copytree(pipeline.CODE_DIR, code, ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(pipeline, "CODE_DIR", code)
-    monkeypatch.setattr(pipeline, "code_version", REAL_CODE_VERSION)
-    before = pipeline.code_version()
-    with open(code / "stages.py", "a", encoding="utf-8") as fh:
-        fh.write("\n# changed\n")
-    assert pipeline.code_version() != before
-
-
 # the stage store: a second root with the same inputs restores every stage instead of recomputing it ----------------
 def test_second_root_restores_from_stage_store(flow_env, first, tmp_path):
-    import shutil
-
     other = tmp_path / "other"
     other.mkdir()
     shutil.copy2(first.root / "params.yaml", other / "params.yaml") if (first.root / "params.yaml").exists() else None
@@ -269,7 +246,7 @@ def test_second_root_restores_from_stage_store(flow_env, first, tmp_path):
     finally:
         flow_env.store["on"] = False
     assert calls == []  # every stage came from the store
-    assert out["draw"]["epsilon"] == pytest.approx(first.out["draw"]["epsilon"])
+    assert out["draw"]["guarantee"] == first.out["draw"]["guarantee"]
     assert read_json(other / "metrics/audit.json") == read_json(first.root / "metrics/audit.json")
 
 
@@ -292,5 +269,5 @@ def test_full_backend_flow_resumes_after_interruption(flow_env, tmp_path):
     out, calls = _run(flow_env, params, root)
     assert calls == names[len(done):], "finished stages come from the cache"
     manifest = read_json(root / params.release / "release.json")
-    assert manifest["backend"] == "full" and manifest["epsilon"] == pytest.approx(out["draw"]["epsilon"])
+    assert manifest["backend"] == "full" and manifest["guarantee"] == out["draw"]["guarantee"]
     assert (root / params.release / "tokenizer" / "vocab.txt").is_file()

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from conftest import compare_raw, copy_root, run_stages
-from dprelease import report
+from dprelease.reports import compare as report
 from dprelease.config import parse_params
 from dprelease.io import read_json
 
@@ -19,10 +19,14 @@ OUTPUTS = {"report.md", "table1.csv", "quartiles.csv", "delta_sweep.csv", "per_c
 PRIVATE_ARMS = {"swag_ppm", "swag_ppm_reweighted", "dpsgd"}
 
 
+def _guarantee(root, arm: str) -> dict:
+    """The arm's guarantee record: what the report must read (never re-derive)."""
+    name = "release" if arm == "swag_ppm_reweighted" else arm
+    return read_json(root / f"metrics/{name}.json")["guarantee"]
+
+
 def _expected_epsilon(root, arm: str) -> float | None:
-    if arm == "swag_ppm_reweighted":
-        return read_json(root / "metrics/release.json")["epsilon"]
-    return read_json(root / f"metrics/{arm}.json")["epsilon"]
+    return _guarantee(root, arm)["epsilon"]
 
 
 def _expected_f1(root, arm: str) -> tuple[float, float]:
@@ -52,7 +56,7 @@ def test_report_files(reported):
 def test_table1_one_row_per_arm_in_order(reported):
     root, params, _ = reported
     t1 = pd.read_csv(root / "reports/compare/table1.csv")
-    assert list(t1.columns) == ["model", "epsilon", "delta", "weighted F1", "macro F1"]
+    assert list(t1.columns) == ["model", "epsilon", "delta", "guarantee", "weighted F1", "macro F1"]
     assert list(t1["model"]) == [report.LABELS[a] for a in params.compare.arms]
     for arm, row in zip(params.compare.arms, t1.to_dict("records")):
         eps = _expected_epsilon(root, arm)
@@ -64,10 +68,12 @@ def test_table1_one_row_per_arm_in_order(reported):
         assert row["weighted F1"] == pytest.approx(weighted, rel=1e-12), arm
         assert row["macro F1"] == pytest.approx(macro, rel=1e-12), arm
     rows = dict(zip(params.compare.arms, t1.to_dict("records")))
-    assert rows["swag_ppm_reweighted"]["epsilon"] == read_json(root / "metrics/release.json")["epsilon"]
+    assert rows["swag_ppm_reweighted"]["epsilon"] == _expected_epsilon(root, "swag_ppm_reweighted")
     assert rows["swag_ppm"]["delta"] == rows["swag_ppm_reweighted"]["delta"] == "asymptotic, not quantified"
-    dp_delta = read_json(root / "metrics/dpsgd.json")["delta"]
-    assert float(rows["dpsgd"]["delta"]) == pytest.approx(dp_delta, rel=0.05)
+    assert rows["nonprivate"]["delta"] == "none (not private)" and rows["nonprivate"]["guarantee"] == "none"
+    assert float(rows["dpsgd"]["delta"]) == pytest.approx(_guarantee(root, "dpsgd")["delta"], rel=1e-12)
+    assert rows["dpsgd"]["guarantee"] == "dp_accountant"
+    assert rows["swag_ppm"]["guarantee"] == rows["swag_ppm_reweighted"]["guarantee"] == "ppm_local_asymptotic"
 
 
 def test_quartiles_and_delta_sweep_tables(reported):
@@ -192,11 +198,12 @@ def test_compare_run_has_one_child_per_arm(logged):
         else:
             assert "epsilon" not in metrics
         if arm == "dpsgd":
-            dp = read_json(root / "metrics/dpsgd.json")
-            assert metrics["noise_multiplier"] == pytest.approx(dp["noise_multiplier"])
-            assert metrics["target_epsilon"] == pytest.approx(dp["target_epsilon"])
+            dp = _guarantee(root, "dpsgd")
+            assert metrics["noise_multiplier"] == pytest.approx(dp["quantities"]["noise_multiplier"])
+            assert metrics["target_epsilon"] == pytest.approx(dp["quantities"]["target_epsilon"])
+            assert metrics["delta"] == pytest.approx(dp["delta"])
         assert any("quartile" in k for k in metrics), arm
-        assert "delta" in child.data.params
+        assert child.data.tags["delta"] and child.data.tags["guarantee"] == _guarantee(root, arm)["kind"]
 
 
 def test_compare_run_logs_no_per_record_data(logged):
