@@ -137,6 +137,8 @@ def test_test_split_is_refused_before_any_draw(val_run, tmp_path, monkeypatch):
         monkeypatch.setattr(ps, name, forbid(name))
     root = _copy(val_run, tmp_path)
     params = _params(selection__split="test", selection__tau=0.0)
+    shutil.rmtree(_selected(params, root), ignore_errors=True)  # the fixture's run selected with the defaults
+    (root / "metrics/selection.json").unlink(missing_ok=True)
     with pytest.raises(ValueError, match="test split"):
         ps.private_select(params, root)
     assert touched == []

@@ -1,0 +1,130 @@
+"""Code-scoped cache keys: a stage's key hashes the params it reads, its inputs and only the code it
+declares. Editing a plot must not re-run a posterior pass; editing the PPM maths must re-run every
+stage that uses it. A traced run checks the declarations: the package code a stage executes is
+always inside the code it declares."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import make_root, slice_raw
+from dprelease import cache, registry
+from dprelease.config import parse_params
+
+PARAMS = parse_params(slice_raw())
+
+
+@pytest.fixture
+def package_copy(tmp_path, monkeypatch) -> Path:
+    """A copy of the package source that the key functions hash instead of the real one."""
+    code = tmp_path / "dprelease"
+    shutil.copytree(cache.PACKAGE_DIR, code, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(cache, "PACKAGE_DIR", code)
+    return code
+
+
+def _keys(root: Path) -> dict[str, str]:
+    return {s.name: cache.input_key(s, PARAMS, root) for s in registry.stages(PARAMS)}
+
+
+def _edit(path: Path) -> None:
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write("\n# edited\n")
+
+
+def _changed(before: dict, after: dict) -> set[str]:
+    return {name for name in before if before[name] != after[name]}
+
+
+def test_editing_a_plot_reruns_only_plotting_stages(package_copy, tmp_path):
+    before = _keys(tmp_path)
+    _edit(package_copy / "plots.py")
+    changed = _changed(before, _keys(tmp_path))
+    assert changed == {"audit", "compare_report"}
+    assert not changed & {"risk", "sensitivity_r2", "sensitivity_r3"}  # no posterior pass
+
+
+def test_editing_the_ppm_maths_reruns_every_stage_that_uses_it(package_copy, tmp_path):
+    before = _keys(tmp_path)
+    _edit(package_copy / "swag_ppm" / "ppm.py")
+    changed = _changed(before, _keys(tmp_path))
+    assert {"risk", "sensitivity_r2", "sensitivity_r3", "reweight", "draw", "select", "swag_ppm"} <= changed
+    assert not changed & {"stratify", "featurize", "finetune_r1", "swag_r1", "nonprivate", "dpsgd"}
+
+
+def test_editing_common_code_reruns_everything(package_copy, tmp_path):
+    before = _keys(tmp_path)
+    _edit(package_copy / "seeds.py")
+    assert _changed(before, _keys(tmp_path)) == set(before)
+
+
+def test_bytecode_and_unrelated_files_do_not_change_keys(package_copy, tmp_path):
+    before = _keys(tmp_path)
+    (package_copy / "__pycache__").mkdir(exist_ok=True)
+    (package_copy / "__pycache__" / "plots.cpython-311.pyc").write_bytes(b"\x00bytecode")
+    (package_copy / "swag_ppm" / "notes.txt").write_text("not code", encoding="utf-8")
+    assert _keys(tmp_path) == before
+
+
+def test_key_follows_params_and_inputs(tmp_path):
+    risk = registry.get(PARAMS, "risk")
+    key = cache.input_key(risk, PARAMS, tmp_path)
+    assert cache.input_key(risk, parse_params(slice_raw(ppm__c=0.8)), tmp_path) != key
+    assert cache.input_key(risk, parse_params(slice_raw(audit__draws=5)), tmp_path) == key  # a param it does not read
+    swag = tmp_path / PARAMS.artifacts / "round1" / "swag"
+    swag.mkdir(parents=True)
+    (swag / "moments.safetensors").write_bytes(b"x")
+    assert cache.input_key(risk, PARAMS, tmp_path) != key
+
+
+def test_package_version_hashes_the_whole_package(package_copy):
+    before = cache.package_version()
+    _edit(package_copy / "plots.py")
+    assert cache.package_version() != before and len(before) == 16
+
+
+# the declarations checked against what actually runs -------------------------------------------------------
+def _trace(fn) -> set[str]:
+    """Package-relative source files in which a function ran while ``fn`` ran (this thread)."""
+    pkg = str(cache.PACKAGE_DIR) + "/"
+    seen: set[str] = set()
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename.startswith(pkg):
+            seen.add(frame.f_code.co_filename)
+
+    sys.setprofile(profile)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return {Path(f).relative_to(cache.PACKAGE_DIR).as_posix() for f in seen}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["head", "full"])
+def test_code_a_stage_runs_is_code_it_declares(backend, tmp_path):
+    """Every stage of both flows, run on a fresh slice root (validation split on, so ``select`` runs):
+    the package files whose functions executed ⊆ the stage's declared code."""
+    from conftest import COMPARE
+
+    raw = slice_raw(backend, data__validation_size=0.3, selection__tau=0.0)
+    raw.update(COMPARE)
+    params = parse_params(raw)
+    root = make_root(tmp_path)
+    stages = registry.group(params, "release") + registry.group(params, "compare")
+    assert "select" in [s.name for s in stages]
+    used = {}
+    for s in stages:
+        used[s.name] = _trace(lambda: s.run(params, root))
+        declared = {f.relative_to(cache.PACKAGE_DIR).as_posix() for f in cache.code_files(s.all_code)}
+        assert used[s.name] <= declared, f"{s.name} ran code it does not declare: {sorted(used[s.name] - declared)}"
+    # the trace sees what it should (so the check above is not vacuous)
+    assert {"swag_ppm/passes.py", "swag_ppm/ppm.py", f"backends/{backend}.py"} <= used["risk"]
+    assert "plots.py" in used["audit"] and "plots.py" not in used["risk"]
+    assert {"dpsgd/train.py", "dpsgd/accounting.py", "privacy/rdp.py"} <= used["dpsgd"]
+    assert {"swag_ppm/select.py", "privacy/selection.py", "release.py"} <= used["select"]

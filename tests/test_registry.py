@@ -1,0 +1,125 @@
+"""The one stage registry and its three consumers agree: ``dprelease stage NAME`` (run_stage), the
+Prefect tasks (``tasks/stages.py``) and the generated ``dvc.yaml``; every stage declares its code."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from conftest import ROOT, slice_raw
+from dprelease import registry
+from dprelease.cache import PACKAGE_DIR, code_files
+from dprelease.config import load_params, parse_params
+from dprelease.stage import COMMON_CODE
+
+DEFAULT = load_params(ROOT / "params.yaml")
+
+
+def _dvc() -> dict:
+    return yaml.safe_load((ROOT / "dvc.yaml").read_text(encoding="utf-8"))
+
+
+def test_dvc_yaml_in_sync_with_the_registry():
+    expected = registry.dvc_yaml(DEFAULT)
+    actual = _dvc()
+    assert actual == expected, "dvc.yaml is out of date; regenerate it with `dprelease dvc-yaml`"
+    assert json.loads(json.dumps(actual)) == actual  # plain YAML types only
+
+
+def test_dvc_yaml_has_exactly_the_registered_stages_plus_track():
+    assert list(_dvc()["stages"]) == [s.name for s in registry.stages(DEFAULT)] + ["track"]
+
+
+def test_every_dvc_stage_lists_its_code():
+    stages = _dvc()["stages"]
+    for s in registry.stages(DEFAULT):
+        entry = stages[s.name]
+        assert entry["cmd"] == f"dprelease stage {s.name}"
+        code = [d for d in entry["deps"] if d.startswith("src/dprelease/")]
+        assert code == [f"src/dprelease/{p}" for p in s.all_code], s.name
+        assert {f"src/dprelease/{c}" for c in COMMON_CODE} <= set(code), s.name
+        assert any(d.startswith(f"src/dprelease/{s.module.split('.')[1]}") or
+                   d == f"src/dprelease/{s.module.split('.')[1]}.py" for d in code), (s.name, s.module)
+        for rel in code:  # every declared path exists in the checkout
+            assert (ROOT / rel).exists(), rel
+
+
+def test_declared_code_resolves_to_source_files():
+    for s in registry.stages(DEFAULT):
+        files = code_files(s.all_code)
+        assert files and all(f.suffix in {".py", ".csv"} for f in files), s.name
+        assert all("__pycache__" not in f.parts and PACKAGE_DIR in f.parents for f in files), s.name
+    with pytest.raises(FileNotFoundError, match="nope.py"):
+        code_files(["nope.py"])
+
+
+def test_the_run_functions_module_is_part_of_the_declared_code():
+    """A stage whose own module could change without changing its key would give stale results."""
+    for s in registry.stages(DEFAULT):
+        rel = s.module.removeprefix("dprelease.").replace(".", "/") + ".py"
+        assert PACKAGE_DIR / rel in code_files(s.all_code), (s.name, rel)
+
+
+def test_stage_names_unique_and_groups_known():
+    names = [s.name for s in registry.stages(DEFAULT)]
+    assert len(names) == len(set(names))
+    assert {s.group for s in registry.stages(DEFAULT)} == {"release", "compare"}
+    # the stage set and order the release flow runs with the default params (select needs a validation split)
+    assert [s.name for s in registry.group(DEFAULT, "release")] == [
+        "stratify", "featurize", "finetune_r1", "swag_r1", "risk", "finetune_r2", "swag_r2", "sensitivity_r2",
+        "reweight", "finetune_r3", "swag_r3", "sensitivity_r3", "draw", "audit"]
+    assert [s.name for s in registry.group(DEFAULT, "compare")] == [
+        "swag_ppm", "nonprivate", "dpsgd", "dpsgd_sweep", "compare_report"]
+
+
+def test_active_stages_follow_params():
+    off = parse_params(slice_raw(ppm__reweight=False))
+    names = [s.name for s in registry.group(off, "release")]
+    assert not {"reweight", "finetune_r3", "swag_r3", "sensitivity_r3", "select"} & set(names)
+    val = parse_params(slice_raw(data__validation_size=0.2))
+    assert "select" in [s.name for s in registry.group(val, "release")]
+    everything = [s.name for s in registry.group(off, "release", active_only=False)]
+    assert {"reweight", "select"} <= set(everything)
+
+
+def test_select_is_a_graph_stage():
+    s = registry.get(DEFAULT, "select")
+    assert s.outs == ["release-selected"] and s.metrics == ["metrics/selection.json"]
+    assert "selection" in s.params and "release" in s.params
+    assert "select" in _dvc()["stages"]
+
+
+def test_release_path_in_the_draw_stage():
+    p = parse_params({"release": "shipping/v2"})
+    draw = registry.get(p, "draw")
+    assert "shipping/v2" in draw.outs and "release" in draw.params
+    assert registry.get(p, "select").outs == ["shipping/v2-selected"]
+
+
+def test_unknown_stage_is_one_line():
+    with pytest.raises(KeyError, match="unknown stage 'nope'") as info:
+        registry.get(DEFAULT, "nope")
+    assert "\n" not in str(info.value)
+
+
+def test_prefect_tasks_prepare_every_registered_stage(tmp_path):
+    """The Prefect side has no stage list of its own: every registry stage gets a task and a key."""
+    import tasks.stages as ts
+
+    for s in registry.stages(DEFAULT):
+        task, args = ts._prepared(s.name, DEFAULT, tmp_path)
+        assert task.name == s.name and args[0] == s.name
+        assert args[3].startswith(f"{s.name}-")
+    assert ts.run_stage is registry.run_stage
+
+
+def test_no_other_dispatcher_remains():
+    """Stage dispatch lives in the registry only: no name → function tables elsewhere."""
+    needles = ("STAGE_FUNCS", "ROUND_FUNCS", "ARM_FUNCS", "def run_stage")
+    for path in [*PACKAGE_DIR.rglob("*.py"), *(ROOT / "tasks").rglob("*.py"), *(ROOT / "flows").rglob("*.py")]:
+        if path.name == "registry.py":
+            continue
+        text = path.read_text(encoding="utf-8")
+        assert not any(n in text for n in needles), path
