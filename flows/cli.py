@@ -4,15 +4,21 @@ cheap checks that run before Prefect starts, and one-line errors (exit code 2)."
 from __future__ import annotations
 
 import argparse
+import logging
+import shutil
+import signal
 import sys
 from pathlib import Path
 from typing import Callable
 
 import yaml
 
-from dprelease import offline
+from dprelease import offline, stage_store
 from dprelease.config import Params, load_params
 from dprelease.errors import ConfigError, OneLineError
+from dprelease.io import LEFTOVER_SUFFIXES, clean_leftovers
+from dprelease.layout import check_release_path
+from dprelease.locks import root_lock
 
 
 def parser(doc: str | None) -> argparse.ArgumentParser:
@@ -34,19 +40,70 @@ def parse_overrides(items: list[str]) -> dict:
     return overrides
 
 
+EXIT_ERROR = 2  # bad input, bad params, a busy root: one line on stderr, nothing released
+EXIT_UNTRACKED = 3  # the release (or report) is written and fine; only the MLflow logging failed
+QUIET_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")  # their failure tracebacks; we print one line
+
+
+def _terminate(signum, frame) -> None:
+    raise SystemExit(128 + signum)  # unwind: locks, MLflow runs and Prefect's server are closed on the way out
+
+
 def run(args: argparse.Namespace, check: Callable[[Params], None], go: Callable[[Params], dict]) -> tuple[int, Params | None, dict | None]:
-    """Load and validate params, run ``check`` (cheap, before Prefect starts), then ``go``.
-    Returns (exit code, params, result); errors print one line and give exit code 2."""
+    """Load and validate params, run ``check`` (cheap, before Prefect starts), then ``go`` while holding
+    the project root (one run per root). Returns (exit code, params, result); errors print one line and
+    give :data:`EXIT_ERROR`."""
     offline.quiet()
+    signal.signal(signal.SIGTERM, _terminate)
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
         params = load_params(Path(args.root) / args.params, parse_overrides(args.set))
         if not (Path(args.root) / params.data.path).is_file():
             raise ConfigError(f"data.path: file not found: {params.data.path}")
+        check_release_path(params, args.root)
         check(params)
-        return 0, params, go(params)
+        with root_lock(args.root):
+            _clean(params, Path(args.root))
+            return 0, params, go(params)
     except (OneLineError, ValueError, FileNotFoundError) as err:
-        print(f"dprelease: error: {err}", file=sys.stderr)
-        return 2, None, None
+        print(f"dprelease: error: {one_line(err)}", file=sys.stderr)
+        return EXIT_ERROR, None, None
+
+
+def one_line(err: BaseException) -> str:
+    return " ".join(str(err).split()) or type(err).__name__
+
+
+def _clean(params: Params, root: Path) -> None:
+    """Leftovers of interrupted runs on this root (safe: we hold the root) and stale half-written store
+    entries (shared between roots, so only old ones)."""
+    for folder in (params.artifacts, "metrics", "plots", "reports", "runs"):
+        clean_leftovers(root / folder)
+    release = (root / params.release)
+    for p in release.parent.glob(f".{release.name}*"):
+        if p.name.endswith(LEFTOVER_SUFFIXES):
+            shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+    from tasks.stages import store_dir
+
+    stage_store.clean_partial(store_dir())
+
+
+def tracked(out: dict, log: Callable[[], str]) -> None:
+    """Log to MLflow; a failure is recorded (one line) instead of failing a run whose outputs are fine."""
+    try:
+        out["mlflow_run_id"] = log()
+    except Exception as err:  # noqa: BLE001 - any tracking failure leaves the release valid
+        out["mlflow_error"] = f"{type(err).__name__}: {one_line(err)}"[:300]
+
+
+def tracking_status(result: dict, what: str = "release") -> int:
+    """One line and :data:`EXIT_UNTRACKED` if MLflow logging failed, else 0."""
+    if result.get("mlflow_error"):
+        print(f"dprelease: warning: the {what} is written and valid, but MLflow logging failed "
+              f"({result['mlflow_error']}); log it later with `dprelease track`", file=sys.stderr)
+        return EXIT_UNTRACKED
+    return 0
 
 
 def print_report(report: Path, result: dict, seconds: float, children: str) -> None:

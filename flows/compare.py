@@ -67,7 +67,7 @@ def compare_flow(params: dict, root: str = ".", track: bool = True) -> dict:
     if track:
         from tasks.stages import track_compare_task
 
-        out["mlflow_run_id"] = track_compare_task(params, root)
+        cli.tracked(out, lambda: track_compare_task(params, root))
     return out
 
 
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         return code
     report = Layout.from_params(params, args.root).reports / "compare" / "report.md"
     cli.print_report(report, result, time.perf_counter() - start, "arm")
-    return 0
+    return cli.tracking_status(result, "comparison report")
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ def release_flow(params: dict, root: str = ".", track: bool = True) -> dict:
         out[spec.name] = run_stage_task(spec.name, p, root)
         out["timings"][spec.name] = round(time.perf_counter() - start, 2)
     if track:
-        out["mlflow_run_id"] = track_task(params, root)
+        cli.tracked(out, lambda: track_task(params, root))
     return out
 
 
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     write_json(Path(args.root) / "metrics" / "timings.json",
                {"flow_seconds": round(seconds, 2), "stages": list(result["timings"].items())})
     print_summary(params, args.root, result, seconds)
-    return 0
+    return cli.tracking_status(result, "release")
 
 
 if __name__ == "__main__":

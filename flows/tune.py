@@ -95,7 +95,7 @@ def tune_flow(params: dict, root: str = ".", mode: str = "search", track: bool =
     if track:
         from dprelease.tracking import log_tune_run
 
-        result["mlflow_run_id"] = log_tune_run(p, root, result)
+        cli.tracked(result, lambda: log_tune_run(p, root, result))
     return result
 
 
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         return code
     report = Path(args.root) / "reports" / "tune" / f"{args.mode}.md"
     cli.print_report(report, result, time.perf_counter() - start, "tuning run")
-    return 0
+    return cli.tracking_status(result, "tuning report")
 
 
 if __name__ == "__main__":

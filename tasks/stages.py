@@ -12,10 +12,15 @@ from pathlib import Path
 
 from dprelease import offline  # noqa: F401  (before anything loads transformers)
 from dprelease import cache, registry, stage_store
-from dprelease.registry import run_stage
 from dprelease.config import Params
+from dprelease.io import private_dir
+from dprelease.registry import run_stage
 from prefect import task
 from prefect.settings import PREFECT_HOME
+
+from . import server_guard
+
+server_guard.install()
 
 
 def _cache_key(_context, parameters: dict) -> str:
@@ -27,10 +32,13 @@ def store_dir() -> Path:
     return Path(PREFECT_HOME.value()) / "stage-store"
 
 
-@task(cache_key_fn=_cache_key, persist_result=True)
+@task(cache_key_fn=_cache_key, persist_result=True, result_serializer="json")
 def stage_task(name: str, params: dict, root: str, key: str) -> dict:
+    """Restore the stage's outputs from the store (verified) or run it and store them. Results are
+    persisted as JSON (never pickle: a replaced result file must not be able to run code)."""
     p = Params.model_validate(params)
     stage = registry.get(p, name)
+    private_dir(Path(root) / p.artifacts)
     summary = stage_store.restore(store_dir(), key, Path(root))
     if summary is None:
         summary = run_stage(name, p, root)

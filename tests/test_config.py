@@ -175,3 +175,19 @@ def test_overrides_do_not_mutate_the_input():
     raw = {"ppm": {"c": 1.0}}
     parse_params(raw, {"ppm.c": 0.8})
     assert raw == {"ppm": {"c": 1.0}}
+
+
+def test_too_few_posterior_draws_for_an_epsilon_are_refused():
+    """Δ̂ is a max over S draws; a fresh draw exceeds it with probability 1/(S+1) (TRUST.md O)."""
+    with pytest.raises(ConfigError, match="ppm.draws: at least 100") as info:
+        parse_params({"ppm": {"draws": 2}})
+    assert "\n" not in str(info.value) and "1/(S+1)" in str(info.value)
+    assert parse_params({"ppm": {"draws": 100}}).ppm.draws == 100
+    assert parse_params({"ppm": {"draws": 2, "smoke_test": True}}).ppm.draws == 2
+
+
+def test_data_encoding_choices():
+    assert parse_params({}).data.encoding == "auto"
+    assert parse_params({"data": {"encoding": "cp1252"}}).data.encoding == "cp1252"
+    with pytest.raises(ConfigError, match="data.encoding"):
+        parse_params({"data": {"encoding": "latin-9"}})

@@ -32,9 +32,12 @@ def main(argv: list[str] | None = None) -> int:
     offline.quiet()
     try:
         if args.command == "stage":
+            from .locks import root_lock
             from .registry import run_stage
 
-            summary = run_stage(args.name, load_params(args.params))
+            params = load_params(args.params)
+            with root_lock(".", f"dprelease stage {args.name}"):
+                summary = run_stage(args.name, params)
             print(f"{args.name}: " + ", ".join(f"{k}={_fmt(v)}" for k, v in summary.items()))
         elif args.command == "predict":
             from .release import predict
@@ -55,7 +58,11 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "track":
             from .tracking import log_pipeline_run
 
-            run_id = log_pipeline_run(load_params(args.params))
+            from .locks import root_lock
+
+            params = load_params(args.params)
+            with root_lock(".", "dprelease track"):
+                run_id = log_pipeline_run(params)
             print(f"MLflow run {run_id}")
     except (OneLineError, KeyError, FileNotFoundError, ValueError) as err:
         msg = err.args[0] if isinstance(err, KeyError) and err.args else err

@@ -30,6 +30,8 @@ class DataParams(_Strict):
     validation_size: float = Field(0.0, ge=0.0, lt=1.0,
                                    description="fraction of the held-out half kept apart for private selection")
     limit_classes: int | None = Field(None, ge=2, description="keep only the N largest classes (small slices for tests)")
+    encoding: Literal["auto", "utf-8", "cp1252"] = Field(
+        "auto", description="auto: strict UTF-8, or cp1252 for a file with no UTF-8 multi-byte sequence at all")
 
 
 class FeatureParams(_Strict):
@@ -74,8 +76,12 @@ class ModelParams(_Strict):
     full: FullParams = FullParams()
 
 
+MIN_DRAWS = 100  # a fresh draw exceeds the max of S exchangeable draws with probability 1/(S + 1) (TRUST O)
+
+
 class PPMParams(_Strict):
     draws: int = Field(500, ge=2, description="posterior draws for risk and sensitivity")
+    smoke_test: bool = Field(False, description="allow fewer than MIN_DRAWS draws (tests only: ε not meaningful)")
     c: float = Field(1.0, gt=0.0, le=2.0, description="weight slope")
     g: float = Field(0.0, ge=-1.0, le=1.0, description="weight offset")
     risk_norm: Literal["minmax", "divmax"] = "minmax"
@@ -83,6 +89,16 @@ class PPMParams(_Strict):
     k: float = Field(0.95, ge=0.0, le=1.0)
     reweight_form: Literal["power", "additive"] = "power"
     draw_batch: int = Field(50, ge=1, description="draws evaluated together when the backend batches")
+
+    @model_validator(mode="after")
+    def _enough_draws(self) -> "PPMParams":
+        # Δ̂ = max over S draws understates the supremum: a fresh draw's M exceeds it with probability
+        # 1/(S + 1) (order statistics, TRUST.md O), 33 % at S = 2 and under 1 % from S = 100.
+        if self.draws < MIN_DRAWS and not self.smoke_test:
+            raise ValueError(f"ppm.draws: at least {MIN_DRAWS} posterior draws are needed for an ε (a new draw "
+                             f"exceeds the max of S draws with probability 1/(S+1)); got {self.draws} "
+                             "(ppm.smoke_test: true allows fewer, for tests only)")
+        return self
 
 
 class AuditParams(_Strict):
@@ -176,6 +192,7 @@ class Params(_Strict):
     seed: int = Field(2025, ge=0)
     artifacts: str = "artifacts"
     release: str = "release"
+    force_release_path: bool = Field(False, description="allow replacing an existing folder that is not a release")
     data: DataParams = DataParams()
     features: FeatureParams = FeatureParams()
     model: ModelParams = ModelParams()

@@ -1,7 +1,10 @@
-"""Atomic artifact writes and content hashes.
+"""Atomic artifact writes, private permissions, leftovers of interrupted writes, content hashes.
 
 Every artifact is written to a temporary sibling and renamed into place, so a killed stage never
-leaves a half-written file that a later stage (or a cache) would trust.
+leaves a half-written file that a later stage (or a cache) would trust. Private artifacts (narratives,
+embeddings, SWAG moments, risks, weights) are written with ``private=True``: folders 0700, files 0600,
+whatever the umask. Temporary siblings are named ``.<name>.*.tmp`` (and ``.<name>.old`` during a swap),
+so :func:`clean_leftovers` can remove what a killed run left behind.
 """
 
 from __future__ import annotations
@@ -39,15 +42,44 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
             tmp_path.unlink()
 
 
-@contextlib.contextmanager
-def atomic_dir(path: str | Path) -> Iterator[Path]:
-    """Yield a temporary directory; it replaces ``path`` (whole) only if the block succeeds."""
+LEFTOVER_SUFFIXES = (".tmp", ".old", ".restore")
+
+
+def make_private(path: str | Path) -> None:
+    """Folders 0700 and files 0600, recursively (owner only)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir():
+        os.chmod(path, 0o700)
+        for p in path.rglob("*"):
+            os.chmod(p, 0o700 if p.is_dir() else 0o600)
+    elif path.exists():
+        os.chmod(path, 0o600)
+
+
+def private_dir(path: str | Path) -> Path:
+    """Create ``path`` (and parents) as an owner-only folder."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | Path, *, private: bool = False) -> Iterator[Path]:
+    """Yield a temporary directory; it replaces ``path`` (whole) only if the block succeeds.
+    ``private``: the folder (and its parent) owner-only, files 0600."""
+    path = Path(path)
+    if private:
+        private_dir(path.parent)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     try:
         yield tmp
-        os.chmod(tmp, 0o777 & ~_UMASK)
+        if private:
+            make_private(tmp)
+        else:
+            os.chmod(tmp, 0o777 & ~_UMASK)
         if path.exists():
             old = path.with_name(f".{path.name}.old")
             shutil.rmtree(old, ignore_errors=True)
@@ -58,6 +90,22 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
             os.replace(tmp, path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def clean_leftovers(folder: str | Path) -> list[Path]:
+    """Remove what interrupted atomic writes left under ``folder`` (``.*.tmp``, ``.*.old``,
+    ``.*.restore``); returns what was removed. Only call it while no other run writes there."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    found = [p for p in folder.rglob(".*") if p.name.endswith(LEFTOVER_SUFFIXES)]
+    removed = []
+    for p in sorted(found, key=lambda q: len(q.parts)):
+        if not p.exists() and not p.is_symlink():
+            continue  # inside a leftover folder removed just before
+        shutil.rmtree(p, ignore_errors=True) if p.is_dir() and not p.is_symlink() else p.unlink(missing_ok=True)
+        removed.append(p)
+    return removed
 
 
 def write_json(path: str | Path, obj: Any) -> None:
@@ -75,8 +123,8 @@ def file_hash(path: str | Path, chunk: int = 1 << 20) -> str:
     h = hashlib.sha256()
     files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
     for f in files:
-        if path.is_dir():
-            h.update(str(f.relative_to(path)).encode())
+        if path.is_dir():  # name and size framed, so (name, content) pairs cannot run together
+            h.update(f.relative_to(path).as_posix().encode() + b"\0" + f.stat().st_size.to_bytes(8, "little"))
         with open(f, "rb") as fh:
             while block := fh.read(chunk):
                 h.update(block)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from .cache import code_files
 from .config import Params
+from .io import private_dir
 from .data import stages as data_stages
 from .dpsgd import stages as dpsgd_stages
 from .nonprivate import stages as nonprivate_stages
@@ -48,7 +49,9 @@ def group(params: Params, name: str, active_only: bool = True) -> list[Stage]:
 
 def run_stage(name: str, params: Params, root: str | Path = ".") -> dict:
     """Run one stage by name (what ``dprelease stage NAME`` and the Prefect tasks call)."""
-    return get(params, name).run(params, root)
+    stage = get(params, name)
+    private_dir(Path(root) / params.artifacts)  # owner-only: narratives, embeddings, moments, weights
+    return stage.run(params, root)
 
 
 def _unique(items: list[str]) -> list[str]:

@@ -1,70 +1,162 @@
 """Content-addressed store of finished stage outputs, shared between project roots.
 
-A stage's outputs depend only on its input key (params it uses, input contents, code version), so
-once computed in one root they can be restored into another: tuning cells that share the split,
-the embeddings or round 1 do not recompute them. Entries are hard links where the filesystem allows
-(artifacts are replaced, never modified in place, so links are safe) and copies otherwise.
+A stage's outputs depend only on its input key (params it reads, input contents, declared code), so
+once computed in one root they can be restored into another: tuning cells that share the split, the
+embeddings or round 1 do not recompute them.
+
+Entries are immutable and verified. Outputs are *copied* into the store (never hard-linked: an
+output changed in place must not change the stored copy), each file's sha256 and mode are recorded
+in the entry's manifest, files are made read-only, and the entry appears atomically under its key
+(first writer wins). :func:`restore` re-hashes every stored file before copying it out; an entry
+that does not match its manifest is discarded (the caller recomputes) and never reused. The store
+folder is owner-only (it holds private artifacts).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 
-from .io import read_json, write_json
+from .io import private_dir
+
+MANIFEST = "entry.json"
+TMP_SUFFIX = ".tmp"
 
 
-def _link_or_copy(src: str, dst: str) -> None:
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
 
 
-def _put(src: Path, dst: Path) -> None:
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    if src.is_dir():
-        shutil.copytree(src, dst, copy_function=_link_or_copy)
-    else:
-        _link_or_copy(str(src), str(dst))
+def _files(root: Path, rel: str) -> list[str]:
+    """Files under ``root/rel`` (itself if a file), as root-relative posix paths, sorted."""
+    p = root / rel
+    if p.is_dir():
+        return sorted(f.relative_to(root).as_posix() for f in p.rglob("*") if f.is_file())
+    return [rel] if p.is_file() else []
 
 
-def save(store: Path, key: str, paths: list[str], root: Path, summary: dict) -> None:
-    """Record ``paths`` (relative to ``root``) and the stage summary under ``key`` (atomic; first wins)."""
+def save(store: Path, key: str, paths: list[str], root: Path, summary: dict) -> bool:
+    """Copy ``paths`` (relative to ``root``) and the stage summary into the store under ``key``.
+    Returns False if an entry for ``key`` already exists (first writer wins)."""
     entry = store / key
     if entry.exists():
-        return
-    store.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=store))
+        return False
+    private_dir(store)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", suffix=TMP_SUFFIX, dir=store))
     try:
+        files = {}
+        dirs = {rel: stat.S_IMODE((root / rel).stat().st_mode) for rel in paths if (root / rel).is_dir()}
         for rel in paths:
-            if (root / rel).exists():
-                _put(root / rel, tmp / "files" / rel)
-        write_json(tmp / "summary.json", {"paths": paths, "summary": summary})
-        os.replace(tmp, entry)
-    except OSError:
-        if not entry.exists():
-            raise
+            for f in _files(root, rel):
+                dst = tmp / "files" / f
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(root / f, dst)
+                files[f] = {"sha256": _sha256(dst), "mode": stat.S_IMODE((root / f).stat().st_mode)}
+                os.chmod(dst, 0o400)
+        manifest = {"key": key, "paths": paths, "dirs": dirs, "files": files, "summary": summary}
+        (tmp / MANIFEST).write_text(json.dumps(manifest, sort_keys=True), encoding="utf-8")
+        os.chmod(tmp / MANIFEST, 0o400)
+        try:
+            os.replace(tmp, entry)  # atomic; fails if another writer got there first (non-empty dir)
+        except OSError:
+            if not entry.exists():
+                raise
+            return False
+        return True
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        _remove(tmp)
+
+
+def _remove(path: Path) -> None:
+    if path.exists():
+        for p in [path, *path.rglob("*")]:
+            if p.is_dir():
+                os.chmod(p, 0o700)
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def verify(store: Path, key: str) -> dict | None:
+    """The entry's manifest if every stored file matches its recorded sha256, else None."""
+    entry = store / key
+    try:
+        manifest = json.loads((entry / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if manifest.get("key") != key:
+        return None
+    for rel, meta in manifest.get("files", {}).items():
+        f = entry / "files" / rel
+        if not f.is_file() or _sha256(f) != meta["sha256"]:
+            return None
+    return manifest
+
+
+def discard(store: Path, key: str) -> None:
+    _remove(store / key)
 
 
 def restore(store: Path, key: str, root: Path) -> dict | None:
-    """Put a stored stage's outputs into ``root``; returns its summary, or None if ``key`` is unknown."""
-    entry = store / key
-    if not (entry / "summary.json").is_file():
+    """Put a stored stage's outputs into ``root``; returns its summary, or None if ``key`` is unknown
+    or its entry fails verification (then the entry is discarded and the caller recomputes)."""
+    if not (store / key).exists():
         return None
-    meta = read_json(entry / "summary.json")
-    for rel in meta["paths"]:
-        src, dst = entry / "files" / rel, root / rel
-        if not src.exists():
+    manifest = verify(store, key)
+    if manifest is None:
+        discard(store, key)
+        return None
+    entry = store / key / "files"
+    by_top: dict[str, list[str]] = {}
+    for rel in manifest["files"]:
+        top = next(p for p in manifest["paths"] if rel == p or rel.startswith(p.rstrip("/") + "/"))
+        by_top.setdefault(top, []).append(rel)
+    for top in manifest["paths"]:
+        dst = root / top
+        if top not in by_top and top not in manifest["dirs"]:
             continue
         tmp = dst.with_name(f".{dst.name}.restore")
-        shutil.rmtree(tmp, ignore_errors=True) if tmp.is_dir() else tmp.unlink(missing_ok=True)
-        _put(src, tmp)
-        if dst.is_dir():
-            shutil.rmtree(dst)
-        os.replace(tmp, dst)
-    return meta["summary"]
+        _remove(tmp) if tmp.is_dir() else tmp.unlink(missing_ok=True)
+        is_dir = top in manifest["dirs"]
+        for rel in by_top.get(top, []):
+            out = tmp / Path(rel).relative_to(top) if is_dir else tmp
+            out.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(entry / rel, out)
+            os.chmod(out, manifest["files"][rel]["mode"])
+            if _sha256(out) != manifest["files"][rel]["sha256"]:  # the copy itself went wrong
+                raise OSError(f"stage store: restored {rel} does not match its entry")
+        if is_dir:
+            tmp.mkdir(parents=True, exist_ok=True)
+            os.chmod(tmp, manifest["dirs"][top])
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if dst.is_dir() and not dst.is_symlink():
+            old = dst.with_name(f".{dst.name}.old")
+            _remove(old)
+            os.replace(dst, old)
+            os.replace(tmp, dst)
+            _remove(old)
+        else:
+            os.replace(tmp, dst)
+    return manifest["summary"]
+
+
+def clean_partial(store: Path, older_than_s: float = 3600.0) -> list[Path]:
+    """Remove half-written entries (``.<key>.*.tmp``) older than ``older_than_s`` (other processes may
+    be writing fresh ones: the store is shared between roots)."""
+    import time
+
+    if not store.is_dir():
+        return []
+    now, removed = time.time(), []
+    for p in store.glob(f".*{TMP_SUFFIX}"):
+        if now - p.stat().st_mtime > older_than_s:
+            _remove(p)
+            removed.append(p)
+    return removed

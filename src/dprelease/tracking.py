@@ -1,21 +1,34 @@
-"""MLflow: one run per pipeline run with public params, ε per round, Δ, utility, plots and the
-release manifest. Only aggregates from ``metrics/`` are read; per-record artifacts are never touched."""
+"""MLflow: one run per pipeline run with public params, ε per round, Δ̂, utility, plots and the
+release manifest. Only aggregates from ``metrics/`` are read; per-record artifacts are never touched.
+
+Tracking never endangers a release: HTTP calls have bounded timeouts and retries; the store is
+initialised under a file lock (two runs creating ``mlflow.db`` at once would race); a project copied
+elsewhere logs into its own ``mlartifacts/``; a run killed mid-logging is closed as KILLED by the next
+tracking call (its id waits in ``.mlflow-pending.json``), so no run stays RUNNING.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import sqlite3
 import tempfile
 from pathlib import Path
 
 from .config import Params
 from .io import read_json, write_json
 from .layout import Layout
+from .locks import file_lock
 from .privacy.guarantee import Guarantee
 from .reports.compare import LABELS, arm_metrics
 from .utility.evaluate import quartile_summary
 from .utility.metrics import quartile_table
 
 PUBLIC_METRIC_FILES = ("data", "reweight", "release", "audit")
+HTTP_LIMITS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "10", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",
+               "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
+PENDING = ".mlflow-pending.json"
 
 
 def _flatten(d: dict, prefix: str = "") -> dict:
@@ -41,23 +54,81 @@ def tracking_uri(params: Params, root: str | Path = ".") -> str:
 def _setup(params: Params, root: str | Path):
     import logging
 
+    for key, value in HTTP_LIMITS.items():
+        os.environ.setdefault(key, value)
     import mlflow
 
     logging.getLogger("mlflow").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)
-    mlflow.set_tracking_uri(tracking_uri(params, root))
-    name = params.tracking.experiment
-    if mlflow.get_experiment_by_name(name) is None:
-        mlflow.create_experiment(name, artifact_location=(Path(root) / "mlartifacts").resolve().as_uri())
-    mlflow.set_experiment(name)
+    uri = tracking_uri(params, root)
+    artifacts = (Path(root) / "mlartifacts").resolve()
+    with file_lock(Path(root) / ".mlflow.lock"):
+        if uri.startswith("sqlite:///"):
+            _relocate(Path(uri[len("sqlite:///"):]), artifacts)
+        mlflow.set_tracking_uri(uri)
+        name = params.tracking.experiment
+        if mlflow.get_experiment_by_name(name) is None:
+            mlflow.create_experiment(name, artifact_location=artifacts.as_uri())
+        mlflow.set_experiment(name)
+        _close_abandoned(mlflow, Path(root))
     return mlflow
+
+
+def _relocate(db: Path, artifacts: Path) -> None:
+    """A project copied (or moved) elsewhere keeps an ``mlflow.db`` whose experiments point at the old
+    project's ``mlartifacts/``: point them (and their runs) at this project's instead."""
+    if not db.is_file():
+        return
+    new = artifacts.as_uri()
+    with contextlib.closing(sqlite3.connect(db)) as con:
+        try:
+            rows = con.execute("SELECT experiment_id, artifact_location FROM experiments").fetchall()
+        except sqlite3.DatabaseError:
+            return  # not initialised yet, or not an MLflow store: MLflow will say so
+        for exp_id, old in rows:
+            if old and old != new and old.rstrip("/").endswith("/mlartifacts") and old.startswith("file:"):
+                con.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?", (new, exp_id))
+                con.execute("UPDATE runs SET artifact_uri = ? || substr(artifact_uri, ?) "
+                            "WHERE experiment_id = ? AND artifact_uri LIKE ? || '%'", (new, len(old) + 1, exp_id, old))
+        con.commit()
+
+
+def _pending(root: Path) -> list[str]:
+    try:
+        return json.loads((root / PENDING).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+
+
+def _close_abandoned(mlflow, root: Path) -> None:
+    """Runs a killed process left RUNNING are closed as KILLED."""
+    client = mlflow.MlflowClient()
+    for run_id in _pending(root):
+        with contextlib.suppress(Exception):
+            if client.get_run(run_id).info.status == "RUNNING":
+                client.set_terminated(run_id, "KILLED")
+    write_json(root / PENDING, [])
+
+
+@contextlib.contextmanager
+def _run(mlflow, root: str | Path, **kwargs):
+    """``mlflow.start_run`` whose id waits in the pending list until the run is closed."""
+    root = Path(root)
+    with mlflow.start_run(**kwargs) as run:
+        write_json(root / PENDING, [*_pending(root), run.info.run_id])
+        try:
+            yield run
+        finally:
+            write_json(root / PENDING, [r for r in _pending(root) if r != run.info.run_id])
 
 
 def log_pipeline_run(params: Params, root: str | Path = ".", run_name: str | None = None) -> str:
     mlflow = _setup(params, root)
     lay = Layout.from_params(params, root)
     name = params.tracking.experiment
-    with mlflow.start_run(run_name=run_name) as run:
+    record = lay.metrics / "mlflow_run.json"
+    record.unlink(missing_ok=True)  # never name an older run if this one fails
+    with _run(mlflow, root, run_name=run_name) as run:
         config = _flatten(params.model_dump(mode="json"))
         mlflow.log_params({k: v for k, v in config.items() if not k.startswith("tracking.")})
         metrics = {}
@@ -120,12 +191,12 @@ def log_compare_run(params: Params, root: str | Path = ".") -> str:
     mlflow = _setup(params, root)
     lay = Layout.from_params(params, root)
     out = lay.reports / "compare"
-    with mlflow.start_run(run_name="compare") as parent:
+    with _run(mlflow, root, run_name="compare") as parent:
         mlflow.log_params({k: v for k, v in _flatten(params.model_dump(mode="json")).items()
                            if k.startswith(("compare.", "dpsgd.", "model.backend", "seed", "ppm."))})
         for arm in params.compare.arms:
             m, g, per_class = arm_metrics(lay, arm)
-            with mlflow.start_run(run_name=LABELS[arm], nested=True):
+            with _run(mlflow, root, run_name=LABELS[arm], nested=True):
                 mlflow.set_tag("arm", arm)
                 _guarantee_tags(mlflow, g)
                 mlflow.log_metrics({"weighted_f1": m["weighted_f1"], "macro_f1": m["macro_f1"],
@@ -143,11 +214,11 @@ def log_tune_run(params: Params, root: str | Path, result: dict) -> str:
     """A parent run for the tuning procedure and a child run per (c, FT epochs) run."""
     mlflow = _setup(params, root)
     out = Path(root) / "reports" / "tune"
-    with mlflow.start_run(run_name=f"tune-{result['mode']}") as parent:
+    with _run(mlflow, root, run_name=f"tune-{result['mode']}") as parent:
         mlflow.log_params({f"tune.{k}": v for k, v in params.tune.model_dump().items()})
         mlflow.log_metrics({f"baseline_{k}": v for k, v in result["baseline"].items()})
         for i, row in enumerate(result["trail"]):
-            with mlflow.start_run(run_name=f"c={row['c']:g} FT={row['epochs']}", nested=True):
+            with _run(mlflow, root, run_name=f"c={row['c']:g} FT={row['epochs']}", nested=True):
                 mlflow.log_params({"c": row["c"], "ft_epochs": row["epochs"], "step": i})
                 mlflow.set_tag("verdict", row["verdict"])
                 if "decision" in row:

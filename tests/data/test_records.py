@@ -204,8 +204,30 @@ def test_blank_or_nan_label(tmp_path):
 
 
 def test_bytes_neither_utf8_nor_cp1252(tmp_path):
-    # 0x81 is invalid UTF-8 here and undefined in cp1252: an error naming the byte and its offset.
-    _bad(tmp_path, b"Final Narrative,Nature\nbad \x81 byte,111\nok,132\n", "undecodable byte 0x81 at offset 27")
+    # 0x81 is invalid UTF-8 here and undefined in cp1252: an error naming the byte, its offset and line.
+    msg = _bad(tmp_path, b"Final Narrative,Nature\nbad \x81 byte,111\nok,132\n", "not cp1252 text")
+    assert "byte 0x81 at offset 27 (line 2, column 5)" in msg
+
+
+def test_stray_byte_in_utf8_file_is_an_error_at_its_offset(tmp_path):
+    """One invalid byte in an otherwise UTF-8 file must not switch the whole file to cp1252
+    ("café" would become "cafÃ©"): an error names the byte where it is."""
+    data = "Final Narrative,Nature\ncafé worker fell,111\nok,132\n".encode("utf-8")
+    data = data.replace(b"ok", b"o\xffk")
+    msg = _bad(tmp_path, data, "invalid UTF-8")
+    offset = data.index(b"\xff")
+    assert f"byte 0xff at offset {offset} (line 3, column 2)" in msg and "cp1252" in msg
+
+
+def test_explicit_encodings(tmp_path):
+    path = tmp_path / "x.csv"
+    path.write_bytes("Final Narrative,Nature\ncafé,111\nok,132\n".encode("utf-8"))
+    assert read_records(path, encoding="utf-8").loc[0, "text"] == "café"
+    assert read_records(path, encoding="cp1252").loc[0, "text"] == "cafÃ©"  # what was asked for
+    path.write_bytes("Final Narrative,Nature\ncafé,111\nok,132\n".encode("cp1252"))
+    with pytest.raises(DataError, match="not utf-8 text: byte 0xe9"):
+        read_records(path, encoding="utf-8")
+    assert read_records(path).loc[0, "text"] == "café"  # auto: no UTF-8 sequence at all -> cp1252
 
 
 def test_single_class(tmp_path):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import re
 import zlib
 from collections.abc import Iterable, Mapping
 from importlib import resources
@@ -23,9 +24,8 @@ from sklearn.model_selection import train_test_split
 
 from ..errors import DataError
 
-__all__ = ["DataError", "read_records", "stratified_sample", "split", "gini", "load_titles"]
+__all__ = ["DataError", "read_text", "read_records", "stratified_sample", "split", "gini", "load_titles"]
 
-_ENCODINGS = ("utf-8-sig", "cp1252")
 _SHOW = 5  # how many row numbers / column names a message lists
 
 
@@ -43,7 +43,18 @@ def _rows(mask: pd.Series) -> str:
     return f"{len(pos)} row(s), data rows {', '.join(map(str, pos[:_SHOW]))}{more}"
 
 
-def _read_text(path: Path) -> str:
+_UTF8_MULTIBYTE = re.compile(rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3}")
+ENCODINGS = ("auto", "utf-8", "cp1252")
+
+
+def read_text(path: str | Path, encoding: str = "auto") -> str:
+    """A CSV file's text (``.gz`` transparently). ``encoding``: ``utf-8`` (strict), ``cp1252`` (strict), or
+    ``auto``: strict UTF-8, except that a file holding no UTF-8 multi-byte sequence at all is read as
+    cp1252 (the OSHA release's own encoding). A UTF-8 file with a stray invalid byte is an error naming
+    the byte, its offset and line — never silently re-decoded ("café" must not become "cafÃ©")."""
+    path = Path(path)
+    if encoding not in ENCODINGS:
+        raise DataError(f"unknown encoding {encoding!r} (one of {', '.join(ENCODINGS)})")
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -52,25 +63,37 @@ def _read_text(path: Path) -> str:
         raise DataError(f"{path}: is a directory, not a CSV file") from None
     except OSError as e:
         raise DataError(f"{path}: cannot read file ({e.strerror or e})") from None
+    where = ""
     if raw[:2] == b"\x1f\x8b":
         try:
             raw = gzip.decompress(raw)
         except (OSError, EOFError, zlib.error) as e:
             raise DataError(f"{path}: corrupt gzip file ({e})") from None
+        where = " of the decompressed text"
     elif path.name.endswith(".gz"):
         raise DataError(f"{path}: named .gz but is not a gzip file")
     if not raw.strip():
         raise DataError(f"{path}: file is empty")
     if b"\x00" in raw[:65536]:
         raise DataError(f"{path}: not a text CSV file (contains NUL bytes; binary data?)")
-    errors = []
-    for enc in _ENCODINGS:
+    if encoding == "auto":
         try:
-            return raw.decode(enc)
+            return raw.decode("utf-8-sig")
         except UnicodeDecodeError as e:
-            errors.append(e)
-    bad = errors[-1]
-    raise DataError(f"{path}: not UTF-8 or cp1252 text (undecodable byte 0x{raw[bad.start]:02x} at offset {bad.start})")
+            if _UTF8_MULTIBYTE.search(raw):
+                raise DataError(f"{path}: invalid UTF-8 {_position(raw, e.start)}{where} in a file that is otherwise "
+                                "UTF-8 (fix the byte, or set the encoding explicitly: cp1252)") from None
+        encoding = "cp1252"
+    try:
+        return raw.decode("utf-8-sig" if encoding == "utf-8" else encoding)
+    except UnicodeDecodeError as e:
+        raise DataError(f"{path}: not {encoding} text: {_position(raw, e.start)}{where}") from None
+
+
+def _position(raw: bytes, offset: int) -> str:
+    line = raw.count(b"\n", 0, offset) + 1
+    column = offset - (raw.rfind(b"\n", 0, offset) + 1) + 1
+    return f"byte 0x{raw[offset]:02x} at offset {offset} (line {line}, column {column})"
 
 
 def _find_column(frame: pd.DataFrame, name: str, path: Path, role: str) -> str:
@@ -85,14 +108,14 @@ def _find_column(frame: pd.DataFrame, name: str, path: Path, role: str) -> str:
 
 
 def read_records(
-    path: str | Path, text_column: str = "Final Narrative", label_column: str = "Nature"
+    path: str | Path, text_column: str = "Final Narrative", label_column: str = "Nature", encoding: str = "auto"
 ) -> pd.DataFrame:
     """Read a SIR CSV (``.csv`` or ``.csv.gz``) into a frame with columns ``text`` and ``label``.
 
     Both columns are stripped strings; the index is 0..n-1 in file order.
     """
     path = Path(path)
-    text = _read_text(path)
+    text = read_text(path, encoding)
     try:
         frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, na_filter=False)
     except pd.errors.EmptyDataError:

@@ -20,7 +20,7 @@ from .splits import SPLITS, backend_for, label_info
 def stratify(params: Params, root: str | Path = ".") -> dict:
     """Load, stratify (min(N_c, cap) per class), drop tiny classes, split 50/50 (spec D.1–D.3)."""
     lay, d = Layout.from_params(params, root), params.data
-    df = records.read_records(Path(root) / d.path, d.text_column, d.label_column)
+    df = records.read_records(Path(root) / d.path, d.text_column, d.label_column, d.encoding)
     sample = records.stratified_sample(df, cap=d.cap, min_class_size=d.min_class_size, seed=params.seed,
                                        limit_classes=d.limit_classes)
     train, test = records.split(sample, test_size=d.test_size, seed=params.seed)
@@ -40,7 +40,7 @@ def stratify(params: Params, root: str | Path = ".") -> dict:
                "test_rows": len(test), "validation_rows": 0 if validation is None else len(validation),
                "train_class_gini": round(records.gini(labels["train_sizes"]), 4),
                "largest_class": max(labels["train_sizes"]), "smallest_class": min(labels["train_sizes"])}
-    with atomic_dir(lay.data) as tmp:
+    with atomic_dir(lay.data, private=True) as tmp:
         train[["text", "label"]].to_csv(tmp / "train.csv", index=False)
         test[["text", "label"]].to_csv(tmp / "test.csv", index=False)
         if validation is not None:
@@ -55,7 +55,7 @@ def featurize(params: Params, root: str | Path = ".") -> dict:
     lay = Layout.from_params(params, root)
     index = {c: i for i, c in enumerate(label_info(lay)["codes"])}
     backend = backend_for(params, lay)
-    with atomic_dir(lay.features) as tmp:
+    with atomic_dir(lay.features, private=True) as tmp:
         for split in SPLITS:
             if not (lay.data / f"{split}.csv").is_file():
                 continue

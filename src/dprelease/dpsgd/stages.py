@@ -35,7 +35,7 @@ def target_epsilon(params: Params, lay: Layout) -> float:
 def preview_train_size(params: Params, root: str | Path = ".") -> int:
     """Training-set size the stratify stage will produce (read + sample + split in memory, ~1 s)."""
     d = params.data
-    df = records.read_records(Path(root) / d.path, d.text_column, d.label_column)
+    df = records.read_records(Path(root) / d.path, d.text_column, d.label_column, d.encoding)
     sample = records.stratified_sample(df, cap=d.cap, min_class_size=d.min_class_size, seed=params.seed,
                                        limit_classes=d.limit_classes)
     return len(records.split(sample, test_size=d.test_size, seed=params.seed)[0])

@@ -14,7 +14,7 @@ from ..backends.base import get_flat, set_flat
 from ..config import Params
 from ..data.splits import backend_for, features, label_info
 from ..io import atomic_dir, read_json, write_json
-from ..layout import Layout
+from ..layout import Layout, check_release_path
 from ..privacy import guarantee
 from ..release import write_release
 from ..seeds import stage_seed
@@ -55,7 +55,7 @@ def finetune(params: Params, root: str | Path = ".", r: int = 1) -> dict:
     model = backend.new_model(feats)
     hist = run_finetune(backend, model, feats, y, _weights_tensor(lay, r), params.backend.finetune,
                         seed=stage_seed(params.seed, "finetune", r), progress=True, desc=f"fine-tune r{r}")
-    with atomic_dir(lay.finetune(r)) as tmp:
+    with atomic_dir(lay.finetune(r), private=True) as tmp:
         save_file({"theta": get_flat(model).cpu().contiguous()}, str(tmp / "theta.safetensors"))
         write_json(tmp / "history.json", {"epoch_loss": hist.losses})
     return {"round": r, "final_loss": hist.losses[-1]}
@@ -72,7 +72,7 @@ def swag(params: Params, root: str | Path = ".", r: int = 1) -> dict:
     set_flat(model, load_file(str(lay.finetune(r) / "theta.safetensors"))["theta"])
     moments, hist = run_swag(backend, model, feats, y, _weights_tensor(lay, r), params.backend.swag,
                              seed=stage_seed(params.seed, "swag", r), progress=True, desc=f"SWAG r{r}")
-    with atomic_dir(lay.swag(r)) as tmp:
+    with atomic_dir(lay.swag(r), private=True) as tmp:
         moments.save(tmp / "moments.safetensors")
         write_json(tmp / "history.json", {"epoch_loss": hist.losses})
     return {"round": r, "snapshots": moments.n_models, "rank": moments.rank, "final_loss": hist.losses[-1]}
@@ -83,7 +83,7 @@ def risk(params: Params, root: str | Path = ".") -> dict:
     lay, p = Layout.from_params(params, root), params.ppm
     record_risk, _ = posterior_pass(params, lay, 1, None, "risk")
     w = ppm.weights_from_risk(record_risk, c=p.c, g=p.g, method=p.risk_norm)
-    with atomic_dir(lay.weights(2)) as tmp:
+    with atomic_dir(lay.weights(2), private=True) as tmp:
         np.save(tmp / "weights.npy", w)
     summary = {"risk_min": float(record_risk.min()), "risk_max": float(record_risk.max()), **_weight_stats(w)}
     write_json(lay.metrics / "risk.json", summary)
@@ -102,7 +102,7 @@ def sensitivity(params: Params, root: str | Path = ".", r: int = 2) -> dict:
         return skip_marker(lay.sensitivity(r), NO_REWEIGHT, lay.metrics / f"sensitivity_r{r}.json")
     record_max, max_deltas = posterior_pass(params, lay, r, _weights(lay, r), "sensitivity")
     local_sensitivity, eps = ppm.epsilon(max_deltas)
-    with atomic_dir(lay.sensitivity(r)) as tmp:
+    with atomic_dir(lay.sensitivity(r), private=True) as tmp:
         np.save(tmp / "record_max_loss.npy", record_max)  # private: per-record, feeds re-weighting
         np.save(tmp / "max_deltas.npy", max_deltas)  # per-draw maxima (aggregates) for the max-delta plot
     summary = {"round": r, "local_sensitivity": local_sensitivity, "epsilon": eps, "draws": len(max_deltas)}
@@ -118,7 +118,7 @@ def reweight(params: Params, root: str | Path = ".") -> dict:
     w = np.load(lay.weights(2) / "weights.npy")
     L = np.load(lay.sensitivity(2) / "record_max_loss.npy")
     w_new = ppm.reweight(w, L, k=p.k, form=p.reweight_form)
-    with atomic_dir(lay.weights(3)) as tmp:
+    with atomic_dir(lay.weights(3), private=True) as tmp:
         np.save(tmp / "weights.npy", w_new)
     summary = {"k": p.k, "form": p.reweight_form, **_weight_stats(w_new)}
     write_json(lay.metrics / "reweight.json", summary)
@@ -146,8 +146,9 @@ def draw_from_round(params: Params, lay: Layout, r: int, tag: str = "release"):
 def draw(params: Params, root: str | Path = ".") -> dict:
     """ONE independent draw θ* from the last SWAG; its own M* enters Δ̂ (spec B.7b step 7)."""
     lay, r = Layout.from_params(params, root), params.final_round
+    check_release_path(params, root)  # before any work: never into data, code or a foreign folder
     backend, model, theta, m_star, g = draw_from_round(params, lay, r)
-    with atomic_dir(lay.draw) as tmp:
+    with atomic_dir(lay.draw, private=True) as tmp:
         save_file({"theta": theta.cpu().contiguous()}, str(tmp / "theta.safetensors"))
     labels = label_info(lay)
     write_release(lay.release, backend, model, labels["codes"], labels["titles"], release_manifest(params, lay, g),
@@ -165,7 +166,7 @@ def release_manifest(params: Params, lay: Layout, g: guarantee.Guarantee) -> dic
     return {
         "guarantee": g.as_dict(), "released_from_round": g.quantities["round"], "epsilon_by_round": eps_rounds,
         "c": p.c, "g": p.g, "k": p.k if p.reweight else None, "reweight": p.reweight, "risk_norm": p.risk_norm,
-        "draws": p.draws, "seed": params.seed, "backend": params.model.backend,
+        "draws": p.draws, "smoke_test": p.smoke_test, "seed": params.seed, "backend": params.model.backend,
         "dataset": {key: data[key] for key in ("rows", "classes", "train_rows", "test_rows", "train_class_gini")},
     }
 

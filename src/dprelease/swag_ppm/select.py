@@ -21,7 +21,7 @@ from ..backends.base import set_flat
 from ..config import Params
 from ..data.splits import backend_for, features, label_info
 from ..io import read_json, write_json
-from ..layout import Layout
+from ..layout import Layout, check_release_path
 from ..privacy import guarantee
 from ..privacy.selection import select, selection_budget
 from ..release import write_release
@@ -46,6 +46,7 @@ def private_select(params: Params, root: str | Path = ".") -> dict:
         raise ValueError("selection.split: private selection refuses to score on the test split "
                          "(set data.validation_size > 0 and use split: validation)")
     folder = selected_folder(lay)
+    check_release_path(params, root, folder.resolve())
     if params.data.validation_size == 0:
         return skip_marker(folder, NO_VALIDATION, lay.metrics / "selection.json")
     if not (lay.features / "validation.safetensors").is_file():

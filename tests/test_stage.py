@@ -1,0 +1,109 @@
+"""dprelease.stage: the Stage declaration, pick() of dotted params keys and skip markers."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from dprelease.config import parse_params
+from dprelease.io import read_json
+from dprelease.stage import COMMON_CODE, Stage, pick, skip_marker, with_common
+
+
+def run_fn(params, root):
+    return {"ran": True}
+
+
+def _stage(**kw) -> Stage:
+    base = dict(name="demo", run=run_fn, params=["seed"], deps=["in.csv"], outs=["artifacts/out"],
+                code=["data/stages.py"])
+    return Stage(**(base | kw))
+
+
+# pick ---------------------------------------------------------------------------------------------
+def test_pick_dotted_keys_and_sections():
+    params = parse_params({"seed": 11, "ppm": {"c": 0.8}, "data": {"cap": 5}})
+    got = pick(params, ["seed", "ppm.c", "data.cap", "model.head.finetune.lr", "tracking"])
+    assert list(got) == ["seed", "ppm.c", "data.cap", "model.head.finetune.lr", "tracking"]
+    assert got["seed"] == 11
+    assert got["ppm.c"] == 0.8
+    assert got["data.cap"] == 5
+    assert got["model.head.finetune.lr"] == params.model.head.finetune.lr
+    # a whole section comes back as its JSON dump
+    assert got["tracking"] == params.tracking.model_dump(mode="json")
+    assert got["tracking"] == {"mlflow_uri": "sqlite:///mlflow.db", "experiment": "dprelease"}
+
+
+def test_pick_empty_and_unknown():
+    params = parse_params({})
+    assert pick(params, []) == {}
+    with pytest.raises(KeyError):
+        pick(params, ["ppm.nope"])
+
+
+# skip_marker --------------------------------------------------------------------------------------
+def test_skip_marker_writes_only_skipped_json(tmp_path):
+    folder = tmp_path / "artifacts" / "round3"
+    folder.mkdir(parents=True)
+    (folder / "stale.bin").write_bytes(b"old")  # the folder is replaced whole
+    summary = skip_marker(folder, "no re-weighting")
+    assert summary == {"skipped": "no re-weighting"}
+    assert sorted(p.name for p in folder.iterdir()) == ["skipped.json"]
+    assert read_json(folder / "skipped.json") == {"skipped": "no re-weighting"}
+    assert not (tmp_path / "metrics").exists()
+    assert sorted(p.name for p in folder.parent.iterdir()) == ["round3"]  # no temporary sibling
+
+
+def test_skip_marker_with_metrics(tmp_path):
+    folder, metrics = tmp_path / "out", tmp_path / "metrics" / "select.json"
+    summary = skip_marker(folder, "no validation split", metrics)
+    assert summary == {"skipped": "no validation split"}
+    assert sorted(p.name for p in folder.iterdir()) == ["skipped.json"]
+    assert read_json(metrics) == {"skipped": "no validation split"}
+    assert sorted(p.name for p in metrics.parent.iterdir()) == ["select.json"]
+
+
+# Stage --------------------------------------------------------------------------------------------
+def test_active_without_when_is_always_true():
+    s = _stage()
+    assert s.when is None
+    assert s.active(parse_params({})) is True
+    assert s.active(parse_params({"ppm": {"reweight": False}})) is True
+
+
+def test_active_with_when_follows_params():
+    s = _stage(when=lambda p: p.ppm.reweight)
+    assert s.active(parse_params({"ppm": {"reweight": True}})) is True
+    assert s.active(parse_params({"ppm": {"reweight": False}})) is False
+
+
+def test_all_code_includes_common_without_duplicates():
+    s = _stage(code=["data/stages.py", "io.py", "backends", "config.py"])
+    code = s.all_code
+    assert set(COMMON_CODE) <= set(code)
+    assert {"data/stages.py", "backends"} <= set(code)
+    assert len(code) == len(set(code))
+    assert code == sorted(code)
+    assert code == sorted(set(COMMON_CODE) | {"data/stages.py", "backends"})
+    assert with_common([]) == sorted(COMMON_CODE)
+
+
+def test_produced_is_outs_metrics_plots_in_order():
+    s = _stage(outs=["artifacts/a", "artifacts/b"], metrics=["metrics/m.json"], plots=["plots/p.png"])
+    assert s.produced == ["artifacts/a", "artifacts/b", "metrics/m.json", "plots/p.png"]
+    assert _stage(outs=[]).produced == []
+    assert _stage().group == "release"
+
+
+def test_module_of_function_and_partial():
+    assert _stage().module == __name__
+    part = functools.partial(skip_marker, why="x")
+    assert _stage(run=part).module == "dprelease.stage"
+    assert _stage(run=functools.partial(run_fn)).module == __name__
+
+
+def test_stage_is_frozen():
+    s = _stage()
+    with pytest.raises(AttributeError):
+        s.name = "other"  # type: ignore[misc]

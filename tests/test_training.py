@@ -1,0 +1,119 @@
+"""dprelease.training: the weighted AdamW fine-tune on a tiny head over random unit-norm features."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from dprelease.backends.base import get_flat, trainable
+from dprelease.backends.head import HeadBackend
+from dprelease.config import HeadParams, OptimParams
+from dprelease.training import History, epoch, finetune
+
+N, DIM, C = 48, 384, 3
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny tensors: one intra-op thread is faster (and steadier on a busy machine); restored afterwards."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _problem(seed: int = 0):
+    """Unit-norm 384-d features; labels a (linear) function of them, so the problem is learnable."""
+    g = torch.Generator().manual_seed(seed)
+    x = F.normalize(torch.randn(N, DIM, generator=g), dim=1)
+    y = (x @ torch.randn(DIM, C, generator=g)).argmax(1)
+    return {"x": x}, y
+
+
+def _backend() -> HeadBackend:
+    return HeadBackend(n_classes=C, device=torch.device("cpu"), seed=1, params=HeadParams(hidden=8))
+
+
+OPT = OptimParams(epochs=5, lr=1e-2, batch_size=8, weight_decay=0.01)
+
+
+def test_finetune_reduces_loss_with_one_loss_per_epoch():
+    feats, y = _problem()
+    assert len(set(y.tolist())) == C  # every class present
+    backend = _backend()
+    model = backend.new_model(feats)
+    history = finetune(backend, model, feats, y, None, OPT, seed=0)
+    assert isinstance(history, History)
+    assert len(history.losses) == OPT.epochs
+    assert all(isinstance(v, float) and v >= 0 for v in history.losses)
+    assert history.losses[-1] < 0.5 * history.losses[0]
+    # the head actually learned the labelling
+    acc = (backend.predict_proba(model, feats).argmax(1) == y).float().mean().item()
+    assert acc > 0.9
+
+
+def test_finetune_is_deterministic_for_a_seed():
+    feats, y = _problem()
+    backend = _backend()
+    runs = {}
+    for name, seed in (("a", 5), ("b", 5), ("c", 6)):
+        model = backend.new_model(feats)
+        hist = finetune(backend, model, feats, y, None, OptimParams(epochs=2, lr=1e-2, batch_size=8), seed=seed)
+        runs[name] = (get_flat(model).clone(), hist.losses)
+    assert torch.equal(runs["a"][0], runs["b"][0])
+    assert runs["a"][1] == runs["b"][1]
+    assert not torch.equal(runs["a"][0], runs["c"][0])  # another seed: other batches and dropout masks
+
+
+def test_unit_weights_equal_no_weights():
+    feats, y = _problem()
+    backend = _backend()
+    opt = OptimParams(epochs=2, lr=1e-2, batch_size=8)
+    m1, m2 = backend.new_model(feats), backend.new_model(feats)
+    h1 = finetune(backend, m1, feats, y, None, opt, seed=3)
+    h2 = finetune(backend, m2, feats, y, torch.ones(N), opt, seed=3)
+    assert h1.losses == h2.losses
+    assert torch.equal(get_flat(m1), get_flat(m2))
+
+
+def test_zero_weights_give_zero_loss_and_only_weight_decay_moves_parameters():
+    feats, y = _problem()
+    backend = _backend()
+
+    # weight_decay = 0: zero weighted loss → zero gradient → AdamW's moments stay 0 and its update is
+    # 0 / (sqrt(0) + eps) = 0, so the parameters do not move at all.
+    model = backend.new_model(feats)
+    theta0 = get_flat(model).clone()
+    hist = finetune(backend, model, feats, y, torch.zeros(N), OptimParams(epochs=2, lr=1e-2, batch_size=8), seed=0)
+    assert hist.losses == [0.0, 0.0]
+    assert torch.equal(get_flat(model), theta0)
+
+    # weight_decay > 0: the gradient is still zero, but AdamW's decoupled decay multiplies every trainable
+    # parameter (biases included) by (1 - lr_t * wd) at each step, whatever the loss. With the linear
+    # schedule lr_t = lr * (1 - s / steps), s = 0..steps-1, the parameters shrink by exactly that product.
+    opt = OptimParams(epochs=2, lr=1e-2, batch_size=8, weight_decay=0.1)
+    model = backend.new_model(feats)
+    theta0 = get_flat(model).clone()
+    hist = finetune(backend, model, feats, y, torch.zeros(N), opt, seed=0)
+    assert hist.losses == [0.0, 0.0]
+    steps = opt.epochs * -(-N // opt.batch_size)
+    factor = 1.0
+    for s in range(steps):
+        factor *= 1 - opt.lr * (1 - s / steps) * opt.weight_decay
+    assert factor < 1
+    torch.testing.assert_close(get_flat(model), theta0 * factor, rtol=1e-5, atol=1e-7)
+
+
+def test_epoch_mean_loss_matches_weighted_definition():
+    """One epoch with lr = 0 leaves θ unchanged, so its loss is the record-weighted mean of
+    (1/|B|) Σ w_i CE_i over batches = (1/n) Σ w_i CE_i (not renormalised by Σ w)."""
+    feats, y = _problem()
+    backend = HeadBackend(n_classes=C, device=torch.device("cpu"), seed=1, params=HeadParams(hidden=8, dropout=0.0))
+    model = backend.new_model(feats)
+    w = torch.linspace(0.0, 2.0, N)
+    optimizer = torch.optim.SGD(trainable(model), lr=0.0)
+    loss = epoch(backend, model, feats, y, w, optimizer, batch_size=10, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        ce = F.cross_entropy(model(feats["x"]), y, reduction="none")
+    assert loss == pytest.approx(float((w * ce).mean()), rel=1e-5)
