@@ -54,7 +54,7 @@ def run(args: argparse.Namespace, check: Callable[[Params], None], go: Callable[
     the project root (one run per root). Returns (exit code, params, result); errors print one line and
     give :data:`EXIT_ERROR`."""
     offline.quiet()
-    signal.signal(signal.SIGTERM, _terminate)
+    previous = signal.signal(signal.SIGTERM, _terminate)
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
@@ -69,6 +69,8 @@ def run(args: argparse.Namespace, check: Callable[[Params], None], go: Callable[
     except (OneLineError, ValueError, FileNotFoundError) as err:
         print(f"dprelease: error: {one_line(err)}", file=sys.stderr)
         return EXIT_ERROR, None, None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def one_line(err: BaseException) -> str:
@@ -94,7 +96,7 @@ def tracked(out: dict, log: Callable[[], str]) -> None:
     try:
         out["mlflow_run_id"] = log()
     except Exception as err:  # noqa: BLE001 - any tracking failure leaves the release valid
-        out["mlflow_error"] = f"{type(err).__name__}: {one_line(err)}"[:300]
+        out["mlflow_error"] = f"{type(err).__name__}: {one_line(err)}"[:160]
 
 
 def tracking_status(result: dict, what: str = "release") -> int:

@@ -60,6 +60,7 @@ def _setup(params: Params, root: str | Path):
 
     logging.getLogger("mlflow").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    logging.getLogger("urllib3").setLevel(logging.ERROR)  # retry chatter; a failure is reported once, by the caller
     uri = tracking_uri(params, root)
     artifacts = (Path(root) / "mlartifacts").resolve()
     with file_lock(Path(root) / ".mlflow.lock"):
@@ -123,11 +124,10 @@ def _run(mlflow, root: str | Path, **kwargs):
 
 
 def log_pipeline_run(params: Params, root: str | Path = ".", run_name: str | None = None) -> str:
-    mlflow = _setup(params, root)
     lay = Layout.from_params(params, root)
+    (lay.metrics / "mlflow_run.json").unlink(missing_ok=True)  # never name an older run if this one fails
+    mlflow = _setup(params, root)
     name = params.tracking.experiment
-    record = lay.metrics / "mlflow_run.json"
-    record.unlink(missing_ok=True)  # never name an older run if this one fails
     with _run(mlflow, root, run_name=run_name) as run:
         config = _flatten(params.model_dump(mode="json"))
         mlflow.log_params({k: v for k, v in config.items() if not k.startswith("tracking.")})

@@ -1,0 +1,316 @@
+"""Fault injection: ordinary accidents a hostile-but-honest operator can cause. Every case ends in the
+SAME release and ε as an undisturbed run, or in a one-line error with nothing (new) released — never a
+different ε with exit code 0. Run with ``make faults`` (this file, verbose).
+
+The undisturbed reference is one run of the release flow on the tiny slice (``clean``); each case works
+on a copy of its root, in process (``flows.release.main``), except the kill cases, which need a real
+process to kill.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from conftest import ROOT, make_root, slice_raw
+from dprelease.io import read_json
+
+pytestmark = pytest.mark.slow
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _project(root: Path, **overrides) -> Path:
+    make_root(root)
+    (root / "params.yaml").write_text(yaml.safe_dump(slice_raw(**overrides)), encoding="utf-8")
+    return root
+
+
+def _main(root: Path, *extra: str, track: bool = False) -> SimpleNamespace:
+    import flows.release as fr
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = fr.main(["--root", str(root), *([] if track else ["--no-track"]), *extra])
+    return SimpleNamespace(rc=rc, out=out.getvalue(), err=err.getvalue())
+
+
+def _outcome(root: Path, release: str = "release") -> tuple[str, float]:
+    return _sha(root / release / "model.safetensors"), read_json(root / "metrics/release.json")["guarantee"]["epsilon"]
+
+
+def _one_error_line(res, *needles: str) -> None:
+    lines = [ln for ln in res.err.splitlines() if ln.strip()]
+    assert res.rc == 2 and len(lines) == 1 and lines[0].startswith("dprelease: error:"), res.err
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_env_tracking():
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+        yield
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory):
+    root = _project(tmp_path_factory.mktemp("clean"))
+    res = _main(root)
+    assert res.rc == 0, res.err
+    return SimpleNamespace(root=root, outcome=_outcome(root))
+
+
+@pytest.fixture
+def copy(clean, tmp_path) -> Path:
+    dst = tmp_path / "root"
+    shutil.copytree(clean.root, dst)
+    return dst
+
+
+def _store() -> Path:
+    from tasks.stages import store_dir
+
+    return store_dir()
+
+
+# 1. in-place changes never poison the stage store ----------------------------------------------------------
+def test_output_changed_in_place_is_recomputed(clean, copy):
+    moments = copy / "artifacts/round2/swag/moments.safetensors"
+    good = _sha(moments)
+    with open(moments, "r+b") as fh:  # dd conv=notrunc: zeros in the middle, same size
+        fh.seek(moments.stat().st_size // 3)
+        fh.write(b"\0" * (moments.stat().st_size // 3))
+    res = _main(copy)
+    assert res.rc == 0, res.err
+    assert _outcome(copy) == clean.outcome and _sha(moments) == good
+
+
+def test_truncated_output_is_recomputed(clean, copy):
+    moments = copy / "artifacts/round2/swag/moments.safetensors"
+    good = _sha(moments)
+    os.truncate(moments, 1000)
+    res = _main(copy)
+    assert res.rc == 0 and _outcome(copy) == clean.outcome and _sha(moments) == good
+
+
+def test_corrupt_store_entry_is_discarded_never_reused(clean, copy):
+    from dprelease import stage_store
+
+    key = read_json(copy / "artifacts/.stamps/swag_r2.json")["key"]
+    stored = _store() / key / "files/artifacts/round2/swag/moments.safetensors"
+    os.chmod(stored, 0o600)
+    with open(stored, "r+b") as fh:
+        fh.seek(100)
+        fh.write(os.urandom(64))
+    assert stage_store.verify(_store(), key) is None
+    os.truncate(copy / "artifacts/round2/swag/moments.safetensors", 10)  # forces a restore attempt
+    res = _main(copy)
+    assert res.rc == 0 and _outcome(copy) == clean.outcome
+    assert stage_store.verify(_store(), key) is not None  # recomputed and stored again, verified
+
+
+# 2. one run per root ----------------------------------------------------------------------------------------------
+def test_second_run_on_a_busy_root_is_refused(copy):
+    from dprelease.locks import root_lock
+
+    before = {p: p.stat().st_mtime_ns for p in copy.rglob("*") if p.is_file() and p.name != ".dprelease.lock"}
+    with root_lock(copy, "the first run"):
+        res = _main(copy, "--set", "ppm.c=0.8")
+    _one_error_line(res, "in use by another dprelease run", f"pid {os.getpid()}", "the first run")
+    after = {p: p.stat().st_mtime_ns for p in copy.rglob("*") if p.is_file() and p.name != ".dprelease.lock"}
+    assert after == before  # nothing written
+
+
+def test_concurrent_mlflow_store_creation(tmp_path):
+    """Two processes creating mlflow.db at once (the probe saw `_alembic_tmp_experiments already exists`)."""
+    code = ("import sys; from dprelease.config import parse_params; from dprelease.tracking import _setup; "
+            "_setup(parse_params({}), sys.argv[1]); print('ok')")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    results = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], results
+    assert all(r[0].strip() == "ok" for r in results)
+
+
+# 3. release paths -------------------------------------------------------------------------------------------------
+def test_release_into_the_data_folder_is_refused(copy):
+    data = copy / "data/sir.csv.gz"
+    good = _sha(data)
+    res = _main(copy, "--set", "release=data")
+    _one_error_line(res, "release path", "protected")
+    assert _sha(data) == good and sorted(p.name for p in (copy / "data").iterdir()) == ["sir.csv.gz"]
+
+
+def test_foreign_folder_needs_the_explicit_flag(clean, copy):
+    foreign = copy / "shipping/v2"
+    foreign.mkdir(parents=True)
+    (foreign / "notes.txt").write_text("not a release", encoding="utf-8")
+    _one_error_line(_main(copy, "--set", "release=shipping/v2"), "not a release folder", "force_release_path")
+    assert (foreign / "notes.txt").is_file()
+    res = _main(copy, "--set", "release=shipping/v2", "--set", "force_release_path=true")
+    assert res.rc == 0 and (foreign / "release.json").is_file() and not (foreign / "notes.txt").exists()
+
+
+def test_new_release_path_on_a_warm_cache_is_written(clean, copy):
+    res = _main(copy, "--set", "release=shipping/v3")
+    assert res.rc == 0, res.err
+    assert _outcome(copy, "shipping/v3") == clean.outcome
+    assert "shipping/v3" in res.out
+
+
+# 5. MLflow unreachable / killed while logging ----------------------------------------------------------------
+def test_mlflow_unreachable_still_releases_and_says_so(clean, copy, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")
+    (copy / "metrics/mlflow_run.json").write_text('{"run_id": "an-older-run"}', encoding="utf-8")
+    start = time.perf_counter()
+    res = _main(copy, track=True)
+    seconds = time.perf_counter() - start
+    assert res.rc == 3, res.err
+    warnings = [ln for ln in res.err.splitlines() if ln.strip()]
+    assert len(warnings) == 1 and "dprelease track" in warnings[0] and "release is written" in warnings[0]
+    assert "SWAG-PPM release" in res.out  # the summary is still printed
+    assert _outcome(copy) == clean.outcome
+    assert not (copy / "metrics/mlflow_run.json").exists()  # never names an older run
+    assert seconds < 90, f"tracking failure took {seconds:.0f} s"
+
+
+def test_a_run_left_running_by_a_killed_logger_is_closed(clean, copy):
+    import mlflow
+
+    from dprelease.config import load_params
+    from dprelease.tracking import PENDING, log_pipeline_run, tracking_uri
+
+    params = load_params(copy / "params.yaml")
+    log_pipeline_run(params, copy)  # creates the store and the experiment
+    client = mlflow.MlflowClient(tracking_uri=tracking_uri(params, copy))
+    exp = client.get_experiment_by_name(params.tracking.experiment)
+    abandoned = client.create_run(exp.experiment_id).info.run_id  # as if the process died mid-logging
+    (copy / PENDING).write_text(json.dumps([abandoned]), encoding="utf-8")
+    run_id = log_pipeline_run(params, copy)
+    assert client.get_run(abandoned).info.status == "KILLED"
+    assert client.get_run(run_id).info.status == "FINISHED"
+    assert json.loads((copy / PENDING).read_text(encoding="utf-8")) == []
+
+
+def test_a_copied_project_logs_into_its_own_artifact_folder(clean, copy, tmp_path):
+    import mlflow
+
+    from dprelease.config import load_params
+    from dprelease.tracking import log_pipeline_run, tracking_uri
+
+    params = load_params(copy / "params.yaml")
+    log_pipeline_run(params, copy)
+    moved = tmp_path / "moved"
+    shutil.copytree(copy, moved)
+    run_id = log_pipeline_run(params, moved)
+    run = mlflow.MlflowClient(tracking_uri=tracking_uri(params, moved)).get_run(run_id)
+    assert run.info.artifact_uri.startswith((moved / "mlartifacts").resolve().as_uri())
+    assert list((moved / "mlartifacts").rglob("release.json"))
+
+
+# 6. one line, whatever fails inside a stage ---------------------------------------------------------------------------
+def test_data_error_inside_a_stage_is_one_line(tmp_path):
+    root = _project(tmp_path)
+    import gzip
+
+    (root / "data/sir.csv.gz").write_bytes(gzip.compress(b"Final Narrative,Nature\nfoo,111\nbar,111\n"))
+    res = _main(root)
+    _one_error_line(res, "1 distinct class")
+    assert not (root / "release").exists()
+
+
+# 7. smaller ones -------------------------------------------------------------------------------------------------------
+def test_leftovers_of_interrupted_swaps_are_cleaned(clean, copy):
+    (copy / ".release.old").mkdir()
+    (copy / ".release.old/model.safetensors").write_bytes(b"old")
+    stale = copy / "artifacts/round2/.swag.x1y2.tmp"
+    stale.mkdir()
+    (stale / "moments.safetensors").write_bytes(b"private moments")
+    (copy / "metrics/.release.json.abc.tmp").write_text("{}", encoding="utf-8")
+    res = _main(copy)
+    assert res.rc == 0 and _outcome(copy) == clean.outcome
+    assert not (copy / ".release.old").exists() and not stale.exists()
+    assert not (copy / "metrics/.release.json.abc.tmp").exists()
+
+
+def test_private_artifacts_are_owner_only(clean, copy):
+    os.truncate(copy / "artifacts/round2/swag/moments.safetensors", 10)
+    old = os.umask(0o022)
+    try:
+        assert _main(copy).rc == 0  # swag_r2 restored from the store
+    finally:
+        os.umask(old)
+    for root in (clean.root, copy):
+        art = root / "artifacts"
+        assert stat.S_IMODE(art.stat().st_mode) == 0o700
+        for p in art.rglob("*"):
+            if ".stamps" in p.parts:
+                continue
+            assert stat.S_IMODE(p.stat().st_mode) == (0o700 if p.is_dir() else 0o600), p
+    assert stat.S_IMODE(_store().stat().st_mode) == 0o700
+
+
+def test_task_results_are_json_never_pickle(clean):
+    from prefect.settings import PREFECT_HOME
+
+    results = [p for p in (Path(PREFECT_HOME.value()) / "storage").rglob("*") if p.is_file()]
+    assert results
+    for p in results:
+        json.loads(p.read_text(encoding="utf-8"))  # raises on a pickle
+
+
+# 4. kills: SIGTERM / SIGKILL at stage boundaries and mid-stage ------------------------------------------------------
+def _guards(parent: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-P", str(parent), "-f", "tasks.server_guard"], capture_output=True, text=True)
+    return [int(x) for x in out.stdout.split()]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize(("sig", "after"), [(signal.SIGKILL, 0.0), (signal.SIGKILL, 2.5), (signal.SIGTERM, 0.0),
+                                            (signal.SIGTERM, 2.5)], ids=["kill-early", "kill-mid", "term-early",
+                                                                         "term-mid"])
+def test_killed_run_leaves_no_server_and_resumes_to_the_same_release(clean, tmp_path, sig, after):
+    root = _project(tmp_path / "root")
+    env = os.environ | {"PREFECT_HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT)}  # its own store: real work
+    cmd = [sys.executable, "-m", "flows.release", "--root", str(root), "--no-track"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline, guards = time.monotonic() + 90, []
+    while not guards and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+        guards = _guards(proc.pid)
+    assert guards, "the flow never started its (guarded) Prefect server"
+    time.sleep(after)
+    proc.send_signal(sig)
+    proc.wait(timeout=60)
+    assert proc.returncode != 0
+    deadline = time.monotonic() + 10
+    while any(_alive(g) for g in guards) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [g for g in guards if _alive(g)], "Prefect's server outlived its run"
+    again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert _outcome(root) == clean.outcome
