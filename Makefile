@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 export MLFLOW_SERVER_ENABLE_JOB_EXECUTION := false
 MLFLOW_URI ?= sqlite:///mlflow.db
 
-.PHONY: env run compare tune tune-grid test test-fast repro ui bench clean
+.PHONY: env run compare tune tune-grid test test-fast faults repro ui bench clean
 
 env: $(STAMP)
 
@@ -40,6 +40,10 @@ test: env
 test-fast: env
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
+# the fault-injection suite alone (also part of `make test`), one line per case
+faults: env
+	$(PY) -m pytest tests/flows/test_faults.py -v $(PYTEST_ARGS)
+
 repro: env
 	source $(VENV)/bin/activate && dvc repro
 
@@ -53,4 +57,5 @@ bench: env
 	$(PY) benchmarks/bench_flows.py tune-grid
 
 clean:
-	rm -rf artifacts release release-selected metrics plots reports runs .prefect mlflow.db mlartifacts
+	rm -rf artifacts release release-selected metrics plots reports runs .prefect mlflow.db mlartifacts \
+	       .dprelease.lock .mlflow.lock .mlflow-pending.json

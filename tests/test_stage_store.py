@@ -107,3 +107,22 @@ def test_restore_leaves_existing_destination_when_stored_path_is_absent(tmp_path
     (dst / "plots" / "p.png").write_bytes(b"png")
     restore(store, "k", dst)
     assert (dst / "plots" / "p.png").read_bytes() == b"png"  # nothing stored for it, so nothing replaced
+
+
+def test_clean_partial_removes_only_old_half_written_entries(tmp_path):
+    """A save killed mid-copy leaves ``.<key>.*.tmp``; the next run removes it once it is old enough
+    (the store is shared between roots, so a fresh one may belong to a run still writing)."""
+    import os
+    import time
+
+    from dprelease import stage_store
+
+    store = tmp_path / "store"
+    old, fresh = store / ".k1.abc.tmp", store / ".k2.def.tmp"
+    for p in (old, fresh):
+        (p / "files").mkdir(parents=True)
+        (p / "files" / "moments.safetensors").write_bytes(b"private")
+    past = time.time() - 7200
+    os.utime(old, (past, past))
+    assert stage_store.clean_partial(store) == [old]
+    assert not old.exists() and fresh.exists()

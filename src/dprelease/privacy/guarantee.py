@@ -40,8 +40,8 @@ class Guarantee:
         if (self.delta is None) == (self.delta_reason is None):
             raise ValueError("a guarantee has either a δ or the reason there is none, not both or neither")
         if self.kind == "none":
-            if self.epsilon is not None:
-                raise ValueError("a 'none' guarantee has no ε")
+            if self.epsilon is not None or self.delta is not None:
+                raise ValueError("a 'none' guarantee has no ε and no δ")
         elif self.epsilon is None or not math.isfinite(self.epsilon) or self.epsilon < 0:
             raise ValueError(f"{self.mechanism}: ε must be a finite non-negative number, got {self.epsilon}")
         if self.delta is not None and not 0 <= self.delta < 1:

@@ -23,6 +23,8 @@ def mironov_epsilon(rdp: np.ndarray, orders, delta: float) -> float:
 
 
 def rdp_to_epsilon(rdp: np.ndarray, orders, delta: float, conversion: str = "mironov") -> float:
+    if not 0 < delta < 1:
+        raise ValueError(f"δ must lie in (0, 1) for an RDP conversion, got {delta}")
     if conversion == "mironov":
         return mironov_epsilon(rdp, orders, delta)
     if conversion == "opacus":

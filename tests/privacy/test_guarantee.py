@@ -1,0 +1,199 @@
+"""The guarantee record (privacy/guarantee.py): validation, JSON round trip, helper constructors, δ text."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import pytest
+
+from dprelease.privacy import guarantee
+from dprelease.privacy.guarantee import KINDS, NO_DELTA_PPM, NOT_PRIVATE, Guarantee
+
+
+def _valid(kind: str) -> Guarantee:
+    """One valid guarantee of each kind."""
+    if kind == "none":
+        return Guarantee("non-private", kind, None, None, NOT_PRIVATE)
+    if kind == "ppm_local_asymptotic":
+        return Guarantee("SWAG-PPM", kind, 2.0, None, NO_DELTA_PPM, {"local_sensitivity": 1.0})
+    return Guarantee("m", kind, 1.5, 1e-5, None, {"noise_multiplier": 1.1})
+
+
+# ------------------------------------------------------------------------------------------ construction
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_every_kind_constructs_and_has_a_meaning(kind):
+    g = _valid(kind)
+    assert g.kind == kind
+    assert isinstance(g.meaning, str) and g.meaning.strip()
+    assert g.meaning == KINDS[kind]
+
+
+def test_kinds_are_the_documented_five():
+    assert set(KINDS) == {"ppm_local_asymptotic", "dp_accountant", "bayesian_dp", "none", "empirical_lower_bound"}
+
+
+def test_unknown_kind_is_rejected_and_named():
+    with pytest.raises(ValueError, match="unknown guarantee kind 'pure_dp'"):
+        Guarantee("m", "pure_dp", 1.0, 1e-5)
+
+
+def test_delta_and_reason_both_is_rejected():
+    with pytest.raises(ValueError, match="not both or neither"):
+        Guarantee("m", "dp_accountant", 1.0, 1e-5, "some reason")
+
+
+def test_delta_and_reason_neither_is_rejected():
+    with pytest.raises(ValueError, match="not both or neither"):
+        Guarantee("m", "dp_accountant", 1.0)
+    with pytest.raises(ValueError, match="not both or neither"):
+        Guarantee("non-private", "none", None)
+
+
+def test_none_kind_with_an_epsilon_is_rejected():
+    with pytest.raises(ValueError, match="'none' guarantee has no ε"):
+        Guarantee("non-private", "none", 0.0, None, NOT_PRIVATE)
+
+
+@pytest.mark.parametrize("eps", [-0.1, -1e-12, math.nan, math.inf, -math.inf, None])
+@pytest.mark.parametrize("kind", ["dp_accountant", "ppm_local_asymptotic", "bayesian_dp", "empirical_lower_bound"])
+def test_bad_epsilon_is_rejected(kind, eps):
+    with pytest.raises(ValueError, match="ε must be a finite non-negative number"):
+        Guarantee("m", kind, eps, 1e-5)
+
+
+@pytest.mark.parametrize("eps", [0, 0.0, 1e-9, 8.0, 1e6])
+def test_finite_non_negative_epsilon_is_accepted(eps):
+    assert Guarantee("m", "dp_accountant", eps, 1e-5).epsilon == eps
+
+
+@pytest.mark.parametrize("delta", [-1e-9, -1.0, 1.0, 1.5, math.nan, math.inf])
+def test_delta_outside_unit_interval_is_rejected(delta):
+    with pytest.raises(ValueError, match=r"δ must lie in \[0, 1\)"):
+        Guarantee("m", "dp_accountant", 1.0, delta)
+
+
+@pytest.mark.parametrize("delta", [0.0, 1e-12, 0.5, 0.999999])
+def test_delta_in_unit_interval_is_accepted(delta):
+    assert Guarantee("m", "dp_accountant", 1.0, delta).delta == delta
+
+
+def test_quantity_named_delta_is_rejected():
+    with pytest.raises(ValueError, match="'delta' is reserved"):
+        Guarantee("SWAG-PPM", "ppm_local_asymptotic", 2.0, None, NO_DELTA_PPM, {"delta": 1.0})
+    with pytest.raises(ValueError, match="'delta' is reserved"):
+        guarantee.ppm(2.0, 1.0, delta=1.0)
+    with pytest.raises(TypeError):  # accountant's own δ argument: a quantity cannot take that name either
+        guarantee.accountant("DP-SGD", 1.0, 1e-5, delta=1e-5)
+    with pytest.raises(ValueError, match="'delta' is reserved"):
+        guarantee.none(delta=0.0)
+
+
+def test_error_message_names_the_mechanism():
+    with pytest.raises(ValueError, match="^DP-SGD: ε"):
+        Guarantee("DP-SGD", "dp_accountant", -1.0, 1e-5)
+    with pytest.raises(ValueError, match="^DP-SGD: δ"):
+        Guarantee("DP-SGD", "dp_accountant", 1.0, 2.0)
+
+
+def test_record_is_frozen():
+    g = _valid("dp_accountant")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        g.epsilon = 0.0  # type: ignore[misc]
+
+
+# -------------------------------------------------------------------------------------------- round trip
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_as_dict_from_dict_round_trip_through_json(kind):
+    g = _valid(kind)
+    d = g.as_dict()
+    assert set(d) == {"mechanism", "kind", "epsilon", "delta", "delta_reason", "quantities"}
+    back = Guarantee.from_dict(json.loads(json.dumps(d)))
+    assert back == g
+    assert back.delta_text == g.delta_text and back.meaning == g.meaning
+
+
+def test_round_trip_of_helper_records_keeps_every_quantity():
+    for g in (guarantee.ppm(1.234, 0.617, draws=1000, rounds=3),
+              guarantee.accountant("DP-SGD", 3.0, 1.9e-4, noise_multiplier=0.9, sample_rate=0.01, steps=500),
+              guarantee.none(epochs=2)):
+        back = Guarantee.from_dict(json.loads(json.dumps(g.as_dict())))
+        assert back == g and back.quantities == g.quantities
+
+
+def test_as_dict_is_a_copy():
+    g = guarantee.ppm(2.0, 1.0, draws=10)
+    d = g.as_dict()
+    d["quantities"]["local_sensitivity"] = 99.0
+    assert g.quantities["local_sensitivity"] == 1.0
+
+
+def test_from_dict_validates():
+    d = _valid("dp_accountant").as_dict()
+    d["delta"] = 1.0
+    with pytest.raises(ValueError, match="δ must lie"):
+        Guarantee.from_dict(d)
+    d = _valid("dp_accountant").as_dict()
+    d["kind"] = "made_up"
+    with pytest.raises(ValueError, match="unknown guarantee kind"):
+        Guarantee.from_dict(d)
+
+
+def test_from_dict_rejects_unknown_fields():
+    d = _valid("none").as_dict()
+    d["sigma"] = 1.0
+    with pytest.raises(TypeError):
+        Guarantee.from_dict(d)
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+
+
+def test_ppm_helper():
+    g = guarantee.ppm(3, 1.5, draws=200)
+    assert g.mechanism == "SWAG-PPM" and g.kind == "ppm_local_asymptotic"
+    assert g.epsilon == 3.0 and isinstance(g.epsilon, float)
+    assert g.delta is None and g.delta_reason == NO_DELTA_PPM
+    assert g.delta_text == "asymptotic, not quantified"
+    assert g.quantities == {"local_sensitivity": 1.5, "draws": 200}
+    assert isinstance(g.quantities["local_sensitivity"], float)
+    assert guarantee.ppm(1.0, 0.5, mechanism="SWAG-PPM (selected)").mechanism == "SWAG-PPM (selected)"
+
+
+def test_accountant_helper():
+    g = guarantee.accountant("DP-SGD", 8, 0.00019, noise_multiplier=0.7, steps=100)
+    assert g.kind == "dp_accountant" and g.mechanism == "DP-SGD"
+    assert g.epsilon == 8.0 and isinstance(g.epsilon, float)
+    assert g.delta == 0.00019 and isinstance(g.delta, float) and g.delta_reason is None
+    assert g.delta_text == "0.00019"
+    assert g.quantities == {"noise_multiplier": 0.7, "steps": 100}
+
+
+def test_none_helper():
+    g = guarantee.none()
+    assert g.kind == "none" and g.mechanism == "non-private"
+    assert g.epsilon is None and g.delta is None and g.delta_reason == NOT_PRIVATE
+    assert g.delta_text == "none (not private)"
+    assert g.quantities == {}
+    assert guarantee.none("baseline", epochs=3).quantities == {"epochs": 3}
+
+
+@pytest.mark.parametrize("delta, text", [(0.00019, "0.00019"), (1e-5, "1e-05"), (0.0, "0"), (0.123456, "0.12"),
+                                         (2.5e-7, "2.5e-07")])
+def test_numeric_delta_text(delta, text):
+    assert guarantee.accountant("DP-SGD", 1.0, delta).delta_text == text
+
+
+def test_helpers_do_not_share_quantities_between_records():
+    a, b = guarantee.none(), guarantee.none()
+    assert a.quantities is not b.quantities
+
+
+def test_none_guarantee_cannot_carry_a_delta():
+    with pytest.raises(ValueError, match="no ε and no δ"):
+        Guarantee("x", "none", None, 1e-5)
