@@ -1,2 +1,2 @@
-"""Membership-inference privacy audit (scores in, bounds out; models loaded only through a release
-folder, as an attacker gets them). Reserved: not implemented yet."""
+"""Membership-inference privacy audit: pure scoring (``scores``) and bounds (``bounds``) maths;
+``stages`` load models only through release-format folders (what an attacker gets)."""
