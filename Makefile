@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 export MLFLOW_SERVER_ENABLE_JOB_EXECUTION := false
 MLFLOW_URI ?= sqlite:///mlflow.db
 
-.PHONY: env run compare tune tune-grid test test-fast faults repro ui bench clean
+.PHONY: env run compare audit tune tune-grid test test-fast faults repro ui bench clean
 
 env: $(STAMP)
 
@@ -27,6 +27,9 @@ run: env
 
 compare: env
 	$(PY) -m flows.compare $(ARGS)
+
+audit: env
+	$(PY) -m flows.audit $(ARGS)
 
 tune: env
 	$(PY) -m flows.tune --mode search $(ARGS)

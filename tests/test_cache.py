@@ -44,7 +44,7 @@ def test_editing_a_plot_reruns_only_plotting_stages(package_copy, tmp_path):
     before = _keys(tmp_path)
     _edit(package_copy / "plots.py")
     changed = _changed(before, _keys(tmp_path))
-    assert changed == {"audit", "compare_report"}
+    assert changed == {"audit", "compare_report", "privacy_report"}
     assert not changed & {"risk", "sensitivity_r2", "sensitivity_r3"}  # no posterior pass
 
 

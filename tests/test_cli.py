@@ -64,25 +64,15 @@ def test_dvc_yaml_matches_registry(params_file, tmp_path, capsys):
     assert sorted(p.name for p in out.parent.iterdir()) == ["dvc.yaml"]  # written atomically
 
 
-def test_predict_missing_input(tmp_path, capsys):
+def test_predict_missing_release_is_one_line(tmp_path, capsys):
+    """The release folder is verified before the input is read (input problems: tests/test_predict.py)."""
     missing, output = tmp_path / "missing.csv", tmp_path / "out.csv"
-    # the input check comes before the release folder is read, so no release folder is needed
     code = main(["predict", "--release", str(tmp_path / "no_release"), "--input", str(missing),
                  "--output", str(output)])
     assert code == 2
     line = _one_error_line(capsys)
-    assert "input file not found" in line and str(missing) in line
+    assert "release folder not found" in line and "no_release" in line
     assert not output.exists()
-
-
-def test_predict_without_narrative_column(tmp_path, capsys):
-    csv = tmp_path / "in.csv"
-    csv.write_text("id,other\n1,x\n", encoding="utf-8")
-    code = main(["predict", "--release", str(tmp_path / "no_release"), "--input", str(csv),
-                 "--output", str(tmp_path / "out.csv")])
-    assert code == 2
-    line = _one_error_line(capsys)
-    assert "no narrative column" in line and "found id, other" in line
 
 
 def test_missing_subcommand_is_argparse_error(capsys):

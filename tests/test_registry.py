@@ -65,13 +65,15 @@ def test_the_run_functions_module_is_part_of_the_declared_code():
 def test_stage_names_unique_and_groups_known():
     names = [s.name for s in registry.stages(DEFAULT)]
     assert len(names) == len(set(names))
-    assert {s.group for s in registry.stages(DEFAULT)} == {"release", "compare"}
+    assert {s.group for s in registry.stages(DEFAULT)} == {"release", "compare", "audit"}
     # the stage set and order the release flow runs with the default params (select needs a validation split)
     assert [s.name for s in registry.group(DEFAULT, "release")] == [
         "stratify", "featurize", "finetune_r1", "swag_r1", "risk", "finetune_r2", "swag_r2", "sensitivity_r2",
         "reweight", "finetune_r3", "swag_r3", "sensitivity_r3", "draw", "audit"]
     assert [s.name for s in registry.group(DEFAULT, "compare")] == [
         "swag_ppm", "nonprivate", "dpsgd", "dpsgd_sweep", "compare_report"]
+    assert [s.name for s in registry.group(DEFAULT, "audit")] == [
+        "audit_pool", "audit_references", "privacy_audit", "canary_runs", "privacy_report"]
 
 
 def test_active_stages_follow_params():

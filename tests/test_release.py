@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 
@@ -13,7 +14,7 @@ from conftest import SliceRun
 from dprelease.cli import main as cli
 from dprelease.io import read_json
 from dprelease.errors import ReleaseError
-from dprelease.release import ALLOWED, check_release_folder
+from dprelease.release import ALLOWED, check_release_folder, verify_release
 
 pytestmark = pytest.mark.slow
 
@@ -79,6 +80,20 @@ def test_manifest_fields(head_run):
     labels = read_json(_release(run) / "labels.json")
     assert set(labels) == {"codes", "titles"}  # no class sizes or other per-split counts
     assert len(labels["codes"]) == len(labels["titles"]) == data["classes"]
+
+
+@pytest.mark.parametrize("backend", ["head", "full"])
+def test_manifest_lists_every_file_with_its_sha256(request, backend):
+    """``files``: every other file of the folder → its sha256, so a partner can detect tampering."""
+    folder = _release(request.getfixturevalue(f"{backend}_run"))
+    manifest = read_json(folder / "release.json")
+    names = {p.relative_to(folder).as_posix() for p in _files(folder)}
+    assert set(manifest["files"]) == names - {"release.json"}
+    for name, digest in manifest["files"].items():
+        assert digest == hashlib.sha256((folder / name).read_bytes()).hexdigest(), name
+    assert {"guarantee", "model", "code_version"} <= set(manifest)
+    assert manifest["model"] == read_json(folder / "model.json")
+    assert verify_release(folder) == manifest
 
 
 @pytest.mark.parametrize("extra", ["weights.npy", "tokenizer/moments.safetensors", "train.csv"])

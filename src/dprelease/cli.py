@@ -23,6 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     pr.add_argument("--output", required=True)
     pr.add_argument("--text-column", default=None)
     pr.add_argument("--device", default="cpu")
+    pr.add_argument("--encoding", choices=("auto", "utf-8", "cp1252"), default="auto",
+                    help="input CSV encoding; auto: UTF-8, or cp1252 for a file with no UTF-8 multi-byte text")
     dv = sub.add_parser("dvc-yaml", help="regenerate dvc.yaml from the stage registry")
     dv.add_argument("--params", default="params.yaml")
     dv.add_argument("--output", default="dvc.yaml")
@@ -42,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "predict":
             from .release import predict
 
-            n = predict(args.release, args.input, args.output, args.text_column, args.device)
+            n = predict(args.release, args.input, args.output, args.text_column, args.device, args.encoding)
             print(f"coded {n} narratives -> {args.output}")
         elif args.command == "dvc-yaml":
             import yaml

@@ -183,6 +183,25 @@ class TuneParams(_Strict):
         return self
 
 
+class PrivacyAuditParams(_Strict):
+    """Membership-inference and one-run canary audit of every arm (TRUST.md L)."""
+
+    arms: list[Literal["nonprivate", "swag_ppm", "swag_ppm_reweighted", "dpsgd"]] = ARMS
+    pool_size: int = Field(6000, ge=200, description="unused rows (population pool) embedded for the audit")
+    references: int = Field(16, ge=2, description="LiRA-offline reference models")
+    canaries: int = Field(500, ge=20, description="canary records (re-drawn labels), each included w.p. 1/2")
+    guesses: int = Field(50, ge=1, description="k+ = k- canary guesses (the rest abstain)")
+    alpha: float = Field(0.05, gt=0.0, lt=0.5, description="1 - confidence of every bound")
+
+    @model_validator(mode="after")
+    def _sizes(self) -> "PrivacyAuditParams":
+        if 2 * self.guesses > self.canaries:
+            raise ValueError(f"privacy_audit.guesses: 2 x {self.guesses} guesses exceed {self.canaries} canaries")
+        if self.canaries >= self.pool_size:
+            raise ValueError("privacy_audit.canaries must be smaller than privacy_audit.pool_size")
+        return self
+
+
 class TrackingParams(_Strict):
     mlflow_uri: str = "sqlite:///mlflow.db"
     experiment: str = "dprelease"
@@ -202,6 +221,7 @@ class Params(_Strict):
     compare: CompareParams = CompareParams()
     tune: TuneParams = TuneParams()
     selection: SelectionParams = SelectionParams()
+    privacy_audit: PrivacyAuditParams = PrivacyAuditParams()
     tracking: TrackingParams = TrackingParams()
 
     @model_validator(mode="after")

@@ -192,3 +192,18 @@ def tune_grid_plot(cells: list[dict], path, chosen: tuple[float, int] | None = N
         title += f" (target ε < {target:g})"
     ax.set_title(title, fontsize=9)
     _save(fig, path)
+
+
+def roc_plot(curves: dict[str, tuple[list[float], list[float]]], path, title: str = "") -> None:
+    """Membership-inference ROC curves on log–log axes (low FPR is what matters), chance as a diagonal."""
+    fig = _new_figure(6.4, 5.2)
+    ax = fig.subplots()
+    for label, (fpr, tpr) in curves.items():
+        ax.plot(np.maximum(fpr, 1e-4), np.maximum(tpr, 1e-4), label=label, lw=1.4,
+                ls="--" if "LiRA" in label else "-")
+    grid = np.logspace(-4, 0, 50)
+    ax.plot(grid, grid, color="grey", lw=0.8, ls=":", label="chance")
+    ax.set(xscale="log", yscale="log", xlim=(1e-4, 1), ylim=(1e-4, 1.05), xlabel="false positive rate",
+           ylabel="true positive rate", title=title)
+    ax.legend(fontsize=7, loc="lower right")
+    _save(fig, path)

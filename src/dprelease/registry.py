@@ -16,13 +16,14 @@ from .config import Params
 from .io import private_dir
 from .data import stages as data_stages
 from .dpsgd import stages as dpsgd_stages
+from .mia import stages as mia_stages
 from .nonprivate import stages as nonprivate_stages
 from .reports import stages as report_stages
-from .stage import Stage
+from .stage import Runner, Stage
 from .swag_ppm import stages as swag_ppm_stages
 
 DECLARATIONS = (data_stages.declare, swag_ppm_stages.declare, nonprivate_stages.declare, dpsgd_stages.declare,
-                report_stages.declare)
+                report_stages.declare, mia_stages.declare)
 PACKAGE_ROOT = "src/dprelease"
 
 
@@ -52,6 +53,10 @@ def run_stage(name: str, params: Params, root: str | Path = ".") -> dict:
     stage = get(params, name)
     private_dir(Path(root) / params.artifacts)  # owner-only: narratives, embeddings, moments, weights
     return stage.run(params, root)
+
+
+Runner.run = run_stage
+Runner.names = lambda params, name: [s.name for s in group(params, name)]
 
 
 def _unique(items: list[str]) -> list[str]:

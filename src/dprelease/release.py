@@ -3,79 +3,183 @@
 A release holds: ``model.safetensors`` (the released draw), ``model.json`` (architecture and the
 public encoder reference), ``labels.json`` (OIICS codes and titles), ``tokenizer/`` + ``config.json``
 for the full backend, and ``release.json`` (the manifest). It never holds SWAG moments, risks, weights,
-losses or training text; :func:`check_release_folder` enforces that.
+losses or training text; :func:`check_release_folder` enforces that. The manifest's ``files`` maps every
+other file to its sha256, so a partner can tell a tampered or corrupt release from the real one:
+:func:`verify_release` checks it (with the file checks of :mod:`dprelease.release_check`), and everything else that can be
+checked without loading the weights, before `predict` loads anything.
 """
 
 from __future__ import annotations
 
-import json
+import csv
+import io
+import sys
 from pathlib import Path
 
 import pandas as pd
 import torch
+from tqdm.auto import tqdm
 
 from . import __version__
 from .backends import backend_class
 from .cache import code_hash
+from .data.splits import label_info
 from .errors import ReleaseError
 from .io import atomic_dir, atomic_path, write_json
+from .release_check import (ALLOWED, MANIFEST, check_hashes, check_labels, check_release_folder, check_shapes,
+                            file_digests, read_json_object, safetensors_header)
 
-ALLOWED = {"model.safetensors", "model.json", "labels.json", "release.json", "config.json",
-           "tokenizer/tokenizer.json", "tokenizer/tokenizer_config.json", "tokenizer/special_tokens_map.json",
-           "tokenizer/vocab.txt"}
+PREDICT_BATCH = 512  # narratives scored at once: memory stays bounded however long the input
+PROGRESS_MIN_ROWS = 2000  # smaller inputs get no progress bar (nor does a non-TTY stderr)
+NARRATIVE_COLUMNS = ("Final Narrative", "narrative", "text")
 
 
 def write_release(folder: Path, backend, model, codes: list[str], titles: list[str], manifest: dict,
                   code: list[str]) -> None:
     """Write a release folder whole. ``manifest`` carries the guarantee record and public config;
-    ``code`` is the code that made the release (package-relative, hashed into ``code_version``)."""
+    ``code`` is the code that made the release (package-relative, hashed into ``code_version``).
+    The manifest's ``files`` records the sha256 of every other file in the folder."""
     with atomic_dir(folder) as tmp:
         model_entry = backend.write_release_model(model, tmp)
         write_json(tmp / "labels.json", {"codes": codes, "titles": titles})
-        write_json(tmp / "release.json", manifest | {"model": model_entry,
-                                                     "code_version": f"{__version__}+{code_hash(code)[:16]}"})
+        write_json(tmp / MANIFEST, manifest | {"model": model_entry, "files": file_digests(tmp),
+                                               "code_version": f"{__version__}+{code_hash(code)[:16]}"})
         check_release_folder(tmp)
 
 
-def check_release_folder(folder: Path) -> None:
-    """Raise if the folder holds anything outside the allow-list (privacy check)."""
-    found = {p.relative_to(folder).as_posix() for p in Path(folder).rglob("*") if p.is_file()}
-    extra = sorted(found - ALLOWED)
-    if extra:
-        raise ReleaseError(f"release folder holds files that must not be released: {', '.join(extra)}")
+def arm_model_dir(params, arm: str) -> str:
+    """Where a comparison arm keeps its model as a release-format folder (private: arms other than the
+    release are never shared; the privacy audit loads them from here, as an attacker would a release)."""
+    return f"{params.artifacts}/arms/{arm}/model"
 
 
-def _load(folder: Path, device: torch.device):
-    folder = Path(folder)
-    if not (folder / "release.json").is_file():
-        raise ReleaseError(f"not a release folder (no release.json): {folder}")
-    arch = json.loads((folder / "model.json").read_text(encoding="utf-8"))
-    labels = json.loads((folder / "labels.json").read_text(encoding="utf-8"))
-    return backend_class(arch.get("backend")).release_scorer(folder, arch, device), labels
+def write_arm_model(lay, arm: str, backend, model, guarantee, code: list[str]) -> None:
+    labels = label_info(lay)
+    write_release(lay.artifacts / "arms" / arm / "model", backend, model, labels["codes"], labels["titles"],
+                  {"guarantee": guarantee.as_dict(), "arm": arm}, code)
+
+
+def load_release_model(folder: str | Path, device: str | torch.device = "cpu") -> tuple[dict, dict, torch.nn.Module]:
+    """A verified release folder's (manifest, model.json, model): what an attacker gets."""
+    manifest = verify_release(folder)
+    arch = read_json_object(Path(folder) / "model.json")
+    model = backend_class(arch["backend"]).load_release_model(Path(folder), arch, torch.device(device))
+    return manifest, arch, model
+
+
+# verification ------------------------------------------------------------------------------------------
+def verify_release(folder: str | Path) -> dict:
+    """Everything that can be checked without loading the weights; returns the parsed manifest."""
+    return _verify(Path(folder))[0]
+
+
+def verified(folder: str | Path) -> tuple[dict, dict]:
+    """:func:`verify_release`, returning the checked ``model.json`` and ``labels.json`` contents."""
+    _, arch, labels = _verify(Path(folder))
+    return arch, labels
+
+
+def _verify(folder: Path) -> tuple[dict, dict, dict]:
+    if not folder.exists():
+        raise ReleaseError(f"release folder not found: {folder}")
+    if not folder.is_dir():
+        raise ReleaseError(f"not a release folder (not a directory): {folder}")
+    if not (folder / MANIFEST).is_file():
+        raise ReleaseError(f"not a release folder (no {MANIFEST}): {folder}")
+    if (folder / MANIFEST).is_symlink():
+        raise ReleaseError(f"{folder / MANIFEST}: is a symbolic link (a release holds plain files only)")
+    manifest = read_json_object(folder / MANIFEST)
+    files = manifest.get("files")
+    if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
+        raise ReleaseError(f"{folder / MANIFEST}: no 'files' mapping of file → sha256 (written by an older "
+                           "dprelease, or edited); re-run the release stage")
+    check_hashes(folder, files)
+    arch, labels = read_json_object(folder / "model.json"), read_json_object(folder / "labels.json")
+    try:
+        backend_cls = backend_class(str(arch.get("backend")))
+        backend = backend_cls.name
+    except ReleaseError as e:
+        raise ReleaseError(f"{folder / 'model.json'}: {e}") from None
+    expected = backend_cls.release_shapes(folder, arch)
+    check_labels(folder, arch["n_classes"], labels)
+    source = "model.json" if backend == "head" else "config.json"
+    check_shapes(folder / "model.safetensors", safetensors_header(folder / "model.safetensors"), expected, source)
+    return manifest, arch, labels
 
 
 def predict(release: str | Path, input_csv: str | Path, output_csv: str | Path, text_column: str | None = None,
-            device: str = "cpu") -> int:
-    """Code every narrative of ``input_csv``; write code, title, probability. Returns the row count."""
-    input_csv = Path(input_csv)
-    if not input_csv.is_file():
-        raise ReleaseError(f"input file not found: {input_csv}")
-    df = pd.read_csv(input_csv, dtype=str, keep_default_na=False, skip_blank_lines=False)
-    column = text_column or next((c for c in ("Final Narrative", "narrative", "text") if c in df.columns), None)
-    if column is None or column not in df.columns:
-        raise ReleaseError(f"{input_csv}: no narrative column (looked for {text_column or 'Final Narrative, narrative, text'}; "
-                           f"found {', '.join(df.columns)})")
-    texts = df[column].str.strip()
-    if (texts == "").any():
-        rows = (texts == "").to_numpy().nonzero()[0][:5] + 1
-        raise ReleaseError(f"{input_csv}: empty narrative in data row(s) {', '.join(map(str, rows))}")
-    score, labels = _load(Path(release), torch.device(device))
-    probs = score(texts.tolist()) if len(texts) else torch.empty(0, len(labels["codes"]))
-    p, idx = probs.max(dim=1)
+            device: str = "cpu", encoding: str = "auto") -> int:
+    """Code every narrative of ``input_csv``; write its columns plus code, title, probability. Returns the
+    row count. The release is verified (manifest hashes, allow-list, dimensions, tensor shapes) before any
+    weight is loaded; every problem is a one-line :class:`ReleaseError` (or ``DataError`` for the input)."""
+    output_csv = Path(output_csv)
+    if output_csv.is_dir():
+        raise ReleaseError(f"{output_csv}: output path is an existing directory; give a file name")
+    dev = _device(device)
+    arch, labels = verified(Path(release))
+    df, texts = _read_input(Path(input_csv), text_column, encoding)
+    score = backend_class(arch["backend"]).release_scorer(Path(release), arch, dev)
+    prob, idx = _score_batches(score, texts, len(labels["codes"]), Path(release))
     out = df.copy()
     out["code"] = [labels["codes"][i] for i in idx.tolist()]
     out["title"] = [labels["titles"][i] for i in idx.tolist()]
-    out["probability"] = p.numpy().round(4)
-    with atomic_path(output_csv) as tmp:
-        out.to_csv(tmp, index=False)
+    out["probability"] = prob.numpy().round(4)
+    try:
+        with atomic_path(output_csv) as tmp:
+            out.to_csv(tmp, index=False)
+    except OSError as e:
+        raise ReleaseError(f"{output_csv}: cannot write the output ({e.strerror or e})") from None
     return len(out)
+
+
+def _device(device: str) -> torch.device:
+    try:
+        dev = torch.device(device)
+    except RuntimeError:
+        dev = None
+    if dev is None or dev.type not in ("cpu", "cuda"):
+        raise ReleaseError(f"unknown device {device!r} (cpu, cuda or cuda:N)")
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ReleaseError(f"device {device!r} requested but no CUDA device is available")
+    return dev
+
+
+def _read_input(path: Path, text_column: str | None, encoding: str) -> tuple[pd.DataFrame, list[str]]:
+    from .data.records import read_text
+
+    text = read_text(path, encoding)  # a one-line DataError for a missing, binary or mis-encoded file
+    try:
+        df = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, skip_blank_lines=False)
+    except pd.errors.EmptyDataError:
+        raise ReleaseError(f"{path}: no CSV header or data") from None
+    except (pd.errors.ParserError, csv.Error, ValueError) as e:
+        raise ReleaseError(f"{path}: not parseable as CSV ({e})") from None
+    column = text_column or next((c for c in NARRATIVE_COLUMNS if c in df.columns), None)
+    if column is None or column not in df.columns:
+        raise ReleaseError(f"{path}: no narrative column (looked for {text_column or ', '.join(NARRATIVE_COLUMNS)}; "
+                           f"found {', '.join(map(str, df.columns))})")
+    texts = df[column].fillna("").astype(str).str.strip()
+    if (texts == "").any():
+        rows = (texts == "").to_numpy().nonzero()[0][:5] + 1
+        raise ReleaseError(f"{path}: empty narrative in data row(s) {', '.join(map(str, rows))}")
+    return df, texts.tolist()
+
+
+def _score_batches(score, texts: list[str], n_classes: int, release: Path) -> tuple[torch.Tensor, torch.Tensor]:
+    """Arg-max class and its probability per narrative, scored :data:`PREDICT_BATCH` at a time (only the
+    arg-max is kept, never the whole [n, C] matrix)."""
+    n = len(texts)
+    prob, idx = torch.empty(n), torch.empty(n, dtype=torch.long)
+    disable = True if n < PROGRESS_MIN_ROWS else None  # None: tqdm shows the bar only on a TTY
+    with tqdm(total=n, desc="predict", unit="narrative", file=sys.stderr, disable=disable) as bar:
+        for start in range(0, n, PREDICT_BATCH):
+            chunk = texts[start : start + PREDICT_BATCH]
+            probs = score(chunk)
+            if tuple(probs.shape) != (len(chunk), n_classes):
+                raise ReleaseError(f"{release}: model gave scores of shape {tuple(probs.shape)} for "
+                                   f"{len(chunk)} narratives and {n_classes} classes")
+            if not torch.isfinite(probs).all():
+                raise ReleaseError(f"{release}: model gave non-finite scores (data rows from {start + 1})")
+            prob[start : start + len(chunk)], idx[start : start + len(chunk)] = probs.max(dim=1)
+            bar.update(len(chunk))
+    return prob, idx

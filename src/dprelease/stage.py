@@ -60,6 +60,28 @@ class Stage:
         return getattr(self.run, "func", self.run).__module__
 
 
+class Runner:
+    """How a stage runs OTHER stages by name (the canary audit re-runs whole pipelines in a sub-root).
+    The registry installs itself here at import, so no stage module imports the registry (which imports
+    every stage module): no import cycle."""
+
+    run: Callable[[str, Params, str | Path], dict] | None = None
+    names: Callable[[Params, str], list[str]] | None = None
+
+
+def run_other(name: str, params: Params, root: str | Path) -> dict:
+    if Runner.run is None:
+        raise RuntimeError("no stage runner installed (import dprelease.registry first)")
+    return Runner.run(name, params, root)
+
+
+def stage_names(params: Params, group: str) -> list[str]:
+    """Names of the active stages of ``group``, in execution order."""
+    if Runner.names is None:
+        raise RuntimeError("no stage runner installed (import dprelease.registry first)")
+    return Runner.names(params, group)
+
+
 def skip_marker(folder: Path, why: str, metrics: Path | None = None) -> dict:
     """What a stage that is not needed with these params writes, so its declared outputs still exist
     (DVC runs every stage of ``dvc.yaml``)."""

@@ -229,3 +229,26 @@ def log_tune_run(params: Params, root: str | Path, result: dict) -> str:
         for path in sorted(out.glob(f"{result['mode']}*")):
             mlflow.log_artifact(str(path), "tune")
         return parent.info.run_id
+
+
+def log_audit_run(params: Params, root: str | Path = ".") -> str:
+    """A parent run for the privacy audit (figures, table) and a child run per arm: claimed ε, each
+    attack's AUC / TPR at low FPR / heuristic ε figure, and the canary ε lower bound. Aggregates only."""
+    mlflow = _setup(params, root)
+    lay = Layout.from_params(params, root)
+    mia, canary = read_json(lay.metrics / "privacy_audit.json"), read_json(lay.metrics / "audit_canary.json")
+    with _run(mlflow, root, run_name="privacy-audit") as parent:
+        mlflow.log_params({f"privacy_audit.{k}": v for k, v in params.privacy_audit.model_dump().items()})
+        mlflow.set_tag("mlflow.note.content", "Membership inference (loss, LiRA offline) and one-run canary audit")
+        for arm, d in mia["arms"].items():
+            with _run(mlflow, root, run_name=f"audit {arm}", nested=True):
+                mlflow.set_tags({"arm": arm, "guarantee": d["guarantee"]})
+                values = {f"{atk}.{k}": v for atk, r in d["attacks"].items() for k, v in r.items() if _is_number(v)}
+                if d["claimed_epsilon"] is not None:
+                    values["claimed_epsilon"] = d["claimed_epsilon"]
+                c = canary["arms"].get(arm, {})
+                values |= {f"canary.{k}": v for k, v in c.items() if _is_number(v)}
+                mlflow.log_metrics(values)
+        for path in sorted((lay.reports / "privacy").glob("*")):
+            mlflow.log_artifact(str(path), "privacy")
+        return parent.info.run_id

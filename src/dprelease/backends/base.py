@@ -133,6 +133,17 @@ class Backend(ABC):
 
     @staticmethod
     @abstractmethod
+    def release_shapes(folder: Path, arch: dict) -> dict[str, tuple[tuple[int, ...], bool]]:
+        """Bounded architecture check of ``model.json`` (and ``config.json``) → the state-dict shapes it
+        implies (built on the meta device: nothing allocated). One-line ReleaseError on a bad folder."""
+
+    @staticmethod
+    @abstractmethod
+    def load_release_model(folder: Path, arch: dict, device: torch.device) -> nn.Module:
+        """The released model in eval mode, usable with this backend's forward / predict_proba."""
+
+    @staticmethod
+    @abstractmethod
     def release_scorer(folder: Path, arch: dict, device: torch.device) -> Callable[[list[str]], torch.Tensor]:
         """From a release folder: a function from narratives to class probabilities [n, C] (CPU)."""
 

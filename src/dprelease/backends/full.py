@@ -14,6 +14,8 @@ import torch
 from torch import nn
 
 from ..config import FullParams
+from ..errors import ReleaseError
+from ..release_check import BOUNDS, bounded, fit_state, load_weights, module_shapes, read_json_object
 from .base import Backend, Features, save_state
 from .encoder import encoder_dir, encoder_reference, load_tokenizer
 
@@ -93,6 +95,14 @@ class FullBackend(Backend):
 
         return score
 
+    @staticmethod
+    def release_shapes(folder: Path, arch: dict) -> dict:
+        return full_shapes(Path(folder), arch)
+
+    @staticmethod
+    def load_release_model(folder: Path, arch: dict, device: torch.device) -> nn.Module:
+        return load_release_full(Path(folder), device)[0]
+
     def write_release_model(self, model: nn.Module, folder: Path) -> dict:
         save_state(folder / "model.safetensors", model)
         model.model.config.to_json_file(str(folder / "config.json"))
@@ -106,12 +116,58 @@ class FullBackend(Backend):
         return arch
 
 
-def load_release_full(folder: Path, device: torch.device) -> tuple[SequenceClassifier, object]:
-    from safetensors.torch import load_file
-    from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+def full_shapes(folder: Path, arch: dict) -> dict[str, tuple[tuple[int, ...], bool]]:
+    dims = bounded(folder / "model.json", arch, BOUNDS["full"])
+    config, shapes = check_full_config(folder)
+    if config.num_labels != dims["n_classes"]:
+        raise ReleaseError(f"{folder / 'config.json'}: {config.num_labels} labels but model.json says "
+                           f"n_classes={dims['n_classes']}")
+    if dims["max_length"] > config.max_position_embeddings:
+        raise ReleaseError(f"{folder / 'model.json'}: max_length={dims['max_length']} exceeds config.json's "
+                           f"max_position_embeddings={config.max_position_embeddings}")
+    return shapes
 
-    config = AutoConfig.from_pretrained(str(folder / "config.json"), local_files_only=True)
+
+def check_full_config(folder: Path):
+    """``config.json``'s dimensions bounded, then the transformer it describes built on the meta device:
+    the parsed config and the state-dict shapes it implies (the loader calls it too, before building)."""
+    from transformers import AutoConfig, AutoModelForSequenceClassification
+
+    path = folder / "config.json"
+    raw = read_json_object(path)
+    limits = BOUNDS["config.json"]
+    bounded(path, raw, limits, [k for k in limits if k != "num_labels"])
+    labels = raw.get("id2label")
+    bounded(path, {"num_labels": len(labels) if isinstance(labels, dict) else raw.get("num_labels", 2)}, limits,
+            ["num_labels"])
+    kind = json.loads((encoder_dir() / "config.json").read_text(encoding="utf-8"))["model_type"]
+    if raw.get("model_type") != kind:
+        raise ReleaseError(f"{path}: model_type {raw.get('model_type')!r}, expected {kind!r}")
+    try:
+        config = AutoConfig.from_pretrained(str(path), local_files_only=True)
+        with torch.device("meta"):
+            model = SequenceClassifier(AutoModelForSequenceClassification.from_config(config))
+    except Exception as e:  # noqa: BLE001 - any failure to build from an edited config is a bad release
+        raise ReleaseError(f"{path}: cannot build the model it describes ({type(e).__name__}: {e})") from None
+    return config, module_shapes(path, model)
+
+
+def load_release_full(folder: Path, device: torch.device) -> tuple[SequenceClassifier, object]:
+    """The released transformer and tokenizer. config.json's dimensions are bounded before the model is
+    built, the weights must be finite and every token id the tokenizer can produce must have an embedding
+    (one-line :class:`ReleaseError` otherwise); `predict` has verified the whole folder before this."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    folder = Path(folder)
+    config, _ = check_full_config(folder)
+    state = load_weights(folder / "model.safetensors")  # before the model is built: a bad file fails fast
     model = SequenceClassifier(AutoModelForSequenceClassification.from_config(config))
-    model.load_state_dict(load_file(str(folder / "model.safetensors")))
-    tokenizer = AutoTokenizer.from_pretrained(str(folder / "tokenizer"), local_files_only=True)
+    fit_state(model, state, folder / "model.safetensors")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(folder / "tokenizer"), local_files_only=True)
+    except Exception as e:  # noqa: BLE001 - tokenizers raise many types for an edited file
+        raise ReleaseError(f"{folder / 'tokenizer'}: cannot load the tokenizer ({type(e).__name__}: {e})") from None
+    if len(tokenizer) > config.vocab_size:
+        raise ReleaseError(f"{folder / 'tokenizer'}: {len(tokenizer)} tokens but config.json's vocab_size is "
+                           f"{config.vocab_size}")
     return model.to(device).eval(), tokenizer

@@ -17,8 +17,9 @@ from tqdm.auto import tqdm
 
 from ..config import HeadParams
 from ..errors import ReleaseError
+from ..release_check import BOUNDS, bounded, fit_state, load_weights, module_shapes
 from .base import Backend, Features, save_state, trainable
-from .encoder import encoder_reference, load_encoder, load_tokenizer, mean_pool
+from .encoder import encoder_dir, encoder_reference, load_encoder, load_tokenizer, mean_pool
 
 
 class SeededDropout(nn.Module):
@@ -123,6 +124,14 @@ class HeadBackend(Backend):
     def release_scorer(folder: Path, arch: dict, device: torch.device):
         return head_scorer(folder, arch, device)
 
+    @staticmethod
+    def release_shapes(folder: Path, arch: dict) -> dict:
+        return head_shapes(Path(folder), arch)
+
+    @staticmethod
+    def load_release_model(folder: Path, arch: dict, device: torch.device) -> nn.Module:
+        return load_release_head(Path(folder), arch, device)
+
     def write_release_model(self, model: nn.Module, folder: Path) -> dict:
         save_state(folder / "model.safetensors", model)
         arch = {"backend": "head", "dim": model.dim, "hidden": model.hidden, "n_classes": self.n_classes,
@@ -147,17 +156,38 @@ def embed(texts: list[str], device: torch.device, max_length: int = 128, batch_s
     return out
 
 
-def load_release_head(folder: Path, arch: dict, device: torch.device) -> Head:
-    from safetensors.torch import load_file
+def check_head_arch(folder: Path, arch: dict) -> dict[str, int]:
+    """The head's dimensions, bounded (cheap: the loader calls it too, before building the head)."""
+    path = folder / "model.json"
+    dims = bounded(path, arch, BOUNDS["head"])
+    enc = arch.get("encoder")
+    if not isinstance(enc, dict) or not isinstance(enc.get("weights_sha256"), str):
+        raise ReleaseError(f"{path}: no encoder reference (encoder.weights_sha256)")
+    return dims
 
-    model = Head(arch["dim"], arch["n_classes"], arch["hidden"], 0.0)
-    model.load_state_dict(load_file(str(folder / "model.safetensors")))
+
+def head_shapes(folder: Path, arch: dict) -> dict[str, tuple[tuple[int, ...], bool]]:
+    dims = check_head_arch(folder, arch)
+    width = json.loads((encoder_dir() / "config.json").read_text(encoding="utf-8"))["hidden_size"]
+    if dims["dim"] != width:
+        raise ReleaseError(f"{folder / 'model.json'}: dim={dims['dim']} but the encoder's embeddings have {width}")
+    with torch.device("meta"):
+        model = Head(dims["dim"], dims["n_classes"], dims["hidden"], 0.0)
+    return module_shapes(folder / "model.json", model)
+
+
+def load_release_head(folder: Path, arch: dict, device: torch.device) -> Head:
+    """The released head. Its dimensions are bounded before it is built and the weights must be finite
+    (one-line :class:`ReleaseError` otherwise); `predict` has verified the folder before this."""
+    dims = check_head_arch(Path(folder), arch)
+    model = Head(dims["dim"], dims["n_classes"], dims["hidden"], 0.0)
+    fit_state(model, load_weights(Path(folder) / "model.safetensors"), Path(folder) / "model.safetensors")
     return model.to(device).eval()
 
 
 def head_scorer(folder: Path, arch: dict, device: torch.device):
     ref = encoder_reference()
-    if ref["weights_sha256"] != arch["encoder"]["weights_sha256"]:
+    if ref["weights_sha256"] != (arch.get("encoder") or {}).get("weights_sha256"):
         raise ReleaseError(f"installed encoder {ref['package']} {ref['version']} differs from the release's")
     model = load_release_head(folder, arch, device)
 

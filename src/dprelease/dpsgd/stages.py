@@ -16,9 +16,13 @@ from ..layout import Layout
 from ..privacy import guarantee
 from ..seeds import stage_seed
 from ..stage import Stage
+from ..release import arm_model_dir, write_arm_model
 from ..utility.evaluate import evaluate, write_arm
 from .accounting import default_delta
 from .train import check_setting, train_dpsgd
+
+CODE = ["dpsgd", "privacy/rdp.py", "privacy/guarantee.py", "backends", "data/splits.py", "data/records.py",
+        "utility", "release.py", "release_check.py", "cache.py"]
 
 
 def target_epsilon(params: Params, lay: Layout) -> float:
@@ -73,6 +77,7 @@ def dpsgd(params: Params, root: str | Path = ".") -> dict:
                              noise_multiplier=res.noise_multiplier, steps=res.steps, sample_rate=res.sample_rate,
                              max_grad_norm=params.dpsgd_run.max_grad_norm, conversion=params.dpsgd.conversion,
                              accountant="RDP")
+    write_arm_model(lay, "dpsgd", backend, model, g, CODE)
     return write_arm(lay, "dpsgd", backend, model, label_info(lay), g, {"final_loss": res.final_loss})
 
 
@@ -96,11 +101,9 @@ def dpsgd_sweep(params: Params, root: str | Path = ".") -> dict:
 def declare(params: Params) -> list[Stage]:
     a = params.artifacts
     deps = [f"{a}/data", f"{a}/features", "metrics/release.json"]
-    code = ["dpsgd", "privacy/rdp.py", "privacy/guarantee.py", "backends", "data/splits.py", "data/records.py",
-            "utility"]
     return [
-        Stage("dpsgd", dpsgd, ["seed", "model", "dpsgd"], deps, ["reports/arms/dpsgd"], code,
-              metrics=["metrics/dpsgd.json"], group="compare"),
-        Stage("dpsgd_sweep", dpsgd_sweep, ["seed", "model", "dpsgd"], deps, [], code,
+        Stage("dpsgd", dpsgd, ["seed", "model", "dpsgd"], deps, ["reports/arms/dpsgd", arm_model_dir(params, "dpsgd")],
+              CODE, metrics=["metrics/dpsgd.json"], group="compare"),
+        Stage("dpsgd_sweep", dpsgd_sweep, ["seed", "model", "dpsgd"], deps, [], CODE,
               metrics=["metrics/dpsgd_sweep.json"], group="compare"),
     ]

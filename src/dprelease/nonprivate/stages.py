@@ -12,7 +12,11 @@ from ..privacy import guarantee
 from ..seeds import stage_seed
 from ..stage import Stage
 from ..training import finetune
+from ..release import arm_model_dir, write_arm_model
 from ..utility.evaluate import write_arm
+
+CODE = ["nonprivate", "training.py", "backends", "data/splits.py", "privacy/guarantee.py", "utility", "release.py",
+        "release_check.py", "cache.py"]
 
 
 def nonprivate(params: Params, root: str | Path = ".") -> dict:
@@ -23,13 +27,14 @@ def nonprivate(params: Params, root: str | Path = ".") -> dict:
     opt = params.backend.finetune.model_copy(update={"epochs": params.compare.nonprivate_epochs})
     hist = finetune(backend, model, feats, y, None, opt, seed=stage_seed(params.seed, "nonprivate"),
                     progress=True, desc="non-private")
-    return write_arm(lay, "nonprivate", backend, model, label_info(lay), guarantee.none(),
+    g = guarantee.none()
+    write_arm_model(lay, "nonprivate", backend, model, g, CODE)
+    return write_arm(lay, "nonprivate", backend, model, label_info(lay), g,
                      {"epochs": opt.epochs, "final_loss": hist.losses[-1]})
 
 
 def declare(params: Params) -> list[Stage]:
     a = params.artifacts
     return [Stage("nonprivate", nonprivate, ["seed", "model", "compare.nonprivate_epochs"],
-                  [f"{a}/data", f"{a}/features"], ["reports/arms/nonprivate"],
-                  ["nonprivate", "training.py", "backends", "data/splits.py", "privacy/guarantee.py", "utility"],
-                  metrics=["metrics/nonprivate.json"], group="compare")]
+                  [f"{a}/data", f"{a}/features"], ["reports/arms/nonprivate", arm_model_dir(params, "nonprivate")],
+                  CODE, metrics=["metrics/nonprivate.json"], group="compare")]

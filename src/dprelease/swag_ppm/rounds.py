@@ -16,7 +16,7 @@ from ..data.splits import backend_for, features, label_info
 from ..io import atomic_dir, read_json, write_json
 from ..layout import Layout, check_release_path
 from ..privacy import guarantee
-from ..release import write_release
+from ..release import write_arm_model, write_release
 from ..seeds import stage_seed
 from ..stage import skip_marker, with_common
 from ..training import finetune as run_finetune
@@ -33,7 +33,7 @@ MODEL_CODE = ["swag_ppm/rounds.py", "training.py", "backends", "data/splits.py"]
 PASS_CODE = ["swag_ppm/rounds.py", "swag_ppm/passes.py", "swag_ppm/swag.py", "swag_ppm/ppm.py", "backends",
              "data/splits.py"]
 RELEASE_CODE = ["swag_ppm/rounds.py", "swag_ppm/swag.py", "swag_ppm/ppm.py", "backends", "data/splits.py",
-                "privacy/guarantee.py", "release.py", "cache.py"]
+                "privacy/guarantee.py", "release.py", "release_check.py", "cache.py"]
 
 
 def _weights(lay: Layout, r: int) -> np.ndarray | None:
@@ -176,4 +176,5 @@ def round2_arm(params: Params, root: str | Path = ".") -> dict:
     ``ppm.reweight: false``), with its own M* in Δ̂, evaluated on the test split."""
     lay = Layout.from_params(params, root)
     backend, model, _, _, g = draw_from_round(params, lay, 2)
+    write_arm_model(lay, "swag_ppm", backend, model, g, with_common(RELEASE_CODE))
     return write_arm(lay, "swag_ppm", backend, model, label_info(lay), g, {"round": 2})

@@ -12,6 +12,7 @@ from functools import partial
 from pathlib import Path
 
 from ..config import Params
+from ..release import arm_model_dir
 from ..stage import Stage
 from . import evaluate, rounds, select
 from .rounds import MODEL_CODE, PASS_CODE, RELEASE_CODE
@@ -21,8 +22,7 @@ SAMPLING = ["ppm.draws", "ppm.draw_batch"]
 SWAG_CODE = [*MODEL_CODE, "swag_ppm/swag.py", "swag_ppm/swag_train.py"]
 EVALUATE_CODE = ["swag_ppm/evaluate.py", "swag_ppm/swag.py", "swag_ppm/diagnostics.py", "backends",
                  "data/splits.py", "utility", "plots.py"]
-ARM_CODE = ["swag_ppm/rounds.py", "swag_ppm/swag.py", "swag_ppm/ppm.py", "backends", "data/splits.py",
-            "privacy/guarantee.py", "utility"]
+ARM_CODE = [*RELEASE_CODE, "utility"]
 
 
 def _reweighting(params: Params) -> bool:
@@ -72,5 +72,6 @@ def declare(params: Params) -> list[Stage]:
                      when=lambda p: p.data.validation_size > 0))
     out.append(Stage("swag_ppm", rounds.round2_arm, MODEL,
                      [labels, feats, f"{a}/round2/weights", f"{a}/round2/swag", "metrics/sensitivity_r2.json"],
-                     ["reports/arms/swag_ppm"], ARM_CODE, metrics=["metrics/swag_ppm.json"], group="compare"))
+                     ["reports/arms/swag_ppm", arm_model_dir(params, "swag_ppm")], ARM_CODE,
+                     metrics=["metrics/swag_ppm.json"], group="compare"))
     return out

@@ -1,0 +1,66 @@
+"""Stage ``privacy_audit``: membership inference on every arm (TRUST.md L.1–L.3).
+
+Each arm's model is loaded from its release-format folder and verified (what an attacker gets); the
+attacker also has the public encoder, the audited records and a population pool. Members = the training
+split, non-members = the test split (same distribution). Attacks: loss threshold and LiRA offline.
+Per arm and attack: AUC, TPR at FPR 1 % and 0.1 %, the ROC on a fixed log-spaced FPR grid (an aggregate),
+and the L.3 ε figure, which is HEURISTIC on one trained model. Only aggregates leave ``artifacts/``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..config import Params
+from ..data.splits import backend_for
+from ..io import write_json
+from ..layout import Layout
+from ..release import arm_model_dir, load_release_model
+from ..seeds import stage_seed
+from . import bounds
+from .population import audit_dir
+from .references import targets
+from .scores import lira_offline, logit_confidence, loss_scores
+
+FPR_GRID = np.logspace(-4, 0, 41)
+ATTACKS = ("loss", "lira_offline")
+
+
+def arm_folder(params: Params, arm: str) -> str:
+    """Release-format folder of an arm, relative to the root (the re-weighted arm is the release)."""
+    return params.release if arm == "swag_ppm_reweighted" else arm_model_dir(params, arm)
+
+
+def attack_scores(probs: np.ndarray, y: np.ndarray, phi_reference: np.ndarray) -> dict[str, np.ndarray]:
+    return {"loss": loss_scores(probs, y), "lira_offline": lira_offline(logit_confidence(probs, y), phi_reference)}
+
+
+def summarise(scores: np.ndarray, member: np.ndarray, *, rng: np.random.Generator, alpha: float) -> dict:
+    fpr, tpr = bounds.roc(scores, member)
+    return {"auc": bounds.auc(scores, member),
+            "tpr_at_fpr_0.01": bounds.tpr_at_fpr(scores, member, 0.01),
+            "tpr_at_fpr_0.001": bounds.tpr_at_fpr(scores, member, 0.001),
+            "heuristic_epsilon": bounds.heuristic_epsilon(scores, member, rng=rng, alpha=alpha),
+            "roc_tpr": np.interp(FPR_GRID, fpr, tpr).round(5).tolist()}
+
+
+def privacy_audit(params: Params, root: str | Path = ".") -> dict:
+    lay, a = Layout.from_params(params, root), params.privacy_audit
+    backend = backend_for(params, lay)
+    feats, y, member = targets(lay)
+    phi_ref = np.load(audit_dir(lay) / "references" / "phi.npy")
+    out = {"members": int(member.sum()), "non_members": int((~member).sum()), "fpr_grid": FPR_GRID.tolist(),
+           "arms": {}}
+    for arm in a.arms:
+        manifest, _, model = load_release_model(Path(root) / arm_folder(params, arm), backend.device)
+        probs = backend.predict_proba(model, feats).numpy()
+        g = manifest["guarantee"]
+        rows = {}
+        for attack, s in attack_scores(probs, y.numpy(), phi_ref).items():
+            rng = np.random.default_rng(stage_seed(params.seed, f"mia-{arm}-{attack}"))
+            rows[attack] = summarise(s, member, rng=rng, alpha=a.alpha)
+        out["arms"][arm] = {"claimed_epsilon": g["epsilon"], "guarantee": g["kind"], "attacks": rows}
+    write_json(lay.metrics / "privacy_audit.json", out)
+    return {arm: {k: round(v["auc"], 3) for k, v in d["attacks"].items()} for arm, d in out["arms"].items()}

@@ -1,0 +1,76 @@
+"""Stage ``audit_pool``: the population pool and the canaries (TRUST.md L.1, L.4).
+
+Pool = rows of the bundled data that the split did not sample (same stratify recipe and seed), with a
+label of the problem's label map and a narrative that does not also occur in the split (duplicates
+would be members in disguise); at most ``privacy_audit.pool_size`` of them, drawn at random. Because
+the split takes min(N_c, cap) rows per class, the pool holds only classes with more than ``cap`` rows:
+it under-represents rare classes (the report says so, with the coverage).
+
+Canaries: the first ``privacy_audit.canaries`` pool rows, each with its label re-drawn uniformly among
+the OTHER classes (the classic worst case: a record only memorisation can fit) and included in the
+canary runs' training data independently with probability ½. The rest of the pool trains the LiRA
+reference models. Membership and per-record data stay in ``artifacts/`` (private).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ..backends.base import save_features
+from ..config import Params
+from ..data import records
+from ..data.splits import backend_for, label_info
+from ..io import atomic_dir, write_json
+from ..layout import Layout
+from ..seeds import stage_seed
+
+
+def audit_dir(lay: Layout) -> Path:
+    return lay.artifacts / "audit"
+
+
+def _pool(params: Params, root: str | Path, codes: list[str]) -> pd.DataFrame:
+    d = params.data
+    df = records.read_records(Path(root) / d.path, d.text_column, d.label_column, d.encoding)
+    sample = records.stratified_sample(df, cap=d.cap, min_class_size=d.min_class_size, seed=params.seed,
+                                       limit_classes=d.limit_classes)
+    rest = df.drop(index=sample.index)
+    rest = rest[rest["label"].isin(set(codes)) & ~rest["text"].isin(set(sample["text"]))]
+    rng = np.random.default_rng(stage_seed(params.seed, "audit-pool"))
+    take = rng.permutation(len(rest))[: params.privacy_audit.pool_size]
+    return rest.iloc[take].reset_index(drop=True)
+
+
+def audit_pool(params: Params, root: str | Path = ".") -> dict:
+    lay, a = Layout.from_params(params, root), params.privacy_audit
+    labels = label_info(lay)
+    codes = labels["codes"]
+    index = {c: i for i, c in enumerate(codes)}
+    pool = _pool(params, root, codes)
+    if len(pool) < a.canaries + 2 * max(1, len(pool) // 10):
+        raise ValueError(f"privacy_audit: only {len(pool)} unused rows for {a.canaries} canaries and the reference "
+                         "pool; lower privacy_audit.canaries or raise data.cap headroom")
+    y = np.array([index[c] for c in pool["label"]])
+    rng = np.random.default_rng(stage_seed(params.seed, "audit-canaries"))
+    m = a.canaries
+    shift = rng.integers(1, len(codes), size=m)  # a different class, uniformly
+    canary_y = (y[:m] + shift) % len(codes)
+    member = rng.random(m) < 0.5
+    backend = backend_for(params, lay)
+    feats = backend.featurize(pool["text"].tolist(), progress=True)
+    with atomic_dir(audit_dir(lay) / "pool", private=True) as tmp:
+        head = {k: v[:m] for k, v in feats.items()}
+        tail = {k: v[m:] for k, v in feats.items()}
+        save_features(tmp / "canaries.safetensors", head, torch.from_numpy(canary_y).long())
+        save_features(tmp / "reference_pool.safetensors", tail, torch.from_numpy(y[m:]).long())
+        np.save(tmp / "canary_member.npy", member)
+    covered = int(len(set(y[m:].tolist())))
+    summary = {"pool_rows": int(len(pool)), "reference_pool_rows": int(len(pool) - m), "canaries": m,
+               "canaries_included": int(member.sum()), "classes": len(codes),
+               "reference_pool_classes": covered}
+    write_json(lay.metrics / "audit_pool.json", summary)
+    return summary
