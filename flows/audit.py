@@ -48,6 +48,7 @@ def audit_flow(params: dict, root: str = ".", track: bool = True) -> dict:
             timed(stage)
     for spec in registry.group(p, "audit"):
         timed(spec.name)
+    timed("publish")  # the model card now carries this release's audit
     if track:
         from dprelease.tracking import log_audit_run
 

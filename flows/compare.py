@@ -64,6 +64,7 @@ def compare_flow(params: dict, root: str = ".", track: bool = True) -> dict:
     for future in side:
         future.result()
     timed("compare_report")
+    timed("publish")  # the model card now shows the non-private comparison
     if track:
         from tasks.stages import track_compare_task
 

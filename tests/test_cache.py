@@ -44,7 +44,8 @@ def test_editing_a_plot_reruns_only_plotting_stages(package_copy, tmp_path):
     before = _keys(tmp_path)
     _edit(package_copy / "plots.py")
     changed = _changed(before, _keys(tmp_path))
-    assert changed == {"audit", "compare_report", "privacy_report"}
+    # canary_runs re-runs whole pipelines through the registry, so it declares the whole package
+    assert changed == {"audit", "compare_report", "privacy_report", "canary_runs"}
     assert not changed & {"risk", "sensitivity_r2", "sensitivity_r3"}  # no posterior pass
 
 
@@ -112,11 +113,12 @@ def test_code_a_stage_runs_is_code_it_declares(backend, tmp_path):
     the package files whose functions executed ⊆ the stage's declared code."""
     from conftest import COMPARE
 
-    raw = slice_raw(backend, data__validation_size=0.3, selection__tau=0.0)
+    raw = slice_raw(backend, data__validation_size=0.3, selection__tau=0.0,
+                    privacy_audit={"pool_size": 300, "references": 3, "canaries": 40, "guesses": 5})
     raw.update(COMPARE)
     params = parse_params(raw)
     root = make_root(tmp_path)
-    stages = registry.group(params, "release") + registry.group(params, "compare")
+    stages = registry.group(params, "release") + registry.group(params, "compare") + registry.group(params, "audit")
     assert "select" in [s.name for s in stages]
     used = {}
     for s in stages:
@@ -128,3 +130,5 @@ def test_code_a_stage_runs_is_code_it_declares(backend, tmp_path):
     assert "plots.py" in used["audit"] and "plots.py" not in used["risk"]
     assert {"dpsgd/train.py", "dpsgd/accounting.py", "privacy/rdp.py"} <= used["dpsgd"]
     assert {"swag_ppm/select.py", "privacy/selection.py", "release.py"} <= used["select"]
+    assert {"mia/attack.py", "mia/scores.py", "mia/bounds.py", "release_check.py"} <= used["privacy_audit"]
+    assert {"swag_ppm/rounds.py", "dpsgd/train.py", "registry.py"} <= used["canary_runs"]

@@ -67,7 +67,7 @@ def dvc_yaml(params: Params) -> dict:
     """``dvc.yaml`` from the registry: every stage's inputs, declared code, params and outputs."""
     entries = {}
     for s in stages(params):
-        code = [f"{PACKAGE_ROOT}/{p}" for p in s.all_code]
+        code = [PACKAGE_ROOT] if "." in s.code else [f"{PACKAGE_ROOT}/{p}" for p in s.all_code]
         entry: dict = {"cmd": f"dprelease stage {s.name}", "deps": _unique(list(s.deps) + code),
                        "params": _unique(list(s.params))}
         if s.outs:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import io
+import shutil
 import sys
 from pathlib import Path
 
@@ -27,7 +28,9 @@ from .data.splits import label_info
 from .errors import ReleaseError
 from .io import atomic_dir, atomic_path, write_json
 from .release_check import (ALLOWED, MANIFEST, check_hashes, check_labels, check_release_folder, check_shapes,
-                            file_digests, read_json_object, safetensors_header)
+                            file_digests, read_json_object, release_files, safetensors_header)
+
+CARD = "README.md"
 
 PREDICT_BATCH = 512  # narratives scored at once: memory stays bounded however long the input
 PROGRESS_MIN_ROWS = 2000  # smaller inputs get no progress bar (nor does a non-TTY stderr)
@@ -44,6 +47,20 @@ def write_release(folder: Path, backend, model, codes: list[str], titles: list[s
         write_json(tmp / "labels.json", {"codes": codes, "titles": titles})
         write_json(tmp / MANIFEST, manifest | {"model": model_entry, "files": file_digests(tmp),
                                                "code_version": f"{__version__}+{code_hash(code)[:16]}"})
+        check_release_folder(tmp)
+
+
+def publish(staging: Path, folder: Path, card: str) -> None:
+    """The shared release folder: a verified staging release plus its model card, with ``files`` in the
+    manifest re-computed to cover the card. Written whole (atomic)."""
+    manifest = verify_release(staging)
+    with atomic_dir(folder) as tmp:
+        for rel in release_files(staging):
+            if rel != MANIFEST:
+                (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(staging / rel, tmp / rel)
+        (tmp / CARD).write_text(card, encoding="utf-8")
+        write_json(tmp / MANIFEST, manifest | {"files": file_digests(tmp)})
         check_release_folder(tmp)
 
 

@@ -23,7 +23,7 @@ import torch
 from .errors import ReleaseError
 from .io import file_hash
 
-ALLOWED = {"model.safetensors", "model.json", "labels.json", "release.json", "config.json",
+ALLOWED = {"model.safetensors", "model.json", "labels.json", "release.json", "README.md", "config.json",
            "tokenizer/tokenizer.json", "tokenizer/tokenizer_config.json", "tokenizer/special_tokens_map.json",
            "tokenizer/vocab.txt"}
 MANIFEST = "release.json"

@@ -76,9 +76,9 @@ def test_reachable_tau_selects_in_one_try(val_run, tmp_path):
     root = _copy(val_run, tmp_path)
     params = _params(selection__tau=0.0)
     summary = private_select(params, root)
-    assert summary["found"] is True and summary["tries"] == 1
-    assert summary["tau"] == 0.0 and summary["metric"] == "macro_f1"
-    assert 0.0 <= summary["best_score"] <= 1.0
+    assert summary["found"] is True and summary["tau"] == 0.0 and summary["metric"] == "macro_f1"
+    private = read_json(root / params.artifacts / "selection" / "private.json")
+    assert private["tries"] == 1 and 0.0 <= max(private["scores"]) <= 1.0
     sens = read_json(root / "metrics/sensitivity_r3.json")["local_sensitivity"]
     g = summary["guarantee"]
     local = g["quantities"]["local_sensitivity"]
@@ -91,7 +91,9 @@ def test_reachable_tau_selects_in_one_try(val_run, tmp_path):
     check_release_folder(folder)
     manifest = read_json(folder / "release.json")
     assert manifest["guarantee"] == g
-    assert manifest["selection"] == {"tries": 1, "tau": 0.0, "gamma": params.selection.gamma, "metric": "macro_f1"}
+    assert manifest["selection"] == {"tau": 0.0, "gamma": params.selection.gamma, "metric": "macro_f1",
+                                     "composition": summary["composition"]}
+    assert "ε + 2ε" in summary["composition"]
     assert "selection" in g["mechanism"]
     assert (folder / "model.safetensors").is_file() and (folder / "labels.json").is_file()
     # the ordinary release is untouched and cheaper
@@ -116,8 +118,9 @@ def test_unreachable_tau_releases_nothing(val_run, tmp_path):
     # τ ≤ 1 in params.yaml; 1.01 (above any F1) only by bypassing validation
     params = base.model_copy(update={"selection": base.selection.model_copy(update={"tau": 1.01})})
     summary = private_select(params, root)
-    assert summary["found"] is False and summary["tries"] >= 1
-    assert summary["best_score"] < 1.01 and summary["gamma"] == 0.5
+    private = read_json(root / params.artifacts / "selection" / "private.json")
+    assert summary["found"] is False and private["tries"] >= 1
+    assert max(private["scores"]) < 1.01 and summary["gamma"] == 0.5
     assert not (_selected(params, root) / "release.json").exists()  # only a "nothing released" marker
     assert read_json(root / "metrics/selection.json") == summary
 
@@ -169,3 +172,18 @@ def test_validation_without_features_names_validation_size(val_run, tmp_path):
     (root / val_run.params.artifacts / "features" / "validation.safetensors").unlink()
     with pytest.raises(FileNotFoundError, match="validation_size"):
         private_select(val_run.params, root)
+
+
+def test_tries_and_rejected_scores_are_never_published(val_run, tmp_path):
+    """TRUST.md Q: the number of tries and the rejected candidates' scores are not covered by 2ε."""
+    from dprelease.swag_ppm.select import private_select
+
+    root = _copy(val_run, tmp_path)
+    params = _params(selection__tau=0.0)
+    summary = private_select(params, root)
+    public = [root / "metrics/selection.json", *(_selected(params, root)).rglob("*")]
+    for path in public:
+        if path.is_file() and path.suffix == ".json":
+            text = path.read_text(encoding="utf-8")
+            assert '"tries"' not in text and '"scores"' not in text and "best_score" not in text, path
+    assert "tries" not in summary and "best_score" not in summary  # the stage's summary (printed, Prefect result)

@@ -29,8 +29,9 @@ ATTACKS = ("loss", "lira_offline")
 
 
 def arm_folder(params: Params, arm: str) -> str:
-    """Release-format folder of an arm, relative to the root (the re-weighted arm is the release)."""
-    return params.release if arm == "swag_ppm_reweighted" else arm_model_dir(params, arm)
+    """Release-format folder of an arm, relative to the root (the re-weighted arm is the release, as
+    staged by ``draw``: the same files the shared folder holds, minus the model card)."""
+    return f"{params.artifacts}/draw/release" if arm == "swag_ppm_reweighted" else arm_model_dir(params, arm)
 
 
 def attack_scores(probs: np.ndarray, y: np.ndarray, phi_reference: np.ndarray) -> dict[str, np.ndarray]:

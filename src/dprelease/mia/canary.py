@@ -31,7 +31,7 @@ from .attack import arm_folder
 from .population import audit_dir
 from .scores import loss_scores
 
-SKIP = {"stratify", "featurize", "audit", "select"}  # the sub-project gets its data directly; no utility eval
+SKIP = {"stratify", "featurize", "audit", "select", "publish"}  # data given directly; no utility eval, no card
 
 
 class AuditError(OneLineError):

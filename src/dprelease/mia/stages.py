@@ -4,24 +4,21 @@ membership inference on every arm, the one-run canary audit, and the report."""
 from __future__ import annotations
 
 from ..config import Params
-from ..release import arm_model_dir
 from ..stage import Stage
-from .attack import privacy_audit
+from .attack import arm_folder, privacy_audit
 from .canary import canary_runs
 from .population import audit_pool
 from .references import audit_references
 from .report import privacy_report
 
 LOAD_CODE = ["release.py", "release_check.py", "cache.py", "backends", "data/splits.py"]
-CHAIN_CODE = ["swag_ppm", "dpsgd", "nonprivate", "training.py", "privacy", "utility", "data",
-              "stage.py"]  # what the canary runs execute
+CHAIN_CODE = ["."]  # the canary runs re-run whole pipelines through the registry: the whole package
 
 
 def declare(params: Params) -> list[Stage]:
     a = params.artifacts
     split = [f"{a}/data", f"{a}/features"]
-    arms = {arm: (params.release if arm == "swag_ppm_reweighted" else arm_model_dir(params, arm))
-            for arm in params.privacy_audit.arms}
+    arms = {arm: arm_folder(params, arm) for arm in params.privacy_audit.arms}
     model = ["seed", "model"]
     return [
         Stage("audit_pool", audit_pool, ["seed", "data", "model.backend", "model.device", "model.full.tiny",
@@ -32,7 +29,7 @@ def declare(params: Params) -> list[Stage]:
               [*split, f"{a}/audit/pool"], [f"{a}/audit/references"],
               ["mia/references.py", "mia/scores.py", "mia/population.py", "training.py", "backends", "data/splits.py"],
               metrics=["metrics/audit_references.json"], group="audit"),
-        Stage("privacy_audit", privacy_audit, model + ["privacy_audit", "release"],
+        Stage("privacy_audit", privacy_audit, model + ["privacy_audit"],
               [*split, f"{a}/audit/references", *arms.values()], [], ["mia", *LOAD_CODE],
               metrics=["metrics/privacy_audit.json"], group="audit"),
         Stage("canary_runs", canary_runs, model + ["ppm", "dpsgd", "compare", "privacy_audit", "audit"],

@@ -14,7 +14,7 @@ from ..backends.base import get_flat, set_flat
 from ..config import Params
 from ..data.splits import backend_for, features, label_info
 from ..io import atomic_dir, read_json, write_json
-from ..layout import Layout, check_release_path
+from ..layout import Layout
 from ..privacy import guarantee
 from ..release import write_arm_model, write_release
 from ..seeds import stage_seed
@@ -146,13 +146,14 @@ def draw_from_round(params: Params, lay: Layout, r: int, tag: str = "release"):
 def draw(params: Params, root: str | Path = ".") -> dict:
     """ONE independent draw θ* from the last SWAG; its own M* enters Δ̂ (spec B.7b step 7)."""
     lay, r = Layout.from_params(params, root), params.final_round
-    check_release_path(params, root)  # before any work: never into data, code or a foreign folder
     backend, model, theta, m_star, g = draw_from_round(params, lay, r)
+    labels = label_info(lay)
     with atomic_dir(lay.draw, private=True) as tmp:
         save_file({"theta": theta.cpu().contiguous()}, str(tmp / "theta.safetensors"))
-    labels = label_info(lay)
-    write_release(lay.release, backend, model, labels["codes"], labels["titles"], release_manifest(params, lay, g),
-                  with_common(RELEASE_CODE))
+        # the release as it will be shared, staged privately: the privacy audit loads it from here and
+        # the `publish` stage adds the model card and writes it to params.release
+        write_release(tmp / "release", backend, model, labels["codes"], labels["titles"],
+                      release_manifest(params, lay, g), with_common(RELEASE_CODE))
     summary = {"round": r, "released_draw_max_loss": m_star, "guarantee": g.as_dict()}
     write_json(lay.metrics / "release.json", summary)
     return summary

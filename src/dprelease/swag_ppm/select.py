@@ -20,7 +20,7 @@ import torch
 from ..backends.base import set_flat
 from ..config import Params
 from ..data.splits import backend_for, features, label_info
-from ..io import read_json, write_json
+from ..io import atomic_dir, read_json, write_json
 from ..layout import Layout, check_release_path
 from ..privacy import guarantee
 from ..privacy.selection import select, selection_budget
@@ -33,6 +33,8 @@ from .rounds import RELEASE_CODE, release_manifest
 from .swag import SwagMoments, iter_samples
 
 SELECT_CODE = [*RELEASE_CODE, "swag_ppm/select.py", "privacy/selection.py", "utility/metrics.py"]
+COMPOSITION = ("publishing both the plain release (ε) and this selected one (2ε) from the same data "
+               "costs ε + 2ε in total (basic composition)")
 NO_VALIDATION = "data.validation_size is 0 (no validation split to score candidates on)"
 
 
@@ -48,6 +50,7 @@ def private_select(params: Params, root: str | Path = ".") -> dict:
     folder = selected_folder(lay)
     check_release_path(params, root, folder.resolve())
     if params.data.validation_size == 0:
+        skip_marker(lay.artifacts / "selection", NO_VALIDATION)
         return skip_marker(folder, NO_VALIDATION, lay.metrics / "selection.json")
     if not (lay.features / "validation.safetensors").is_file():
         raise FileNotFoundError("no validation split: set data.validation_size > 0 and re-run stratify/featurize")
@@ -80,13 +83,18 @@ def private_select(params: Params, root: str | Path = ".") -> dict:
     eps = 2 * local_sensitivity
     g = guarantee.ppm(selection_budget(eps), local_sensitivity, mechanism="SWAG-PPM with private selection (Liu & Talwar 2019)",
                       posterior_draws=sens["draws"], round=r, epsilon_per_candidate=eps)
-    summary = {"found": result.found, "tries": result.tries, "tau": sp.tau, "gamma": sp.gamma,
-               "metric": sp.metric, "best_score": max(result.scores), "guarantee": g.as_dict()}
+    # The number of tries and the rejected candidates' scores are data-dependent and NOT covered by the
+    # 2ε guarantee (TRUST.md Q): they stay in the private artifacts, never in metrics, MLflow, logs or
+    # the release folder.
+    with atomic_dir(lay.artifacts / "selection", private=True) as tmp:
+        write_json(tmp / "private.json", {"tries": result.tries, "scores": result.scores})
+    summary = {"found": result.found, "tau": sp.tau, "gamma": sp.gamma, "metric": sp.metric,
+               "guarantee": g.as_dict(), "composition": COMPOSITION}
     if result.found:
         set_flat(model, result.selected)
         labels = label_info(lay)
         manifest = release_manifest(params, lay, g)
-        manifest["selection"] = {k: summary[k] for k in ("tries", "tau", "gamma", "metric")}
+        manifest["selection"] = {k: summary[k] for k in ("tau", "gamma", "metric", "composition")}
         write_release(folder, backend, model, labels["codes"], labels["titles"], manifest, with_common(SELECT_CODE))
     else:  # a previous selection's release must not outlive a run that found nothing
         shutil.rmtree(folder, ignore_errors=True)

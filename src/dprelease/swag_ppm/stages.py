@@ -14,7 +14,7 @@ from pathlib import Path
 from ..config import Params
 from ..release import arm_model_dir
 from ..stage import Stage
-from . import evaluate, rounds, select
+from . import evaluate, publish, rounds, select
 from .rounds import MODEL_CODE, PASS_CODE, RELEASE_CODE
 
 MODEL = ["seed", "model"]
@@ -57,17 +57,23 @@ def declare(params: Params) -> list[Stage]:
     finals = [f"{a}/round{r}/{x}" for r in (2, 3) for x in ("weights", "swag")]
     histories = [f"{a}/round{r}/{x}" for r in (1, 2, 3) for x in ("finetune", "swag")]
     sens = ["metrics/sensitivity_r2.json", "metrics/sensitivity_r3.json", "metrics/data.json"]
-    out.append(Stage("draw", rounds.draw, MODEL + ["ppm", "release"], [labels, feats, *finals, *sens],
-                     [f"{a}/draw", params.release], RELEASE_CODE, metrics=["metrics/release.json"]))
+    out.append(Stage("draw", rounds.draw, MODEL + ["ppm"], [labels, feats, *finals, *sens],
+                     [f"{a}/draw"], RELEASE_CODE, metrics=["metrics/release.json"]))
     out.append(Stage("audit", evaluate.audit, MODEL + ["ppm.reweight", "audit"],
                      [labels, feats, f"{a}/draw", *histories, f"{a}/round2/sensitivity", f"{a}/round3/sensitivity",
                       *sens], ["reports/release"], EVALUATE_CODE,
                      metrics=["metrics/audit.json", "metrics/diagnostics.json"],
                      plots=["plots/max_delta.png", "plots/f1_violin.png", "plots/per_class_f1.png",
                             "plots/loss_curves.png", "plots/confusion_top_classes.png"]))
+    out.append(Stage("publish", publish.publish, ["release", "force_release_path", "ppm.reweight"],
+                     [f"{a}/draw", "metrics/data.json", "metrics/audit.json", "reports/release",
+                      "metrics/nonprivate.json", "reports/privacy"], [params.release],
+                     ["swag_ppm/publish.py", "card.py", "release.py", "release_check.py", "cache.py", "backends",
+                      "data/splits.py"]))
     selected = Path(params.release)
     out.append(Stage("select", select.private_select, MODEL + ["ppm", "selection", "data.validation_size", "release"],
-                     [labels, feats, *finals, *sens], [str(selected.with_name(selected.name + "-selected"))],
+                     [labels, feats, *finals, *sens], [str(selected.with_name(selected.name + "-selected")),
+                                                       f"{a}/selection"],
                      select.SELECT_CODE, metrics=["metrics/selection.json"],
                      when=lambda p: p.data.validation_size > 0))
     out.append(Stage("swag_ppm", rounds.round2_arm, MODEL,

@@ -1,0 +1,38 @@
+"""Stage ``publish``: the shared release folder = the staged release of ``draw`` + its model card
+(:mod:`dprelease.card`), built from the manifest and whatever public evidence exists: the utility
+evaluation, the non-private comparison (``make compare``) and the privacy audit (``make audit``). The
+flows re-run it at their end, so the card always reflects what has been measured."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from ..card import _audit_rows, render
+from ..config import Params
+from ..io import read_json
+from ..layout import Layout, check_release_path
+from ..release import publish as write_published
+from ..release import verify_release
+
+
+def staged(params: Params) -> str:
+    return f"{params.artifacts}/draw/release"
+
+
+def publish(params: Params, root: str | Path = ".") -> dict:
+    lay = Layout.from_params(params, root)
+    target = check_release_path(params, root)
+    staging = Path(root) / staged(params)
+    manifest = verify_release(staging)
+    quartiles_csv = lay.audit / "quartiles.csv"
+    with open(quartiles_csv, newline="", encoding="utf-8") as fh:
+        quartiles = list(csv.DictReader(fh))
+    nonprivate = lay.metrics / "nonprivate.json"
+    audit_rows = _audit_rows(lay.reports / "privacy" / "audit.csv", "swag_ppm_reweighted" if params.ppm.reweight
+                             else "swag_ppm")
+    card = render(manifest, data=read_json(lay.metrics / "data.json"), utility=read_json(lay.metrics / "audit.json"),
+                  quartiles=quartiles, nonprivate=read_json(nonprivate) if nonprivate.is_file() else None,
+                  audit_rows=audit_rows, labels=read_json(staging / "labels.json"))
+    write_published(staging, target, card)
+    return {"release": str(lay.release), "audited": bool(audit_rows), "compared": nonprivate.is_file()}

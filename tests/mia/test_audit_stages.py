@@ -1,0 +1,136 @@
+"""The privacy-audit stages on the head slice (after the comparison arms): outputs, no per-record data,
+the sanity rule, and the model card kept in step with release.json."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import compare_raw, copy_root, run_stages
+from dprelease import registry
+from dprelease.config import parse_params
+from dprelease.io import read_json
+
+pytestmark = pytest.mark.slow
+
+SMALL = {"pool_size": 300, "references": 3, "canaries": 40, "guesses": 5}
+REQUIRED = ["arm", "claimed_epsilon", "attack", "auc", "tpr_at_fpr_0.01", "tpr_at_fpr_0.001", "epsilon_lower_bound"]
+
+
+def _params():
+    return parse_params(compare_raw(privacy_audit=SMALL))
+
+
+@pytest.fixture(scope="module")
+def audited(arms_run, tmp_path_factory):
+    params = _params()
+    root = copy_root(arms_run.root, tmp_path_factory.mktemp("audit"))
+    names = [s.name for s in registry.group(params, "audit")] + ["publish"]
+    return SimpleNamespace(params=params, root=root, summaries=run_stages(params, root, names))
+
+
+def test_audit_csv_has_a_row_per_arm_and_attack(audited):
+    table = pd.read_csv(audited.root / "reports/privacy/audit.csv")
+    assert REQUIRED == [c for c in table.columns if c in REQUIRED]
+    arms = audited.params.privacy_audit.arms
+    assert len(table) == 3 * len(arms)
+    assert sorted(set(table["attack"])) == ["canary", "lira_offline", "loss"]
+    for arm in arms:
+        rows = table[table["arm"] == arm]
+        assert sorted(rows["attack"]) == ["canary", "lira_offline", "loss"], arm
+        scored = rows[rows["attack"] != "canary"]
+        assert scored["auc"].between(0, 1).all() and scored["tpr_at_fpr_0.01"].between(0, 1).all()
+        assert (rows["epsilon_lower_bound"] >= 0).all()
+        assert rows["attack"].eq("canary").sum() == 1 and rows[rows["attack"] == "canary"]["auc"].isna().all()
+    claimed = table.set_index(["arm", "attack"])["claimed_epsilon"]
+    release = read_json(audited.root / "metrics/release.json")["guarantee"]["epsilon"]
+    assert claimed[("swag_ppm_reweighted", "loss")] == pytest.approx(release)
+    assert math.isnan(claimed[("nonprivate", "loss")])
+
+
+def test_report_and_roc_figure(audited):
+    out = audited.root / "reports/privacy"
+    assert (out / "roc.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert "heuristic" in md and "one-run" in md and "under-represented" in md
+    assert f"{audited.params.privacy_audit.canaries} canaries" in md
+
+
+def test_reference_confidences_cover_every_target(audited):
+    phi = np.load(audited.root / audited.params.artifacts / "audit/references/phi.npy")
+    data = read_json(audited.root / "metrics/data.json")
+    assert phi.shape == (SMALL["references"], data["train_rows"] + data["test_rows"])
+    assert np.isfinite(phi).all()
+
+
+def test_canary_bound_never_exceeds_what_the_guesses_allow(audited):
+    canary = read_json(audited.root / "metrics/audit_canary.json")
+    assert canary["k_plus"] == canary["k_minus"] == SMALL["guesses"]
+    assert 0 < canary["included"] < canary["canaries"] == SMALL["canaries"]
+    for arm, d in canary["arms"].items():
+        assert d["guesses"] == 2 * SMALL["guesses"] and 0 <= d["correct"] <= d["guesses"], arm
+        assert 0 <= d["epsilon_lower_bound"] <= d["max_certifiable"] + 1e-12, arm
+
+
+def test_public_outputs_hold_no_per_record_data(audited):
+    """Aggregates only: no membership vectors, scores or narratives in metrics or reports."""
+    texts = pd.read_csv(audited.root / audited.params.artifacts / "data/train.csv")["text"].head(20)
+    for path in [*(audited.root / "reports/privacy").glob("*"), *(audited.root / "metrics").glob("*audit*.json")]:
+        if path.suffix == ".png":
+            continue
+        content = path.read_text(encoding="utf-8")
+        assert not any(t in content for t in texts), path
+        if path.suffix == ".json":
+            def longest(o):
+                if isinstance(o, list):
+                    return max([len(o), *(longest(x) for x in o)])
+                if isinstance(o, dict):
+                    return max([0, *(longest(x) for x in o.values())])
+                return 0
+            assert longest(json.loads(content)) <= 41, path  # the fixed FPR grid is the longest list
+
+
+def test_dpsgd_bound_above_its_accountant_epsilon_fails_loudly(audited, tmp_path, monkeypatch):
+    from dprelease.mia import canary
+
+    root = copy_root(audited.root, tmp_path / "root")
+    real = canary.bounds.canary_audit
+
+    def inflated(*args, **kwargs):
+        out = real(*args, **kwargs)
+        return out | {"epsilon_lower_bound": 1e6}
+
+    monkeypatch.setattr(canary.bounds, "canary_audit", inflated)
+    with pytest.raises(canary.AuditError, match="exceeds its accountant") as info:
+        canary.canary_runs(audited.params, root)
+    assert "\n" not in str(info.value) and "dpsgd" in str(info.value)
+
+
+def test_model_card_is_in_step_with_the_manifest(audited):
+    from dprelease.release import verify_release
+
+    folder = audited.root / audited.params.release
+    manifest = verify_release(folder)  # the card is covered by the manifest's sha256 list
+    assert "README.md" in manifest["files"]
+    card = (folder / "README.md").read_text(encoding="utf-8")
+    g = manifest["guarantee"]
+    assert card.startswith("<!-- Generated by dprelease")
+    assert f"ε = {g['epsilon']:.3f}" in card and "locally" in card and "asymptotically" in card
+    assert f"Δ̂ = {g['quantities']['local_sensitivity']:.3f}" in card
+    assert "ε + 2ε" in card and "dprelease predict" in card
+    table = pd.read_csv(audited.root / "reports/privacy/audit.csv")
+    canary = table[(table["arm"] == "swag_ppm_reweighted") & (table["attack"] == "canary")].iloc[0]
+    assert f"| canary | – | – | – | {canary['epsilon_lower_bound']:.3f} |" in card
+    nonprivate = read_json(audited.root / "metrics/nonprivate.json")
+    assert f"{nonprivate['top_quartile_weighted_f1']:.3f} / {nonprivate['top_quartile_macro_f1']:.3f}" in card
+
+
+def test_card_before_any_audit_says_how_to_get_one(head_run):
+    card = (Path(head_run.root) / head_run.params.release / "README.md").read_text(encoding="utf-8")
+    assert "Not audited yet: run `make audit`" in card and "not measured (`make compare`)" in card
