@@ -58,6 +58,7 @@ bench: env
 	$(PY) benchmarks/bench_dpsgd.py
 	$(PY) benchmarks/bench_flows.py compare
 	$(PY) benchmarks/bench_flows.py tune-grid
+	$(PY) benchmarks/bench_audit.py
 
 clean:
 	rm -rf artifacts release release-selected metrics plots reports runs .prefect mlflow.db mlartifacts \

@@ -65,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         return code
     report = Layout.from_params(params, args.root).reports / "privacy" / "report.md"
     cli.print_report(report, result, time.perf_counter() - start, "arm")
+    print("per stage: " + ", ".join(f"{k} {v:.1f}s" for k, v in result["timings"].items()))
     return cli.tracking_status(result, "privacy audit")
 
 

@@ -11,7 +11,10 @@ CARD = "README.md"
 
 
 def _f(v, digits: int = 3) -> str:
-    return "–" if v is None else f"{v:.{digits}f}"
+    """A number with ``digits`` decimals; None, NaN and empty CSV cells (an empty quartile) as "–"."""
+    if isinstance(v, str):
+        v = float(v) if v.strip() not in ("", "nan", "NaN") else None
+    return "–" if v is None or v != v else f"{v:.{digits}f}"
 
 
 def _audit_rows(path: Path, arm: str) -> list[dict]:
@@ -84,8 +87,8 @@ def render(manifest: dict, *, data: dict, utility: dict | None, quartiles: list[
             ref = (f"{_f(np_q.get(f'{key}_quartile_weighted_f1'))} / {_f(np_q.get(f'{key}_quartile_macro_f1'))}"
                    if key and np_q else (f"{_f(nonprivate['weighted_f1'])} / {_f(nonprivate['macro_f1'])}"
                                          if nonprivate and row["group"] == "all classes" else "not measured (`make compare`)"))
-            lines.append(f"| {row['group']} ({row['n_classes']} classes) | {_f(float(row['weighted_f1']))} / "
-                         f"{_f(float(row['macro_f1']))} | {ref} |")
+            lines.append(f"| {row['group']} ({row['n_classes']} classes) | {_f(row['weighted_f1'])} / "
+                         f"{_f(row['macro_f1'])} | {ref} |")
     lines += ["", "## Intended use and limits", "",
               "* Intended: suggesting OIICS nature codes for injury narratives, with a human coder reviewing "
               "low-probability and rare-class suggestions.",

@@ -66,7 +66,12 @@ def _setup(params: Params, root: str | Path):
     with file_lock(Path(root) / ".mlflow.lock"):
         if uri.startswith("sqlite:///"):
             _relocate(Path(uri[len("sqlite:///"):]), artifacts)
+        user_uri = os.environ.get("MLFLOW_TRACKING_URI")
         mlflow.set_tracking_uri(uri)
+        # MLflow also exports the URI to the environment; keep the user's value (or none), or a later
+        # run for another project root in this process would log into this root's store
+        os.environ.pop("MLFLOW_TRACKING_URI", None) if user_uri is None else os.environ.update(
+            MLFLOW_TRACKING_URI=user_uri)
         name = params.tracking.experiment
         if mlflow.get_experiment_by_name(name) is None:
             mlflow.create_experiment(name, artifact_location=artifacts.as_uri())

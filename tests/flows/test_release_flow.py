@@ -210,11 +210,12 @@ def test_changing_c_reruns_risk_and_downstream_only(flow_env, first, tmp_path):
 
 
 def test_changing_audit_draws_reruns_audit_only(flow_env, first, tmp_path):
+    """Only the utility evaluation, and the model card that quotes it, are recomputed."""
     root = tmp_path / "copy"
     shutil.copytree(first.root, root)
     params = parse_params(slice_raw(audit__draws=4))
     out, calls = _run(flow_env, params, root)
-    assert calls == ["audit"]
+    assert calls == ["audit", "publish"]
     assert out["audit"]["draws"] == 4
 
 

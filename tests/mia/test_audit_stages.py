@@ -134,3 +134,20 @@ def test_model_card_is_in_step_with_the_manifest(audited):
 def test_card_before_any_audit_says_how_to_get_one(head_run):
     card = (Path(head_run.root) / head_run.params.release / "README.md").read_text(encoding="utf-8")
     assert "Not audited yet: run `make audit`" in card and "not measured (`make compare`)" in card
+
+
+def test_audit_mlflow_run_holds_figures_and_aggregates(audited):
+    import mlflow
+
+    from dprelease.tracking import log_audit_run, tracking_uri
+
+    run_id = log_audit_run(audited.params, audited.root)
+    client = mlflow.MlflowClient(tracking_uri=tracking_uri(audited.params, audited.root))
+    files = {a.path for a in client.list_artifacts(run_id, "privacy")}
+    assert files == {"privacy/audit.csv", "privacy/roc.png", "privacy/report.md"}
+    exp = client.get_run(run_id).info.experiment_id
+    children = client.search_runs([exp], filter_string=f"tags.mlflow.parentRunId = '{run_id}'")
+    assert sorted(c.data.tags["arm"] for c in children) == sorted(audited.params.privacy_audit.arms)
+    for c in children:
+        assert {"loss.auc", "lira_offline.auc", "canary.epsilon_lower_bound"} <= set(c.data.metrics)
+        assert not any(k.endswith("roc_tpr") for k in c.data.metrics)  # lists are not metrics
