@@ -128,3 +128,18 @@ def test_no_other_dispatcher_remains():
             continue
         text = path.read_text(encoding="utf-8")
         assert not any(n in text for n in needles), path
+
+
+def test_every_param_a_stage_reads_is_in_params_yaml():
+    """DVC refuses a stage whose `params:` are missing from params.yaml."""
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    missing = set()
+    for s in registry.stages(DEFAULT):
+        for key in s.params:
+            node = raw
+            for part in key.split("."):
+                if not isinstance(node, dict) or part not in node:
+                    missing.add(key)
+                    break
+                node = node[part]
+    assert not missing, f"params.yaml lacks {sorted(missing)}"
