@@ -46,8 +46,8 @@ def render(manifest: dict, *, data: dict, utility: dict | None, quartiles: list[
         "## What it does", "",
         f"Codes a free-text injury narrative into one of {len(labels['codes'])} OIICS *Nature of injury* codes "
         f"(`labels.json`: codes and titles). Trained on {data['train_rows']:,} narratives of the OSHA Severe "
-        f"Injury Reports 2015–2016 (stratified: at most {manifest.get('dataset', {}).get('rows', data['rows']):,} rows "
-        f"in all, {data['classes']} classes), backend `{manifest.get('backend')}`.", "",
+        f"Injury Reports 2015–2016 (half of a class-stratified sample of {data['rows']:,} rows over "
+        f"{data['classes']} classes; the other half is the test split), backend `{manifest.get('backend')}`.", "",
         "## Privacy guarantee", "", guarantee_sentence(g), "",
         f"* mechanism: {g['mechanism']}; kind: `{g['kind']}`; δ: {g['delta'] if g['delta'] is not None else g['delta_reason']}",
     ]
