@@ -86,14 +86,14 @@ def test_card_data_sentence():
     text = card()
     assert "one of 5 OIICS *Nature of injury* codes" in text
     assert "Trained on 2,626 narratives" in text
-    assert "at most 5,252 rows in all, 5 classes" in text
+    assert "half of a class-stratified sample of 5,252 rows over 5 classes" in text
     assert "backend `head`" in text
-    # without a dataset entry in the manifest the data summary's row count is used
+    # the row count comes from the run's data summary, not from the manifest
     m = manifest()
     del m["dataset"]
     text = render(m, data=DATA | {"rows": 1234}, utility=None, quartiles=None, nonprivate=None, audit_rows=[],
                   labels=LABELS)
-    assert "at most 1,234 rows in all" in text
+    assert "sample of 1,234 rows" in text
 
 
 def test_card_epsilon_has_three_decimals():
