@@ -19,6 +19,7 @@ from dprelease.errors import ConfigError, OneLineError
 from dprelease.io import LEFTOVER_SUFFIXES, clean_leftovers
 from dprelease.layout import check_release_path
 from dprelease.locks import root_lock
+from tasks.stages import store_dir
 
 
 def parser(doc: str | None) -> argparse.ArgumentParser:
@@ -86,8 +87,6 @@ def _clean(params: Params, root: Path) -> None:
     for p in release.parent.glob(f".{release.name}*"):
         if p.name.endswith(LEFTOVER_SUFFIXES):
             shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
-    from tasks.stages import store_dir
-
     stage_store.clean_partial(store_dir())
 
 

@@ -174,3 +174,35 @@ def no_training(monkeypatch):
     for mod, name in [(dpsgd_stages, "train_dpsgd"), (dpsgd_train, "train_dpsgd"), (nonprivate_stages, "finetune"),
                       (rounds, "run_finetune"), (training, "finetune")]:
         monkeypatch.setattr(mod, name, trained)
+
+
+# tiny head problems for loop tests (training, SWAG) ---------------------------------------------------------------
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Tiny tensors: one intra-op thread is faster (and steadier on a busy machine); restored afterwards."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def tiny_problem(n: int, classes: int = 3, seed: int = 0, dim: int = 384):
+    """Unit-norm features with labels a (linear) function of them, so the problem is learnable."""
+    import torch
+    import torch.nn.functional as F
+
+    g = torch.Generator().manual_seed(seed)
+    x = F.normalize(torch.randn(n, dim, generator=g), dim=1)
+    y = (x @ torch.randn(dim, classes, generator=g)).argmax(1)
+    return {"x": x}, y
+
+
+def tiny_head_backend(classes: int = 3, hidden: int = 8):
+    import torch
+
+    from dprelease.backends.head import HeadBackend
+    from dprelease.config import HeadParams
+
+    return HeadBackend(n_classes=classes, device=torch.device("cpu"), seed=1, params=HeadParams(hidden=hidden))

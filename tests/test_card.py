@@ -8,7 +8,7 @@ import io
 import pandas as pd
 import pytest
 
-from dprelease.card import _audit_rows, guarantee_sentence, render
+from dprelease.card import audit_rows, guarantee_sentence, render
 from dprelease.privacy import guarantee
 from dprelease.utility.metrics import quartile_table
 
@@ -173,16 +173,16 @@ def test_card_without_quartiles_has_no_table():
 
 def test_audit_rows_filters_by_arm(tmp_path):
     path = tmp_path / "audit.csv"
-    assert _audit_rows(path, "swag_ppm") == []  # no file yet
+    assert audit_rows(path, "swag_ppm") == []  # no file yet
     rows = AUDIT_ROWS + [AUDIT_ROWS[0] | {"arm": "dpsgd"}]
     with open(path, "w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, fieldnames=list(AUDIT_ROWS[0]))
         w.writeheader()
         w.writerows(rows)
-    got = _audit_rows(path, "swag_ppm_reweighted")
+    got = audit_rows(path, "swag_ppm_reweighted")
     assert [r["attack"] for r in got] == ["loss", "canary"]
-    assert [r["attack"] for r in _audit_rows(path, "dpsgd")] == ["loss"]
-    assert _audit_rows(path, "swag_ppm") == []
+    assert [r["attack"] for r in audit_rows(path, "dpsgd")] == ["loss"]
+    assert audit_rows(path, "swag_ppm") == []
 
 
 # guarantee_sentence -------------------------------------------------------------------------------

@@ -1,259 +1,17 @@
 """Import rules of the core package, checked by static analysis (``ast``) of every ``.py`` file under
-``src/dprelease`` and of the repository's ``tasks/`` and ``flows/`` folders. Nothing here imports the
-modules it checks.
-
-How the import graph is built (kept deliberately simple):
-
-* every ``import`` / ``from … import`` statement counts, at any depth (inside functions, ``try``,
-  ``if TYPE_CHECKING`` …), plus ``importlib.import_module("x")`` / ``__import__("x")`` with a constant
-  string;
-* relative imports are resolved against the importing module's package (``from . import x`` in
-  ``dprelease/swag_ppm/rounds.py`` is ``dprelease.swag_ppm.x``; in a package ``__init__`` the package
-  is the module itself);
-* ``from P import name`` is an edge to ``P.name`` when that is a module or subpackage of ours, otherwise
-  an edge to ``P`` itself (``name`` is an attribute of ``P``);
-* importing ``dprelease.a.b`` also counts as importing the package ``dprelease.a`` — Python runs its
-  ``__init__`` first — but *only* if that ``__init__`` has code beyond a docstring (and ``from __future__``
-  lines), and only when the importer lives outside ``dprelease.a`` (a module is always loaded after its
-  own parents: that is not a cycle);
-* imports of ``dprelease`` modules that do not exist (yet) are kept as edges to the dotted name as
-  written; they cannot take part in a cycle.
-"""
+``src/dprelease`` and of the repository's ``tasks/`` and ``flows/`` folders (the analysis and how the
+graph is built: tests/import_graph.py). Nothing here imports the modules it checks."""
 
 from __future__ import annotations
 
-import ast
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-SRC = ROOT / "src"
-PKG = "dprelease"
-MAX_LINES = 400
-
-MECHANISMS = (
-    "dprelease.swag_ppm",
-    "dprelease.dpsgd",
-    "dprelease.nonprivate",
-    "dprelease.nvdp",
-    "dprelease.gpp",
-    "dprelease.mia",  # the audit package: no mechanism imports it, it imports no mechanism
-)
-REGISTRY = "dprelease.registry"
-# listed in the project's rules; every other non-mechanism module is held to the same rule as well
-SHARED = (
-    "dprelease.data", "dprelease.utility", "dprelease.privacy", "dprelease.reports", "dprelease.backends",
-    "dprelease.training", "dprelease.release", "dprelease.plots", "dprelease.cache", "dprelease.stage",
-    "dprelease.io", "dprelease.config", "dprelease.tracking",
-)
-# modules of a mechanism that hold its loops/run functions: orchestration reaches them only via the registry
-RUN_MODULES = {"rounds", "evaluate", "select", "passes", "train"}
-
-
-# --------------------------------------------------------------------------------------------- analysis
-
-
-@dataclass(frozen=True)
-class Import:
-    importer: str      # module name of the file holding the statement
-    target: str        # dotted module name imported (resolved, absolute)
-    path: Path
-    lineno: int
-
-    def where(self) -> str:
-        try:
-            path = self.path.relative_to(ROOT).as_posix()
-        except ValueError:  # a synthetic file under tmp_path
-            path = self.path.name
-        return f"{path}:{self.lineno}"
-
-
-def module_files(src: Path, package: str = PKG) -> dict[str, Path]:
-    """``{module name: file}`` for every ``.py`` file of ``package`` under ``src``."""
-    out = {}
-    for path in sorted((src / package).rglob("*.py")):
-        parts = list(path.relative_to(src).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts = parts[:-1]
-        out[".".join(parts)] = path
-    return out
-
-
-def _is_package(path: Path) -> bool:
-    return path.name == "__init__.py"
-
-
-def _resolve_relative(module: str, is_package: bool, level: int, name: str | None) -> str:
-    base = module.split(".") if is_package else module.split(".")[:-1]
-    if level > 1:
-        if level - 1 > len(base):
-            raise ValueError(f"{module}: relative import beyond the top-level package")
-        base = base[: len(base) - (level - 1)]
-    return ".".join(base + ([name] if name else []))
-
-
-def _dynamic_target(node: ast.Call) -> str | None:
-    """``importlib.import_module("x")`` / ``import_module("x")`` / ``__import__("x")`` with a constant."""
-    f = node.func
-    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
-    if name in ("import_module", "__import__") and node.args:
-        arg = node.args[0]
-        if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and not arg.value.startswith("."):
-            return arg.value
-    return None
-
-
-def raw_imports(path: Path, module: str, known: set[str] | None = None) -> list[Import]:
-    """Every import in one file, absolute dotted names; ``from P import n`` gives ``P.n`` when that is in
-    ``known`` (a module of ours), else ``P``."""
-    known = known or set()
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    out = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out += [Import(module, a.name, path, node.lineno) for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.module == "__future__":
-                continue
-            if node.level:
-                base = _resolve_relative(module, _is_package(path), node.level, node.module)
-            else:
-                base = node.module or ""
-            for a in node.names:
-                sub = f"{base}.{a.name}" if base else a.name
-                out.append(Import(module, sub if sub in known else base, path, node.lineno))
-        elif isinstance(node, ast.Call):
-            target = _dynamic_target(node)
-            if target:
-                out.append(Import(module, target, path, node.lineno))
-    return out
-
-
-def init_has_code(path: Path) -> bool:
-    """True when a package ``__init__`` does more than carry a docstring (and ``from __future__``)."""
-    body = ast.parse(path.read_text(encoding="utf-8")).body
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-            and isinstance(body[0].value.value, str):
-        body = body[1:]
-    body = [n for n in body if not (isinstance(n, ast.ImportFrom) and n.module == "__future__")]
-    return bool(body)
-
-
-def _ancestors(name: str) -> list[str]:
-    parts = name.split(".")
-    return [".".join(parts[:i]) for i in range(1, len(parts))]
-
-
-def _inside(module: str, package: str) -> bool:
-    return module == package or module.startswith(package + ".")
-
-
-def internal_imports(src: Path, package: str = PKG) -> list[Import]:
-    """Every import of a ``package`` module by a ``package`` module, with implicit parent ``__init__``
-    edges added as described in the module docstring."""
-    files = module_files(src, package)
-    known = set(files)
-    heavy_inits = {m for m, p in files.items() if _is_package(p) and init_has_code(p)}
-    out = []
-    for module, path in files.items():
-        for imp in raw_imports(path, module, known):
-            if not _inside(imp.target, package):
-                continue
-            out.append(imp)
-            for parent in _ancestors(imp.target):
-                if parent in heavy_inits and not _inside(module, parent):
-                    out.append(Import(module, parent, path, imp.lineno))
-    return out
-
-
-def import_graph(src: Path, package: str = PKG) -> dict[str, set[str]]:
-    graph: dict[str, set[str]] = {m: set() for m in module_files(src, package)}
-    for imp in internal_imports(src, package):
-        if imp.target != imp.importer:
-            graph[imp.importer].add(imp.target)
-    return graph
-
-
-def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
-    """A cycle as a path ``[a, b, …, a]``, or None. Iterative DFS, deterministic order."""
-    WHITE, GREY, BLACK = 0, 1, 2
-    colour = {n: WHITE for n in graph}
-    for start in sorted(graph):
-        if colour[start] != WHITE:
-            continue
-        stack = [(start, iter(sorted(graph[start])))]
-        path = [start]
-        colour[start] = GREY
-        while stack:
-            node, children = stack[-1]
-            for child in children:
-                if colour.get(child, BLACK) == GREY:
-                    return path[path.index(child):] + [child]
-                if colour.get(child) == WHITE:
-                    colour[child] = GREY
-                    path.append(child)
-                    stack.append((child, iter(sorted(graph.get(child, ())))))
-                    break
-            else:
-                colour[node] = BLACK
-                stack.pop()
-                path.pop()
-    return None
-
-
-def mechanism_of(module: str) -> str | None:
-    return next((m for m in MECHANISMS if _inside(module, m)), None)
-
-
-def top_level(name: str) -> str:
-    return name.split(".")[0]
-
-
-def orchestration_files() -> dict[str, Path]:
-    out = {}
-    for folder in ("tasks", "flows"):
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            parts = list(path.relative_to(ROOT).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts = parts[:-1]
-            out[".".join(parts)] = path
-    return out
-
-
-def orchestration_imports() -> list[Import]:
-    known = set(module_files(SRC)) | set(orchestration_files())
-    return [imp for module, path in orchestration_files().items() for imp in raw_imports(path, module, known)
-            if _inside(imp.target, PKG)]
-
-
-def run_module_violations(imports: list[Import]) -> list[str]:
-    """Imports of a mechanism's run module (``dprelease.<mechanism>[.…].rounds`` etc.)."""
-    bad = []
-    for imp in imports:
-        mech = mechanism_of(imp.target)
-        if mech and RUN_MODULES & set(imp.target[len(mech) + 1:].split(".")):
-            bad.append(f"{imp.where()}: {imp.importer} imports {imp.target}")
-    return bad
-
-
-def cross_mechanism_violations(imports: list[Import]) -> list[str]:
-    return [f"{i.where()}: {i.importer} imports {i.target}" for i in imports
-            if mechanism_of(i.importer) and mechanism_of(i.target)
-            and mechanism_of(i.importer) != mechanism_of(i.target)]
-
-
-def shared_violations(imports: list[Import]) -> list[str]:
-    """A non-mechanism module (the registry apart) importing anything of a mechanism package."""
-    return [f"{i.where()}: {i.importer} imports {i.target}" for i in imports
-            if mechanism_of(i.target) and not mechanism_of(i.importer) and i.importer != REGISTRY]
-
-
-def registry_violations(imports: list[Import]) -> list[str]:
-    return sorted({i.target for i in imports if i.importer == REGISTRY and mechanism_of(i.target)
-                   and i.target != f"{mechanism_of(i.target)}.stages"})
-
+from import_graph import (Import, MAX_LINES, PKG, REGISTRY, SHARED, SRC, inside, resolve_relative,
+                          cross_mechanism_violations, describe_cycle, find_cycle, import_graph, init_has_code,
+                          internal_imports, mechanism_of, module_files, orchestration_imports, raw_imports,
+                          registry_violations, run_module_violations, shared_violations, top_level)
 
 # ----------------------------------------------------------------------------------------------- fixtures
 
@@ -290,13 +48,13 @@ def test_analysis_sees_the_whole_package(files):
 
 
 def test_relative_imports_resolve():
-    assert _resolve_relative("dprelease.swag_ppm.rounds", False, 1, "ppm") == "dprelease.swag_ppm.ppm"
-    assert _resolve_relative("dprelease.swag_ppm.rounds", False, 2, "a.b") == "dprelease.a.b"
-    assert _resolve_relative("dprelease.swag_ppm.rounds", False, 1, None) == "dprelease.swag_ppm"
-    assert _resolve_relative("dprelease.backends", True, 1, "base") == "dprelease.backends.base"
-    assert _resolve_relative("dprelease.backends", True, 2, "config") == "dprelease.config"
+    assert resolve_relative("dprelease.swag_ppm.rounds", False, 1, "ppm") == "dprelease.swag_ppm.ppm"
+    assert resolve_relative("dprelease.swag_ppm.rounds", False, 2, "a.b") == "dprelease.a.b"
+    assert resolve_relative("dprelease.swag_ppm.rounds", False, 1, None) == "dprelease.swag_ppm"
+    assert resolve_relative("dprelease.backends", True, 1, "base") == "dprelease.backends.base"
+    assert resolve_relative("dprelease.backends", True, 2, "config") == "dprelease.config"
     with pytest.raises(ValueError):
-        _resolve_relative("dprelease.x", False, 3, "y")
+        resolve_relative("dprelease.x", False, 3, "y")
 
 
 def test_synthetic_package_edges_and_resolution(tmp_path):
@@ -356,15 +114,6 @@ def test_real_graph_has_known_edges(graph):
 # ------------------------------------------------------------------------------------------------- rules
 
 
-def describe_cycle(cycle: list[str], imports: list[Import]) -> str:
-    lines = ["import cycle: " + " -> ".join(cycle)]
-    for a, b in zip(cycle, cycle[1:]):
-        where = [i.where() for i in sorted({i for i in imports if i.importer == a and i.target == b},
-                                           key=lambda i: i.lineno)]
-        lines.append(f"  {a} -> {b}: {', '.join(where)}")
-    return "\n".join(lines)
-
-
 def test_no_import_cycle(graph, imports):
     cycle = find_cycle(graph)
     assert cycle is None, describe_cycle(cycle, imports)
@@ -376,7 +125,7 @@ def test_mechanism_packages_never_import_each_other(imports):
 
 
 def test_shared_modules_never_import_a_mechanism(imports, files):
-    assert all(any(_inside(m, s) for m in files) for s in SHARED)  # the listed modules exist
+    assert all(any(inside(m, s) for m in files) for s in SHARED)  # the listed modules exist
     bad = shared_violations(imports)
     assert not bad, "\n".join(bad)
 
@@ -391,7 +140,7 @@ def test_listed_shared_modules_do_not_reach_a_mechanism_even_indirectly(graph):
                     todo.append(nxt)
         return seen
 
-    bad = {m: sorted(t for t in reach(m) if mechanism_of(t)) for m in graph if any(_inside(m, s) for s in SHARED)}
+    bad = {m: sorted(t for t in reach(m) if mechanism_of(t)) for m in graph if any(inside(m, s) for s in SHARED)}
     bad = {m: t for m, t in bad.items() if t}
     assert not bad, bad
 
@@ -489,7 +238,7 @@ def test_run_module_rule_flags_synthetic_imports(tmp_path):
                                      "from dprelease.swag_ppm import tuning\n"
                                      "from dprelease.utility.evaluate import write_arm\n")
     known = set(module_files(SRC))
-    imports = [i for i in raw_imports(tmp_path / "flows/bad.py", "flows.bad", known) if _inside(i.target, PKG)]
+    imports = [i for i in raw_imports(tmp_path / "flows/bad.py", "flows.bad", known) if inside(i.target, PKG)]
     bad = run_module_violations(imports)
     assert len(bad) == 3
     assert any("dprelease.swag_ppm.rounds" in b for b in bad)

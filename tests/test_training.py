@@ -6,33 +6,22 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from conftest import tiny_head_backend, tiny_problem
 from dprelease.backends.base import get_flat, trainable
 from dprelease.backends.head import HeadBackend
 from dprelease.config import HeadParams, OptimParams
 from dprelease.training import History, epoch, finetune
 
 N, DIM, C = 48, 384, 3
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one intra-op thread is faster (and steadier on a busy machine); restored afterwards."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _problem(seed: int = 0):
-    """Unit-norm 384-d features; labels a (linear) function of them, so the problem is learnable."""
-    g = torch.Generator().manual_seed(seed)
-    x = F.normalize(torch.randn(N, DIM, generator=g), dim=1)
-    y = (x @ torch.randn(DIM, C, generator=g)).argmax(1)
-    return {"x": x}, y
+    return tiny_problem(N, C, seed)
 
 
 def _backend() -> HeadBackend:
-    return HeadBackend(n_classes=C, device=torch.device("cpu"), seed=1, params=HeadParams(hidden=8))
+    return tiny_head_backend(C)
 
 
 OPT = OptimParams(epochs=5, lr=1e-2, batch_size=8, weight_decay=0.01)

@@ -17,7 +17,7 @@ def _f(v, digits: int = 3) -> str:
     return "–" if v is None or v != v else f"{v:.{digits}f}"
 
 
-def _audit_rows(path: Path, arm: str) -> list[dict]:
+def audit_rows(path: Path, arm: str) -> list[dict]:
     if not path.is_file():
         return []
     with open(path, newline="", encoding="utf-8") as fh:

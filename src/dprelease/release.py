@@ -11,8 +11,6 @@ checked without loading the weights, before `predict` loads anything.
 
 from __future__ import annotations
 
-import csv
-import io
 import shutil
 import sys
 from pathlib import Path
@@ -24,6 +22,7 @@ from tqdm.auto import tqdm
 from . import __version__
 from .backends import backend_class
 from .cache import code_hash
+from .data.records import read_csv
 from .data.splits import label_info
 from .errors import ReleaseError
 from .io import atomic_dir, atomic_path, write_json
@@ -78,8 +77,7 @@ def write_arm_model(lay, arm: str, backend, model, guarantee, code: list[str]) -
 
 def load_release_model(folder: str | Path, device: str | torch.device = "cpu") -> tuple[dict, dict, torch.nn.Module]:
     """A verified release folder's (manifest, model.json, model): what an attacker gets."""
-    manifest = verify_release(folder)
-    arch = read_json_object(Path(folder) / "model.json")
+    manifest, arch, _ = _verify(Path(folder))
     model = backend_class(arch["backend"]).load_release_model(Path(folder), arch, torch.device(device))
     return manifest, arch, model
 
@@ -162,15 +160,7 @@ def _device(device: str) -> torch.device:
 
 
 def _read_input(path: Path, text_column: str | None, encoding: str) -> tuple[pd.DataFrame, list[str]]:
-    from .data.records import read_text
-
-    text = read_text(path, encoding)  # a one-line DataError for a missing, binary or mis-encoded file
-    try:
-        df = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, skip_blank_lines=False)
-    except pd.errors.EmptyDataError:
-        raise ReleaseError(f"{path}: no CSV header or data") from None
-    except (pd.errors.ParserError, csv.Error, ValueError) as e:
-        raise ReleaseError(f"{path}: not parseable as CSV ({e})") from None
+    df = read_csv(path, encoding, skip_blank_lines=False)  # one-line DataError: missing, binary, mis-encoded, not CSV
     column = text_column or next((c for c in NARRATIVE_COLUMNS if c in df.columns), None)
     if column is None or column not in df.columns:
         raise ReleaseError(f"{path}: no narrative column (looked for {text_column or ', '.join(NARRATIVE_COLUMNS)}; "

@@ -36,6 +36,16 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def _copy_hashed(src: Path, dst: Path) -> str:
+    """Copy ``src`` to ``dst`` in one pass, returning the sha256 of the bytes written."""
+    h = hashlib.sha256()
+    with open(src, "rb") as fin, open(dst, "wb") as fout:
+        while block := fin.read(1 << 20):
+            h.update(block)
+            fout.write(block)
+    return h.hexdigest()
+
+
 def _files(root: Path, rel: str) -> list[str]:
     """Files under ``root/rel`` (itself if a file), as root-relative posix paths, sorted."""
     p = root / rel
@@ -59,8 +69,7 @@ def save(store: Path, key: str, paths: list[str], root: Path, summary: dict) -> 
             for f in _files(root, rel):
                 dst = tmp / "files" / f
                 dst.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(root / f, dst)
-                files[f] = {"sha256": _sha256(dst), "mode": stat.S_IMODE((root / f).stat().st_mode)}
+                files[f] = {"sha256": _copy_hashed(root / f, dst), "mode": stat.S_IMODE((root / f).stat().st_mode)}
                 os.chmod(dst, 0o400)
         manifest = {"key": key, "paths": paths, "dirs": dirs, "files": files, "summary": summary}
         (tmp / MANIFEST).write_text(json.dumps(manifest, sort_keys=True), encoding="utf-8")
@@ -106,36 +115,27 @@ def discard(store: Path, key: str) -> None:
 
 def restore(store: Path, key: str, root: Path) -> dict | None:
     """Put a stored stage's outputs into ``root``; returns its summary, or None if ``key`` is unknown
-    or its entry fails verification (then the entry is discarded and the caller recomputes)."""
-    if not (store / key).exists():
+    or its entry fails verification (then the entry is discarded and the caller recomputes). Every file
+    is hashed while it is copied into a temporary sibling; ``root`` changes only once all matched."""
+    entry = store / key
+    try:
+        manifest = json.loads((entry / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        manifest = None
+    if manifest is None or manifest.get("key") != key:
+        if entry.exists():
+            discard(store, key)
         return None
-    manifest = verify(store, key)
-    if manifest is None:
+    staged = [(root / top, _stage(entry / "files", manifest, top, root / top)) for top in manifest["paths"]]
+    if any(tmp is False for _, tmp in staged):
+        for _, tmp in staged:
+            if tmp:
+                _remove(tmp) if tmp.is_dir() else tmp.unlink(missing_ok=True)
         discard(store, key)
         return None
-    entry = store / key / "files"
-    by_top: dict[str, list[str]] = {}
-    for rel in manifest["files"]:
-        top = next(p for p in manifest["paths"] if rel == p or rel.startswith(p.rstrip("/") + "/"))
-        by_top.setdefault(top, []).append(rel)
-    for top in manifest["paths"]:
-        dst = root / top
-        if top not in by_top and top not in manifest["dirs"]:
+    for dst, tmp in staged:
+        if tmp is None:
             continue
-        tmp = dst.with_name(f".{dst.name}.restore")
-        _remove(tmp) if tmp.is_dir() else tmp.unlink(missing_ok=True)
-        is_dir = top in manifest["dirs"]
-        for rel in by_top.get(top, []):
-            out = tmp / Path(rel).relative_to(top) if is_dir else tmp
-            out.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(entry / rel, out)
-            os.chmod(out, manifest["files"][rel]["mode"])
-            if _sha256(out) != manifest["files"][rel]["sha256"]:  # the copy itself went wrong
-                raise OSError(f"stage store: restored {rel} does not match its entry")
-        if is_dir:
-            tmp.mkdir(parents=True, exist_ok=True)
-            os.chmod(tmp, manifest["dirs"][top])
-        dst.parent.mkdir(parents=True, exist_ok=True)
         if dst.is_dir() and not dst.is_symlink():
             old = dst.with_name(f".{dst.name}.old")
             _remove(old)
@@ -145,6 +145,31 @@ def restore(store: Path, key: str, root: Path) -> dict | None:
         else:
             os.replace(tmp, dst)
     return manifest["summary"]
+
+
+def _stage(files: Path, manifest: dict, top: str, dst: Path) -> Path | None | bool:
+    """Copy the entry's files under ``top`` next to ``dst`` (``.<name>.restore``), checking each sha256.
+    Returns the staged path, None if the entry holds nothing for ``top``, False on a mismatch."""
+    is_dir = top in manifest["dirs"]
+    rels = [r for r in manifest["files"] if r == top or r.startswith(top.rstrip("/") + "/")]
+    if not rels and not is_dir:
+        return None
+    tmp = dst.with_name(f".{dst.name}.restore")
+    _remove(tmp) if tmp.is_dir() else tmp.unlink(missing_ok=True)
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    if is_dir:
+        tmp.mkdir()
+    for rel in rels:
+        out = tmp / Path(rel).relative_to(top) if is_dir else tmp
+        out.parent.mkdir(parents=True, exist_ok=True)
+        meta = manifest["files"][rel]
+        if not (files / rel).is_file() or _copy_hashed(files / rel, out) != meta["sha256"]:
+            _remove(tmp) if tmp.is_dir() else tmp.unlink(missing_ok=True)
+            return False
+        os.chmod(out, meta["mode"])
+    if is_dir:
+        os.chmod(tmp, manifest["dirs"][top])
+    return tmp
 
 
 def clean_partial(store: Path, older_than_s: float = 3600.0) -> list[Path]:

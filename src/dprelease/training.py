@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
-from .backends.base import Backend, Features, batches, get_flat, n_records, take, trainable
+from .backends.base import Backend, Features, batches, n_records, take, trainable
 from .config import OptimParams
 
 

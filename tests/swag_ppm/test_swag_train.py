@@ -4,36 +4,25 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.nn.functional as F
 
+from conftest import tiny_head_backend, tiny_problem
 from dprelease.backends.base import get_flat
 from dprelease.backends.head import HeadBackend
-from dprelease.config import HeadParams, SwagParams
+from dprelease.config import SwagParams
 from dprelease.swag_ppm.swag import SwagMoments
 from dprelease.swag_ppm.swag_train import swag
 from dprelease.training import History
 
 N, DIM, C = 40, 384, 3
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: one intra-op thread is faster (and steadier on a busy machine); restored afterwards."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _problem(seed: int = 0):
-    g = torch.Generator().manual_seed(seed)
-    x = F.normalize(torch.randn(N, DIM, generator=g), dim=1)
-    y = (x @ torch.randn(DIM, C, generator=g)).argmax(1)
-    return {"x": x}, y
+    return tiny_problem(N, C, seed)
 
 
 def _backend() -> HeadBackend:
-    return HeadBackend(n_classes=C, device=torch.device("cpu"), seed=1, params=HeadParams(hidden=8))
+    return tiny_head_backend(C)
 
 
 def _run(params: SwagParams, seed: int = 0, weights=None):

@@ -24,7 +24,7 @@ from sklearn.model_selection import train_test_split
 
 from ..errors import DataError
 
-__all__ = ["DataError", "read_text", "read_records", "stratified_sample", "split", "gini", "load_titles"]
+__all__ = ["DataError", "read_text", "read_csv", "read_records", "stratified_sample", "split", "gini", "load_titles"]
 
 _SHOW = 5  # how many row numbers / column names a message lists
 
@@ -96,6 +96,19 @@ def _position(raw: bytes, offset: int) -> str:
     return f"byte 0x{raw[offset]:02x} at offset {offset} (line {line}, column {column})"
 
 
+def read_csv(path: str | Path, encoding: str = "auto", **kwargs) -> pd.DataFrame:
+    """A CSV file as a frame of strings (``.gz`` transparently, encoding as :func:`read_text`); an empty
+    or unparseable file is a one-line :class:`DataError`. ``kwargs`` go to ``pandas.read_csv``."""
+    path = Path(path)
+    text = read_text(path, encoding)
+    try:
+        return pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, **kwargs)
+    except pd.errors.EmptyDataError:
+        raise DataError(f"{path}: no CSV header or data") from None
+    except (pd.errors.ParserError, csv.Error, ValueError) as e:
+        raise DataError(f"{path}: not parseable as CSV ({' '.join(str(e).split())})") from None
+
+
 def _find_column(frame: pd.DataFrame, name: str, path: Path, role: str) -> str:
     if name in frame.columns:
         return name
@@ -115,13 +128,7 @@ def read_records(
     Both columns are stripped strings; the index is 0..n-1 in file order.
     """
     path = Path(path)
-    text = read_text(path, encoding)
-    try:
-        frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, na_filter=False)
-    except pd.errors.EmptyDataError:
-        raise DataError(f"{path}: no CSV header or data") from None
-    except (pd.errors.ParserError, csv.Error, ValueError) as e:
-        raise DataError(f"{path}: not parseable as CSV ({' '.join(str(e).split())})") from None
+    frame = read_csv(path, encoding, na_filter=False)
     tcol = _find_column(frame, text_column, path, "text")
     lcol = _find_column(frame, label_column, path, "label")
     if frame.empty:

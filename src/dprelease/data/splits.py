@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import torch
+
 from ..backends import make_backend
 from ..backends.base import Backend, Features, load_features
 from ..config import Params
@@ -20,7 +22,7 @@ def backend_for(params: Params, lay: Layout) -> Backend:
     return make_backend(params, len(label_info(lay)["codes"]))
 
 
-def features(lay: Layout, split: str = "train") -> tuple[Features, "torch.Tensor"]:  # noqa: F821
+def features(lay: Layout, split: str = "train") -> tuple[Features, torch.Tensor]:
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r} ({', '.join(SPLITS)})")
     return load_features(lay.features / f"{split}.safetensors")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from ..card import _audit_rows, render
+from ..card import audit_rows as release_audit_rows, render
 from ..config import Params
 from ..io import read_json
 from ..layout import Layout, check_release_path
@@ -29,7 +29,7 @@ def publish(params: Params, root: str | Path = ".") -> dict:
     with open(quartiles_csv, newline="", encoding="utf-8") as fh:
         quartiles = list(csv.DictReader(fh))
     nonprivate = lay.metrics / "nonprivate.json"
-    audit_rows = _audit_rows(lay.reports / "privacy" / "audit.csv", "swag_ppm_reweighted" if params.ppm.reweight
+    audit_rows = release_audit_rows(lay.reports / "privacy" / "audit.csv", "swag_ppm_reweighted" if params.ppm.reweight
                              else "swag_ppm")
     card = render(manifest, data=read_json(lay.metrics / "data.json"), utility=read_json(lay.metrics / "audit.json"),
                   quartiles=quartiles, nonprivate=read_json(nonprivate) if nonprivate.is_file() else None,

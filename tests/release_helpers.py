@@ -1,0 +1,63 @@
+"""Helpers shared by the `predict` and release-verification tests (not a test module)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pandas as pd
+from dprelease.cli import main as cli
+from dprelease.io import read_json, write_json
+from dprelease.release import file_digests
+
+NARRATIVES = [
+    "An employee fell from a ladder and fractured his left wrist.",
+    "A worker's finger was caught in a press and the fingertip was amputated.",
+    "Employee cut his hand on a box cutter and required stitches.",
+    "While lifting a heavy box, an employee felt pain in her lower back.",
+]
+
+
+# helpers ----------------------------------------------------------------------------------------------------------
+def copy_release(run, tmp_path, name: str = "release"):
+    """A private copy of a session run's release folder (never write into the session root)."""
+    dst = tmp_path / name
+    shutil.copytree(run.path(run.params.release), dst)
+    return dst
+
+
+def rehash(folder) -> None:
+    """An attacker who edits the manifest too: ``files`` made to match whatever the folder now holds."""
+    manifest = read_json(folder / "release.json")
+    manifest["files"] = file_digests(folder)
+    write_json(folder / "release.json", manifest)
+
+
+def edit_json(folder, name: str, **changes) -> None:
+    obj = read_json(folder / name)
+    obj.update(changes)
+    (folder / name).write_text(json.dumps(obj), encoding="utf-8")
+
+
+def write_narratives(tmp_path):
+    path = tmp_path / "narratives.csv"
+    pd.DataFrame({"id": range(1, len(NARRATIVES) + 1), "Final Narrative": NARRATIVES}).to_csv(path, index=False)
+    return path
+
+
+def run_predict(capsys, release, input_csv, output, *extra) -> tuple[int, str, str]:
+    rc = cli(["predict", "--release", str(release), "--input", str(input_csv), "--output", str(output), *extra])
+    captured = capsys.readouterr()
+    return rc, captured.out, captured.err.strip()
+
+
+def fails(capsys, release, input_csv, output, *names: str) -> str:
+    rc, _, err = run_predict(capsys, release, input_csv, output)
+    assert rc == 2, err
+    assert err.startswith("dprelease: error:") and "\n" not in err, err
+    assert "Traceback" not in err
+    for name in names:
+        assert name in err, f"{name!r} not named in: {err}"
+    assert not output.exists()
+    assert not list(output.parent.glob(f".{output.name}.*"))  # no temporary sibling left behind
+    return err
