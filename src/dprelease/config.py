@@ -27,8 +27,9 @@ class DataParams(_Strict):
     cap: int = Field(200, ge=1, description="max rows per class (D.1)")
     min_class_size: int = Field(2, ge=2, description="drop classes with fewer rows (D.2)")
     test_size: float = Field(0.5, gt=0.0, lt=1.0)
-    validation_size: float = Field(0.0, ge=0.0, lt=1.0,
-                                   description="fraction of the held-out half kept apart for private selection")
+    validation_size: float = Field(0.2, ge=0.0, lt=1.0,
+                                   description="fraction of the held-out half kept apart as the validation split "
+                                               "(re-weighting acceptance, private selection); never the test split")
     limit_classes: int | None = Field(None, ge=2, description="keep only the N largest classes (small slices for tests)")
     encoding: Literal["auto", "utf-8", "cp1252"] = Field(
         "auto", description="auto: strict UTF-8, or cp1252 for a file with no UTF-8 multi-byte sequence at all")
@@ -86,14 +87,29 @@ class PPMParams(_Strict):
     g: float = Field(0.0, ge=-1.0, le=1.0, description="weight offset")
     risk_norm: Literal["minmax", "divmax"] = "minmax"
     reweight: bool = True
-    k: float = Field(0.95, ge=0.0, le=1.0)
+    reweight_mode: Literal["iterative", "oneshot"] = Field(
+        "iterative", description="iterative: damped refits to a target, accepted on validation utility; "
+                                 "oneshot: the paper's single C.2 step (k, reweight_form), always released")
+    k: float = Field(0.95, ge=0.0, le=1.0, description="one-shot re-weighting strength (C.2)")
     reweight_form: Literal["power", "additive"] = "power"
+    reweight_step: float = Field(0.5, gt=0.0, le=1.0, description="iterative: damping (log-scale step to target)")
+    reweight_target: float | None = Field(None, gt=0.0, description="iterative: target Δ (null: round 2's Δ̂)")
+    reweight_tolerance: float = Field(0.10, ge=0.0, le=1.0, description="iterative: accept Δ̂ ≤ target·(1 + tol)")
+    max_refits: int = Field(3, ge=1, le=20, description="iterative: refits before giving up")
+    calibration: Literal["none", "scale", "lr"] = Field(
+        "none", description="weighted SWAG rounds: none | scale (sampling scale set so T̂ = 1) | lr (Mandt et al.)")
+    prior_precision: float = Field(1.0, ge=0.0, description="λ of the N(0, I/λ) prior in the Laplace reference")
+    mechanism: Literal["asymptotic", "censored"] = Field(
+        "asymptotic", description="censored: per-record w·CE censored at censor_epsilon/2 (strict ε for exact sampling)")
+    censor_epsilon: float | None = Field(None, gt=0.0, description="ε of the censored mechanism")
     draw_batch: int = Field(50, ge=1, description="draws evaluated together when the backend batches")
 
     @model_validator(mode="after")
     def _enough_draws(self) -> "PPMParams":
         # Δ̂ = max over S draws understates the supremum: a fresh draw's M exceeds it with probability
         # 1/(S + 1) (order statistics, TRUST.md O), 33 % at S = 2 and under 1 % from S = 100.
+        if self.mechanism == "censored" and self.censor_epsilon is None:
+            raise ValueError("ppm.censor_epsilon: the censored mechanism needs its ε (e.g. 6.0)")
         if self.draws < MIN_DRAWS and not self.smoke_test:
             raise ValueError(f"ppm.draws: at least {MIN_DRAWS} posterior draws are needed for an ε (a new draw "
                              f"exceeds the max of S draws with probability 1/(S+1)); got {self.draws} "
@@ -151,6 +167,7 @@ class CompareParams(_Strict):
 class SelectionParams(_Strict):
     """Private selection of the released draw (Liu–Talwar, spec D.10)."""
 
+    enabled: bool = Field(False, description="run private selection (needs data.validation_size > 0)")
     tau: float = Field(0.25, ge=0.0, le=1.0, description="utility threshold a draw must reach")
     gamma: float = Field(0.1, gt=0.0, le=1.0, description="stop probability after each failed try")
     metric: Literal["macro_f1", "weighted_f1"] = "macro_f1"
@@ -242,12 +259,19 @@ class Params(_Strict):
         return getattr(self.dpsgd, self.model.backend)
 
     @property
-    def rounds(self) -> list[int]:
-        return [1, 2, 3] if self.ppm.reweight else [1, 2]
+    def reweighting(self) -> bool:
+        """Round 3 runs: re-weighting on, asymptotic mechanism (the censored one bounds Δ by construction)."""
+        return self.ppm.reweight and self.ppm.mechanism == "asymptotic"
 
     @property
-    def final_round(self) -> int:
-        return self.rounds[-1]
+    def rounds(self) -> list[int]:
+        """Rounds that are fitted (the released one is ``reweighting.released_round``)."""
+        return [1, 2, 3] if self.reweighting else [1, 2]
+
+    @property
+    def censor(self) -> float | None:
+        """Per-record censoring level κ = ε/2 of the censored mechanism (None for the asymptotic PPM)."""
+        return self.ppm.censor_epsilon / 2 if self.ppm.mechanism == "censored" else None
 
 
 def _one_line(err: ValidationError) -> str:

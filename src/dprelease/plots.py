@@ -27,10 +27,13 @@ def _save(fig: Figure, path: str | Path) -> None:
         fig.clear()
 
 
-def max_delta_plot(series: dict[str, np.ndarray], epsilons: dict[str, float], path) -> None:
+def max_delta_plot(series: dict[str, np.ndarray], epsilons: dict[str, float], path,
+                   tails: dict[str, dict] | None = None) -> None:
     """One panel per round: M_s (largest weighted per-record loss of draw s) against s = 1..S.
 
-    The dashed line is Delta = max_s M_s; the title gives eps (from ``epsilons``, else 2*Delta).
+    The dashed line is Delta = max_s M_s; the title gives eps (from ``epsilons``, else 2*Delta). A round
+    with an entry in ``tails`` (``extremes.tail_bound``) also shows its extreme-value quantile estimate
+    (dotted) and confidence band.
     Persistent high variability suggests under-fitting; isolated spikes suggest over-fitting.
     """
     if not series:
@@ -48,6 +51,12 @@ def max_delta_plot(series: dict[str, np.ndarray], epsilons: dict[str, float], pa
         eps_txt = f"ε = 2Δ = {eps:.4g}" if np.isclose(eps, 2.0 * delta) else f"ε = {eps:.4g} (2Δ = {2 * delta:.4g})"
         ax.plot(x, m, marker="o", markersize=3 if m.size > 50 else 5, linewidth=0.8)
         ax.axhline(delta, linestyle="--", color="tab:red", linewidth=1, label=f"Δ = {delta:.4g}")
+        tail = (tails or {}).get(name)
+        if tail is not None:
+            ax.axhspan(tail["ci_low"], tail["ci_high"], color="tab:orange", alpha=0.2,
+                       label=f"{tail['confidence']:.0%} CI [{tail['ci_low']:.4g}, {tail['ci_high']:.4g}]")
+            ax.axhline(tail["estimate"], linestyle=":", color="tab:orange", linewidth=1.2,
+                       label=f"GEV q{tail['level']:.4g} = {tail['estimate']:.4g}")
         ax.set_title(f"{name}: Δ = {delta:.4g}, {eps_txt}", fontsize=10)
         ax.set_xlabel("draw s")
         ax.set_ylabel("$M_s$ (max weighted per-record loss)")

@@ -1,7 +1,8 @@
 """The (weighted) fine-tuning loop shared by every backend and mechanism, and the one-epoch step that
 other loops (SWAG's) reuse.
 
-Loss per mini-batch B: (1/|B|) Σ_{i∈B} w_i CE_i(θ) — not renormalised by Σ w_i (spec B.5).
+Loss per mini-batch B: (1/|B|) Σ_{i∈B} w_i CE_i(θ) — not renormalised by Σ w_i (spec B.5). With a
+``censor`` level κ each record contributes min(w_i CE_i, κ) (the strict variant, TRUST.md P).
 Fine-tune: AdamW, linear decay to 0, no warm-up (spec D.6.1).
 """
 
@@ -34,7 +35,7 @@ def seed_model(model: nn.Module, seed: int) -> None:
 
 def epoch(backend: Backend, model: nn.Module, features: Features, labels: torch.Tensor, weights: torch.Tensor | None,
            optimizer: torch.optim.Optimizer, batch_size: int, generator: torch.Generator,
-           scheduler: torch.optim.lr_scheduler.LRScheduler | None = None) -> float:
+           scheduler: torch.optim.lr_scheduler.LRScheduler | None = None, censor: float | None = None) -> float:
     model.train()
     total, count = 0.0, 0
     for idx in batches(n_records(features), batch_size, generator):
@@ -42,6 +43,8 @@ def epoch(backend: Backend, model: nn.Module, features: Features, labels: torch.
         ce = F.cross_entropy(logits.float(), labels[idx].to(backend.device), reduction="none")
         if weights is not None:
             ce = ce * weights[idx].to(backend.device)
+        if censor is not None:
+            ce = ce.clamp(max=censor)
         loss = ce.mean()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -55,7 +58,7 @@ def epoch(backend: Backend, model: nn.Module, features: Features, labels: torch.
 
 def finetune(backend: Backend, model: nn.Module, features: Features, labels: torch.Tensor,
              weights: torch.Tensor | None, opt: OptimParams, seed: int, progress: bool = False,
-             desc: str = "fine-tune") -> History:
+             desc: str = "fine-tune", censor: float | None = None) -> History:
     """AdamW fine-tuning in place with a linear decay schedule."""
     gen = torch.Generator().manual_seed(seed)
     seed_model(model, seed + 1)
@@ -64,5 +67,6 @@ def finetune(backend: Backend, model: nn.Module, features: Features, labels: tor
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: max(0.0, 1.0 - s / steps))
     history = History()
     for _ in tqdm(range(opt.epochs), desc=desc, disable=not progress, unit="epoch"):
-        history.losses.append(epoch(backend, model, features, labels, weights, optimizer, opt.batch_size, gen, scheduler))
+        history.losses.append(epoch(backend, model, features, labels, weights, optimizer, opt.batch_size, gen, scheduler,
+                                             censor))
     return history

@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 from ..config import HeadParams
 from ..errors import ReleaseError
 from ..release_check import BOUNDS, bounded, fit_state, load_weights, module_shapes
+from . import head_curvature
 from .base import Backend, Features, save_state, trainable
 from .encoder import encoder_dir, encoder_reference, load_encoder, load_tokenizer, mean_pool
 
@@ -119,6 +120,16 @@ class HeadBackend(Backend):
             logp = torch.log_softmax(model.forward_many(params, xb).float(), dim=-1)  # [S, b, C]
             out[:, start : start + batch_size] = -logp.gather(-1, yb.expand(len(params[0]), -1).unsqueeze(-1)).squeeze(-1).cpu()
         return out
+
+    # closed-form curvature (backends/curvature.py dispatches here; equal to its autograd reference)
+    def ggn_diagonal(self, model, theta, features, weights) -> torch.Tensor:
+        return head_curvature.ggn_diagonal(model, theta, features, weights)
+
+    def ggn_subspace(self, model, theta, features, weights, basis) -> torch.Tensor:
+        return head_curvature.ggn_subspace(model, theta, features, weights, basis)
+
+    def gradient_noise(self, model, theta, features, labels, weights) -> tuple[float, float]:
+        return head_curvature.gradient_noise(model, theta, features, labels, weights)
 
     @staticmethod
     def release_scorer(folder: Path, arch: dict, device: torch.device):

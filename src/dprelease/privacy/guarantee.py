@@ -16,6 +16,10 @@ KINDS = {
     "ppm_local_asymptotic": (
         "local, asymptotic ε-DP of the pseudo posterior mechanism: ε = 2Δ̂ with Δ̂ measured on this database "
         "from posterior draws; δ → 0 as n grows and is not quantified; conditional on the posterior approximation"),
+    "ppm_censored": (
+        "ε-DP of the censored pseudo posterior mechanism for an exact posterior draw: each record's weighted "
+        "log-likelihood is censored at ε/2, so Δ ≤ ε/2 on every database (Hu, Williams & Savitsky); the draw "
+        "here comes from SWAG, so the claim is conditional on that approximation"),
     "dp_accountant": "(ε, δ)-differential privacy from a privacy accountant, worst case over neighbouring databases",
     "bayesian_dp": "(ε, δ)-Bayesian differential privacy from a Rényi-divergence accountant",
     "none": "no privacy guarantee",
@@ -23,6 +27,7 @@ KINDS = {
 }
 NO_DELTA_PPM = "asymptotic, not quantified"
 NOT_PRIVATE = "none (not private)"
+NO_DELTA_CENSORED = "0 for exact posterior sampling (not for the SWAG approximation)"
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,12 @@ class Guarantee:
 def ppm(epsilon: float, local_sensitivity: float, *, mechanism: str = "SWAG-PPM", **quantities) -> Guarantee:
     """SWAG-PPM: ε = 2Δ̂ (local, asymptotic), Δ̂ and the mechanism's settings as quantities."""
     return Guarantee(mechanism, "ppm_local_asymptotic", float(epsilon), None, NO_DELTA_PPM,
+                     {"local_sensitivity": float(local_sensitivity), **quantities})
+
+
+def censored(epsilon: float, local_sensitivity: float, *, mechanism: str = "SWAG-PPM censored", **quantities) -> Guarantee:
+    """The strict variant: ε fixed in advance by the censoring level ε/2; the measured Δ̂ (≤ ε/2) as a quantity."""
+    return Guarantee(mechanism, "ppm_censored", float(epsilon), None, NO_DELTA_CENSORED,
                      {"local_sensitivity": float(local_sensitivity), **quantities})
 
 

@@ -22,11 +22,13 @@ from ..seeds import stage_seed
 from ..utility.evaluate import quartile_summary, score, write_tables
 from ..utility.metrics import f1_summary, mean_sd
 from .diagnostics import diagnose
+from .reweighting import released_round
 from .swag import SwagMoments, iter_samples
 
 
 def audit(params: Params, root: str | Path = ".") -> dict:
-    lay, r = Layout.from_params(params, root), params.final_round
+    lay = Layout.from_params(params, root)
+    r = released_round(params, lay)
     labels = label_info(lay)
     n_classes = len(labels["codes"])
     backend = backend_for(params, lay)
@@ -52,7 +54,8 @@ def audit(params: Params, root: str | Path = ".") -> dict:
     rounds = [k for k in params.rounds if k >= 2]
     series = {f"round {k}": np.load(lay.sensitivity(k) / "max_deltas.npy") for k in rounds}
     eps = {f"round {k}": read_json(lay.metrics / f"sensitivity_r{k}.json")["epsilon"] for k in rounds}
-    max_delta_plot(series, eps, lay.plots / "max_delta.png")
+    tail = read_json(lay.metrics / "release.json")["local_sensitivity_tail"]
+    max_delta_plot(series, eps, lay.plots / "max_delta.png", tails={f"round {r}": tail})
     f1_violin_plot(weighted, macro, (released["weighted_f1"], released["macro_f1"]), lay.plots / "f1_violin.png",
                    title=f"test F1 over {len(draws)} draws of SWAG round {r}")
     per_class_plot(per_class, lay.plots / "per_class_f1.png")
@@ -68,7 +71,7 @@ def audit(params: Params, root: str | Path = ".") -> dict:
         "released_weighted_f1": released["weighted_f1"], "released_macro_f1": released["macro_f1"],
         "draws": len(draws), "weighted_f1_mean": w_mean, "weighted_f1_sd": w_sd,
         "macro_f1_mean": m_mean, "macro_f1_sd": m_sd, **quartile_summary(quartiles),
-        "verdict": diagnostics[f"round {r}"]["verdict"],
+        "verdict": diagnostics[f"round {r}"]["verdict"], "released_round": r,
     }
     write_json(lay.metrics / "audit.json", summary)
     return summary

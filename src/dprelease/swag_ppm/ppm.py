@@ -31,13 +31,15 @@ def weights_from_risk(risk: np.ndarray, c: float = 1.0, g: float = 0.0, method: 
     return np.clip(c * (1.0 - f) + g, 0.0, 1.0)
 
 
-def max_weighted_loss(ce: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """M_s = max_i w_i · CE_i(θ^(s)) for a [S, n] matrix of per-record losses (spec B.6 step 1)."""
+def max_weighted_loss(ce: np.ndarray, weights: np.ndarray, censor: float | None = None) -> np.ndarray:
+    """M_s = max_i w_i · CE_i(θ^(s)) for a [S, n] matrix of per-record losses (spec B.6 step 1); with a
+    ``censor`` level κ, M_s = max_i min(w_i CE_i, κ) ≤ κ (the strict variant, TRUST.md P)."""
     ce = np.asarray(ce, dtype=np.float64)
     w = _finite_1d(weights, "weights")
     if ce.ndim != 2 or ce.shape[1] != w.size:
         raise ValueError(f"losses {ce.shape} do not match {w.size} weights")
-    return (ce * w).max(axis=1)
+    m = (ce * w).max(axis=1)
+    return m if censor is None else np.minimum(m, censor)
 
 
 def epsilon(max_deltas: np.ndarray) -> tuple[float, float]:
@@ -74,6 +76,29 @@ def reweight(weights: np.ndarray, record_max_loss: np.ndarray, k: float = 0.95, 
         new = gamma * raw
     else:
         raise ValueError(f"unknown re-weighting form {form!r} (power | additive)")
+    return np.clip(new, 0.0, 1.0)
+
+
+def reweight_toward(weights: np.ndarray, record_max_loss: np.ndarray, *, target: float, step: float) -> np.ndarray:
+    """One damped step of iterative re-weighting towards a target bound Δ* (TRUST.md N):
+
+        w_new = min(1, w · (Δ* / (w L))^step) = min(1, w^(1−step) · (Δ*/L)^step),
+
+    i.e. each record's bound w_i L_i moves a fraction ``step`` (on the log scale) towards Δ*: records above
+    the target are down-weighted, records with slack are up-weighted, w = 0 stays 0. ``step = 1`` sets every
+    bound to Δ* at once (before clipping); the C.2 power form is the special case Δ* = max_i w_i L_i."""
+    w = _finite_1d(weights, "weights")
+    L = _finite_1d(record_max_loss, "record max loss")
+    if w.shape != L.shape:
+        raise ValueError("weights and record max losses differ in length")
+    if not 0.0 < step <= 1.0:
+        raise ValueError("step must lie in (0, 1]")
+    if not target > 0:
+        raise ValueError("target bound must be positive")
+    new = np.zeros_like(w)
+    live = (w > 0) & (L > 0)
+    new[live] = w[live] ** (1.0 - step) * (target / L[live]) ** step
+    new[(w > 0) & (L == 0)] = 1.0
     return np.clip(new, 0.0, 1.0)
 
 

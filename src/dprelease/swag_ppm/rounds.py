@@ -1,6 +1,6 @@
 """The SWAG-PPM rounds as stage functions (spec B.5–B.7): weighted fine-tune from the base model,
 SWAG, per-record risk, sensitivity ε = 2Δ̂, re-weighting, and the ONE released draw. Round stages
-take ``r`` (1 = unweighted, 2 = weighted, 3 = re-weighted)."""
+take ``r`` (1 = unweighted, 2 = weighted); round 3 (re-weighted) is fitted by ``reweighting.py``."""
 
 from __future__ import annotations
 
@@ -18,21 +18,20 @@ from ..layout import Layout
 from ..privacy import guarantee
 from ..release import write_arm_model, write_release
 from ..seeds import stage_seed
-from ..stage import skip_marker, with_common
+from ..stage import with_common
 from ..training import finetune as run_finetune
 from ..utility.evaluate import write_arm
-from . import ppm
+from . import calibrate, extremes, ppm, temperature
 from .passes import posterior_pass
+from .reweighting import released_round
 from .swag import SwagMoments, iter_samples
-from .swag_train import swag as run_swag
-
-NO_REWEIGHT = "ppm.reweight is false"
 # Code (package-relative) that the stages of this module run through; stages.py declares them and
 # the release manifest's code_version hashes RELEASE_CODE.
 MODEL_CODE = ["swag_ppm/rounds.py", "training.py", "backends", "data/splits.py"]
 PASS_CODE = ["swag_ppm/rounds.py", "swag_ppm/passes.py", "swag_ppm/swag.py", "swag_ppm/ppm.py", "backends",
              "data/splits.py"]
-RELEASE_CODE = ["swag_ppm/rounds.py", "swag_ppm/swag.py", "swag_ppm/ppm.py", "backends", "data/splits.py",
+RELEASE_CODE = ["swag_ppm/rounds.py", "swag_ppm/swag.py", "swag_ppm/ppm.py", "swag_ppm/temperature.py",
+                "swag_ppm/extremes.py", "swag_ppm/reweighting.py", "backends", "data/splits.py",
                 "privacy/guarantee.py", "release.py", "release_check.py", "cache.py"]
 
 
@@ -46,15 +45,16 @@ def _weights_tensor(lay: Layout, r: int) -> torch.Tensor | None:
 
 
 def finetune(params: Params, root: str | Path = ".", r: int = 1) -> dict:
-    """Round r fine-tune FROM THE BASE MODEL (round 1 unweighted, later rounds weighted, spec B.5)."""
+    """Round r fine-tune FROM THE BASE MODEL (round 1 unweighted, round 2 weighted, spec B.5); the
+    censored mechanism censors each record's weighted loss at ε/2 (TRUST.md P). Round 3's refits run in
+    the ``reweight`` stage (reweighting.py)."""
     lay = Layout.from_params(params, root)
-    if r == 3 and not params.ppm.reweight:
-        return skip_marker(lay.finetune(r), NO_REWEIGHT)
     backend = backend_for(params, lay)
     feats, y = features(lay)
     model = backend.new_model(feats)
     hist = run_finetune(backend, model, feats, y, _weights_tensor(lay, r), params.backend.finetune,
-                        seed=stage_seed(params.seed, "finetune", r), progress=True, desc=f"fine-tune r{r}")
+                        seed=stage_seed(params.seed, "finetune", r), progress=True, desc=f"fine-tune r{r}",
+                        censor=params.censor if r >= 2 else None)
     with atomic_dir(lay.finetune(r), private=True) as tmp:
         save_file({"theta": get_flat(model).cpu().contiguous()}, str(tmp / "theta.safetensors"))
         write_json(tmp / "history.json", {"epoch_loss": hist.losses})
@@ -62,20 +62,23 @@ def finetune(params: Params, root: str | Path = ".", r: int = 1) -> dict:
 
 
 def swag(params: Params, root: str | Path = ".", r: int = 1) -> dict:
-    """Round r SWAG phase: constant-lr SGD from the fine-tuned θ, one snapshot per epoch (spec A.1)."""
+    """Round r SWAG phase: constant-lr SGD from the fine-tuned θ, one snapshot per epoch (spec A.1);
+    for the weighted round its temperature T̂ is measured and, per ``ppm.calibration``, calibrated."""
     lay = Layout.from_params(params, root)
-    if r == 3 and not params.ppm.reweight:
-        return skip_marker(lay.swag(r), NO_REWEIGHT)
     backend = backend_for(params, lay)
     feats, y = features(lay)
     model = backend.new_model(feats)
     set_flat(model, load_file(str(lay.finetune(r) / "theta.safetensors"))["theta"])
-    moments, hist = run_swag(backend, model, feats, y, _weights_tensor(lay, r), params.backend.swag,
-                             seed=stage_seed(params.seed, "swag", r), progress=True, desc=f"SWAG r{r}")
+    moments, losses, temp = calibrate.swag(
+        backend, model, feats, y, _weights_tensor(lay, r), params.backend.swag, seed=stage_seed(params.seed, "swag", r),
+        calibration=params.ppm.calibration if r >= 2 else "none", prior_precision=params.ppm.prior_precision,
+        desc=f"SWAG r{r}", censor=params.censor if r >= 2 else None, measure=r >= 2)
     with atomic_dir(lay.swag(r), private=True) as tmp:
         moments.save(tmp / "moments.safetensors")
-        write_json(tmp / "history.json", {"epoch_loss": hist.losses})
-    return {"round": r, "snapshots": moments.n_models, "rank": moments.rank, "final_loss": hist.losses[-1]}
+        write_json(tmp / "history.json", {"epoch_loss": losses})
+    if r >= 2:
+        write_json(lay.metrics / f"temperature_r{r}.json", {"round": r, **temp})
+    return {"round": r, "snapshots": moments.n_models, "rank": moments.rank, "final_loss": losses[-1]}
 
 
 def risk(params: Params, root: str | Path = ".") -> dict:
@@ -96,11 +99,10 @@ def _weight_stats(w: np.ndarray) -> dict:
 
 
 def sensitivity(params: Params, root: str | Path = ".", r: int = 2) -> dict:
-    """M_s = max_i w_i CE_i(θ^(s)) over S draws of SWAG_r; Δ̂ = max_s M_s; ε = 2Δ̂ (spec B.6)."""
+    """M_s = max_i w_i CE_i(θ^(s)) over S draws of SWAG_r; Δ̂ = max_s M_s; ε = 2Δ̂ (spec B.6); for the
+    censored mechanism M_s = max_i min(w_i CE_i, ε_c/2)."""
     lay = Layout.from_params(params, root)
-    if r == 3 and not params.ppm.reweight:
-        return skip_marker(lay.sensitivity(r), NO_REWEIGHT, lay.metrics / f"sensitivity_r{r}.json")
-    record_max, max_deltas = posterior_pass(params, lay, r, _weights(lay, r), "sensitivity")
+    record_max, max_deltas = posterior_pass(params, lay, r, _weights(lay, r), "sensitivity", censor=params.censor)
     local_sensitivity, eps = ppm.epsilon(max_deltas)
     with atomic_dir(lay.sensitivity(r), private=True) as tmp:
         np.save(tmp / "record_max_loss.npy", record_max)  # private: per-record, feeds re-weighting
@@ -110,24 +112,10 @@ def sensitivity(params: Params, root: str | Path = ".", r: int = 2) -> dict:
     return summary
 
 
-def reweight(params: Params, root: str | Path = ".") -> dict:
-    """Round-3 weights pulled toward the database bound with strength k (spec C.2)."""
-    lay, p = Layout.from_params(params, root), params.ppm
-    if not p.reweight:
-        return skip_marker(lay.weights(3), NO_REWEIGHT, lay.metrics / "reweight.json")
-    w = np.load(lay.weights(2) / "weights.npy")
-    L = np.load(lay.sensitivity(2) / "record_max_loss.npy")
-    w_new = ppm.reweight(w, L, k=p.k, form=p.reweight_form)
-    with atomic_dir(lay.weights(3), private=True) as tmp:
-        np.save(tmp / "weights.npy", w_new)
-    summary = {"k": p.k, "form": p.reweight_form, **_weight_stats(w_new)}
-    write_json(lay.metrics / "reweight.json", summary)
-    return summary
-
-
 def draw_from_round(params: Params, lay: Layout, r: int, tag: str = "release"):
     """One independent draw θ* from SWAG_r with its guarantee: M* = max_i w_i CE_i(θ*) enters
-    Δ̂ = max(Δ̂_r, M*), ε = 2Δ̂. Returns (backend, model at θ*, θ*, M*, guarantee)."""
+    Δ̂ = max(Δ̂_r, M*), ε = 2Δ̂ (censored mechanism: ε fixed, Δ̂ ≤ ε/2 reported). Returns (backend, model at
+    θ*, θ*, M*, guarantee)."""
     backend = backend_for(params, lay)
     feats, y = features(lay)
     moments = SwagMoments.load(lay.swag(r) / "moments.safetensors", device=backend.device)
@@ -135,41 +123,63 @@ def draw_from_round(params: Params, lay: Layout, r: int, tag: str = "release"):
     theta = next(iter_samples(moments, 1, 1, gen))
     model = backend.new_model(feats)
     ce = backend.per_record_ce(model, theta, feats, y).double().numpy()
-    m_star = float(ppm.max_weighted_loss(ce, _weights(lay, r))[0])
+    m_star = float(ppm.max_weighted_loss(ce, _weights(lay, r), censor=params.censor)[0])
     sens = read_json(lay.metrics / f"sensitivity_r{r}.json")
+    temp = read_json(lay.metrics / f"temperature_r{r}.json")["temperature"]["subspace"]
     local_sensitivity = max(sens["local_sensitivity"], m_star)
     set_flat(model, theta[0])
-    g = guarantee.ppm(2 * local_sensitivity, local_sensitivity, posterior_draws=sens["draws"], round=r)
+    q = {"posterior_draws": sens["draws"], "round": r, "temperature": temp,
+         "calibration": params.ppm.calibration}
+    if params.censor is not None:
+        g = guarantee.censored(params.ppm.censor_epsilon, local_sensitivity, **q)
+    else:
+        g = guarantee.ppm(2 * local_sensitivity, local_sensitivity,
+                          epsilon_at_temperature=temperature.implied_epsilon(2 * local_sensitivity, temp), **q)
     return backend, model, theta[0], m_star, g
 
 
 def draw(params: Params, root: str | Path = ".") -> dict:
-    """ONE independent draw θ* from the last SWAG; its own M* enters Δ̂ (spec B.7b step 7)."""
-    lay, r = Layout.from_params(params, root), params.final_round
+    """ONE independent draw θ* from the released round's SWAG; its own M* enters Δ̂ (spec B.7b step 7)."""
+    lay = Layout.from_params(params, root)
+    r = released_round(params, lay)
     backend, model, theta, m_star, g = draw_from_round(params, lay, r)
+    tail = extremes.tail_bound(np.load(lay.sensitivity(r) / "max_deltas.npy"), seed=stage_seed(params.seed, "tail", r))
     labels = label_info(lay)
     with atomic_dir(lay.draw, private=True) as tmp:
         save_file({"theta": theta.cpu().contiguous()}, str(tmp / "theta.safetensors"))
         # the release as it will be shared, staged privately: the privacy audit loads it from here and
         # the `publish` stage adds the model card and writes it to params.release
         write_release(tmp / "release", backend, model, labels["codes"], labels["titles"],
-                      release_manifest(params, lay, g), with_common(RELEASE_CODE))
-    summary = {"round": r, "released_draw_max_loss": m_star, "guarantee": g.as_dict()}
+                      release_manifest(params, lay, g, tail), with_common(RELEASE_CODE))
+    summary = {"round": r, "released_draw_max_loss": m_star, "guarantee": g.as_dict(),
+               "local_sensitivity_tail": tail}
     write_json(lay.metrics / "release.json", summary)
     return summary
 
 
-def release_manifest(params: Params, lay: Layout, g: guarantee.Guarantee) -> dict:
+def release_manifest(params: Params, lay: Layout, g: guarantee.Guarantee, tail: dict | None = None) -> dict:
     """The public manifest of a SWAG-PPM release: its guarantee record plus public config and aggregates."""
     p, data = params.ppm, read_json(lay.metrics / "data.json")
     eps_rounds = {f"round_{k}": read_json(lay.metrics / f"sensitivity_r{k}.json")["epsilon"]
                   for k in params.rounds if k >= 2}
-    return {
+    temps = {f"round_{k}": read_json(lay.metrics / f"temperature_r{k}.json")["temperature"]
+             for k in params.rounds if k >= 2}
+    out = {
         "guarantee": g.as_dict(), "released_from_round": g.quantities["round"], "epsilon_by_round": eps_rounds,
-        "c": p.c, "g": p.g, "k": p.k if p.reweight else None, "reweight": p.reweight, "risk_norm": p.risk_norm,
+        "temperature_by_round": temps, "calibration": p.calibration, "prior_precision": p.prior_precision,
+        "mechanism": p.mechanism, "censor_epsilon": p.censor_epsilon,
+        "c": p.c, "g": p.g, "reweight": params.reweighting, "risk_norm": p.risk_norm,
         "draws": p.draws, "smoke_test": p.smoke_test, "seed": params.seed, "backend": params.model.backend,
         "dataset": {key: data[key] for key in ("rows", "classes", "train_rows", "test_rows", "train_class_gini")},
     }
+    if params.reweighting:
+        rw = read_json(lay.metrics / "reweight.json")
+        out["reweighting"] = {"mode": p.reweight_mode, "k": p.k if p.reweight_mode == "oneshot" else None,
+                              "step": p.reweight_step if p.reweight_mode == "iterative" else None,
+                              **{key: rw[key] for key in ("target", "bound", "refits", "accepted", "reason")}}
+    if tail is not None:
+        out["local_sensitivity_uncertainty"] = tail
+    return out
 
 
 def round2_arm(params: Params, root: str | Path = ".") -> dict:

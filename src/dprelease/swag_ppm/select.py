@@ -29,6 +29,7 @@ from ..seeds import stage_seed
 from ..stage import skip_marker, with_common
 from ..utility.metrics import f1_summary
 from . import ppm
+from .reweighting import released_round
 from .rounds import RELEASE_CODE, release_manifest
 from .swag import SwagMoments, iter_samples
 
@@ -43,7 +44,8 @@ def selected_folder(lay: Layout) -> Path:
 
 
 def private_select(params: Params, root: str | Path = ".") -> dict:
-    sp, lay, r = params.selection, Layout.from_params(params, root), params.final_round
+    sp, lay = params.selection, Layout.from_params(params, root)
+    r = released_round(params, lay)
     if sp.split == "test":
         raise ValueError("selection.split: private selection refuses to score on the test split "
                          "(set data.validation_size > 0 and use split: validation)")

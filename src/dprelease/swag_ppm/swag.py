@@ -2,7 +2,8 @@
 
 Moments are accumulated in float64 with Welford's update (spec A.1, numerical note): the variance of
 parameters that barely move under constant-lr SGD would otherwise cancel catastrophically.
-Sampling follows spec A.2 with ``scale = 1/2``:
+Sampling follows spec A.2 with ``scale = 1/2`` unless a temperature calibration (``temperature.py``)
+stored another sampling scale with the moments:
 
     θ̃ = θ̄ + sqrt(scale) · (Σdiag^{1/2} z1 + D̂ z2 / sqrt(K' − 1)),   z1 ~ N(0, I_d), z2 ~ N(0, I_K')
 
@@ -30,6 +31,7 @@ class SwagMoments:
     var: torch.Tensor  # float64 [d], Σdiag (clamped at VAR_CLAMP)
     deviations: torch.Tensor  # float32 [K', d], rows D_t = θ_t − θ̄_t (oldest first)
     n_models: int
+    scale: float = 0.5  # sampling scale (spec A.2); a calibrated SWAG stores its own
 
     @property
     def dim(self) -> int:
@@ -39,8 +41,9 @@ class SwagMoments:
     def rank(self) -> int:
         return self.deviations.shape[0]
 
-    def covariance(self, scale: float = 0.5) -> torch.Tensor:
+    def covariance(self, scale: float | None = None) -> torch.Tensor:
         """Dense d×d covariance of the sampler (small d only: tests and diagnostics)."""
+        scale = self.scale if scale is None else scale
         cov = torch.diag(self.var)
         if self.rank > 1:
             dev = self.deviations.double()
@@ -50,16 +53,18 @@ class SwagMoments:
     def save(self, path: str | Path) -> None:
         tensors = {"mean": self.mean, "var": self.var, "deviations": self.deviations.contiguous()}
         with atomic_path(path) as tmp:
-            save_file(tensors, str(tmp), metadata={"n_models": str(self.n_models)})
+            save_file(tensors, str(tmp), metadata={"n_models": str(self.n_models),
+                                                           "scale": repr(float(self.scale))})
 
     @classmethod
     def load(cls, path: str | Path, device: str | torch.device = "cpu") -> "SwagMoments":
         from safetensors import safe_open
 
         with safe_open(str(path), framework="pt") as fh:
-            n_models = int(fh.metadata()["n_models"])
+            meta = fh.metadata()
         t = load_file(str(path), device=str(device))
-        return cls(mean=t["mean"], var=t["var"], deviations=t["deviations"], n_models=n_models)
+        return cls(mean=t["mean"], var=t["var"], deviations=t["deviations"], n_models=int(meta["n_models"]),
+                   scale=float(meta.get("scale", 0.5)))
 
 
 class SwagCollector:
@@ -98,8 +103,10 @@ class SwagCollector:
         )
 
 
-def sample(moments: SwagMoments, n: int, generator: torch.Generator, scale: float = 0.5) -> torch.Tensor:
-    """``n`` independent draws as an [n, d] float32 tensor on the moments' device."""
+def sample(moments: SwagMoments, n: int, generator: torch.Generator, scale: float | None = None) -> torch.Tensor:
+    """``n`` independent draws as an [n, d] float32 tensor on the moments' device (at the moments' own
+    sampling scale unless ``scale`` is given)."""
+    scale = moments.scale if scale is None else scale
     device = moments.mean.device
     d, k = moments.dim, moments.rank
     z1 = torch.randn(n, d, generator=generator, device=device, dtype=torch.float32)
@@ -110,7 +117,7 @@ def sample(moments: SwagMoments, n: int, generator: torch.Generator, scale: floa
     return moments.mean.float() + scale**0.5 * out
 
 
-def iter_samples(moments: SwagMoments, n: int, batch: int, generator: torch.Generator, scale: float = 0.5):
+def iter_samples(moments: SwagMoments, n: int, batch: int, generator: torch.Generator, scale: float | None = None):
     """Yield draws in chunks of at most ``batch`` rows (memory stays O(batch · d))."""
     done = 0
     while done < n:

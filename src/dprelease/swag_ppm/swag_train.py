@@ -17,7 +17,7 @@ from .swag import SwagCollector, SwagMoments
 
 def swag(backend: Backend, model: nn.Module, features: Features, labels: torch.Tensor, weights: torch.Tensor | None,
          params: SwagParams, seed: int, progress: bool = False, desc: str = "SWAG",
-         on_snapshot: Callable[[int], None] | None = None) -> tuple[SwagMoments, History]:
+         on_snapshot: Callable[[int], None] | None = None, censor: float | None = None) -> tuple[SwagMoments, History]:
     """Constant-lr SGD for ``params.epochs`` epochs, one snapshot per epoch; returns the fitted moments."""
     gen = torch.Generator().manual_seed(seed)
     seed_model(model, seed + 1)
@@ -25,7 +25,8 @@ def swag(backend: Backend, model: nn.Module, features: Features, labels: torch.T
     collector = SwagCollector(sum(p.numel() for p in trainable(model)), rank=params.rank, device=backend.device)
     history = History()
     for e in tqdm(range(params.epochs), desc=desc, disable=not progress, unit="epoch"):
-        history.losses.append(run_epoch(backend, model, features, labels, weights, optimizer, params.batch_size, gen))
+        history.losses.append(run_epoch(backend, model, features, labels, weights, optimizer, params.batch_size, gen,
+                                          censor=censor))
         collector.collect(get_flat(model))
         if on_snapshot is not None:
             on_snapshot(e)

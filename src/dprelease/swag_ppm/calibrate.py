@@ -1,0 +1,59 @@
+"""SWAG with its temperature measured and, optionally, calibrated (TRUST.md M; maths in temperature.py).
+
+``ppm.calibration``:
+* ``none``  — the spec's SWAG (scale 1/2, the configured learning rate); T̂ is measured and reported;
+* ``scale`` — the sampling scale is divided by T̂ so that the sampler's T̂ = 1 (no refit);
+* ``lr``    — the SWAG learning rate is Mandt et al.'s η* = 2·S·D/(N·tr C), with tr C measured at the
+              fine-tuned θ; T̂ is then measured as for ``none``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..backends import curvature
+from ..backends.base import Backend, Features, get_flat
+from ..config import SwagParams
+from . import temperature
+from .swag import SwagMoments
+from .swag_train import swag as run_swag
+
+
+def temperature_of(backend: Backend, model: nn.Module, moments: SwagMoments, features: Features,
+            weights: torch.Tensor | None, prior_precision: float) -> temperature.Temperature:
+    """T̂ of the sampler against the Laplace-GGN posterior of the weighted loss at the SWAG mean."""
+    theta = moments.mean.float()
+    dev = moments.deviations.double().cpu().numpy()
+    basis = temperature.subspace_basis(dev)
+    g_diag = curvature.ggn_diagonal(backend, model, theta, features, weights)
+    g_block = curvature.ggn_subspace(backend, model, theta, features, weights, torch.from_numpy(basis))
+    return temperature.estimate(moments.var.cpu().numpy(), dev, moments.scale, basis, g_diag.cpu().numpy(),
+                                g_block.cpu().numpy(), prior_precision=prior_precision)
+
+
+def swag(backend: Backend, model: nn.Module, features: Features, labels: torch.Tensor, weights: torch.Tensor | None,
+         params: SwagParams, *, seed: int, calibration: str, prior_precision: float,
+         desc: str = "SWAG", censor: float | None = None, measure: bool = True) -> tuple[SwagMoments, list[float], dict]:
+    """SWAG from the model's current (fine-tuned) θ; returns (moments, epoch losses, public summary)."""
+    lr = params.lr
+    if calibration == "lr":
+        mean_sq, sq_mean = curvature.gradient_noise(backend, model, get_flat(model), features, labels, weights)
+        lr = temperature.mandt_learning_rate(mean_sq, sq_mean, n=len(labels), batch_size=params.batch_size,
+                                             dim=get_flat(model).numel())
+    moments, hist = run_swag(backend, model, features, labels, weights, params.model_copy(update={"lr": lr}),
+                             seed=seed, progress=True, desc=desc, censor=censor)
+    if not np.isfinite(hist.losses[-1]) or not torch.isfinite(moments.mean).all():
+        raise FloatingPointError(f"SWAG diverged at learning rate {lr:.4g} (calibration: {calibration})")
+    if not measure:
+        return moments, hist.losses, {"calibration": "none", "lr": lr, "scale": moments.scale}
+    measured = temperature_of(backend, model, moments, features, weights, prior_precision)
+    summary = {"calibration": calibration, "lr": lr, "temperature_uncalibrated": measured.as_dict()}
+    if calibration == "scale":
+        moments = replace(moments, scale=moments.scale / measured.subspace)
+        measured = temperature_of(backend, model, moments, features, weights, prior_precision)
+    summary |= {"scale": moments.scale, "temperature": measured.as_dict()}
+    return moments, hist.losses, summary

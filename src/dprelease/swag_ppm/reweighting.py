@@ -1,0 +1,156 @@
+"""Re-weighting (spec C, TRUST.md N) as one stage, ``reweight``: the refits of round 3 and the choice of
+the released round.
+
+``iterative`` (default): starting from the round-2 weights and the per-record maxima L of round 2's
+sensitivity pass (draws independent of the round-1 draws that chose those weights), each refit
+  1. takes a damped step of every record's bound w_i L_i towards the target Δ* (``ppm.reweight_toward``),
+  2. fine-tunes from the base model and fits SWAG with the new weights (calibrated as ``ppm.calibration``),
+  3. certifies the refitted round on a fresh pass of S draws (never the draws that chose its weights),
+     whose per-record maxima feed the next step,
+and stops once Δ̂ ≤ Δ*·(1 + tolerance) or after ``ppm.max_refits`` refits. The re-weighted round is
+accepted only if it reached that bound AND its mean weighted F1 over ``audit.draws`` draws on the
+validation split is at least round 2's; otherwise round 2 is released, and the reason is recorded.
+``oneshot``: the paper's single C.2 step (k, form) and one refit, released without a check.
+
+The decision (and the refit count) depend on the data and are not covered by the ε of either round.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import save_file
+
+from ..backends.base import get_flat, set_flat
+from ..config import Params
+from ..data.splits import backend_for, features, label_info
+from ..io import atomic_dir, read_json, write_json
+from ..layout import Layout
+from ..seeds import stage_seed
+from ..stage import skip_marker
+from ..training import finetune as run_finetune
+from ..utility.metrics import f1_summary
+from . import calibrate, ppm
+from .passes import draw_pass
+from .swag import SwagMoments, iter_samples
+
+NO_REWEIGHT = "ppm.reweight is false (or the censored mechanism, which needs no re-weighting)"
+
+
+def decide(*, mode: str, reached: bool, delta: float, bound: float, refits: int, f1_round2: float | None,
+           f1_reweighted: float | None) -> tuple[bool, str]:
+    """(accepted, reason) — the acceptance rule of the module docstring."""
+    if mode == "oneshot":
+        return True, "one-shot re-weighting (the paper's procedure): released without an acceptance check"
+    if not reached:
+        return False, (f"not accepted: Δ̂ {delta:.3f} stayed above the target bound {bound:.3f} after {refits} "
+                       "refit(s); round 2 released")
+    if f1_round2 is None or f1_reweighted is None or f1_reweighted < f1_round2:
+        return False, (f"not accepted: validation weighted F1 {f1_reweighted:.4f} below round 2's {f1_round2:.4f}; "
+                       "round 2 released")
+    return True, (f"accepted: Δ̂ {delta:.3f} within the target bound {bound:.3f} after {refits} refit(s), "
+                  f"validation weighted F1 {f1_reweighted:.4f} ≥ round 2's {f1_round2:.4f}")
+
+
+def fit(params: Params, backend, feats, y, weights: np.ndarray | None, r: int, attempt: int = 0,
+        censor: float | None = None) -> dict:
+    """Fine-tune from the base model, then SWAG (calibrated per ``ppm.calibration`` for weighted rounds)."""
+    tag = "" if attempt == 0 else f"#{attempt}"
+    w = None if weights is None else torch.from_numpy(np.asarray(weights)).float()
+    model = backend.new_model(feats)
+    ft = run_finetune(backend, model, feats, y, w, params.backend.finetune, seed=stage_seed(params.seed, "finetune" + tag, r),
+                      progress=True, desc=f"fine-tune r{r}{tag}", censor=censor)
+    theta_ft = get_flat(model).cpu().clone()
+    calibration = params.ppm.calibration if r >= 2 else "none"
+    moments, swag_losses, summary = calibrate.swag(
+        backend, model, feats, y, w, params.backend.swag, seed=stage_seed(params.seed, "swag" + tag, r),
+        calibration=calibration, prior_precision=params.ppm.prior_precision, desc=f"SWAG r{r}{tag}", censor=censor)
+    return {"model": model, "theta": theta_ft, "finetune_losses": ft.losses, "moments": moments,
+            "swag_losses": swag_losses, "temperature": {"round": r, **summary}}
+
+
+def validation_f1(params: Params, lay: Layout, backend, model, moments: SwagMoments, r: int) -> float:
+    """Mean weighted F1 over ``audit.draws`` draws of ``moments`` on the validation split."""
+    val, y_val = features(lay, "validation")
+    classes = list(range(len(label_info(lay)["codes"])))
+    gen = torch.Generator(device=backend.device).manual_seed(stage_seed(params.seed, "validation", r))
+    scores = []
+    for chunk in iter_samples(moments, params.audit.draws, 10, gen):
+        for theta in chunk:
+            set_flat(model, theta)
+            scores.append(f1_summary(y_val.numpy(), backend.predict_proba(model, val).argmax(1).numpy(), classes)["weighted_f1"])
+    return float(np.mean(scores))
+
+
+def reweight(params: Params, root: str | Path = ".") -> dict:
+    lay, p = Layout.from_params(params, root), params.ppm
+    if not params.reweighting:
+        for part in ("weights", "finetune", "swag"):
+            skip_marker(lay.round(3) / part, NO_REWEIGHT)
+        for name in ("temperature_r3", "reweight"):
+            write_json(lay.metrics / f"{name}.json", {"skipped": NO_REWEIGHT})
+        return skip_marker(lay.sensitivity(3), NO_REWEIGHT, lay.metrics / "sensitivity_r3.json")
+    if p.reweight_mode == "iterative" and not (lay.features / "validation.safetensors").is_file():
+        raise FileNotFoundError("iterative re-weighting needs a validation split: set data.validation_size > 0")
+    backend = backend_for(params, lay)
+    feats, y = features(lay)
+    w = np.load(lay.weights(2) / "weights.npy")
+    L = np.load(lay.sensitivity(2) / "record_max_loss.npy")
+    delta2 = read_json(lay.metrics / "sensitivity_r2.json")["local_sensitivity"]
+    target = p.reweight_target or delta2
+    bound = target * (1 + p.reweight_tolerance)
+    refits = 1 if p.reweight_mode == "oneshot" else p.max_refits
+    trail = []
+    for t in range(refits):
+        w = (ppm.reweight(w, L, k=p.k, form=p.reweight_form) if p.reweight_mode == "oneshot"
+             else ppm.reweight_toward(w, L, target=target, step=p.reweight_step))
+        fitted = fit(params, backend, feats, y, w, 3, attempt=t)
+        L, max_deltas = draw_pass(backend, fitted["model"], fitted["moments"], feats, y, w, draws=p.draws,
+                                  chunk=p.draw_batch, seed=stage_seed(params.seed, "sensitivity" + (f"#{t}" if t else ""), 3),
+                                  desc=f"sensitivity r3 refit {t + 1}")
+        delta = float(max_deltas.max())
+        trail.append({"refit": t + 1, "local_sensitivity": delta, "weight_mean": float(w.mean())})
+        if delta <= bound:
+            break
+    reached = delta <= bound
+    f2 = f3 = None
+    if p.reweight_mode == "iterative" and reached:
+        round2 = SwagMoments.load(lay.swag(2) / "moments.safetensors", device=backend.device)
+        f2 = validation_f1(params, lay, backend, fitted["model"], round2, 2)
+        f3 = validation_f1(params, lay, backend, fitted["model"], fitted["moments"], 3)
+    accepted, reason = decide(mode=p.reweight_mode, reached=reached, delta=delta, bound=bound, refits=len(trail),
+                              f1_round2=f2, f1_reweighted=f3)
+    _save_round3(lay, w, fitted, L, max_deltas)
+    write_json(lay.metrics / "sensitivity_r3.json", {"round": 3, "local_sensitivity": delta, "epsilon": 2 * delta,
+                                                    "draws": len(max_deltas)})
+    summary = {"mode": p.reweight_mode, "target": target if p.reweight_mode == "iterative" else None,
+               "bound": bound if p.reweight_mode == "iterative" else None, "refits": len(trail), "trail": trail,
+               "reached": reached, "validation_weighted_f1": {"round_2": f2, "round_3": f3},
+               "accepted": accepted, "released_round": 3 if accepted else 2, "reason": reason,
+               "weight_mean": float(w.mean()), "weights_one": int((w == 1).sum())}
+    write_json(lay.metrics / "reweight.json", summary)
+    return summary
+
+
+def _save_round3(lay: Layout, w: np.ndarray, fitted: dict, L: np.ndarray, max_deltas: np.ndarray) -> None:
+    with atomic_dir(lay.weights(3), private=True) as tmp:
+        np.save(tmp / "weights.npy", w)
+    with atomic_dir(lay.finetune(3), private=True) as tmp:
+        save_file({"theta": fitted["theta"].contiguous()}, str(tmp / "theta.safetensors"))
+        write_json(tmp / "history.json", {"epoch_loss": fitted["finetune_losses"]})
+    with atomic_dir(lay.swag(3), private=True) as tmp:
+        fitted["moments"].save(tmp / "moments.safetensors")
+        write_json(tmp / "history.json", {"epoch_loss": fitted["swag_losses"]})
+    write_json(lay.metrics / "temperature_r3.json", fitted["temperature"])
+    with atomic_dir(lay.sensitivity(3), private=True) as tmp:
+        np.save(tmp / "record_max_loss.npy", L)
+        np.save(tmp / "max_deltas.npy", max_deltas)
+
+
+def released_round(params: Params, lay: Layout) -> int:
+    """The round the release is drawn from: 3 when re-weighting ran and was accepted, else 2."""
+    if not params.reweighting:
+        return 2
+    return int(read_json(lay.metrics / "reweight.json")["released_round"])
