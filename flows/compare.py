@@ -52,13 +52,14 @@ def compare_flow(params: dict, root: str = ".", track: bool = True) -> dict:
     dp_now = "dpsgd" in arms and p.dpsgd.target_epsilon is not None
     if dp_now:
         side += [submit("dpsgd", p, root), submit("dpsgd_sweep", p, root)]
-    needs_ppm = arms & {"swag_ppm", "swag_ppm_reweighted"} or ("dpsgd" in arms and not dp_now)
+    variants = [a for a in ("swag_ppm", "swag_ppm_uncalibrated", "swag_ppm_censored") if a in arms]
+    needs_ppm = arms & {"swag_ppm_reweighted", *variants} or ("dpsgd" in arms and not dp_now)
     if needs_ppm:
         for spec in registry.group(p, "release"):
             if spec.name not in PRE:
                 timed(spec.name)
-    if "swag_ppm" in arms:
-        timed("swag_ppm")
+    for arm in variants:
+        timed(arm)
     if "dpsgd" in arms and not dp_now:
         side += [submit("dpsgd", p, root), submit("dpsgd_sweep", p, root)]
     for future in side:

@@ -21,10 +21,23 @@ def print_summary(params: Params, root: str, result: dict, seconds: float) -> No
     for r in params.rounds:
         if r >= 2:
             s = read_json(lay.metrics / f"sensitivity_r{r}.json")
+            t = read_json(lay.metrics / f"temperature_r{r}.json")
             label = "weighted" if r == 2 else "re-weighted"
-            lines.append(f"  round {r}    ε = {s['epsilon']:.3f}  (Δ̂ = {s['local_sensitivity']:.3f}, {s['draws']} draws, {label})")
+            cmp = "≥" if s["draws"] < params.ppm.draws else "="  # a refit pass stopped early above the bound
+            lines.append(f"  round {r}    ε {cmp} {s['epsilon']:.3f}  (Δ̂ {cmp} {s['local_sensitivity']:.3f}, {s['draws']} draws, "
+                         f"{label}; SWAG temperature T̂ = {t['temperature']['subspace']:.2f}, calibration {t['calibration']})")
+    if params.reweighting:
+        rw = read_json(lay.metrics / "reweight.json")
+        lines.append(f"  reweight   {rw['mode']}, {rw['refits']} refit(s): {rw['reason']}")
+    tail = rel["local_sensitivity_tail"]
+    tail_txt = (f"Monte Carlo: a fresh draw exceeds Δ̂ with prob. 1/(S+1) = {tail['exceedance_of_max']:.4f}; GEV "
+                f"{tail['level']:.4f}-quantile {tail['estimate']:.3f} [{tail['ci_low']:.3f}, {tail['ci_high']:.3f}]")
+    t_rel = g.quantities.get("temperature")
     lines += [
         f"  released   ε = {g.epsilon:.3f}, δ {g.delta_text}; one draw from round {rel['round']}",
+        f"             {tail_txt}",
+        f"             conditional on: this database (local), large n (asymptotic), the SWAG approximation "
+        f"at T̂ = {t_rel:.2f}" + (f" (ε at T̂: {g.quantities['epsilon_at_temperature']:.3f})" if t_rel and t_rel < 1 else ""),
         f"  utility    released draw: weighted F1 {audit['released_weighted_f1']:.3f}, macro F1 {audit['released_macro_f1']:.3f}",
         f"             over {audit['draws']} draws: weighted {audit['weighted_f1_mean']:.3f} ± {audit['weighted_f1_sd']:.3f}, "
         f"macro {audit['macro_f1_mean']:.3f} ± {audit['macro_f1_sd']:.3f}",

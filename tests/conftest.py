@@ -33,7 +33,7 @@ SLICE = {
         "head": {"hidden": 16, "finetune": _OPT, "swag": _SWAG},
         "full": {"tiny": True, "finetune": _OPT, "swag": _SWAG},
     },
-    "ppm": {"draws": 6, "draw_batch": 4, "smoke_test": True},  # 6 draws: ε not meaningful, tests only
+    "ppm": {"draws": 6, "draw_batch": 4, "smoke_test": True, "max_refits": 2},  # 6 draws: ε not meaningful, tests only
     "audit": {"draws": 3},
     "tracking": {"mlflow_uri": "sqlite:///mlflow.db"},
 }

@@ -46,14 +46,14 @@ def test_editing_a_plot_reruns_only_plotting_stages(package_copy, tmp_path):
     changed = _changed(before, _keys(tmp_path))
     # canary_runs re-runs whole pipelines through the registry, so it declares the whole package
     assert changed == {"audit", "compare_report", "privacy_report", "canary_runs"}
-    assert not changed & {"risk", "sensitivity_r2", "sensitivity_r3"}  # no posterior pass
+    assert not changed & {"risk", "sensitivity_r2", "reweight"}  # no posterior pass
 
 
 def test_editing_the_ppm_maths_reruns_every_stage_that_uses_it(package_copy, tmp_path):
     before = _keys(tmp_path)
     _edit(package_copy / "swag_ppm" / "ppm.py")
     changed = _changed(before, _keys(tmp_path))
-    assert {"risk", "sensitivity_r2", "sensitivity_r3", "reweight", "draw", "select", "swag_ppm"} <= changed
+    assert {"risk", "sensitivity_r2", "reweight", "draw", "select", "swag_ppm", "swag_ppm_censored"} <= changed
     assert not changed & {"stratify", "featurize", "finetune_r1", "swag_r1", "nonprivate", "dpsgd"}
 
 

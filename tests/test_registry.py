@@ -72,9 +72,10 @@ def test_stage_names_unique_and_groups_known():
     # the stage set and order the release flow runs with the default params (select needs a validation split)
     assert [s.name for s in registry.group(DEFAULT, "release")] == [
         "stratify", "featurize", "finetune_r1", "swag_r1", "risk", "finetune_r2", "swag_r2", "sensitivity_r2",
-        "reweight", "finetune_r3", "swag_r3", "sensitivity_r3", "draw", "audit", "publish"]
+        "reweight", "draw", "audit", "publish"]
     assert [s.name for s in registry.group(DEFAULT, "compare")] == [
-        "swag_ppm", "nonprivate", "dpsgd", "dpsgd_sweep", "compare_report"]
+        "swag_ppm", "swag_ppm_uncalibrated", "swag_ppm_censored", "nonprivate", "dpsgd", "dpsgd_sweep",
+        "compare_report"]
     assert [s.name for s in registry.group(DEFAULT, "audit")] == [
         "audit_pool", "audit_references", "privacy_audit", "canary_runs", "privacy_report"]
 
@@ -82,8 +83,8 @@ def test_stage_names_unique_and_groups_known():
 def test_active_stages_follow_params():
     off = parse_params(slice_raw(ppm__reweight=False))
     names = [s.name for s in registry.group(off, "release")]
-    assert not {"reweight", "finetune_r3", "swag_r3", "sensitivity_r3", "select"} & set(names)
-    val = parse_params(slice_raw(data__validation_size=0.2))
+    assert not {"reweight", "select"} & set(names)
+    val = parse_params(slice_raw(selection__enabled=True))
     assert "select" in [s.name for s in registry.group(val, "release")]
     everything = [s.name for s in registry.group(off, "release", active_only=False)]
     assert {"reweight", "select"} <= set(everything)

@@ -97,7 +97,7 @@ class PPMParams(_Strict):
     reweight_tolerance: float = Field(0.10, ge=0.0, le=1.0, description="iterative: accept Δ̂ ≤ target·(1 + tol)")
     max_refits: int = Field(3, ge=1, le=20, description="iterative: refits before giving up")
     calibration: Literal["none", "scale", "lr"] = Field(
-        "none", description="weighted SWAG rounds: none | scale (sampling scale set so T̂ = 1) | lr (Mandt et al.)")
+        "scale", description="weighted SWAG rounds: none | scale (sampling scale set so T̂ = 1) | lr (Mandt et al.)")
     prior_precision: float = Field(1.0, ge=0.0, description="λ of the N(0, I/λ) prior in the Laplace reference")
     mechanism: Literal["asymptotic", "censored"] = Field(
         "asymptotic", description="censored: per-record w·CE censored at censor_epsilon/2 (strict ε for exact sampling)")
@@ -148,11 +148,13 @@ class DPSGDParams(_Strict):
         return self
 
 
-ARMS = ["nonprivate", "swag_ppm", "swag_ppm_reweighted", "dpsgd"]
+ARMS = ["nonprivate", "swag_ppm", "swag_ppm_reweighted", "swag_ppm_uncalibrated", "swag_ppm_censored", "dpsgd"]
+AUDIT_ARMS = ["nonprivate", "swag_ppm", "swag_ppm_reweighted", "dpsgd"]
 
 
 class CompareParams(_Strict):
-    arms: list[Literal["nonprivate", "swag_ppm", "swag_ppm_reweighted", "dpsgd"]] = ARMS
+    arms: list[Literal["nonprivate", "swag_ppm", "swag_ppm_reweighted", "swag_ppm_uncalibrated", "swag_ppm_censored",
+                       "dpsgd"]] = ARMS
     nonprivate_epochs: int = Field(30, ge=1, description="non-private baseline epochs (spec D.5)")
 
     @model_validator(mode="after")
@@ -203,7 +205,7 @@ class TuneParams(_Strict):
 class PrivacyAuditParams(_Strict):
     """Membership-inference and one-run canary audit of every arm (TRUST.md L)."""
 
-    arms: list[Literal["nonprivate", "swag_ppm", "swag_ppm_reweighted", "dpsgd"]] = ARMS
+    arms: list[Literal["nonprivate", "swag_ppm", "swag_ppm_reweighted", "dpsgd"]] = AUDIT_ARMS
     pool_size: int = Field(6000, ge=200, description="unused rows (population pool) embedded for the audit")
     references: int = Field(16, ge=2, description="LiRA-offline reference models")
     canaries: int = Field(500, ge=20, description="canary records (re-drawn labels), each included w.p. 1/2")

@@ -147,5 +147,5 @@ def test_the_pass_stages_depend_on_draw_batch():
     from dprelease.swag_ppm.stages import declare
 
     stages = {s.name: s for s in declare(_params())}
-    for name in ("risk", "sensitivity_r2", "sensitivity_r3"):
+    for name in ("risk", "sensitivity_r2", "reweight"):
         assert {"ppm.draws", "ppm.draw_batch", "seed"} <= set(stages[name].params), name

@@ -190,4 +190,4 @@ def test_good_tune_and_selection_params():
     p = parse_params({"tune": {"grid_c": [1.0, 0.7], "grid_epochs": [2, 3], "budget": 1},
                       "selection": {"gamma": 1.0, "tau": 0.0}, "data": {"validation_size": 0.3}})
     assert p.tune.grid_c == [1.0, 0.7] and p.selection.gamma == 1.0 and p.data.validation_size == 0.3
-    assert parse_params({}).data.validation_size == 0.0 and parse_params({}).selection.split == "validation"
+    assert parse_params({}).data.validation_size == 0.2 and parse_params({}).selection.split == "validation"

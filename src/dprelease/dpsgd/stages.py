@@ -18,22 +18,15 @@ from ..seeds import stage_seed
 from ..stage import Stage
 from ..release import arm_model_dir, write_arm_model
 from ..utility.evaluate import evaluate, write_arm
+from ..privacy.target import compared_epsilon
 from .accounting import default_delta
 from .train import check_setting, train_dpsgd
 
-CODE = ["dpsgd", "privacy/rdp.py", "privacy/guarantee.py", "backends", "data/splits.py", "data/records.py",
+CODE = ["dpsgd", "privacy/rdp.py", "privacy/guarantee.py", "privacy/target.py", "backends", "data/splits.py", "data/records.py",
         "utility", "release.py", "release_check.py", "cache.py"]
 
 
-def target_epsilon(params: Params, lay: Layout) -> float:
-    """The configured target, else the ε of the SWAG-PPM release it is compared with."""
-    if params.dpsgd.target_epsilon is not None:
-        return params.dpsgd.target_epsilon
-    path = lay.metrics / "release.json"
-    if not path.is_file():
-        raise FileNotFoundError("dpsgd.target_epsilon is not set and there is no SWAG-PPM release to match "
-                                "(run the release flow first, or set dpsgd.target_epsilon)")
-    return float(guarantee.Guarantee.from_dict(read_json(path)["guarantee"]).epsilon)
+target_epsilon = compared_epsilon  # the comparison target (privacy/target.py)
 
 
 def preview_train_size(params: Params, root: str | Path = ".") -> int:

@@ -14,12 +14,19 @@ from ..privacy.guarantee import Guarantee
 from ..utility.evaluate import arm_dir, quartile_summary
 from ..utility.metrics import quartile_table
 
-LABELS = {"nonprivate": "Non-private", "swag_ppm": "SWAG-PPM", "swag_ppm_reweighted": "SWAG-PPM re-weighted",
+LABELS = {"nonprivate": "Non-private", "swag_ppm": "SWAG-PPM round 2", "swag_ppm_reweighted": "SWAG-PPM release",
+          "swag_ppm_uncalibrated": "SWAG-PPM round 2, spec scale 1/2", "swag_ppm_censored": "SWAG-PPM censored (strict)",
           "dpsgd": "DP-SGD (Opacus)"}
 CAVEAT = (
     "SWAG-PPM's ε is a *local* bound measured on this database from finitely many posterior draws, and its "
     "δ is asymptotic (→ 0 as n grows) and not quantified; DP-SGD's (ε, δ) is a worst-case guarantee over all "
-    "neighbouring databases from the RDP accountant. Matching the numbers does not make them the same guarantee."
+    "neighbouring databases from the RDP accountant. Matching the numbers does not make them the same guarantee. "
+    "Every SWAG-PPM ε is also conditional on the SWAG posterior approximation: T̂ is SWAG's temperature "
+    "against a Laplace (GGN) posterior in the SWAG subspace (1 = matched; below 1 the sampler is too narrow "
+    "and understates ε, by the factor T̂), and Δ̂ is a maximum over finitely many draws (Monte Carlo error). "
+    "The censored row's ε is fixed in advance (each record's weighted loss censored at ε/2, set to DP-SGD's "
+    "target): it holds on every database for an exact posterior draw, not only on this one, but its draw "
+    "also comes from SWAG."
 )
 
 
@@ -74,8 +81,12 @@ def _write_report(params: Params, lay: Layout, out: Path) -> None:
     for arm in params.compare.arms:
         m, g, per_class = arm_metrics(lay, arm)
         frames[LABELS[arm]] = per_class
-        table1.append({"model": LABELS[arm], "epsilon": g.epsilon if g.epsilon is not None else float("nan"),
+        label = LABELS[arm] + (f" (round {g.quantities['round']})" if arm == "swag_ppm_reweighted" else "")
+        if arm == "swag_ppm" and g.quantities.get("calibration", "none") != "none":
+            label += f", calibrated ({g.quantities['calibration']})"
+        table1.append({"model": label, "epsilon": g.epsilon if g.epsilon is not None else float("nan"),
                        "delta": g.delta if g.delta is not None else g.delta_reason, "guarantee": g.kind,
+                       "T̂": g.quantities.get("temperature", float("nan")),
                        "weighted F1": m["weighted_f1"], "macro F1": m["macro_f1"]})
         table2.append({"model": LABELS[arm], **_quartiles(per_class)})
     t1, t2 = pd.DataFrame(table1), pd.DataFrame(table2)

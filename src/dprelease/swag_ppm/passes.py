@@ -17,10 +17,14 @@ from .swag import SwagMoments, iter_samples
 
 def draw_pass(backend: Backend, model, moments: SwagMoments, feats: Features, y: torch.Tensor,
               weights: np.ndarray | None, *, draws: int, chunk: int, seed: int, desc: str,
-              censor: float | None = None):
+              censor: float | None = None, stop_above: float | None = None, min_draws: int = 0):
     """S draws from ``moments`` → the per-record max CE (L_i) and, with weights, the per-draw max weighted
     loss M_s (each record's w_i CE_i censored at ``censor`` when given). Draws are evaluated ``chunk`` at a
-    time (batched on the head backend)."""
+    time (batched on the head backend).
+
+    ``stop_above``: stop early, once at least ``min_draws`` draws are done, as soon as max_s M_s exceeds it
+    (Δ̂ over all S draws could only be larger, so a "Δ̂ > bound" decision is the same; the maxima returned
+    then cover fewer draws)."""
     gen = torch.Generator(device=backend.device).manual_seed(seed)
     record_max = np.full(len(y), -np.inf)
     max_deltas = []
@@ -31,6 +35,9 @@ def draw_pass(backend: Backend, model, moments: SwagMoments, feats: Features, y:
             if weights is not None:
                 max_deltas.append(ppm.max_weighted_loss(ce, weights, censor=censor))
             bar.update(len(thetas))
+            if (stop_above is not None and max_deltas and bar.n >= min_draws
+                    and max(m.max() for m in max_deltas) > stop_above):
+                break
     return record_max, (np.concatenate(max_deltas) if max_deltas else None)
 
 

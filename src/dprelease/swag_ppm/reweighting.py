@@ -7,7 +7,9 @@ sensitivity pass (draws independent of the round-1 draws that chose those weight
   2. fine-tunes from the base model and fits SWAG with the new weights (calibrated as ``ppm.calibration``),
   3. certifies the refitted round on a fresh pass of S draws (never the draws that chose its weights),
      whose per-record maxima feed the next step,
-and stops once Δ̂ ≤ Δ*·(1 + tolerance) or after ``ppm.max_refits`` refits. The re-weighted round is
+and stops once Δ̂ ≤ Δ*·(1 + tolerance) or after ``ppm.max_refits`` refits. A refit's pass stops after
+half its draws once its running maximum exceeds that bound (the full Δ̂ could only be larger): its Δ̂ is
+then a lower bound, and its per-record maxima, from those draws, still guide the next step. The re-weighted round is
 accepted only if it reached that bound AND its mean weighted F1 over ``audit.draws`` draws on the
 validation split is at least round 2's; otherwise round 2 is released, and the reason is recorded.
 ``oneshot``: the paper's single C.2 step (k, form) and one refit, released without a check.
@@ -107,11 +109,13 @@ def reweight(params: Params, root: str | Path = ".") -> dict:
         w = (ppm.reweight(w, L, k=p.k, form=p.reweight_form) if p.reweight_mode == "oneshot"
              else ppm.reweight_toward(w, L, target=target, step=p.reweight_step))
         fitted = fit(params, backend, feats, y, w, 3, attempt=t)
+        early = None if p.reweight_mode == "oneshot" else bound
         L, max_deltas = draw_pass(backend, fitted["model"], fitted["moments"], feats, y, w, draws=p.draws,
                                   chunk=p.draw_batch, seed=stage_seed(params.seed, "sensitivity" + (f"#{t}" if t else ""), 3),
-                                  desc=f"sensitivity r3 refit {t + 1}")
+                                  desc=f"sensitivity r3 refit {t + 1}", stop_above=early, min_draws=p.draws // 2)
         delta = float(max_deltas.max())
-        trail.append({"refit": t + 1, "local_sensitivity": delta, "weight_mean": float(w.mean())})
+        trail.append({"refit": t + 1, "local_sensitivity": delta, "draws": len(max_deltas),
+                      "weight_mean": float(w.mean())})
         if delta <= bound:
             break
     reached = delta <= bound

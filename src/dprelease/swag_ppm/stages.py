@@ -14,7 +14,7 @@ from pathlib import Path
 from ..config import Params
 from ..release import arm_model_dir
 from ..stage import Stage
-from . import evaluate, publish, reweighting, rounds, select
+from . import arms, evaluate, publish, reweighting, rounds, select
 from .rounds import MODEL_CODE, PASS_CODE, RELEASE_CODE
 
 MODEL = ["seed", "model"]
@@ -46,9 +46,10 @@ def declare(params: Params) -> list[Stage]:
         out.append(Stage(f"swag_r{r}", partial(rounds.swag, r=r), MODEL + weighted,
                          [labels, feats, *w, f"{a}/round{r}/finetune"], [f"{a}/round{r}/swag"], SWAG_CODE,
                          metrics=[f"metrics/temperature_r{r}.json"] if r > 1 else []))
-    out.append(Stage("risk", rounds.risk, MODEL + SAMPLING + ["ppm.c", "ppm.g", "ppm.risk_norm"],
-                     [labels, feats, f"{a}/round1/swag"], [f"{a}/round2/weights"], PASS_CODE,
-                     metrics=["metrics/risk.json"]))
+        if r == 1:
+            out.append(Stage("risk", rounds.risk, MODEL + SAMPLING + ["ppm.c", "ppm.g", "ppm.risk_norm"],
+                             [labels, feats, f"{a}/round1/swag"], [f"{a}/round2/weights"], PASS_CODE,
+                             metrics=["metrics/risk.json"]))
     out.append(Stage("sensitivity_r2", partial(rounds.sensitivity, r=2), MODEL + SAMPLING + CALIBRATION,
                      [labels, feats, f"{a}/round2/weights", f"{a}/round2/swag"], [f"{a}/round2/sensitivity"],
                      PASS_CODE, metrics=["metrics/sensitivity_r2.json"]))
@@ -56,7 +57,8 @@ def declare(params: Params) -> list[Stage]:
                      [labels, feats, f"{a}/round2/weights", f"{a}/round2/swag", f"{a}/round2/sensitivity",
                       "metrics/sensitivity_r2.json"],
                      [f"{a}/round3/{x}" for x in ("weights", "finetune", "swag", "sensitivity")], REWEIGHT_CODE,
-                     metrics=["metrics/reweight.json", "metrics/sensitivity_r3.json", "metrics/temperature_r3.json"]))
+                     metrics=["metrics/reweight.json", "metrics/sensitivity_r3.json", "metrics/temperature_r3.json"],
+                     when=lambda p: p.reweighting))
     finals = [f"{a}/round{r}/{x}" for r in (2, 3) for x in ("weights", "swag")]
     histories = [f"{a}/round{r}/{x}" for r in (1, 2, 3) for x in ("finetune", "swag")]
     sens = ["metrics/sensitivity_r2.json", "metrics/sensitivity_r3.json", "metrics/temperature_r2.json",
@@ -87,4 +89,12 @@ def declare(params: Params) -> list[Stage]:
                       "metrics/temperature_r2.json"],
                      ["reports/arms/swag_ppm", arm_model_dir(params, "swag_ppm")], ARM_CODE,
                      metrics=["metrics/swag_ppm.json"], group="compare"))
+    round2 = [labels, feats, f"{a}/round2/weights", f"{a}/round2/swag"]
+    out.append(Stage("swag_ppm_uncalibrated", arms.uncalibrated_arm, MODEL + SAMPLING + ["ppm.prior_precision"],
+                     round2, ["reports/arms/swag_ppm_uncalibrated", arm_model_dir(params, "swag_ppm_uncalibrated")],
+                     arms.ARMS_CODE, metrics=["metrics/swag_ppm_uncalibrated.json"], group="compare"))
+    out.append(Stage("swag_ppm_censored", arms.censored_arm, MODEL + SAMPLING + CALIBRATION + ["dpsgd.target_epsilon"],
+                     [labels, feats, f"{a}/round2/weights", "metrics/release.json"],
+                     ["reports/arms/swag_ppm_censored", arm_model_dir(params, "swag_ppm_censored")],
+                     arms.ARMS_CODE, metrics=["metrics/swag_ppm_censored.json"], group="compare"))
     return out

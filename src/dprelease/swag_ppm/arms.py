@@ -1,0 +1,81 @@
+"""Comparison arms of the round-2 SWAG-PPM variants (TRUST.md M, P), each evaluated on the test split:
+
+* ``swag_ppm_uncalibrated`` — the round-2 SWAG sampled at the spec's scale 1/2 (A.2), whatever
+  ``ppm.calibration`` chose for the release: its own 500-draw Δ̂ and temperature T̂;
+* ``swag_ppm_censored`` — the strict variant at the comparison's target ε (DP-SGD's): round-2 weights,
+  every record's weighted loss censored at ε/2 in the fine-tune, the SWAG phase and the sensitivity pass,
+  so Δ ≤ ε/2 on every database for exact sampling (ε fixed in advance; the measured Δ̂ is reported).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..backends.base import set_flat
+from ..config import Params
+from ..data.splits import backend_for, features, label_info
+from ..layout import Layout
+from ..privacy import guarantee
+from ..privacy.target import compared_epsilon
+from ..release import write_arm_model
+from ..seeds import stage_seed
+from ..stage import with_common
+from ..utility.evaluate import write_arm
+from . import calibrate, ppm, temperature
+from .passes import draw_pass
+from .reweighting import fit
+from .rounds import RELEASE_CODE
+from .swag import SwagMoments, iter_samples
+
+ARMS_CODE = [*RELEASE_CODE, "swag_ppm/arms.py", "swag_ppm/passes.py", "swag_ppm/calibrate.py", "swag_ppm/swag_train.py",
+             "training.py", "privacy/target.py", "utility"]
+
+
+def _release_one(params: Params, lay: Layout, arm: str, backend, model, moments: SwagMoments, feats, y,
+                 w: np.ndarray, censor: float | None, tag: str):
+    """Certify ``moments`` on S fresh draws, then draw θ* (its M* enters Δ̂). Returns (model at θ*, Δ̂, S)."""
+    p = params.ppm
+    _, max_deltas = draw_pass(backend, model, moments, feats, y, w, draws=p.draws, chunk=p.draw_batch,
+                              seed=stage_seed(params.seed, tag, 2), desc=f"{arm} draws", censor=censor)
+    gen = torch.Generator(device=backend.device).manual_seed(stage_seed(params.seed, tag + "-release", 2))
+    theta = next(iter_samples(moments, 1, 1, gen))
+    m_star = float(ppm.max_weighted_loss(backend.per_record_ce(model, theta, feats, y).double().numpy(), w,
+                                         censor=censor)[0])
+    set_flat(model, theta[0])
+    return model, max(float(max_deltas.max()), m_star), len(max_deltas)
+
+
+def uncalibrated_arm(params: Params, root: str | Path = ".") -> dict:
+    lay, arm = Layout.from_params(params, root), "swag_ppm_uncalibrated"
+    backend = backend_for(params, lay)
+    feats, y = features(lay)
+    w = np.load(lay.weights(2) / "weights.npy")
+    moments = replace(SwagMoments.load(lay.swag(2) / "moments.safetensors", device=backend.device), scale=0.5)
+    model = backend.new_model(feats)
+    t = calibrate.temperature_of(backend, model, moments, feats, torch.from_numpy(w).float(), params.ppm.prior_precision)
+    model, delta, draws = _release_one(params, lay, arm, backend, model, moments, feats, y, w, None, "uncalibrated")
+    g = guarantee.ppm(2 * delta, delta, posterior_draws=draws, round=2, temperature=t.subspace, calibration="none",
+                      epsilon_at_temperature=temperature.implied_epsilon(2 * delta, t.subspace))
+    write_arm_model(lay, arm, backend, model, g, with_common(ARMS_CODE))
+    return write_arm(lay, arm, backend, model, label_info(lay), g, {"round": 2, "temperature": t.subspace})
+
+
+def censored_arm(params: Params, root: str | Path = ".") -> dict:
+    lay, arm = Layout.from_params(params, root), "swag_ppm_censored"
+    eps = compared_epsilon(params, lay)
+    backend = backend_for(params, lay)
+    feats, y = features(lay)
+    w = np.load(lay.weights(2) / "weights.npy")
+    fitted = fit(params, backend, feats, y, w, 2, censor=eps / 2)
+    t = fitted["temperature"]["temperature"]["subspace"]
+    model, delta, draws = _release_one(params, lay, arm, backend, fitted["model"], fitted["moments"], feats, y, w,
+                                       eps / 2, "censored")
+    g = guarantee.censored(eps, delta, posterior_draws=draws, round=2, censor_level=eps / 2, temperature=t,
+                           calibration=fitted["temperature"]["calibration"])
+    write_arm_model(lay, arm, backend, model, g, with_common(ARMS_CODE))
+    return write_arm(lay, arm, backend, model, label_info(lay), g, {"round": 2, "target_epsilon": eps,
+                                                                   "temperature": t})
