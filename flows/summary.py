@@ -30,7 +30,8 @@ def print_summary(params: Params, root: str, result: dict, seconds: float) -> No
         rw = read_json(lay.metrics / "reweight.json")
         lines.append(f"  reweight   {rw['mode']}, {rw['refits']} refit(s): {rw['reason']}")
     tail = rel["local_sensitivity_tail"]
-    tail_txt = (f"Monte Carlo: a fresh draw exceeds Δ̂ with prob. 1/(S+1) = {tail['exceedance_of_max']:.4f}; GEV "
+    tail_txt = ("Monte Carlo: too few draws for a tail estimate (smoke test)" if tail is None else
+                f"Monte Carlo: a fresh draw exceeds Δ̂ with prob. 1/(S+1) = {tail['exceedance_of_max']:.4f}; GEV "
                 f"{tail['level']:.4f}-quantile {tail['estimate']:.3f} [{tail['ci_low']:.3f}, {tail['ci_high']:.3f}]")
     t_rel = g.quantities.get("temperature")
     lines += [

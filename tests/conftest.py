@@ -132,7 +132,7 @@ COMPARE = {  # tiny DP-SGD runs and a short δ sweep (the slice has 24 training 
               "delta_sweep": [1e-3, 0.5]},
     "compare": {"nonprivate_epochs": 3},
 }
-ARM_STAGES = ["nonprivate", "swag_ppm", "dpsgd", "dpsgd_sweep"]
+ARM_STAGES = ["nonprivate", "swag_ppm", "swag_ppm_uncalibrated", "swag_ppm_censored", "dpsgd", "dpsgd_sweep"]
 
 
 def compare_raw(backend: str = "head", **overrides) -> dict:

@@ -95,6 +95,8 @@ class PPMParams(_Strict):
     reweight_step: float = Field(0.5, gt=0.0, le=1.0, description="iterative: damping (log-scale step to target)")
     reweight_target: float | None = Field(None, gt=0.0, description="iterative: target Δ (null: round 2's Δ̂)")
     reweight_tolerance: float = Field(0.10, ge=0.0, le=1.0, description="iterative: accept Δ̂ ≤ target·(1 + tol)")
+    reweight_aim: float = Field(0.9, gt=0.0, le=1.0, description="iterative: each step aims at aim·target (a "
+                                                                 "margin for the drift of the refitted posterior)")
     max_refits: int = Field(3, ge=1, le=20, description="iterative: refits before giving up")
     calibration: Literal["none", "scale", "lr"] = Field(
         "scale", description="weighted SWAG rounds: none | scale (sampling scale set so T̂ = 1) | lr (Mandt et al.)")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from .base import Backend, Features, batches, n_records, set_flat, take, trainable
 
@@ -64,17 +65,23 @@ def ggn_subspace_autograd(backend: Backend, model: nn.Module, theta: torch.Tenso
     params, n = trainable(model), n_records(features)
     w = _weights(weights, n).double()
     out = torch.zeros(basis.shape[0], basis.shape[0], dtype=torch.float64)
-    for idx in batches(n, batch_size):
-        logits = backend.forward(model, take(features, idx, backend.device)).float()
-        p = torch.softmax(logits, -1).detach().double().cpu()
-        u = torch.zeros_like(logits, requires_grad=True)
-        vjp = torch.autograd.grad(logits, params, u, create_graph=True)
-        flat = torch.cat([v.reshape(-1) for v in vjp])
-        jd = torch.stack([torch.autograd.grad(flat @ d.to(flat), u, retain_graph=True)[0].detach().double().cpu()
-                          for d in basis])  # [K, b, C]
-        pj = (p * jd).sum(-1)
-        out += torch.einsum("n,anc,bnc->ab", w[idx], jd * p, jd) - torch.einsum("n,an,bn->ab", w[idx], pj, pj)
+    with sdpa_kernel([SDPBackend.MATH]):  # fused attention kernels have no double backward
+        for idx in batches(n, batch_size):
+            out += _block(backend, model, params, take(features, idx, backend.device), w[idx], basis)
     return out
+
+
+def _block(backend: Backend, model: nn.Module, params: list[nn.Parameter], batch: Features, w: torch.Tensor,
+           basis: torch.Tensor) -> torch.Tensor:
+    logits = backend.forward(model, batch).float()
+    p = torch.softmax(logits, -1).detach().double().cpu()
+    u = torch.zeros_like(logits, requires_grad=True)
+    vjp = torch.autograd.grad(logits, params, u, create_graph=True, allow_unused=True)
+    flat = torch.cat([(v if v is not None else torch.zeros_like(q)).reshape(-1) for v, q in zip(vjp, params)])
+    jd = torch.stack([torch.autograd.grad(flat @ d.to(flat), u, retain_graph=True)[0].detach().double().cpu()
+                      for d in basis])  # [K, b, C]
+    pj = (p * jd).sum(-1)
+    return torch.einsum("n,anc,bnc->ab", w, jd * p, jd) - torch.einsum("n,an,bn->ab", w, pj, pj)
 
 
 def gradient_noise_autograd(backend: Backend, model: nn.Module, theta: torch.Tensor, features: Features,

@@ -16,6 +16,7 @@ import warnings
 import numpy as np
 from scipy import stats
 
+MIN_DRAWS = 10
 METHOD = ("GEV fitted by maximum likelihood to the S per-draw maxima M_s; quantile 1 − 1/(10·S); "
           "parametric-bootstrap percentile interval")
 
@@ -35,8 +36,8 @@ def tail_bound(max_deltas: np.ndarray, *, level: float | None = None, alpha: flo
                seed: int = 0) -> dict:
     """The GEV estimate of the ``level`` quantile of M (default 1 − 1/(10·S)) with a (1 − α) interval."""
     m = np.asarray(max_deltas, dtype=np.float64)
-    if m.ndim != 1 or m.size < 10 or not np.isfinite(m).all():
-        raise ValueError("need at least 10 finite per-draw maxima")
+    if m.ndim != 1 or m.size < MIN_DRAWS or not np.isfinite(m).all():
+        raise ValueError(f"need at least {MIN_DRAWS} finite per-draw maxima")
     s = m.size
     level = 1 - 1 / (10 * s) if level is None else level
     if not 0 < level < 1:

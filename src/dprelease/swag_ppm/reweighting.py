@@ -3,7 +3,8 @@ the released round.
 
 ``iterative`` (default): starting from the round-2 weights and the per-record maxima L of round 2's
 sensitivity pass (draws independent of the round-1 draws that chose those weights), each refit
-  1. takes a damped step of every record's bound w_i L_i towards the target Δ* (``ppm.reweight_toward``),
+  1. takes a damped step of every record's bound w_i L_i towards aim·Δ* (``ppm.reweight_toward``; the aim
+     below 1 leaves a margin for the refitted posterior's drift, TRUST.md N.2),
   2. fine-tunes from the base model and fits SWAG with the new weights (calibrated as ``ppm.calibration``),
   3. certifies the refitted round on a fresh pass of S draws (never the draws that chose its weights),
      whose per-record maxima feed the next step,
@@ -107,7 +108,7 @@ def reweight(params: Params, root: str | Path = ".") -> dict:
     trail = []
     for t in range(refits):
         w = (ppm.reweight(w, L, k=p.k, form=p.reweight_form) if p.reweight_mode == "oneshot"
-             else ppm.reweight_toward(w, L, target=target, step=p.reweight_step))
+             else ppm.reweight_toward(w, L, target=p.reweight_aim * target, step=p.reweight_step))
         fitted = fit(params, backend, feats, y, w, 3, attempt=t)
         early = None if p.reweight_mode == "oneshot" else bound
         L, max_deltas = draw_pass(backend, fitted["model"], fitted["moments"], feats, y, w, draws=p.draws,
