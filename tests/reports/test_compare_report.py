@@ -16,7 +16,7 @@ from dprelease.io import read_json
 pytestmark = pytest.mark.slow
 
 OUTPUTS = {"report.md", "table1.csv", "quartiles.csv", "delta_sweep.csv", "per_class_vs_size.png"}
-PRIVATE_ARMS = {"swag_ppm", "swag_ppm_reweighted", "dpsgd"}
+PRIVATE_ARMS = {"swag_ppm", "swag_ppm_reweighted", "swag_ppm_uncalibrated", "swag_ppm_censored", "dpsgd"}
 
 
 def _guarantee(root, arm: str) -> dict:
@@ -56,8 +56,8 @@ def test_report_files(reported):
 def test_table1_one_row_per_arm_in_order(reported):
     root, params, _ = reported
     t1 = pd.read_csv(root / "reports/compare/table1.csv")
-    assert list(t1.columns) == ["model", "epsilon", "delta", "guarantee", "weighted F1", "macro F1"]
-    assert list(t1["model"]) == [report.LABELS[a] for a in params.compare.arms]
+    assert list(t1.columns) == ["model", "epsilon", "delta", "guarantee", "T̂", "weighted F1", "macro F1"]
+    assert [m.split(", calibrated")[0].split(" (round")[0] for m in t1["model"]] == [report.LABELS[a] for a in params.compare.arms]
     for arm, row in zip(params.compare.arms, t1.to_dict("records")):
         eps = _expected_epsilon(root, arm)
         if arm == "nonprivate":
@@ -124,7 +124,7 @@ def test_arms_subset_has_no_delta_sweep(arms_run, tmp_path):
     md = (out / "report.md").read_text(encoding="utf-8")
     assert "δ sweep" not in md and "Table 4" not in md
     t1 = pd.read_csv(out / "table1.csv")
-    assert list(t1["model"]) == ["Non-private", "SWAG-PPM re-weighted"]
+    assert list(t1["model"]) == ["Non-private", f"SWAG-PPM release (round {_guarantee(root, 'swag_ppm_reweighted')['quantities']['round']})"]
     assert report.CAVEAT in md
 
 
@@ -133,7 +133,7 @@ def test_table_order_follows_params(arms_run, tmp_path):
     arms = ["dpsgd", "swag_ppm_reweighted", "nonprivate"]
     report.compare_report(parse_params(compare_raw(compare__arms=arms)), root)
     t1 = pd.read_csv(root / "reports/compare/table1.csv")
-    assert list(t1["model"]) == [report.LABELS[a] for a in arms]
+    assert [m.split(" (round")[0] for m in t1["model"]] == [report.LABELS[a] for a in arms]
     assert (root / "reports/compare/delta_sweep.csv").is_file()
 
 

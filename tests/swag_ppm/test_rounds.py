@@ -30,7 +30,7 @@ def _metrics(run: SliceRun, name: str) -> dict:
 # outputs ---------------------------------------------------------------------------------------------
 def test_every_active_stage_ran(run):
     assert list(run.summaries) == [s.name for s in registry.group(run.params, "release")]
-    assert len(run.summaries) == 15  # 14 SWAG-PPM stages + publish
+    assert len(run.summaries) == 12  # 11 SWAG-PPM stages (round 3 is one stage, `reweight`) + publish
 
 
 def test_outputs_exist_where_specs_say(run):
@@ -51,7 +51,8 @@ def test_data_split(run):
     data = _metrics(run, "data")
     labels = read_json(run.path(f"{run.params.artifacts}/data/labels.json"))
     assert data["classes"] == len(labels["codes"]) == 4
-    assert data["rows"] == 48 and data["train_rows"] + data["test_rows"] == 48
+    assert data["rows"] == 48 and data["train_rows"] + data["test_rows"] + data["validation_rows"] == 48
+    assert data["validation_rows"] > 0  # the default keeps a validation split for re-weighting acceptance
     train = pd.read_csv(run.path(f"{run.params.artifacts}/data/train.csv"), dtype=str, keep_default_na=False)
     assert len(train) == data["train_rows"] == sum(labels["train_sizes"])
     assert set(train["label"]) == set(labels["codes"])
@@ -84,19 +85,24 @@ def test_round3_weights_in_unit_interval(run):
 def test_sensitivity_epsilon_is_twice_delta(run, r):
     sens = _metrics(run, f"sensitivity_r{r}")
     max_deltas = np.load(run.path(f"{run.params.artifacts}/round{r}/sensitivity/max_deltas.npy"))
-    assert len(max_deltas) == sens["draws"] == run.params.ppm.draws
+    assert len(max_deltas) == sens["draws"]
+    if r == 2 or _metrics(run, "reweight")["reached"]:  # a refit above its bound may stop after half its draws
+        assert sens["draws"] == run.params.ppm.draws
     assert sens["local_sensitivity"] == pytest.approx(float(max_deltas.max()), rel=1e-12)
     assert sens["epsilon"] == pytest.approx(2 * sens["local_sensitivity"], rel=1e-12)
     assert sens["local_sensitivity"] > 0
-    assert sens == run.summaries[f"sensitivity_r{r}"]
+    if r == 2:
+        assert sens == run.summaries["sensitivity_r2"]
 
 
 def test_released_epsilon_at_least_round_epsilon(run):
     rel = _metrics(run, "release")
-    r = run.params.final_round
+    decision = _metrics(run, "reweight")
+    r = decision["released_round"]
+    assert r == (3 if decision["accepted"] else 2)
     sens = _metrics(run, f"sensitivity_r{r}")
     g = rel["guarantee"]
-    assert rel["round"] == r == 3 == g["quantities"]["round"]
+    assert rel["round"] == r == g["quantities"]["round"]
     assert g["kind"] == "ppm_local_asymptotic" and g["delta"] is None and "asymptotic" in g["delta_reason"]
     local = g["quantities"]["local_sensitivity"]
     assert g["epsilon"] == pytest.approx(2 * local)
@@ -113,7 +119,7 @@ def test_audit_metrics_in_unit_interval(run):
     audit = _metrics(run, "audit")
     assert audit["draws"] == run.params.audit.draws
     assert audit["verdict"] in {"underfit", "overfit", "ok"}
-    values = {k: v for k, v in audit.items() if k not in {"draws", "verdict"}}
+    values = {k: v for k, v in audit.items() if k not in {"draws", "verdict", "released_round"}}
     assert values and all(0.0 <= v <= 1.0 for v in values.values()), values
     assert audit == run.summaries["audit"]
 
@@ -162,13 +168,13 @@ def test_rerun_is_deterministic(head_run, tmp_path):
 def test_noreweight_round3_stages_write_skip_markers(noreweight_run):
     run = noreweight_run
     a = run.params.artifacts
-    for name in ("finetune_r3", "swag_r3", "sensitivity_r3", "reweight", "select"):
+    for name in ("reweight", "select"):
         assert "skipped" in run.summaries[name], name
     for folder in ("round3/finetune", "round3/swag", "round3/sensitivity", "round3/weights"):
         files = sorted(p.name for p in (run.root / a / folder).iterdir())
         assert files == ["skipped.json"], folder
         assert "reweight" in read_json(run.root / a / folder / "skipped.json")["skipped"]
-    for name in ("sensitivity_r3", "reweight"):
+    for name in ("sensitivity_r3", "temperature_r3", "reweight"):
         assert "skipped" in _metrics(run, name)
     # every declared output exists, so DVC is satisfied with the skipped branch
     for spec in registry.group(run.params, "release", active_only=False):
@@ -185,8 +191,8 @@ def test_noreweight_draws_from_round2(noreweight_run):
     assert g["quantities"]["local_sensitivity"] >= sens["local_sensitivity"] and g["epsilon"] >= sens["epsilon"]
     manifest = read_json(run.path(f"{run.params.release}/release.json"))
     assert manifest["released_from_round"] == 2
-    assert manifest["reweight"] is False and manifest["k"] is None
+    assert manifest["reweight"] is False and "reweighting" not in manifest
     assert manifest["epsilon_by_round"] == {"round_2": sens["epsilon"]}
     assert "reweight" not in {s.name for s in registry.group(run.params, "release")}
     audit = _metrics(run, "audit")
-    assert all(0.0 <= v <= 1.0 for k, v in audit.items() if k not in {"draws", "verdict"})
+    assert all(0.0 <= v <= 1.0 for k, v in audit.items() if k not in {"draws", "verdict", "released_round"})

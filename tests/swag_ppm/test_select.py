@@ -23,7 +23,7 @@ VAL = 0.3
 
 
 def _params(**overrides):
-    return parse_params(slice_raw(data__validation_size=VAL, **overrides))
+    return parse_params(slice_raw(data__validation_size=VAL, selection__enabled=True, **overrides))
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +55,7 @@ def test_stratify_carves_validation_out_of_the_test_half(val_run, tmp_path):
     data = val_run.root / val_run.params.artifacts / "data"
     assert (data / "validation.csv").is_file()
     assert (val_run.root / val_run.params.artifacts / "features" / "validation.safetensors").is_file()
-    plain = parse_params(slice_raw())
+    plain = parse_params(slice_raw(data__validation_size=0.0, ppm__reweight=False))
     root = make_root(tmp_path)
     run_stages(plain, root, ["stratify"])
     plain_data = root / plain.artifacts / "data"
@@ -79,7 +79,8 @@ def test_reachable_tau_selects_in_one_try(val_run, tmp_path):
     assert summary["found"] is True and summary["tau"] == 0.0 and summary["metric"] == "macro_f1"
     private = read_json(root / params.artifacts / "selection" / "private.json")
     assert private["tries"] == 1 and 0.0 <= max(private["scores"]) <= 1.0
-    sens = read_json(root / "metrics/sensitivity_r3.json")["local_sensitivity"]
+    r = read_json(root / "metrics/reweight.json")["released_round"]
+    sens = read_json(root / f"metrics/sensitivity_r{r}.json")["local_sensitivity"]
     g = summary["guarantee"]
     local = g["quantities"]["local_sensitivity"]
     assert local >= sens
@@ -150,11 +151,11 @@ def test_test_split_is_refused_before_any_draw(val_run, tmp_path, monkeypatch):
 
 
 def test_without_validation_split_the_stage_only_leaves_a_marker(tmp_path):
-    """``dvc repro`` runs ``select`` with the default params (validation_size 0): it must succeed,
-    release nothing, and say why."""
+    """``dvc repro`` runs ``select`` whatever the params: enabled with no validation split, it must
+    succeed, release nothing, and say why."""
     from dprelease.swag_ppm.select import private_select
 
-    params = parse_params(slice_raw())  # validation_size 0
+    params = parse_params(slice_raw(data__validation_size=0.0, selection__enabled=True))
     root = make_root(tmp_path)
     run_stages(params, root, ["stratify", "featurize"])
     assert not (root / params.artifacts / "features" / "validation.safetensors").exists()
@@ -162,7 +163,9 @@ def test_without_validation_split_the_stage_only_leaves_a_marker(tmp_path):
     assert "validation_size" in summary["skipped"]
     assert sorted(p.name for p in _selected(params, root).iterdir()) == ["skipped.json"]
     assert read_json(root / "metrics/selection.json") == summary
-    assert not registry.get(params, "select").active(params)  # the release flow does not run it
+    default = parse_params(slice_raw())  # selection.enabled false by default: not run, a marker for DVC
+    assert not registry.get(default, "select").active(default)
+    assert "selection.enabled" in private_select(default, root)["skipped"]
 
 
 def test_validation_without_features_names_validation_size(val_run, tmp_path):

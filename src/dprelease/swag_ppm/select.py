@@ -36,6 +36,7 @@ from .swag import SwagMoments, iter_samples
 SELECT_CODE = [*RELEASE_CODE, "swag_ppm/select.py", "privacy/selection.py", "utility/metrics.py"]
 COMPOSITION = ("publishing both the plain release (ε) and this selected one (2ε) from the same data "
                "costs ε + 2ε in total (basic composition)")
+NOT_ENABLED = "selection.enabled is false"
 NO_VALIDATION = "data.validation_size is 0 (no validation split to score candidates on)"
 
 
@@ -45,17 +46,20 @@ def selected_folder(lay: Layout) -> Path:
 
 def private_select(params: Params, root: str | Path = ".") -> dict:
     sp, lay = params.selection, Layout.from_params(params, root)
-    r = released_round(params, lay)
     if sp.split == "test":
         raise ValueError("selection.split: private selection refuses to score on the test split "
                          "(set data.validation_size > 0 and use split: validation)")
     folder = selected_folder(lay)
     check_release_path(params, root, folder.resolve())
+    if not sp.enabled:
+        skip_marker(lay.artifacts / "selection", NOT_ENABLED)
+        return skip_marker(folder, NOT_ENABLED, lay.metrics / "selection.json")
     if params.data.validation_size == 0:
         skip_marker(lay.artifacts / "selection", NO_VALIDATION)
         return skip_marker(folder, NO_VALIDATION, lay.metrics / "selection.json")
     if not (lay.features / "validation.safetensors").is_file():
         raise FileNotFoundError("no validation split: set data.validation_size > 0 and re-run stratify/featurize")
+    r = released_round(params, lay)
     backend = backend_for(params, lay)
     train, y_train = features(lay, "train")
     val, y_val = features(lay, "validation")
