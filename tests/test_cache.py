@@ -113,7 +113,7 @@ def test_code_a_stage_runs_is_code_it_declares(backend, tmp_path):
     the package files whose functions executed ⊆ the stage's declared code."""
     from conftest import COMPARE
 
-    raw = slice_raw(backend, data__validation_size=0.3, selection__tau=0.0,
+    raw = slice_raw(backend, data__validation_size=0.3, selection__tau=0.0, selection__enabled=True,
                     privacy_audit={"pool_size": 300, "references": 3, "canaries": 40, "guesses": 5})
     raw.update(COMPARE)
     params = parse_params(raw)

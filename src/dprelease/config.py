@@ -98,6 +98,7 @@ class PPMParams(_Strict):
     reweight_aim: float = Field(0.9, gt=0.0, le=1.0, description="iterative: each step aims at aim·target (a "
                                                                  "margin for the drift of the refitted posterior)")
     max_refits: int = Field(3, ge=1, le=20, description="iterative: refits before giving up")
+    validation_draws: int = Field(30, ge=1, description="iterative: draws per round scored on the validation split")
     calibration: Literal["none", "scale", "lr"] = Field(
         "scale", description="weighted SWAG rounds: none | scale (sampling scale set so T̂ = 1) | lr (Mandt et al.)")
     prior_precision: float = Field(1.0, ge=0.0, description="λ of the N(0, I/λ) prior in the Laplace reference")

@@ -120,12 +120,14 @@ def test_rerun_executes_no_stage(compare_env, first):
 
 
 def test_new_target_reruns_only_dpsgd_and_report(compare_env, first, tmp_path):
-    """With the target given, the DP-SGD arms no longer depend on the release (and run beside it)."""
+    """With the target given, the DP-SGD arms no longer depend on the release (and run beside it); the
+    censored SWAG-PPM arm follows the same target."""
     root = tmp_path / "copy"
     shutil.copytree(first.root, root)
     rc, _, calls = _main(compare_env, root, "--set", "dpsgd.target_epsilon=3.0")
     assert rc == 0
-    assert sorted(calls) == ["compare_report", "dpsgd", "dpsgd_sweep"]
+    assert sorted(calls) == ["compare_report", "dpsgd", "dpsgd_sweep", "swag_ppm_censored"]
+    assert read_json(root / "metrics/swag_ppm_censored.json")["guarantee"]["epsilon"] == 3.0
     assert read_json(root / "metrics/dpsgd.json")["guarantee"]["quantities"]["target_epsilon"] == 3.0
     rc, _, calls = _main(compare_env, root, "--set", "dpsgd.target_epsilon=3.0")
     assert rc == 0 and calls == []

@@ -196,3 +196,20 @@ def test_noreweight_draws_from_round2(noreweight_run):
     assert "reweight" not in {s.name for s in registry.group(run.params, "release")}
     audit = _metrics(run, "audit")
     assert all(0.0 <= v <= 1.0 for k, v in audit.items() if k not in {"draws", "verdict", "released_round"})
+
+
+# temperature ----------------------------------------------------------------------------------------------
+def test_weighted_rounds_report_a_calibrated_temperature(run):
+    from dprelease.swag_ppm.swag import SwagMoments
+
+    assert run.params.ppm.calibration == "scale"
+    for r in run.params.rounds[1:]:
+        t = _metrics(run, f"temperature_r{r}")
+        raw = t["temperature_uncalibrated"]["subspace"]
+        assert raw > 0 and t["temperature"]["subspace"] == pytest.approx(1.0, rel=1e-6)  # scale set so T̂ = 1
+        assert t["scale"] == pytest.approx(0.5 / raw, rel=1e-9)
+        stored = SwagMoments.load(run.path(f"{run.params.artifacts}/round{r}/swag/moments.safetensors"))
+        assert stored.scale == pytest.approx(t["scale"], rel=1e-12)  # every pass samples at that scale
+        assert t["temperature"]["subspace_min"] <= 1.0 <= t["temperature"]["subspace_max"]
+    g = _metrics(run, "release")["guarantee"]
+    assert g["quantities"]["temperature"] == pytest.approx(1.0, rel=1e-6)

@@ -46,7 +46,8 @@ def _sub_params(params: Params, target_epsilon: float) -> Params:
 
 
 def _prepare(params: Params, lay: Layout, sub: Path) -> np.ndarray:
-    """The sub-project's split: training features + included canaries; test as is. Returns membership."""
+    """The sub-project's split: training features + included canaries; test and validation as they are.
+    Returns membership."""
     pool = audit_dir(lay) / "pool"
     can, y_can = load_features(pool / "canaries.safetensors")
     member = np.load(pool / "canary_member.npy")
@@ -59,6 +60,8 @@ def _prepare(params: Params, lay: Layout, sub: Path) -> np.ndarray:
         save_features(tmp / "train.safetensors", {k: torch.cat([train[k], can[k][inc]]) for k in train},
                       torch.cat([y_train, y_can[inc]]))
         save_features(tmp / "test.safetensors", test, y_test)
+        if (lay.features / "validation.safetensors").is_file():  # re-weighting's acceptance check scores on it
+            save_features(tmp / "validation.safetensors", *features(lay, "validation"))
     labels = read_json(lay.data / "labels.json")
     with atomic_dir(sub / "artifacts" / "data", private=True) as tmp:
         write_json(tmp / "labels.json", labels)

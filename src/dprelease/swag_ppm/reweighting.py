@@ -11,8 +11,8 @@ sensitivity pass (draws independent of the round-1 draws that chose those weight
 and stops once Δ̂ ≤ Δ*·(1 + tolerance) or after ``ppm.max_refits`` refits. A refit's pass stops after
 half its draws once its running maximum exceeds that bound (the full Δ̂ could only be larger): its Δ̂ is
 then a lower bound, and its per-record maxima, from those draws, still guide the next step. The re-weighted round is
-accepted only if it reached that bound AND its mean weighted F1 over ``audit.draws`` draws on the
-validation split is at least round 2's; otherwise round 2 is released, and the reason is recorded.
+accepted only if it reached that bound AND its mean weighted F1 over ``ppm.validation_draws`` draws on the
+validation split (``ppm.validation_draws`` draws each) is at least round 2's; otherwise round 2 is released, and the reason is recorded.
 ``oneshot``: the paper's single C.2 step (k, form) and one refit, released without a check.
 
 The decision (and the refit count) depend on the data and are not covered by the ε of either round.
@@ -75,12 +75,12 @@ def fit(params: Params, backend, feats, y, weights: np.ndarray | None, r: int, a
 
 
 def validation_f1(params: Params, lay: Layout, backend, model, moments: SwagMoments, r: int) -> float:
-    """Mean weighted F1 over ``audit.draws`` draws of ``moments`` on the validation split."""
+    """Mean weighted F1 over ``ppm.validation_draws`` draws of ``moments`` on the validation split."""
     val, y_val = features(lay, "validation")
     classes = list(range(len(label_info(lay)["codes"])))
     gen = torch.Generator(device=backend.device).manual_seed(stage_seed(params.seed, "validation", r))
     scores = []
-    for chunk in iter_samples(moments, params.audit.draws, 10, gen):
+    for chunk in iter_samples(moments, params.ppm.validation_draws, 10, gen):
         for theta in chunk:
             set_flat(model, theta)
             scores.append(f1_summary(y_val.numpy(), backend.predict_proba(model, val).argmax(1).numpy(), classes)["weighted_f1"])

@@ -31,7 +31,7 @@ REWEIGHT_CODE = ["swag_ppm/reweighting.py", "swag_ppm/calibrate.py", "swag_ppm/t
                  "swag_ppm/swag_train.py", "swag_ppm/passes.py", "swag_ppm/ppm.py", "training.py", "backends",
                  "data/splits.py", "utility/metrics.py"]
 REWEIGHT_PARAMS = ["ppm.reweight", "ppm.reweight_mode", "ppm.k", "ppm.reweight_form", "ppm.reweight_step",
-                   "ppm.reweight_target", "ppm.reweight_tolerance", "ppm.reweight_aim", "ppm.max_refits", "audit.draws"]
+                   "ppm.reweight_target", "ppm.reweight_tolerance", "ppm.reweight_aim", "ppm.max_refits", "ppm.validation_draws"]
 
 
 def declare(params: Params) -> list[Stage]:

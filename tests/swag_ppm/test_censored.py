@@ -1,0 +1,72 @@
+"""The strict (censored) variant, TRUST.md P: each record's weighted loss is censored at κ = ε/2 in
+training, SWAG and the sensitivity pass, so Δ̂ ≤ ε/2 and the stated ε is fixed in advance."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import make_root, run_stages, slice_raw
+from dprelease import registry
+from dprelease.backends.base import get_flat
+from dprelease.backends.head import HeadBackend
+from dprelease.config import HeadParams, parse_params
+from dprelease.io import read_json
+from dprelease.swag_ppm import ppm
+from dprelease.training import epoch
+
+
+def test_max_weighted_loss_is_censored():
+    ce = np.array([[0.5, 4.0, 9.0], [0.1, 0.2, 0.3]])
+    w = np.array([1.0, 0.5, 1.0])
+    np.testing.assert_allclose(ppm.max_weighted_loss(ce, w), [9.0, 0.3])
+    np.testing.assert_allclose(ppm.max_weighted_loss(ce, w, censor=2.5), [2.5, 0.3])
+
+
+def test_censored_records_contribute_no_gradient():
+    """One full-batch SGD step (lr 1) on min(w·CE, κ) equals the step on the uncensored records alone
+    (the loss is still averaged over the whole batch)."""
+    gen = torch.Generator().manual_seed(0)
+    backend = HeadBackend(3, torch.device("cpu"), 0, HeadParams(hidden=4, dropout=0.0))
+    feats = {"x": F.normalize(torch.randn(10, 5, generator=gen), dim=-1)}
+    y = torch.randint(0, 3, (10,), generator=gen)
+    w = torch.rand(10, generator=gen)
+    model = backend.new_model(feats)
+    start = get_flat(model).clone()
+    with torch.no_grad():
+        ce = F.cross_entropy(model(feats["x"]), y, reduction="none") * w
+    kappa = float(ce.median())
+    keep = ce <= kappa
+    assert 0 < keep.sum() < 10
+    ref = backend.new_model(feats)
+    loss = (F.cross_entropy(ref(feats["x"]), y, reduction="none") * w * keep).sum() / 10
+    expected = start - torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss, list(ref.parameters()))])
+    opt = torch.optim.SGD(model.parameters(), lr=1.0)
+    epoch(backend, model, feats, y, w, opt, batch_size=10, generator=torch.Generator().manual_seed(1), censor=kappa)
+    torch.testing.assert_close(get_flat(model), expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_censored_release_reports_the_fixed_epsilon(tmp_path):
+    params = parse_params(slice_raw(ppm__mechanism="censored", ppm__censor_epsilon=1.0))
+    assert not params.reweighting and params.censor == 0.5
+    names = [s.name for s in registry.group(params, "release")]
+    assert "reweight" not in names
+    root = make_root(tmp_path)
+    run_stages(params, root, names)
+    g = read_json(root / "metrics/release.json")["guarantee"]
+    assert g["kind"] == "ppm_censored" and g["epsilon"] == 1.0 and g["delta"] is None
+    assert 0 < g["quantities"]["local_sensitivity"] <= 0.5  # Δ̂ ≤ ε/2 by construction
+    m = np.load(root / params.artifacts / "round2/sensitivity/max_deltas.npy")
+    assert m.max() <= 0.5
+    manifest = read_json(root / params.release / "release.json")
+    assert manifest["mechanism"] == "censored" and manifest["censor_epsilon"] == 1.0
+
+
+def test_censored_mechanism_needs_its_epsilon():
+    from dprelease.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="censor_epsilon"):
+        parse_params(slice_raw(ppm__mechanism="censored"))
