@@ -212,3 +212,20 @@ def test_collector_errors():
     assert col.n_models == 0  # the rejected snapshot was not counted
     with pytest.raises(ValueError):
         SwagCollector(4, rank=0)
+
+
+def test_moments_file_is_byte_stable_and_keeps_its_sampling_scale(tmp_path):
+    """Identical moments must give identical files (stage keys hash them) and a calibrated scale survives."""
+    from dataclasses import replace
+
+    from dprelease.swag_ppm.swag import SwagMoments
+
+    gen = torch.Generator().manual_seed(0)
+    m = SwagMoments(mean=torch.randn(5, generator=gen, dtype=torch.float64), var=torch.rand(5, dtype=torch.float64),
+                    deviations=torch.randn(3, 5, generator=gen), n_models=4)
+    m = replace(m, scale=0.123)
+    m.save(tmp_path / "a.safetensors")
+    m.save(tmp_path / "b.safetensors")
+    assert (tmp_path / "a.safetensors").read_bytes() == (tmp_path / "b.safetensors").read_bytes()
+    back = SwagMoments.load(tmp_path / "a.safetensors")
+    assert back.scale == 0.123 and back.n_models == 4

@@ -51,10 +51,12 @@ class SwagMoments:
         return scale * cov
 
     def save(self, path: str | Path) -> None:
-        tensors = {"mean": self.mean, "var": self.var, "deviations": self.deviations.contiguous()}
+        # the scale is a tensor, not metadata: safetensors writes a metadata map in no fixed order, and a
+        # second key there would make identical moments differ byte for byte (and re-key later stages)
+        tensors = {"mean": self.mean, "var": self.var, "deviations": self.deviations.contiguous(),
+                   "scale": torch.tensor(float(self.scale), dtype=torch.float64)}
         with atomic_path(path) as tmp:
-            save_file(tensors, str(tmp), metadata={"n_models": str(self.n_models),
-                                                           "scale": repr(float(self.scale))})
+            save_file(tensors, str(tmp), metadata={"n_models": str(self.n_models)})
 
     @classmethod
     def load(cls, path: str | Path, device: str | torch.device = "cpu") -> "SwagMoments":
@@ -63,8 +65,8 @@ class SwagMoments:
         with safe_open(str(path), framework="pt") as fh:
             meta = fh.metadata()
         t = load_file(str(path), device=str(device))
-        return cls(mean=t["mean"], var=t["var"], deviations=t["deviations"], n_models=int(meta["n_models"]),
-                   scale=float(meta.get("scale", 0.5)))
+        scale = float(t["scale"]) if "scale" in t else 0.5
+        return cls(mean=t["mean"], var=t["var"], deviations=t["deviations"], n_models=int(meta["n_models"]), scale=scale)
 
 
 class SwagCollector:
