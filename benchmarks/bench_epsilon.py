@@ -35,7 +35,7 @@ LR_SWEEP = {f"lr {lr} {cal}": [f"model.head.swag.lr={lr}", f"ppm.calibration={ca
 
 
 def run_flow(work: Path, sets: list[str]) -> float:
-    env = os.environ | {"PREFECT_HOME": str(work / ".prefect"), "PYTHONPATH": str(ROOT)}
+    env = os.environ | {"PREFECT_HOME": str(work / ".prefect"), "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
     args = [x for s in sets for x in ("--set", s)]
     start = time.perf_counter()
     with open(work / "flow.log", "w") as out:
@@ -54,6 +54,7 @@ def reset_to_embeddings(work: Path) -> None:
     for stamp in (work / "artifacts" / ".stamps").glob("*.json"):
         if stamp.stem not in {"stratify", "featurize"}:
             stamp.unlink()
+    shutil.rmtree(work / ".prefect" / "stage-store", ignore_errors=True)  # recompute, don't restore
 
 
 def round2_f1(work: Path, sets: list[str]) -> float:
@@ -165,4 +166,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    sys.stdout.reconfigure(line_buffering=True)
     main()

@@ -32,9 +32,35 @@ def guarantee_sentence(g: dict) -> str:
                 "privacy *locally* (the sensitivity Δ̂ is measured on this database, not over all databases) and "
                 "*asymptotically* (δ → 0 as the number of records grows; δ is not quantified), and the bound is only as "
                 "good as the SWAG approximation of the posterior it was sampled from.")
+    if g["kind"] == "ppm_censored":
+        return (f"This model is ONE random draw from a risk-weighted (pseudo) posterior whose per-record weighted "
+                f"log-likelihood is censored at ε/2, so for an exact posterior draw it satisfies ε = {g['epsilon']:.3f} "
+                "differential privacy on every database; the draw comes from a SWAG approximation of that posterior, "
+                "so the claim is only as good as the approximation.")
     if g["kind"] == "dp_accountant":
         return f"(ε = {g['epsilon']:.3f}, δ = {g['delta']:.2g})-differential privacy from {q.get('accountant', 'an')} accountant."
     return "No privacy guarantee."
+
+
+def _conditions(manifest: dict) -> list[str]:
+    """What a SWAG-PPM ε is conditional on: temperature, Monte Carlo error, the re-weighting decision."""
+    q, out = manifest["guarantee"]["quantities"], []
+    if q.get("temperature") is not None:
+        out.append(f"* posterior approximation: SWAG's temperature against a Laplace (GGN) posterior with prior "
+                   f"N(0, I/{manifest.get('prior_precision')}) in SWAG's subspace is T̂ = {q['temperature']:.2f} "
+                   f"(calibration: {manifest.get('calibration')}; 1 = matched, below 1 the sampler is too narrow and ε "
+                   "is understated by that factor)")
+    tail = manifest.get("local_sensitivity_uncertainty")
+    if tail:
+        out.append(f"* Monte Carlo error: a fresh posterior draw exceeds Δ̂ with probability 1/(S+1) = "
+                   f"{tail['exceedance_of_max']:.4f}; extreme-value estimate of the {tail['level']:.4f} quantile of the "
+                   f"per-draw maximum: {tail['estimate']:.3f} ({tail['confidence']:.0%} interval {tail['ci_low']:.3f}–"
+                   f"{tail['ci_high']:.3f}), i.e. ε {2 * tail['estimate']:.3f} ({2 * tail['ci_low']:.3f}–{2 * tail['ci_high']:.3f})")
+    rw = manifest.get("reweighting")
+    if rw:
+        out.append(f"* re-weighting ({rw['mode']}, {rw['refits']} refit(s)): {rw['reason']} — this decision depends "
+                   "on the data and is not covered by ε")
+    return out
 
 
 def render(manifest: dict, *, data: dict, utility: dict | None, quartiles: list[dict] | None,
@@ -58,6 +84,7 @@ def render(manifest: dict, *, data: dict, utility: dict | None, quartiles: list[
                   + ", ".join(f"{k.replace('_', ' ')} {v:.3f}" for k, v in manifest.get("epsilon_by_round", {}).items()),
                   "* releasing another draw, or a privately selected one, from the same data composes: the plain "
                   "release (ε) and a selected one (2ε) together cost ε + 2ε."]
+    lines += _conditions(manifest)
     lines += ["", "## What an attacker can do (privacy audit of this release)", ""]
     if audit_rows:
         lines += ["| attack | AUC | TPR @ 1 % FPR | TPR @ 0.1 % FPR | ε lower bound | kind of bound |",
