@@ -94,17 +94,16 @@ def collect(work: Path, sets: list[str], wall: float) -> dict:
     row = {"wall_s": round(wall, 1), "released_round": rel["round"], "released_epsilon": rel["guarantee"]["epsilon"],
            "released_f1_30": audit["weighted_f1_mean"], "round2_f1_30": round2_f1(work, sets),
            "tail": rel["local_sensitivity_tail"], "rounds": {}}
-    for r in (2, 3):
+    manifest = json.loads((work / "release" / "release.json").read_text())
+    for r in sorted(int(k.split("_")[1]) for k in manifest["epsilon_by_round"]):  # the rounds this run fitted
         sens = m(f"sensitivity_r{r}")
-        if "skipped" in sens:
-            continue
         t = m(f"temperature_r{r}")
         row["rounds"][r] = {"epsilon": sens["epsilon"], "draws": sens["draws"],
                             "T_uncalibrated": t["temperature_uncalibrated"]["subspace"],
                             "T": t["temperature"]["subspace"], "T_min": t["temperature"]["subspace_min"],
                             "T_max": t["temperature"]["subspace_max"], "calibration": t["calibration"]}
     rw = m("reweight")
-    if "skipped" not in rw:
+    if 3 in row["rounds"] and "skipped" not in rw:
         row["reweight"] = {k: rw[k] for k in ("mode", "refits", "accepted", "reason")}
     return row
 

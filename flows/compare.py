@@ -1,4 +1,5 @@
-"""Comparison flow: non-private, SWAG-PPM, SWAG-PPM re-weighted and DP-SGD on one split, then the report.
+"""Comparison flow: non-private, SWAG-PPM (round 2, the release, the spec-scale and censored variants)
+and DP-SGD on one split, then the report.
 
 ``python -m flows.compare [--params params.yaml] [--set dpsgd.target_epsilon=4] [--no-track]``
 

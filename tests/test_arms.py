@@ -314,7 +314,7 @@ def test_censored_arm_is_at_the_compared_target_with_its_bound(arms_run):
     dp = read_json(arms_run.path("metrics/dpsgd.json"))["guarantee"]
     assert g["kind"] == "ppm_censored" and g["epsilon"] == pytest.approx(rel)
     assert dp["quantities"]["target_epsilon"] == pytest.approx(g["epsilon"])  # same target as DP-SGD
-    assert g["quantities"]["censor_level"] == pytest.approx(rel / 2)
+    assert g["quantities"]["censor_level"] == pytest.approx(rel / 2) and g["quantities"]["censor_form"] == "soft"
     assert 0 < g["quantities"]["local_sensitivity"] <= g["epsilon"] / 2
 
 

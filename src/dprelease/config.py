@@ -105,6 +105,7 @@ class PPMParams(_Strict):
     mechanism: Literal["asymptotic", "censored"] = Field(
         "asymptotic", description="censored: per-record w·CE censored at censor_epsilon/2 (strict ε for exact sampling)")
     censor_epsilon: float | None = Field(None, gt=0.0, description="ε of the censored mechanism")
+    censor_form: Literal["hard", "soft"] = Field("soft", description="hard: min(w·CE, ε/2); soft: ε/2·tanh(w·CE/(ε/2))")
     draw_batch: int = Field(50, ge=1, description="draws evaluated together when the backend batches")
 
     @model_validator(mode="after")
@@ -274,9 +275,11 @@ class Params(_Strict):
         return [1, 2, 3] if self.reweighting else [1, 2]
 
     @property
-    def censor(self) -> float | None:
-        """Per-record censoring level κ = ε/2 of the censored mechanism (None for the asymptotic PPM)."""
-        return self.ppm.censor_epsilon / 2 if self.ppm.mechanism == "censored" else None
+    def censor(self):
+        """The censored mechanism's per-record censoring at κ = ε/2 (None for the asymptotic PPM)."""
+        from .privacy.censor import Censor
+
+        return Censor(self.ppm.censor_epsilon / 2, self.ppm.censor_form) if self.ppm.mechanism == "censored" else None
 
 
 def _one_line(err: ValidationError) -> str:

@@ -18,7 +18,8 @@ from .io import atomic_dir, write_json
 
 # Modules every stage runs through (params, atomic writes, seeds, paths, offline switches): part of
 # every stage's code, so they are not repeated in each declaration.
-COMMON_CODE = ("__init__.py", "config.py", "errors.py", "io.py", "layout.py", "seeds.py", "offline.py", "stage.py")
+COMMON_CODE = ("__init__.py", "config.py", "errors.py", "io.py", "layout.py", "seeds.py", "offline.py", "stage.py",
+               "privacy/censor.py")  # censor: the loss transform config.Params.censor returns
 
 
 def with_common(code: list[str]) -> list[str]:

@@ -146,6 +146,12 @@ def log_pipeline_run(params: Params, root: str | Path = ".", run_name: str | Non
                 sens = read_json(lay.metrics / f"sensitivity_r{r}.json")
                 metrics[f"epsilon_round{r}"] = sens["epsilon"]
                 metrics[f"delta_hat_round{r}"] = sens["local_sensitivity"]
+                temp = read_json(lay.metrics / f"temperature_r{r}.json")
+                metrics[f"temperature_round{r}"] = temp["temperature"]["subspace"]
+                metrics[f"temperature_uncalibrated_round{r}"] = temp["temperature_uncalibrated"]["subspace"]
+        tail = read_json(lay.metrics / "release.json").get("local_sensitivity_tail")
+        if tail:  # the extreme-value interval of Δ̂'s tail (aggregates of the per-draw maxima)
+            metrics |= {f"delta_hat_tail.{k}": tail[k] for k in ("estimate", "ci_low", "ci_high", "level")}
         g = Guarantee.from_dict(read_json(lay.metrics / "release.json")["guarantee"])
         metrics |= _guarantee_metrics(g, "release.")
         risk = read_json(lay.metrics / "risk.json")  # weight aggregates only (no single-record risk values)

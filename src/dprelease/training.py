@@ -2,7 +2,7 @@
 other loops (SWAG's) reuse.
 
 Loss per mini-batch B: (1/|B|) Σ_{i∈B} w_i CE_i(θ) — not renormalised by Σ w_i (spec B.5). With a
-``censor`` level κ each record contributes min(w_i CE_i, κ) (the strict variant, TRUST.md P).
+``censor`` each record contributes its censored w_i CE_i (≤ κ; the strict variant, TRUST.md P).
 Fine-tune: AdamW, linear decay to 0, no warm-up (spec D.6.1).
 """
 
@@ -16,6 +16,7 @@ from tqdm.auto import tqdm
 
 from .backends.base import Backend, Features, batches, n_records, take, trainable
 from .config import OptimParams
+from .privacy.censor import Censor
 
 
 @dataclass
@@ -35,7 +36,7 @@ def seed_model(model: nn.Module, seed: int) -> None:
 
 def epoch(backend: Backend, model: nn.Module, features: Features, labels: torch.Tensor, weights: torch.Tensor | None,
            optimizer: torch.optim.Optimizer, batch_size: int, generator: torch.Generator,
-           scheduler: torch.optim.lr_scheduler.LRScheduler | None = None, censor: float | None = None) -> float:
+           scheduler: torch.optim.lr_scheduler.LRScheduler | None = None, censor: Censor | None = None) -> float:
     model.train()
     total, count = 0.0, 0
     for idx in batches(n_records(features), batch_size, generator):
@@ -44,7 +45,7 @@ def epoch(backend: Backend, model: nn.Module, features: Features, labels: torch.
         if weights is not None:
             ce = ce * weights[idx].to(backend.device)
         if censor is not None:
-            ce = ce.clamp(max=censor)
+            ce = censor.torch(ce)
         loss = ce.mean()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -58,7 +59,7 @@ def epoch(backend: Backend, model: nn.Module, features: Features, labels: torch.
 
 def finetune(backend: Backend, model: nn.Module, features: Features, labels: torch.Tensor,
              weights: torch.Tensor | None, opt: OptimParams, seed: int, progress: bool = False,
-             desc: str = "fine-tune", censor: float | None = None) -> History:
+             desc: str = "fine-tune", censor: Censor | None = None) -> History:
     """AdamW fine-tuning in place with a linear decay schedule."""
     gen = torch.Generator().manual_seed(seed)
     seed_model(model, seed + 1)

@@ -12,7 +12,7 @@ from ..io import atomic_dir, read_json
 from ..layout import Layout
 from ..plots import roc_plot
 
-LABELS = {"nonprivate": "Non-private", "swag_ppm": "SWAG-PPM", "swag_ppm_reweighted": "SWAG-PPM re-weighted",
+LABELS = {"nonprivate": "Non-private", "swag_ppm": "SWAG-PPM round 2", "swag_ppm_reweighted": "SWAG-PPM release",
           "dpsgd": "DP-SGD"}
 COLUMNS = ["arm", "claimed_epsilon", "guarantee", "attack", "auc", "tpr_at_fpr_0.01", "tpr_at_fpr_0.001",
            "epsilon_lower_bound", "bound"]

@@ -25,6 +25,7 @@ from ..release import write_arm_model
 from ..seeds import stage_seed
 from ..stage import with_common
 from ..utility.evaluate import write_arm
+from ..privacy.censor import Censor
 from . import calibrate, ppm, temperature
 from .passes import draw_pass
 from .reweighting import fit
@@ -36,7 +37,7 @@ ARMS_CODE = [*RELEASE_CODE, "swag_ppm/arms.py", "swag_ppm/passes.py", "swag_ppm/
 
 
 def _release_one(params: Params, lay: Layout, arm: str, backend, model, moments: SwagMoments, feats, y,
-                 w: np.ndarray, censor: float | None, tag: str):
+                 w: np.ndarray, censor: Censor | None, tag: str):
     """Certify ``moments`` on S fresh draws, then draw θ* (its M* enters Δ̂). Returns (model at θ*, Δ̂, S)."""
     p = params.ppm
     _, max_deltas = draw_pass(backend, model, moments, feats, y, w, draws=p.draws, chunk=p.draw_batch,
@@ -70,11 +71,13 @@ def censored_arm(params: Params, root: str | Path = ".") -> dict:
     backend = backend_for(params, lay)
     feats, y = features(lay)
     w = np.load(lay.weights(2) / "weights.npy")
-    fitted = fit(params, backend, feats, y, w, 2, censor=eps / 2)
+    censor = Censor(eps / 2, params.ppm.censor_form)
+    fitted = fit(params, backend, feats, y, w, 2, censor=censor)
     t = fitted["temperature"]["temperature"]["subspace"]
     model, delta, draws = _release_one(params, lay, arm, backend, fitted["model"], fitted["moments"], feats, y, w,
-                                       eps / 2, "censored")
-    g = guarantee.censored(eps, delta, posterior_draws=draws, round=2, censor_level=eps / 2, temperature=t,
+                                       censor, "censored")
+    g = guarantee.censored(eps, delta, posterior_draws=draws, round=2, censor_level=eps / 2,
+                           censor_form=censor.form, temperature=t,
                            calibration=fitted["temperature"]["calibration"])
     write_arm_model(lay, arm, backend, model, g, with_common(ARMS_CODE))
     return write_arm(lay, arm, backend, model, label_info(lay), g, {"round": 2, "target_epsilon": eps,

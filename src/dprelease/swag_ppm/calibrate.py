@@ -18,6 +18,7 @@ from torch import nn
 from ..backends import curvature
 from ..backends.base import Backend, Features, get_flat
 from ..config import SwagParams
+from ..privacy.censor import Censor
 from . import temperature
 from .swag import SwagMoments
 from .swag_train import swag as run_swag
@@ -37,7 +38,7 @@ def temperature_of(backend: Backend, model: nn.Module, moments: SwagMoments, fea
 
 def swag(backend: Backend, model: nn.Module, features: Features, labels: torch.Tensor, weights: torch.Tensor | None,
          params: SwagParams, *, seed: int, calibration: str, prior_precision: float,
-         desc: str = "SWAG", censor: float | None = None, measure: bool = True) -> tuple[SwagMoments, list[float], dict]:
+         desc: str = "SWAG", censor: Censor | None = None, measure: bool = True) -> tuple[SwagMoments, list[float], dict]:
     """SWAG from the model's current (fine-tuned) θ; returns (moments, epoch losses, public summary)."""
     lr = params.lr
     if calibration == "lr":

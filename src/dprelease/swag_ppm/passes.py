@@ -11,13 +11,14 @@ from ..config import Params
 from ..data.splits import backend_for, features
 from ..layout import Layout
 from ..seeds import stage_seed
+from ..privacy.censor import Censor
 from . import ppm
 from .swag import SwagMoments, iter_samples
 
 
 def draw_pass(backend: Backend, model, moments: SwagMoments, feats: Features, y: torch.Tensor,
               weights: np.ndarray | None, *, draws: int, chunk: int, seed: int, desc: str,
-              censor: float | None = None, stop_above: float | None = None, min_draws: int = 0):
+              censor: Censor | None = None, stop_above: float | None = None, min_draws: int = 0):
     """S draws from ``moments`` → the per-record max CE (L_i) and, with weights, the per-draw max weighted
     loss M_s (each record's w_i CE_i censored at ``censor`` when given). Draws are evaluated ``chunk`` at a
     time (batched on the head backend).
@@ -42,7 +43,7 @@ def draw_pass(backend: Backend, model, moments: SwagMoments, feats: Features, y:
 
 
 def posterior_pass(params: Params, lay: Layout, r: int, weights: np.ndarray | None, what: str,
-                   censor: float | None = None):
+                   censor: Censor | None = None):
     """``draw_pass`` over the stored SWAG of round r, seeded by (seed, what, r)."""
     backend = backend_for(params, lay)
     feats, y = features(lay)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..privacy.censor import Censor
+
 
 def normalise_risk(risk: np.ndarray, method: str = "minmax") -> np.ndarray:
     """Map per-record risk to [0, 1] (spec B.3). A constant risk vector maps to 0."""
@@ -31,15 +33,16 @@ def weights_from_risk(risk: np.ndarray, c: float = 1.0, g: float = 0.0, method: 
     return np.clip(c * (1.0 - f) + g, 0.0, 1.0)
 
 
-def max_weighted_loss(ce: np.ndarray, weights: np.ndarray, censor: float | None = None) -> np.ndarray:
+def max_weighted_loss(ce: np.ndarray, weights: np.ndarray, censor: Censor | None = None) -> np.ndarray:
     """M_s = max_i w_i · CE_i(θ^(s)) for a [S, n] matrix of per-record losses (spec B.6 step 1); with a
-    ``censor`` level κ, M_s = max_i min(w_i CE_i, κ) ≤ κ (the strict variant, TRUST.md P)."""
+    ``censor`` (level κ), M_s = max_i censor(w_i CE_i) ≤ κ (the strict variant, TRUST.md P; both forms are
+    increasing, so censoring the maximum is the maximum of the censored losses)."""
     ce = np.asarray(ce, dtype=np.float64)
     w = _finite_1d(weights, "weights")
     if ce.ndim != 2 or ce.shape[1] != w.size:
         raise ValueError(f"losses {ce.shape} do not match {w.size} weights")
     m = (ce * w).max(axis=1)
-    return m if censor is None else np.minimum(m, censor)
+    return m if censor is None else censor.numpy(m)
 
 
 def epsilon(max_deltas: np.ndarray) -> tuple[float, float]:

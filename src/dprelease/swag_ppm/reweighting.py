@@ -35,6 +35,7 @@ from ..seeds import stage_seed
 from ..stage import skip_marker
 from ..training import finetune as run_finetune
 from ..utility.metrics import f1_summary
+from ..privacy.censor import Censor
 from . import calibrate, ppm
 from .passes import draw_pass
 from .swag import SwagMoments, iter_samples
@@ -58,7 +59,7 @@ def decide(*, mode: str, reached: bool, delta: float, bound: float, refits: int,
 
 
 def fit(params: Params, backend, feats, y, weights: np.ndarray | None, r: int, attempt: int = 0,
-        censor: float | None = None) -> dict:
+        censor: Censor | None = None) -> dict:
     """Fine-tune from the base model, then SWAG (calibrated per ``ppm.calibration`` for weighted rounds)."""
     tag = "" if attempt == 0 else f"#{attempt}"
     w = None if weights is None else torch.from_numpy(np.asarray(weights)).float()

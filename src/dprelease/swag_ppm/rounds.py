@@ -188,6 +188,6 @@ def round2_arm(params: Params, root: str | Path = ".") -> dict:
     """Comparison arm ``swag_ppm``: an independent draw from SWAG 2 (what the release is with
     ``ppm.reweight: false``), with its own M* in Δ̂, evaluated on the test split."""
     lay = Layout.from_params(params, root)
-    backend, model, _, _, g = draw_from_round(params, lay, 2)
+    backend, model, _, _, g = draw_from_round(params, lay, 2, tag="swag_ppm")  # not the release's draw
     write_arm_model(lay, "swag_ppm", backend, model, g, with_common(RELEASE_CODE))
     return write_arm(lay, "swag_ppm", backend, model, label_info(lay), g, {"round": 2})

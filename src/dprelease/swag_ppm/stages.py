@@ -24,7 +24,7 @@ EVALUATE_CODE = ["swag_ppm/evaluate.py", "swag_ppm/reweighting.py", "swag_ppm/sw
 ARM_CODE = [*RELEASE_CODE, "utility"]
 
 
-CALIBRATION = ["ppm.calibration", "ppm.prior_precision", "ppm.mechanism", "ppm.censor_epsilon"]
+CALIBRATION = ["ppm.calibration", "ppm.prior_precision", "ppm.mechanism", "ppm.censor_epsilon", "ppm.censor_form"]
 SWAG_CODE = [*MODEL_CODE, "swag_ppm/swag.py", "swag_ppm/swag_train.py", "swag_ppm/calibrate.py",
              "swag_ppm/temperature.py"]
 REWEIGHT_CODE = ["swag_ppm/reweighting.py", "swag_ppm/calibrate.py", "swag_ppm/temperature.py", "swag_ppm/swag.py",

@@ -12,12 +12,13 @@ from tqdm.auto import tqdm
 from ..backends.base import Backend, Features, get_flat, trainable
 from ..config import SwagParams
 from ..training import History, epoch as run_epoch, seed_model
+from ..privacy.censor import Censor
 from .swag import SwagCollector, SwagMoments
 
 
 def swag(backend: Backend, model: nn.Module, features: Features, labels: torch.Tensor, weights: torch.Tensor | None,
          params: SwagParams, seed: int, progress: bool = False, desc: str = "SWAG",
-         on_snapshot: Callable[[int], None] | None = None, censor: float | None = None) -> tuple[SwagMoments, History]:
+         on_snapshot: Callable[[int], None] | None = None, censor: Censor | None = None) -> tuple[SwagMoments, History]:
     """Constant-lr SGD for ``params.epochs`` epochs, one snapshot per epoch; returns the fitted moments."""
     gen = torch.Generator().manual_seed(seed)
     seed_model(model, seed + 1)
