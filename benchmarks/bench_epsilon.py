@@ -25,6 +25,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from bench_release import reset_to_embeddings  # noqa: E402
+
 SETTINGS = {
     "default": [],
     "uncalibrated": ["ppm.calibration=none"],
@@ -46,46 +49,24 @@ def run_flow(work: Path, sets: list[str]) -> float:
     return time.perf_counter() - start
 
 
-def reset_to_embeddings(work: Path) -> None:
-    """Keep the split and embeddings; drop everything downstream (every PPM stage recomputes)."""
-    for sub in (work / "artifacts").iterdir():
-        if sub.name not in {"data", "features", ".stamps"}:
-            shutil.rmtree(sub)
-    for stamp in (work / "artifacts" / ".stamps").glob("*.json"):
-        if stamp.stem not in {"stratify", "featurize"}:
-            stamp.unlink()
-    shutil.rmtree(work / ".prefect" / "stage-store", ignore_errors=True)  # recompute, don't restore
-
-
 def round2_f1(work: Path, sets: list[str]) -> float:
     """30-draw mean weighted test F1 of round 2's SWAG, drawn with the audit stage's seed for round 2."""
-    import numpy as np
-    import torch
+    import yaml
 
-    from dprelease.backends.base import set_flat
     from dprelease.config import load_params
-    from dprelease.data.splits import backend_for, features, label_info
+    from dprelease.data.splits import backend_for, features
     from dprelease.layout import Layout
     from dprelease.seeds import stage_seed
-    from dprelease.swag_ppm.swag import SwagMoments, iter_samples
-    from dprelease.utility.metrics import f1_summary
-
-    import yaml
+    from dprelease.swag_ppm.reweighting import mean_weighted_f1
+    from dprelease.swag_ppm.swag import SwagMoments
 
     params = load_params(work / "params.yaml", {k: yaml.safe_load(v) for k, v in (s.split("=", 1) for s in sets)})
     lay = Layout.from_params(params, work)
     backend = backend_for(params, lay)
     feats, y = features(lay, "test")
-    model = backend.new_model(feats)
     moments = SwagMoments.load(lay.swag(2) / "moments.safetensors")
-    gen = torch.Generator().manual_seed(stage_seed(params.seed, "audit", 2))
-    classes = list(range(len(label_info(lay)["codes"])))
-    scores = []
-    for chunk in iter_samples(moments, params.audit.draws, 10, gen):
-        for theta in chunk:
-            set_flat(model, theta)
-            scores.append(f1_summary(y.numpy(), backend.predict_proba(model, feats).argmax(1).numpy(), classes)["weighted_f1"])
-    return float(np.mean(scores))
+    return mean_weighted_f1(backend, backend.new_model(feats), moments, feats, y, draws=params.audit.draws,
+                            seed=stage_seed(params.seed, "audit", 2))
 
 
 def collect(work: Path, sets: list[str], wall: float) -> dict:

@@ -40,6 +40,17 @@ def run_flow(work: Path, extra: list[str]) -> tuple[float, float, dict]:
     return wall, usage.ru_maxrss / 1024, json.loads(timings_path.read_text())
 
 
+def reset_to_embeddings(work: Path) -> None:
+    """Keep the split and embeddings; drop everything downstream, stage store included (recompute, not restore)."""
+    for sub in (work / "artifacts").iterdir():
+        if sub.name not in {"data", "features", ".stamps"}:
+            shutil.rmtree(sub)
+    for stamp in (work / "artifacts" / ".stamps").glob("*.json"):
+        if stamp.stem not in {"stratify", "featurize"}:
+            stamp.unlink()
+    shutil.rmtree(work / ".prefect" / "stage-store", ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--draws", type=int, default=None, help="override ppm.draws (default: params.yaml)")
@@ -52,13 +63,7 @@ def main() -> None:
     extra = ["--set", f"ppm.draws={args.draws}"] if args.draws else []
     rows = []
     rows.append(("cold", *run_flow(work, extra)))
-    for sub in (work / "artifacts").iterdir():  # keep the split and embeddings, drop everything downstream
-        if sub.name not in {"data", "features", ".stamps"}:
-            shutil.rmtree(sub)
-    for stamp in (work / "artifacts" / ".stamps").glob("*.json"):
-        if stamp.stem not in {"stratify", "featurize"}:
-            stamp.unlink()
-    shutil.rmtree(work / ".prefect" / "stage-store", ignore_errors=True)  # recompute, don't restore
+    reset_to_embeddings(work)
     rows.append(("embedded", *run_flow(work, extra)))
     rows.append(("no-op", *run_flow(work, extra)))
 

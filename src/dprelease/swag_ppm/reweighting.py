@@ -28,7 +28,7 @@ from safetensors.torch import save_file
 
 from ..backends.base import get_flat, set_flat
 from ..config import Params
-from ..data.splits import backend_for, features, label_info
+from ..data.splits import backend_for, features
 from ..io import atomic_dir, read_json, write_json
 from ..layout import Layout
 from ..seeds import stage_seed
@@ -75,17 +75,23 @@ def fit(params: Params, backend, feats, y, weights: np.ndarray | None, r: int, a
             "swag_losses": swag_losses, "temperature": {"round": r, **summary}}
 
 
+def mean_weighted_f1(backend, model, moments: SwagMoments, feats, y: torch.Tensor, *, draws: int, seed: int) -> float:
+    """Mean weighted F1 of ``draws`` draws of ``moments`` on (feats, y), classes = the model's outputs."""
+    gen = torch.Generator(device=backend.device).manual_seed(seed)
+    classes = list(range(backend.n_classes))
+    scores = []
+    for chunk in iter_samples(moments, draws, 10, gen):
+        for theta in chunk:
+            set_flat(model, theta)
+            scores.append(f1_summary(y.numpy(), backend.predict_proba(model, feats).argmax(1).numpy(), classes)["weighted_f1"])
+    return float(np.mean(scores))
+
+
 def validation_f1(params: Params, lay: Layout, backend, model, moments: SwagMoments, r: int) -> float:
     """Mean weighted F1 over ``ppm.validation_draws`` draws of ``moments`` on the validation split."""
     val, y_val = features(lay, "validation")
-    classes = list(range(len(label_info(lay)["codes"])))
-    gen = torch.Generator(device=backend.device).manual_seed(stage_seed(params.seed, "validation", r))
-    scores = []
-    for chunk in iter_samples(moments, params.ppm.validation_draws, 10, gen):
-        for theta in chunk:
-            set_flat(model, theta)
-            scores.append(f1_summary(y_val.numpy(), backend.predict_proba(model, val).argmax(1).numpy(), classes)["weighted_f1"])
-    return float(np.mean(scores))
+    return mean_weighted_f1(backend, model, moments, val, y_val, draws=params.ppm.validation_draws,
+                            seed=stage_seed(params.seed, "validation", r))
 
 
 def reweight(params: Params, root: str | Path = ".") -> dict:
