@@ -281,3 +281,13 @@ def test_setup_for_a_second_root_uses_that_roots_store(template, tmp_path):
     assert mlflow.get_tracking_uri() == "sqlite:///" + str((a / "mlflow.db").resolve())
     tracking._setup(_params(), b)
     assert mlflow.get_tracking_uri() == "sqlite:///" + str((b / "mlflow.db").resolve())
+
+
+def test_experiment_is_marked_as_model_training(tmp_path):
+    """MLflow 3's UI opens an experiment without this tag on its GenAI overview (traces, token usage)."""
+    from dprelease import tracking
+
+    params = parse_params({"tracking": {"mlflow_uri": "sqlite:///mlflow.db", "experiment": "kind-check"}})
+    mlflow = tracking._setup(params, tmp_path)
+    exp = mlflow.get_experiment_by_name("kind-check")
+    assert exp.tags[tracking.EXPERIMENT_KIND] == tracking.MODEL_TRAINING == "custom_model_development"

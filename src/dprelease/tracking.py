@@ -29,6 +29,7 @@ PUBLIC_METRIC_FILES = ("data", "reweight", "release", "audit")
 HTTP_LIMITS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "10", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",
                "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
 PENDING = ".mlflow-pending.json"
+EXPERIMENT_KIND, MODEL_TRAINING = "mlflow.experimentKind", "custom_model_development"
 
 
 def _flatten(d: dict, prefix: str = "") -> dict:
@@ -74,8 +75,11 @@ def _setup(params: Params, root: str | Path):
             MLFLOW_TRACKING_URI=user_uri)
         name = params.tracking.experiment
         if mlflow.get_experiment_by_name(name) is None:
-            mlflow.create_experiment(name, artifact_location=artifacts.as_uri())
-        mlflow.set_experiment(name)
+            # marked as model training, so MLflow 3's UI opens it on its runs, not on the GenAI overview
+            mlflow.create_experiment(name, artifact_location=artifacts.as_uri(), tags={EXPERIMENT_KIND: MODEL_TRAINING})
+        exp = mlflow.set_experiment(name)
+        if exp.tags.get(EXPERIMENT_KIND) != MODEL_TRAINING:  # an experiment created by an earlier version
+            mlflow.set_experiment_tag(EXPERIMENT_KIND, MODEL_TRAINING)
         _close_abandoned(mlflow, Path(root))
     return mlflow
 
