@@ -291,3 +291,12 @@ def test_experiment_is_marked_as_model_training(tmp_path):
     mlflow = tracking._setup(params, tmp_path)
     exp = mlflow.get_experiment_by_name("kind-check")
     assert exp.tags[tracking.EXPERIMENT_KIND] == tracking.MODEL_TRAINING == "custom_model_development"
+
+
+def test_release_run_name_says_what_ran():
+    from dprelease.privacy import guarantee
+
+    params = parse_params({})
+    g = guarantee.ppm(5.496, 2.748, round=2, temperature=1.0)
+    name = tracking.release_run_name(params, g)
+    assert name == "SWAG-PPM · head · round 2 · ε=5.496 · c=1 · calibration=scale · reweight=iterative"

@@ -132,11 +132,23 @@ def _run(mlflow, root: str | Path, **kwargs):
             write_json(root / PENDING, [r for r in _pending(root) if r != run.info.run_id])
 
 
+def release_run_name(params: Params, g: Guarantee) -> str:
+    """What ran, in the runs table: mechanism, backend, released round, ε and the key public settings."""
+    q, p = g.quantities, params.ppm
+    parts = [g.mechanism, params.model.backend, f"round {q.get('round')}", f"ε={g.epsilon:.3f}", f"c={p.c:g}",
+             f"calibration={p.calibration}"]
+    if params.reweighting:
+        parts.append(f"reweight={p.reweight_mode}")
+    return " · ".join(parts)
+
+
 def log_pipeline_run(params: Params, root: str | Path = ".", run_name: str | None = None) -> str:
     lay = Layout.from_params(params, root)
     (lay.metrics / "mlflow_run.json").unlink(missing_ok=True)  # never name an older run if this one fails
     mlflow = _setup(params, root)
     name = params.tracking.experiment
+    if run_name is None:
+        run_name = release_run_name(params, Guarantee.from_dict(read_json(lay.metrics / "release.json")["guarantee"]))
     with _run(mlflow, root, run_name=run_name) as run:
         config = _flatten(params.model_dump(mode="json"))
         mlflow.log_params({k: v for k, v in config.items() if not k.startswith("tracking.")})
