@@ -55,6 +55,7 @@ ui: env
 
 bench: env
 	$(PY) benchmarks/bench_release.py
+	$(PY) benchmarks/bench_epsilon.py
 	$(PY) benchmarks/bench_dpsgd.py
 	$(PY) benchmarks/bench_flows.py compare
 	$(PY) benchmarks/bench_flows.py tune-grid
