@@ -13,11 +13,12 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from bench_release import scratch_project  # noqa: E402
 
 
 def _run(args: list[str], work: Path, env: dict) -> tuple[float, float, str]:
@@ -37,10 +38,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--keep", default=None)
     args = ap.parse_args()
-    work = Path(args.keep or tempfile.mkdtemp(prefix="dprelease-audit-"))
-    work.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(ROOT / "params.yaml", work / "params.yaml")
-    shutil.copytree(ROOT / "data", work / "data", dirs_exist_ok=True)
+    work = scratch_project(args.keep, "dprelease-audit-")
     env = os.environ | {"PREFECT_HOME": str(work / ".prefect"), "PYTHONPATH": str(ROOT)}
     warm, _, _ = _run(["-m", "flows.compare"], work, env)
     wall, peak, out = _run(["-m", "flows.audit"], work, env)

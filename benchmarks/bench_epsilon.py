@@ -16,17 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from bench_release import reset_to_embeddings  # noqa: E402
+from bench_release import reset_to_embeddings, run_flow, scratch_project  # noqa: E402
 
 SETTINGS = {
     "default": [],
@@ -37,16 +32,9 @@ LR_SWEEP = {f"lr {lr} {cal}": [f"model.head.swag.lr={lr}", f"ppm.calibration={ca
             for lr in ("0.003", "0.01", "0.03") for cal in ("none", "scale")}
 
 
-def run_flow(work: Path, sets: list[str]) -> float:
-    env = os.environ | {"PREFECT_HOME": str(work / ".prefect"), "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
-    args = [x for s in sets for x in ("--set", s)]
-    start = time.perf_counter()
-    with open(work / "flow.log", "w") as out:
-        rc = subprocess.call([sys.executable, "-m", "flows.release", "--root", str(work), *args], cwd=ROOT, env=env,
-                             stdout=out, stderr=subprocess.STDOUT)
-    if rc != 0:
-        sys.exit(f"flow failed ({sets}):\n{(work / 'flow.log').read_text()[-3000:]}")
-    return time.perf_counter() - start
+def timed_flow(work: Path, sets: list[str]) -> float:
+    """Wall seconds of one release flow with ``--set`` overrides (bench_release's runner)."""
+    return run_flow(work, [x for s in sets for x in ("--set", s)])[0]
 
 
 def round2_f1(work: Path, sets: list[str]) -> float:
@@ -115,20 +103,17 @@ def main() -> None:
     ap.add_argument("--cap", type=int, default=None, help="data.cap (1000000 = all 19,908 usable rows)")
     ap.add_argument("--keep", default=None)
     args = ap.parse_args()
-    work = Path(args.keep or tempfile.mkdtemp(prefix="dprelease-bench-eps-"))
-    work.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(ROOT / "params.yaml", work / "params.yaml")
-    shutil.copytree(ROOT / "data", work / "data", dirs_exist_ok=True)
+    work = scratch_project(args.keep, "dprelease-bench-eps-")
     base = [f"data.cap={args.cap}"] if args.cap else []
     plan = {k: SETTINGS[k] for k in args.settings.split(",") if k} | (LR_SWEEP if args.lr_sweep else {})
     first = True
     rows = {}
     for name, sets in plan.items():
         if first:  # a cold run first, so every timed run below has the embeddings cached
-            run_flow(work, base + sets)
+            timed_flow(work, base + sets)
             first = False
         reset_to_embeddings(work)
-        wall = run_flow(work, base + sets)
+        wall = timed_flow(work, base + sets)
         rows[name] = collect(work, base + sets, wall)
         report(name, rows[name])
     default = rows.get("default")

@@ -40,6 +40,15 @@ def run_flow(work: Path, extra: list[str]) -> tuple[float, float, dict]:
     return wall, usage.ru_maxrss / 1024, json.loads(timings_path.read_text())
 
 
+def scratch_project(keep: str | None, prefix: str) -> Path:
+    """A work folder (``keep`` or a new temporary one) holding copies of params.yaml and the bundled data."""
+    work = Path(keep or tempfile.mkdtemp(prefix=prefix))
+    work.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(ROOT / "params.yaml", work / "params.yaml")
+    shutil.copytree(ROOT / "data", work / "data", dirs_exist_ok=True)
+    return work
+
+
 def reset_to_embeddings(work: Path) -> None:
     """Keep the split and embeddings; drop everything downstream, stage store included (recompute, not restore)."""
     for sub in (work / "artifacts").iterdir():
@@ -56,10 +65,7 @@ def main() -> None:
     ap.add_argument("--draws", type=int, default=None, help="override ppm.draws (default: params.yaml)")
     ap.add_argument("--keep", default=None, help="work directory to keep (default: a temporary one)")
     args = ap.parse_args()
-    work = Path(args.keep or tempfile.mkdtemp(prefix="dprelease-bench-"))
-    work.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(ROOT / "params.yaml", work / "params.yaml")
-    shutil.copytree(ROOT / "data", work / "data", dirs_exist_ok=True)
+    work = scratch_project(args.keep, "dprelease-bench-")
     extra = ["--set", f"ppm.draws={args.draws}"] if args.draws else []
     rows = []
     rows.append(("cold", *run_flow(work, extra)))

@@ -85,7 +85,7 @@ def _block(backend: Backend, model: nn.Module, params: list[nn.Parameter], batch
 
 
 def gradient_noise_autograd(backend: Backend, model: nn.Module, theta: torch.Tensor, features: Features,
-                   labels: torch.Tensor, weights: torch.Tensor | None) -> tuple[float, float]:
+                            labels: torch.Tensor, weights: torch.Tensor | None) -> tuple[float, float]:
     """(mean_i |∇ℓ_i|², |mean_i ∇ℓ_i|²) for ℓ_i = w_i CE_i(θ), model in eval mode."""
     set_flat(model, theta)
     model.eval()

@@ -15,22 +15,21 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..backends.base import set_flat
 from ..config import Params
 from ..data.splits import backend_for, features, label_info
 from ..layout import Layout
 from ..privacy import guarantee
+from ..privacy.censor import Censor
 from ..privacy.target import compared_epsilon
 from ..release import write_arm_model
 from ..seeds import stage_seed
 from ..stage import with_common
 from ..utility.evaluate import write_arm
-from ..privacy.censor import Censor
-from . import calibrate, ppm, temperature
+from . import calibrate, temperature
 from .passes import draw_pass
 from .reweighting import fit
-from .rounds import RELEASE_CODE
-from .swag import SwagMoments, iter_samples
+from .rounds import RELEASE_CODE, draw_one
+from .swag import SwagMoments
 
 ARMS_CODE = [*RELEASE_CODE, "swag_ppm/arms.py", "swag_ppm/passes.py", "swag_ppm/calibrate.py", "swag_ppm/swag_train.py",
              "training.py", "privacy/target.py", "utility"]
@@ -42,11 +41,8 @@ def _release_one(params: Params, lay: Layout, arm: str, backend, model, moments:
     p = params.ppm
     _, max_deltas = draw_pass(backend, model, moments, feats, y, w, draws=p.draws, chunk=p.draw_batch,
                               seed=stage_seed(params.seed, tag, 2), desc=f"{arm} draws", censor=censor)
-    gen = torch.Generator(device=backend.device).manual_seed(stage_seed(params.seed, tag + "-release", 2))
-    theta = next(iter_samples(moments, 1, 1, gen))
-    m_star = float(ppm.max_weighted_loss(backend.per_record_ce(model, theta, feats, y).double().numpy(), w,
-                                         censor=censor)[0])
-    set_flat(model, theta[0])
+    _, m_star = draw_one(backend, model, moments, feats, y, w, seed=stage_seed(params.seed, tag + "-release", 2),
+                         censor=censor)
     return model, max(float(max_deltas.max()), m_star), len(max_deltas)
 
 

@@ -25,7 +25,7 @@ from .swag_train import swag as run_swag
 
 
 def temperature_of(backend: Backend, model: nn.Module, moments: SwagMoments, features: Features,
-            weights: torch.Tensor | None, prior_precision: float) -> temperature.Temperature:
+                   weights: torch.Tensor | None, prior_precision: float) -> temperature.Temperature:
     """T̂ of the sampler against the Laplace-GGN posterior of the weighted loss at the SWAG mean."""
     theta = moments.mean.float()
     dev = moments.deviations.double().cpu().numpy()
@@ -53,8 +53,9 @@ def swag(backend: Backend, model: nn.Module, features: Features, labels: torch.T
         return moments, hist.losses, {"calibration": "none", "lr": lr, "scale": moments.scale}
     measured = temperature_of(backend, model, moments, features, weights, prior_precision)
     summary = {"calibration": calibration, "lr": lr, "temperature_uncalibrated": measured.as_dict()}
-    if calibration == "scale":
-        moments = replace(moments, scale=moments.scale / measured.subspace)
-        measured = temperature_of(backend, model, moments, features, weights, prior_precision)
+    if calibration == "scale":  # T̂ is linear in the sampling scale: no second curvature pass
+        factor = 1.0 / measured.subspace
+        moments = replace(moments, scale=moments.scale * factor)
+        measured = measured.rescaled(factor)
     summary |= {"scale": moments.scale, "temperature": measured.as_dict()}
     return moments, hist.losses, summary

@@ -10,8 +10,8 @@ from ..backends.base import Backend, Features
 from ..config import Params
 from ..data.splits import backend_for, features
 from ..layout import Layout
-from ..seeds import stage_seed
 from ..privacy.censor import Censor
+from ..seeds import stage_seed
 from . import ppm
 from .swag import SwagMoments, iter_samples
 
@@ -28,16 +28,16 @@ def draw_pass(backend: Backend, model, moments: SwagMoments, feats: Features, y:
     then cover fewer draws)."""
     gen = torch.Generator(device=backend.device).manual_seed(seed)
     record_max = np.full(len(y), -np.inf)
-    max_deltas = []
+    max_deltas, running = [], -np.inf
     with tqdm(total=draws, desc=desc, unit="draw") as bar:
         for thetas in iter_samples(moments, draws, chunk, gen):
             ce = backend.per_record_ce(model, thetas, feats, y).double().numpy()
             record_max = np.maximum(record_max, ce.max(axis=0))
             if weights is not None:
                 max_deltas.append(ppm.max_weighted_loss(ce, weights, censor=censor))
+                running = max(running, float(max_deltas[-1].max()))
             bar.update(len(thetas))
-            if (stop_above is not None and max_deltas and bar.n >= min_draws
-                    and max(m.max() for m in max_deltas) > stop_above):
+            if stop_above is not None and bar.n >= min_draws and running > stop_above:
                 break
     return record_max, (np.concatenate(max_deltas) if max_deltas else None)
 

@@ -10,9 +10,10 @@ sensitivity pass (draws independent of the round-1 draws that chose those weight
      whose per-record maxima feed the next step,
 and stops once Δ̂ ≤ Δ*·(1 + tolerance) or after ``ppm.max_refits`` refits. A refit's pass stops after
 half its draws once its running maximum exceeds that bound (the full Δ̂ could only be larger): its Δ̂ is
-then a lower bound, and its per-record maxima, from those draws, still guide the next step. The re-weighted round is
-accepted only if it reached that bound AND its mean weighted F1 over ``ppm.validation_draws`` draws on the
-validation split (``ppm.validation_draws`` draws each) is at least round 2's; otherwise round 2 is released, and the reason is recorded.
+then a lower bound, and its per-record maxima, from those draws, still guide the next step. The
+re-weighted round is accepted only if it reached that bound AND its mean weighted F1 over
+``ppm.validation_draws`` draws on the validation split is at least round 2's; otherwise round 2 is
+released, and the reason is recorded.
 ``oneshot``: the paper's single C.2 step (k, form) and one refit, released without a check.
 
 The decision (and the refit count) depend on the data and are not covered by the ε of either round.
@@ -31,11 +32,11 @@ from ..config import Params
 from ..data.splits import backend_for, features
 from ..io import atomic_dir, read_json, write_json
 from ..layout import Layout
+from ..privacy.censor import Censor
 from ..seeds import stage_seed
 from ..stage import skip_marker
 from ..training import finetune as run_finetune
 from ..utility.metrics import f1_summary
-from ..privacy.censor import Censor
 from . import calibrate, ppm
 from .passes import draw_pass
 from .swag import SwagMoments, iter_samples

@@ -112,6 +112,18 @@ def sensitivity(params: Params, root: str | Path = ".", r: int = 2) -> dict:
     return summary
 
 
+def draw_one(backend, model, moments: SwagMoments, feats, y, weights: np.ndarray | None, *, seed: int,
+             censor=None) -> tuple[torch.Tensor, float]:
+    """One draw θ* from ``moments`` (the model is left at θ*) and its M* = max_i w_i CE_i(θ*) (censored
+    when the mechanism is), which enters Δ̂ (spec B.7b step 7)."""
+    gen = torch.Generator(device=backend.device).manual_seed(seed)
+    theta = next(iter_samples(moments, 1, 1, gen))
+    ce = backend.per_record_ce(model, theta, feats, y).double().numpy()
+    m_star = float(ppm.max_weighted_loss(ce, weights, censor=censor)[0])
+    set_flat(model, theta[0])
+    return theta[0], m_star
+
+
 def draw_from_round(params: Params, lay: Layout, r: int, tag: str = "release"):
     """One independent draw θ* from SWAG_r with its guarantee: M* = max_i w_i CE_i(θ*) enters
     Δ̂ = max(Δ̂_r, M*), ε = 2Δ̂ (censored mechanism: ε fixed, Δ̂ ≤ ε/2 reported). Returns (backend, model at
@@ -119,15 +131,12 @@ def draw_from_round(params: Params, lay: Layout, r: int, tag: str = "release"):
     backend = backend_for(params, lay)
     feats, y = features(lay)
     moments = SwagMoments.load(lay.swag(r) / "moments.safetensors", device=backend.device)
-    gen = torch.Generator(device=backend.device).manual_seed(stage_seed(params.seed, tag, r))
-    theta = next(iter_samples(moments, 1, 1, gen))
     model = backend.new_model(feats)
-    ce = backend.per_record_ce(model, theta, feats, y).double().numpy()
-    m_star = float(ppm.max_weighted_loss(ce, _weights(lay, r), censor=params.censor)[0])
+    theta, m_star = draw_one(backend, model, moments, feats, y, _weights(lay, r),
+                             seed=stage_seed(params.seed, tag, r), censor=params.censor)
     sens = read_json(lay.metrics / f"sensitivity_r{r}.json")
     temp = read_json(lay.metrics / f"temperature_r{r}.json")["temperature"]["subspace"]
     local_sensitivity = max(sens["local_sensitivity"], m_star)
-    set_flat(model, theta[0])
     q = {"posterior_draws": sens["draws"], "round": r, "temperature": temp,
          "calibration": params.ppm.calibration}
     if params.censor is not None:
@@ -135,7 +144,7 @@ def draw_from_round(params: Params, lay: Layout, r: int, tag: str = "release"):
     else:
         g = guarantee.ppm(2 * local_sensitivity, local_sensitivity,
                           epsilon_at_temperature=temperature.implied_epsilon(2 * local_sensitivity, temp), **q)
-    return backend, model, theta[0], m_star, g
+    return backend, model, theta, m_star, g
 
 
 def draw(params: Params, root: str | Path = ".") -> dict:

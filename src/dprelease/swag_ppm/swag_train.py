@@ -11,8 +11,8 @@ from tqdm.auto import tqdm
 
 from ..backends.base import Backend, Features, get_flat, trainable
 from ..config import SwagParams
-from ..training import History, epoch as run_epoch, seed_model
 from ..privacy.censor import Censor
+from ..training import History, epoch as run_epoch, seed_model
 from .swag import SwagCollector, SwagMoments
 
 

@@ -30,7 +30,7 @@ tr(AΣ) = η·tr C / (2S), and with Σ ∝ η the KL divergence to the posterior
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -46,6 +46,11 @@ class Temperature:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+    def rescaled(self, factor: float) -> "Temperature":
+        """T̂ of the same sampler with its scale multiplied by ``factor`` (every reading is linear in it)."""
+        return replace(self, subspace=self.subspace * factor, subspace_min=self.subspace_min * factor,
+                       subspace_max=self.subspace_max * factor, all_parameters=self.all_parameters * factor)
 
 
 def subspace_basis(deviations: np.ndarray, rtol: float = 1e-6) -> np.ndarray:
