@@ -230,6 +230,41 @@ class TrackingParams(_Strict):
     experiment: str = "dprelease"
 
 
+class GateParams(_Strict):
+    """When the registry's ``production`` alias may move to a new version (every gate must pass)."""
+
+    epsilon_budget: float = Field(10.0, gt=0.0, description="the version's claimed ε must not exceed it")
+    cumulative_budget: float | None = Field(None, gt=0.0, description="cap on the ledger's cumulative ε (None: no cap)")
+    utility_metric: Literal["weighted_f1", "macro_f1"] = "weighted_f1"
+    utility_tolerance: float = Field(0.01, ge=0.0, le=1.0,
+                                     description="largest allowed drop below the production version's utility")
+    audit: bool = Field(True, description="refuse when the audit's ε lower bound exceeds the claimed ε")
+
+
+class ServiceParams(_Strict):
+    """Scheduled retrains (``make serve``), the model registry and the privacy ledger."""
+
+    registered_model: str = Field("oiics-autocoder", min_length=1)
+    cron: str = Field("0 3 * * 1", min_length=9, description="retrain schedule (cron, in the timezone below)")
+    timezone: str = "UTC"
+    work_pool: str = Field("cpu", min_length=1, description="process work pool of the head backend")
+    gpu_pool: str = Field("gpu", min_length=1, description="work pool that receives model.backend: full")
+    port: int = Field(4200, ge=1024, le=65535, description="local Prefect server port (bound to 127.0.0.1)")
+    snapshot: str | None = Field(None, description="the file a scheduled retrain reads (None: data.path)")
+    windows: list[str] = Field(["2015-12-31", "2016-06-30", "2016-12-31"],
+                               description="EventDate ends of the simulated growing windows")
+    audit: bool = Field(True, description="run the privacy audit of the released arm before registering")
+    gates: GateParams = GateParams()
+
+
+class DaskParams(_Strict):
+    """Posterior passes in seeded chunks and independent arms / tuning cells on a Dask cluster."""
+
+    enabled: bool = Field(False, description="use Prefect's Dask task runner (prefect-dask)")
+    address: str | None = Field(None, description="scheduler of a running cluster (None: a local cluster)")
+    workers: int = Field(2, ge=1, description="local cluster: worker processes (one thread each)")
+
+
 class Params(_Strict):
     seed: int = Field(2025, ge=0)
     artifacts: str = "artifacts"
@@ -246,6 +281,8 @@ class Params(_Strict):
     selection: SelectionParams = SelectionParams()
     privacy_audit: PrivacyAuditParams = PrivacyAuditParams()
     tracking: TrackingParams = TrackingParams()
+    service: ServiceParams = ServiceParams()
+    dask: DaskParams = DaskParams()
 
     @model_validator(mode="after")
     def _swag_rank(self) -> "Params":
