@@ -122,6 +122,23 @@ def _verify(folder: Path) -> tuple[dict, dict, dict]:
     return manifest, arch, labels
 
 
+class Coder:
+    """A verified release, loaded once, that codes lists of narratives (``predict`` and the MLflow model
+    use it). Verification (manifest hashes, allow-list, dimensions, shapes) happens before any weight loads."""
+
+    def __init__(self, release: str | Path, device: str = "cpu") -> None:
+        self.release = Path(release)
+        arch, self.labels = verified(self.release)
+        self._score = backend_class(arch["backend"]).release_scorer(self.release, arch, _device(device))
+
+    def __call__(self, texts: list[str]) -> pd.DataFrame:
+        """code, title and probability of the arg-max class per narrative."""
+        prob, idx = _score_batches(self._score, texts, len(self.labels["codes"]), self.release)
+        return pd.DataFrame({"code": [self.labels["codes"][i] for i in idx.tolist()],
+                             "title": [self.labels["titles"][i] for i in idx.tolist()],
+                             "probability": prob.numpy().round(4)})
+
+
 def predict(release: str | Path, input_csv: str | Path, output_csv: str | Path, text_column: str | None = None,
             device: str = "cpu", encoding: str = "auto") -> int:
     """Code every narrative of ``input_csv``; write its columns plus code, title, probability. Returns the
@@ -130,15 +147,13 @@ def predict(release: str | Path, input_csv: str | Path, output_csv: str | Path, 
     output_csv = Path(output_csv)
     if output_csv.is_dir():
         raise ReleaseError(f"{output_csv}: output path is an existing directory; give a file name")
-    dev = _device(device)
-    arch, labels = verified(Path(release))
+    _device(device)
+    verified(Path(release))
     df, texts = _read_input(Path(input_csv), text_column, encoding)
-    score = backend_class(arch["backend"]).release_scorer(Path(release), arch, dev)
-    prob, idx = _score_batches(score, texts, len(labels["codes"]), Path(release))
+    coded = Coder(release, device)(texts)
     out = df.copy()
-    out["code"] = [labels["codes"][i] for i in idx.tolist()]
-    out["title"] = [labels["titles"][i] for i in idx.tolist()]
-    out["probability"] = prob.numpy().round(4)
+    for column in coded.columns:
+        out[column] = coded[column].to_numpy()
     try:
         with atomic_path(output_csv) as tmp:
             out.to_csv(tmp, index=False)

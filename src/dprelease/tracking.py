@@ -84,6 +84,11 @@ def _setup(params: Params, root: str | Path):
     return mlflow
 
 
+def open_store(params: Params, root: str | Path = "."):
+    """The ``mlflow`` module pointed at the project's store (experiment set, abandoned runs closed)."""
+    return _setup(params, root)
+
+
 def _relocate(db: Path, artifacts: Path) -> None:
     """A project copied (or moved) elsewhere keeps an ``mlflow.db`` whose experiments point at the old
     project's ``mlartifacts/``: point them (and their runs) at this project's instead."""
@@ -142,14 +147,18 @@ def release_run_name(params: Params, g: Guarantee) -> str:
     return " · ".join(parts)
 
 
-def log_pipeline_run(params: Params, root: str | Path = ".", run_name: str | None = None) -> str:
+def log_pipeline_run(params: Params, root: str | Path = ".", run_name: str | None = None,
+                     store_root: str | Path | None = None) -> str:
+    """One run of the release at ``root``, logged into the MLflow store of ``store_root`` (default: the
+    same root; a retrain's run folder logs into its project's store)."""
     lay = Layout.from_params(params, root)
     (lay.metrics / "mlflow_run.json").unlink(missing_ok=True)  # never name an older run if this one fails
-    mlflow = _setup(params, root)
+    store_root = root if store_root is None else store_root
+    mlflow = _setup(params, store_root)
     name = params.tracking.experiment
     if run_name is None:
         run_name = release_run_name(params, Guarantee.from_dict(read_json(lay.metrics / "release.json")["guarantee"]))
-    with _run(mlflow, root, run_name=run_name) as run:
+    with _run(mlflow, store_root, run_name=run_name) as run:
         config = _flatten(params.model_dump(mode="json"))
         mlflow.log_params({k: v for k, v in config.items() if not k.startswith("tracking.")})
         metrics = {}

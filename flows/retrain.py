@@ -1,0 +1,152 @@
+"""Retrain flow: a new extract in, a registered (and perhaps promoted) version out.
+
+``python -m flows.retrain SNAPSHOT [--set …] [--no-track]`` retrains on one extract (the bundled CSV
+format or OSHA's original one); ``python -m flows.retrain --simulate`` cuts ``data.path`` into the growing
+``EventDate`` windows of ``service.windows`` and retrains on each in turn (the cadence of new extracts).
+
+Each retrain: copies the snapshot into ``data/snapshots/`` and versions it with DVC (``dvc add``); runs
+the release stages in ``runs/retrain/<snapshot id>/`` (stages shared with earlier runs come from the stage
+store, so an unchanged snapshot takes seconds); audits the released arm (``service.audit``); logs the run
+to MLflow with the release as a pyfunc model; registers a version with its figures as tags, adds it to the
+private privacy ledger, and moves the ``production`` alias only if every gate passes.
+The deployment that ``make serve`` schedules runs this same flow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from dprelease import offline  # noqa: F401  (offline switches before transformers loads)
+from prefect import flow
+
+from dprelease import registry
+from dprelease.config import Params, load_params, parse_params
+from dprelease.errors import ConfigError, OneLineError
+from dprelease.io import file_hash, read_json, write_json
+from dprelease.locks import root_lock
+from dprelease.service.snapshots import cut_windows, snapshot_id
+from flows import cli
+from flows.register import register_release
+from tasks.stages import run
+
+ARMS = {2: "swag_ppm", 3: "swag_ppm_reweighted"}  # released round → its audit arm
+SNAPSHOTS = Path("data") / "snapshots"
+
+
+def dvc(root: Path, *args: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "dvc", *args], cwd=root, capture_output=True, text=True)
+    if done.returncode:
+        raise OneLineError(f"dvc {' '.join(args)}: {' '.join((done.stderr or done.stdout).split())[:300]}")
+
+
+def version_snapshot(root: Path, source: Path) -> Path:
+    """Copy ``source`` into ``data/snapshots/`` (named by content) and track it with DVC; returns the path
+    relative to the root. The project becomes a DVC repository if it is not one yet."""
+    if not source.is_file():
+        raise ConfigError(f"snapshot not found: {source}")
+    rel = SNAPSHOTS / f"{snapshot_id(source)}{''.join(source.suffixes[-2:]) or '.csv'}"
+    target = root / rel
+    if not target.is_file() or file_hash(target) != file_hash(source):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.partial")
+        shutil.copyfile(source, tmp)
+        tmp.replace(target)
+    if not (root / ".dvc").is_dir():
+        dvc(root, "init", "-q", *([] if (root / ".git").exists() else ["--no-scm"]))
+        dvc(root, "config", "core.analytics", "false")
+        dvc(root, "config", "core.check_update", "false")
+    dvc(root, "add", "-q", str(rel))
+    return rel
+
+
+def run_params(base: Params, rel: Path) -> Params:
+    """The run folder's params: the project's, reading the snapshot (``../../../`` back to the root)."""
+    return parse_params(base.model_dump(mode="json"), {"data.path": str(Path("../../..") / rel)})
+
+
+@flow(name="retrain", log_prints=False, persist_result=False)
+def retrain_flow(snapshot: str | None = None, root: str = ".", params_file: str = "params.yaml",
+                 overrides: dict | None = None, track: bool = True) -> dict:
+    """Retrain on ``snapshot`` (default ``service.snapshot``, else ``data.path``). Parameters are public
+    (Prefect stores them): paths and public settings only."""
+    top = Path(root).resolve()
+    p = load_params(top / params_file, overrides)
+    with root_lock(top, "retrain"):
+        return _retrain(p, top, Path(snapshot or p.service.snapshot or p.data.path), track)
+
+
+def _retrain(p: Params, top: Path, snapshot: Path, track: bool) -> dict:
+    snapshot = snapshot if snapshot.is_absolute() else top / snapshot
+    start = time.perf_counter()
+    rel = version_snapshot(top, snapshot)
+    out: dict = {"snapshot": rel.name, "timings": {"snapshot": round(time.perf_counter() - start, 2)}}
+    where = top / "runs" / "retrain" / snapshot_id(top / rel)
+    where.mkdir(parents=True, exist_ok=True)
+    rp = run_params(p, rel)
+
+    def timed(name: str, params: Params) -> None:
+        t = time.perf_counter()
+        run(name, params, where)
+        out["timings"][name] = round(time.perf_counter() - t, 2)
+
+    for spec in registry.group(rp, "release"):
+        timed(spec.name, rp)
+    arm = ARMS[read_json(where / "metrics" / "release.json")["round"]]
+    if p.service.audit:
+        ap = parse_params(rp.model_dump(mode="json"), {"privacy_audit.arms": [arm]})
+        if arm == "swag_ppm":
+            timed("swag_ppm", ap)
+        for spec in registry.group(ap, "audit"):
+            timed(spec.name, ap)
+        timed("publish", ap)  # the model card carries the audit
+    out["run_folder"] = str(where.relative_to(top))
+    if track:
+        t = time.perf_counter()
+        out |= register_release(p, rp, top, where, arm, snapshot_file=top / rel)
+        out["timings"]["register"] = round(time.perf_counter() - t, 2)
+    out["seconds"] = round(time.perf_counter() - start, 2)
+    write_json(where / "metrics" / "retrain.json", {k: v for k, v in out.items() if k != "run_folder"})
+    return out
+
+
+def print_result(out: dict) -> None:
+    reg = out.get("registry", {})
+    line = f"{out['snapshot']}: {out['seconds']:.1f} s"
+    if reg:
+        line += (f"; version {reg['version']} ε={reg['epsilon']:.3f} cumulative ε={reg['cumulative_epsilon']:.3f} "
+                 f"utility={reg['utility']:.4f} → {reg['decision']}" + ("" if reg["promoted"] else f" ({reg['reason']})"))
+    print(line)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("snapshot", nargs="?", help="the extract to retrain on (default: service.snapshot or data.path)")
+    ap.add_argument("--simulate", action="store_true", help="retrain on each EventDate window of data.path")
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--root", default=".")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a param")
+    ap.add_argument("--no-track", action="store_true", help="skip MLflow and the registry")
+    args = ap.parse_args(argv)
+    offline.quiet()
+    try:
+        overrides = cli.parse_overrides(args.set)
+        p = load_params(Path(args.root) / args.params, overrides)
+        snapshots = [args.snapshot]
+        if args.simulate:
+            snapshots = [str(f) for f in cut_windows(Path(args.root) / p.data.path, p.service.windows,
+                                                     Path(args.root) / "runs" / "windows")]
+        for snap in snapshots:
+            print_result(retrain_flow(snap, args.root, args.params, overrides, not args.no_track))
+    except (OneLineError, ValueError, FileNotFoundError) as err:
+        print(f"dprelease: error: {cli.one_line(err)}", file=sys.stderr)
+        return cli.EXIT_ERROR
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

