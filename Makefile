@@ -9,7 +9,8 @@ STAMP := $(VENV)/.installed
 export MLFLOW_SERVER_ENABLE_JOB_EXECUTION := false
 MLFLOW_URI ?= sqlite:///mlflow.db
 
-.PHONY: env run compare audit tune tune-grid test test-fast faults repro ui bench clean
+.PHONY: env run compare audit tune tune-grid retrain simulate serve serve-trigger serve-status serve-stop test \
+        test-fast faults repro ui screenshots bench clean
 
 env: $(STAMP)
 
@@ -36,6 +37,26 @@ tune: env
 
 tune-grid: env
 	$(PY) -m flows.tune --mode grid $(ARGS)
+
+# a new extract: `make retrain SNAPSHOT=path/to/extract.csv`; three growing EventDate windows: `make simulate`
+retrain: env
+	$(PY) -m flows.retrain $(SNAPSHOT) $(ARGS)
+
+simulate: env
+	$(PY) -m flows.retrain --simulate $(ARGS)
+
+# a Prefect server on 127.0.0.1 (database in .prefect/), work pools, the scheduled deployment and a worker
+serve: env
+	$(PY) -m flows.serve start
+
+serve-trigger: env
+	$(PY) -m flows.serve trigger
+
+serve-status: env
+	$(PY) -m flows.serve status
+
+serve-stop: env
+	$(PY) -m flows.serve stop
 
 test: env
 	$(PY) -m pytest $(PYTEST_ARGS)

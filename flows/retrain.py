@@ -85,7 +85,7 @@ def _retrain(p: Params, top: Path, snapshot: Path, track: bool) -> dict:
     start = time.perf_counter()
     rel = version_snapshot(top, snapshot)
     out: dict = {"snapshot": rel.name, "timings": {"snapshot": round(time.perf_counter() - start, 2)}}
-    where = top / "runs" / "retrain" / snapshot_id(top / rel)
+    where = top / "runs" / "retrain" / rel.name.split(".")[0]  # the snapshot id
     where.mkdir(parents=True, exist_ok=True)
     rp = run_params(p, rel)
 

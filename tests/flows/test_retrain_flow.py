@@ -1,0 +1,93 @@
+"""Three simulated retrains on growing EventDate windows of the tiny slice: DVC-versioned snapshots,
+registered versions with their figures as tags, the privacy ledger, a production alias that moves only
+through the gates (one refusal forced by the ε budget), an unchanged retrain that registers nothing, and
+the registered model coding narratives through ``mlflow.pyfunc``."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import make_root, slice_raw
+
+pytestmark = pytest.mark.slow
+
+WINDOWS = ["2015-12-31", "2016-06-30", "2016-12-31"]
+
+
+@pytest.fixture(scope="module")
+def simulated(tmp_path_factory):
+    import flows.retrain as fr
+
+    root = make_root(tmp_path_factory.mktemp("retrain"))
+    raw = slice_raw(service={"windows": WINDOWS, "audit": False, "gates": {"epsilon_budget": 50.0,
+                                                                           "utility_tolerance": 1.0}})
+    (root / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+        rc = fr.main(["--root", str(root), "--simulate"])
+        windows = sorted((root / "runs" / "windows").glob("*.csv.gz"))
+        # a fourth extract refused by the ε budget: production must stay where it was
+        extra = root / "runs" / "extra.csv.gz"
+        pd.read_csv(windows[0], dtype=str).iloc[::2].to_csv(extra, index=False)
+        rc_refused = fr.main(["--root", str(root), str(extra), "--set", "service.gates.epsilon_budget=0.01"])
+        rc_again = fr.main(["--root", str(root), str(windows[0])])  # unchanged: nothing new registered
+    return SimpleNamespace(root=root, rcs=(rc, rc_refused, rc_again), windows=windows)
+
+
+def _client(root):
+    import mlflow
+
+    mlflow.set_tracking_uri(f"sqlite:///{root / 'mlflow.db'}")
+    return mlflow, mlflow.MlflowClient()
+
+
+def test_snapshots_are_versioned_with_dvc(simulated):
+    assert simulated.rcs == (0, 0, 0)
+    snaps = sorted((simulated.root / "data" / "snapshots").glob("*.csv.gz"))
+    assert len(snaps) == 4 and all(s.with_name(s.name + ".dvc").is_file() for s in snaps)
+    assert [len(pd.read_csv(w)) for w in simulated.windows] == sorted(len(pd.read_csv(w)) for w in simulated.windows)
+    assert len({len(pd.read_csv(w)) for w in simulated.windows}) == 3          # windows grow
+    assert (simulated.root / ".dvc").is_dir()
+
+
+def test_versions_tags_and_gates(simulated):
+    _, client = _client(simulated.root)
+    versions = sorted(client.search_model_versions("name = 'oiics-autocoder'"), key=lambda v: int(v.version))
+    assert [str(v.version) for v in versions] == ["1", "2", "3", "4"]              # the unchanged retrain added none
+    for v in versions:
+        for key in ("privacy.epsilon", "privacy.guarantee", "privacy.cumulative_epsilon", "utility.weighted_f1",
+                    "utility.macro_f1", "release.digest", "data.snapshot", "gate.decision", "gate.reason"):
+            assert key in v.tags, (v.version, key)
+    assert [v.tags["gate.decision"] for v in versions[:3]] == ["promoted"] * 3
+    refused = versions[3]
+    assert refused.tags["gate.decision"] == "refused" and refused.tags["gate.failed"] == "epsilon"
+    assert "ε" in refused.tags["gate.reason"] and "budget 0.01" in refused.tags["gate.reason"]
+    assert str(client.get_model_version_by_alias("oiics-autocoder", "production").version) == "3"
+
+
+def test_ledger_composes_published_versions(simulated):
+    from dprelease.service.ledger import Ledger
+
+    _, client = _client(simulated.root)
+    led = Ledger(simulated.root / "artifacts" / "ledger")
+    eps = {e.version: e.epsilon for e in led.entries}
+    assert [e.published for e in led.entries] == [True, True, True, False]
+    for e in led.entries:
+        tag = float(client.get_model_version("oiics-autocoder", e.version).tags["privacy.cumulative_epsilon"])
+        assert e.epsilon <= tag <= sum(eps[u] for u in eps if u <= e.version or u == e.version) + 1e-9
+    # the ledger stays private: nothing of it in MLflow's artifacts or the release folders
+    leaked = [p for p in (simulated.root / "mlartifacts").rglob("*") if p.name in ("salt.bin", "ledger.json")]
+    assert not leaked and not list((simulated.root / "mlartifacts").rglob("v1.npy"))
+
+
+def test_production_model_codes_narratives(simulated):
+    mlflow, _ = _client(simulated.root)
+    model = mlflow.pyfunc.load_model("models:/oiics-autocoder@production")
+    out = model.predict(pd.DataFrame({"narrative": ["An employee fell from a ladder and fractured a wrist.",
+                                                    "A worker's finger was amputated by a press."]}))
+    assert list(out.columns) == ["code", "title", "probability"] and len(out) == 2
+    assert out["probability"].between(0, 1).all()
