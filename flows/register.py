@@ -36,7 +36,8 @@ def figures_tags(lay: Layout, arm: str) -> dict:
     return {k: v for k, v in tags.items() if v is not None}
 
 
-def register_release(p: Params, rp: Params, top: Path, where: Path, arm: str, snapshot_file: Path) -> dict:
+def register_release(p: Params, rp: Params, top: Path, where: Path, arm: str, snapshot_file: Path,
+                     timings: dict | None = None) -> dict:
     lay = Layout.from_params(rp, where)
     name, gates = p.service.registered_model, p.service.gates
     mlflow = open_store(p, top)
@@ -46,11 +47,10 @@ def register_release(p: Params, rp: Params, top: Path, where: Path, arm: str, sn
     if known is not None:  # an unchanged snapshot and params: nothing new to register
         prod = mr.production(client, name)
         return {"registry": _summary(known, prod, unchanged=True)}
-    run_id = log_pipeline_run(rp, where, store_root=top)
+    run_id = log_pipeline_run(rp, where, store_root=top, timings=timings)
     mlflow = open_store(p, top)
     with mlflow.start_run(run_id=run_id):
         model_uri = mr.log_model(mlflow, lay.release)
-        mlflow.log_artifact(str(lay.release / "README.md"), "release")  # the model card, on the run page
         mlflow.set_tag("snapshot", snapshot_file.name)
     tags = figures_tags(lay, arm) | {"release.digest": digest, "data.snapshot": snapshot_file.name,
                                      "data.snapshot_sha256": file_hash(snapshot_file), "run_id": run_id}

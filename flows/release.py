@@ -1,5 +1,6 @@
 """The SWAG-PPM release flow: the registry's ``release`` stages as cached Prefect tasks, then one
-MLflow run. ``python -m flows.release [--params params.yaml] [--set ppm.c=0.8] [--no-track]``."""
+MLflow run. ``python -m flows.release [--params params.yaml] [--set ppm.c=0.8] [--no-track]``.
+With ``dask.enabled`` the posterior passes run their seeded chunks on a Dask cluster (flows/runners.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from dprelease import offline  # noqa: F401  (offline switches before transforme
 from dprelease import registry
 from dprelease.config import Params
 from dprelease.io import write_json
-from flows import cli
+from flows import cli, runners
 from prefect import flow
 from flows.summary import print_summary
 from tasks.stages import run as run_stage_task
@@ -22,12 +23,13 @@ from tasks.stages import track_task
 def release_flow(params: dict, root: str = ".", track: bool = True) -> dict:
     p = Params.model_validate(params)
     out: dict = {"timings": {}}
-    for spec in registry.group(p, "release"):
-        start = time.perf_counter()
-        out[spec.name] = run_stage_task(spec.name, p, root)
-        out["timings"][spec.name] = round(time.perf_counter() - start, 2)
+    with runners.on_dask():  # on a Dask runner: posterior passes in chunks on the cluster
+        for spec in registry.group(p, "release"):
+            start = time.perf_counter()
+            out[spec.name] = run_stage_task(spec.name, p, root)
+            out["timings"][spec.name] = round(time.perf_counter() - start, 2)
     if track:
-        cli.tracked(out, lambda: track_task(params, root))
+        cli.tracked(out, lambda: track_task(params, root, None, out["timings"]))
     return out
 
 
@@ -35,7 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     args = cli.parser(__doc__).parse_args(argv)
     start = time.perf_counter()
     code, params, result = cli.run(args, lambda p: None,
-                                   lambda p: release_flow(p.model_dump(mode="json"), args.root, not args.no_track))
+                                   lambda p: release_flow.with_options(task_runner=runners.task_runner(p))(
+                                       p.model_dump(mode="json"), args.root, not args.no_track))
     if code:
         return code
     seconds = time.perf_counter() - start

@@ -107,7 +107,7 @@ def _retrain(p: Params, top: Path, snapshot: Path, track: bool) -> dict:
     out["run_folder"] = str(where.relative_to(top))
     if track:
         t = time.perf_counter()
-        out |= register_release(p, rp, top, where, arm, snapshot_file=top / rel)
+        out |= register_release(p, rp, top, where, arm, snapshot_file=top / rel, timings=out["timings"])
         out["timings"]["register"] = round(time.perf_counter() - t, 2)
     out["seconds"] = round(time.perf_counter() - start, 2)
     write_json(where / "metrics" / "retrain.json", {k: v for k, v in out.items() if k != "run_folder"})

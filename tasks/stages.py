@@ -48,10 +48,10 @@ def stage_task(name: str, params: dict, root: str, key: str) -> dict:
 
 
 @task(persist_result=False)
-def track_task(params: dict, root: str, run_name: str | None = None) -> str:
+def track_task(params: dict, root: str, run_name: str | None = None, timings: dict | None = None) -> str:
     from dprelease.tracking import log_pipeline_run
 
-    return log_pipeline_run(Params.model_validate(params), root, run_name)
+    return log_pipeline_run(Params.model_validate(params), root, run_name, timings=timings)
 
 
 @task(persist_result=False)

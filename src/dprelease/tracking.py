@@ -148,7 +148,7 @@ def release_run_name(params: Params, g: Guarantee) -> str:
 
 
 def log_pipeline_run(params: Params, root: str | Path = ".", run_name: str | None = None,
-                     store_root: str | Path | None = None) -> str:
+                     store_root: str | Path | None = None, timings: dict | None = None) -> str:
     """One run of the release at ``root``, logged into the MLflow store of ``store_root`` (default: the
     same root; a retrain's run folder logs into its project's store)."""
     lay = Layout.from_params(params, root)
@@ -187,21 +187,68 @@ def log_pipeline_run(params: Params, root: str | Path = ".", run_name: str | Non
                 tag = round_name.replace(" ", "")
                 mlflow.set_tag(f"verdict_{tag}", d["verdict"])
                 metrics.update({f"diag_{tag}.{k}": v for k, v in d.items() if _is_number(v)})
-        mlflow.log_metrics(metrics)
+        metrics |= {f"timing.{k}": v for k, v in (timings or {}).items() if _is_number(v)}
+        mlflow.log_metrics({grouped(k): v for k, v in metrics.items()})
         for r in params.rounds:
             for phase in ("finetune", "swag"):
                 hist = lay.round(r) / phase / "history.json"
                 for step, loss in enumerate(read_json(hist)["epoch_loss"]):
-                    mlflow.log_metric(f"train_loss.{phase}_round{r}", loss, step=step)
+                    mlflow.log_metric(grouped(f"train_loss.{phase}_round{r}"), loss, step=step)
         for png in sorted(lay.plots.glob("*.png")):
             mlflow.log_artifact(str(png), "plots")
         for csv in sorted(lay.audit.glob("*.csv")):
             mlflow.log_artifact(str(csv), "reports")
+        _log_datasets(mlflow, params, root, lay)
+        if (lay.release / "README.md").is_file():  # the model card, readable on the run page
+            mlflow.log_artifact(str(lay.release / "README.md"), "release")
         mlflow.log_artifact(str(lay.release / "release.json"), "release")
         _guarantee_tags(mlflow, g)
         run_id = run.info.run_id
     write_json(lay.metrics / "mlflow_run.json", {"run_id": run_id, "experiment": name})
     return run_id
+
+
+GROUPS = (("data.", "data/"), ("audit.", "utility/"), ("diag_", "training/diag_"), ("train_loss.", "training/"),
+          ("timing.", "timing/"))
+
+
+def grouped(name: str) -> str:
+    """The metric's name in MLflow, under one of the groups the UI folds by prefix: ``data/``, ``utility/``
+    (the release's F1), ``training/`` (losses, fit diagnostics), ``timing/``, else ``privacy/``."""
+    for prefix, group in GROUPS:
+        if name.startswith(prefix):
+            return group + name[len(prefix):]
+    return "privacy/" + name
+
+
+SPLIT_CONTEXT = {"train": "training", "validation": "validation", "test": "testing"}
+
+
+def _log_datasets(mlflow, params: Params, root: str | Path, lay: Layout) -> None:
+    """The extract and each split as MLflow dataset inputs: name, row count and a content digest only
+    (no rows, no profile of values)."""
+    from mlflow.data.dataset_source_registry import resolve_dataset_source
+    from mlflow.data.meta_dataset import MetaDataset
+    from mlflow.types import ColSpec, Schema
+
+    import warnings
+
+    from .io import file_hash
+
+    source = Path(root) / params.data.path
+    extract = Path(params.data.path).name
+    inputs = [(source, f"{extract}", "source", None)]
+    inputs += [(lay.data / f"{split}.csv", f"{extract} · {split}", SPLIT_CONTEXT[split], Schema([
+        ColSpec("string", "text"), ColSpec("string", "label")])) for split in SPLIT_CONTEXT
+        if (lay.data / f"{split}.csv").is_file()]
+    for path, name, context, schema in inputs:
+        if not path.is_file():
+            continue
+        with warnings.catch_warnings():  # "can be interpreted in multiple ways": both are the local-file source
+            warnings.simplefilter("ignore")
+            src = resolve_dataset_source(extract)
+        ds = MetaDataset(src, name=name, digest=file_hash(path)[:16], schema=schema)
+        mlflow.log_input(ds, context=context)
 
 
 def _is_number(v) -> bool:

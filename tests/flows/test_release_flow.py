@@ -124,9 +124,9 @@ def test_first_run_tracks_to_mlflow_under_root(first):
     run = mlflow.MlflowClient(tracking_uri=uri).get_run(run_info["run_id"])
     for r in (2, 3):
         sens = read_json(first.root / f"metrics/sensitivity_r{r}.json")
-        assert run.data.metrics[f"epsilon_round{r}"] == pytest.approx(sens["epsilon"])
-    assert run.data.metrics["release.epsilon"] == pytest.approx(first.out["draw"]["guarantee"]["epsilon"])
-    assert run.data.metrics["release.local_sensitivity"] == pytest.approx(
+        assert run.data.metrics[f"privacy/epsilon_round{r}"] == pytest.approx(sens["epsilon"])
+    assert run.data.metrics["privacy/release.epsilon"] == pytest.approx(first.out["draw"]["guarantee"]["epsilon"])
+    assert run.data.metrics["privacy/release.local_sensitivity"] == pytest.approx(
         first.out["draw"]["guarantee"]["quantities"]["local_sensitivity"])
     assert run.data.tags["guarantee"] == "ppm_local_asymptotic"
     assert run.data.tags["delta"] == "asymptotic, not quantified"
