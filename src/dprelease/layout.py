@@ -13,7 +13,7 @@ from .errors import ConfigError
 
 # Folders of a project root a release must never be written into (nor replace): data, code, caches,
 # version control and the other outputs.
-PROTECTED = ("data", "src", "tests", "flows", "tasks", "benchmarks", ".git", ".dvc", ".prefect", "metrics",
+PROTECTED = ("data", "src", "tests", "flows", "tasks", "benchmarks", "scripts", ".git", ".dvc", ".prefect", "metrics",
              "plots", "reports", "runs", "mlartifacts")
 
 
