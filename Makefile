@@ -71,8 +71,14 @@ faults: env
 repro: env
 	source $(VENV)/bin/activate && dvc repro
 
+# MLflow 3.17 opens on its GenAI view unless the URL asks for model training: the printed link does
 ui: env
+	@$(PY) -c "import sqlite3; r = sqlite3.connect('mlflow.db').execute(\"select experiment_id from experiments where name='dprelease'\").fetchone(); print('open http://127.0.0.1:5000/#/experiments/%s/runs?workflowType=machine_learning' % (r[0] if r else '0'))" 2>/dev/null || true
 	$(VENV)/bin/mlflow ui --backend-store-uri $(MLFLOW_URI) --workers 1
+
+# headless Chromium (apt-get install chromium) screenshots of the runs table and the newest run → reports/ui/
+screenshots: env
+	$(PY) scripts/mlflow_screenshots.py $(ARGS)
 
 bench: env
 	$(PY) benchmarks/bench_release.py

@@ -129,12 +129,30 @@ def _close_abandoned(mlflow, root: Path) -> None:
 def _run(mlflow, root: str | Path, **kwargs):
     """``mlflow.start_run`` whose id waits in the pending list until the run is closed."""
     root = Path(root)
+    if not kwargs.get("nested"):
+        kwargs["tags"] = _source_tags(root) | kwargs.get("tags", {})
     with mlflow.start_run(**kwargs) as run:
         write_json(root / PENDING, [*_pending(root), run.info.run_id])
         try:
             yield run
         finally:
             write_json(root / PENDING, [r for r in _pending(root) if r != run.info.run_id])
+
+
+def _source_tags(root: Path) -> dict:
+    """The code version a run ran (MLflow fills these only when started from a script inside a git
+    checkout, not from the ``dprelease`` console script or a Prefect worker)."""
+    import subprocess
+
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=5).stdout.strip()
+        branch = subprocess.run(["git", "-C", str(root), "rev-parse", "--abbrev-ref", "HEAD"], capture_output=True,
+                                text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    tags = {"mlflow.source.git.commit": commit} if len(commit) == 40 else {}
+    return tags | ({"mlflow.source.git.branch": branch} if tags and branch and branch != "HEAD" else {})
 
 
 def release_run_name(params: Params, g: Guarantee) -> str:
