@@ -17,7 +17,8 @@ from dprelease.layout import Layout
 from dprelease.service import model_registry as mr
 from dprelease.service.gates import Figures, decide
 from dprelease.service.ledger import Ledger, record_hashes
-from dprelease.tracking import log_pipeline_run, open_store
+from dprelease.privacy.guarantee import Guarantee
+from dprelease.tracking import log_pipeline_run, open_store, release_run_name
 
 
 def figures_tags(lay: Layout, arm: str) -> dict:
@@ -47,7 +48,9 @@ def register_release(p: Params, rp: Params, top: Path, where: Path, arm: str, sn
     if known is not None:  # an unchanged snapshot and params: nothing new to register
         prod = mr.production(client, name)
         return {"registry": _summary(known, prod, unchanged=True)}
-    run_id = log_pipeline_run(rp, where, store_root=top, timings=timings)
+    g = Guarantee.from_dict(read_json(lay.metrics / "release.json")["guarantee"])
+    run_name = f"retrain {snapshot_file.name.split('.')[0]} · {release_run_name(rp, g)}"
+    run_id = log_pipeline_run(rp, where, run_name=run_name, store_root=top, timings=timings)
     mlflow = open_store(p, top)
     with mlflow.start_run(run_id=run_id):
         model_uri = mr.log_model(mlflow, lay.release)
