@@ -5,7 +5,8 @@ and DP-SGD on one split, then the report.
 
 Stages are the same cached tasks as the release flow, so a finished release is reused. The arms that
 do not depend on the SWAG-PPM chain (non-private; DP-SGD when its target ε is given) run concurrently
-with it on a thread-pool task runner.
+with it on the task runner: a thread pool, or with ``dask.enabled`` a Dask cluster, which then also runs
+the posterior passes' seeded chunks (flows/runners.py).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dprelease import registry
 from dprelease.dpsgd.stages import check_dpsgd, preview_train_size
 from dprelease.config import ConfigError, Params
 from dprelease.layout import Layout
-from flows import cli
+from flows import cli, runners
 from tasks.stages import run, submit
 
 PRE = ("stratify", "featurize")
@@ -43,29 +44,30 @@ def compare_flow(params: dict, root: str = ".", track: bool = True) -> dict:
         out[name] = run(name, p, root)
         out["timings"][name] = round(time.perf_counter() - start, 2)
 
-    for name in PRE:
-        timed(name)
-    if "dpsgd" in arms:  # batch vs data size, δ range: fail before any training
-        check_dpsgd(p, Layout.from_params(p, root))
-    side = []
-    if "nonprivate" in arms:
-        side.append(submit("nonprivate", p, root))
-    dp_now = "dpsgd" in arms and p.dpsgd.target_epsilon is not None
-    if dp_now:
-        side += [submit("dpsgd", p, root), submit("dpsgd_sweep", p, root)]
-    variants = [a for a in ("swag_ppm", "swag_ppm_uncalibrated", "swag_ppm_censored") if a in arms]
-    needs_ppm = arms & {"swag_ppm_reweighted", *variants} or ("dpsgd" in arms and not dp_now)
-    if needs_ppm:
-        for spec in registry.group(p, "release"):
-            if spec.name not in PRE:
-                timed(spec.name)
-    for arm in variants:
-        timed(arm)
-    if "dpsgd" in arms and not dp_now:
-        side += [submit("dpsgd", p, root), submit("dpsgd_sweep", p, root)]
-    for future in side:
-        future.result()
-    timed("compare_report")
+    with runners.on_dask():  # on a Dask runner: side arms on workers, pass chunks on the cluster
+        for name in PRE:
+            timed(name)
+        if "dpsgd" in arms:  # batch vs data size, δ range: fail before any training
+            check_dpsgd(p, Layout.from_params(p, root))
+        side = []
+        if "nonprivate" in arms:
+            side.append(submit("nonprivate", p, root))
+        dp_now = "dpsgd" in arms and p.dpsgd.target_epsilon is not None
+        if dp_now:
+            side += [submit("dpsgd", p, root), submit("dpsgd_sweep", p, root)]
+        variants = [a for a in ("swag_ppm", "swag_ppm_uncalibrated", "swag_ppm_censored") if a in arms]
+        needs_ppm = arms & {"swag_ppm_reweighted", *variants} or ("dpsgd" in arms and not dp_now)
+        if needs_ppm:
+            for spec in registry.group(p, "release"):
+                if spec.name not in PRE:
+                    timed(spec.name)
+        for arm in variants:
+            timed(arm)
+        if "dpsgd" in arms and not dp_now:
+            side += [submit("dpsgd", p, root), submit("dpsgd_sweep", p, root)]
+        for future in side:
+            future.result()
+        timed("compare_report")
     timed("publish")  # the model card now shows the non-private comparison
     if track:
         from tasks.stages import track_compare_task
@@ -84,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     args = cli.parser(__doc__).parse_args(argv)
     start = time.perf_counter()
     code, params, result = cli.run(args, lambda p: _check(p, args.root),
-                                   lambda p: compare_flow(p.model_dump(mode="json"), args.root, not args.no_track))
+                                   lambda p: compare_flow.with_options(task_runner=runners.task_runner(p))(
+                                       p.model_dump(mode="json"), args.root, not args.no_track))
     if code:
         return code
     report = Layout.from_params(params, args.root).reports / "compare" / "report.md"

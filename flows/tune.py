@@ -4,7 +4,10 @@
 
 search: start at (tune.start_c, tune.start_epochs); after each run apply the decision rules of
         ``dprelease.swag_ppm.tuning`` to the fit verdict, ε and utility, until accept / stop / budget.
-grid:   every (c, epochs) of tune.grid_c × tune.grid_epochs, cells concurrently on a thread pool.
+grid:   every (c, epochs) of tune.grid_c × tune.grid_epochs, cells concurrently on the task runner (a
+        pool of tune.workers threads; with dask.enabled, the Dask cluster: one cell per worker process,
+        its posterior passes in that worker). In search mode with dask.enabled the cells run in the flow
+        and their posterior passes' seeded chunks on the cluster (flows/runners.py).
 Each run lives in ``runs/tune/c<c>_ft<epochs>/``; stages shared between runs (split, embeddings,
 round 1 for equal epochs) are restored from the stage store instead of recomputed.
 """
@@ -24,7 +27,7 @@ from dprelease.config import Params, parse_params
 from dprelease.io import read_json
 from dprelease.reports.tune import write_tune_report
 from dprelease.swag_ppm.tuning import Outcome, Requirements, Steps, choose, decide
-from flows import cli
+from flows import cli, runners
 from tasks.stages import run
 
 
@@ -67,28 +70,29 @@ def _setup(p: Params, root: str) -> tuple[Requirements, Steps, dict]:
 @flow(name="swag-ppm-tune", task_runner=ThreadPoolTaskRunner(max_workers=2), log_prints=False)
 def tune_flow(params: dict, root: str = ".", mode: str = "search", track: bool = True) -> dict:
     p = Params.model_validate(params)
-    req, steps, baseline = _setup(p, root)
-    trail: list[dict] = []
-    if mode == "search":
-        history: list[Outcome] = []
-        c, e = steps.start_c, steps.start_epochs
-        while len(history) < p.tune.budget:
-            o = Outcome(**cell_task(params, root, c, e))
-            history.append(o)
-            d = decide(history, req, baseline, steps)
-            trail.append({**o.as_dict(), "decision": d.action, "reason": d.reason})
-            if d.action in ("accept", "stop"):
-                break
-            c, e = d.next_c, d.next_epochs
+    with runners.on_dask():  # on a Dask runner: grid cells on workers, search cells' pass chunks on the cluster
+        req, steps, baseline = _setup(p, root)
+        trail: list[dict] = []
+        if mode == "search":
+            history: list[Outcome] = []
+            c, e = steps.start_c, steps.start_epochs
+            while len(history) < p.tune.budget:
+                o = Outcome(**cell_task(params, root, c, e))
+                history.append(o)
+                d = decide(history, req, baseline, steps)
+                trail.append({**o.as_dict(), "decision": d.action, "reason": d.reason})
+                if d.action in ("accept", "stop"):
+                    break
+                c, e = d.next_c, d.next_epochs
+            else:
+                trail[-1]["reason"] += f" (run budget {p.tune.budget} spent)"
+            outcomes = history
+            chosen = history[-1] if trail[-1]["decision"] == "accept" else None
         else:
-            trail[-1]["reason"] += f" (run budget {p.tune.budget} spent)"
-        outcomes = history
-        chosen = history[-1] if trail[-1]["decision"] == "accept" else None
-    else:
-        futures = [cell_task.submit(params, root, c, e) for c in p.tune.grid_c for e in p.tune.grid_epochs]
-        outcomes = [Outcome(**f.result()) for f in futures]
-        chosen = choose(outcomes, req, baseline)
-        trail = [o.as_dict() for o in outcomes]
+            futures = [cell_task.submit(params, root, c, e) for c in p.tune.grid_c for e in p.tune.grid_epochs]
+            outcomes = [Outcome(**f.result()) for f in futures]
+            chosen = choose(outcomes, req, baseline)
+            trail = [o.as_dict() for o in outcomes]
     result = {"mode": mode, "requirements": vars(req), "baseline": {k: baseline[k] for k in ("weighted_f1", "macro_f1")},
               "trail": trail, "chosen": chosen.as_dict() if chosen else None}
     write_tune_report(p, root, result)
@@ -109,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         Requirements(p.tune.target_epsilon, p.tune.max_drop_weighted, p.tune.max_drop_macro)
 
     def go(p: Params) -> dict:
-        runner = ThreadPoolTaskRunner(max_workers=p.tune.workers)
+        runner = runners.task_runner(p, threads=p.tune.workers)
         return tune_flow.with_options(task_runner=runner)(p.model_dump(mode="json"), args.root, args.mode,
                                                           not args.no_track)
 

@@ -26,21 +26,25 @@ from ..seeds import stage_seed
 from ..stage import with_common
 from ..utility.evaluate import write_arm
 from . import calibrate, temperature
-from .passes import draw_pass
+from .passes import PassJob, run_pass
 from .reweighting import fit
 from .rounds import RELEASE_CODE, draw_one
 from .swag import SwagMoments
 
 ARMS_CODE = [*RELEASE_CODE, "swag_ppm/arms.py", "swag_ppm/passes.py", "swag_ppm/calibrate.py", "swag_ppm/swag_train.py",
-             "training.py", "privacy/target.py", "utility"]
+             "training.py", "privacy/target.py", "utility", "parallel.py"]
 
 
 def _release_one(params: Params, lay: Layout, arm: str, backend, model, moments: SwagMoments, feats, y,
-                 w: np.ndarray, censor: Censor | None, tag: str):
-    """Certify ``moments`` on S fresh draws, then draw θ* (its M* enters Δ̂). Returns (model at θ*, Δ̂, S)."""
+                 w: np.ndarray, censor: Censor | None, tag: str, source: Path | None = None):
+    """Certify ``moments`` on S fresh draws, then draw θ* (its M* enters Δ̂). Returns (model at θ*, Δ̂, S).
+    ``source``: the file ``moments`` were loaded from (chunks on a mapper then read it there; moments
+    held only in memory travel with the chunks)."""
     p = params.ppm
-    _, max_deltas = draw_pass(backend, model, moments, feats, y, w, draws=p.draws, chunk=p.draw_batch,
-                              seed=stage_seed(params.seed, tag, 2), desc=f"{arm} draws", censor=censor)
+    job = PassJob(params, lay, moments if source is None else source, w, censor,
+                  scale=None if source is None else moments.scale)
+    _, max_deltas = run_pass(job, draws=p.draws, chunk=p.draw_batch, seed=stage_seed(params.seed, tag, 2),
+                             desc=f"{arm} draws", local=(backend, model, moments, feats, y))
     _, m_star = draw_one(backend, model, moments, feats, y, w, seed=stage_seed(params.seed, tag + "-release", 2),
                          censor=censor)
     return model, max(float(max_deltas.max()), m_star), len(max_deltas)
@@ -51,10 +55,12 @@ def uncalibrated_arm(params: Params, root: str | Path = ".") -> dict:
     backend = backend_for(params, lay)
     feats, y = features(lay)
     w = np.load(lay.weights(2) / "weights.npy")
-    moments = replace(SwagMoments.load(lay.swag(2) / "moments.safetensors", device=backend.device), scale=0.5)
+    source = lay.swag(2) / "moments.safetensors"
+    moments = replace(SwagMoments.load(source, device=backend.device), scale=0.5)
     model = backend.new_model(feats)
     t = calibrate.temperature_of(backend, model, moments, feats, torch.from_numpy(w).float(), params.ppm.prior_precision)
-    model, delta, draws = _release_one(params, lay, arm, backend, model, moments, feats, y, w, None, "uncalibrated")
+    model, delta, draws = _release_one(params, lay, arm, backend, model, moments, feats, y, w, None, "uncalibrated",
+                                       source)
     g = guarantee.ppm(2 * delta, delta, posterior_draws=draws, round=2, temperature=t.subspace, calibration="none",
                       epsilon_at_temperature=temperature.implied_epsilon(2 * delta, t.subspace))
     write_arm_model(lay, arm, backend, model, g, with_common(ARMS_CODE))

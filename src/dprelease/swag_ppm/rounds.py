@@ -29,7 +29,7 @@ from .swag import SwagMoments, iter_samples
 # the release manifest's code_version hashes RELEASE_CODE.
 MODEL_CODE = ["swag_ppm/rounds.py", "training.py", "backends", "data/splits.py"]
 PASS_CODE = ["swag_ppm/rounds.py", "swag_ppm/passes.py", "swag_ppm/swag.py", "swag_ppm/ppm.py", "backends",
-             "data/splits.py"]
+             "data/splits.py", "parallel.py"]
 RELEASE_CODE = ["swag_ppm/rounds.py", "swag_ppm/swag.py", "swag_ppm/ppm.py", "swag_ppm/temperature.py",
                 "swag_ppm/extremes.py", "swag_ppm/reweighting.py", "backends", "data/splits.py",
                 "privacy/guarantee.py", "release.py", "release_check.py", "cache.py"]

@@ -105,18 +105,30 @@ class SwagCollector:
         )
 
 
+def normals(moments: SwagMoments, n: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The standard normals of ``n`` draws, z1 [n, d] then (rank > 1) z2 [n, K'], exactly as :func:`sample`
+    takes them from ``generator``."""
+    device = moments.mean.device
+    z1 = torch.randn(n, moments.dim, generator=generator, device=device, dtype=torch.float32)
+    z2 = (torch.randn(n, moments.rank, generator=generator, device=device, dtype=torch.float32)
+          if moments.rank > 1 else None)
+    return z1, z2
+
+
+def transform(moments: SwagMoments, z1: torch.Tensor, z2: torch.Tensor | None,
+              scale: float | None = None) -> torch.Tensor:
+    """θ̃ = θ̄ + sqrt(scale) · (Σdiag^{1/2} z1 + D̂ z2 / sqrt(K' − 1)) for the normals of :func:`normals`."""
+    scale = moments.scale if scale is None else scale
+    out = z1 * moments.var.sqrt().float()
+    if z2 is not None:
+        out += (z2 @ moments.deviations.float()) / (moments.rank - 1) ** 0.5
+    return moments.mean.float() + scale**0.5 * out
+
+
 def sample(moments: SwagMoments, n: int, generator: torch.Generator, scale: float | None = None) -> torch.Tensor:
     """``n`` independent draws as an [n, d] float32 tensor on the moments' device (at the moments' own
     sampling scale unless ``scale`` is given)."""
-    scale = moments.scale if scale is None else scale
-    device = moments.mean.device
-    d, k = moments.dim, moments.rank
-    z1 = torch.randn(n, d, generator=generator, device=device, dtype=torch.float32)
-    out = z1 * moments.var.sqrt().float()
-    if k > 1:
-        z2 = torch.randn(n, k, generator=generator, device=device, dtype=torch.float32)
-        out += (z2 @ moments.deviations.float()) / (k - 1) ** 0.5
-    return moments.mean.float() + scale**0.5 * out
+    return transform(moments, *normals(moments, n, generator), scale)
 
 
 def iter_samples(moments: SwagMoments, n: int, batch: int, generator: torch.Generator, scale: float | None = None):
@@ -125,4 +137,17 @@ def iter_samples(moments: SwagMoments, n: int, batch: int, generator: torch.Gene
     while done < n:
         m = min(batch, n - done)
         yield sample(moments, m, generator, scale)
+        done += m
+
+
+def chunk_states(moments: SwagMoments, n: int, batch: int, generator: torch.Generator):
+    """The chunks of ``iter_samples(moments, n, batch, generator)`` as (first draw, count, generator state
+    before the chunk), lazily. Setting a generator to that state and calling ``sample(moments, count, …)``
+    gives that chunk's draws exactly; only the normals are replayed here (no transform), so every state
+    costs O(batch · d) random numbers, not a re-run of the chunks before it."""
+    done = 0
+    while done < n:
+        m = min(batch, n - done)
+        yield done, m, bytes(generator.get_state().numpy())
+        normals(moments, m, generator)
         done += m
