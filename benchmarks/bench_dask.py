@@ -153,18 +153,19 @@ def main() -> None:
     print(f"\nposterior pass of round 2: {draws} draws in chunks of {params.ppm.draw_batch}, {n} train records "
           f"({data['rows']} rows, {data['classes']} classes); flow-process torch threads: {torch.get_num_threads()}; "
           f"{os.cpu_count()} CPUs; load average {load_before[0]:.2f} before, {load_after[0]:.2f} after")
-    print(f"{'mode':<12}{'median s':>10}{'draws/s':>10}{'s/draw/record':>15}{'core-s/draw/rec':>17}"
-          f"{'runs (s)':>26}  bit-identical")
+    print(f"{'mode':<15}{'median s':>10}{'draws/s':>10}{'s/draw/record':>15}{'core-s/draw/rec':>17}"
+          f"  bit-identical  runs (s)")
     medians = {}
     for name, row in rows.items():
         med = medians[name] = statistics.median(row["times"])
         cores = int(name.split()[1]) if name.startswith("dask") else 1
         same = row["digests"] == reference and len(reference) == 1
         runs = ", ".join(f"{t:.1f}" for t in row["times"])
-        print(f"{name:<12}{med:>10.2f}{draws / med:>10.1f}{med / (draws * n):>15.3e}"
-              f"{med * cores / (draws * n):>17.3e}{runs:>26}  {'yes' if same else 'NO'}")
+        print(f"{name:<15}{med:>10.2f}{draws / med:>10.1f}{med / (draws * n):>15.3e}"
+              f"{med * cores / (draws * n):>17.3e}  {'yes' if same else 'NO':<13}  {runs}")
         if "cluster_start" in row:
-            print(f"{'':<12}cluster start {row['cluster_start']:.1f} s, first pass {row['first']:.1f} s")
+            print(f"{'':<15}cluster start {row['cluster_start']:.1f} s (workers up; they import the code with "
+                  f"their first task), first pass {row['first']:.1f} s")
     if "dask 1" in medians and "dask 2" in medians:
         print(f"\nthroughput 2 workers / 1 worker: {medians['dask 1'] / medians['dask 2']:.2f}x  (target >= 1.6x)")
     if "dask 2" in medians:
