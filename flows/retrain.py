@@ -8,7 +8,8 @@ Each retrain: copies the snapshot into ``data/snapshots/`` and versions it with 
 the release stages in ``runs/retrain/<snapshot id>/`` (stages shared with earlier runs come from the stage
 store, so an unchanged snapshot takes seconds); audits the released arm (``service.audit``); logs the run
 to MLflow with the release as a pyfunc model; registers a version with its figures as tags, adds it to the
-private privacy ledger, and moves the ``production`` alias only if every gate passes.
+private privacy ledger, and moves the ``production`` alias only if every gate passes. The stages run in
+a subflow on the task runner params ask for (``dask.enabled``: posterior-pass chunks on a Dask cluster).
 The deployment that ``make serve`` schedules runs this same flow.
 """
 
@@ -30,7 +31,7 @@ from dprelease.errors import ConfigError, OneLineError
 from dprelease.io import file_hash, read_json, write_json
 from dprelease.locks import root_lock
 from dprelease.service.snapshots import cut_windows, snapshot_id
-from flows import cli
+from flows import cli, runners
 from flows.register import register_release
 from tasks.stages import run
 
@@ -88,22 +89,9 @@ def _retrain(p: Params, top: Path, snapshot: Path, track: bool) -> dict:
     where = top / "runs" / "retrain" / rel.name.split(".")[0]  # the snapshot id
     where.mkdir(parents=True, exist_ok=True)
     rp = run_params(p, rel)
-
-    def timed(name: str, params: Params) -> None:
-        t = time.perf_counter()
-        run(name, params, where)
-        out["timings"][name] = round(time.perf_counter() - t, 2)
-
-    for spec in registry.group(rp, "release"):
-        timed(spec.name, rp)
-    arm = ARMS[read_json(where / "metrics" / "release.json")["round"]]
-    if p.service.audit:
-        ap = parse_params(rp.model_dump(mode="json"), {"privacy_audit.arms": [arm]})
-        if arm == "swag_ppm":
-            timed("swag_ppm", ap)
-        for spec in registry.group(ap, "audit"):
-            timed(spec.name, ap)
-        timed("publish", ap)  # the model card carries the audit
+    run_pipeline = pipeline_flow.with_options(task_runner=runners.task_runner(p))  # threads, or Dask (dask.*)
+    arm, timings = run_pipeline(rp.model_dump(mode="json"), str(where), p.service.audit)
+    out["timings"] |= timings
     out["run_folder"] = str(where.relative_to(top))
     if track:
         t = time.perf_counter()
@@ -112,6 +100,31 @@ def _retrain(p: Params, top: Path, snapshot: Path, track: bool) -> dict:
     out["seconds"] = round(time.perf_counter() - start, 2)
     write_json(where / "metrics" / "retrain.json", {k: v for k, v in out.items() if k != "run_folder"})
     return out
+
+
+@flow(name="retrain-pipeline", log_prints=False, persist_result=False)
+def pipeline_flow(params: dict, where: str, audit: bool) -> tuple[str, dict]:
+    """The release stages in the run folder, then (``audit``) the privacy audit of the released arm; on a
+    Dask task runner the posterior passes run their seeded chunks on the cluster. Returns (arm, timings)."""
+    rp, timings = Params.model_validate(params), {}
+
+    def timed(name: str, params: Params) -> None:
+        t = time.perf_counter()
+        run(name, params, where)
+        timings[name] = round(time.perf_counter() - t, 2)
+
+    with runners.on_dask():
+        for spec in registry.group(rp, "release"):
+            timed(spec.name, rp)
+        arm = ARMS[read_json(Path(where) / "metrics" / "release.json")["round"]]
+        if audit:
+            ap = parse_params(params, {"privacy_audit.arms": [arm]})
+            if arm == "swag_ppm":
+                timed("swag_ppm", ap)
+            for spec in registry.group(ap, "audit"):
+                timed(spec.name, ap)
+            timed("publish", ap)  # the model card carries the audit
+    return arm, timings
 
 
 def print_result(out: dict) -> None:
