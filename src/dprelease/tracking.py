@@ -221,6 +221,12 @@ def log_pipeline_run(params: Params, root: str | Path = ".", run_name: str | Non
             mlflow.log_artifact(str(lay.release / "README.md"), "release")
         mlflow.log_artifact(str(lay.release / "release.json"), "release")
         _guarantee_tags(mlflow, g)
+        audit = read_json(lay.metrics / "audit.json")
+        mlflow.set_tag("mlflow.note.content", (  # the run's description: what was released, in one line
+            f"Released round {g.quantities.get('round')} of {g.mechanism} ({params.model.backend} backend): "
+            f"ε = {g.epsilon:.3f} ({g.kind}; δ {g.delta_text}); released draw weighted F1 "
+            f"{audit['released_weighted_f1']:.4f}, macro F1 {audit['released_macro_f1']:.4f}; "
+            f"{read_json(lay.metrics / 'data.json')['train_rows']} training records."))
         run_id = run.info.run_id
     write_json(lay.metrics / "mlflow_run.json", {"run_id": run_id, "experiment": name})
     return run_id
