@@ -67,7 +67,7 @@ def read_state(root: Path) -> dict:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
         return True
@@ -78,7 +78,7 @@ def _alive(pid: int) -> bool:
 def start(root: Path, params_file: str, timeout_s: float = 120.0) -> dict:
     p = load_params(root / params_file)
     port = p.service.port
-    if read_state(root) and any(_alive(pid) for pid in read_state(root)["pids"].values()):
+    if read_state(root) and any(alive(pid) for pid in read_state(root)["pids"].values()):
         raise SystemExit(f"dprelease: error: already serving ({root / STATE / 'pids.json'}); run `make serve-stop`")
     (root / STATE).mkdir(parents=True, exist_ok=True)
     env = env_for(root, port)
@@ -88,7 +88,7 @@ def start(root: Path, params_file: str, timeout_s: float = 120.0) -> dict:
                                                       "--port", str(port)], env)
     _write(root, state)
     while not _healthy(port):
-        if time.perf_counter() - t0 > timeout_s or not _alive(state["pids"]["server"]):
+        if time.perf_counter() - t0 > timeout_s or not alive(state["pids"]["server"]):
             stop(root)
             raise SystemExit(f"dprelease: error: the Prefect server did not start (see {root / STATE / 'server.log'})")
         time.sleep(0.5)
@@ -152,15 +152,15 @@ def stop(root: Path, grace_s: float = 15.0) -> list[int]:
     """SIGTERM every process group ``start`` made (worker first), SIGKILL what is left after ``grace_s``."""
     state = read_state(root)
     pids = [state.get("pids", {}).get(k) for k in ("worker", "server")]
-    pids = [pid for pid in pids if pid and _alive(pid)]
+    pids = [pid for pid in pids if pid and alive(pid)]
     for pid in pids:
         with _suppress():
             os.killpg(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
-    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.2)
     for pid in pids:
-        if _alive(pid):
+        if alive(pid):
             with _suppress():
                 os.killpg(pid, signal.SIGKILL)
     (root / STATE / "pids.json").unlink(missing_ok=True)
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"stopped: {stop(root) or 'nothing was running'}")
     elif args.command == "status":
         state = read_state(root)
-        print(json.dumps({k: (v, _alive(v)) for k, v in state.get("pids", {}).items()}) if state else "not serving")
+        print(json.dumps({k: (v, alive(v)) for k, v in state.get("pids", {}).items()}) if state else "not serving")
     else:
         state = read_state(root)
         if not state:

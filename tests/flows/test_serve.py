@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, make_root, slice_raw
+from flows.serve import alive
 
 pytestmark = pytest.mark.slow
 
@@ -33,14 +34,6 @@ def _serve(root: Path, *args: str, timeout: float = 300) -> subprocess.Completed
                           capture_output=True, text=True, timeout=timeout)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except OSError:
-        return False
-
-
 def test_serve_deploy_trigger_and_stop(tmp_path):
     root = make_root(tmp_path)
     shutil.copyfile(ROOT / "prefect.toml", root / "prefect.toml")
@@ -52,6 +45,10 @@ def test_serve_deploy_trigger_and_stop(tmp_path):
         assert started.returncode == 0, started.stderr[-2000:]
         assert "serving: Prefect API http://127.0.0.1:" in started.stdout
         assert (root / ".prefect" / "prefect.db").is_file()                      # its database is in the project
+        env = os.environ | {"PREFECT_API_URL": state["url"], "PREFECT_HOME": str(root / ".prefect")}
+        inspect = subprocess.run([sys.executable, "-m", "prefect", "deployment", "inspect", "retrain/scheduled"],
+                                 cwd=root, env=env, capture_output=True, text=True, timeout=120)
+        assert "0 3 * * 1" in inspect.stdout and "'cpu'" in inspect.stdout, inspect.stdout[-2000:]  # cron, pool
         run = _serve(root, "trigger", "--timeout", "240")
         assert run.returncode == 0, run.stdout[-1000:] + run.stderr[-2000:]
         result = json.loads(run.stdout.strip().splitlines()[-1])
@@ -61,5 +58,5 @@ def test_serve_deploy_trigger_and_stop(tmp_path):
     finally:
         stopped = _serve(root, "stop", timeout=60)
     assert stopped.returncode == 0
-    assert state and not any(_alive(pid) for pid in state["pids"].values())
+    assert state and not any(alive(pid) for pid in state["pids"].values())
     assert not (root / ".prefect" / "serve" / "pids.json").exists()
