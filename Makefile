@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 export MLFLOW_SERVER_ENABLE_JOB_EXECUTION := false
 MLFLOW_URI ?= sqlite:///mlflow.db
 
-.PHONY: env run compare audit tune tune-grid retrain simulate serve serve-trigger serve-status serve-stop test \
+.PHONY: env run compare audit tune tune-grid retrain simulate ledger serve serve-trigger serve-status serve-stop test \
         test-fast faults repro ui screenshots bench clean
 
 env: $(STAMP)
@@ -44,6 +44,10 @@ retrain: env
 
 simulate: env
 	$(PY) -m flows.retrain --simulate $(ARGS)
+
+# the privacy ledger's per-version figures (aggregates only): ε, records, published, overlaps, cumulative ε now
+ledger: env
+	$(PY) -m flows.retrain --ledger
 
 # a Prefect server on 127.0.0.1 (database in .prefect/), work pools, the scheduled deployment and a worker
 serve: env

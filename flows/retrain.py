@@ -30,6 +30,7 @@ from dprelease.config import Params, load_params, parse_params
 from dprelease.errors import ConfigError, OneLineError
 from dprelease.io import file_hash, read_json, write_json
 from dprelease.locks import root_lock
+from dprelease.service.ledger import Ledger
 from dprelease.service.snapshots import cut_windows, snapshot_id
 from flows import cli, runners
 from flows.register import register_release
@@ -127,6 +128,17 @@ def pipeline_flow(params: dict, where: str, audit: bool) -> tuple[str, dict]:
     return arm, timings
 
 
+def ledger_table(rows: list[dict]) -> str:
+    """The ledger's aggregates as a Markdown table: per version its ε, record count, whether it was
+    published, the published versions it shares records with, and its cumulative ε now (basic composition)."""
+    lines = ["| version | ε | records | published | shares records with (published) | cumulative ε now |",
+             "|---|---|---|---|---|---|"]
+    lines += [f"| {r['version']} | {r['epsilon']:.3f} | {r['records']} | {'yes' if r['published'] else 'no'} | "
+              f"{', '.join(r['overlaps']) or '—'} | {r['cumulative_epsilon']:.3f} |" for r in rows]
+    return "\n".join(lines + ["", "cumulative ε: per record, the sum of ε over the published versions trained on it "
+                                   "(this version counted as published); the largest over the version's records."])
+
+
 def print_result(out: dict) -> None:
     reg = out.get("registry", {})
     line = f"{out['snapshot']}: {out['seconds']:.1f} s"
@@ -144,9 +156,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--root", default=".")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a param")
     ap.add_argument("--no-track", action="store_true", help="skip MLflow and the registry")
+    ap.add_argument("--ledger", action="store_true", help="print the privacy ledger's per-version figures and stop")
     args = ap.parse_args(argv)
     offline.quiet()
     try:
+        if args.ledger:
+            p = load_params(Path(args.root) / args.params, cli.parse_overrides(args.set))
+            print(ledger_table(Ledger(Path(args.root) / p.artifacts / "ledger").report()))
+            return 0
         overrides = cli.parse_overrides(args.set)
         p = load_params(Path(args.root) / args.params, overrides)
         snapshots = [args.snapshot]

@@ -91,3 +91,14 @@ def test_production_model_codes_narratives(simulated):
                                                     "A worker's finger was amputated by a press."]}))
     assert list(out.columns) == ["code", "title", "probability"] and len(out) == 2
     assert out["probability"].between(0, 1).all()
+
+
+def test_ledger_report_prints_aggregates_only(simulated, capsys):
+    import flows.retrain as fr
+
+    assert fr.main(["--root", str(simulated.root), "--ledger"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert [r.split("|")[1].strip() for r in rows] == ["1", "2", "3", "4"]
+    assert [r.split("|")[4].strip() for r in rows] == ["yes", "yes", "yes", "no"]
+    assert "narrative" not in out.lower() and "salt" not in out.lower()
