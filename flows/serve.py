@@ -58,10 +58,6 @@ def _healthy(port: int) -> bool:
         return False
 
 
-def _prefect(root: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "prefect", *args], cwd=root, env=env, capture_output=True, text=True)
-
-
 def read_state(root: Path) -> dict:
     path = root / STATE / "pids.json"
     return json.loads(path.read_text()) if path.is_file() else {}
@@ -94,16 +90,11 @@ def start(root: Path, params_file: str, timeout_s: float = 120.0) -> dict:
         time.sleep(0.5)
     state["timings"] = {"server_start_s": round(time.perf_counter() - t0, 2)}
     t1 = time.perf_counter()
-    for pool in dict.fromkeys((p.service.work_pool, p.service.gpu_pool)):
-        done = _prefect(root, env, "work-pool", "create", pool, "--type", "process", "--overwrite")
-        if done.returncode:
-            stop(root)
-            raise SystemExit(f"dprelease: error: work pool {pool}: {' '.join(done.stderr.split())[:300]}")
     done = subprocess.run([sys.executable, "-m", "flows.serve", "_deploy", "--params", params_file], cwd=root, env=env,
                           capture_output=True, text=True)
     if done.returncode:
         stop(root)
-        raise SystemExit(f"dprelease: error: deploy: {' '.join((done.stderr or done.stdout).split())[-400:]}")
+        raise SystemExit(f"dprelease: error: work pools / deployments: {' '.join((done.stderr or done.stdout).split())[-400:]}")
     state["timings"]["deploy_s"] = round(time.perf_counter() - t1, 2)
     state["pids"]["worker"] = _spawn(root, "worker", ["prefect", "worker", "start", "--pool", p.service.work_pool,
                                                       "--type", "process"], env)
@@ -119,10 +110,19 @@ def _write(root: Path, state: dict) -> None:
 
 
 def deploy(root: Path, params_file: str) -> None:
-    """Both deployments (run inside ``start``, against the server it started)."""
+    """The work pools and both deployments (run inside ``start``, against the server it started)."""
     from flows.retrain import retrain_flow
 
+    from prefect import get_client
+    from prefect.client.schemas.actions import WorkPoolCreate
+    from prefect.workers.process import ProcessWorker
+
     p = load_params(root / params_file)
+    template = ProcessWorker.get_default_base_job_template()
+    with get_client(sync_client=True) as client:  # the process work pools (replaced if they exist)
+        for pool in dict.fromkeys((p.service.work_pool, p.service.gpu_pool)):
+            client.create_work_pool(WorkPoolCreate(name=pool, type="process", base_job_template=template),
+                                    overwrite=True)
     source = retrain_flow.from_source(source=str(CODE), entrypoint="flows/retrain.py:retrain_flow")
     common = {"root": str(root.resolve()), "params_file": params_file}
     scheduled_pool = p.service.gpu_pool if p.model.backend == "full" else p.service.work_pool
@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(trigger(args.timeout)))
     elif args.command == "start":
         state = start(root, args.params)
-        print(f"serving: Prefect API {state['url']} (server {state['timings']['server_start_s']} s, deployments "
+        print(f"serving: Prefect API {state['url']} (server {state["timings"]["server_start_s"]} s, pools + deployments "
               f"{state['timings']['deploy_s']} s); worker pid {state['pids']['worker']}; logs in {STATE}/")
     elif args.command == "stop":
         print(f"stopped: {stop(root) or 'nothing was running'}")
