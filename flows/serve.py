@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(trigger(args.timeout)))
     elif args.command == "start":
         state = start(root, args.params)
-        print(f"serving: Prefect API {state['url']} (server {state["timings"]["server_start_s"]} s, pools + deployments "
+        print(f"serving: Prefect API {state['url']} (server {state['timings']['server_start_s']} s, pools + deployments "
               f"{state['timings']['deploy_s']} s); worker pid {state['pids']['worker']}; logs in {STATE}/")
     elif args.command == "stop":
         print(f"stopped: {stop(root) or 'nothing was running'}")
