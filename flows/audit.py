@@ -31,6 +31,13 @@ def check(params: Params) -> None:
     check_arms(params)
 
 
+def audit_stages(p: Params) -> list[str]:
+    """What follows the release stages: the audited arms' own stages, the audit stages, then ``publish``
+    (the model card carries the audit)."""
+    arms = [stage for arm, stage in ARM_STAGES.items() if arm in p.privacy_audit.arms]
+    return arms + [spec.name for spec in registry.group(p, "audit")] + ["publish"]
+
+
 @flow(name="privacy-audit", log_prints=False, persist_result=False)
 def audit_flow(params: dict, root: str = ".", track: bool = True) -> dict:
     p = Params.model_validate(params)
@@ -43,12 +50,8 @@ def audit_flow(params: dict, root: str = ".", track: bool = True) -> dict:
 
     for spec in registry.group(p, "release"):
         timed(spec.name)
-    for arm, stage in ARM_STAGES.items():
-        if arm in p.privacy_audit.arms:
-            timed(stage)
-    for spec in registry.group(p, "audit"):
-        timed(spec.name)
-    timed("publish")  # the model card now carries this release's audit
+    for name in audit_stages(p):
+        timed(name)
     if track:
         from dprelease.tracking import log_audit_run
 

@@ -51,7 +51,6 @@ def register_release(p: Params, rp: Params, top: Path, where: Path, arm: str, sn
     g = Guarantee.from_dict(read_json(lay.metrics / "release.json")["guarantee"])
     run_name = f"retrain {snapshot_file.name.split('.')[0]} · {release_run_name(rp, g)}"
     run_id = log_pipeline_run(rp, where, run_name=run_name, store_root=top, timings=timings)
-    mlflow = open_store(p, top)
     with mlflow.start_run(run_id=run_id):
         model_uri = mr.log_model(mlflow, lay.release)
         mlflow.set_tag("snapshot", snapshot_file.name)

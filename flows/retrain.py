@@ -33,6 +33,7 @@ from dprelease.locks import root_lock
 from dprelease.service.ledger import Ledger
 from dprelease.service.snapshots import cut_windows, snapshot_id
 from flows import cli, runners
+from flows.audit import audit_stages
 from flows.register import register_release
 from tasks.stages import run
 
@@ -51,9 +52,10 @@ def version_snapshot(root: Path, source: Path) -> Path:
     relative to the root. The project becomes a DVC repository if it is not one yet."""
     if not source.is_file():
         raise ConfigError(f"snapshot not found: {source}")
-    rel = SNAPSHOTS / f"{snapshot_id(source)}{''.join(source.suffixes[-2:]) or '.csv'}"
+    digest = file_hash(source)
+    rel = SNAPSHOTS / f"{snapshot_id(source, digest)}{''.join(source.suffixes[-2:]) or '.csv'}"
     target = root / rel
-    if not target.is_file() or file_hash(target) != file_hash(source):
+    if not target.is_file() or file_hash(target) != digest:
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.partial")
         shutil.copyfile(source, tmp)
@@ -120,11 +122,8 @@ def pipeline_flow(params: dict, where: str, audit: bool) -> tuple[str, dict]:
         arm = ARMS[read_json(Path(where) / "metrics" / "release.json")["round"]]
         if audit:
             ap = parse_params(params, {"privacy_audit.arms": [arm]})
-            if arm == "swag_ppm":
-                timed("swag_ppm", ap)
-            for spec in registry.group(ap, "audit"):
-                timed(spec.name, ap)
-            timed("publish", ap)  # the model card carries the audit
+            for name in audit_stages(ap):
+                timed(name, ap)
     return arm, timings
 
 

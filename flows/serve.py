@@ -16,6 +16,7 @@ machine joins by starting a worker of the GPU pool against this server (README, 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -74,7 +75,7 @@ def alive(pid: int) -> bool:
 def start(root: Path, params_file: str, timeout_s: float = 120.0) -> dict:
     p = load_params(root / params_file)
     port = p.service.port
-    if read_state(root) and any(alive(pid) for pid in read_state(root)["pids"].values()):
+    if any(alive(pid) for pid in read_state(root).get("pids", {}).values()):
         raise SystemExit(f"dprelease: error: already serving ({root / STATE / 'pids.json'}); run `make serve-stop`")
     (root / STATE).mkdir(parents=True, exist_ok=True)
     env = env_for(root, port)
@@ -154,25 +155,17 @@ def stop(root: Path, grace_s: float = 15.0) -> list[int]:
     pids = [state.get("pids", {}).get(k) for k in ("worker", "server")]
     pids = [pid for pid in pids if pid and alive(pid)]
     for pid in pids:
-        with _suppress():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.2)
     for pid in pids:
         if alive(pid):
-            with _suppress():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
     (root / STATE / "pids.json").unlink(missing_ok=True)
     return pids
-
-
-class _suppress:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return exc[0] is not None and issubclass(exc[0], (ProcessLookupError, PermissionError))
 
 
 def main(argv: list[str] | None = None) -> int:

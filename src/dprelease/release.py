@@ -123,16 +123,19 @@ def _verify(folder: Path) -> tuple[dict, dict, dict]:
 
 
 class Coder:
-    """A verified release, loaded once, that codes lists of narratives (``predict`` and the MLflow model
-    use it). Verification (manifest hashes, allow-list, dimensions, shapes) happens before any weight loads."""
+    """A release that codes lists of narratives (``predict`` and the MLflow model use it). The folder is
+    verified (manifest hashes, allow-list, dimensions, shapes) when the Coder is made; the weights load on
+    the first call, once."""
 
     def __init__(self, release: str | Path, device: str = "cpu") -> None:
-        self.release = Path(release)
-        arch, self.labels = verified(self.release)
-        self._score = backend_class(arch["backend"]).release_scorer(self.release, arch, _device(device))
+        self.release, self.device = Path(release), _device(device)
+        self.arch, self.labels = verified(self.release)
+        self._score = None
 
     def __call__(self, texts: list[str]) -> pd.DataFrame:
         """code, title and probability of the arg-max class per narrative."""
+        if self._score is None:
+            self._score = backend_class(self.arch["backend"]).release_scorer(self.release, self.arch, self.device)
         prob, idx = _score_batches(self._score, texts, len(self.labels["codes"]), self.release)
         return pd.DataFrame({"code": [self.labels["codes"][i] for i in idx.tolist()],
                              "title": [self.labels["titles"][i] for i in idx.tolist()],
@@ -147,10 +150,9 @@ def predict(release: str | Path, input_csv: str | Path, output_csv: str | Path, 
     output_csv = Path(output_csv)
     if output_csv.is_dir():
         raise ReleaseError(f"{output_csv}: output path is an existing directory; give a file name")
-    _device(device)
-    verified(Path(release))
+    coder = Coder(release, device)  # device and folder checked; no weight loaded yet
     df, texts = _read_input(Path(input_csv), text_column, encoding)
-    coded = Coder(release, device)(texts)
+    coded = coder(texts)
     out = df.copy()
     for column in coded.columns:
         out[column] = coded[column].to_numpy()

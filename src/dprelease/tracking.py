@@ -144,13 +144,12 @@ def _source_tags(root: Path) -> dict:
     checkout, not from the ``dprelease`` console script or a Prefect worker)."""
     import subprocess
 
-    try:
-        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                                timeout=5).stdout.strip()
-        branch = subprocess.run(["git", "-C", str(root), "rev-parse", "--abbrev-ref", "HEAD"], capture_output=True,
-                                text=True, timeout=5).stdout.strip()
+    try:  # one call: the commit, then the branch name
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD", "--abbrev-ref", "HEAD"],
+                             capture_output=True, text=True, timeout=5).stdout.split()
     except (OSError, subprocess.SubprocessError):
         return {}
+    commit, branch = (out + ["", ""])[:2]
     tags = {"mlflow.source.git.commit": commit} if len(commit) == 40 else {}
     return tags | ({"mlflow.source.git.branch": branch} if tags and branch and branch != "HEAD" else {})
 

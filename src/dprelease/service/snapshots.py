@@ -20,10 +20,10 @@ from ..io import atomic_path, file_hash
 DATE_COLUMN = "EventDate"
 
 
-def snapshot_id(path: str | Path) -> str:
+def snapshot_id(path: str | Path, digest: str | None = None) -> str:
+    """``<stem>-<sha256[:10]>`` (``digest``: the file's sha256 when already known)."""
     path = Path(path)
-    stem = path.name.split(".")[0]
-    return f"{stem}-{file_hash(path)[:10]}"
+    return f"{path.name.split('.')[0]}-{(digest or file_hash(path))[:10]}"
 
 
 def event_dates(frame: pd.DataFrame, path: Path) -> pd.Series:
