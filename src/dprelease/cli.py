@@ -1,4 +1,4 @@
-"""Command line: ``dprelease stage NAME`` (what dvc.yaml runs), ``dprelease predict``,
+"""Command line: ``dprelease stage NAME`` (what dvc.yaml runs), ``dprelease predict``, ``dprelease sanitize``,
 ``dprelease track`` and ``dprelease dvc-yaml``."""
 
 from __future__ import annotations
@@ -25,6 +25,14 @@ def main(argv: list[str] | None = None) -> int:
     pr.add_argument("--device", default="cpu")
     pr.add_argument("--encoding", choices=("auto", "utf-8", "cp1252"), default="auto",
                     help="input CSV encoding; auto: UTF-8, or cp1252 for a file with no UTF-8 multi-byte text")
+    sa = sub.add_parser("sanitize", help="privatize narratives with a sanitizer release (one draw each, parquet)")
+    sa.add_argument("--release", required=True)
+    sa.add_argument("--input", required=True)
+    sa.add_argument("--output", required=True, help="a .parquet file: input row number + the privatized draws")
+    sa.add_argument("--text-column", default=None)
+    sa.add_argument("--encoding", choices=("auto", "utf-8", "cp1252"), default="auto")
+    sa.add_argument("--seed", type=int, default=None,
+                    help="for tests only: a known seed lets anyone who knows it undo the noise (default: OS entropy)")
     dv = sub.add_parser("dvc-yaml", help="regenerate dvc.yaml from the stage registry")
     dv.add_argument("--params", default="params.yaml")
     dv.add_argument("--output", default="dvc.yaml")
@@ -46,6 +54,14 @@ def main(argv: list[str] | None = None) -> int:
 
             n = predict(args.release, args.input, args.output, args.text_column, args.device, args.encoding)
             print(f"coded {n} narratives -> {args.output}")
+        elif args.command == "sanitize":
+            from .registry import sanitizer
+            from .sanitizer import sanitize_file
+
+            n, meta = sanitize_file(args.release, args.input, args.output, lookup=sanitizer,
+                                    text_column=args.text_column, encoding=args.encoding, seed=args.seed)
+            eps = f", ε={meta['epsilon']:.4g}" if isinstance(meta.get("epsilon"), (int, float)) else ""
+            print(f"sanitized {n} narratives with the {meta['mechanism']} release{eps} -> {args.output}")
         elif args.command == "dvc-yaml":
             import yaml
 

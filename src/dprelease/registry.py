@@ -9,10 +9,12 @@ Adding a mechanism: write its package (pure maths + run functions + ``stages.dec
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from .cache import code_files
 from .config import Params
+from .errors import ReleaseError
 from .io import private_dir
 from .data import stages as data_stages
 from .dpsgd import stages as dpsgd_stages
@@ -57,6 +59,20 @@ def run_stage(name: str, params: Params, root: str | Path = ".") -> dict:
 
 Runner.run = run_stage
 Runner.names = lambda params, name: [s.name for s in group(params, name)]
+
+
+def sanitizer(mechanism: str):
+    """The ``sanitize(release_dir, texts, *, seed)`` of the mechanism whose ``stages`` module defines one
+    (what ``dprelease sanitize`` calls for a sanitizer release naming that mechanism)."""
+    found = {}
+    for declare in DECLARATIONS:
+        module = sys.modules[declare.__module__]
+        if hasattr(module, "sanitize"):
+            found[module.__name__.split(".")[-2]] = module.sanitize
+    if mechanism not in found:
+        raise ReleaseError(f"no sanitizer for mechanism {mechanism!r} in this dprelease "
+                           f"(sanitizers: {', '.join(sorted(found)) or 'none'})")
+    return found[mechanism]
 
 
 def _unique(items: list[str]) -> list[str]:

@@ -151,7 +151,7 @@ def predict(release: str | Path, input_csv: str | Path, output_csv: str | Path, 
     if output_csv.is_dir():
         raise ReleaseError(f"{output_csv}: output path is an existing directory; give a file name")
     coder = Coder(release, device)  # device and folder checked; no weight loaded yet
-    df, texts = _read_input(Path(input_csv), text_column, encoding)
+    df, texts = read_narratives(Path(input_csv), text_column, encoding)
     coded = coder(texts)
     out = df.copy()
     for column in coded.columns:
@@ -176,7 +176,7 @@ def _device(device: str) -> torch.device:
     return dev
 
 
-def _read_input(path: Path, text_column: str | None, encoding: str) -> tuple[pd.DataFrame, list[str]]:
+def read_narratives(path: Path, text_column: str | None, encoding: str) -> tuple[pd.DataFrame, list[str]]:
     df = read_csv(path, encoding, skip_blank_lines=False)  # one-line DataError: missing, binary, mis-encoded, not CSV
     column = text_column or next((c for c in NARRATIVE_COLUMNS if c in df.columns), None)
     if column is None or column not in df.columns:

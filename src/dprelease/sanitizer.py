@@ -1,0 +1,99 @@
+"""Sanitizer releases and `dprelease sanitize`: a partner privatizes its own narratives from a release folder alone.
+
+A sanitizer release (NVDP or GPP) is a folder like the classifier release (``release.json`` manifest with every
+file's sha256, the same allow-list, a model card) whose manifest says ``"kind": "sanitizer"`` and which
+``"mechanism"`` wrote it. The mechanism's ``stages.sanitize(release_dir, texts, *, seed)`` turns texts into one
+privatized draw per text; this module verifies the folder first, reads the input, and writes a parquet file
+holding only the input row number and the draws, with the release's public guarantee in the file's metadata.
+The other input columns are not copied: they are not privatized.
+
+The draw's noise must be unpredictable to whoever receives the file (with a known seed the noise could be
+subtracted), so by default the generator is seeded from the operating system's entropy and the seed is never
+written anywhere; ``seed=`` exists for tests and reproducible demonstrations only.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+
+from .errors import ReleaseError
+from .io import atomic_path, file_hash
+from .release import read_narratives
+from .release_check import MANIFEST, check_hashes, read_json_object
+
+KIND = "sanitizer"
+METADATA_KEY = b"dprelease"
+
+Sanitize = Callable[..., tuple[pd.DataFrame, dict]]
+
+
+def verify_sanitizer(folder: str | Path) -> dict:
+    """The manifest of a sanitizer release folder, after the file checks (allow-list, links, sha256)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ReleaseError(f"release folder not found (or not a directory): {folder}")
+    if not (folder / MANIFEST).is_file() or (folder / MANIFEST).is_symlink():
+        raise ReleaseError(f"not a release folder (no {MANIFEST}): {folder}")
+    manifest = read_json_object(folder / MANIFEST)
+    if manifest.get("kind") != KIND:
+        raise ReleaseError(f"{folder}: not a sanitizer release (release.json kind is {manifest.get('kind')!r}; "
+                           "`dprelease predict` codes narratives with a classifier release)")
+    if not isinstance(manifest.get("mechanism"), str):
+        raise ReleaseError(f"{folder / MANIFEST}: no 'mechanism' named")
+    files = manifest.get("files")
+    if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
+        raise ReleaseError(f"{folder / MANIFEST}: no 'files' mapping of file → sha256")
+    check_hashes(folder, files)
+    return manifest
+
+
+def sanitize_file(release: str | Path, input_csv: str | Path, output: str | Path, *, lookup: Callable[[str], Sanitize],
+                  text_column: str | None = None, encoding: str = "auto", seed: int | None = None) -> tuple[int, dict]:
+    """Privatize every narrative of ``input_csv`` with the release's mechanism (found by ``lookup``); write
+    ``output`` (parquet) atomically. Returns the row count and the public guarantee metadata."""
+    output = Path(output)
+    if output.is_dir():
+        raise ReleaseError(f"{output}: output path is an existing directory; give a file name")
+    if output.suffix != ".parquet":
+        raise ReleaseError(f"{output}: the output is written as parquet; name it *.parquet")
+    manifest = verify_sanitizer(release)
+    sanitize = lookup(manifest["mechanism"])
+    _, texts = read_narratives(Path(input_csv), text_column, encoding)
+    draws, guarantee = sanitize(Path(release), texts, seed=secrets.randbits(63) if seed is None else seed)
+    if len(draws) != len(texts):
+        raise ReleaseError(f"{release}: the {manifest['mechanism']} sanitizer returned {len(draws)} rows for "
+                           f"{len(texts)} narratives")
+    table = pd.concat([pd.DataFrame({"row": range(1, len(texts) + 1)}), draws.reset_index(drop=True)], axis=1)
+    meta = {"mechanism": manifest["mechanism"], "release_manifest_sha256": file_hash(Path(release) / MANIFEST),
+            "rows": len(texts), **guarantee}
+    _write_parquet(table, output, meta)
+    return len(texts), meta
+
+
+def read_metadata(path: str | Path) -> dict:
+    """The public metadata a sanitized parquet file carries (mechanism, release, guarantee)."""
+    import pyarrow.parquet as pq
+
+    raw = pq.read_schema(path).metadata or {}
+    if METADATA_KEY not in raw:
+        raise ReleaseError(f"{path}: not written by `dprelease sanitize` (no {METADATA_KEY.decode()} metadata)")
+    return json.loads(raw[METADATA_KEY])
+
+
+def _write_parquet(table: pd.DataFrame, output: Path, meta: dict) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    arrow = pa.Table.from_pandas(table, preserve_index=False)
+    arrow = arrow.replace_schema_metadata({**(arrow.schema.metadata or {}),
+                                           METADATA_KEY: json.dumps(meta, sort_keys=True).encode()})
+    try:
+        with atomic_path(output) as tmp:
+            pq.write_table(arrow, tmp)
+    except OSError as e:
+        raise ReleaseError(f"{output}: cannot write the output ({e.strerror or e})") from None
