@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from scipy import stats
 
-from .renyi import LAMBDA, Batch, dirichlet_part, gaussian_part
+from .renyi import LAMBDA, Batch, dirichlet_part
 
 DELTA = 1e-5
 CONF = 1 - 1e-16
@@ -43,14 +43,20 @@ def pair_costs(b: Batch, q: float, lam: float = LAMBDA, s_prior: float = 1.0) ->
     for a, c, s_a, s_c in ((j, i, s_post, s_prior), (i, j, s_prior, s_post)):  # c^L: q = right, q' = left
         n_vec = b.mask[a].sum(-1).to(b.mu.dtype)
         paired = b.mask[a] & b.mask[c]
+        d2 = torch.where(paired, ((b.mu[a] - b.mu[c]) ** 2).mean(-1), torch.zeros(paired.shape, dtype=b.mu.dtype))
+        d2 = d2.sum(-1) / n_vec  # Σ_components mean_dims Δμ², per vector
+        n_paired = paired.sum(-1) / n_vec
         terms = []
         for k in range(m + 1):
             if k < 2:
                 terms.append(torch.zeros(len(i), dtype=torch.float64))
                 continue
-            sa = torch.full_like(b.mu[a], s_a)
-            sc = torch.full_like(b.mu[c], s_c)
-            g = (k - 1) * gaussian_part(b.mu[a], sa, b.mu[c], sc, paired, n_vec, float(k))
+            var = (1 - k) * s_c ** 2 + k * s_a ** 2  # σ'² with scalar σ's (q = side a)
+            if var > 0:  # (k−1)·D_k: the scaled Gaussian Rényi term, constant log part per paired component
+                logs = (0.5 * math.log(var) - (1 - k) * math.log(s_c) - k * math.log(s_a)) / (1 - k)
+                g = (k - 1) * (k / 2 * d2 / var + logs * n_paired)
+            else:
+                g = torch.full_like(d2, float("nan"))
             d = dirichlet_part(b.alpha[a], b.alpha[c], n_vec, float(k))
             nan += int(torch.isnan(g).sum() + torch.isnan(d).sum())
             terms.append(torch.nan_to_num(g, nan=0.0) + torch.nan_to_num(d, nan=0.0))

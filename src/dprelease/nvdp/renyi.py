@@ -6,7 +6,9 @@ standard D_λ(Dir(α^q) ‖ Dir(α^{q'}))). :func:`pair_bound` applies them to t
 the way the reference code does: pseudo-counts below 1e-4 zeroed; the second posterior's component counts
 replaced by the proportional allocation α_0^{q'}·α_i^q/α_0^q; Gaussian components paired by position; and,
 with ``normalise`` (the code's normalisation, used for every reported number), the Gaussian part averaged
-over embedding dimensions and both per-component sums divided by the number of vectors. ``normalise=False``
+over embedding dimensions and summed over components, and both the Gaussian and the whole Dirichlet part divided
+by the number of vectors (the reference divides by the padded length, max_length + 1; here by the input's own
+count of vectors, prior row included). ``normalise=False``
 is eq. 3 as printed (sums over dimensions, no division). Arguments outside the formula's domain (σ'² ≤ 0,
 a Gamma argument ≤ 0) give NaN; callers count them.
 """
@@ -81,7 +83,8 @@ def dirichlet_part(a_q, a_qp, n_vec, lam: float = LAMBDA, normalise: bool = True
     keep, a0_q, a0_qp, alloc = _allocated(a_q, a_qp)
     comp = torch.where(keep, dirichlet_components(torch.where(keep, a_q, 1.0), torch.where(keep, alloc, 1.0), lam),
                        torch.zeros_like(a_q)).sum(-1)
-    return dirichlet_mass(a0_q, a0_qp, lam) + (comp / n_vec if normalise else comp)
+    total = dirichlet_mass(a0_q, a0_qp, lam) + comp
+    return total / n_vec if normalise else total
 
 
 def gaussian_part(mu_q, s_q, mu_qp, s_qp, paired, n_vec, lam: float = LAMBDA, normalise: bool = True):
