@@ -30,7 +30,7 @@ def test_prior_row_and_clipping_bounds_hold_after_forward():
     assert post.alpha.max() <= 0.5 + 1e-7 and post.alpha.min() >= 0.0
     assert float(post.alpha[0, 0].detach()) == 0.5  # the prior's α = 1 is clamped too (code behaviour)
     assert post.mask[:, 0].all() and post.mask[0, 4:].sum() == 0
-    assert torch.allclose(pi.sum(-1), torch.ones(3)) and float(pi[0, 4:].sum()) == 0.0
+    assert torch.allclose(pi.sum(-1), torch.ones(3)) and float(pi[0, 4:].sum().detach()) == 0.0
     free = NVIBLayer(8, 6)
     with torch.no_grad():
         free.mu.weight.copy_(layer.mu.weight)

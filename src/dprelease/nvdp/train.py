@@ -59,7 +59,7 @@ def train(model: nn.Module, data, labels: np.ndarray, opts: TrainOptions, *, see
             loss.backward()
             opt.step()
             sched.step()
-            total += float(loss) * len(idx)
+            total += float(loss.detach()) * len(idx)
         losses.append(total / len(labels))
     model.eval()
     return losses
