@@ -32,6 +32,11 @@ compare: env
 audit: env
 	$(PY) -m flows.audit $(ARGS)
 
+# NVDP (issue 11): token-state cache, GLUE + OSHA grids, probe, sanitizer release-nvdp/ -> reports/nvdp/
+.PHONY: nvdp
+nvdp: env
+	$(PY) -m flows.nvdp $(ARGS)
+
 tune: env
 	$(PY) -m flows.tune --mode search $(ARGS)
 

@@ -20,12 +20,13 @@ from .data import stages as data_stages
 from .dpsgd import stages as dpsgd_stages
 from .mia import stages as mia_stages
 from .nonprivate import stages as nonprivate_stages
+from .nvdp import stages as nvdp_stages
 from .reports import stages as report_stages
 from .stage import Runner, Stage
 from .swag_ppm import stages as swag_ppm_stages
 
 DECLARATIONS = (data_stages.declare, swag_ppm_stages.declare, nonprivate_stages.declare, dpsgd_stages.declare,
-                report_stages.declare, mia_stages.declare)
+                report_stages.declare, mia_stages.declare, nvdp_stages.declare)
 PACKAGE_ROOT = "src/dprelease"
 
 

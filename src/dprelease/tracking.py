@@ -358,3 +358,31 @@ def log_audit_run(params: Params, root: str | Path = ".") -> str:
         for path in sorted((lay.reports / "privacy").glob("*")):
             mlflow.log_artifact(str(path), "privacy")
         return parent.info.run_id
+
+
+def log_nvdp_run(params: Params, root: str | Path = ".") -> str:
+    """A parent run for the NVDP experiments (report, table, figure) and a child run per task × variant,
+    with one metric step per λ. Reads the aggregates table ``reports/nvdp/table.csv`` (a file, not an import)."""
+    import pandas as pd
+
+    mlflow = _setup(params, root)
+    lay = Layout.from_params(params, root)
+    out = lay.reports / "nvdp"
+    df = pd.read_csv(out / "table.csv")
+    metrics = ["score", "bdp_epsilon", "rd_max", "rd_avg", "rd_max_filtered", "rd_avg_filtered", "bdp_nan_terms_zeroed"]
+    with _run(mlflow, root, run_name="nvdp") as parent:
+        mlflow.log_params({k: v for k, v in _flatten(params.model_dump(mode="json")).items()
+                           if k.startswith(("nvdp.", "seed"))})
+        mlflow.set_tag("guarantees", "NVDP: Bayesian DP (ε_μ, δ_μ) from the reference accountant; RD bound over test pairs")
+        for (task, variant), g in df.groupby(["task", "variant"], sort=False):
+            with _run(mlflow, root, run_name=f"nvdp {task} {variant}", nested=True):
+                mlflow.set_tags({"task": task, "variant": variant})
+                for step, row in enumerate(g.sort_values("lambda").itertuples(index=False)):
+                    values = {m: float(getattr(row, m)) for m in metrics if _is_number(getattr(row, m))}
+                    lam = row[2]
+                    if _is_number(lam) and lam == lam:
+                        values["lambda"] = float(lam)
+                    mlflow.log_metrics({k: v for k, v in values.items() if v == v}, step=step)
+        for path in sorted(out.glob("*")):
+            mlflow.log_artifact(str(path), "nvdp")
+        return parent.info.run_id

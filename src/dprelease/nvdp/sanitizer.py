@@ -1,0 +1,95 @@
+"""The NVDP sanitizer release: what a partner needs to privatize its own narratives, and nothing private.
+
+A sanitizer folder holds ``model.safetensors`` (the NVIB layer and the denoising block only: no classifier
+head, nothing per record), ``model.json`` (architecture, clipping, the public encoder's reference),
+``README.md`` (the model card) and ``release.json`` (``"kind": "sanitizer"``, ``"mechanism": "nvdp"``, the
+guarantee record and every other file's sha256). The same allow-list and hash checks as the classifier
+release (:mod:`dprelease.release_check`) run before anything loads. :func:`privatize` encodes texts with the
+installed public MiniLM and returns one privatized draw per text: the pooled output of the denoising block,
+a function of the draw (z, π) alone, so the draw's guarantee carries over (post-processing).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import save_file
+
+from .. import __version__
+from ..backends.encoder import encoder_reference
+from ..errors import ReleaseError
+from ..io import atomic_dir, write_json
+from ..release_check import (MANIFEST, bounded, check_hashes, check_release_folder, file_digests, fit_state,
+                             load_weights, read_json_object)
+from .experiment import module_from
+from .states import Packed, encode
+from .tasks import Split
+from .train import represent
+
+CARD = "README.md"
+BOUNDS = {"dim_in": (1, 4096), "dim": (1, 4096), "heads": (1, 64), "n_classes": (1, 100_000), "max_length": (8, 512)}
+
+
+def public_state(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The tensors a partner needs: the NVIB layer and the block (the task head stays home)."""
+    return {k: v for k, v in state.items() if k.startswith(("nvib.", "block."))}
+
+
+def write_sanitizer(folder: Path, state: dict[str, torch.Tensor], arch: dict, guarantee: dict, card: str,
+                    extra: dict | None = None) -> dict:
+    """Write the sanitizer release whole (atomic), allow-list checked."""
+    arch = arch | {"encoder": encoder_reference()}
+    with atomic_dir(folder) as tmp:
+        save_file({k: v.contiguous() for k, v in public_state(state).items()}, str(tmp / "model.safetensors"))
+        write_json(tmp / "model.json", arch)
+        (tmp / CARD).write_text(card, encoding="utf-8")
+        manifest = {"kind": "sanitizer", "mechanism": "nvdp", "dprelease_version": __version__,
+                    "guarantee": guarantee, **(extra or {})}
+        write_json(tmp / MANIFEST, manifest | {"files": file_digests(tmp)})
+        check_release_folder(tmp)
+    return manifest
+
+
+def verify_sanitizer(folder: str | Path) -> tuple[dict, dict]:
+    """Manifest hashes, allow-list, kind, architecture bounds and encoder identity; (manifest, model.json)."""
+    folder = Path(folder)
+    if not (folder / MANIFEST).is_file():
+        raise ReleaseError(f"not a release folder (no {MANIFEST}): {folder}")
+    manifest = read_json_object(folder / MANIFEST)
+    if manifest.get("kind") != "sanitizer" or manifest.get("mechanism") != "nvdp":
+        raise ReleaseError(f"{folder / MANIFEST}: not an NVDP sanitizer release (kind {manifest.get('kind')!r})")
+    files = manifest.get("files")
+    if not isinstance(files, dict):
+        raise ReleaseError(f"{folder / MANIFEST}: no 'files' mapping of file → sha256")
+    check_hashes(folder, files)
+    arch = read_json_object(folder / "model.json")
+    bounded(folder / "model.json", arch, BOUNDS)
+    ref, here = arch.get("encoder", {}), encoder_reference()
+    if ref.get("weights_sha256") != here["weights_sha256"]:
+        raise ReleaseError(f"{folder / 'model.json'}: made with encoder {ref.get('package')} {ref.get('version')}, "
+                           f"installed is {here['version']} with other weights; install the recorded version")
+    return manifest, arch
+
+
+def load_sanitizer(folder: str | Path, device: torch.device = torch.device("cpu")):
+    folder = Path(folder)
+    manifest, arch = verify_sanitizer(folder)
+    model = module_from(arch)
+    state = load_weights(folder / "model.safetensors")
+    full = model.state_dict()
+    fit_state(model, {**{k: v for k, v in full.items() if k.startswith("head.")}, **state}, folder / "model.safetensors")
+    return manifest, arch, model.to(device).eval()
+
+
+def privatize(folder: str | Path, texts: list[str], *, seed: int, batch_size: int = 64) -> tuple[np.ndarray, dict]:
+    """One privatized draw per text (pooled representation, float32) and the release's manifest."""
+    manifest, arch, model = load_sanitizer(folder)
+    if not texts:
+        return np.zeros((0, int(arch["dim"])), dtype=np.float32), manifest
+    split = Split([str(t) for t in texts], None, np.zeros(len(texts), dtype=int))
+    packed = encode(split, max_length=int(arch["max_length"]), batch_size=batch_size, device=torch.device("cpu"))
+    reps = represent(model, Packed(packed["states"], packed["offsets"], torch.device("cpu")), len(texts), seed=seed,
+                     batch_size=batch_size)
+    return reps.astype(np.float32), manifest

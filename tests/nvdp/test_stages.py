@@ -1,0 +1,86 @@
+"""The NVDP stages end to end on a tiny root (OSHA slice + 40 rows of MRPC), and the sanitizer contract."""
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+
+from dprelease.errors import ReleaseError
+from dprelease.nvdp.stages import sanitize
+from dprelease.release_check import ALLOWED
+
+pytestmark = pytest.mark.slow
+
+
+def test_code_each_stage_runs_is_code_it_declares(nvdp_run):
+    from dprelease import cache, registry
+
+    params, _, used = nvdp_run
+    for name, files in used.items():
+        stage = registry.get(params, name)
+        declared = {f.relative_to(cache.PACKAGE_DIR).as_posix() for f in cache.code_files(stage.all_code)}
+        assert files <= declared, f"{name} ran code it does not declare: {sorted(files - declared)}"
+    assert {"nvdp/renyi.py", "nvdp/accountant.py", "nvdp/train.py"} <= used["nvdp_osha"]
+    assert "nvdp/report.py" not in used["nvdp_osha"] and "nvdp/states.py" in used["nvdp_states"]
+
+
+def test_table_report_and_metrics(nvdp_run):
+    params, root, summaries = nvdp_run
+    df = pd.read_csv(root / "reports/nvdp/table.csv")
+    for col in ("task", "variant", "lambda", "score", "bdp_epsilon", "rd_max", "rd_avg", "rd_max_filtered"):
+        assert col in df
+    assert set(df.task) == {"mrpc", "osha"} and set(df.variant) == {"nonprivate", "unconstrained", "clipped"}
+    assert len(df) == 2 * (1 + 2 * len(params.nvdp.lambdas))
+    private = df[df.variant != "nonprivate"]
+    assert (private.bdp_epsilon >= 0).all() and (private.rd_max >= private.rd_max_filtered).all()
+    assert (root / "reports/nvdp/tradeoff.png").stat().st_size > 0
+    text = (root / "reports/nvdp/report.md").read_text(encoding="utf-8")
+    assert "Table 1 analogue" in text and "filtered" in text
+    assert json.loads((root / "metrics/nvdp_mrpc.json").read_text())["clipped@0.01"]["bdp_epsilon"] > 0
+
+
+def test_sanitizer_release_holds_only_public_files(nvdp_run):
+    params, root, _ = nvdp_run
+    folder = root / params.nvdp.release_dir
+    files = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
+    assert files == {"model.safetensors", "model.json", "README.md", "release.json"} and files <= ALLOWED
+    manifest = json.loads((folder / "release.json").read_text())
+    assert manifest["kind"] == "sanitizer" and manifest["mechanism"] == "nvdp"
+    assert manifest["guarantee"]["kind"] == "bayesian_dp"
+    from safetensors.torch import load_file
+
+    assert not [k for k in load_file(str(folder / "model.safetensors")) if k.startswith("head.")]
+    card = (folder / "README.md").read_text(encoding="utf-8")
+    assert "dprelease sanitize" in card and "not the worst case" in card
+
+
+def test_sanitize_from_the_folder_alone(nvdp_run, tmp_path):
+    params, root, _ = nvdp_run
+    folder = tmp_path / "copy"
+    shutil.copytree(root / params.nvdp.release_dir, folder)  # nothing else of the run is needed
+    texts = ["Employee fell from a ladder and fractured his wrist.", "A worker's finger was amputated by a saw.", ""]
+    df, meta = sanitize(folder, texts, seed=3)
+    assert len(df) == 3 and len(df.representation[0]) == params.nvdp.dim
+    again, _ = sanitize(folder, texts, seed=3)
+    other, _ = sanitize(folder, texts, seed=4)
+    assert again.representation[0] == df.representation[0] and other.representation[0] != df.representation[0]
+    assert meta["epsilon"] == json.loads((folder / "release.json").read_text())["guarantee"]["epsilon"]
+    assert meta["delta"] == params.nvdp.delta and meta["guarantee"] == "bayesian_dp"
+    df.to_parquet(tmp_path / "out.parquet")
+    assert len(pd.read_parquet(tmp_path / "out.parquet")) == 3
+    assert len(sanitize(folder, [], seed=0)[0]) == 0
+
+
+def test_sanitize_refuses_a_tampered_or_foreign_folder(nvdp_run, tmp_path):
+    params, root, _ = nvdp_run
+    folder = tmp_path / "t"
+    shutil.copytree(root / params.nvdp.release_dir, folder)
+    (folder / "model.json").write_text((folder / "model.json").read_text().replace('"heads": 2', '"heads": 1'))
+    with pytest.raises(ReleaseError, match="sha256|hash|changed"):
+        sanitize(folder, ["x"], seed=0)
+    with pytest.raises(ReleaseError, match="not a release folder"):
+        sanitize(tmp_path, ["x"], seed=0)
+    (folder / "notes.txt").write_text("x")
+    with pytest.raises(ReleaseError):
+        sanitize(folder, ["x"], seed=0)
