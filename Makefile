@@ -15,11 +15,12 @@ MLFLOW_URI ?= sqlite:///mlflow.db
 env: $(STAMP)
 
 # torch first and pinned: an unpinned torch would pull several GB of CUDA packages.
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-deps -r requirements-nodeps.txt
 	$(PY) -m pip install -q --no-deps -e .
 	touch $(STAMP)
 
