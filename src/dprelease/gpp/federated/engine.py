@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from ...errors import DataError
 from .local import build_client, n_params, steps_per_client
@@ -102,12 +103,15 @@ def run_distributed(*, x_train: np.ndarray, u_train: np.ndarray, s_train: np.nda
         backend = {"client_resources": {"num_cpus": ENGINE_CPUS, "num_gpus": 0.0},
                    "init_args": {"num_cpus": ENGINE_CPUS, "num_gpus": 0, "include_dashboard": False,
                                  "_node_ip_address": "127.0.0.1", "log_to_driver": False}}
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # the aggregator's small steps: one thread is fastest on a shared machine
         start = time.perf_counter()
         try:
             run_simulation(server_app=make_server_app(spec, sink, message_log), client_app=make_client_app(spec),
                            num_supernodes=t, backend_config=backend)
         finally:
             wall = time.perf_counter() - start
+            torch.set_num_threads(threads)
             _shutdown_ray()
     if "z_train" not in sink:
         raise RuntimeError("run_distributed: the Flower run ended without the clients' release")
