@@ -10,7 +10,7 @@ export MLFLOW_SERVER_ENABLE_JOB_EXECUTION := false
 MLFLOW_URI ?= sqlite:///mlflow.db
 
 .PHONY: env run compare audit tune tune-grid retrain simulate ledger serve serve-trigger serve-status serve-stop test \
-        test-fast faults repro ui screenshots bench clean
+        gpp test-fast faults repro ui screenshots bench clean
 
 env: $(STAMP)
 
@@ -38,6 +38,10 @@ tune: env
 
 tune-grid: env
 	$(PY) -m flows.tune --mode grid $(ARGS)
+
+# Gaussian Privacy Protector (issue 12): digits + OSHA, centralized and on Flower → reports/gpp/, release-gpp/
+gpp: env
+	$(PY) -m flows.gpp $(ARGS)
 
 # a new extract: `make retrain SNAPSHOT=path/to/extract.csv`; three growing EventDate windows: `make simulate`
 retrain: env
@@ -94,5 +98,5 @@ bench: env
 	$(PY) benchmarks/bench_audit.py
 
 clean:
-	rm -rf artifacts release release-selected metrics plots reports runs .prefect mlflow.db mlartifacts \
+	rm -rf artifacts release release-selected release-gpp metrics plots reports runs .prefect mlflow.db mlartifacts \
 	       .dprelease.lock .mlflow.lock .mlflow-pending.json
