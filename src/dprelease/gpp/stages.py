@@ -20,8 +20,8 @@ from .data import GPPData, digits_composites
 from .experiments import baseline_table, row, sweeps
 from .train import TrainConfig
 
-CODE = ["gpp", "data/records.py", "data/splits.py", "backends/base.py"]
-RELEASE_CODE = ["gpp", "release_check.py", "card.py", "backends/encoder.py", "backends/head.py", "data/records.py",
+CODE = ["gpp", "config_gpp.py", "data/records.py", "data/splits.py", "backends/base.py"]
+RELEASE_CODE = ["gpp", "config_gpp.py", "release_check.py", "card.py", "backends/encoder.py", "backends/head.py", "data/records.py",
                 "data/splits.py", "backends/base.py"]
 
 
