@@ -47,10 +47,12 @@ def _client(seed=0, client=0):
                         client=client)
 
 
-def test_clients_start_from_their_own_seeded_weights():
+def test_clients_share_one_public_initial_encoder_and_own_their_adversary():
     a, b, c = _client(client=0), _client(client=0), _client(client=1)
     wa, wb, wc = (next(m.encoder.parameters()).detach() for m in (a, b, c))
-    assert torch.equal(wa, wb) and not torch.equal(wa, wc)
+    assert torch.equal(wa, wb) and torch.equal(wa, wc)
+    assert not torch.equal(next(a.adversary.parameters()), next(c.adversary.parameters()))
+    assert not torch.equal(wa, next(_client(seed=1).encoder.parameters()))
     before = torch.get_rng_state()
     _client(client=2)
     assert torch.equal(before, torch.get_rng_state())  # the global stream is left alone
@@ -91,10 +93,12 @@ def test_head_steps_learn_the_pooled_pairs():
     u = rng.integers(0, 3, 300)
     z = (np.eye(3)[u] * 3 + rng.normal(scale=0.3, size=(300, 3))).astype(np.float32)
     psi, opt = build_utility_head(d_z=3, n_u=3, head_hidden=(16,), lr=1e-2, seed=0)
-    first = head_steps(psi, opt, z, u, k=1)
+    gen = torch.Generator().manual_seed(0)
+    first = head_steps(psi, opt, z, u, steps=1, batch_size=64, gen=gen)
     for _ in range(40):
-        last = head_steps(psi, opt, z, u, k=2)
+        last = head_steps(psi, opt, z, u, steps=2, batch_size=64, gen=gen)
     assert last < 0.5 * first
+    assert np.isnan(head_steps(psi, opt, z, u, steps=0, batch_size=64, gen=gen))
 
 
 def test_encode_draws_one_stochastic_row_per_record():

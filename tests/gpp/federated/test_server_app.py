@@ -29,3 +29,4 @@ def test_payload_bytes_grow_with_the_arrays_and_frame_them_tightly():
     raw_small, raw_big = 8 * (8 * 4 + 8), 64 * (8 * 4 + 8)
     assert raw_small < small < raw_small + 600 and raw_big < big < raw_big + 600
     assert big - small == raw_big - raw_small
+

@@ -19,16 +19,10 @@ import numpy as np
 import torch
 
 from ...errors import DataError
+from . import offline
 from .local import build_client, n_params, steps_per_client
 from .result import DistributedResult
 
-FLOWER_ENV = {
-    "FLWR_TELEMETRY_ENABLED": "0",
-    "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
-    "RAY_USAGE_STATS_ENABLED": "0",
-    "RAY_DEDUP_LOGS": "0",
-    "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0",
-}
 ENGINE_CPUS = 1  # one Ray actor: clients run one after another (their compute is summable), one thread each
 
 
@@ -83,8 +77,7 @@ def run_distributed(*, x_train: np.ndarray, u_train: np.ndarray, s_train: np.nda
                client_test=client_test, betas=betas, lams=lams, n_u=n_u, n_s=n_s)
     if epochs < 1 or batch_size < 1 or k < 0 or d_z < 1:
         raise DataError("run_distributed: epochs, batch_size, d_z must be ≥ 1 and k ≥ 0")
-    for key, value in FLOWER_ENV.items():
-        os.environ[key] = value  # before Flower/Ray load (and inherited by Ray's workers)
+    offline.apply()  # before Flower/Ray load (and inherited by Ray's workers)
     from flwr.simulation import run_simulation
 
     from .client_app import make_client_app

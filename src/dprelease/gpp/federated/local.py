@@ -1,6 +1,8 @@
 """The arithmetic of Algorithm 2 (spec G.4), free of Flower: what a client and the aggregator compute.
 
-A client owns its encoder ``T_θm`` and adversary ``Q_φ^(m)`` (with their Adam states); the aggregator owns the utility head ``Q_ψ``. Randomness comes only
+A client owns its encoder ``T_θm`` and adversary ``Q_φ^(m)`` (with their Adam states); every encoder
+starts from one public initial θ₀ (seeded by the run's seed: the shared utility head then meets
+aligned latents at the start), each adversary from its own seed; the aggregator owns the utility head ``Q_ψ``. Randomness comes only
 from generators seeded by ``(seed, client, step, purpose)``.
 
 Schedule (how rounds map to epochs): client ``m`` takes ``epochs · ⌈n_m / b⌉`` encoder steps — the
@@ -8,7 +10,9 @@ same passes over its data as the centralized trainer's ``epochs`` — walking a 
 records each epoch (the last batch of an epoch may be short). There are ``R = max_m steps_m`` rounds;
 client ``m`` takes part in round ``r`` (1-based) iff ``⌊r·steps_m/R⌋ > ⌊(r−1)·steps_m/R⌋``, which
 spreads its steps evenly over the rounds. One round = the clients' (z, u) batches up, ``k`` Adam steps
-on ``Q_ψ`` over the pooled pairs, ``Q_ψ`` down, then per client ``k`` adversary steps on fresh batches and
+on ``Q_ψ`` per received batch (minibatches of ``b`` drawn from the pooled pairs: ``Q_ψ`` gets ``k`` steps per
+encoder step, as in Algorithm 1 — S003's "k steps on the pool" would give it |P_r| times fewer updates,
+and on the digits check it under-trained: utility AUC 0.81 vs 0.96 centralized at 10 epochs), ``Q_ψ`` down, then per client ``k`` adversary steps on fresh batches and
 one encoder step on the batch it sent (re-encoded with a fresh ε).
 """
 
@@ -68,8 +72,9 @@ class ClientModels:
 def build_client(*, d_in: int, d_z: int, n_s: int, encoder_hidden: Sequence[int], head_hidden: Sequence[int],
                  lr: float, seed: int, client: int) -> ClientModels:
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed_for(seed, client, 0, "init"))
+        torch.manual_seed(seed_for(seed, 0, 0, "init"))  # one public initial θ for every client
         encoder = Encoder(d_in, d_z, tuple(encoder_hidden))
+        torch.manual_seed(seed_for(seed, client, 0, "init"))
         adversary = head(d_z, n_s, tuple(head_hidden))
     return ClientModels(encoder, adversary, torch.optim.Adam(encoder.parameters(), lr=lr),
                         torch.optim.Adam(adversary.parameters(), lr=lr))
@@ -89,12 +94,16 @@ def encode(encoder: Encoder, x: np.ndarray, gen: torch.Generator) -> np.ndarray:
     return encoder.release(torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)), gen).numpy()
 
 
-def head_steps(psi: nn.Module, opt: torch.optim.Adam, z: np.ndarray, u: np.ndarray, *, k: int) -> float:
-    """The aggregator's ``k`` Adam steps on ``Q_ψ`` over the pooled (z, u) pairs; mean CE over the steps."""
+def head_steps(psi: nn.Module, opt: torch.optim.Adam, z: np.ndarray, u: np.ndarray, *, steps: int, batch_size: int,
+               gen: torch.Generator) -> float:
+    """The aggregator's Adam steps on ``Q_ψ``: ``steps`` minibatches of ``batch_size`` pairs drawn from the
+    pooled (z, u) of the round (the caller passes ``k`` per received batch, so ``Q_ψ`` gets ``k`` steps per
+    encoder step as in Algorithm 1). Returns the mean CE over the steps."""
     zt, ut = torch.from_numpy(z), torch.from_numpy(u.astype(np.int64))
     losses = []
-    for _ in range(k):
-        loss = F.cross_entropy(psi(zt), ut)
+    for _ in range(steps):
+        idx = torch.randint(0, zt.shape[0], (min(batch_size, zt.shape[0]),), generator=gen)
+        loss = F.cross_entropy(psi(zt[idx]), ut[idx])
         opt.zero_grad()
         loss.backward()
         opt.step()

@@ -1,7 +1,7 @@
 """The GPP ServerApp (the aggregator): owns the utility head ``Q_ψ``; sees only (z, u) batches.
 
 Per round (spec G.4, schedule in ``local``): pool the participating clients' pending ``(z, u)``
-batches, ``k`` Adam steps on ``Q_ψ``, send ``Q_ψ`` down; each reply carries the client's next batch.
+batches, ``k`` Adam steps on ``Q_ψ`` per received batch, send ``Q_ψ`` down; each reply carries the client's next batch.
 Every message crossing the boundary is measured (protobuf-serialized ``RecordDict`` bytes) and, when
 asked, described into ``message_log``. Results go into ``sink`` (a dict owned by the caller).
 """
@@ -16,7 +16,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict
 from flwr.common.serde import recorddict_to_proto
 from flwr.serverapp import Grid, ServerApp
 
-from .local import build_utility_head, head_steps, participants
+from .local import build_utility_head, generator, head_steps, participants
 
 NODE_WAIT_S = 120.0
 
@@ -116,7 +116,8 @@ def serve(grid: Grid, spec: dict[str, Any], sink: dict[str, Any], log: list | No
         t0 = time.perf_counter()
         z = np.concatenate([pending[m][0] for m in part])
         u = np.concatenate([pending[m][1] for m in part])
-        utility_ce = head_steps(psi, opt, z, u, k=k)
+        utility_ce = head_steps(psi, opt, z, u, steps=k * len(part), batch_size=spec["batch_size"],
+                                gen=generator(spec["seed"], -1, rnd, "server"))
         psi_record = ArrayRecord(psi.state_dict())
         aggregator_s += time.perf_counter() - t0
         replies = ex({m: RecordDict({"psi": psi_record, "cfg": ConfigRecord({"op": "step", "round": rnd})})
