@@ -10,16 +10,17 @@ export MLFLOW_SERVER_ENABLE_JOB_EXECUTION := false
 MLFLOW_URI ?= sqlite:///mlflow.db
 
 .PHONY: env run compare audit tune tune-grid retrain simulate ledger serve serve-trigger serve-status serve-stop test \
-        test-fast faults repro ui screenshots bench clean
+        gpp test-fast faults repro ui screenshots bench clean
 
 env: $(STAMP)
 
 # torch first and pinned: an unpinned torch would pull several GB of CUDA packages.
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-deps -r requirements-nodeps.txt
 	$(PY) -m pip install -q --no-deps -e .
 	touch $(STAMP)
 
@@ -42,6 +43,10 @@ tune: env
 
 tune-grid: env
 	$(PY) -m flows.tune --mode grid $(ARGS)
+
+# Gaussian Privacy Protector (issue 12): digits + OSHA, centralized and on Flower → reports/gpp/, release-gpp/
+gpp: env
+	$(PY) -m flows.gpp $(ARGS)
 
 # a new extract: `make retrain SNAPSHOT=path/to/extract.csv`; three growing EventDate windows: `make simulate`
 retrain: env
@@ -98,5 +103,5 @@ bench: env
 	$(PY) benchmarks/bench_audit.py
 
 clean:
-	rm -rf artifacts release release-selected metrics plots reports runs .prefect mlflow.db mlartifacts \
+	rm -rf artifacts release release-selected release-gpp metrics plots reports runs .prefect mlflow.db mlartifacts \
 	       .dprelease.lock .mlflow.lock .mlflow-pending.json

@@ -13,6 +13,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from .config_gpp import GPPParams
 from .errors import ConfigError
 
 
@@ -320,6 +321,7 @@ class Params(_Strict):
     service: ServiceParams = ServiceParams()
     dask: DaskParams = DaskParams()
     nvdp: NVDPParams = NVDPParams()
+    gpp: GPPParams = GPPParams()
 
     @model_validator(mode="after")
     def _swag_rank(self) -> "Params":

@@ -18,6 +18,7 @@ from .errors import ReleaseError
 from .io import private_dir
 from .data import stages as data_stages
 from .dpsgd import stages as dpsgd_stages
+from .gpp import stages as gpp_stages
 from .mia import stages as mia_stages
 from .nonprivate import stages as nonprivate_stages
 from .nvdp import stages as nvdp_stages
@@ -26,7 +27,8 @@ from .stage import Runner, Stage
 from .swag_ppm import stages as swag_ppm_stages
 
 DECLARATIONS = (data_stages.declare, swag_ppm_stages.declare, nonprivate_stages.declare, dpsgd_stages.declare,
-                report_stages.declare, mia_stages.declare, nvdp_stages.declare)
+                report_stages.declare, mia_stages.declare, nvdp_stages.declare,
+                gpp_stages.declare)
 PACKAGE_ROOT = "src/dprelease"
 
 

@@ -1,2 +1,13 @@
-"""The distributed GPP as Flower apps. The only place in the package allowed to import ``flwr``.
-Reserved: not implemented yet."""
+"""The distributed GPP (spec G.4, Algorithm 2) as a Flower ServerApp/ClientApp pair on Flower's
+simulation engine. The only place in the package allowed to import ``flwr``; it is imported lazily by
+``run_distributed``, so importing this package does not load Flower or Ray — but it does set Flower's
+offline switches first (``offline``)."""
+
+from . import offline
+
+offline.apply()
+
+from .engine import run_distributed  # noqa: E402
+from .result import DistributedResult  # noqa: E402
+
+__all__ = ["DistributedResult", "run_distributed"]
