@@ -95,7 +95,8 @@ def run_distributed(*, x_train: np.ndarray, u_train: np.ndarray, s_train: np.nda
         spec["data_dir"] = folder
         backend = {"client_resources": {"num_cpus": ENGINE_CPUS, "num_gpus": 0.0},
                    "init_args": {"num_cpus": ENGINE_CPUS, "num_gpus": 0, "include_dashboard": False,
-                                 "_node_ip_address": "127.0.0.1", "log_to_driver": False}}
+                                 "_node_ip_address": "127.0.0.1", "log_to_driver": False,
+                                 "_temp_dir": str(Path(folder) / "ray")}}  # Ray's session files go with the run
         threads = torch.get_num_threads()
         torch.set_num_threads(1)  # the aggregator's small steps: one thread is fastest on a shared machine
         start = time.perf_counter()
