@@ -64,7 +64,8 @@ def leaks(log: list, *, x: np.ndarray, u: np.ndarray, s: np.ndarray, client: np.
                 if any(r.tobytes() in x_rows for r in flat):
                     problems.append(f"{where}: {name} holds raw input rows")
             m = msg["client"]
-            if m >= 0 and value.ndim == 1 and len(value) == int((client == m).sum()) and np.array_equal(value, s[client == m]):
+            own_s = s[client == m]
+            if m >= 0 and value.ndim == 1 and len(value) == len(own_s) and np.array_equal(value, own_s):
                 problems.append(f"{where}: {name} equals the client's sensitive labels")
         for key, value in {**msg["configs"], **msg["metrics"]}.items():
             if isinstance(value, (list, tuple, bytes)) and len(value) > 1:

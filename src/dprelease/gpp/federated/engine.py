@@ -51,7 +51,8 @@ def _write_partitions(folder: Path, t: int, x_train, u_train, s_train, client_tr
     for m in range(t):
         path = partition_file(folder, m)
         np.savez(path, x_train=x_train[client_train == m].astype(np.float32),
-                 u_train=u_train[client_train == m].astype(np.int64), s_train=s_train[client_train == m].astype(np.int64),
+                 u_train=u_train[client_train == m].astype(np.int64),
+                 s_train=s_train[client_train == m].astype(np.int64),
                  x_test=x_test[client_test == m].astype(np.float32))
         os.chmod(path, 0o600)
 
