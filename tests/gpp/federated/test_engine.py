@@ -79,6 +79,7 @@ def leaks(log: list, *, x: np.ndarray, u: np.ndarray, s: np.ndarray, client: np.
     return problems
 
 
+@pytest.mark.slow  # one real Flower run (≈ 20 s) shared by the module
 def test_result_shapes_rows_and_accounting(run):
     res, log, d = run
     assert isinstance(res, DistributedResult)
@@ -102,12 +103,14 @@ def test_result_shapes_rows_and_accounting(run):
     assert set(res.summary()) >= {"bytes_up_per_round", "fedavg_bytes_per_round", "engine_overhead_s", "train_s"}
 
 
+@pytest.mark.slow  # one real Flower run (≈ 20 s) shared by the module
 def test_sanitized_draws_keep_utility(run):
     res, _, d = run
     probe = LogisticRegression(max_iter=500).fit(res.z_train, d["u"])
     assert probe.score(res.z_test, d["u_test"]) > 0.4  # chance is 0.1 (10 digits); about 0.69 measured
 
 
+@pytest.mark.slow  # one real Flower run (≈ 20 s) shared by the module
 def test_no_sensitive_label_or_raw_input_crosses(run):
     _, log, d = run
     assert {m["direction"] for m in log} == {"up", "down"} and len(log) > 20
@@ -118,6 +121,7 @@ def _first(log, direction, name):
     return next(i for i, m in enumerate(log) if m["direction"] == direction and name in m["arrays"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ["extra_s", "x_as_z", "s_as_u", "x_down", "s_vector"])
 def test_the_audit_fails_on_a_leaking_log(run, variant):
     _, log, d = run
