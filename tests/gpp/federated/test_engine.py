@@ -156,3 +156,15 @@ def test_bad_inputs_fail_in_one_line():
                           ({"x_test": np.zeros((2, 4))}, "same width")]:
         with pytest.raises(DataError, match=match):
             run_distributed(**{**ok, **change})
+
+
+@pytest.mark.slow
+def test_a_failing_client_stops_the_run_with_its_reason(monkeypatch):
+    from dprelease.gpp.federated import engine
+
+    monkeypatch.setattr(engine, "_write_partitions", lambda *a, **k: None)  # clients find no private store
+    x, y = np.zeros((20, 3), np.float32), np.zeros(20, np.int64)
+    with pytest.raises(RuntimeError, match="a client failed"):
+        run_distributed(x_train=x, u_train=y, s_train=y, client_train=np.arange(20) % 2, x_test=x[:4],
+                        client_test=np.arange(4) % 2, n_u=2, n_s=2, betas=[1.0, 1.0], lams=[0.0, 0.0], d_z=2,
+                        epochs=1)
