@@ -107,7 +107,7 @@ def run_distributed(*, x_train: np.ndarray, u_train: np.ndarray, s_train: np.nda
         finally:
             wall = time.perf_counter() - start
             torch.set_num_threads(threads)
-            _shutdown_ray()
+            _shutdown_ray()  # Flower's Ray backend shuts Ray down itself; this covers a run that failed early
     if "z_train" not in sink:
         raise RuntimeError("run_distributed: the Flower run ended without the clients' release")
     z_train = np.zeros((x_train.shape[0], d_z), dtype=np.float32)
