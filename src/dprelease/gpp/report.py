@@ -43,7 +43,9 @@ def _md(frame: pd.DataFrame, cols: list[str]) -> str:
     def cell(v) -> str:
         if v is None or (isinstance(v, float) and pd.isna(v)):
             return "–"
-        return f"{v:.3f}" if isinstance(v, float) else str(v)
+        if isinstance(v, float):
+            return f"{v:g}" if v.is_integer() else f"{v:.3f}"
+        return str(v)
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(cell(v) for v in r) + " |" for r in frame[cols].itertuples(index=False)]
     return "\n".join(lines)
