@@ -70,7 +70,7 @@ def distributed_rows(data: GPPData, params: Params, config: TrainConfig, seed: i
                         s_test=data.s_test, n_u=data.n_u, n_s=data.n_s, config=probe_config(params), seed=seed + 3)
         figures["train_s"] = round(float(res.train_s), 2)
         extra = {"betas": "/".join(f"{b:g}" for b in betas)} if setting != "distributed" else {}
-        rows.append(row(data, "gpp", config, figures, setting=setting, clients=t, **extra))
+        rows.append(row(data, "gpp", config, figures, setting=setting, clients=t, experiment="distributed", **extra))
         comm[setting] = {"clients": t, "rounds": int(res.rounds), "wall_s": round(wall, 2),
                          "engine_overhead_s": round(float(res.engine_overhead_s), 2),
                          "train_s": round(float(res.train_s), 2),
