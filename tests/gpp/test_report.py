@@ -25,4 +25,5 @@ def test_report_from_digits_only(tmp_path):
     assert list(table.columns) == COLUMNS
     report = (tmp_path / "reports/gpp/report.md").read_text()
     assert "No-Privacy" in report and "centralized vs distributed" in report
+    assert "GPP vs No-Privacy: adversary AUC +0.000, utility AUC +0.000" in report
     assert "900" in report and "no differential-privacy ε" in report and "beta sweep" in report

@@ -51,6 +51,22 @@ def _md(frame: pd.DataFrame, cols: list[str]) -> str:
     return "\n".join(lines)
 
 
+def _headline(part: pd.DataFrame) -> list[str]:
+    """GPP against No-Privacy (and against the raw input), centralized, in differences."""
+    base = part[(part["experiment"] == "baseline") & (part["setting"] == "centralized")].set_index("method")
+    if not {"gpp", "noprivacy"} <= set(base.index):
+        return []
+    g = base.loc["gpp"]
+    lines = []
+    for ref, name in (("noprivacy", "No-Privacy"), ("raw", "the raw input")):
+        if ref in base.index:
+            r = base.loc[ref]
+            lines.append(f"GPP vs {name}: adversary AUC {g['adversary_auc'] - r['adversary_auc']:+.3f}, utility AUC "
+                         f"{g['utility_auc'] - r['utility_auc']:+.3f}, utility accuracy "
+                         f"{g['utility_accuracy'] - r['utility_accuracy']:+.3f}.")
+    return [" ".join(lines)]
+
+
 def beta_figure(frame: pd.DataFrame, path: Path) -> None:
     """Utility AUC and adversary AUC against β (log scale), one panel per dataset."""
     sweep = frame[frame["experiment"] == "sweep_beta"]
@@ -102,7 +118,7 @@ def write_report(params: Params, root: str | Path = ".") -> dict:
         part = frame[frame["dataset"] == ds]
         base = part[part["experiment"] == "baseline"].copy()
         base["method"] = base["method"].map(NAMES)
-        parts += [f"## {ds}: baselines (S003 Table: baseline comparison)", "", _md(base, main), ""]
+        parts += [f"## {ds}: baselines (S003 Table: baseline comparison)", "", _md(base, main), "", *_headline(part), ""]
         dist = part[(part["setting"] != "centralized") | ((part["method"] == "gpp") & (part["experiment"] == "baseline"))]
         if (dist["setting"] != "centralized").any():
             parts += [f"## {ds}: centralized vs distributed (Flower) (S003 Table X)", "",
