@@ -34,3 +34,14 @@ def test_architecture_is_bounded_before_anything_is_allocated(tmp_path, arch, me
 def test_a_valid_architecture_builds_on_the_meta_device(tmp_path):
     enc = _build(json.loads('{"d_in": 384, "d_z": 4, "hidden": [16, 8]}'), tmp_path / "model.json")
     assert next(enc.parameters()).device.type == "meta"
+
+
+def test_release_stage_leaves_a_marker_when_osha_is_off(tmp_path):
+    from dprelease.config import parse_params
+    from dprelease.gpp.sanitizer import write_sanitizer_release
+
+    source = tmp_path / "artifacts/gpp/osha"
+    source.mkdir(parents=True)
+    write_json(source / "skipped.json", {"skipped": "off"})
+    out = write_sanitizer_release(parse_params({"gpp": {"osha": {"enabled": False}}}), tmp_path, source, code=["gpp"])
+    assert "skipped" in out and (tmp_path / "release-gpp/skipped.json").is_file()
