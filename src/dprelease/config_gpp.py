@@ -52,8 +52,8 @@ class GPPParams(_Strict):
     encoder_hidden: list[int] = Field([512, 256], min_length=1)
     head_hidden: list[int] = Field([256, 128])
     probe: GPPProbeParams = GPPProbeParams()
-    noise_grid: list[float] = Field([0.5, 1.0, 2.0, 4.0], min_length=1, description="noisy encoder scales tried")
-    sweep_epochs: int = Field(15, ge=1, description="epochs of each sweep fit and noise trial (reduced size)")
+    noise_grid: list[float] = Field([1.0, 2.0, 4.0], min_length=1, description="noisy encoder scales tried")
+    sweep_epochs: int = Field(10, ge=1, description="epochs of each sweep fit and noise trial (reduced size)")
     sweep_beta: list[float] = [0.1, 0.5, 1.0, 2.0, 4.0, 8.0]
     sweep_d_z: list[int] = [40, 80, 120, 160, 200]
     sweep_k: list[int] = [0, 1, 2, 3, 5]

@@ -102,5 +102,6 @@ def test_distributed_rows_use_run_distributed(monkeypatch):
     params = parse_params({"gpp": TINY_GPP | {"distributed": {"enabled": True, "hetero_betas": [0.5, 2.0]}}})
     rows, comm = stages.distributed_rows(data, params, stages.train_config(params, 4), seed=1)
     assert [r["setting"] for r in rows] == ["distributed", "distributed_hetero_beta"]
+    assert {r["experiment"] for r in rows} == {"distributed"}
     assert calls[1]["betas"] == [0.5, 2.0, 0.5] and "s_train" in calls[0] and calls[0]["epochs"] == 2
     assert comm["distributed"]["bytes_up_per_round"] == 100 and rows[0]["clients"] == 3

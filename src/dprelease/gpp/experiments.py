@@ -5,6 +5,7 @@ encoder's noise tuning and the audit of each fit. Pure: a :class:`GPPData` and c
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import replace
 
@@ -36,6 +37,9 @@ def fit_and_audit(data: GPPData, method: str, config: TrainConfig, *, probe: Pro
     figures = audit(z_train, z_test, u_train=data.u_train, u_test=data.u_test, s_train=data.s_train,
                     s_test=data.s_test, n_u=data.n_u, n_s=data.n_s, config=probe, seed=seed + 3)
     figures["train_s"] = round(train_s, 2)
+    print(f"gpp {data.name} {method} (d_z {config.d_z}, β {config.beta:g}, k {config.k}, {config.epochs} epochs): "
+          f"utility AUC {figures['utility_auc']}, adversary AUC {figures['adversary_auc']}, train {train_s:.1f} s, "
+          f"audit {time.perf_counter() - t0 - train_s:.1f} s", file=sys.stderr, flush=True)  # aggregates only
     return figures, (model if keep_model else None)
 
 
@@ -81,11 +85,13 @@ def baseline_table(data: GPPData, config: TrainConfig, *, probe: ProbeConfig, no
 
 
 def sweeps(data: GPPData, config: TrainConfig, *, grids: dict[str, list], probe: ProbeConfig, seed: int) -> list[dict]:
-    """GPP over each grid (``beta``, ``d_z``, ``k``), the other settings held at ``config``'s values."""
-    rows = []
+    """GPP over each grid (``beta``, ``d_z``, ``k``), the other settings held at ``config``'s values;
+    a configuration that occurs in several grids is fitted once."""
+    rows, done = [], {}
     for name, values in grids.items():
         for v in values:
             cfg = replace(config, **{name: type(getattr(config, name))(v)})
-            figures, _ = fit_and_audit(data, "gpp", cfg, probe=probe, seed=seed)
-            rows.append(row(data, "gpp", cfg, figures, experiment=f"sweep_{name}"))
+            if cfg not in done:  # the shared point (e.g. β 1, d_z 120, k 2) is fitted once
+                done[cfg] = fit_and_audit(data, "gpp", cfg, probe=probe, seed=seed)[0]
+            rows.append(row(data, "gpp", cfg, done[cfg], experiment=f"sweep_{name}"))
     return rows

@@ -43,10 +43,28 @@ def _md(frame: pd.DataFrame, cols: list[str]) -> str:
     def cell(v) -> str:
         if v is None or (isinstance(v, float) and pd.isna(v)):
             return "–"
-        return f"{v:.3f}" if isinstance(v, float) else str(v)
+        if isinstance(v, float):
+            return f"{v:g}" if v.is_integer() else f"{v:.3f}"
+        return str(v)
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(cell(v) for v in r) + " |" for r in frame[cols].itertuples(index=False)]
     return "\n".join(lines)
+
+
+def _headline(part: pd.DataFrame) -> list[str]:
+    """GPP against No-Privacy (and against the raw input), centralized, in differences."""
+    base = part[(part["experiment"] == "baseline") & (part["setting"] == "centralized")].set_index("method")
+    if not {"gpp", "noprivacy"} <= set(base.index):
+        return []
+    g = base.loc["gpp"]
+    lines = []
+    for ref, name in (("noprivacy", "No-Privacy"), ("raw", "the raw input")):
+        if ref in base.index:
+            r = base.loc[ref]
+            lines.append(f"GPP vs {name}: adversary AUC {g['adversary_auc'] - r['adversary_auc']:+.3f}, utility AUC "
+                         f"{g['utility_auc'] - r['utility_auc']:+.3f}, utility accuracy "
+                         f"{g['utility_accuracy'] - r['utility_accuracy']:+.3f}.")
+    return [" ".join(lines)]
 
 
 def beta_figure(frame: pd.DataFrame, path: Path) -> None:
@@ -100,7 +118,7 @@ def write_report(params: Params, root: str | Path = ".") -> dict:
         part = frame[frame["dataset"] == ds]
         base = part[part["experiment"] == "baseline"].copy()
         base["method"] = base["method"].map(NAMES)
-        parts += [f"## {ds}: baselines (S003 Table: baseline comparison)", "", _md(base, main), ""]
+        parts += [f"## {ds}: baselines (S003 Table: baseline comparison)", "", _md(base, main), "", *_headline(part), ""]
         dist = part[(part["setting"] != "centralized") | ((part["method"] == "gpp") & (part["experiment"] == "baseline"))]
         if (dist["setting"] != "centralized").any():
             parts += [f"## {ds}: centralized vs distributed (Flower) (S003 Table X)", "",

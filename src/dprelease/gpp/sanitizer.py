@@ -26,6 +26,7 @@ from ..io import atomic_dir, read_json, write_json
 from ..layout import check_release_path
 from ..release_check import (MANIFEST, bounded, check_hashes, check_release_folder, check_shapes, file_digests,
                              fit_state, load_weights, module_shapes, read_json_object, safetensors_header)
+from ..stage import skip_marker
 from .model import Encoder
 from .train import TrainConfig
 
@@ -83,8 +84,8 @@ def card(params: Params, manifest: dict) -> str:
 
 def write_sanitizer_release(params: Params, root: str | Path, source: Path, *, code: list[str]) -> dict:
     folder = check_release_path(params, root, params.gpp.release)
-    if (source / "skipped.json").is_file():
-        raise ReleaseError("the OSHA GPP encoder was not fitted (gpp.osha.enabled is false)")
+    if (source / "skipped.json").is_file():  # DVC runs every stage: leave a marker, release nothing
+        return skip_marker(folder, "gpp.osha.enabled is false: no OSHA encoder was fitted")
     metrics = read_json(Path(root) / "metrics" / "gpp_osha.json")
     rows = {(r["method"], r["experiment"], r["setting"]): r for r in metrics["rows"]}
     gpp, nop = rows[("gpp", "baseline", "centralized")], rows[("noprivacy", "baseline", "centralized")]

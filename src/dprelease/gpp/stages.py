@@ -5,10 +5,13 @@ point of ``dprelease sanitize`` for a GPP sanitizer release. Every output is a p
 
 from __future__ import annotations
 
+import contextlib
+import sys
 import time
 from pathlib import Path
 
 import pandas as pd
+import torch
 
 from ..config import Params
 from ..io import atomic_dir, private_dir, write_json
@@ -61,11 +64,13 @@ def distributed_rows(data: GPPData, params: Params, config: TrainConfig, seed: i
                               encoder_hidden=config.encoder_hidden, head_hidden=config.head_hidden, k=config.k,
                               epochs=config.epochs, batch_size=config.batch_size, lr=config.lr, seed=seed)
         wall = time.perf_counter() - t0
+        print(f"gpp {data.name} {setting} on Flower ({t} clients, {res.rounds} rounds): wall {wall:.1f} s, engine "
+              f"overhead {res.engine_overhead_s:.1f} s", file=sys.stderr, flush=True)
         figures = audit(res.z_train, res.z_test, u_train=data.u_train, u_test=data.u_test, s_train=data.s_train,
                         s_test=data.s_test, n_u=data.n_u, n_s=data.n_s, config=probe_config(params), seed=seed + 3)
         figures["train_s"] = round(float(res.train_s), 2)
         extra = {"betas": "/".join(f"{b:g}" for b in betas)} if setting != "distributed" else {}
-        rows.append(row(data, "gpp", config, figures, setting=setting, clients=t, **extra))
+        rows.append(row(data, "gpp", config, figures, setting=setting, clients=t, experiment="distributed", **extra))
         comm[setting] = {"clients": t, "rounds": int(res.rounds), "wall_s": round(wall, 2),
                          "engine_overhead_s": round(float(res.engine_overhead_s), 2),
                          "train_s": round(float(res.train_s), 2),
@@ -75,8 +80,25 @@ def distributed_rows(data: GPPData, params: Params, config: TrainConfig, seed: i
     return rows, comm
 
 
+@contextlib.contextmanager
+def one_thread():
+    """Small MLPs on a shared 2-core machine: one torch thread is an order of magnitude faster than two
+    (thread contention); the previous setting is restored."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
 def run_setting(data: GPPData, params: Params, d_z: int, seed: int, *, sweep_grids: dict) -> tuple[dict, dict]:
     """Baselines + sweeps + distributed rows of one dataset; returns (metrics, fitted models)."""
+    with one_thread():
+        return _run_setting(data, params, d_z, seed, sweep_grids=sweep_grids)
+
+
+def _run_setting(data: GPPData, params: Params, d_z: int, seed: int, *, sweep_grids: dict) -> tuple[dict, dict]:
     g = params.gpp
     config = train_config(params, d_z)
     quick = train_config(params, d_z, epochs=g.sweep_epochs)

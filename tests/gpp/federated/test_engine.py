@@ -64,7 +64,8 @@ def leaks(log: list, *, x: np.ndarray, u: np.ndarray, s: np.ndarray, client: np.
                 if any(r.tobytes() in x_rows for r in flat):
                     problems.append(f"{where}: {name} holds raw input rows")
             m = msg["client"]
-            if m >= 0 and value.ndim == 1 and len(value) == int((client == m).sum()) and np.array_equal(value, s[client == m]):
+            own_s = s[client == m]
+            if m >= 0 and value.ndim == 1 and len(value) == len(own_s) and np.array_equal(value, own_s):
                 problems.append(f"{where}: {name} equals the client's sensitive labels")
         for key, value in {**msg["configs"], **msg["metrics"]}.items():
             if isinstance(value, (list, tuple, bytes)) and len(value) > 1:
@@ -78,6 +79,7 @@ def leaks(log: list, *, x: np.ndarray, u: np.ndarray, s: np.ndarray, client: np.
     return problems
 
 
+@pytest.mark.slow  # one real Flower run (≈ 20 s) shared by the module
 def test_result_shapes_rows_and_accounting(run):
     res, log, d = run
     assert isinstance(res, DistributedResult)
@@ -101,12 +103,14 @@ def test_result_shapes_rows_and_accounting(run):
     assert set(res.summary()) >= {"bytes_up_per_round", "fedavg_bytes_per_round", "engine_overhead_s", "train_s"}
 
 
+@pytest.mark.slow  # one real Flower run (≈ 20 s) shared by the module
 def test_sanitized_draws_keep_utility(run):
     res, _, d = run
     probe = LogisticRegression(max_iter=500).fit(res.z_train, d["u"])
     assert probe.score(res.z_test, d["u_test"]) > 0.4  # chance is 0.1 (10 digits); about 0.69 measured
 
 
+@pytest.mark.slow  # one real Flower run (≈ 20 s) shared by the module
 def test_no_sensitive_label_or_raw_input_crosses(run):
     _, log, d = run
     assert {m["direction"] for m in log} == {"up", "down"} and len(log) > 20
@@ -117,6 +121,7 @@ def _first(log, direction, name):
     return next(i for i, m in enumerate(log) if m["direction"] == direction and name in m["arrays"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ["extra_s", "x_as_z", "s_as_u", "x_down", "s_vector"])
 def test_the_audit_fails_on_a_leaking_log(run, variant):
     _, log, d = run
@@ -135,7 +140,8 @@ def test_the_audit_fails_on_a_leaking_log(run, variant):
     elif variant == "x_down":
         bad[_first(bad, "down", "psi/0.weight")]["arrays"]["psi/0.weight"] = arr(xm[:3])
     else:
-        bad[_first(bad, "up", "release/z_train")]["arrays"]["release/z_test"] = arr(sm)
+        j = next(j for j, g in enumerate(bad) if "release/z_train" in g["arrays"] and g["client"] == m)
+        bad[j]["arrays"]["release/z_test"] = arr(sm)
     assert leaks(bad, x=d["x"], u=d["u"], s=d["s"], client=d["client"]) != []
 
 
@@ -150,3 +156,15 @@ def test_bad_inputs_fail_in_one_line():
                           ({"x_test": np.zeros((2, 4))}, "same width")]:
         with pytest.raises(DataError, match=match):
             run_distributed(**{**ok, **change})
+
+
+@pytest.mark.slow
+def test_a_failing_client_stops_the_run_with_its_reason(monkeypatch):
+    from dprelease.gpp.federated import engine
+
+    monkeypatch.setattr(engine, "_write_partitions", lambda *a, **k: None)  # clients find no private store
+    x, y = np.zeros((20, 3), np.float32), np.zeros(20, np.int64)
+    with pytest.raises(RuntimeError, match="a client failed"):
+        run_distributed(x_train=x, u_train=y, s_train=y, client_train=np.arange(20) % 2, x_test=x[:4],
+                        client_test=np.arange(4) % 2, n_u=2, n_s=2, betas=[1.0, 1.0], lams=[0.0, 0.0], d_z=2,
+                        epochs=1)

@@ -104,7 +104,8 @@ def test_head_steps_learn_the_pooled_pairs():
 def test_encode_draws_one_stochastic_row_per_record():
     models = _client()
     x = np.random.default_rng(0).normal(size=(10, 12)).astype(np.float32)
-    z1, z2 = encode(models.encoder, x, generator(0, 0, 0, "encode")), encode(models.encoder, x, generator(0, 0, 1, "encode"))
+    z1 = encode(models.encoder, x, generator(0, 0, 0, "encode"))
+    z2 = encode(models.encoder, x, generator(0, 0, 1, "encode"))
     assert z1.shape == (10, 4) and z1.dtype == np.float32 and not np.allclose(z1, z2)
     assert np.array_equal(z1, encode(models.encoder, x, generator(0, 0, 0, "encode")))
     assert n_params(models.encoder) == 12 * 16 + 16 + 16 * 8 + 8 + 2 * (8 * 4 + 4)

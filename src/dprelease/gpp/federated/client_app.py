@@ -46,7 +46,8 @@ def _data(data_dir: str, client: int) -> dict[str, np.ndarray]:
 
 
 def respond(*, op: str, client: int, spec: dict[str, Any], step: int,
-            psi_state: dict[str, torch.Tensor] | None = None) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, float], int]:
+            psi_state: dict[str, torch.Tensor] | None = None,
+            ) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, float], int]:
     """Client ``client``'s work for one message: ``(arrays going up by record, metrics, step reached)``.
 
     ``step`` is the encoder step its node recorded; ``psi_state`` the received ``Q_ψ`` (op ``step``)."""

@@ -51,7 +51,8 @@ def _write_partitions(folder: Path, t: int, x_train, u_train, s_train, client_tr
     for m in range(t):
         path = partition_file(folder, m)
         np.savez(path, x_train=x_train[client_train == m].astype(np.float32),
-                 u_train=u_train[client_train == m].astype(np.int64), s_train=s_train[client_train == m].astype(np.int64),
+                 u_train=u_train[client_train == m].astype(np.int64),
+                 s_train=s_train[client_train == m].astype(np.int64),
                  x_test=x_test[client_test == m].astype(np.float32))
         os.chmod(path, 0o600)
 
@@ -95,7 +96,8 @@ def run_distributed(*, x_train: np.ndarray, u_train: np.ndarray, s_train: np.nda
         spec["data_dir"] = folder
         backend = {"client_resources": {"num_cpus": ENGINE_CPUS, "num_gpus": 0.0},
                    "init_args": {"num_cpus": ENGINE_CPUS, "num_gpus": 0, "include_dashboard": False,
-                                 "_node_ip_address": "127.0.0.1", "log_to_driver": False}}
+                                 "_node_ip_address": "127.0.0.1", "log_to_driver": False,
+                                 "_temp_dir": str(Path(folder) / "ray")}}  # Ray's session files go with the run
         threads = torch.get_num_threads()
         torch.set_num_threads(1)  # the aggregator's small steps: one thread is fastest on a shared machine
         start = time.perf_counter()
@@ -105,7 +107,7 @@ def run_distributed(*, x_train: np.ndarray, u_train: np.ndarray, s_train: np.nda
         finally:
             wall = time.perf_counter() - start
             torch.set_num_threads(threads)
-            _shutdown_ray()
+            _shutdown_ray()  # Flower's Ray backend shuts Ray down itself; this covers a run that failed early
     if "z_train" not in sink:
         raise RuntimeError("run_distributed: the Flower run ended without the clients' release")
     z_train = np.zeros((x_train.shape[0], d_z), dtype=np.float32)
