@@ -288,7 +288,7 @@ class NVDPParams(_Strict):
     glue_dir: str = "data/glue"
     sst2_max_train: int | None = Field(3000, ge=2)
     osha_max_train: int | None = Field(None, ge=2)
-    release_lambda: float = Field(0.01, gt=0.0)
+    release_lambda: float = Field(0.1, gt=0.0)
     release_dir: str = "release-nvdp"
 
     @model_validator(mode="after")
