@@ -272,7 +272,7 @@ class NVDPParams(_Strict):
     tasks: list[Literal["mrpc", "rte", "sst2", "osha"]] = ["mrpc", "rte", "sst2", "osha"]
     lambdas: list[float] = [1e-3, 1e-2, 1e-1, 1.0]
     clip: dict[str, list[float]] = {"mrpc": [2.0, 0.0, 0.5], "rte": [6.0, 0.0, 0.5], "sst2": [2.0, 0.0, 1.0],
-                                    "osha": [2.0, 0.0, 0.5]}
+                                    "osha": [7.0, 0.0, 1.0]}
     renyi_order: float = Field(1.1, gt=1.0)
     delta: float = Field(1e-5, gt=0.0, lt=1.0)
     backend: Literal["head", "full"] = "head"
@@ -289,7 +289,7 @@ class NVDPParams(_Strict):
     glue_dir: str = "data/glue"
     sst2_max_train: int | None = Field(3000, ge=2)
     osha_max_train: int | None = Field(None, ge=2)
-    release_lambda: float = Field(0.01, gt=0.0)
+    release_lambda: float = Field(0.1, gt=0.0)
     release_dir: str = "release-nvdp"
 
     @model_validator(mode="after")

@@ -50,3 +50,14 @@ def test_batch_cost_student_t_bound():
     c = np.array([0.0, 0.1, 0.2])
     assert batch_cost(c) > math.log(np.exp(c).mean())
     assert batch_cost(np.zeros(5)) == 0.0
+
+
+def test_batch_cost_is_finite_where_e_to_the_c_overflows():
+    c = np.array([0.0, 800.0, 1.0])
+    direct = 800 + math.log(np.exp(c - 800).mean() + 0)  # lower bound without the sd term
+    assert math.isfinite(batch_cost(c)) and batch_cost(c) > direct
+    small = np.array([0.0, 0.1, 0.2])
+    e = np.exp(small)
+    from scipy import stats
+
+    assert math.isclose(batch_cost(small), math.log(e.mean() + stats.t.ppf(1 - 1e-16, 2) * e.std() / math.sqrt(2)))

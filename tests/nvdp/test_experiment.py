@@ -20,3 +20,18 @@ def test_architecture_round_trip():
     m = module_from(arch)
     assert m.nvib.clip == clip_for(params, "osha", "clipped") and m.head.out_features == 5 and m.nvib.stochastic
     assert not module_from(architecture(params, "osha", "nonprivate", None, 5)).nvib.stochastic
+
+
+def test_init_is_a_function_of_the_seed_only():
+    import torch
+
+    from dprelease.nvdp.experiment import new_model
+
+    params = nvdp_params()
+    torch.manual_seed(1)
+    a = new_model(params, "mrpc", "clipped", 2, torch.device("cpu"), 5)
+    torch.manual_seed(2)  # the global RNG state does not matter
+    b = new_model(params, "mrpc", "clipped", 2, torch.device("cpu"), 5)
+    c = new_model(params, "mrpc", "clipped", 2, torch.device("cpu"), 6)
+    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+    assert not torch.equal(a.block.q.weight, c.block.q.weight)

@@ -71,3 +71,12 @@ def test_rd_stats_filtered_and_unfiltered():
     v = T([0.0, 0.0, 0.0, 10.0])
     assert float(z_filtered(v).max()) == 0.0  # the outlier is zeroed
     assert np.isfinite(s["rd_avg"])
+
+
+def test_padded_length_normaliser():
+    b = _batch()
+    i, j = torch.tensor([0]), torch.tensor([2])
+    g_own, d_own = pair_bound(b, i, j)  # input 0 has 3 vectors
+    g_pad, d_pad = pair_bound(b, i, j, n_vectors=33)
+    assert math.isclose(float(g_own) * 3, float(g_pad) * 33, rel_tol=1e-9)
+    assert math.isclose(float(d_own) * 3, float(d_pad) * 33, rel_tol=1e-9)

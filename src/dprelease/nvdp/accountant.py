@@ -30,18 +30,25 @@ def order(lam: float) -> int:
     return int(math.floor(lam + 1))
 
 
-def pair_costs(b: Batch, q: float, lam: float = LAMBDA, s_prior: float = 1.0) -> tuple[np.ndarray, int]:
+def posterior_sigma(b: Batch) -> float:
+    """σ̄_post: the mean posterior σ over the batch's input components (prior rows excluded)."""
+    return float(b.sigma[:, 1:][b.mask[:, 1:]].mean())
+
+
+def pair_costs(b: Batch, q: float, lam: float = LAMBDA, s_prior: float = 1.0,
+               n_vectors: int | None = None) -> tuple[np.ndarray, int]:
     """c = max(c^L, c^R) for every unordered pair of the batch, and the number of NaN S_k terms set to 0."""
     n = b.mu.shape[0]
     if n < 2:
         return np.zeros(0), 0
-    s_post = float(b.sigma[:, 1:][b.mask[:, 1:]].mean())
+    s_post = posterior_sigma(b)
     i, j = torch.triu_indices(n, n, offset=1)
     m = order(lam)
     nan = 0
     sides = []
     for a, c, s_a, s_c in ((j, i, s_post, s_prior), (i, j, s_prior, s_post)):  # c^L: q = right, q' = left
-        n_vec = b.mask[a].sum(-1).to(b.mu.dtype)
+        n_vec = (b.mask[a].sum(-1).to(b.mu.dtype) if n_vectors is None
+                 else torch.full((len(a),), float(n_vectors), dtype=b.mu.dtype))
         paired = b.mask[a] & b.mask[c]
         d2 = torch.where(paired, ((b.mu[a] - b.mu[c]) ** 2).mean(-1), torch.zeros(paired.shape, dtype=b.mu.dtype))
         d2 = d2.sum(-1) / n_vec  # Σ_components mean_dims Δμ², per vector
@@ -68,11 +75,15 @@ def pair_costs(b: Batch, q: float, lam: float = LAMBDA, s_prior: float = 1.0) ->
 
 
 def batch_cost(c: np.ndarray, conf: float = CONF) -> float:
-    """ĉ_b: Student-t upper bound on log E[e^c] over the batch's pairs."""
-    e = np.exp(c)
+    """ĉ_b: Student-t upper bound on log E[e^c] over the batch's pairs, in log space (e^c may overflow:
+    log(mean e^c + t·sd/√(N−1)) = M + log(mean e^{c−M} + t·sd(e^{c−M})/√(N−1)), M = max c)."""
+    if len(c) == 0:
+        return 0.0
+    top = float(np.max(c))
+    e = np.exp(c - top)
     if len(e) < 2:
-        return float(np.log(e.mean())) if len(e) else 0.0
-    return float(np.log(e.mean() + stats.t.ppf(conf, len(e) - 1) * e.std() / np.sqrt(len(e) - 1)))
+        return top + float(np.log(e.mean()))
+    return top + float(np.log(e.mean() + stats.t.ppf(conf, len(e) - 1) * e.std() / np.sqrt(len(e) - 1)))
 
 
 def epsilon(total_cost: float, n_batches: int, lam: float = LAMBDA, delta: float = DELTA, conf: float = CONF) -> float:
@@ -86,17 +97,20 @@ def epsilon(total_cost: float, n_batches: int, lam: float = LAMBDA, delta: float
 class BDPAccountant:
     """Accumulates ĉ_b over the test batches (``q`` = eval batch size / test size)."""
 
-    def __init__(self, q: float, lam: float = LAMBDA, delta: float = DELTA, conf: float = CONF):
+    def __init__(self, q: float, lam: float = LAMBDA, delta: float = DELTA, conf: float = CONF,
+                 n_vectors: int | None = None):
         if not 0 < q <= 1:
             raise ValueError(f"sampling rate q must lie in (0, 1], got {q}")
-        self.q, self.lam, self.delta, self.conf = q, lam, delta, conf
+        self.q, self.lam, self.delta, self.conf, self.n_vectors = q, lam, delta, conf, n_vectors
         self.total, self.batches, self.nan_terms, self.pairs = 0.0, 0, 0, 0
+        self.sigmas: list[float] = []
 
     def add(self, b: Batch) -> None:
-        c, nan = pair_costs(b, self.q, self.lam)
+        c, nan = pair_costs(b, self.q, self.lam, n_vectors=self.n_vectors)
         if len(c) == 0:
             return
         self.total += batch_cost(c, self.conf)
+        self.sigmas.append(posterior_sigma(b))
         self.batches += 1
         self.nan_terms += nan
         self.pairs += len(c)
@@ -107,4 +121,7 @@ class BDPAccountant:
 
     def summary(self) -> dict:
         return {"bdp_epsilon": self.epsilon, "bdp_delta": self.delta, "bdp_lambda": self.lam,
-                "bdp_batches": self.batches, "bdp_pairs": self.pairs, "bdp_nan_terms_zeroed": self.nan_terms}
+                "bdp_batches": self.batches, "bdp_pairs": self.pairs, "bdp_nan_terms_zeroed": self.nan_terms,
+                "sigma_post_mean": float(np.mean(self.sigmas)) if self.sigmas else float("nan"),
+                "sigma_post_min": float(np.min(self.sigmas)) if self.sigmas else float("nan"),
+                "sigma_post_max": float(np.max(self.sigmas)) if self.sigmas else float("nan")}

@@ -5,6 +5,7 @@ each trained on the task's training split and evaluated on its test (GLUE: dev) 
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from pathlib import Path
 
@@ -42,10 +43,24 @@ def device_for(params) -> torch.device:
     return torch.device("cpu")
 
 
-def new_model(params, task: str, variant: str, n_classes: int, device: torch.device):
+def seeded_init(core: NVDPModule, seed: int) -> NVDPModule:
+    """Re-draw every random initial weight from an explicit generator: construction draws from torch's global
+    RNG, which task stages running in parallel threads share (their interleaving would change the init)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, mod in core.named_modules():
+            if isinstance(mod, torch.nn.Linear) and name not in ("nvib.logvar", "nvib.alpha"):
+                bound = 1.0 / math.sqrt(mod.in_features)  # torch's default Linear init, U(−1/√fan_in, 1/√fan_in)
+                mod.weight.uniform_(-bound, bound, generator=g)
+                mod.bias.uniform_(-bound, bound, generator=g)
+        core.nvib.alpha.weight.normal_(0.0, 1e-3, generator=g)  # logvar: zero weights, constant bias (no draw)
+    return core
+
+
+def new_model(params, task: str, variant: str, n_classes: int, device: torch.device, seed: int):
     n = params.nvdp
-    core = NVDPModule(DIM, n.dim, n_classes, heads=n.heads, clip=clip_for(params, task, variant),
-                      stochastic=variant != "nonprivate")
+    core = seeded_init(NVDPModule(DIM, n.dim, n_classes, heads=n.heads, clip=clip_for(params, task, variant),
+                                  stochastic=variant != "nonprivate"), seed)
     if n.backend == "full":
         from ..backends.encoder import load_encoder
 
@@ -87,15 +102,14 @@ def run_task(params, task: str, states_dir: Path, n_classes: int, *, splits=None
     with threads(n.torch_threads):
         for variant, lam in grid(params):
             tag = f"nvdp-{task}-{variant}-{lam}"
-            torch.manual_seed(stage_seed(params.seed, tag, 1))  # parameter init (the only global-RNG use)
-            model = new_model(params, task, variant, n_classes, device)
+            model = new_model(params, task, variant, n_classes, device, stage_seed(params.seed, tag, 1))
             opts = TrainOptions(epochs=n.epochs, lr=n.lr, batch_size=n.batch_size, lam=lam or 0.0,
                                 encoder_lr=n.encoder_lr)
             start = time.perf_counter()
             losses = train(model, tr, y_tr, opts, seed=stage_seed(params.seed, tag, 2))
             trained = time.perf_counter()
             res = evaluate(model, te, y_te, task, seed=stage_seed(params.seed, tag, 3), eval_batch=n.eval_batch,
-                           privacy=variant != "nonprivate")
+                           privacy=variant != "nonprivate", n_vectors=n.max_length + 1, lam=n.renyi_order, delta=n.delta)
             row = {"task": task, "variant": variant, "lambda": lam, "backend": n.backend, **res,
                    "final_loss": losses[-1], "n_train": len(y_tr), "n_test": len(y_te),
                    "train_seconds": round(trained - start, 2), "eval_seconds": round(time.perf_counter() - trained, 2)}

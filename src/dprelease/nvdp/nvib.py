@@ -12,6 +12,7 @@ of the one released draw.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 
 import torch
@@ -19,6 +20,7 @@ from torch import nn
 
 ALPHA_ZERO = 1e-4  # pseudo-counts below this are treated as zero in the RD / BDP computation (code behaviour)
 GAMMA_FLOOR = 1e-6  # stability clamp of α before Gamma sampling (a zero count cannot be sampled)
+_GLOBAL_RNG = threading.Lock()  # the forked global RNG is process-wide: one seeded Gamma draw at a time
 
 
 @dataclass(frozen=True)
@@ -109,12 +111,13 @@ def sample(post: Posterior, gen: torch.Generator) -> tuple[torch.Tensor, torch.T
     """Gaussian reparameterisation and Dirichlet weights from normalised Gamma draws (train and eval).
 
     Gamma draws use torch's sampler (with its implicit-reparameterisation gradient) under a forked RNG
-    seeded from ``gen``, so every draw still comes from the explicit generator."""
+    seeded from ``gen`` and held under a lock (stages may run in parallel threads), so every draw still comes
+    from the explicit generator."""
     eps = torch.randn(post.mu.shape, generator=gen, device=post.mu.device, dtype=post.mu.dtype)
     z = post.mu + post.sigma * eps
     seed = int(torch.randint(0, 2**62, (1,), generator=gen, device=gen.device).item())
     devices = [post.alpha.device] if post.alpha.device.type == "cuda" else []
-    with torch.random.fork_rng(devices=devices):
+    with _GLOBAL_RNG, torch.random.fork_rng(devices=devices):
         torch.manual_seed(seed)
         g = torch._standard_gamma(post.alpha.clamp_min(GAMMA_FLOOR))
     g = g.clamp_min(1e-30) * post.mask

@@ -7,8 +7,9 @@ the way the reference code does: pseudo-counts below 1e-4 zeroed; the second pos
 replaced by the proportional allocation α_0^{q'}·α_i^q/α_0^q; Gaussian components paired by position; and,
 with ``normalise`` (the code's normalisation, used for every reported number), the Gaussian part averaged
 over embedding dimensions and summed over components, and both the Gaussian and the whole Dirichlet part divided
-by the number of vectors (the reference divides by the padded length, max_length + 1; here by the input's own
-count of vectors, prior row included). ``normalise=False``
+by the number of vectors: by default the padded length max_length + 1 as in the reference code (which pads every
+input to max_length; dividing by an input's own count instead magnifies short inputs), ``n_vectors=None`` the
+input's own count. ``normalise=False``
 is eq. 3 as printed (sums over dimensions, no division). Arguments outside the formula's domain (σ'² ≤ 0,
 a Gamma argument ≤ 0) give NaN; callers count them.
 """
@@ -95,9 +96,12 @@ def gaussian_part(mu_q, s_q, mu_qp, s_qp, paired, n_vec, lam: float = LAMBDA, no
     return total / n_vec if normalise else total
 
 
-def pair_bound(b: Batch, i: torch.Tensor, j: torch.Tensor, lam: float = LAMBDA, normalise: bool = True):
-    """eq. 3 bound D_λ(q_i ‖ q_j) for index vectors ``i``, ``j`` into the batch: (gaussian, dirichlet) parts."""
-    n_vec = b.mask[i].sum(-1).to(b.mu.dtype)
+def pair_bound(b: Batch, i: torch.Tensor, j: torch.Tensor, lam: float = LAMBDA, normalise: bool = True,
+               n_vectors: int | None = None):
+    """eq. 3 bound D_λ(q_i ‖ q_j) for index vectors ``i``, ``j`` into the batch: (gaussian, dirichlet) parts.
+    ``n_vectors``: the normaliser (the reference: the padded length, max_length + 1); None: q_i's own count."""
+    n_vec = b.mask[i].sum(-1).to(b.mu.dtype) if n_vectors is None else torch.full((len(i),), float(n_vectors),
+                                                                                    dtype=b.mu.dtype)
     paired = b.mask[i] & b.mask[j]
     g = gaussian_part(b.mu[i], b.sigma[i], b.mu[j], b.sigma[j], paired, n_vec, lam, normalise)
     d = dirichlet_part(b.alpha[i], b.alpha[j], n_vec, lam, normalise)
@@ -110,12 +114,12 @@ def ordered_pairs(n: int) -> tuple[torch.Tensor, torch.Tensor]:
     return i[keep], j[keep]
 
 
-def batch_rd(b: Batch, lam: float = LAMBDA, normalise: bool = True) -> tuple[torch.Tensor, int]:
+def batch_rd(b: Batch, lam: float = LAMBDA, normalise: bool = True, n_vectors: int | None = None):
     """eq. 3 for every ordered pair of the batch, and how many were NaN (set to 0, as the code does)."""
     if b.mu.shape[0] < 2:
         return torch.zeros(0, dtype=torch.float64), 0
     i, j = ordered_pairs(b.mu.shape[0])
-    g, d = pair_bound(b, i, j, lam, normalise)
+    g, d = pair_bound(b, i, j, lam, normalise, n_vectors)
     rd = g + d
     bad = int(torch.isnan(rd).sum())
     return torch.nan_to_num(rd, nan=0.0), bad
@@ -135,13 +139,14 @@ class RDStats:
     """Running RD statistics over test batches: unfiltered max/mean over all pairs and the reference's
     filtered per-batch max/mean, then max/mean over batches."""
 
-    def __init__(self):
+    def __init__(self, n_vectors: int | None = None):
+        self.n_vectors = n_vectors
         self.max, self.total, self.count, self.nan = 0.0, 0.0, 0, 0
         self.batch_max: list[float] = []
         self.batch_mean: list[float] = []
 
     def add(self, b: Batch, lam: float = LAMBDA) -> None:
-        rd, bad = batch_rd(b, lam)
+        rd, bad = batch_rd(b, lam, n_vectors=self.n_vectors)
         self.nan += bad
         if rd.numel() == 0:
             return

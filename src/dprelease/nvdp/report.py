@@ -10,6 +10,7 @@ import pandas as pd
 
 COLUMNS = ["task", "variant", "lambda", "score", "bdp_epsilon", "rd_max", "rd_avg", "rd_max_filtered",
            "rd_avg_filtered", "accuracy", "f1", "weighted_f1", "macro_f1", "bdp_nan_terms_zeroed", "rd_nan_pairs",
+           "sigma_post_mean", "sigma_post_min", "sigma_post_max",
            "n_train", "n_test", "train_seconds", "eval_seconds", "backend"]
 METRIC = {"mrpc": "accuracy", "rte": "accuracy", "sst2": "accuracy", "osha": "weighted F1 (Nature)"}
 
@@ -73,15 +74,19 @@ def render(df: pd.DataFrame, probe: dict | None, meta: dict) -> str:
         lines.append(f"| {task} ({METRIC.get(task, 'score')}) | {_f(np_score)} | {cells[0]} | {cells[1]} |")
     lines += ["", "## What the clipping did", "", *verdicts(df), "",
               "## Full grid", "",
-              "| task | variant | λ | score | BDP ε | RD max | RD avg | RD max filt. | RD avg filt. | NaN terms zeroed | train s |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
+              "| task | variant | λ | score | BDP ε | RD max | RD avg | RD max filt. | RD avg filt. | NaN terms zeroed | σ̄_post (min–max) | train s |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in df.itertuples():
         lam = "–" if r.variant == "nonprivate" else f"{r._3:g}"
         lines.append(f"| {r.task} | {r.variant} | {lam} | {_f(r.score)} | {_f(r.bdp_epsilon, 3)} | {_f(r.rd_max)} | "
                      f"{_f(r.rd_avg)} | {_f(r.rd_max_filtered)} | {_f(r.rd_avg_filtered)} | "
-                     f"{'–' if r.variant == 'nonprivate' else int(r.bdp_nan_terms_zeroed)} | {_f(r.train_seconds, 0)} |")
+                     f"{'–' if r.variant == 'nonprivate' else int(r.bdp_nan_terms_zeroed)} | "
+                     f"{_f(r.sigma_post_min, 2)}–{_f(r.sigma_post_max, 2)} | {_f(r.train_seconds, 0)} |")
     lines += ["", "`NaN terms zeroed`: order-2 accountant terms that are undefined (2σ̄_post² ≤ σ̄_prior², or a Gamma "
-              "argument ≤ 0) and that the reference code's `nan_to_num` sets to 0 — each one makes the BDP ε optimistic.",
+              "argument ≤ 0) and that the reference code's `nan_to_num` sets to 0 — each one makes the BDP ε optimistic. "
+              "σ̄_post: the batch-mean posterior σ the accountant uses (per-batch min–max); its order-2 Gaussian term "
+              "has 2σ̄_post² − σ̄_prior² in a denominator, so ε explodes where σ̄_post is just above 0.707 and silently "
+              "falls to the floor below it.",
               "", "![privacy-utility trade-off](tradeoff.png)", ""]
     if probe:
         lines += ["## Attacker's view: industry sector from the representations (OSHA)", "",

@@ -83,11 +83,13 @@ def score(task: str, y: np.ndarray, pred: np.ndarray) -> dict:
 
 @torch.no_grad()
 def evaluate(model: nn.Module, data, labels: np.ndarray, task: str, *, seed: int, eval_batch: int = 16,
-             privacy: bool = True) -> dict:
+             privacy: bool = True, n_vectors: int | None = None, lam: float = 1.1, delta: float = 1e-5) -> dict:
     """Score one draw per test input; RD max/avg (unfiltered and the reference's filtered) and BDP ε over
-    the test batches in order (sampling rate q = eval batch / test size)."""
+    the test batches in order (sampling rate q = eval batch / test size). ``n_vectors``: the RD/BDP normaliser
+    (the reference: max_length + 1)."""
     gen = torch.Generator(device=_device(model)).manual_seed(seed)
-    rd, acc = RDStats(), BDPAccountant(q=min(1.0, eval_batch / len(labels)))
+    rd = RDStats(n_vectors)
+    acc = BDPAccountant(q=min(1.0, eval_batch / len(labels)), lam=lam, delta=delta, n_vectors=n_vectors)
     preds = []
     for s in range(0, len(labels), eval_batch):
         idx = np.arange(s, min(s + eval_batch, len(labels)))
@@ -96,7 +98,7 @@ def evaluate(model: nn.Module, data, labels: np.ndarray, task: str, *, seed: int
         if privacy:
             b = Batch.of(post)
             b = Batch(b.mu.cpu(), b.sigma.cpu(), b.alpha.cpu(), b.mask.cpu())
-            rd.add(b)
+            rd.add(b, lam)
             acc.add(b)
     out = score(task, labels, np.concatenate(preds))
     if privacy:
