@@ -45,7 +45,7 @@ def gpp_flow(params: dict, root: str = ".", track: bool = True) -> dict:
         out[name] = run(name, p, root)
         out["timings"][name] = round(time.perf_counter() - start, 2)
     if track:
-        from dprelease.tracking import log_gpp_run
+        from dprelease.tracking_experiments import log_gpp_run
 
         cli.tracked(out, lambda: log_gpp_run(p, root, out["timings"]))
     return out

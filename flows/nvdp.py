@@ -25,7 +25,7 @@ from tasks.stages import run, submit
 
 @task(persist_result=False)
 def track_nvdp_task(params: dict, root: str) -> str:
-    from dprelease.tracking import log_nvdp_run
+    from dprelease.tracking_experiments import log_nvdp_run
 
     return log_nvdp_run(Params.model_validate(params), root)
 
