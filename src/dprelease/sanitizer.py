@@ -69,8 +69,9 @@ def sanitize_file(release: str | Path, input_csv: str | Path, output: str | Path
         raise ReleaseError(f"{release}: the {manifest['mechanism']} sanitizer returned {len(draws)} rows for "
                            f"{len(texts)} narratives")
     table = pd.concat([pd.DataFrame({"row": range(1, len(texts) + 1)}), draws.reset_index(drop=True)], axis=1)
-    meta = {"mechanism": manifest["mechanism"], "release_manifest_sha256": file_hash(Path(release) / MANIFEST),
-            "rows": len(texts), **guarantee}
+    meta = {**{("mechanism_label" if k == "mechanism" else k): v for k, v in guarantee.items()},
+            "mechanism": manifest["mechanism"], "release_manifest_sha256": file_hash(Path(release) / MANIFEST),
+            "rows": len(texts)}
     _write_parquet(table, output, meta)
     return len(texts), meta
 

@@ -105,3 +105,18 @@ def test_distributed_rows_use_run_distributed(monkeypatch):
     assert {r["experiment"] for r in rows} == {"distributed"}
     assert calls[1]["betas"] == [0.5, 2.0, 0.5] and "s_train" in calls[0] and calls[0]["epochs"] == 2
     assert comm["distributed"]["bytes_up_per_round"] == 100 and rows[0]["clients"] == 3
+
+
+def test_dprelease_sanitize_cli_writes_one_draw_per_narrative(gpp_run, tmp_path, capsys):
+    from dprelease.cli import main
+    from dprelease.sanitizer import read_metadata
+
+    params, root = gpp_run
+    src = tmp_path / "narratives.csv"
+    pd.DataFrame({"Final Narrative": ["Worker fell from a ladder.", "Finger amputated by a saw."]}).to_csv(src, index=False)
+    out = tmp_path / "z.parquet"
+    assert main(["sanitize", "--release", str(root / params.gpp.release), "--input", str(src), "--output", str(out)]) == 0
+    assert "with the gpp release ->" in capsys.readouterr().out  # no ε printed: GPP has none
+    table, meta = pd.read_parquet(out), read_metadata(out)
+    assert len(table) == 2 and all(len(z) == params.gpp.osha.d_z for z in table["z"])
+    assert meta["mechanism"] == "gpp" and meta["epsilon"] is None

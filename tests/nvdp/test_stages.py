@@ -84,3 +84,20 @@ def test_sanitize_refuses_a_tampered_or_foreign_folder(nvdp_run, tmp_path):
     (folder / "notes.txt").write_text("x")
     with pytest.raises(ReleaseError):
         sanitize(folder, ["x"], seed=0)
+
+
+def test_dprelease_sanitize_cli_writes_one_draw_per_narrative(nvdp_run, tmp_path, capsys):
+    from dprelease.cli import main
+    from dprelease.sanitizer import read_metadata
+
+    params, root, _ = nvdp_run
+    folder = tmp_path / "release"
+    shutil.copytree(root / params.nvdp.release_dir, folder)
+    src = tmp_path / "narratives.csv"
+    pd.DataFrame({"Final Narrative": ["Employee fell from a ladder.", "Finger amputated by a saw."],
+                  "Employer": ["ACME", "Widgets"]}).to_csv(src, index=False)
+    assert main(["sanitize", "--release", str(folder), "--input", str(src), "--output", str(tmp_path / "z.parquet")]) == 0
+    assert "with the nvdp release, ε=" in capsys.readouterr().out
+    table, meta = pd.read_parquet(tmp_path / "z.parquet"), read_metadata(tmp_path / "z.parquet")
+    assert len(table) == 2 and "Employer" not in table.columns and len(table.representation[0]) == params.nvdp.dim
+    assert meta["mechanism"] == "nvdp" and meta["guarantee"] == "bayesian_dp" and meta["delta"] == params.nvdp.delta
