@@ -54,7 +54,9 @@ def gpp_flow(tmp_path_factory):
 def test_flow_runs_the_gpp_stages_and_prints_the_report(gpp_flow):
     root, (first, second) = gpp_flow
     assert first.rc == 0, first.out
-    assert first.calls == ["stratify", "featurize", "gpp_digits", "gpp_osha", "gpp_release", "gpp_report"]
+    # the data stages may be restored from the session's shared stage store (another test ran them first)
+    assert first.calls[-4:] == ["gpp_digits", "gpp_osha", "gpp_release", "gpp_report"]
+    assert first.calls[:-4] in (["stratify", "featurize"], ["featurize"], [])
     assert (root / "reports/gpp/report.md").read_text(encoding="utf-8") in first.out
     assert second.rc == 0 and second.calls == []  # every stage a cache hit
 
