@@ -109,7 +109,8 @@ def run_task(params, task: str, states_dir: Path, n_classes: int, *, splits=None
             losses = train(model, tr, y_tr, opts, seed=stage_seed(params.seed, tag, 2))
             trained = time.perf_counter()
             res = evaluate(model, te, y_te, task, seed=stage_seed(params.seed, tag, 3), eval_batch=n.eval_batch,
-                           privacy=variant != "nonprivate", n_vectors=n.max_length + 1, lam=n.renyi_order, delta=n.delta)
+                           privacy=variant != "nonprivate", n_vectors=n.max_length + 1, lam=n.renyi_order, delta=n.delta,
+                           clip=clip_for(params, task, "clipped"))
             row = {"task": task, "variant": variant, "lambda": lam, "backend": n.backend, **res,
                    "final_loss": losses[-1], "n_train": len(y_tr), "n_test": len(y_te),
                    "train_seconds": round(trained - start, 2), "eval_seconds": round(time.perf_counter() - trained, 2)}

@@ -64,6 +64,7 @@ class Posterior:
     logvar: torch.Tensor
     alpha: torch.Tensor
     mask: torch.Tensor
+    raw: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None  # (μ, log σ², α) before clipping
 
     @property
     def sigma(self) -> torch.Tensor:
@@ -96,8 +97,9 @@ class NVIBLayer(nn.Module):
         logvar = torch.cat([logvar.new_zeros(b, 1, d), logvar * mask.unsqueeze(-1)], dim=1)
         alpha = torch.cat([alpha.new_ones(b, 1), alpha], dim=1)
         full = torch.cat([mask.new_ones(b, 1), mask], dim=1)
+        raw = (mu, logvar, alpha * full)
         mu, logvar, alpha = clip_posterior(mu, logvar, alpha, self.clip)
-        return Posterior(mu, logvar, alpha * full, full)
+        return Posterior(mu, logvar, alpha * full, full, raw)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor, gen: torch.Generator):
         post = self.posterior(x, mask)

@@ -27,7 +27,8 @@ from .train import represent
 
 CODE = ["nvdp", "backends/encoder.py", "data/records.py", "errors.py"]
 STATE_CODE = ["nvdp/__init__.py", "nvdp/states.py", "nvdp/tasks.py", "backends", "data/records.py", "data/__init__.py"]
-TASK_CODE = STATE_CODE + ["nvdp/nvib.py", "nvdp/experiment.py", "nvdp/train.py", "nvdp/renyi.py", "nvdp/accountant.py"]
+TASK_CODE = STATE_CODE + ["nvdp/nvib.py", "nvdp/experiment.py", "nvdp/train.py", "nvdp/renyi.py", "nvdp/accountant.py",
+             "nvdp/clipstats.py"]
 RELEASE_CODE = CODE + ["release_check.py", "privacy/guarantee.py"]
 STATE_PARAMS = ["seed", "data", "nvdp.tasks", "nvdp.max_length", "nvdp.glue_dir", "nvdp.sst2_max_train",
                 "nvdp.osha_max_train", "nvdp.encode_batch", "nvdp.backend"]

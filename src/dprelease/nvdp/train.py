@@ -13,7 +13,8 @@ from torch import nn
 from sklearn.metrics import accuracy_score, f1_score
 
 from .accountant import BDPAccountant
-from .nvib import kl_dirichlet, kl_gaussian
+from .clipstats import ClipStats
+from .nvib import Clip, kl_dirichlet, kl_gaussian
 from .renyi import Batch, RDStats
 
 
@@ -83,13 +84,16 @@ def score(task: str, y: np.ndarray, pred: np.ndarray) -> dict:
 
 @torch.no_grad()
 def evaluate(model: nn.Module, data, labels: np.ndarray, task: str, *, seed: int, eval_batch: int = 16,
-             privacy: bool = True, n_vectors: int | None = None, lam: float = 1.1, delta: float = 1e-5) -> dict:
+             privacy: bool = True, n_vectors: int | None = None, lam: float = 1.1, delta: float = 1e-5,
+             clip: Clip | None = None) -> dict:
     """Score one draw per test input; RD max/avg (unfiltered and the reference's filtered) and BDP ε over
     the test batches in order (sampling rate q = eval batch / test size). ``n_vectors``: the RD/BDP normaliser
-    (the reference: max_length + 1)."""
+    (the reference: max_length + 1). ``clip``: thresholds whose binding rates on the pre-clip posterior are
+    reported (:class:`~.clipstats.ClipStats`)."""
     gen = torch.Generator(device=_device(model)).manual_seed(seed)
     rd = RDStats(n_vectors)
     acc = BDPAccountant(q=min(1.0, eval_batch / len(labels)), lam=lam, delta=delta, n_vectors=n_vectors)
+    binds = ClipStats(clip) if privacy and clip is not None else None
     preds = []
     for s in range(0, len(labels), eval_batch):
         idx = np.arange(s, min(s + eval_batch, len(labels)))
@@ -100,9 +104,11 @@ def evaluate(model: nn.Module, data, labels: np.ndarray, task: str, *, seed: int
             b = Batch(b.mu.cpu(), b.sigma.cpu(), b.alpha.cpu(), b.mask.cpu())
             rd.add(b, lam)
             acc.add(b)
+            if binds is not None:
+                binds.add(post)
     out = score(task, labels, np.concatenate(preds))
     if privacy:
-        out |= rd.summary() | acc.summary()
+        out |= rd.summary() | acc.summary() | (binds.summary() if binds is not None else {})
     return out
 
 
