@@ -21,7 +21,8 @@ def log_nvdp_run(params: Params, root: str | Path = ".") -> str:
     lay = Layout.from_params(params, root)
     out = lay.reports / "nvdp"
     df = pd.read_csv(out / "table.csv")
-    metrics = ["score", "bdp_epsilon", "rd_max", "rd_avg", "rd_max_filtered", "rd_avg_filtered", "bdp_nan_terms_zeroed"]
+    metrics = ["score", "bdp_epsilon", "rd_max", "rd_avg", "rd_max_filtered", "rd_avg_filtered", "bdp_nan_terms_zeroed",
+               "rd_nan_pairs"]
     with _run(mlflow, root, run_name="nvdp") as parent:
         mlflow.log_params({k: v for k, v in _flatten(params.model_dump(mode="json")).items()
                            if k.startswith(("nvdp.", "seed"))})

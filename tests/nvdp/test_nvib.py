@@ -5,7 +5,8 @@ import math
 import torch
 from torch.distributions import Dirichlet, kl_divergence
 
-from dprelease.nvdp.nvib import Clip, NVDPModule, NVIBLayer, Posterior, kl_dirichlet, kl_gaussian, sample
+from dprelease.nvdp.nvib import (Clip, NVDPModule, NVIBLayer, Posterior, kl_dirichlet, kl_gaussian, pool_pair, sample,
+                                 segments)
 
 
 def _inputs(b=3, n=5, p=8, seed=0):
@@ -70,3 +71,28 @@ def test_module_trains_and_deterministic_variant():
     det = NVDPModule(8, 8, 2, heads=2, stochastic=False)
     g = torch.Generator().manual_seed(0)
     assert torch.equal(det(x, mask, g)[0], det(x, mask, g)[0])
+
+
+def test_pair_pooling_pools_each_segment_on_its_own():
+    hidden = torch.arange(2 * 5 * 2, dtype=torch.float32).view(2, 5, 2)  # row 0 is the prior component
+    mask = torch.tensor([[1.0, 1.0, 2.0, 2.0], [1.0, 2.0, 2.0, 0.0]])  # segment mask without the prior row
+    valid, second = segments(mask)
+    assert valid.tolist() == [[1, 1, 1, 1], [1, 1, 1, 0]] and second.tolist() == [[0, 0, 1, 1], [0, 1, 1, 0]]
+    out = pool_pair(hidden, valid, second)
+    u0, v0 = hidden[0, 1:3].mean(0), hidden[0, 3:5].mean(0)
+    u1, v1 = hidden[1, 1], hidden[1, 2:4].mean(0)
+    assert torch.allclose(out[0], torch.cat([u0, v0, (u0 - v0).abs(), u0 * v0]))
+    assert torch.allclose(out[1], torch.cat([u1, v1, (u1 - v1).abs(), u1 * v1]))
+
+
+def test_pair_module_reads_the_segments_and_its_posterior_ignores_them():
+    x, mask = _inputs()
+    seg = mask.clone()
+    seg[1:, 3:] = 2.0  # inputs 1 and 2: tokens 3, 4 are the second text
+    pair = NVDPModule(8, 8, 2, heads=2, pair=True, stochastic=False)
+    assert pair.head.in_features == 32
+    g = torch.Generator().manual_seed(0)
+    post_seg, rep_seg = pair.represent(x, seg, g)
+    post_one, rep_one = pair.represent(x, mask, g)
+    assert torch.equal(post_seg.mu, post_one.mu) and torch.equal(post_seg.mask, post_one.mask)  # same posterior
+    assert torch.equal(rep_seg[0], rep_one[0]) and not torch.allclose(rep_seg[1], rep_one[1])  # pooling differs

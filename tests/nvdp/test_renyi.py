@@ -7,7 +7,7 @@ import torch
 from scipy import integrate, stats
 
 from dprelease.nvdp.renyi import (Batch, RDStats, batch_rd, dirichlet_term, gaussian_term, pair_bound,
-                                  z_filtered)
+                                  undefined_terms, z_filtered)
 
 T = lambda x: torch.tensor(x, dtype=torch.float64)  # noqa: E731
 
@@ -66,6 +66,7 @@ def test_rd_stats_filtered_and_unfiltered():
     stats_.add(_batch(n=6))
     s = stats_.summary()
     assert s["rd_pairs"] == 30 and s["rd_max"] >= s["rd_max_filtered"] >= 0
+    assert math.isclose(s["rd_max_gaussian"] + s["rd_max_dirichlet"], s["rd_max"], rel_tol=1e-12)
     rd, bad = batch_rd(_batch(n=6))
     assert bad == 0 and len(rd) == 30
     v = T([0.0, 0.0, 0.0, 10.0])
@@ -80,3 +81,17 @@ def test_padded_length_normaliser():
     g_pad, d_pad = pair_bound(b, i, j, n_vectors=33)
     assert math.isclose(float(g_own) * 3, float(g_pad) * 33, rel_tol=1e-9)
     assert math.isclose(float(d_own) * 3, float(d_pad) * 33, rel_tol=1e-9)
+
+
+def test_undefined_dimensions_are_left_out_as_the_reference_does_and_counted():
+    b = _batch(n=2)
+    b.sigma[1, 2, 4] = 5.0  # input 1, component 2, dim 4: σ'² = 1.1·σ_0² − 0.1·25 < 0 for the pair (0, 1)
+    i, j = torch.tensor([0]), torch.tensor([1])
+    assert float((1.1 * b.sigma[0, 2, 4] ** 2 - 0.1 * 25.0)) < 0
+    assert int(undefined_terms(b, i, j)) == 1 and int(undefined_terms(b, j, i)) == 0
+    g, _ = pair_bound(b, i, j)
+    terms = gaussian_term(b.mu[0], b.sigma[0], b.mu[1], b.sigma[1])  # (m, d); component 3 of input 0 is padding
+    want = (terms[:3, :].nanmean(-1)).sum() / 3
+    assert math.isclose(float(g), float(want), rel_tol=1e-12) and not math.isnan(float(g))
+    rd, bad = batch_rd(b)
+    assert bad == 1 and bool(torch.isfinite(rd).all())

@@ -19,7 +19,7 @@ from ..seeds import stage_seed
 from ..stage import skip_marker
 from .nvib import NO_CLIP, Clip, NVDPModule
 from .states import DIM, EncoderNVDP, Packed, Tokens, load_states, nvdp_dir
-from .tasks import Split, load
+from .tasks import Split, is_pair, load
 from .train import TrainOptions, evaluate, train
 
 VARIANTS = ("nonprivate", "unconstrained", "clipped")
@@ -60,7 +60,7 @@ def seeded_init(core: NVDPModule, seed: int) -> NVDPModule:
 def new_model(params, task: str, variant: str, n_classes: int, device: torch.device, seed: int):
     n = params.nvdp
     core = seeded_init(NVDPModule(DIM, n.dim, n_classes, heads=n.heads, clip=clip_for(params, task, variant),
-                                  stochastic=variant != "nonprivate"), seed)
+                                  stochastic=variant != "nonprivate", pair=is_pair(task)), seed)
     if n.backend == "full":
         from ..backends.encoder import load_encoder
 
@@ -87,7 +87,7 @@ def sources(params, states_dir: Path, task: str, splits: tuple[Split, Split] | N
     out = []
     for split in ("train", "test"):
         s = load_states(states_dir / f"{task}_{split}.safetensors")
-        out += [Packed(s["states"], s["offsets"], device), s["labels"].numpy()]
+        out += [Packed(s["states"], s["offsets"], device, first=s.get("first")), s["labels"].numpy()]
     return tuple(out)
 
 
@@ -127,7 +127,7 @@ def run_task(params, task: str, states_dir: Path, n_classes: int, *, splits=None
 def architecture(params, task: str, variant: str, lam: float | None, n_classes: int) -> dict:
     c = clip_for(params, task, variant)
     return {"task": task, "variant": variant, "lambda": lam, "dim_in": DIM, "dim": params.nvdp.dim,
-            "heads": params.nvdp.heads, "n_classes": n_classes, "max_length": params.nvdp.max_length,
+            "heads": params.nvdp.heads, "n_classes": n_classes, "pair": is_pair(task), "max_length": params.nvdp.max_length,
             "backend": params.nvdp.backend,
             "clip": {"mu": c.mu, "sigma_order": c.sigma_order, "alpha_min": c.alpha_min, "alpha_max": c.alpha_max}}
 
@@ -144,7 +144,7 @@ def module_from(arch: dict) -> NVDPModule:
     c = arch["clip"]
     clip = Clip(mu=c["mu"], sigma_order=c["sigma_order"], alpha_min=c["alpha_min"], alpha_max=c["alpha_max"])
     return NVDPModule(int(arch["dim_in"]), int(arch["dim"]), int(arch["n_classes"]), heads=int(arch["heads"]),
-                      clip=clip, stochastic=arch["variant"] != "nonprivate")
+                      clip=clip, stochastic=arch["variant"] != "nonprivate", pair=bool(arch.get("pair", False)))
 
 
 def summary_rows(rows: list[dict]) -> dict:

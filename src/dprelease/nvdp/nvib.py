@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 ALPHA_ZERO = 1e-4  # pseudo-counts below this are treated as zero in the RD / BDP computation (code behaviour)
+SIGMA_INIT = 0.1  # initial posterior σ as a fraction of the prior's: the reference scripts' stdev_tau (spec F.1)
 GAMMA_FLOOR = 1e-6  # stability clamp of α before Gamma sampling (a zero count cannot be sampled)
 _GLOBAL_RNG = threading.Lock()  # the forked global RNG is process-wide: one seeded Gamma draw at a time
 
@@ -74,7 +75,7 @@ class Posterior:
 class NVIBLayer(nn.Module):
     """Projections to (μ, log σ², α), prior prepended, clipping, sampling, KL terms."""
 
-    def __init__(self, dim_in: int, dim: int, *, logvar_init: float = 2 * math.log(0.5), alpha_init: float = 0.0,
+    def __init__(self, dim_in: int, dim: int, *, logvar_init: float = 2 * math.log(SIGMA_INIT), alpha_init: float = 0.0,
                  clip: Clip = NO_CLIP):
         super().__init__()
         self.mu = nn.Linear(dim_in, dim)
@@ -177,21 +178,42 @@ def pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (hidden[:, 1:] * m).sum(1) / m.sum(1).clamp_min(1.0)
 
 
+def segments(mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A segment mask (0 padding, 1 first segment, 2 second segment) as (valid, second-segment) 0/1 masks."""
+    return (mask > 0).to(torch.float32), (mask > 1.5).to(torch.float32)
+
+
+def pool_pair(hidden: torch.Tensor, valid: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+    """Sentence-pair pooling: each segment's components pooled on its own (u, v), then [u, v, |u−v|, u⊙v]
+    (the classic pair features). ``valid``/``second``: (B, n) masks without the prior row."""
+    pad = valid.new_zeros(valid.shape[0], 1)
+    u = pool(hidden, torch.cat([pad, valid - second], 1))
+    v = pool(hidden, torch.cat([pad, second], 1))
+    return torch.cat([u, v, (u - v).abs(), u * v], dim=-1)
+
+
 class NVDPModule(nn.Module):
-    """NVIB layer + denoising block + pooled representation + linear classifier, on token states."""
+    """NVIB layer + denoising block + pooled representation + linear classifier, on token states.
+
+    ``mask`` is a segment mask: 0 padding, 1 a token of the (first) text, 2 a token of the second text of a
+    pair. With ``pair`` the two segments are pooled separately (:func:`pool_pair`); the NVIB posterior, the
+    draw and the block see every token of both texts alike (the segment boundary is public, like the length)."""
 
     def __init__(self, dim_in: int, dim: int, n_classes: int, *, heads: int = 4, clip: Clip = NO_CLIP,
-                 stochastic: bool = True):
+                 stochastic: bool = True, pair: bool = False, sigma_init: float = SIGMA_INIT):
         super().__init__()
-        self.nvib = NVIBLayer(dim_in, dim, clip=clip)
+        self.nvib = NVIBLayer(dim_in, dim, clip=clip, logvar_init=2 * math.log(sigma_init))
         self.nvib.stochastic = stochastic
         self.block = DenoisingBlock(dim, heads)
-        self.head = nn.Linear(dim, n_classes)
+        self.pair = pair
+        self.head = nn.Linear(4 * dim if pair else dim, n_classes)
 
     def represent(self, x: torch.Tensor, mask: torch.Tensor, gen: torch.Generator):
         """(posterior, pooled representation of one draw)."""
-        post, z, pi = self.nvib(x, mask, gen)
-        return post, pool(self.block(z, pi, post.mask), post.mask)
+        valid, second = segments(mask)
+        post, z, pi = self.nvib(x, valid, gen)
+        hidden = self.block(z, pi, post.mask)
+        return post, pool_pair(hidden, valid, second) if self.pair else pool(hidden, post.mask)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor, gen: torch.Generator):
         post, rep = self.represent(x, mask, gen)

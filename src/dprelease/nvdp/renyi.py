@@ -11,7 +11,11 @@ by the number of vectors: by default the padded length max_length + 1 as in the 
 input to max_length; dividing by an input's own count instead magnifies short inputs), ``n_vectors=None`` the
 input's own count. ``normalise=False``
 is eq. 3 as printed (sums over dimensions, no division). Arguments outside the formula's domain (σ'² ≤ 0,
-a Gamma argument ≤ 0) give NaN; callers count them.
+a Gamma argument ≤ 0) give NaN. With ``normalise`` they are handled as the reference code does: an undefined
+dimension is left out of the Gaussian mean over dimensions (``nanmean``) and an undefined Dirichlet component out
+of the component sum (``nansum``); an undefined total-mass term leaves the pair NaN (set to 0 by :func:`batch_rd`).
+Where a term is undefined the true order-λ divergence is infinite, so :func:`undefined_terms` counts them and the
+RD statistics report how many pairs had any (``rd_nan_pairs``).
 """
 
 from __future__ import annotations
@@ -79,11 +83,14 @@ def _allocated(a_q: torch.Tensor, a_qp: torch.Tensor):
     return keep, a0_q.squeeze(-1), a0_qp.squeeze(-1), alloc
 
 
-def dirichlet_part(a_q, a_qp, n_vec, lam: float = LAMBDA, normalise: bool = True) -> torch.Tensor:
-    """Dirichlet part with proportional allocation; per pair (leading axes broadcast)."""
+def dirichlet_part(a_q, a_qp, n_vec, lam: float = LAMBDA, normalise: bool = True,
+                   skip_undefined: bool = False) -> torch.Tensor:
+    """Dirichlet part with proportional allocation; per pair (leading axes broadcast). ``skip_undefined``: the
+    RD code's ``nansum`` over components (the BDP accountant's order-2 terms keep NaN, as its code does)."""
     keep, a0_q, a0_qp, alloc = _allocated(a_q, a_qp)
     comp = torch.where(keep, dirichlet_components(torch.where(keep, a_q, 1.0), torch.where(keep, alloc, 1.0), lam),
-                       torch.zeros_like(a_q)).sum(-1)
+                       torch.zeros_like(a_q))
+    comp = comp.nansum(-1) if skip_undefined else comp.sum(-1)
     total = dirichlet_mass(a0_q, a0_qp, lam) + comp
     return total / n_vec if normalise else total
 
@@ -91,7 +98,11 @@ def dirichlet_part(a_q, a_qp, n_vec, lam: float = LAMBDA, normalise: bool = True
 def gaussian_part(mu_q, s_q, mu_qp, s_qp, paired, n_vec, lam: float = LAMBDA, normalise: bool = True):
     """Gaussian part over position-paired components (``paired``: (…, m) bool); per pair."""
     g = gaussian_term(mu_q, s_q, mu_qp, s_qp, lam)
-    per_comp = g.mean(-1) if normalise else g.sum(-1)
+    if normalise:  # the reference's nanmean over dimensions, then nansum over components
+        per_comp = g.nanmean(-1)
+        per_comp = torch.where(torch.isnan(per_comp), torch.zeros_like(per_comp), per_comp)
+    else:
+        per_comp = g.sum(-1)
     total = torch.where(paired, per_comp, torch.zeros_like(per_comp)).sum(-1)
     return total / n_vec if normalise else total
 
@@ -104,8 +115,19 @@ def pair_bound(b: Batch, i: torch.Tensor, j: torch.Tensor, lam: float = LAMBDA, 
                                                                                     dtype=b.mu.dtype)
     paired = b.mask[i] & b.mask[j]
     g = gaussian_part(b.mu[i], b.sigma[i], b.mu[j], b.sigma[j], paired, n_vec, lam, normalise)
-    d = dirichlet_part(b.alpha[i], b.alpha[j], n_vec, lam, normalise)
+    d = dirichlet_part(b.alpha[i], b.alpha[j], n_vec, lam, normalise, skip_undefined=normalise)
     return g, d
+
+
+def undefined_terms(b: Batch, i: torch.Tensor, j: torch.Tensor, lam: float = LAMBDA) -> torch.Tensor:
+    """Per pair: how many Gaussian dimension terms (σ'² ≤ 0) and Dirichlet component terms (a Gamma argument
+    ≤ 0) of eq. 3 are undefined, i.e. where the order-λ divergence is infinite."""
+    paired = (b.mask[i] & b.mask[j]).unsqueeze(-1)
+    var = (1 - lam) * b.sigma[j] ** 2 + lam * b.sigma[i] ** 2
+    gauss = ((var <= 0) & paired).sum((-1, -2))
+    keep, _, _, alloc = _allocated(b.alpha[i], b.alpha[j])
+    dirichlet = (keep & (lam * b.alpha[i] - (lam - 1) * alloc <= 0)).sum(-1)
+    return gauss + dirichlet
 
 
 def ordered_pairs(n: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -114,15 +136,23 @@ def ordered_pairs(n: int) -> tuple[torch.Tensor, torch.Tensor]:
     return i[keep], j[keep]
 
 
-def batch_rd(b: Batch, lam: float = LAMBDA, normalise: bool = True, n_vectors: int | None = None):
-    """eq. 3 for every ordered pair of the batch, and how many were NaN (set to 0, as the code does)."""
+def batch_parts(b: Batch, lam: float = LAMBDA, normalise: bool = True, n_vectors: int | None = None):
+    """eq. 3's Gaussian and Dirichlet parts for every ordered pair of the batch (NaN where undefined), and how
+    many pairs had an undefined term (infinite true divergence; the code drops such terms, see the module note)."""
     if b.mu.shape[0] < 2:
-        return torch.zeros(0, dtype=torch.float64), 0
+        empty = torch.zeros(0, dtype=torch.float64)
+        return empty, empty, 0
     i, j = ordered_pairs(b.mu.shape[0])
     g, d = pair_bound(b, i, j, lam, normalise, n_vectors)
-    rd = g + d
-    bad = int(torch.isnan(rd).sum())
-    return torch.nan_to_num(rd, nan=0.0), bad
+    bad = int(((undefined_terms(b, i, j, lam) > 0) | torch.isnan(g + d)).sum())
+    return g, d, bad
+
+
+def batch_rd(b: Batch, lam: float = LAMBDA, normalise: bool = True, n_vectors: int | None = None):
+    """eq. 3 for every ordered pair of the batch (a NaN pair set to 0, as the code does), and the number of pairs
+    with an undefined term (:func:`batch_parts`)."""
+    g, d, bad = batch_parts(b, lam, normalise, n_vectors)
+    return torch.nan_to_num(g + d, nan=0.0), bad
 
 
 def z_filtered(values: torch.Tensor, z: float = Z_FILTER) -> torch.Tensor:
@@ -137,20 +167,25 @@ def z_filtered(values: torch.Tensor, z: float = Z_FILTER) -> torch.Tensor:
 
 class RDStats:
     """Running RD statistics over test batches: unfiltered max/mean over all pairs and the reference's
-    filtered per-batch max/mean, then max/mean over batches."""
+    filtered per-batch max/mean, then max/mean over batches; and the Gaussian / Dirichlet parts of the pair that
+    attains the unfiltered max (which part of eq. 3 the max comes from)."""
 
     def __init__(self, n_vectors: int | None = None):
         self.n_vectors = n_vectors
         self.max, self.total, self.count, self.nan = 0.0, 0.0, 0, 0
+        self.max_parts = (0.0, 0.0)
         self.batch_max: list[float] = []
         self.batch_mean: list[float] = []
 
     def add(self, b: Batch, lam: float = LAMBDA) -> None:
-        rd, bad = batch_rd(b, lam, n_vectors=self.n_vectors)
+        g, d, bad = batch_parts(b, lam, n_vectors=self.n_vectors)
         self.nan += bad
-        if rd.numel() == 0:
+        if g.numel() == 0:
             return
-        self.max = max(self.max, float(rd.max()))
+        rd = torch.nan_to_num(g + d, nan=0.0)
+        top = int(rd.argmax())
+        if float(rd[top]) > self.max:
+            self.max, self.max_parts = float(rd[top]), (float(g[top]), float(d[top]))
         self.total += float(rd.sum())
         self.count += rd.numel()
         f = z_filtered(rd)
@@ -161,4 +196,5 @@ class RDStats:
         n = max(len(self.batch_max), 1)
         return {"rd_max": self.max, "rd_avg": self.total / max(self.count, 1),
                 "rd_max_filtered": max(self.batch_max, default=0.0), "rd_avg_filtered": sum(self.batch_mean) / n,
-                "rd_pairs": self.count, "rd_nan_pairs": self.nan}
+                "rd_pairs": self.count, "rd_nan_pairs": self.nan,
+                "rd_max_gaussian": self.max_parts[0], "rd_max_dirichlet": self.max_parts[1]}

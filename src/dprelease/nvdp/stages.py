@@ -90,13 +90,19 @@ def card(manifest_g: dict, row: dict, meta: dict) -> str:
         f"* Bayesian DP (Triastcyn & Faltings 2020) as the reference code computes it: ε_μ = {g['epsilon']:.3f} at "
         f"δ_μ = {g['delta']:g}, Rényi order {q['renyi_order']}, measured on {q['bdp_pairs']:,} pairs of OSHA test "
         f"narratives (eval batches of {q['eval_batch']}). Order-2 terms the code maps from NaN to 0: "
-        f"{q['nan_terms_zeroed']:,} (each makes ε optimistic).",
+        f"{q['nan_terms_zeroed']:,} (each makes ε optimistic)."
+        + (" An undefined term stands for an infinite divergence (the batch-mean posterior σ is below 0.707·σ_prior, "
+           "which the order-2 Gaussian term needs), so read strictly, this accountant gives **no finite ε** here; "
+           "the figure above is the reference code's number, reported for comparison with S000."
+           if q["nan_terms_zeroed"] else ""),
         "* BDP is an *average over a data distribution*: it bounds how much one narrative stands out from "
         "narratives like the test set's, not the worst case over every pair of texts (that is ordinary DP, which "
         "this release does not claim). A narrative unlike the reference population can leak more.",
         f"* Rényi bound between two inputs' posteriors (eq. 3, code normalisation, λ = {q['renyi_order']}): max "
         f"{q['rd_max']:.3f} over all measured pairs (the reference's z-filtered max: {q['rd_max_filtered']:.3f}); "
-        "a bound on pairs seen, not a proof for unseen ones.",
+        "a bound on pairs seen, not a proof for unseen ones"
+        + (f"; {q['rd_undefined_pairs']:,} pairs had an undefined (infinite) term, left out as the reference code does."
+           if q.get("rd_undefined_pairs") else "."),
         "* Each draw spends the budget again: sharing several draws of the same narrative composes.",
         "* What the representation keeps is whatever the task needed (injury nature) and what survives the noise; "
         f"see the attacker's probe in `reports/nvdp/report.md` (industry sector AUC).", "",
@@ -120,6 +126,7 @@ def sanitizer(params: Params, root: str | Path = ".") -> dict:
     g = guarantee.Guarantee("NVDP (clipped)", "bayesian_dp", float(row["bdp_epsilon"]), float(row["bdp_delta"]), None, {
         "renyi_order": row["bdp_lambda"], "bdp_pairs": row["bdp_pairs"], "eval_batch": params.nvdp.eval_batch,
         "nan_terms_zeroed": row["bdp_nan_terms_zeroed"], "rd_max": row["rd_max"],
+        "rd_undefined_pairs": row["rd_nan_pairs"],
         "rd_max_filtered": row["rd_max_filtered"], "lambda_g": row["lambda"], "accountant": "BDP (reference code)"})
     gd = g.as_dict()
     state = load_states(run / "clipped" / "model.safetensors")

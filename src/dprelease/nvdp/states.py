@@ -21,34 +21,48 @@ DIM = 384  # MiniLM-L6 hidden width
 
 
 def tokenize(split: Split, max_length: int, start: int = 0, stop: int | None = None) -> dict:
+    """Token ids of the joint input ("[CLS] a [SEP] b [SEP]" for a pair) and its segment mask ``segments``
+    (0 padding, 1 first text, 2 second text), as the fine-tuned-encoder backend reads them."""
     tok = load_tokenizer()
     a = split.text_a[start:stop]
     b = None if split.text_b is None else split.text_b[start:stop]
-    return tok(a, b, truncation=True, max_length=max_length, padding=True, return_tensors="pt")
+    enc = tok(a, b, truncation=True, max_length=max_length, padding=True, return_tensors="pt",
+              return_token_type_ids=True)
+    enc["segments"] = enc["attention_mask"] * (1 + enc["token_type_ids"])
+    return enc
+
+
+@torch.no_grad()
+def _token_states(texts: list[str], *, max_length: int, batch_size: int, device: torch.device, encoder) -> list:
+    """Last-layer states of each text's real tokens (float16), each text encoded on its own."""
+    tok = load_tokenizer()
+    order = np.argsort([len(t) for t in texts], kind="stable")
+    out: list[torch.Tensor | None] = [None] * len(texts)
+    for s in range(0, len(texts), batch_size):
+        idx = order[s:s + batch_size]
+        enc = tok([texts[i] for i in idx], truncation=True, max_length=max_length, padding=True, return_tensors="pt")
+        hidden = encoder(input_ids=enc["input_ids"].to(device), attention_mask=enc["attention_mask"].to(device))
+        hidden = hidden.last_hidden_state.float().cpu()
+        for k, i in enumerate(idx):
+            out[i] = hidden[k, :int(enc["attention_mask"][k].sum())].to(torch.float16)
+    return out
 
 
 @torch.no_grad()
 def encode(split: Split, *, max_length: int, batch_size: int, device: torch.device, encoder=None) -> dict:
-    """Packed token states of every text: ``states`` (tokens, 384) float16 and ``offsets`` (n + 1)."""
+    """Packed token states of every record: ``states`` (tokens, 384) float16, ``offsets`` (n + 1) and ``first``
+    (n: how many of a record's tokens belong to its first text). A pair's two texts are encoded each on its
+    own (the frozen sentence encoder was trained on single sentences; a linear probe on jointly encoded MRPC / RTE
+    pairs is at chance) and its second text's tokens follow the first's."""
     encoder = encoder if encoder is not None else load_encoder(device)
-    chunks, lengths = [], []
-    order = np.argsort([len(t) + len(split.text_b[i]) if split.text_b else len(t) for i, t in enumerate(split.text_a)])
-    packed: list[torch.Tensor | None] = [None] * len(split)
-    for s in range(0, len(split), batch_size):
-        idx = order[s:s + batch_size]
-        sub = Split([split.text_a[i] for i in idx], None if split.text_b is None else [split.text_b[i] for i in idx],
-                    split.labels[idx])
-        enc = tokenize(sub, max_length)
-        hidden = encoder(input_ids=enc["input_ids"].to(device), attention_mask=enc["attention_mask"].to(device))
-        hidden = hidden.last_hidden_state.float().cpu()
-        for k, i in enumerate(idx):
-            n = int(enc["attention_mask"][k].sum())
-            packed[i] = hidden[k, :n].to(torch.float16)
-    for t in packed:
-        chunks.append(t)
-        lengths.append(t.shape[0])
+    opts = {"max_length": max_length, "batch_size": batch_size, "device": device, "encoder": encoder}
+    parts = _token_states(split.text_a, **opts)
+    first = [t.shape[0] for t in parts]
+    if split.text_b is not None:
+        parts = [torch.cat([a, b]) for a, b in zip(parts, _token_states(split.text_b, **opts))]
+    lengths = [t.shape[0] for t in parts]
     offsets = torch.tensor(np.concatenate([[0], np.cumsum(lengths)]), dtype=torch.long)
-    return {"states": torch.cat(chunks), "offsets": offsets}
+    return {"states": torch.cat(parts), "offsets": offsets, "first": torch.tensor(first, dtype=torch.long)}
 
 
 def save_states(path: Path, packed: dict, labels: np.ndarray) -> None:
@@ -60,10 +74,12 @@ def load_states(path: Path) -> dict:
 
 
 class Packed:
-    """Batches of padded token states from a packed cache (float32 on ``device``)."""
+    """Batches of padded token states from a packed cache (float32 on ``device``) with their segment mask
+    (0 padding, 1 first text, 2 second text; ``first``: first-text lengths, None for single texts)."""
 
-    def __init__(self, states: torch.Tensor, offsets: torch.Tensor, device: torch.device):
-        self.states, self.offsets, self.device = states, offsets, device
+    def __init__(self, states: torch.Tensor, offsets: torch.Tensor, device: torch.device,
+                 first: torch.Tensor | None = None):
+        self.states, self.offsets, self.device, self.first = states, offsets, device, first
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -75,6 +91,8 @@ class Packed:
         for k, i in enumerate(idx):
             x[k, :lens[k]] = self.states[self.offsets[i]:self.offsets[i + 1]].float()
             mask[k, :lens[k]] = 1.0
+            if self.first is not None:
+                mask[k, int(self.first[i]):lens[k]] = 2.0
         return x.to(self.device), mask.to(self.device)
 
 
@@ -85,14 +103,15 @@ class EncoderNVDP(nn.Module):
         super().__init__()
         self.encoder, self.nvdp = encoder, nvdp
 
-    def states(self, ids: torch.Tensor, attn: torch.Tensor) -> torch.Tensor:
-        return self.encoder(input_ids=ids, attention_mask=attn).last_hidden_state
+    def states(self, ids: torch.Tensor, segments: torch.Tensor) -> torch.Tensor:
+        return self.encoder(input_ids=ids, attention_mask=(segments > 0).long(),
+                            token_type_ids=(segments > 1).long()).last_hidden_state
 
-    def represent(self, ids, attn, gen):
-        return self.nvdp.represent(self.states(ids, attn), attn.float(), gen)
+    def represent(self, ids, segments, gen):
+        return self.nvdp.represent(self.states(ids, segments), segments.float(), gen)
 
-    def forward(self, ids, attn, gen):
-        return self.nvdp(self.states(ids, attn), attn.float(), gen)
+    def forward(self, ids, segments, gen):
+        return self.nvdp(self.states(ids, segments), segments.float(), gen)
 
 
 class Tokens:
@@ -108,7 +127,7 @@ class Tokens:
         s = self.split
         sub = Split([s.text_a[i] for i in idx], None if s.text_b is None else [s.text_b[i] for i in idx], s.labels[idx])
         enc = tokenize(sub, self.max_length)
-        return enc["input_ids"].to(self.device), enc["attention_mask"].to(self.device)
+        return enc["input_ids"].to(self.device), enc["segments"].to(self.device)
 
 
 def nvdp_dir(params, root, *parts) -> Path:

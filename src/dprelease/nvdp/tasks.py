@@ -55,6 +55,11 @@ def glue_task(root: Path, task: str, *, max_train: int | None, seed: int) -> tup
     return splits[0], splits[1], classes
 
 
+def is_pair(task: str) -> bool:
+    """Whether a task's records are sentence pairs (MRPC, RTE)."""
+    return task in GLUE and GLUE[task][2] is not None
+
+
 def sector(naics: str) -> str:
     """Industry sector of a record: the first two digits of its ``Primary NAICS`` ("" if none)."""
     digits = str(naics).strip()[:2]
