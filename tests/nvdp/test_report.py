@@ -21,6 +21,7 @@ def test_render_and_verdicts(tmp_path):
     assert set(headline(df)["lambda"]) == {0.01}
     assert "below unconstrained at 2/2 λ unfiltered, 2/2 filtered" in verdicts(df)[0]
     assert "-1.0 points" in verdicts(df)[0] and "Dirichlet part" not in verdicts(df)[0]
+    assert "not above at 2/2 λ (largest excess -0.1000)" in verdicts(df)[0]
     worse = df.copy()
     worse.loc[worse.variant == "clipped", "rd_max"] = 2.0  # clipped max above: Dirichlet part 0.225 of 2.0
     assert "0/2 λ unfiltered" in verdicts(worse)[0] and "the Dirichlet part is 11–11 %" in verdicts(worse)[0]

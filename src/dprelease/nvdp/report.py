@@ -48,6 +48,7 @@ def verdicts(df: pd.DataFrame) -> list[str]:
         rd_ok = sum(c.loc[x, "rd_max"] < u.loc[x, "rd_max"] for x in lam)
         filt_ok = sum(c.loc[x, "rd_max_filtered"] < u.loc[x, "rd_max_filtered"] for x in lam)
         eps_ok = sum(c.loc[x, "bdp_epsilon"] <= u.loc[x, "bdp_epsilon"] + 1e-9 for x in lam)
+        excess = max(c.loc[x, "bdp_epsilon"] - u.loc[x, "bdp_epsilon"] for x in lam)
         not_lower = [x for x in lam if c.loc[x, "rd_max"] >= u.loc[x, "rd_max"]]
         why = ""
         if not_lower:
@@ -57,7 +58,8 @@ def verdicts(df: pd.DataFrame) -> list[str]:
                        f"is {100 * min(share):.0f}–{100 * max(share):.0f} % of the clipped max pair's RD")
         best = c.score.max()
         lines.append(f"* **{task}**: clipped RD max below unconstrained at {rd_ok}/{len(lam)} λ unfiltered, "
-                     f"{filt_ok}/{len(lam)} filtered; BDP ε not above at {eps_ok}/{len(lam)} λ{why}; best clipped score "
+                     f"{filt_ok}/{len(lam)} filtered; BDP ε not above at {eps_ok}/{len(lam)} λ (largest excess "
+                     f"{excess:+.4f}){why}; best clipped score "
                      f"{best:.3f} vs non-private {base:.3f} ({100 * (best - base):+.1f} points).")
     return lines
 
