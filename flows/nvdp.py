@@ -1,5 +1,5 @@
-"""NVDP flow (issue 11): token-state cache, every task's (variant, λ) grid, the attacker's probe, the sanitizer
-release and the report, as cached stage tasks; one MLflow parent run with a child run per task × variant.
+"""NVDP flow (issue 11): token-state cache, every task's (variant, λ) grid, the attacker's probe, the membership
+audit of the OSHA classifiers (the privacy-audit package's NVDP arm), the sanitizer release and the report, as cached stage tasks; one MLflow parent run with a child run per task × variant.
 
 ``python -m flows.nvdp [--params params.yaml] [--set nvdp.epochs=2] [--no-track]``  (``make nvdp``)
 
@@ -47,7 +47,7 @@ def nvdp_flow(params: dict, root: str = ".", track: bool = True) -> dict:
     for name, future in futures.items():
         out[name] = future.result()
     out["timings"]["tasks (two at a time)"] = round(time.perf_counter() - start - out["timings"]["nvdp_states"], 2)
-    for name in ("nvdp_probe", "nvdp_sanitizer", "nvdp_report"):
+    for name in ("nvdp_probe", "nvdp_membership", "audit_nvdp", "nvdp_sanitizer", "nvdp_report"):
         timed(name)
     if track:
         cli.tracked(out, lambda: track_nvdp_task(params, root))

@@ -27,7 +27,7 @@ from .stage import Runner, Stage
 from .swag_ppm import stages as swag_ppm_stages
 
 DECLARATIONS = (data_stages.declare, swag_ppm_stages.declare, nonprivate_stages.declare, dpsgd_stages.declare,
-                report_stages.declare, mia_stages.declare, nvdp_stages.declare,
+                report_stages.declare, mia_stages.declare, nvdp_stages.declare, mia_stages.declare_nvdp_arm,
                 gpp_stages.declare)
 PACKAGE_ROOT = "src/dprelease"
 

@@ -40,6 +40,22 @@ def test_table_report_and_metrics(nvdp_run):
     assert json.loads((root / "metrics/nvdp_mrpc.json").read_text())["clipped@0.01"]["bdp_epsilon"] > 0
 
 
+def test_membership_scores_feed_the_audit_arm(nvdp_run):
+    from safetensors.torch import load_file
+
+    params, root, _ = nvdp_run
+    scores = load_file(str(root / params.artifacts / "nvdp/membership/scores.safetensors"))
+    member = scores["member"].bool()
+    assert set(scores) == {"nonprivate", "unconstrained", "clipped", "member"} and 0 < int(member.sum()) < len(member)
+    assert all(v.shape == member.shape and bool((v <= 0).all()) for k, v in scores.items() if k != "member")  # log p_y
+    audit = json.loads((root / "metrics/audit_nvdp.json").read_text())
+    assert set(audit["arms"]) == {"nonprivate", "unconstrained", "clipped"}
+    assert all(0 <= a["attacks"]["loss"]["auc"] <= 1 for a in audit["arms"].values())
+    assert audit["arms"]["clipped"]["lambda"] == params.nvdp.release_lambda
+    assert audit["arms"]["clipped"]["claimed_epsilon"] > 0 and audit["arms"]["nonprivate"]["claimed_epsilon"] is None
+    assert "NVDP clipped" in (root / "reports/privacy_nvdp/report.md").read_text(encoding="utf-8")
+
+
 def test_sanitizer_release_holds_only_public_files(nvdp_run):
     params, root, _ = nvdp_run
     folder = root / params.nvdp.release_dir

@@ -7,6 +7,7 @@ from ..config import Params
 from ..stage import Stage
 from .attack import arm_folder, privacy_audit
 from .canary import canary_runs
+from .nvdp_arm import audit_nvdp
 from .population import audit_pool
 from .references import audit_references
 from .report import privacy_report
@@ -39,3 +40,11 @@ def declare(params: Params) -> list[Stage]:
               ["metrics/privacy_audit.json", "metrics/audit_canary.json", "metrics/audit_pool.json"],
               ["reports/privacy"], ["mia/report.py", "plots.py"], group="audit"),
     ]
+
+
+def declare_nvdp_arm(params: Params) -> list[Stage]:
+    """``audit_nvdp``: the NVDP classifier as an audit arm. Declared after the NVDP stages (it reads their
+    membership scores as files) and run by the NVDP flow (group ``nvdp``)."""
+    return [Stage("audit_nvdp", audit_nvdp, ["seed", "privacy_audit.alpha"],
+                  [f"{params.artifacts}/nvdp/membership"], ["reports/privacy_nvdp"], ["mia", *LOAD_CODE],
+                  metrics=["metrics/audit_nvdp.json"], group="nvdp")]

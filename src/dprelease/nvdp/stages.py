@@ -1,6 +1,7 @@
 """NVDP stages (issue 11): ``nvdp_states`` (token-state cache), one stage per task (``nvdp_mrpc`` …
-``nvdp_osha``: every (variant, λ) cell), ``nvdp_probe`` (attacker's view), ``nvdp_sanitizer`` (the release
-folder) and ``nvdp_report`` (table, report, figure); plus :func:`sanitize`, what ``dprelease sanitize`` calls."""
+``nvdp_osha``: every (variant, λ) cell), ``nvdp_probe`` (attacker's view), ``nvdp_membership`` (per-record scores
+for the privacy audit's NVDP arm), ``nvdp_sanitizer`` (the release folder) and ``nvdp_report`` (table, report,
+figure); plus :func:`sanitize`, what ``dprelease sanitize`` calls."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
+from safetensors.torch import save_file
 
 from ..config import Params
 from ..io import atomic_dir, read_json, write_json
@@ -18,7 +20,8 @@ from ..privacy import guarantee
 from ..seeds import stage_seed
 from ..stage import Stage, pick, skip_marker
 from . import report
-from .experiment import module_from, task_stage, threads
+from .experiment import VARIANTS, module_from, task_stage, threads
+from .membership import true_class_log_probs
 from .probe import probe_auc, sector_labels
 from .sanitizer import privatize, write_sanitizer
 from .states import Packed, cache_stage, load_states, nvdp_dir
@@ -60,11 +63,8 @@ def probe(params: Params, root: str | Path = ".") -> dict:
 
     reps = {"encoder mean-pool (non-private)": (pooled(data["train"]), pooled(data["test"]))}
     with threads(params.nvdp.torch_threads):
-        for variant in ("nonprivate", "unconstrained", "clipped"):
-            arch = read_json(runs / variant / "model.json")
-            model = module_from(arch)
-            model.load_state_dict(load_states(runs / variant / "model.safetensors"))
-            model.eval()
+        for variant in VARIANTS:
+            arch, model = _fitted(runs, variant)
             name = ("NVDP non-private classifier" if variant == "nonprivate"
                     else f"NVDP {variant} λ={arch['lambda']:g} (one draw)")
             reps[name] = tuple(represent(model, packed[s], len(packed[s]), seed=stage_seed(seed, f"{variant}-{s}"))
@@ -73,6 +73,42 @@ def probe(params: Params, root: str | Path = ".") -> dict:
            "probes": {k: probe_auc(a, y_tr, b, y_te, seed=seed) for k, (a, b) in reps.items()}}
     write_json(lay.metrics / "nvdp_probe.json", out)
     return out
+
+
+def _fitted(runs: Path, variant: str):
+    arch = read_json(runs / variant / "model.json")
+    model = module_from(arch)
+    model.load_state_dict(load_states(runs / variant / "model.safetensors"))
+    return arch, model.eval()
+
+
+def membership(params: Params, root: str | Path = ".") -> dict:
+    """Stage ``nvdp_membership``: log p_y of every OSHA training (member) and test (non-member) record under
+    each kept classifier (non-private; both NVDP variants at ``nvdp.release_lambda``), one draw per record,
+    and each arm's public claim. Private output, read by the privacy-audit package's NVDP arm."""
+    out = _dir(params, root, "membership")
+    if "osha" not in params.nvdp.tasks or params.nvdp.backend == "full":
+        return skip_marker(out, "needs the osha task on the head backend")
+    sdir, runs = _dir(params, root, "states"), _dir(params, root, "runs", "osha")
+    data = {s: load_states(sdir / f"osha_{s}.safetensors") for s in ("train", "test")}
+    rows = read_json(runs / "rows.json")
+    scores, arms = {}, {}
+    with threads(params.nvdp.torch_threads):
+        for variant in VARIANTS:
+            arch, model = _fitted(runs, variant)
+            scores[variant] = torch.from_numpy(np.concatenate([
+                true_class_log_probs(model, Packed(d["states"], d["offsets"], torch.device("cpu")), d["labels"].numpy(),
+                                     seed=stage_seed(params.seed, f"nvdp-membership-{variant}-{s}"))
+                for s, d in data.items()]))
+            row = next(r for r in rows if r["variant"] == variant and r["lambda"] == arch["lambda"])
+            arms[variant] = {"lambda": arch["lambda"], "claimed_epsilon": row.get("bdp_epsilon"),
+                             "guarantee": "none" if variant == "nonprivate" else "bayesian_dp (reference accountant)"}
+    member = torch.cat([torch.ones(len(data["train"]["labels"]), dtype=torch.uint8),
+                        torch.zeros(len(data["test"]["labels"]), dtype=torch.uint8)])
+    with atomic_dir(out, private=True) as tmp:
+        save_file({**scores, "member": member}, str(tmp / "scores.safetensors"))
+        write_json(tmp / "arms.json", arms)
+    return {"members": int(member.sum()), "non_members": int(len(member) - member.sum()), "arms": list(arms)}
 
 
 def card(manifest_g: dict, row: dict, meta: dict) -> str:
@@ -175,6 +211,8 @@ def declare(params: Params) -> list[Stage]:
     out += [
         Stage("nvdp_probe", probe, TRAIN_PARAMS, [f"{a}/nvdp/states", f"{a}/nvdp/runs/osha"], [], CODE,
               metrics=["metrics/nvdp_probe.json"], group="nvdp"),
+        Stage("nvdp_membership", membership, TRAIN_PARAMS, [f"{a}/nvdp/states", f"{a}/nvdp/runs/osha"],
+              [f"{a}/nvdp/membership"], CODE, group="nvdp"),
         Stage("nvdp_sanitizer", sanitizer, TRAIN_PARAMS + ["nvdp.release_dir"], [f"{a}/nvdp/runs/osha"],
               [n.release_dir], RELEASE_CODE, group="nvdp"),
         Stage("nvdp_report", report_stage, TRAIN_PARAMS, runs + ["metrics/nvdp_probe.json"], ["reports/nvdp"],
