@@ -69,7 +69,8 @@ def render(out: dict, alpha: float) -> str:
               "worst-case DP ε.", "",
               "| arm | λ | claimed ε | AUC | TPR @ FPR 1 % | TPR @ FPR 0.1 % | ε (heuristic, L.3) |",
               "|---|---|---|---|---|---|---|"]
-    for arm, d in out["arms"].items():
+    for arm in sorted(out["arms"], key=lambda a: list(LABELS).index(a) if a in LABELS else len(LABELS)):
+        d = out["arms"][arm]
         r = d["attacks"]["loss"]
         lam = "–" if d["lambda"] is None else f"{d['lambda']:g}"
         lines.append(f"| {LABELS.get(arm, arm)} | {lam} | {_f(d['claimed_epsilon'])} | {_f(r['auc'])} | "
