@@ -137,8 +137,8 @@ def card(manifest_g: dict, row: dict, meta: dict) -> str:
         f"* Rényi bound between two inputs' posteriors (eq. 3, code normalisation, λ = {q['renyi_order']}): max "
         f"{q['rd_max']:.3f} over all measured pairs (the reference's z-filtered max: {q['rd_max_filtered']:.3f}); "
         "a bound on pairs seen, not a proof for unseen ones"
-        + (f"; {q['rd_undefined_pairs']:,} pairs had an undefined (infinite) term, left out as the reference code does."
-           if q.get("rd_undefined_pairs") else "."),
+        + (f"; {q['rd_undefined_pairs']:,} pair{'s' if q['rd_undefined_pairs'] != 1 else ''} had an undefined "
+           "(infinite) term, left out as the reference code does." if q.get("rd_undefined_pairs") else "."),
         "* Each draw spends the budget again: sharing several draws of the same narrative composes.",
         "* What the representation keeps is whatever the task needed (injury nature) and what survives the noise; "
         f"see the attacker's probe in `reports/nvdp/report.md` (industry sector AUC).", "",
