@@ -34,4 +34,4 @@ def test_init_is_a_function_of_the_seed_only():
     b = new_model(params, "mrpc", "clipped", 2, torch.device("cpu"), 5)
     c = new_model(params, "mrpc", "clipped", 2, torch.device("cpu"), 6)
     assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
-    assert not torch.equal(a.nvib.mu.weight, c.nvib.mu.weight)
+    assert not torch.equal(a.block.q.weight, c.block.q.weight)

@@ -103,10 +103,8 @@ def render(df: pd.DataFrame, probe: dict | None, meta: dict) -> str:
              "Model as the reference scripts initialise it: posterior σ starts at 0.1·σ_prior (`stdev_tau`), below the "
              "clipping floor 0.302, so the floor acts from the first step; pseudo-count projection starts at α ≈ 1 (the "
              "reference's `alpha_tau = −10` is tied to BERT's state scale; MiniLM's differ). Sentence pairs (MRPC, RTE): "
-             "each sentence's frozen token states are computed on their own and the NVIB posterior spans both; the "
-             "representation is each sentence's draw averaged with its Dirichlet weights, [u, v, |u−v|, u⊙v] (no "
-             "denoising block for pairs: on a held-out 15 % of the training pairs the block stayed at the majority "
-             "class; single texts keep it).", "",
+             "each sentence's frozen token states are computed on their own and the NVIB posterior spans both; the head "
+             "pools each sentence's denoised components separately and reads [u, v, |u−v|, u⊙v].", "",
              "## Table 1 analogue (best λ per variant)", "",
              "| task (metric) | non-private | unconstrained score / BDP ε / RD max (filtered) | clipped score / BDP ε / RD max (filtered) |",
              "|---|---|---|---|"]
