@@ -28,14 +28,10 @@ def _one_thread():
     except (ImportError, ValueError):
         yield
         return
-    import torch
+    from dprelease.threads import torch_threads
 
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 class Sealed:

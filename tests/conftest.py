@@ -83,6 +83,26 @@ def make_root(path: Path) -> Path:
     return path
 
 
+def trace_package(fn) -> set[str]:
+    """Package-relative source files in which a function ran while ``fn`` ran (this thread): what a stage's
+    code declaration is checked against."""
+    from dprelease import cache
+
+    pkg = str(cache.PACKAGE_DIR) + "/"
+    seen: set[str] = set()
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename.startswith(pkg):
+            seen.add(frame.f_code.co_filename)
+
+    sys.setprofile(profile)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return {Path(f).relative_to(cache.PACKAGE_DIR).as_posix() for f in seen}
+
+
 def run_stages(params, root: Path, names: list[str]) -> dict:
     from dprelease.registry import run_stage
 

@@ -6,12 +6,11 @@ always inside the code it declares."""
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import make_root, slice_raw
+from conftest import make_root, slice_raw, trace_package
 from dprelease import cache, registry
 from dprelease.config import parse_params
 
@@ -89,23 +88,6 @@ def test_package_version_hashes_the_whole_package(package_copy):
 
 
 # the declarations checked against what actually runs -------------------------------------------------------
-def _trace(fn) -> set[str]:
-    """Package-relative source files in which a function ran while ``fn`` ran (this thread)."""
-    pkg = str(cache.PACKAGE_DIR) + "/"
-    seen: set[str] = set()
-
-    def profile(frame, event, arg):
-        if event == "call" and frame.f_code.co_filename.startswith(pkg):
-            seen.add(frame.f_code.co_filename)
-
-    sys.setprofile(profile)
-    try:
-        fn()
-    finally:
-        sys.setprofile(None)
-    return {Path(f).relative_to(cache.PACKAGE_DIR).as_posix() for f in seen}
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["head", "full"])
 def test_code_a_stage_runs_is_code_it_declares(backend, tmp_path):
@@ -122,7 +104,7 @@ def test_code_a_stage_runs_is_code_it_declares(backend, tmp_path):
     assert "select" in [s.name for s in stages]
     used = {}
     for s in stages:
-        used[s.name] = _trace(lambda: s.run(params, root))
+        used[s.name] = trace_package(lambda: s.run(params, root))
         declared = {f.relative_to(cache.PACKAGE_DIR).as_posix() for f in cache.code_files(s.all_code)}
         assert used[s.name] <= declared, f"{s.name} ran code it does not declare: {sorted(used[s.name] - declared)}"
     # the trace sees what it should (so the check above is not vacuous)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, make_root, slice_raw
+from tests.conftest import ROOT, make_root, slice_raw, trace_package
 
 GLUE_ROWS = 40
 
@@ -33,25 +32,6 @@ def nvdp_params(**nvdp):
     return parse_params(raw)
 
 
-def _trace(fn) -> set[str]:
-    """Package-relative source files in which a function ran while ``fn`` ran (as tests/test_cache.py)."""
-    from dprelease import cache
-
-    pkg = str(cache.PACKAGE_DIR) + "/"
-    seen: set[str] = set()
-
-    def profile(frame, event, arg):
-        if event == "call" and frame.f_code.co_filename.startswith(pkg):
-            seen.add(frame.f_code.co_filename)
-
-    sys.setprofile(profile)
-    try:
-        fn()
-    finally:
-        sys.setprofile(None)
-    return {Path(f).relative_to(cache.PACKAGE_DIR).as_posix() for f in seen}
-
-
 @pytest.fixture(scope="session")
 def nvdp_run(tmp_path_factory):
     from dprelease import registry
@@ -60,5 +40,5 @@ def nvdp_run(tmp_path_factory):
     root = nvdp_root(tmp_path_factory.mktemp("nvdp"))
     used = {}  # package files each stage ran code in (checked against its declaration)
     for stage in registry.group(params, "nvdp"):
-        used[stage.name] = _trace(lambda: stage.run(params, root))
+        used[stage.name] = trace_package(lambda: stage.run(params, root))
     return params, root, used

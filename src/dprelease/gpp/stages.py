@@ -5,7 +5,6 @@ point of ``dprelease sanitize`` for a GPP sanitizer release. Every output is a p
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import time
 from pathlib import Path
@@ -18,12 +17,13 @@ from ..io import atomic_dir, private_dir, write_json
 from ..layout import Layout
 from ..seeds import stage_seed
 from ..stage import Stage
+from ..threads import torch_threads
 from .audit import ProbeConfig, audit
 from .data import GPPData, digits_composites
 from .experiments import baseline_table, row, sweeps
 from .train import TrainConfig
 
-CODE = ["gpp", "config_gpp.py", "data/records.py", "data/splits.py", "backends/base.py"]
+CODE = ["gpp", "config_gpp.py", "data/records.py", "data/splits.py", "backends/base.py", "threads.py"]
 RELEASE_CODE = ["gpp", "config_gpp.py", "release_check.py", "card.py", "backends/encoder.py", "backends/head.py", "data/records.py",
                 "data/splits.py", "backends/base.py"]
 
@@ -80,21 +80,9 @@ def distributed_rows(data: GPPData, params: Params, config: TrainConfig, seed: i
     return rows, comm
 
 
-@contextlib.contextmanager
-def one_thread():
-    """Small MLPs on a shared 2-core machine: one torch thread is an order of magnitude faster than two
-    (thread contention); the previous setting is restored."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
-
-
 def run_setting(data: GPPData, params: Params, d_z: int, seed: int, *, sweep_grids: dict) -> tuple[dict, dict]:
     """Baselines + sweeps + distributed rows of one dataset; returns (metrics, fitted models)."""
-    with one_thread():
+    with torch_threads(1):  # small MLPs on a shared 2-core machine: one thread is much faster than two
         return _run_setting(data, params, d_z, seed, sweep_grids=sweep_grids)
 
 

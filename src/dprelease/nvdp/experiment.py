@@ -4,7 +4,6 @@ each trained on the task's training split and evaluated on its test (GLUE: dev) 
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from pathlib import Path
@@ -17,6 +16,7 @@ from ..io import atomic_dir, read_json, write_json
 from ..layout import Layout
 from ..seeds import stage_seed
 from ..stage import skip_marker
+from ..threads import torch_threads
 from .nvib import NO_CLIP, Clip, NVDPModule
 from .states import DIM, EncoderNVDP, Packed, Tokens, load_states, nvdp_dir
 from .tasks import Split, is_pair, load
@@ -68,17 +68,6 @@ def new_model(params, task: str, variant: str, n_classes: int, device: torch.dev
     return core.to(device)
 
 
-@contextlib.contextmanager
-def threads(n: int):
-    before = torch.get_num_threads()
-    if n:
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def sources(params, states_dir: Path, task: str, splits: tuple[Split, Split] | None, device: torch.device):
     """(train batches, train labels, test batches, test labels) for the configured backend."""
     if params.nvdp.backend == "full":
@@ -99,7 +88,7 @@ def run_task(params, task: str, states_dir: Path, n_classes: int, *, splits=None
     device = device_for(params)
     tr, y_tr, te, y_te = sources(params, states_dir, task, splits, device)
     rows = []
-    with threads(n.torch_threads):
+    with torch_threads(n.torch_threads):
         for variant, lam in grid(params):
             tag = f"nvdp-{task}-{variant}-{lam}"
             model = new_model(params, task, variant, n_classes, device, stage_seed(params.seed, tag, 1))

@@ -19,8 +19,9 @@ from ..layout import Layout, check_release_path
 from ..privacy import guarantee
 from ..seeds import stage_seed
 from ..stage import Stage, pick, skip_marker
+from ..threads import torch_threads
 from . import report
-from .experiment import VARIANTS, module_from, task_stage, threads
+from .experiment import VARIANTS, module_from, task_stage
 from .membership import true_class_log_probs
 from .probe import probe_auc, sector_labels
 from .sanitizer import privatize, write_sanitizer
@@ -28,10 +29,10 @@ from .states import Packed, cache_stage, load_states, nvdp_dir
 from .tasks import TASKS
 from .train import represent
 
-CODE = ["nvdp", "backends/encoder.py", "data/records.py", "errors.py"]
+CODE = ["nvdp", "backends/encoder.py", "data/records.py", "errors.py", "threads.py"]
 STATE_CODE = ["nvdp/__init__.py", "nvdp/states.py", "nvdp/tasks.py", "backends", "data/records.py", "data/__init__.py"]
 TASK_CODE = STATE_CODE + ["nvdp/nvib.py", "nvdp/experiment.py", "nvdp/train.py", "nvdp/renyi.py", "nvdp/accountant.py",
-             "nvdp/clipstats.py"]
+             "nvdp/clipstats.py", "threads.py"]
 RELEASE_CODE = CODE + ["release_check.py", "privacy/guarantee.py"]
 STATE_PARAMS = ["seed", "data", "nvdp.tasks", "nvdp.max_length", "nvdp.glue_dir", "nvdp.sst2_max_train",
                 "nvdp.osha_max_train", "nvdp.encode_batch", "nvdp.backend"]
@@ -62,7 +63,7 @@ def probe(params: Params, root: str | Path = ".") -> dict:
         return np.stack([d["states"][off[i]:off[i + 1]].float().mean(0).numpy() for i in range(len(off) - 1)])
 
     reps = {"encoder mean-pool (non-private)": (pooled(data["train"]), pooled(data["test"]))}
-    with threads(params.nvdp.torch_threads):
+    with torch_threads(params.nvdp.torch_threads):
         for variant in VARIANTS:
             arch, model = _fitted(runs, variant)
             name = ("NVDP non-private classifier" if variant == "nonprivate"
@@ -93,7 +94,7 @@ def membership(params: Params, root: str | Path = ".") -> dict:
     data = {s: load_states(sdir / f"osha_{s}.safetensors") for s in ("train", "test")}
     rows = read_json(runs / "rows.json")
     scores, arms = {}, {}
-    with threads(params.nvdp.torch_threads):
+    with torch_threads(params.nvdp.torch_threads):
         for variant in VARIANTS:
             arch, model = _fitted(runs, variant)
             scores[variant] = torch.from_numpy(np.concatenate([
