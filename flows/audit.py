@@ -46,7 +46,7 @@ def audit_flow(params: dict, root: str = ".", track: bool = True) -> dict:
     def timed(name: str) -> None:
         start = time.perf_counter()
         out[name] = run(name, p, root)
-        out["timings"][name] = round(time.perf_counter() - start, 2)
+        cli.record_time(out["timings"], p, name, time.perf_counter() - start)
 
     for spec in registry.group(p, "release"):
         timed(spec.name)

@@ -42,7 +42,7 @@ def compare_flow(params: dict, root: str = ".", track: bool = True) -> dict:
     def timed(name: str) -> None:
         start = time.perf_counter()
         out[name] = run(name, p, root)
-        out["timings"][name] = round(time.perf_counter() - start, 2)
+        cli.record_time(out["timings"], p, name, time.perf_counter() - start)
 
     with runners.on_dask():  # on a Dask runner: side arms on workers, pass chunks on the cluster
         for name in PRE:

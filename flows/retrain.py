@@ -100,7 +100,7 @@ def _retrain(p: Params, top: Path, snapshot: Path, track: bool) -> dict:
         t = time.perf_counter()
         out |= register_release(p, rp, top, where, arm, snapshot_file=top / rel, timings=out["timings"])
         out["timings"]["register"] = round(time.perf_counter() - t, 2)
-    out["seconds"] = round(time.perf_counter() - start, 2)
+    out["seconds"] = round(sum(out["timings"].values()), 2)  # timed stages only (no data-dependent search)
     write_json(where / "metrics" / "retrain.json", {k: v for k, v in out.items() if k != "run_folder"})
     return out
 
@@ -114,7 +114,7 @@ def pipeline_flow(params: dict, where: str, audit: bool) -> tuple[str, dict]:
     def timed(name: str, params: Params) -> None:
         t = time.perf_counter()
         run(name, params, where)
-        timings[name] = round(time.perf_counter() - t, 2)
+        cli.record_time(timings, params, name, time.perf_counter() - t)
 
     with runners.on_dask():
         for spec in registry.group(rp, "release"):

@@ -19,7 +19,9 @@ def print_summary(params: Params, root: str, result: dict, seconds: float) -> No
         f"(train {data['train_rows']:,} / test {data['test_rows']:,}; train class-size Gini {data['train_class_gini']:.3f})",
     ]
     for r in params.rounds:
-        if r >= 2:
+        if r >= 2 and r != rel["round"]:  # an unreleased round: its outcome only, never its statistics
+            lines.append(f"  round {r}    not released")
+        elif r >= 2:
             s = read_json(lay.metrics / f"sensitivity_r{r}.json")
             t = read_json(lay.metrics / f"temperature_r{r}.json")
             label = "weighted" if r == 2 else "re-weighted"
@@ -28,7 +30,7 @@ def print_summary(params: Params, root: str, result: dict, seconds: float) -> No
                          f"{label}; SWAG temperature T̂ = {t['temperature']['subspace']:.2f}, calibration {t['calibration']})")
     if params.reweighting:
         rw = read_json(lay.metrics / "reweight.json")
-        lines.append(f"  reweight   {rw['mode']}, {rw['refits']} refit(s): {rw['reason']}")
+        lines.append(f"  reweight   {rw['mode']}: {rw['reason']}")
     tail = rel["local_sensitivity_tail"]
     tail_txt = ("Monte Carlo: too few draws for a tail estimate (smoke test)" if tail is None else
                 f"Monte Carlo: a fresh draw exceeds Δ̂ with prob. 1/(S+1) = {tail['exceedance_of_max']:.4f}; GEV "

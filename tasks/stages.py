@@ -39,10 +39,11 @@ def stage_task(name: str, params: dict, root: str, key: str) -> dict:
     p = Params.model_validate(params)
     stage = registry.get(p, name)
     private_dir(Path(root) / p.artifacts)
-    summary = stage_store.restore(store_dir(), key, Path(root))
+    summary = stage_store.restore(store_dir(), key, Path(root)) if stage.shared else None
     if summary is None:
         summary = run_stage(name, p, root)
-        stage_store.save(store_dir(), key, stage.produced, Path(root), summary)
+        if stage.shared:
+            stage_store.save(store_dir(), key, stage.produced, Path(root), summary)
     cache.mark_done(stage, p, key, root)
     return summary
 

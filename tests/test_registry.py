@@ -71,7 +71,7 @@ def test_stage_names_unique_and_groups_known():
     assert {s.group for s in registry.stages(DEFAULT)} == {"release", "compare", "audit", "nvdp", "gpp"}
     # the stage set and order the release flow runs with the default params (select needs a validation split)
     assert [s.name for s in registry.group(DEFAULT, "release")] == [
-        "stratify", "featurize", "finetune_r1", "swag_r1", "risk", "finetune_r2", "swag_r2", "sensitivity_r2",
+        "secret", "stratify", "featurize", "finetune_r1", "swag_r1", "risk", "finetune_r2", "swag_r2", "sensitivity_r2",
         "reweight", "draw", "audit", "publish"]
     assert [s.name for s in registry.group(DEFAULT, "compare")] == [
         "swag_ppm", "swag_ppm_uncalibrated", "swag_ppm_censored", "nonprivate", "dpsgd", "dpsgd_sweep",

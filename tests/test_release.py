@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 
 import pandas as pd
@@ -74,8 +75,16 @@ def test_manifest_fields(head_run):
     assert manifest["c"] == p.ppm.c and manifest["g"] == p.ppm.g
     assert manifest["reweighting"]["mode"] == p.ppm.reweight_mode == "iterative"
     assert manifest["reweighting"]["accepted"] == (released["round"] == 3)
-    assert manifest["calibration"] == p.ppm.calibration and set(manifest["temperature_by_round"]) == {"round_2", "round_3"}
-    assert manifest["draws"] == p.ppm.draws and manifest["seed"] == p.seed
+    r = released["round"]
+    assert manifest["calibration"] == p.ppm.calibration
+    assert manifest["temperature"] == read_json(run.path(f"metrics/temperature_r{r}.json"))["temperature"]
+    assert manifest["draws"] == p.ppm.draws and manifest["randomness"]["public_seed"] == p.seed
+    assert "secret key" in manifest["randomness"]["released_draw"] and len(manifest["randomness"]["secret_key_id"]) == 16
+    # only the released round's statistics and the re-weighting outcome: no Δ̂, ε, F1 or count of another round
+    assert "epsilon_by_round" not in manifest and "temperature_by_round" not in manifest
+    assert set(manifest["reweighting"]) == {"mode", "k", "step", "tolerance", "max_refits", "accepted",
+                                            "released_round", "reason"}
+    assert not re.search(r"\d[.,]\d|\d\d", manifest["reweighting"]["reason"])  # an outcome, never a statistic
     assert isinstance(manifest["code_version"], str) and manifest["code_version"]
     assert manifest["dataset"] == {k: data[k] for k in ("rows", "classes", "train_rows", "test_rows",
                                                         "train_class_gini")}

@@ -33,10 +33,17 @@ def guarantee_sentence(g: dict) -> str:
                 "*asymptotically* (δ → 0 as the number of records grows; δ is not quantified), and the bound is only as "
                 "good as the SWAG approximation of the posterior it was sampled from.")
     if g["kind"] == "ppm_censored":
+        return (f"This model is ONE random draw from a (pseudo) posterior with weights that do not depend on the data "
+                f"({q.get('weights')}) and each record's log-likelihood censored at ε/2, so for an exact posterior draw "
+                f"it satisfies ε = {g['epsilon']:.3f} differential privacy for every pair of neighbouring databases; the "
+                "draw comes from a SWAG approximation of that posterior, so the claim is only as good as the "
+                "approximation.")
+    if g["kind"] == "ppm_censored_local":
         return (f"This model is ONE random draw from a risk-weighted (pseudo) posterior whose per-record weighted "
-                f"log-likelihood is censored at ε/2, so for an exact posterior draw it satisfies ε = {g['epsilon']:.3f} "
-                "differential privacy on every database; the draw comes from a SWAG approximation of that posterior, "
-                "so the claim is only as good as the approximation.")
+                f"log-likelihood is censored at ε/2 (ε = {g['epsilon']:.3f}). The weights ({q.get('weights')}) were "
+                "fitted on the same data, so removing one record can change every weight: the censoring bounds each "
+                "record's contribution on THIS database only, and the claim is local, not a guarantee for every pair of "
+                "neighbouring databases; it is also only as good as the SWAG approximation.")
     if g["kind"] == "dp_accountant":
         return f"(ε = {g['epsilon']:.3f}, δ = {g['delta']:.2g})-differential privacy from {q.get('accountant', 'an')} accountant."
     return "No privacy guarantee."
@@ -58,8 +65,8 @@ def _conditions(manifest: dict) -> list[str]:
                    f"{tail['ci_high']:.3f}), i.e. ε {2 * tail['estimate']:.3f} ({2 * tail['ci_low']:.3f}–{2 * tail['ci_high']:.3f})")
     rw = manifest.get("reweighting")
     if rw:
-        out.append(f"* re-weighting ({rw['mode']}, {rw['refits']} refit(s)): {rw['reason']} — this decision depends "
-                   "on the data and is not covered by ε")
+        out.append(f"* re-weighting ({rw['mode']}): {rw['reason']} — this decision depends on the data and is not "
+                   "covered by ε (only its outcome is published)")
     return out
 
 
@@ -80,10 +87,13 @@ def render(manifest: dict, *, data: dict, utility: dict | None, quartiles: list[
     if g["kind"] == "ppm_local_asymptotic":
         lines += [f"* how ε was measured: ε = 2Δ̂, Δ̂ = the largest weighted loss max_i w_i·CE_i over "
                   f"{q.get('posterior_draws')} posterior draws of round {q.get('round')} and over the released draw "
-                  f"itself; Δ̂ = {q['local_sensitivity']:.3f}. ε per round: "
-                  + ", ".join(f"{k.replace('_', ' ')} {v:.3f}" for k, v in manifest.get("epsilon_by_round", {}).items()),
+                  f"itself; Δ̂ = {q['local_sensitivity']:.3f} (no statistic of a round that was not released is "
+                  "published)",
                   "* releasing another draw, or a privately selected one, from the same data composes: the plain "
                   "release (ε) and a selected one (2ε) together cost ε + 2ε."]
+    if q.get("released_draw_noise"):
+        lines.append(f"* the released draw's randomness: {q['released_draw_noise']}, so nobody without the agency's "
+                     "key can re-derive it from the code, the parameters and the data")
     lines += _conditions(manifest)
     lines += ["", "## What an attacker can do (privacy audit of this release)", ""]
     if audit_rows:

@@ -1,5 +1,5 @@
 """Command line: ``dprelease stage NAME`` (what dvc.yaml runs), ``dprelease predict``, ``dprelease sanitize``,
-``dprelease track`` and ``dprelease dvc-yaml``."""
+``dprelease track``, ``dprelease dvc-yaml`` and ``dprelease secret init|rotate|show``."""
 
 from __future__ import annotations
 
@@ -38,6 +38,11 @@ def main(argv: list[str] | None = None) -> int:
     dv.add_argument("--output", default="dvc.yaml")
     tr = sub.add_parser("track", help="log the finished pipeline run to MLflow")
     tr.add_argument("--params", default="params.yaml")
+    se = sub.add_parser("secret", help="the randomness key the guarantees' noise comes from (private artifacts)")
+    se.add_argument("action", choices=("init", "rotate", "show"),
+                    help="init: create it if missing; rotate: retire it and start a new one (the next release is a "
+                         "new release); show: print its public id")
+    se.add_argument("--params", default="params.yaml")
     args = parser.parse_args(argv)
     offline.quiet()
     try:
@@ -60,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
 
             n, meta = sanitize_file(args.release, args.input, args.output, lookup=sanitizer,
                                     text_column=args.text_column, encoding=args.encoding, seed=args.seed)
-            eps = f", ε={meta['epsilon']:.4g}" if isinstance(meta.get("epsilon"), (int, float)) else ""
+            eps = (f", ε={meta['epsilon']:.4g}" if isinstance(meta.get("epsilon"), (int, float))
+                   else f", no ε claimed (guarantee: {meta.get('guarantee')})")
             print(f"sanitized {n} narratives with the {meta['mechanism']} release{eps} -> {args.output}")
         elif args.command == "dvc-yaml":
             import yaml
@@ -73,6 +79,17 @@ def main(argv: list[str] | None = None) -> int:
             with atomic_path(args.output) as tmp:
                 tmp.write_text(text, encoding="utf-8")
             print(f"wrote {args.output}")
+        elif args.command == "secret":
+            from .privacy import secret
+
+            artifacts = load_params(args.params).artifacts
+            if args.action == "rotate":
+                old, new = secret.rotate(artifacts)
+                print(f"randomness key rotated: {old or 'none'} -> {new} (retired keys stay private under "
+                      f"{artifacts}/secret/retired; the stages that use the key will re-run)")
+            else:
+                kid = secret.init(artifacts) if args.action == "init" else secret.key_id(artifacts)
+                print(f"randomness key id {kid}")
         elif args.command == "track":
             from .tracking import log_pipeline_run
 

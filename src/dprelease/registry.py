@@ -20,13 +20,14 @@ from .data import stages as data_stages
 from .dpsgd import stages as dpsgd_stages
 from .gpp import stages as gpp_stages
 from .mia import stages as mia_stages
+from .privacy import stages as privacy_stages
 from .nonprivate import stages as nonprivate_stages
 from .nvdp import stages as nvdp_stages
 from .reports import stages as report_stages
 from .stage import Runner, Stage
 from .swag_ppm import stages as swag_ppm_stages
 
-DECLARATIONS = (data_stages.declare, swag_ppm_stages.declare, nonprivate_stages.declare, dpsgd_stages.declare,
+DECLARATIONS = (privacy_stages.declare, data_stages.declare, swag_ppm_stages.declare, nonprivate_stages.declare, dpsgd_stages.declare,
                 report_stages.declare, mia_stages.declare, nvdp_stages.declare, mia_stages.declare_nvdp_arm,
                 gpp_stages.declare)
 PACKAGE_ROOT = "src/dprelease"
@@ -87,10 +88,11 @@ def dvc_yaml(params: Params) -> dict:
     entries = {}
     for s in stages(params):
         code = [PACKAGE_ROOT] if "." in s.code else [f"{PACKAGE_ROOT}/{p}" for p in s.all_code]
-        entry: dict = {"cmd": f"dprelease stage {s.name}", "deps": _unique(list(s.deps) + code),
-                       "params": _unique(list(s.params))}
-        if s.outs:
-            entry["outs"] = list(s.outs)
+        entry: dict = {"cmd": f"dprelease stage {s.name}", "deps": _unique(list(s.deps) + code)}
+        if s.params:
+            entry["params"] = _unique(list(s.params))
+        if s.outs:  # a stage that is not shared stands for a private file: DVC never caches (or pushes) it
+            entry["outs"] = list(s.outs) if s.shared else [{o: {"cache": False}} for o in s.outs]
         if s.metrics:
             entry["metrics"] = list(s.metrics)  # cached by DVC, so `dvc checkout` / experiments restore them
         if s.plots:

@@ -42,6 +42,10 @@ class Stage:
     plots: list[str] = field(default_factory=list)
     group: str = "release"  # release | select | compare: which flow runs it
     when: Callable[[Params], bool] | None = None  # None: always needed; else the flow runs it only when true
+    timed: bool = True  # False: its run time grows with a data-dependent search (selection's tries, re-weighting's
+    #                     refits), which no guarantee covers: flows never record, print or log its duration
+    shared: bool = True  # False: never restored from (nor saved to) the stage store shared between roots,
+    #                      and not cached by DVC: its output stands for a private file outside its key (the secret)
 
     def active(self, params: Params) -> bool:
         return self.when is None or self.when(params)

@@ -183,8 +183,9 @@ def log_pipeline_run(params: Params, root: str | Path = ".", run_name: str | Non
             path = lay.metrics / f"{stem}.json"
             if path.is_file():
                 metrics.update({f"{stem}.{k}": v for k, v in read_json(path).items() if _is_number(v)})
+        released = read_json(lay.metrics / "release.json")["round"]
         for r in params.rounds:
-            if r >= 2:
+            if r >= 2 and r == released:  # statistics of an unreleased round never reach MLflow
                 sens = read_json(lay.metrics / f"sensitivity_r{r}.json")
                 metrics[f"epsilon_round{r}"] = sens["epsilon"]
                 metrics[f"delta_hat_round{r}"] = sens["local_sensitivity"]

@@ -26,7 +26,8 @@ def log_nvdp_run(params: Params, root: str | Path = ".") -> str:
     with _run(mlflow, root, run_name="nvdp") as parent:
         mlflow.log_params({k: v for k, v in _flatten(params.model_dump(mode="json")).items()
                            if k.startswith(("nvdp.", "seed"))})
-        mlflow.set_tag("guarantees", "NVDP: Bayesian DP (ε_μ, δ_μ) from the reference accountant; RD bound over test pairs")
+        mlflow.set_tag("guarantees", "NVDP: no finite ε claimed; bdp_epsilon is the reference accountant's figure, "
+                       "not an ε (see the sanitizer card); RD bound over test pairs")
         for (task, variant), g in df.groupby(["task", "variant"], sort=False):
             with _run(mlflow, root, run_name=f"nvdp {task} {variant}", nested=True):
                 mlflow.set_tags({"task": task, "variant": variant})

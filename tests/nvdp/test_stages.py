@@ -52,7 +52,8 @@ def test_membership_scores_feed_the_audit_arm(nvdp_run):
     assert set(audit["arms"]) == {"nonprivate", "unconstrained", "clipped"}
     assert all(0 <= a["attacks"]["loss"]["auc"] <= 1 for a in audit["arms"].values())
     assert audit["arms"]["clipped"]["lambda"] == params.nvdp.release_lambda
-    assert audit["arms"]["clipped"]["claimed_epsilon"] > 0 and audit["arms"]["nonprivate"]["claimed_epsilon"] is None
+    assert all(a["claimed_epsilon"] is None for a in audit["arms"].values())  # NVDP claims no ε
+    assert audit["arms"]["clipped"]["reference_accountant_epsilon"] > 0
     assert "NVDP clipped" in (root / "reports/privacy_nvdp/report.md").read_text(encoding="utf-8")
 
 
@@ -63,12 +64,15 @@ def test_sanitizer_release_holds_only_public_files(nvdp_run):
     assert files == {"model.safetensors", "model.json", "README.md", "release.json"} and files <= ALLOWED
     manifest = json.loads((folder / "release.json").read_text())
     assert manifest["kind"] == "sanitizer" and manifest["mechanism"] == "nvdp"
-    assert manifest["guarantee"]["kind"] == "bayesian_dp"
+    g = manifest["guarantee"]
+    assert g["kind"] == "none" and g["epsilon"] is None and g["delta"] is None  # no finite ε claimed
+    assert g["quantities"]["reference_accountant_epsilon"] > 0 and "not an ε" in g["quantities"]["reference_accountant_note"]
     from safetensors.torch import load_file
 
     assert not [k for k in load_file(str(folder / "model.safetensors")) if k.startswith("head.")]
     card = (folder / "README.md").read_text(encoding="utf-8")
-    assert "dprelease sanitize" in card and "not the worst case" in card
+    assert "dprelease sanitize" in card and "No finite ε is claimed" in card
+    assert "without any privacy guarantee" in card  # what no guarantee covers: the trained NVIB weights
 
 
 def test_sanitize_from_the_folder_alone(nvdp_run, tmp_path):
@@ -81,8 +85,9 @@ def test_sanitize_from_the_folder_alone(nvdp_run, tmp_path):
     again, _ = sanitize(folder, texts, seed=3)
     other, _ = sanitize(folder, texts, seed=4)
     assert again.representation[0] == df.representation[0] and other.representation[0] != df.representation[0]
-    assert meta["epsilon"] == json.loads((folder / "release.json").read_text())["guarantee"]["epsilon"]
-    assert meta["delta"] == params.nvdp.delta and meta["guarantee"] == "bayesian_dp"
+    assert meta["epsilon"] is None and meta["delta"] is None and meta["guarantee"] == "none"
+    assert meta["reference_accountant_epsilon"] == json.loads((folder / "release.json").read_text())[
+        "guarantee"]["quantities"]["reference_accountant_epsilon"]
     df.to_parquet(tmp_path / "out.parquet")
     assert len(pd.read_parquet(tmp_path / "out.parquet")) == 3
     assert len(sanitize(folder, [], seed=0)[0]) == 0
@@ -113,7 +118,7 @@ def test_dprelease_sanitize_cli_writes_one_draw_per_narrative(nvdp_run, tmp_path
     pd.DataFrame({"Final Narrative": ["Employee fell from a ladder.", "Finger amputated by a saw."],
                   "Employer": ["ACME", "Widgets"]}).to_csv(src, index=False)
     assert main(["sanitize", "--release", str(folder), "--input", str(src), "--output", str(tmp_path / "z.parquet")]) == 0
-    assert "with the nvdp release, ε=" in capsys.readouterr().out
+    assert "with the nvdp release, no ε claimed (guarantee: none)" in capsys.readouterr().out
     table, meta = pd.read_parquet(tmp_path / "z.parquet"), read_metadata(tmp_path / "z.parquet")
     assert len(table) == 2 and "Employer" not in table.columns and len(table.representation[0]) == params.nvdp.dim
-    assert meta["mechanism"] == "nvdp" and meta["guarantee"] == "bayesian_dp" and meta["delta"] == params.nvdp.delta
+    assert meta["mechanism"] == "nvdp" and meta["guarantee"] == "none" and meta["epsilon"] is None

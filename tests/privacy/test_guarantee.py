@@ -33,7 +33,7 @@ def test_every_kind_constructs_and_has_a_meaning(kind):
 
 
 def test_kinds_are_the_documented_five():
-    assert set(KINDS) == {"ppm_local_asymptotic", "ppm_censored", "dp_accountant", "bayesian_dp", "none", "empirical_lower_bound"}
+    assert set(KINDS) == {"ppm_local_asymptotic", "ppm_censored", "ppm_censored_local", "dp_accountant", "bayesian_dp", "none", "empirical_lower_bound"}
 
 
 def test_unknown_kind_is_rejected_and_named():

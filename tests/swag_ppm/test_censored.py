@@ -86,7 +86,9 @@ def test_censored_release_reports_the_fixed_epsilon(tmp_path):
     root = make_root(tmp_path)
     run_stages(params, root, names)
     g = read_json(root / "metrics/release.json")["guarantee"]
-    assert g["kind"] == "ppm_censored" and g["epsilon"] == 1.0 and g["delta"] is None
+    # the release path's weights come from round 1's risks (fitted on the same data): a local claim, never strict
+    assert g["kind"] == "ppm_censored_local" and g["epsilon"] == 1.0 and g["delta"] is None
+    assert "fitted on the same data" in g["quantities"]["weights"]
     assert 0 < g["quantities"]["local_sensitivity"] <= 0.5  # Δ̂ ≤ ε/2 by construction
     m = np.load(root / params.artifacts / "round2/sensitivity/max_deltas.npy")
     assert m.max() < 0.5

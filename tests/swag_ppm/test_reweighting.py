@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -41,15 +43,29 @@ def test_damped_step_rejects_bad_arguments():
 
 
 def test_decide_rules():
-    common = {"delta": 3.0, "bound": 3.3, "refits": 2}
-    ok, why = reweighting.decide(mode="iterative", reached=True, f1_round2=0.58, f1_reweighted=0.59, **common)
+    ok, why = reweighting.decide(mode="iterative", reached=True, certified=True, f1_round2=0.58, f1_reweighted=0.59)
     assert ok and why.startswith("accepted")
-    ok, why = reweighting.decide(mode="iterative", reached=True, f1_round2=0.58, f1_reweighted=0.579, **common)
+    ok, why = reweighting.decide(mode="iterative", reached=True, certified=True, f1_round2=0.58, f1_reweighted=0.579)
     assert not ok and "validation weighted F1" in why and "round 2 released" in why
-    ok, why = reweighting.decide(mode="iterative", reached=False, f1_round2=None, f1_reweighted=None, **common)
+    ok, why = reweighting.decide(mode="iterative", reached=True, certified=False, f1_round2=None, f1_reweighted=None)
+    assert not ok and "certification pass" in why
+    ok, why = reweighting.decide(mode="iterative", reached=False, certified=None, f1_round2=None, f1_reweighted=None)
     assert not ok and "above the target bound" in why
-    ok, why = reweighting.decide(mode="oneshot", reached=False, f1_round2=None, f1_reweighted=None, **common)
+    ok, why = reweighting.decide(mode="oneshot", reached=False, certified=None, f1_round2=None, f1_reweighted=None)
     assert ok and "one-shot" in why
+
+
+def _private(params, root) -> dict:
+    return read_json(reweighting.decision_file(Layout.from_params(params, root)))
+
+
+PUBLIC_KEYS = {"mode", "accepted", "released_round", "reason", "max_refits"}
+
+
+def _public_only(out: dict, root) -> None:
+    """The stage's summary and metrics/reweight.json hold the outcome only: no number of an unreleased round."""
+    assert set(out) == PUBLIC_KEYS and read_json(root / "metrics" / "reweight.json") == out
+    assert not re.search(r"\d[.,]\d|\d\d", out["reason"])  # no real value or count (only "round 2/3")
 
 
 @pytest.fixture
@@ -82,22 +98,41 @@ def scripted(tmp_path, monkeypatch):
 
 def test_stops_at_the_first_refit_within_the_bound_and_accepts_on_validation(scripted):
     params, root, state = scripted
-    state["deltas"] = [4.0, 3.5, 3.2, 9.9]  # bound = 3.0 · 1.1 = 3.3: reached at the third refit
+    # bound = 3.0 · 1.1 = 3.3: reached at the third refit, then a fresh certification pass reads 3.25
+    state["deltas"] = [4.0, 3.5, 3.2, 3.25, 9.9]
     state["f1"] = {2: 0.50, 3: 0.51}
     out = reweighting.reweight(params, root)
-    assert out["refits"] == 3 and out["reached"] and out["accepted"] and out["released_round"] == 3
-    assert [t["local_sensitivity"] for t in out["trail"]] == [4.0, 3.5, 3.2]
+    _public_only(out, root)
+    assert out["accepted"] and out["released_round"] == 3
+    private = _private(params, root)
+    assert private["refits"] == 3 and private["reached"] and private["certified"]
+    assert [t["local_sensitivity"] for t in private["trail"]] == [4.0, 3.5, 3.2]
+    assert private["certified_local_sensitivity"] == 3.25
     assert state["deltas"] == [9.9] and state["saved"] == 1
-    assert all(stop == pytest.approx(3.3) for stop, _ in state["passes"])  # early exit above the bound
-    assert read_json(root / "metrics" / "sensitivity_r3.json")["epsilon"] == pytest.approx(6.4)
+    stops = [stop for stop, _ in state["passes"]]
+    assert stops[:3] == [pytest.approx(3.3)] * 3 and stops[3] is None  # refits exit early; certification never does
+    # round 3's Δ̂ is the certification pass's, not the (winner's-curse) pass that triggered the stop
+    assert read_json(root / "metrics" / "sensitivity_r3.json")["epsilon"] == pytest.approx(6.5)
+    assert oct(reweighting.decision_file(Layout.from_params(params, root)).stat().st_mode & 0o777) == "0o600"
+
+
+def test_a_certification_pass_above_the_bound_rejects(scripted):
+    params, root, state = scripted
+    state["deltas"] = [3.2, 3.6]  # the stop rule fired at 3.2, the fresh pass reads 3.6 > 3.3
+    state["f1"] = {2: 0.50, 3: 0.51}
+    out = reweighting.reweight(params, root)
+    _public_only(out, root)
+    assert not out["accepted"] and out["released_round"] == 2 and "certification" in out["reason"]
+    assert _private(params, root)["certified"] is False
 
 
 def test_rejects_when_validation_utility_drops(scripted):
     params, root, state = scripted
-    state["deltas"] = [3.1]
+    state["deltas"] = [3.1, 3.0]
     state["f1"] = {2: 0.50, 3: 0.49}
     out = reweighting.reweight(params, root)
-    assert out["refits"] == 1 and out["reached"] and not out["accepted"] and out["released_round"] == 2
+    _public_only(out, root)
+    assert _private(params, root)["refits"] == 1 and not out["accepted"] and out["released_round"] == 2
     lay = Layout.from_params(params, root)
     assert reweighting.released_round(params, lay) == 2
 
@@ -106,9 +141,11 @@ def test_gives_up_after_max_refits(scripted):
     params, root, state = scripted
     state["deltas"] = [5.0, 4.0, 3.6, 3.4]
     out = reweighting.reweight(params, root)
-    assert out["refits"] == 4 == params.ppm.max_refits and not out["reached"] and not out["accepted"]
-    assert out["validation_weighted_f1"] == {"round_2": None, "round_3": None}  # never scored
-    assert "after 4 refit(s)" in out["reason"]
+    _public_only(out, root)
+    private = _private(params, root)
+    assert private["refits"] == 4 == params.ppm.max_refits and not private["reached"] and not out["accepted"]
+    assert private["validation_weighted_f1"] == {"round_2": None, "round_3": None}  # never scored
+    assert private["certified"] is None and "within the refit budget" in out["reason"]
 
 
 def test_oneshot_is_one_refit_without_a_check(scripted):
@@ -116,5 +153,7 @@ def test_oneshot_is_one_refit_without_a_check(scripted):
     params = params.model_copy(update={"ppm": params.ppm.model_copy(update={"reweight_mode": "oneshot"})})
     state["deltas"] = [7.0]
     out = reweighting.reweight(params, root)
-    assert out["refits"] == 1 and out["accepted"] and out["released_round"] == 3 and out["target"] is None
+    _public_only(out, root)
+    assert out["accepted"] and out["released_round"] == 3
+    assert _private(params, root)["refits"] == 1 and _private(params, root)["target"] is None
     assert [stop for stop, _ in state["passes"]] == [None]  # the paper's full pass: no early exit

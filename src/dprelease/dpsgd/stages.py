@@ -13,7 +13,8 @@ from ..data import records
 from ..data.splits import backend_for, features, label_info, n_train
 from ..io import read_json, write_json
 from ..layout import Layout
-from ..privacy import guarantee
+from ..privacy import guarantee, secret
+from ..privacy.stages import key_id_file
 from ..seeds import stage_seed
 from ..stage import Stage
 from ..release import arm_model_dir, write_arm_model
@@ -22,10 +23,12 @@ from ..privacy.target import compared_epsilon
 from .accounting import default_delta
 from .train import check_setting, train_dpsgd
 
-CODE = ["dpsgd", "privacy/rdp.py", "privacy/guarantee.py", "privacy/target.py", "backends", "data/splits.py", "data/records.py",
+CODE = ["dpsgd", "privacy/secret.py", "privacy/rdp.py", "privacy/guarantee.py", "privacy/target.py", "backends", "data/splits.py", "data/records.py",
         "utility", "release.py", "release_check.py", "cache.py"]
 
 
+NOISE_SOURCE = ("Gaussian noise and Poisson sampling seeded from the project's secret key (OS entropy), not the "
+                "public seed; Opacus secure_mode not used")
 target_epsilon = compared_epsilon  # the comparison target (privacy/target.py)
 
 
@@ -55,7 +58,8 @@ def _dpsgd_once(params: Params, lay: Layout, eps: float, delta: float, tag: str)
     result = train_dpsgd(backend, model, feats, y, epochs=run.epochs, batch_size=run.batch_size, lr=run.lr,
                          max_grad_norm=run.max_grad_norm, target_epsilon=eps, delta=delta,
                          conversion=params.dpsgd.conversion, grad_sample_mode=run.grad_sample_mode,
-                         seed=stage_seed(params.seed, tag), progress=True)
+                         seed=stage_seed(params.seed, tag), noise_seed=secret.seed(lay.artifacts, f"dpsgd/{tag}"),
+                         progress=True)
     return backend, model, result
 
 
@@ -69,7 +73,7 @@ def dpsgd(params: Params, root: str | Path = ".") -> dict:
     g = guarantee.accountant("DP-SGD (Opacus)", res.epsilon, delta, target_epsilon=eps,
                              noise_multiplier=res.noise_multiplier, steps=res.steps, sample_rate=res.sample_rate,
                              max_grad_norm=params.dpsgd_run.max_grad_norm, conversion=params.dpsgd.conversion,
-                             accountant="RDP")
+                             accountant="RDP", noise_and_sampling=NOISE_SOURCE)
     write_arm_model(lay, "dpsgd", backend, model, g, CODE)
     return write_arm(lay, "dpsgd", backend, model, label_info(lay), g, {"final_loss": res.final_loss})
 
@@ -93,7 +97,7 @@ def dpsgd_sweep(params: Params, root: str | Path = ".") -> dict:
 
 def declare(params: Params) -> list[Stage]:
     a = params.artifacts
-    deps = [f"{a}/data", f"{a}/features", "metrics/release.json"]
+    deps = [key_id_file(params), f"{a}/data", f"{a}/features", "metrics/release.json"]
     return [
         Stage("dpsgd", dpsgd, ["seed", "model", "dpsgd"], deps, ["reports/arms/dpsgd", arm_model_dir(params, "dpsgd")],
               CODE, metrics=["metrics/dpsgd.json"], group="compare"),

@@ -2,6 +2,11 @@
 RDP accounting are all Opacus's; this module only wires the backend's model and data into it.
 
 Training runs exactly ⌈E/q⌉ Poisson-sampled steps, the count the noise multiplier was chosen for.
+
+Randomness: the Poisson sampling and the Gaussian noise — what the (ε, δ) guarantee rests on — come from
+``noise_seed``, which callers derive from the project's secret key (never the public seed); dropout uses
+the public ``seed``. Opacus's ``secure_mode`` (a cryptographic RNG via torchcsprng) is not used: torchcsprng
+has no build for this torch; the seed is secret instead, 64 bits of a 256-bit key (see privacy/secret.py).
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ def check_setting(n: int, batch_size: int, target_epsilon: float, delta: float) 
 def train_dpsgd(backend: Backend, model: nn.Module, features: Features, labels: torch.Tensor, *, epochs: int,
                 batch_size: int, lr: float, max_grad_norm: float, target_epsilon: float, delta: float,
                 conversion: str = "mironov", grad_sample_mode: str = "ghost", seed: int = 0,
-                progress: bool = False) -> DPSGDResult:
+                noise_seed: int, progress: bool = False) -> DPSGDResult:
     """Train ``model`` in place with DP-SGD; σ is chosen so the accountant's ε after training is the target.
 
     Batches are Poisson samples with rate q = B/n (Opacus's DPDataLoader); Opacus's accountant hook
@@ -56,7 +61,7 @@ def train_dpsgd(backend: Backend, model: nn.Module, features: Features, labels: 
     n = n_records(features)
     check_setting(n, batch_size, target_epsilon, delta)
     keys = sorted(features)
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator().manual_seed(noise_seed)  # Poisson sampling: secret
     loader = DPDataLoader(TensorDataset(*(features[k] for k in keys), labels), sample_rate=batch_size / n,
                           generator=gen)
     q = batch_size / n
@@ -74,7 +79,7 @@ def train_dpsgd(backend: Backend, model: nn.Module, features: Features, labels: 
         made = engine.make_private(
             module=model, optimizer=optimizer, data_loader=loader, noise_multiplier=sigma,
             max_grad_norm=max_grad_norm, poisson_sampling=False, grad_sample_mode=grad_sample_mode,
-            criterion=criterion, noise_generator=torch.Generator(device=backend.device).manual_seed(seed + 1))
+            criterion=criterion, noise_generator=torch.Generator(device=backend.device).manual_seed((noise_seed + 1) % 2**64))
         dp_model, optimizer, loader = made[0], made[1], made[2]
         if grad_sample_mode == "ghost":
             criterion = made[2]

@@ -70,6 +70,11 @@ def card(params: Params, manifest: dict) -> str:
         "better. S003's mutual-information statement (Prop. 2) bounds leakage by I(Z;S) + I(U;S|Z) only under",
         "its assumptions; it is not a worst-case bound. Releasing the Nature code with z discloses what the",
         "code itself says about the industry.", "",
+        "## What no guarantee covers", "",
+        "The encoder in this folder was trained WITHOUT any privacy guarantee on the confidential narratives, their",
+        "Nature codes and their establishments' industry sectors (the adversary head's labels). Its weights may",
+        "carry information about those training records; neither the probe above nor S003's statement says",
+        "anything about what the weights themselves reveal about them.", "",
         "## Utility", "",
         f"Nature-code probe on z: AUC {a['utility_auc']:.3f}, top-1 accuracy {a['utility_accuracy']:.3f}",
         f"(No-Privacy: AUC {a['noprivacy_utility_auc']:.3f}, accuracy {a['noprivacy_utility_accuracy']:.3f}).", "",
@@ -79,7 +84,8 @@ def card(params: Params, manifest: dict) -> str:
         f"dimension {manifest['config']['d_z']}; β = {manifest['config']['beta']}, λ = {manifest['config']['lam']},",
         f"k = {manifest['config']['k']}, {manifest['config']['epochs']} epochs. Trained on the OSHA Severe Injury",
         "Reports split of this project. Each call draws fresh noise: keep one draw per record.", "",
-        "This folder holds the encoder only (no narratives, labels, representations or losses).", ""])
+        "This folder holds the encoder only (no narratives, labels, representations or losses), but see",
+        "\"What no guarantee covers\": the encoder's weights are themselves a function of the private training data.", ""])
 
 
 def write_sanitizer_release(params: Params, root: str | Path, source: Path, *, code: list[str]) -> dict:

@@ -24,6 +24,7 @@ from ..data.splits import backend_for, features
 from ..errors import OneLineError
 from ..io import atomic_dir, private_dir, read_json, write_json
 from ..layout import Layout
+from ..privacy import secret
 from ..release import load_release_model
 from ..stage import run_other, stage_names
 from . import bounds
@@ -56,6 +57,7 @@ def _prepare(params: Params, lay: Layout, sub: Path) -> np.ndarray:
     test, y_test = features(lay, "test")
     shutil.rmtree(sub, ignore_errors=True)
     private_dir(sub / "artifacts")
+    secret.derive_child(lay.artifacts, sub / "artifacts", "canary_run")  # its draws and DP-SGD noise: secret too
     with atomic_dir(sub / "artifacts" / "features", private=True) as tmp:
         save_features(tmp / "train.safetensors", {k: torch.cat([train[k], can[k][inc]]) for k in train},
                       torch.cat([y_train, y_can[inc]]))

@@ -26,6 +26,7 @@ from ..data import records
 from ..data.splits import backend_for, label_info
 from ..io import atomic_dir, write_json
 from ..layout import Layout
+from ..privacy import secret
 from ..seeds import stage_seed
 
 
@@ -55,7 +56,8 @@ def audit_pool(params: Params, root: str | Path = ".") -> dict:
         raise ValueError(f"privacy_audit: only {len(pool)} unused rows for {a.canaries} canaries and the reference "
                          "pool; lower privacy_audit.canaries or raise data.cap headroom")
     y = np.array([index[c] for c in pool["label"]])
-    rng = np.random.default_rng(stage_seed(params.seed, "audit-canaries"))
+    # canary labels and inclusion coins: secret (privacy/secret.py), or an attacker could replay membership
+    rng = secret.numpy_rng(lay.artifacts, "audit-canaries")
     m = a.canaries
     shift = rng.integers(1, len(codes), size=m)  # a different class, uniformly
     canary_y = (y[:m] + shift) % len(codes)

@@ -4,6 +4,7 @@ membership inference on every arm, the one-run canary audit, and the report."""
 from __future__ import annotations
 
 from ..config import Params
+from ..privacy.stages import key_id_file
 from ..stage import Stage
 from .attack import arm_folder, privacy_audit
 from .canary import canary_runs
@@ -24,7 +25,8 @@ def declare(params: Params) -> list[Stage]:
     return [
         Stage("audit_pool", audit_pool, ["seed", "data", "model.backend", "model.device", "model.full.tiny",
                                          "features", "privacy_audit.pool_size", "privacy_audit.canaries"],
-              [params.data.path, f"{a}/data"], [f"{a}/audit/pool"], ["mia/population.py", "data", "backends"],
+              [key_id_file(params), params.data.path, f"{a}/data"], [f"{a}/audit/pool"],
+              ["mia/population.py", "privacy/secret.py", "data", "backends"],
               metrics=["metrics/audit_pool.json"], group="audit"),
         Stage("audit_references", audit_references, model + ["privacy_audit.references"],
               [*split, f"{a}/audit/pool"], [f"{a}/audit/references"],
@@ -34,7 +36,8 @@ def declare(params: Params) -> list[Stage]:
               [*split, f"{a}/audit/references", *arms.values()], [], ["mia", *LOAD_CODE],
               metrics=["metrics/privacy_audit.json"], group="audit"),
         Stage("canary_runs", canary_runs, model + ["ppm", "dpsgd", "compare", "privacy_audit", "audit"],
-              [*split, f"{a}/audit/pool", "metrics/release.json", "metrics/data.json"], [f"{a}/audit/canary_run"],
+              [key_id_file(params), *split, f"{a}/audit/pool", "metrics/release.json", "metrics/data.json"],
+              [f"{a}/audit/canary_run"],
               ["mia", *LOAD_CODE, *CHAIN_CODE], metrics=["metrics/audit_canary.json"], group="audit"),
         Stage("privacy_report", privacy_report, ["data.cap", "privacy_audit"],
               ["metrics/privacy_audit.json", "metrics/audit_canary.json", "metrics/audit_pool.json"],

@@ -102,14 +102,24 @@ def membership(params: Params, root: str | Path = ".") -> dict:
                                      seed=stage_seed(params.seed, f"nvdp-membership-{variant}-{s}"))
                 for s, d in data.items()]))
             row = next(r for r in rows if r["variant"] == variant and r["lambda"] == arch["lambda"])
-            arms[variant] = {"lambda": arch["lambda"], "claimed_epsilon": row.get("bdp_epsilon"),
-                             "guarantee": "none" if variant == "nonprivate" else "bayesian_dp (reference accountant)"}
+            arms[variant] = {"lambda": arch["lambda"], "claimed_epsilon": None, "guarantee": "none",
+                             "reference_accountant_epsilon": row.get("bdp_epsilon")}  # not an ε (sanitizer card)
     member = torch.cat([torch.ones(len(data["train"]["labels"]), dtype=torch.uint8),
                         torch.zeros(len(data["test"]["labels"]), dtype=torch.uint8)])
     with atomic_dir(out, private=True) as tmp:
         save_file({**scores, "member": member}, str(tmp / "scores.safetensors"))
         write_json(tmp / "arms.json", arms)
     return {"members": int(member.sum()), "non_members": int(len(member) - member.sum()), "arms": list(arms)}
+
+
+NO_CLAIM = "no finite ε is claimed, so no δ either"
+NOT_AN_EPSILON = (
+    "The reference BDP accountant's figure is not an ε for this release: it weights each pair's divergence by the "
+    "square of a subsampling rate although the release does not subsample, divides divergences by padded length × "
+    "dimensions and maps undefined (infinite) Gaussian terms to 0, so it stays near its floor (≈10.47) while the "
+    "true order-2 Rényi divergence between two inputs' posteriors grows by orders of magnitude.")
+NOT_COVERED = ("The MiniLM encoder is public, but the NVIB layer and denoising block in this folder were trained on the "
+               "confidential narratives without any privacy guarantee: what they memorised is not covered by anything.")
 
 
 def card(manifest_g: dict, row: dict, meta: dict) -> str:
@@ -123,15 +133,15 @@ def card(manifest_g: dict, row: dict, meta: dict) -> str:
         "maps them to a nonparametric variational posterior (means, variances, pseudo-counts, clipped); ONE random "
         f"draw is taken and passed through the denoising-attention block; its pooled {meta['dim']}-dimensional "
         "output is what you share. A function of the draw alone, so the draw's guarantee carries over.", "",
-        "## Privacy guarantee (and what it is not)", "",
-        f"* Bayesian DP (Triastcyn & Faltings 2020) as the reference code computes it: ε_μ = {g['epsilon']:.3f} at "
-        f"δ_μ = {g['delta']:g}, Rényi order {q['renyi_order']}, measured on {q['bdp_pairs']:,} pairs of OSHA test "
-        f"narratives (eval batches of {q['eval_batch']}). Order-2 terms the code maps from NaN to 0: "
-        f"{q['nan_terms_zeroed']:,} (each makes ε optimistic)."
-        + (" An undefined term stands for an infinite divergence (the batch-mean posterior σ is below 0.707·σ_prior, "
-           "which the order-2 Gaussian term needs), so read strictly, this accountant gives **no finite ε** here; "
-           "the figure above is the reference code's number, reported for comparison with S000."
-           if q["nan_terms_zeroed"] else ""),
+        "## Privacy guarantee: none claimed", "",
+        f"* **No finite ε is claimed** (guarantee kind `{g['kind']}`, ε null). The noise is real — each output is ONE "
+        "random draw from a clipped posterior — but no accountant here turns it into a worst-case or a sound "
+        "average-case ε.",
+        f"* Reference accountant's figure, kept for comparison with S000 (`reference_accountant_epsilon`): "
+        f"{q['reference_accountant_epsilon']:.3f} at δ_μ = {q['reference_accountant_delta']:g}, Rényi order "
+        f"{q['renyi_order']}, on {q['bdp_pairs']:,} pairs of OSHA test narratives (eval batches of {q['eval_batch']}; "
+        f"{q['nan_terms_zeroed']:,} undefined order-2 terms mapped to 0). {q['reference_accountant_note']}",
+        f"* **Not covered by anything**: {q['not_covered']}",
         "* BDP is an *average over a data distribution*: it bounds how much one narrative stands out from "
         "narratives like the test set's, not the worst case over every pair of texts (that is ordinary DP, which "
         "this release does not claim). A narrative unlike the reference population can leak more.",
@@ -160,16 +170,19 @@ def sanitizer(params: Params, root: str | Path = ".") -> dict:
     rows = read_json(run / "rows.json")
     row = next(r for r in rows if r["variant"] == "clipped" and r["lambda"] == params.nvdp.release_lambda)
     arch = read_json(run / "clipped" / "model.json")
-    g = guarantee.Guarantee("NVDP (clipped)", "bayesian_dp", float(row["bdp_epsilon"]), float(row["bdp_delta"]), None, {
+    g = guarantee.Guarantee("NVDP (clipped)", "none", None, None, NO_CLAIM, {
+        "reference_accountant_epsilon": float(row["bdp_epsilon"]), "reference_accountant_delta": float(row["bdp_delta"]),
+        "reference_accountant_note": NOT_AN_EPSILON,
         "renyi_order": row["bdp_lambda"], "bdp_pairs": row["bdp_pairs"], "eval_batch": params.nvdp.eval_batch,
         "nan_terms_zeroed": row["bdp_nan_terms_zeroed"], "rd_max": row["rd_max"],
         "rd_undefined_pairs": row["rd_nan_pairs"],
-        "rd_max_filtered": row["rd_max_filtered"], "lambda_g": row["lambda"], "accountant": "BDP (reference code)"})
+        "rd_max_filtered": row["rd_max_filtered"], "lambda_g": row["lambda"], "accountant": "BDP (reference code)",
+        "not_covered": NOT_COVERED})
     gd = g.as_dict()
     state = load_states(run / "clipped" / "model.safetensors")
     manifest = write_sanitizer(folder, state, arch, gd, card(gd, row, {"dim": arch["dim"]}),
                                {"params": pick(params, ["nvdp.release_lambda", "nvdp.clip.osha", "nvdp.renyi_order"])})
-    return {"epsilon": gd["epsilon"], "delta": gd["delta"], "folder": folder.name, "kind": manifest["kind"]}
+    return {"epsilon": gd["epsilon"], "guarantee": gd["kind"], "folder": folder.name, "kind": manifest["kind"]}
 
 
 def report_stage(params: Params, root: str | Path = ".") -> dict:
@@ -193,9 +206,12 @@ def sanitize(release_dir: Path, texts: list[str], *, seed: int) -> tuple[pd.Data
     reps, manifest = privatize(release_dir, texts, seed=seed)
     g = manifest["guarantee"]
     frame = pd.DataFrame({"representation": [r.tolist() for r in reps]})
+    q = g["quantities"]
     meta = {"epsilon": g["epsilon"], "delta": g["delta"], "guarantee": g["kind"], "mechanism": g["mechanism"],
-            "meaning": guarantee.KINDS[g["kind"]] + " (average over a data distribution, not worst case)",
-            "renyi_order": g["quantities"]["renyi_order"], "draws_per_input": 1}
+            "meaning": f"{guarantee.KINDS[g['kind']]}: {g['delta_reason']}",
+            "reference_accountant_epsilon": q.get("reference_accountant_epsilon"),
+            "reference_accountant_note": q.get("reference_accountant_note"), "not_covered": q.get("not_covered"),
+            "renyi_order": q["renyi_order"], "draws_per_input": 1}
     return frame, meta
 
 

@@ -17,9 +17,15 @@ KINDS = {
         "local, asymptotic ε-DP of the pseudo posterior mechanism: ε = 2Δ̂ with Δ̂ measured on this database "
         "from posterior draws; δ → 0 as n grows and is not quantified; conditional on the posterior approximation"),
     "ppm_censored": (
-        "ε-DP of the censored pseudo posterior mechanism for an exact posterior draw: each record's weighted "
-        "log-likelihood is censored at ε/2, so Δ ≤ ε/2 on every database (Hu, Williams & Savitsky); the draw "
-        "here comes from SWAG, so the claim is conditional on that approximation"),
+        "ε-DP of the censored pseudo posterior mechanism for an exact posterior draw: the weights do not depend "
+        "on the data and each record's weighted log-likelihood is censored at ε/2, so Δ ≤ ε/2 for every pair of "
+        "neighbouring databases (Hu, Williams & Savitsky); the draw here comes from SWAG, so the claim is "
+        "conditional on that approximation"),
+    "ppm_censored_local": (
+        "local ε of the censored pseudo posterior mechanism with data-dependent weights: each record's weighted "
+        "log-likelihood is censored at ε/2 on THIS database, but the weights were fitted on the same data, so "
+        "removing one record can change every weight and the bound does not hold for every neighbouring pair; "
+        "conditional on the posterior approximation"),
     "dp_accountant": "(ε, δ)-differential privacy from a privacy accountant, worst case over neighbouring databases",
     "bayesian_dp": "(ε, δ)-Bayesian differential privacy from a Rényi-divergence accountant",
     "none": "no privacy guarantee",
@@ -28,6 +34,9 @@ KINDS = {
 NO_DELTA_PPM = "asymptotic, not quantified"
 NOT_PRIVATE = "none (not private)"
 NO_DELTA_CENSORED = "0 for exact posterior sampling (not for the SWAG approximation)"
+NO_DELTA_CENSORED_LOCAL = "asymptotic, not quantified (data-dependent weights)"
+UNIFORM_WEIGHTS = "uniform (w ≡ 1, independent of the data)"
+RISK_WEIGHTS = "risk weights fitted on the same data (round 2)"
 
 
 @dataclass(frozen=True)
@@ -76,10 +85,15 @@ def ppm(epsilon: float, local_sensitivity: float, *, mechanism: str = "SWAG-PPM"
                      {"local_sensitivity": float(local_sensitivity), **quantities})
 
 
-def censored(epsilon: float, local_sensitivity: float, *, mechanism: str = "SWAG-PPM censored", **quantities) -> Guarantee:
-    """The strict variant: ε fixed in advance by the censoring level ε/2; the measured Δ̂ (≤ ε/2) as a quantity."""
-    return Guarantee(mechanism, "ppm_censored", float(epsilon), None, NO_DELTA_CENSORED,
-                     {"local_sensitivity": float(local_sensitivity), **quantities})
+def censored(epsilon: float, local_sensitivity: float, *, weights: str, mechanism: str = "SWAG-PPM censored",
+             **quantities) -> Guarantee:
+    """The censored variant: ε fixed in advance by the censoring level ε/2; the measured Δ̂ (≤ ε/2) and the
+    weights used as quantities. Strict (every neighbouring pair) only with data-independent weights
+    (:data:`UNIFORM_WEIGHTS`); with weights fitted on the data the claim is local."""
+    strict = weights == UNIFORM_WEIGHTS
+    return Guarantee(mechanism, "ppm_censored" if strict else "ppm_censored_local", float(epsilon), None,
+                     NO_DELTA_CENSORED if strict else NO_DELTA_CENSORED_LOCAL,
+                     {"local_sensitivity": float(local_sensitivity), "weights": weights, **quantities})
 
 
 def accountant(mechanism: str, epsilon: float, delta: float, **quantities) -> Guarantee:

@@ -2,9 +2,15 @@
 
 * ``swag_ppm_uncalibrated`` — the round-2 SWAG sampled at the spec's scale 1/2 (A.2), whatever
   ``ppm.calibration`` chose for the release: its own 500-draw Δ̂ and temperature T̂;
-* ``swag_ppm_censored`` — the strict variant at the comparison's target ε (DP-SGD's): round-2 weights,
-  every record's weighted loss censored at ε/2 in the fine-tune, the SWAG phase and the sensitivity pass,
-  so Δ ≤ ε/2 on every database for exact sampling (ε fixed in advance; the measured Δ̂ is reported).
+* ``swag_ppm_censored`` — the strict variant at the comparison's target ε (DP-SGD's): uniform weights
+  w ≡ 1, which do not depend on the data, and every record's loss censored at ε/2 in the fine-tune, the
+  SWAG phase and the sensitivity pass, so Δ ≤ ε/2 on every database for exact sampling (ε fixed in
+  advance; the measured Δ̂ is reported). Risk weights would not do: they are a min–max of risks fitted on
+  the same data, so removing one record can change every wᵢ and capping each wᵢ·CEᵢ bounds nothing
+  between neighbours.
+
+The released draw of each arm comes from the project's secret key (privacy/secret.py); the Δ̂ passes
+are estimation, seeded by the public seed.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import torch
 from ..config import Params
 from ..data.splits import backend_for, features, label_info
 from ..layout import Layout
-from ..privacy import guarantee
+from ..privacy import guarantee, secret
 from ..privacy.censor import Censor
 from ..privacy.target import compared_epsilon
 from ..release import write_arm_model
@@ -28,7 +34,7 @@ from ..utility.evaluate import write_arm
 from . import calibrate, temperature
 from .passes import PassJob, run_pass
 from .reweighting import fit
-from .rounds import RELEASE_CODE, draw_one
+from .rounds import RELEASE_CODE, SECRET_NOISE, draw_one
 from .swag import SwagMoments
 
 ARMS_CODE = [*RELEASE_CODE, "swag_ppm/arms.py", "swag_ppm/passes.py", "swag_ppm/calibrate.py", "swag_ppm/swag_train.py",
@@ -45,7 +51,7 @@ def _release_one(params: Params, lay: Layout, arm: str, backend, model, moments:
                   scale=None if source is None else moments.scale)
     _, max_deltas = run_pass(job, draws=p.draws, chunk=p.draw_batch, seed=stage_seed(params.seed, tag, 2),
                              desc=f"{arm} draws", local=(backend, model, moments, feats, y))
-    _, m_star = draw_one(backend, model, moments, feats, y, w, seed=stage_seed(params.seed, tag + "-release", 2),
+    _, m_star = draw_one(backend, model, moments, feats, y, w, seed=secret.seed(lay.artifacts, f"{tag}-release/round2"),
                          censor=censor)
     return model, max(float(max_deltas.max()), m_star), len(max_deltas)
 
@@ -62,7 +68,8 @@ def uncalibrated_arm(params: Params, root: str | Path = ".") -> dict:
     model, delta, draws = _release_one(params, lay, arm, backend, model, moments, feats, y, w, None, "uncalibrated",
                                        source)
     g = guarantee.ppm(2 * delta, delta, posterior_draws=draws, round=2, temperature=t.subspace, calibration="none",
-                      epsilon_at_temperature=temperature.implied_epsilon(2 * delta, t.subspace))
+                      epsilon_at_temperature=temperature.implied_epsilon(2 * delta, t.subspace),
+                      released_draw_noise=SECRET_NOISE)
     write_arm_model(lay, arm, backend, model, g, with_common(ARMS_CODE))
     return write_arm(lay, arm, backend, model, label_info(lay), g, {"round": 2, "temperature": t.subspace})
 
@@ -72,15 +79,15 @@ def censored_arm(params: Params, root: str | Path = ".") -> dict:
     eps = compared_epsilon(params, lay)
     backend = backend_for(params, lay)
     feats, y = features(lay)
-    w = np.load(lay.weights(2) / "weights.npy")
+    w = np.ones(len(y))  # uniform: independent of the data, so the censoring bound holds for every neighbour
     censor = Censor(eps / 2, params.ppm.censor_form)
     fitted = fit(params, backend, feats, y, w, 2, censor=censor)
     t = fitted["temperature"]["temperature"]["subspace"]
     model, delta, draws = _release_one(params, lay, arm, backend, fitted["model"], fitted["moments"], feats, y, w,
                                        censor, "censored")
     g = guarantee.censored(eps, delta, posterior_draws=draws, round=2, censor_level=eps / 2,
-                           censor_form=censor.form, temperature=t,
-                           calibration=fitted["temperature"]["calibration"])
+                           censor_form=censor.form, temperature=t, weights=guarantee.UNIFORM_WEIGHTS,
+                           calibration=fitted["temperature"]["calibration"], released_draw_noise=SECRET_NOISE)
     write_arm_model(lay, arm, backend, model, g, with_common(ARMS_CODE))
     return write_arm(lay, arm, backend, model, label_info(lay), g, {"round": 2, "target_epsilon": eps,
-                                                                   "temperature": t})
+                                                                   "temperature": t, "weights": "uniform"})

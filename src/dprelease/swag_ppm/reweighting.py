@@ -11,12 +11,18 @@ sensitivity pass (draws independent of the round-1 draws that chose those weight
 and stops once Δ̂ ≤ Δ*·(1 + tolerance) or after ``ppm.max_refits`` refits. A refit's pass stops after
 half its draws once its running maximum exceeds that bound (the full Δ̂ could only be larger): its Δ̂ is
 then a lower bound, and its per-record maxima, from those draws, still guide the next step. The
-re-weighted round is accepted only if it reached that bound AND its mean weighted F1 over
-``ppm.validation_draws`` draws on the validation split is at least round 2's; otherwise round 2 is
-released, and the reason is recorded.
+re-weighted round is accepted only if it reached that bound, AND a separate fresh pass of S draws run
+after the stop (the certification: the pass that triggered the stop is a minimum over refits and reads
+low — a winner's curse) keeps Δ̂ within it, AND its mean weighted F1 over ``ppm.validation_draws`` draws
+on the validation split is at least round 2's; otherwise round 2 is released. Round 3's Δ̂ (and so its ε)
+is the certification pass's.
 ``oneshot``: the paper's single C.2 step (k, form) and one refit, released without a check.
 
-The decision (and the refit count) depend on the data and are not covered by the ε of either round.
+The decision depends on the data and is not covered by the ε of either round. Only its outcome is public
+(``metrics/reweight.json``: mode, accepted, released round, a reason without numbers); the real-valued
+statistics of the rounds (Δ̂ per refit, the refit count, validation F1s, the target) stay in the private
+``<artifacts>/round3/decision.json``, so no statistic of an unreleased model reaches a manifest, a card,
+MLflow or a log.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from safetensors.torch import save_file
 from ..backends.base import get_flat, set_flat
 from ..config import Params
 from ..data.splits import backend_for, features
-from ..io import atomic_dir, read_json, write_json
+from ..io import atomic_dir, make_private, private_dir, read_json, write_json
 from ..layout import Layout
 from ..privacy.censor import Censor
 from ..seeds import stage_seed
@@ -44,19 +50,21 @@ from .swag import SwagMoments, iter_samples
 NO_REWEIGHT = "ppm.reweight is false (or the censored mechanism, which needs no re-weighting)"
 
 
-def decide(*, mode: str, reached: bool, delta: float, bound: float, refits: int, f1_round2: float | None,
+def decide(*, mode: str, reached: bool, certified: bool | None, f1_round2: float | None,
            f1_reweighted: float | None) -> tuple[bool, str]:
-    """(accepted, reason) — the acceptance rule of the module docstring."""
+    """(accepted, reason) — the acceptance rule of the module docstring. The reason names the rule that
+    decided, never a number (it is published)."""
     if mode == "oneshot":
         return True, "one-shot re-weighting (the paper's procedure): released without an acceptance check"
     if not reached:
-        return False, (f"not accepted: Δ̂ {delta:.3f} stayed above the target bound {bound:.3f} after {refits} "
-                       "refit(s); round 2 released")
-    if f1_round2 is None or f1_reweighted is None or f1_reweighted < f1_round2:
-        return False, (f"not accepted: validation weighted F1 {f1_reweighted:.4f} below round 2's {f1_round2:.4f}; "
+        return False, "not accepted: Δ̂ stayed above the target bound within the refit budget; round 2 released"
+    if not certified:
+        return False, ("not accepted: a fresh certification pass after the stop put Δ̂ above the target bound; "
                        "round 2 released")
-    return True, (f"accepted: Δ̂ {delta:.3f} within the target bound {bound:.3f} after {refits} refit(s), "
-                  f"validation weighted F1 {f1_reweighted:.4f} ≥ round 2's {f1_round2:.4f}")
+    if f1_round2 is None or f1_reweighted is None or f1_reweighted < f1_round2:
+        return False, "not accepted: validation weighted F1 below round 2's; round 2 released"
+    return True, ("accepted: Δ̂ within the target bound on a fresh certification pass, and validation weighted F1 "
+                  "not below round 2's")
 
 
 def fit(params: Params, backend, feats, y, weights: np.ndarray | None, r: int, attempt: int = 0,
@@ -102,6 +110,7 @@ def reweight(params: Params, root: str | Path = ".") -> dict:
             skip_marker(lay.round(3) / part, NO_REWEIGHT)
         for name in ("temperature_r3", "reweight"):
             write_json(lay.metrics / f"{name}.json", {"skipped": NO_REWEIGHT})
+        _write_private(decision_file(lay), {"skipped": NO_REWEIGHT})
         return skip_marker(lay.sensitivity(3), NO_REWEIGHT, lay.metrics / "sensitivity_r3.json")
     if p.reweight_mode == "iterative" and not (lay.features / "validation.safetensors").is_file():
         raise FileNotFoundError("iterative re-weighting needs a validation split: set data.validation_size > 0")
@@ -128,26 +137,47 @@ def reweight(params: Params, root: str | Path = ".") -> dict:
         if delta <= bound:
             break
     reached = delta <= bound
-    f2 = f3 = None
+    f2 = f3 = certified = None
     if p.reweight_mode == "iterative" and reached:
-        round2 = SwagMoments.load(lay.swag(2) / "moments.safetensors", device=backend.device)
-        f2 = validation_f1(params, lay, backend, fitted["model"], round2, 2)
-        f3 = validation_f1(params, lay, backend, fitted["model"], fitted["moments"], 3)
-    accepted, reason = decide(mode=p.reweight_mode, reached=reached, delta=delta, bound=bound, refits=len(trail),
-                              f1_round2=f2, f1_reweighted=f3)
+        # certification: a separate fresh full pass after the stop (independent of the pass that stopped it)
+        L, max_deltas = draw_pass(backend, fitted["model"], fitted["moments"], feats, y, w, draws=p.draws,
+                                  chunk=p.draw_batch, seed=stage_seed(params.seed, "certify", 3), desc="certify r3")
+        delta = float(max_deltas.max())
+        certified = delta <= bound
+        if certified:
+            round2 = SwagMoments.load(lay.swag(2) / "moments.safetensors", device=backend.device)
+            f2 = validation_f1(params, lay, backend, fitted["model"], round2, 2)
+            f3 = validation_f1(params, lay, backend, fitted["model"], fitted["moments"], 3)
+    accepted, reason = decide(mode=p.reweight_mode, reached=reached, certified=certified, f1_round2=f2,
+                              f1_reweighted=f3)
     _save_round3(lay, w, fitted, L, max_deltas)
     write_json(lay.metrics / "sensitivity_r3.json", {"round": 3, "local_sensitivity": delta, "epsilon": 2 * delta,
-                                                    "draws": len(max_deltas)})
-    summary = {"mode": p.reweight_mode, "target": target if p.reweight_mode == "iterative" else None,
+                                                    "draws": len(max_deltas)})  # a stage input (draw), not published
+    private = {"target": target if p.reweight_mode == "iterative" else None,
                "bound": bound if p.reweight_mode == "iterative" else None, "refits": len(trail), "trail": trail,
-               "reached": reached, "validation_weighted_f1": {"round_2": f2, "round_3": f3},
-               "accepted": accepted, "released_round": 3 if accepted else 2, "reason": reason,
+               "reached": reached, "certified": certified, "certified_local_sensitivity": delta if certified is not None
+               else None, "validation_weighted_f1": {"round_2": f2, "round_3": f3},
                "weight_mean": float(w.mean()), "weights_one": int((w == 1).sum())}
+    _write_private(decision_file(lay), private)
+    summary = {"mode": p.reweight_mode, "accepted": accepted, "released_round": 3 if accepted else 2,
+               "reason": reason, "max_refits": refits}
     write_json(lay.metrics / "reweight.json", summary)
     return summary
 
 
+def _write_private(path: Path, obj: dict) -> None:
+    private_dir(path.parent)
+    write_json(path, obj)
+    make_private(path)
+
+
+def decision_file(lay: Layout) -> Path:
+    """The re-weighting decision's real-valued statistics: private (never published, logged or tracked)."""
+    return lay.round(3) / "decision.json"
+
+
 def _save_round3(lay: Layout, w: np.ndarray, fitted: dict, L: np.ndarray, max_deltas: np.ndarray) -> None:
+    private_dir(lay.round(3))
     with atomic_dir(lay.weights(3), private=True) as tmp:
         np.save(tmp / "weights.npy", w)
     with atomic_dir(lay.finetune(3), private=True) as tmp:

@@ -15,7 +15,7 @@ from ..config import Params
 from ..data.splits import backend_for, features, label_info
 from ..io import atomic_dir, read_json, write_json
 from ..layout import Layout
-from ..privacy import guarantee
+from ..privacy import guarantee, secret
 from ..release import write_arm_model, write_release
 from ..seeds import stage_seed
 from ..stage import with_common
@@ -30,7 +30,7 @@ from .swag import SwagMoments, iter_samples
 MODEL_CODE = ["swag_ppm/rounds.py", "training.py", "backends", "data/splits.py"]
 PASS_CODE = ["swag_ppm/rounds.py", "swag_ppm/passes.py", "swag_ppm/swag.py", "swag_ppm/ppm.py", "backends",
              "data/splits.py", "parallel.py"]
-RELEASE_CODE = ["swag_ppm/rounds.py", "swag_ppm/swag.py", "swag_ppm/ppm.py", "swag_ppm/temperature.py",
+RELEASE_CODE = ["privacy/secret.py", "swag_ppm/rounds.py", "swag_ppm/swag.py", "swag_ppm/ppm.py", "swag_ppm/temperature.py",
                 "swag_ppm/extremes.py", "swag_ppm/reweighting.py", "backends", "data/splits.py",
                 "privacy/guarantee.py", "release.py", "release_check.py", "cache.py"]
 
@@ -112,6 +112,9 @@ def sensitivity(params: Params, root: str | Path = ".", r: int = 2) -> dict:
     return summary
 
 
+SECRET_NOISE = "seeded from the project's secret key (OS entropy), not from the public seed"
+
+
 def draw_one(backend, model, moments: SwagMoments, feats, y, weights: np.ndarray | None, *, seed: int,
              censor=None) -> tuple[torch.Tensor, float]:
     """One draw θ* from ``moments`` (the model is left at θ*) and its M* = max_i w_i CE_i(θ*) (censored
@@ -133,14 +136,15 @@ def draw_from_round(params: Params, lay: Layout, r: int, tag: str = "release"):
     moments = SwagMoments.load(lay.swag(r) / "moments.safetensors", device=backend.device)
     model = backend.new_model(feats)
     theta, m_star = draw_one(backend, model, moments, feats, y, _weights(lay, r),
-                             seed=stage_seed(params.seed, tag, r), censor=params.censor)
+                             seed=secret.seed(lay.artifacts, f"{tag}/round{r}"), censor=params.censor)
     sens = read_json(lay.metrics / f"sensitivity_r{r}.json")
     temp = read_json(lay.metrics / f"temperature_r{r}.json")["temperature"]["subspace"]
     local_sensitivity = max(sens["local_sensitivity"], m_star)
     q = {"posterior_draws": sens["draws"], "round": r, "temperature": temp,
-         "calibration": params.ppm.calibration}
+         "calibration": params.ppm.calibration, "released_draw_noise": SECRET_NOISE}
     if params.censor is not None:
-        g = guarantee.censored(params.ppm.censor_epsilon, local_sensitivity, **q)
+        g = guarantee.censored(params.ppm.censor_epsilon, local_sensitivity,
+                               weights=guarantee.RISK_WEIGHTS if r >= 2 else guarantee.UNIFORM_WEIGHTS, **q)
     else:
         g = guarantee.ppm(2 * local_sensitivity, local_sensitivity,
                           epsilon_at_temperature=temperature.implied_epsilon(2 * local_sensitivity, temp), **q)
@@ -171,23 +175,25 @@ def draw(params: Params, root: str | Path = ".") -> dict:
 def release_manifest(params: Params, lay: Layout, g: guarantee.Guarantee, tail: dict | None = None) -> dict:
     """The public manifest of a SWAG-PPM release: its guarantee record plus public config and aggregates."""
     p, data = params.ppm, read_json(lay.metrics / "data.json")
-    eps_rounds = {f"round_{k}": read_json(lay.metrics / f"sensitivity_r{k}.json")["epsilon"]
-                  for k in params.rounds if k >= 2}
-    temps = {f"round_{k}": read_json(lay.metrics / f"temperature_r{k}.json")["temperature"]
-             for k in params.rounds if k >= 2}
+    r = g.quantities["round"]  # statistics of the released round only: an unreleased round's stay private
     out = {
-        "guarantee": g.as_dict(), "released_from_round": g.quantities["round"], "epsilon_by_round": eps_rounds,
-        "temperature_by_round": temps, "calibration": p.calibration, "prior_precision": p.prior_precision,
+        "guarantee": g.as_dict(), "released_from_round": r,
+        "temperature": read_json(lay.metrics / f"temperature_r{r}.json")["temperature"],
+        "calibration": p.calibration, "prior_precision": p.prior_precision,
         "mechanism": p.mechanism, "censor_epsilon": p.censor_epsilon,
         "c": p.c, "g": p.g, "reweight": params.reweighting, "risk_norm": p.risk_norm,
-        "draws": p.draws, "smoke_test": p.smoke_test, "seed": params.seed, "backend": params.model.backend,
+        "draws": p.draws, "smoke_test": p.smoke_test, "backend": params.model.backend,
+        "randomness": {"public_seed": params.seed, "public_seed_drives": "split, initialisation, Δ̂ estimation passes",
+                       "released_draw": SECRET_NOISE, "secret_key_id": secret.key_id(lay.artifacts)},
         "dataset": {key: data[key] for key in ("rows", "classes", "train_rows", "test_rows", "train_class_gini")},
     }
     if params.reweighting:
         rw = read_json(lay.metrics / "reweight.json")
         out["reweighting"] = {"mode": p.reweight_mode, "k": p.k if p.reweight_mode == "oneshot" else None,
                               "step": p.reweight_step if p.reweight_mode == "iterative" else None,
-                              **{key: rw[key] for key in ("target", "bound", "refits", "accepted", "reason")}}
+                              "tolerance": p.reweight_tolerance if p.reweight_mode == "iterative" else None,
+                              "max_refits": p.max_refits if p.reweight_mode == "iterative" else 1,
+                              **{key: rw[key] for key in ("accepted", "released_round", "reason")}}
     if tail is not None:
         out["local_sensitivity_uncertainty"] = tail
     return out

@@ -4,8 +4,12 @@ Draws from the final SWAG until one scores ≥ τ on the held-out *validation* s
 probability γ after each failure. Refuses the test split: the utility evaluation's test F1 must stay
 an unbiased estimate, and scoring spends private data. For a formal guarantee the validation split
 must be public (or its use accounted for separately); the PPM bound covers the training records only.
-Budget: every candidate is a SWAG-PPM draw with ε = 2Δ̂ (its own M* included), so the selection is
-2ε = 4Δ̂ (Liu & Talwar). Without a validation split (``data.validation_size: 0``) the stage only
+Budget: Δ is fixed BEFORE selection (round r's Δ̂ from its sensitivity pass); a candidate whose own
+M* = max_i w_i CE_i exceeds Δ counts as a failed try, so every candidate that can be released is a
+SWAG-PPM draw with ε = 2Δ and the selection is 2ε = 4Δ (Liu & Talwar) whatever the number of tries —
+the published ε never grows with tries, and nothing proportional to them (count, scores, time) leaves
+the private artifacts. Candidate draws and the stopping coins come from the project's secret key
+(privacy/secret.py), never the public seed. Without a validation split (``data.validation_size: 0``) the stage only
 leaves a marker, so that ``dvc repro`` can run it with the default params.
 """
 
@@ -22,15 +26,14 @@ from ..config import Params
 from ..data.splits import backend_for, features, label_info
 from ..io import atomic_dir, read_json, write_json
 from ..layout import Layout, check_release_path
-from ..privacy import guarantee
+from ..privacy import guarantee, secret
 from ..privacy.selection import select, selection_budget
 from ..release import write_release
-from ..seeds import stage_seed
 from ..stage import skip_marker, with_common
 from ..utility.metrics import f1_summary
 from . import ppm
 from .reweighting import released_round
-from .rounds import RELEASE_CODE, release_manifest
+from .rounds import RELEASE_CODE, SECRET_NOISE, release_manifest
 from .swag import SwagMoments, iter_samples
 
 SELECT_CODE = [*RELEASE_CODE, "swag_ppm/select.py", "privacy/selection.py", "utility/metrics.py"]
@@ -66,29 +69,31 @@ def private_select(params: Params, root: str | Path = ".") -> dict:
     model = backend.new_model(train)
     moments = SwagMoments.load(lay.swag(r) / "moments.safetensors", device=backend.device)
     weights = np.load(lay.weights(r) / "weights.npy")
-    gen = torch.Generator(device=backend.device).manual_seed(stage_seed(params.seed, "select", r))
+    sens = read_json(lay.metrics / f"sensitivity_r{r}.json")
+    bound = sens["local_sensitivity"]  # Δ, fixed before any candidate is drawn
+    gen = torch.Generator(device=backend.device).manual_seed(secret.seed(lay.artifacts, f"select/round{r}"))
     draws = iter_samples(moments, 10**9, 1, gen)  # lazily, one at a time
     classes = list(range(len(label_info(lay)["codes"])))
-    m_stars: list[float] = []
 
-    def draw() -> torch.Tensor:
+    def draw() -> torch.Tensor | None:
         theta = next(draws)
         ce = backend.per_record_ce(model, theta, train, y_train).double().numpy()
-        m_stars.append(float(ppm.max_weighted_loss(ce, weights)[0]))
-        return theta[0]
+        return theta[0] if float(ppm.max_weighted_loss(ce, weights)[0]) <= bound else None  # over Δ: a failed try
 
-    def score(theta: torch.Tensor) -> float:
+    def score(theta: torch.Tensor | None) -> float:
+        if theta is None:
+            return float("-inf")
         set_flat(model, theta)
         pred = backend.predict_proba(model, val).argmax(1).numpy()
         return f1_summary(y_val.numpy(), pred, classes)[sp.metric]
 
-    rng = np.random.default_rng(stage_seed(params.seed, "select-stop", r))
+    rng = secret.numpy_rng(lay.artifacts, f"select-stop/round{r}")
     result = select(draw, score, sp.tau, sp.gamma, rng)
-    sens = read_json(lay.metrics / f"sensitivity_r{r}.json")
-    local_sensitivity = max(sens["local_sensitivity"], max(m_stars))
-    eps = 2 * local_sensitivity
-    g = guarantee.ppm(selection_budget(eps), local_sensitivity, mechanism="SWAG-PPM with private selection (Liu & Talwar 2019)",
-                      posterior_draws=sens["draws"], round=r, epsilon_per_candidate=eps)
+    eps = 2 * bound
+    g = guarantee.ppm(selection_budget(eps), bound, mechanism="SWAG-PPM with private selection (Liu & Talwar 2019)",
+                      posterior_draws=sens["draws"], round=r, epsilon_per_candidate=eps,
+                      candidate_rule="Δ fixed before selection; a candidate with M* > Δ is a failed try",
+                      released_draw_noise=SECRET_NOISE)
     # The number of tries and the rejected candidates' scores are data-dependent and NOT covered by the
     # 2ε guarantee (TRUST.md Q): they stay in the private artifacts, never in metrics, MLflow, logs or
     # the release folder.

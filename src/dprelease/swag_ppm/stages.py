@@ -12,6 +12,7 @@ from functools import partial
 from pathlib import Path
 
 from ..config import Params
+from ..privacy.stages import key_id_file
 from ..release import arm_model_dir
 from ..stage import Stage
 from . import arms, evaluate, publish, reweighting, rounds, select
@@ -37,6 +38,7 @@ REWEIGHT_PARAMS = ["ppm.reweight", "ppm.reweight_mode", "ppm.k", "ppm.reweight_f
 def declare(params: Params) -> list[Stage]:
     a = params.artifacts
     feats, labels = f"{a}/features", f"{a}/data"
+    key = key_id_file(params)  # stages whose output rests on secret noise (the released draws, selection)
     out: list[Stage] = []
     for r in (1, 2):
         w = [f"{a}/round{r}/weights"] if r > 1 else []
@@ -56,14 +58,15 @@ def declare(params: Params) -> list[Stage]:
     out.append(Stage("reweight", reweighting.reweight, MODEL + SAMPLING + CALIBRATION + REWEIGHT_PARAMS,
                      [labels, feats, f"{a}/round2/weights", f"{a}/round2/swag", f"{a}/round2/sensitivity",
                       "metrics/sensitivity_r2.json"],
-                     [f"{a}/round3/{x}" for x in ("weights", "finetune", "swag", "sensitivity")], REWEIGHT_CODE,
+                     [f"{a}/round3/{x}" for x in ("weights", "finetune", "swag", "sensitivity", "decision.json")],
+                     REWEIGHT_CODE,
                      metrics=["metrics/reweight.json", "metrics/sensitivity_r3.json", "metrics/temperature_r3.json"],
-                     when=lambda p: p.reweighting))
+                     when=lambda p: p.reweighting, timed=False))
     finals = [f"{a}/round{r}/{x}" for r in (2, 3) for x in ("weights", "swag")]
     histories = [f"{a}/round{r}/{x}" for r in (1, 2, 3) for x in ("finetune", "swag")]
     sens = ["metrics/sensitivity_r2.json", "metrics/sensitivity_r3.json", "metrics/temperature_r2.json",
             "metrics/temperature_r3.json", "metrics/reweight.json", "metrics/data.json"]
-    out.append(Stage("draw", rounds.draw, MODEL + ["ppm"], [labels, feats, *finals, *sens,
+    out.append(Stage("draw", rounds.draw, MODEL + ["ppm"], [key, labels, feats, *finals, *sens,
                                                             f"{a}/round2/sensitivity", f"{a}/round3/sensitivity"],
                      [f"{a}/draw"], RELEASE_CODE, metrics=["metrics/release.json"]))
     out.append(Stage("audit", evaluate.audit, MODEL + ["ppm.reweight", "audit"],
@@ -80,21 +83,21 @@ def declare(params: Params) -> list[Stage]:
     selected = Path(params.release)
     out.append(Stage("select", select.private_select, MODEL + ["ppm", "audit.draws", "selection", "data.validation_size",
                                                                "release"],
-                     [labels, feats, *finals, *sens], [str(selected.with_name(selected.name + "-selected")),
+                     [key, labels, feats, *finals, *sens], [str(selected.with_name(selected.name + "-selected")),
                                                        f"{a}/selection"],
                      select.SELECT_CODE, metrics=["metrics/selection.json"],
-                     when=lambda p: p.selection.enabled))
+                     when=lambda p: p.selection.enabled, timed=False))
     out.append(Stage("swag_ppm", rounds.round2_arm, MODEL + CALIBRATION,
-                     [labels, feats, f"{a}/round2/weights", f"{a}/round2/swag", "metrics/sensitivity_r2.json",
+                     [key, labels, feats, f"{a}/round2/weights", f"{a}/round2/swag", "metrics/sensitivity_r2.json",
                       "metrics/temperature_r2.json"],
                      ["reports/arms/swag_ppm", arm_model_dir(params, "swag_ppm")], ARM_CODE,
                      metrics=["metrics/swag_ppm.json"], group="compare"))
-    round2 = [labels, feats, f"{a}/round2/weights", f"{a}/round2/swag"]
+    round2 = [key, labels, feats, f"{a}/round2/weights", f"{a}/round2/swag"]
     out.append(Stage("swag_ppm_uncalibrated", arms.uncalibrated_arm, MODEL + SAMPLING + ["ppm.prior_precision"],
                      round2, ["reports/arms/swag_ppm_uncalibrated", arm_model_dir(params, "swag_ppm_uncalibrated")],
                      arms.ARMS_CODE, metrics=["metrics/swag_ppm_uncalibrated.json"], group="compare"))
     out.append(Stage("swag_ppm_censored", arms.censored_arm, MODEL + SAMPLING + CALIBRATION + ["dpsgd.target_epsilon"],
-                     [labels, feats, f"{a}/round2/weights", "metrics/release.json"],
+                     [key, labels, feats, "metrics/release.json"],
                      ["reports/arms/swag_ppm_censored", arm_model_dir(params, "swag_ppm_censored")],
                      arms.ARMS_CODE, metrics=["metrics/swag_ppm_censored.json"], group="compare"))
     return out

@@ -1,0 +1,179 @@
+"""The project's secret randomness key: where the noise a guarantee rests on comes from.
+
+A differential-privacy guarantee holds against an adversary who knows the code, the params, the public
+seed and every record but one. Noise derived from the public seed gives that adversary the noise too
+(the released draw θ*(D) and θ*(D′) could be recomputed and told apart: ε = ∞). So every random draw a
+guarantee rests on — the released posterior draw(s), DP-SGD's noise and Poisson sampling, private
+selection's coins, the canary audit's inclusion coins — is seeded from a 256-bit key created once from
+OS entropy and kept only in the private artifacts (``<artifacts>/secret/key``, 0600 in a 0700 folder).
+Randomness that no guarantee rests on (splits, initialisation, dropout, the Δ̂ estimation passes) stays
+seeded by the public ``seed``.
+
+Per-use seeds are HMAC-SHA256(key, label): independent streams per label, reproducible bit for bit by
+whoever holds the key (the operator), unpredictable without it. Neither the key nor a derived seed is
+ever written anywhere else; the public *key id* (a hash of the key, one-way) names which key produced
+a release. ``key_id.json`` is the stage output that every stage using the key depends on, so rotating
+the key re-runs exactly those stages (Prefect stamps and ``dvc repro`` alike).
+
+Lifecycle (``dprelease secret init | rotate | show``): ``init`` creates the key on first use and refuses
+to silently replace a key that existed before and is now missing (restore it from backup, or rotate);
+``rotate`` retires the current key to ``retired/<key id>`` (still private, so old releases stay
+reproducible) and creates a new one — a release made with it is a new release, and its ε enters the
+ledger as such.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import OneLineError
+
+KEY_BYTES = 32
+KEY = "key"
+KEY_ID = "key_id.json"
+HISTORY = "history.json"  # the key ids ever created here (public hashes): a missing key is noticed
+RETIRED = "retired"
+
+
+class SecretKeyError(OneLineError):
+    """The randomness key is missing, damaged or does not match its id."""
+
+
+def key_dir(artifacts: str | Path) -> Path:
+    return Path(artifacts) / "secret"
+
+
+def _private_folder(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    """Create ``path`` 0600 with ``data``; never replace an existing file."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_public(path: Path, obj) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+
+
+def _id(key: bytes) -> str:
+    return hashlib.sha256(b"dprelease key id\0" + key).hexdigest()[:16]
+
+
+def _read_key(path: Path) -> bytes:
+    try:
+        text = path.read_text(encoding="ascii").strip()
+        key = bytes.fromhex(text)
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise SecretKeyError(f"randomness key {path} is unreadable or damaged ({type(e).__name__})") from None
+    if len(key) != KEY_BYTES:
+        raise SecretKeyError(f"randomness key {path} is damaged (expected {KEY_BYTES} bytes)")
+    if os.stat(path).st_mode & 0o077:
+        raise SecretKeyError(f"randomness key {path} is readable by others; chmod 600 it (and consider rotating)")
+    return key
+
+
+def _history(folder: Path) -> list[str]:
+    p = folder / HISTORY
+    return json.loads(p.read_text(encoding="utf-8"))["key_ids"] if p.is_file() else []
+
+
+def _create(folder: Path) -> str:
+    key = os.urandom(KEY_BYTES)
+    _write_new(folder / KEY, key.hex().encode("ascii") + b"\n")
+    kid = _id(key)
+    _write_public(folder / HISTORY, {"key_ids": [*_history(folder), kid]})
+    return kid
+
+
+def init(artifacts: str | Path) -> str:
+    """Make sure the key exists (created from OS entropy on first use) and ``key_id.json`` names it;
+    returns the key id. A key that existed here before and is gone is an error, never silently replaced."""
+    folder = _private_folder(key_dir(artifacts))
+    if not (folder / KEY).exists():
+        known = _history(folder)
+        if known:
+            raise SecretKeyError(f"the randomness key (id {known[-1]}) is missing from {folder}: restore it from "
+                                 "backup, or run `dprelease secret rotate` to start a new one (a new release)")
+        kid = _create(folder)
+    else:
+        kid = _id(_read_key(folder / KEY))
+    _write_public(folder / KEY_ID, {"key_id": kid})
+    return kid
+
+
+def rotate(artifacts: str | Path) -> tuple[str | None, str]:
+    """Retire the current key (kept, private, under ``retired/``) and create a new one; works when the
+    key is lost too. Returns (old id or None, new id)."""
+    folder = _private_folder(key_dir(artifacts))
+    old = None
+    if (folder / KEY).exists():
+        try:
+            old = _id(_read_key(folder / KEY))
+        except SecretKeyError:
+            old = "damaged"
+        retired = _private_folder(folder / RETIRED)
+        os.replace(folder / KEY, retired / f"{old}-{len(list(retired.iterdir()))}")
+    kid = _create(folder)
+    _write_public(folder / KEY_ID, {"key_id": kid})
+    return old, kid
+
+
+def key_id(artifacts: str | Path) -> str:
+    """The id of the key in use (checked against ``key_id.json``)."""
+    return _id(_key(artifacts))
+
+
+def _key(artifacts: str | Path) -> bytes:
+    folder = key_dir(artifacts)
+    if not (folder / KEY).is_file():
+        raise SecretKeyError(f"no randomness key in {folder}: run the `secret` stage (or `dprelease secret init`)"
+                             " first; if one existed, restore it or `dprelease secret rotate`")
+    key = _read_key(folder / KEY)
+    recorded = folder / KEY_ID
+    if recorded.is_file() and json.loads(recorded.read_text(encoding="utf-8")).get("key_id") != _id(key):
+        raise SecretKeyError(f"the randomness key in {folder} is not the one key_id.json names: re-run the "
+                             "`secret` stage so the stages that use it re-run")
+    return key
+
+
+def _derive(artifacts: str | Path, label: str) -> bytes:
+    if not label:
+        raise ValueError("a secret stream needs a label")
+    return hmac.new(_key(artifacts), label.encode("utf-8"), hashlib.sha256).digest()
+
+
+def seed(artifacts: str | Path, label: str) -> int:
+    """A 64-bit seed for ``label`` (torch generators take 64 bits): never log or store it."""
+    return int.from_bytes(_derive(artifacts, label)[:8], "little")
+
+
+def numpy_rng(artifacts: str | Path, label: str) -> np.random.Generator:
+    """A numpy generator seeded with the full 256-bit derived value for ``label``."""
+    return np.random.default_rng(np.random.SeedSequence(int.from_bytes(_derive(artifacts, label), "little")))
+
+
+def derive_child(artifacts: str | Path, child_artifacts: str | Path, label: str) -> str:
+    """Give a sub-project (e.g. the canary audit's re-run) a key derived from this one: its randomness is
+    as secret and as reproducible by the operator as the parent's. Returns the child's key id."""
+    child = _private_folder(key_dir(child_artifacts))
+    for name in (KEY, KEY_ID, HISTORY):
+        (child / name).unlink(missing_ok=True)
+    _write_new(child / KEY, _derive(artifacts, "child-key:" + label).hex().encode("ascii") + b"\n")
+    return init(child_artifacts)

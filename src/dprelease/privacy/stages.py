@@ -1,0 +1,32 @@
+"""Stage ``secret``: the project's randomness key exists and ``key_id.json`` names it (privacy/secret.py).
+
+Every stage whose output rests on secret noise (the released draws, DP-SGD, private selection, the
+canary audit's coins) lists ``key_id.json`` among its inputs, so a rotated key re-runs exactly those
+stages. The stage is never shared between project roots (each root has its own key) and DVC never caches
+its output.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import Params
+from ..layout import Layout
+from ..stage import Stage
+from . import secret
+
+CODE = ["privacy/secret.py", "privacy/stages.py"]
+
+
+def key_id_file(params: Params) -> str:
+    """The input a stage using the secret declares (project-relative)."""
+    return f"{params.artifacts}/secret/{secret.KEY_ID}"
+
+
+def ensure(params: Params, root: str | Path = ".") -> dict:
+    secret.init(Layout.from_params(params, root).artifacts)
+    return {"key": "ready"}  # the id is public but a summary has no use for it
+
+
+def declare(params: Params) -> list[Stage]:
+    return [Stage("secret", ensure, [], [], [key_id_file(params)], CODE, shared=False)]
