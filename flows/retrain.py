@@ -30,6 +30,7 @@ from dprelease.config import Params, load_params, parse_params
 from dprelease.errors import ConfigError, OneLineError
 from dprelease.io import file_hash, read_json, write_json
 from dprelease.locks import root_lock
+from dprelease.privacy import secret
 from dprelease.service.ledger import Ledger
 from dprelease.service.snapshots import cut_windows, snapshot_id
 from flows import cli, runners
@@ -92,6 +93,10 @@ def _retrain(p: Params, top: Path, snapshot: Path, track: bool) -> dict:
     where = top / "runs" / "retrain" / rel.name.split(".")[0]  # the snapshot id
     where.mkdir(parents=True, exist_ok=True)
     rp = run_params(p, rel)
+    # the run folder's randomness key, derived from the project's: secret, and reproducible by the operator
+    # (re-derived each time: a rotated project key gives the run folder a new key, so a new release)
+    secret.init(top / p.artifacts)
+    secret.derive_child(top / p.artifacts, where / rp.artifacts, f"retrain/{where.name}")
     run_pipeline = pipeline_flow.with_options(task_runner=runners.task_runner(p))  # threads, or Dask (dask.*)
     arm, timings = run_pipeline(rp.model_dump(mode="json"), str(where), p.service.audit)
     out["timings"] |= timings

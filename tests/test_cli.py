@@ -60,7 +60,7 @@ def test_dvc_yaml_matches_registry(params_file, tmp_path, capsys):
     assert first.startswith("#") and "generated" in first.lower()
     assert yaml.safe_load(text) == registry.dvc_yaml(load_params(params_file))
     # stage order is the registry's execution order
-    assert list(yaml.safe_load(text)["stages"])[:2] == ["stratify", "featurize"]
+    assert list(yaml.safe_load(text)["stages"])[:3] == ["secret", "stratify", "featurize"]
     assert sorted(p.name for p in out.parent.iterdir()) == ["dvc.yaml"]  # written atomically
 
 

@@ -36,9 +36,13 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _project(root: Path, **overrides) -> Path:
+def _project(root: Path, key_from: Path | None = None, **overrides) -> Path:
+    """A project root; ``key_from``: the operator's randomness key of that root (the same release is expected)."""
     make_root(root)
     (root / "params.yaml").write_text(yaml.safe_dump(slice_raw(**overrides)), encoding="utf-8")
+    if key_from is not None:
+        (root / "artifacts").mkdir(mode=0o700)
+        shutil.copytree(key_from / "artifacts" / "secret", root / "artifacts" / "secret")
     return root
 
 
@@ -294,7 +298,7 @@ def _alive(pid: int) -> bool:
                                             (signal.SIGTERM, 2.5)], ids=["kill-early", "kill-mid", "term-early",
                                                                          "term-mid"])
 def test_killed_run_leaves_no_server_and_resumes_to_the_same_release(clean, tmp_path, sig, after):
-    root = _project(tmp_path / "root")
+    root = _project(tmp_path / "root", key_from=clean.root)  # the same key: the same release expected
     env = os.environ | {"PREFECT_HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT)}  # its own store: real work
     cmd = [sys.executable, "-m", "flows.release", "--root", str(root), "--no-track"]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -18,8 +18,8 @@ def _write(params, root, scores: dict, member: np.ndarray) -> None:
     folder.mkdir(parents=True)
     save_file({**{k: torch.from_numpy(v) for k, v in scores.items()},
                "member": torch.from_numpy(member.astype(np.uint8))}, str(folder / "scores.safetensors"))
-    arms = {k: {"lambda": None if k == "nonprivate" else 0.1, "claimed_epsilon": None if k == "nonprivate" else 10.47,
-                "guarantee": "none" if k == "nonprivate" else "bayesian_dp (reference accountant)"} for k in scores}
+    arms = {k: {"lambda": None if k == "nonprivate" else 0.1, "claimed_epsilon": None, "guarantee": "none",
+                "reference_accountant_epsilon": None if k == "nonprivate" else 10.47} for k in scores}
     (folder / "arms.json").write_text(json.dumps(arms))
 
 
@@ -35,7 +35,8 @@ def test_separable_scores_are_caught_and_identical_ones_are_not(tmp_path):
     out = json.loads((tmp_path / "metrics/audit_nvdp.json").read_text())
     assert out["members"] == 400 and out["non_members"] == 400 and out["attack"] == "loss"
     clipped = out["arms"]["clipped"]
-    assert clipped["claimed_epsilon"] == 10.47 and set(clipped["attacks"]) == {"loss"}
+    assert clipped["claimed_epsilon"] is None and clipped["reference_accountant_epsilon"] == 10.47
+    assert set(clipped["attacks"]) == {"loss"}
     assert out["arms"]["nonprivate"]["attacks"]["loss"]["heuristic_epsilon"] > clipped["attacks"]["loss"]["heuristic_epsilon"]
     text = (tmp_path / "reports/privacy_nvdp/report.md").read_text(encoding="utf-8")
     assert "| NVDP clipped | 0.1 | 10.470 |" in text and "HEURISTIC" in text
