@@ -11,11 +11,17 @@ to MLflow with the release as a pyfunc model; registers a version with its figur
 private privacy ledger, and moves the ``production`` alias only if every gate passes. The stages run in
 a subflow on the task runner params ask for (``dask.enabled``: posterior-pass chunks on a Dask cluster).
 The deployment that ``make serve`` schedules runs this same flow.
+
+In Prefect each run is named ``retrain <snapshot id>``; its progress (snapshot, each stage's seconds,
+the registry outcome) is logged to the run (the UI's Logs tab; the console too), and it leaves a
+Markdown artifact ``retrain-summary`` with the headline figures (ε, its interval, ε lower bound of the
+audit, F1) and the gate decision.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import shutil
 import subprocess
 import sys
@@ -28,6 +34,7 @@ from prefect import flow
 from dprelease import registry
 from dprelease.config import Params, load_params, parse_params
 from dprelease.errors import ConfigError, OneLineError
+from dprelease.headline import headline, markdown
 from dprelease.io import file_hash, read_json, write_json
 from dprelease.locks import root_lock
 from dprelease.service.ledger import Ledger
@@ -39,6 +46,40 @@ from tasks.stages import run
 
 ARMS = {2: "swag_ppm", 3: "swag_ppm_reweighted"}  # released round → its audit arm
 SNAPSHOTS = Path("data") / "snapshots"
+ARTIFACT_KEY = "retrain-summary"
+# a child of Prefect's run logger: its records go to the current run's logs (and Prefect's console handler);
+# its own level, as prefect.toml keeps Prefect's loggers at WARNING
+PROGRESS = logging.getLogger("prefect.flow_runs.dprelease")
+PROGRESS.setLevel(logging.INFO)
+
+
+def progress(message: str) -> None:
+    """One progress line, logged to the running flow run (call inside a flow or task only)."""
+    PROGRESS.info(message)
+
+
+def _snapshot_path(top: Path, p: Params, snapshot: str | None) -> Path:
+    path = Path(snapshot or p.service.snapshot or p.data.path)
+    return path if path.is_absolute() else top / path
+
+
+def run_name() -> str:
+    """``retrain <snapshot id>``: the Prefect run's name, from its parameters (before the flow body runs)."""
+    from prefect.runtime import flow_run
+
+    args = flow_run.parameters
+    try:
+        top = Path(args.get("root") or ".").resolve()
+        p = load_params(top / args.get("params_file", "params.yaml"), args.get("overrides"))
+        return f"retrain {snapshot_id(_snapshot_path(top, p, args.get('snapshot')))}"
+    except Exception:  # noqa: BLE001 - the flow body reports the problem itself, in one line
+        return "retrain (snapshot or params unreadable)"
+
+
+def pipeline_run_name() -> str:
+    from prefect.runtime import flow_run
+
+    return f"stages {Path(flow_run.parameters.get('where', '?')).name}"
 
 
 def dvc(root: Path, *args: str) -> None:
@@ -73,7 +114,7 @@ def run_params(base: Params, rel: Path) -> Params:
     return parse_params(base.model_dump(mode="json"), {"data.path": str(Path("../../..") / rel)})
 
 
-@flow(name="retrain", log_prints=False, persist_result=False)
+@flow(name="retrain", flow_run_name=run_name, log_prints=False, persist_result=False)
 def retrain_flow(snapshot: str | None = None, root: str = ".", params_file: str = "params.yaml",
                  overrides: dict | None = None, track: bool = True) -> dict:
     """Retrain on ``snapshot`` (default ``service.snapshot``, else ``data.path``). Parameters are public
@@ -81,14 +122,16 @@ def retrain_flow(snapshot: str | None = None, root: str = ".", params_file: str 
     top = Path(root).resolve()
     p = load_params(top / params_file, overrides)
     with root_lock(top, "retrain"):
-        return _retrain(p, top, Path(snapshot or p.service.snapshot or p.data.path), track)
+        out = _retrain(p, top, _snapshot_path(top, p, snapshot), track)
+    summary_artifact(out, top)
+    return out
 
 
 def _retrain(p: Params, top: Path, snapshot: Path, track: bool) -> dict:
-    snapshot = snapshot if snapshot.is_absolute() else top / snapshot
     start = time.perf_counter()
     rel = version_snapshot(top, snapshot)
     out: dict = {"snapshot": rel.name, "timings": {"snapshot": round(time.perf_counter() - start, 2)}}
+    progress(f"snapshot {rel.name} versioned with DVC ({out['timings']['snapshot']:.1f} s)")
     where = top / "runs" / "retrain" / rel.name.split(".")[0]  # the snapshot id
     where.mkdir(parents=True, exist_ok=True)
     rp = run_params(p, rel)
@@ -100,12 +143,38 @@ def _retrain(p: Params, top: Path, snapshot: Path, track: bool) -> dict:
         t = time.perf_counter()
         out |= register_release(p, rp, top, where, arm, snapshot_file=top / rel, timings=out["timings"])
         out["timings"]["register"] = round(time.perf_counter() - t, 2)
+        reg = out["registry"]
+        progress(f"registry: version {reg['version']} → {reg['decision']}"
+                 + ("" if reg["promoted"] else f" ({reg['reason']})")
+                 + (f"; audit attached: {', '.join(reg['attached'])}" if reg.get("attached") else "")
+                 + f" ({out['timings']['register']:.1f} s)")
+    else:
+        out["figures"] = headline(where / "metrics")
     out["seconds"] = round(time.perf_counter() - start, 2)
     write_json(where / "metrics" / "retrain.json", {k: v for k, v in out.items() if k != "run_folder"})
     return out
 
 
-@flow(name="retrain-pipeline", log_prints=False, persist_result=False)
+def summary_artifact(out: dict, top: Path) -> None:
+    """The run's Markdown artifact (key ``retrain-summary``): headline figures and the gate decision."""
+    from prefect.artifacts import create_markdown_artifact
+
+    reg = out.get("registry")
+    extra = {"snapshot": out["snapshot"], "seconds": out["seconds"]}
+    if reg:
+        extra |= {"registered version": reg["version"], "cumulative ε (basic composition)":
+                  f"{reg['cumulative_epsilon']:.4g}", "gate decision": reg["decision"],
+                  "gate detail": reg["reason"] or "—", "production version": reg["production"] or "none"}
+        if reg.get("attached"):
+            extra["audit attached to the version"] = ", ".join(reg["attached"])
+    else:
+        extra["gate decision"] = "not registered (--no-track)"
+    figures = reg["figures"] if reg else out["figures"]
+    create_markdown_artifact(markdown(figures, f"retrain {out['snapshot'].split('.')[0]}", extra),
+                             key=ARTIFACT_KEY, description=f"ε, F1 and the gate decision of {out['snapshot']}")
+
+
+@flow(name="retrain-pipeline", flow_run_name=pipeline_run_name, log_prints=False, persist_result=False)
 def pipeline_flow(params: dict, where: str, audit: bool) -> tuple[str, dict]:
     """The release stages in the run folder, then (``audit``) the privacy audit of the released arm; on a
     Dask task runner the posterior passes run their seeded chunks on the cluster. Returns (arm, timings)."""
@@ -115,11 +184,14 @@ def pipeline_flow(params: dict, where: str, audit: bool) -> tuple[str, dict]:
         t = time.perf_counter()
         run(name, params, where)
         timings[name] = round(time.perf_counter() - t, 2)
+        progress(f"stage {name}: {timings[name]:.1f} s")
 
     with runners.on_dask():
         for spec in registry.group(rp, "release"):
             timed(spec.name, rp)
         arm = ARMS[read_json(Path(where) / "metrics" / "release.json")["round"]]
+        progress(f"released round {read_json(Path(where) / 'metrics' / 'release.json')['round']} ({arm})"
+                 + ("; auditing it" if audit else "; no audit (service.audit: false)"))
         if audit:
             ap = parse_params(params, {"privacy_audit.arms": [arm]})
             for name in audit_stages(ap):
