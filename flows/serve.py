@@ -198,9 +198,10 @@ def stop(root: Path, grace_s: float = 15.0) -> list[int]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=["start", "stop", "status", "trigger", "_deploy", "_trigger"])
-    ap.add_argument("--root", default=".")
-    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("command", choices=["start", "stop", "status", "trigger", "_deploy", "_trigger"],
+                    help="start | stop | status | trigger (the _ ones are internal)")
+    ap.add_argument("--root", default=".", help="the project folder served (default: .)")
+    ap.add_argument("--params", default="params.yaml", help="the params file, relative to --root (default: params.yaml)")
     ap.add_argument("--timeout", type=float, default=3600.0, help="trigger: seconds to wait for the run")
     args = ap.parse_args(argv)
     root = Path(args.root).resolve()
