@@ -13,7 +13,7 @@ MODEL ?= oiics-autocoder
 .DEFAULT_GOAL := help
 
 .PHONY: help env run compare audit tune tune-grid retrain simulate ledger serve serve-trigger serve-status serve-stop test \
-        gpp test-fast faults repro ui serve-model screenshots bench clean chromium
+        gpp test-fast faults repro ui serve-model screenshots bench clean chromium dvc-remote
 
 help:  ## this list
 	@echo "make TARGET — dprelease (README: what each does; ARGS=... passes options to a flow)"
@@ -96,6 +96,13 @@ test-fast: env  ## the test suite without the end-to-end tests marked slow
 # the fault-injection suite alone (also part of `make test`), one line per case
 faults: env  ## the fault-injection suite alone, one line per case
 	$(PY) -m pytest tests/flows/test_faults.py -v $(PYTEST_ARGS)
+
+# DVC's default remote for this clone (.dvc/config.local, not committed): a private local folder, owner-only;
+# `make dvc-remote DVC_REMOTE=/srv/office/dvc` for another. Retrains push their snapshots there.
+DVC_REMOTE ?= $(HOME)/.local/share/dprelease/dvc-remote
+dvc-remote: env  ## DVC's default remote: a private local folder (DVC_REMOTE=path to choose another)
+	mkdir -p "$(DVC_REMOTE)" && chmod 700 "$(DVC_REMOTE)"
+	$(VENV)/bin/dvc remote add --local --default --force private "$(DVC_REMOTE)"
 
 repro: env  ## dvc repro: every stage of dvc.yaml
 	source $(VENV)/bin/activate && dvc repro

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from dprelease.config import Params
-from dprelease.headline import NAMES, headline
+from dprelease.headline import NAMES, headline, markdown
 from dprelease.io import file_hash, read_json
 from dprelease.layout import Layout
 from dprelease.service import model_registry as mr
@@ -87,8 +87,12 @@ def register_release(p: Params, rp: Params, top: Path, where: Path, arm: str, sn
     mr.record_decision(client, name, version, decision)
     if decision.promote:
         ledger.publish(version)
-    return {"mlflow_run_id": run_id,
-            "registry": _summary(client.get_model_version(name, version), mr.production(client, name))}
+    summary = _summary(client.get_model_version(name, version), mr.production(client, name))
+    # the version page shows a few tags but the whole description: the gate's reason and every figure
+    client.update_model_version(name, version, description=decision.reason()[:2000] + "\n\n" + markdown(
+        summary["figures"], f"version {version}", {"cumulative ε (basic composition)": f"{cumulative:.4g}",
+                                                    "snapshot": snapshot_file.name}))
+    return {"mlflow_run_id": run_id, "registry": summary}
 
 
 def _summary(version, prod, unchanged: bool = False) -> dict:

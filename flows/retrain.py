@@ -4,7 +4,8 @@
 format or OSHA's original one); ``python -m flows.retrain --simulate`` cuts ``data.path`` into the growing
 ``EventDate`` windows of ``service.windows`` and retrains on each in turn (the cadence of new extracts).
 
-Each retrain: copies the snapshot into ``data/snapshots/`` and versions it with DVC (``dvc add``); runs
+Each retrain: copies the snapshot into ``data/snapshots/`` and versions it with DVC (``dvc add``; pushed
+to DVC's default remote when the clone has one, ``make dvc-remote``); runs
 the release stages in ``runs/retrain/<snapshot id>/`` (stages shared with earlier runs come from the stage
 store, so an unchanged snapshot takes seconds); audits the released arm (``service.audit``); logs the run
 to MLflow with the release as a pyfunc model; registers a version with its figures as tags, adds it to the
@@ -109,6 +110,21 @@ def version_snapshot(root: Path, source: Path) -> Path:
     return rel
 
 
+def push_snapshot(root: Path, rel: Path) -> str | None:
+    """Push the snapshot to DVC's default remote when this clone has one (``make dvc-remote``): the name of
+    the remote, or None when there is none. A failed push leaves the snapshot in the local DVC cache and
+    is reported in one line (the retrain goes on: a backup that failed is not a reason to stop)."""
+    remote = subprocess.run([sys.executable, "-m", "dvc", "remote", "default"], cwd=root, capture_output=True, text=True)
+    if remote.returncode or not remote.stdout.strip():
+        return None
+    try:
+        dvc(root, "push", "-q", f"{rel}.dvc")
+    except OneLineError as err:
+        PROGRESS.warning(f"snapshot {rel.name} not pushed to DVC remote {remote.stdout.strip()}: {err}")
+        return None
+    return remote.stdout.strip()
+
+
 def run_params(base: Params, rel: Path) -> Params:
     """The run folder's params: the project's, reading the snapshot (``../../../`` back to the root)."""
     return parse_params(base.model_dump(mode="json"), {"data.path": str(Path("../../..") / rel)})
@@ -131,7 +147,10 @@ def _retrain(p: Params, top: Path, snapshot: Path, track: bool) -> dict:
     start = time.perf_counter()
     rel = version_snapshot(top, snapshot)
     out: dict = {"snapshot": rel.name, "timings": {"snapshot": round(time.perf_counter() - start, 2)}}
-    progress(f"snapshot {rel.name} versioned with DVC ({out['timings']['snapshot']:.1f} s)")
+    if pushed := push_snapshot(top, rel):
+        out["dvc_remote"] = pushed
+    progress(f"snapshot {rel.name} versioned with DVC ({out['timings']['snapshot']:.1f} s)"
+             + (f", pushed to remote {pushed}" if pushed else ""))
     where = top / "runs" / "retrain" / rel.name.split(".")[0]  # the snapshot id
     where.mkdir(parents=True, exist_ok=True)
     rp = run_params(p, rel)
