@@ -8,11 +8,18 @@ STAMP := $(VENV)/.installed
 # Prefect settings live in prefect.toml; the offline switches in src/dprelease/offline.py.
 export MLFLOW_SERVER_ENABLE_JOB_EXECUTION := false
 MLFLOW_URI ?= sqlite:///mlflow.db
+MODEL ?= oiics-autocoder
 
-.PHONY: env run compare audit tune tune-grid retrain simulate ledger serve serve-trigger serve-status serve-stop test \
-        gpp test-fast faults repro ui screenshots bench clean
+.DEFAULT_GOAL := help
 
-env: $(STAMP)
+.PHONY: help env run compare audit tune tune-grid retrain simulate ledger serve serve-trigger serve-status serve-stop test \
+        gpp test-fast faults repro ui serve-model screenshots bench clean chromium dvc-remote
+
+help:  ## this list
+	@echo "make TARGET — dprelease (README: what each does; ARGS=... passes options to a flow)"
+	@grep -hE '^[a-z][a-z-]*:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)$$/  \1\t\2/' | expand -t 18
+
+env: $(STAMP)  ## create .venv and install the pinned requirements (run by every target that needs it)
 
 # torch first and pinned: an unpinned torch would pull several GB of CUDA packages.
 $(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml
@@ -24,77 +31,100 @@ $(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml
 	$(PY) -m pip install -q --no-deps -e .
 	touch $(STAMP)
 
-run: env
+run: env  ## the release flow on the bundled OSHA data (ARGS=... for flows.release options)
 	$(PY) -m flows.release $(ARGS)
 
-compare: env
+compare: env  ## SWAG-PPM vs non-private training vs DP-SGD → reports/compare/
 	$(PY) -m flows.compare $(ARGS)
 
-audit: env
+audit: env  ## membership-inference and canary privacy audit of every arm → reports/privacy/
 	$(PY) -m flows.audit $(ARGS)
 
 # NVDP (issue 11): token-state cache, GLUE + OSHA grids, probe, sanitizer release-nvdp/ -> reports/nvdp/
 .PHONY: nvdp
-nvdp: env
+nvdp: env  ## NVDP experiments (GLUE + OSHA grids), sanitizer release → reports/nvdp/
 	$(PY) -m flows.nvdp $(ARGS)
 
-tune: env
+tune: env  ## diagnostic-driven search over c and fine-tuning epochs → reports/tune/
 	$(PY) -m flows.tune --mode search $(ARGS)
 
-tune-grid: env
+tune-grid: env  ## the full (c, epochs) grid → reports/tune/
 	$(PY) -m flows.tune --mode grid $(ARGS)
 
 # Gaussian Privacy Protector (issue 12): digits + OSHA, centralized and on Flower → reports/gpp/, release-gpp/
-gpp: env
+gpp: env  ## Gaussian Privacy Protector, centralized and on Flower → reports/gpp/
 	$(PY) -m flows.gpp $(ARGS)
 
 # a new extract: `make retrain SNAPSHOT=path/to/extract.csv`; three growing EventDate windows: `make simulate`
-retrain: env
+retrain: env  ## one retrain on a new extract: make retrain SNAPSHOT=path/to/extract.csv
 	$(PY) -m flows.retrain $(SNAPSHOT) $(ARGS)
 
-simulate: env
+simulate: env  ## three retrains on growing EventDate windows of the bundled data
 	$(PY) -m flows.retrain --simulate $(ARGS)
 
 # the privacy ledger's per-version figures (aggregates only): ε, records, published, overlaps, cumulative ε now
-ledger: env
+ledger: env  ## the privacy ledger's per-version figures (aggregates only)
 	$(PY) -m flows.retrain --ledger
 
 # a Prefect server on 127.0.0.1 (database in .prefect/), work pools, the scheduled deployment and a worker
-serve: env
+serve: env  ## Prefect server on 127.0.0.1, work pools, the scheduled deployment and a worker
 	$(PY) -m flows.serve start
 
-serve-trigger: env
+serve-trigger: env  ## run the scheduled retrain now and wait for it
 	$(PY) -m flows.serve trigger
 
-serve-status: env
+serve-status: env  ## the serving processes and the scheduled deployment's runs by state
 	$(PY) -m flows.serve status
 
-serve-stop: env
+serve-stop: env  ## stop the worker and the server by PID
 	$(PY) -m flows.serve stop
 
-test: env
+# the MLflow UI test renders the runs table in headless Chromium: installed here when missing and possible
+# (root with apt-get), else that one test is skipped with the reason
+chromium:  ## install headless Chromium for the MLflow UI test when missing (root + apt-get)
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	    { apt-get update -q >/dev/null 2>&1; DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >/dev/null 2>&1; }; } || \
+	  echo "note: no Chromium (apt-get install -y chromium chromium-driver): the MLflow UI test will be skipped"
+
+test: env chromium  ## the whole test suite (PYTEST_ARGS=... for pytest options)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-test-fast: env
+test-fast: env  ## the test suite without the end-to-end tests marked slow
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
 # the fault-injection suite alone (also part of `make test`), one line per case
-faults: env
+faults: env  ## the fault-injection suite alone, one line per case
 	$(PY) -m pytest tests/flows/test_faults.py -v $(PYTEST_ARGS)
 
-repro: env
+# DVC's default remote for this clone (.dvc/config.local, not committed): a private local folder, owner-only;
+# `make dvc-remote DVC_REMOTE=/srv/office/dvc` for another. Retrains push their snapshots there.
+DVC_REMOTE ?= $(HOME)/.local/share/dprelease/dvc-remote
+dvc-remote: env  ## DVC's default remote: a private local folder (DVC_REMOTE=path to choose another)
+	mkdir -p "$(DVC_REMOTE)" && chmod 700 "$(DVC_REMOTE)"
+	$(VENV)/bin/dvc remote add --local --default --force private "$(DVC_REMOTE)"
+
+repro: env  ## dvc repro: every stage of dvc.yaml
 	source $(VENV)/bin/activate && dvc repro
 
-# MLflow 3.17 opens on its GenAI view unless the URL asks for model training: the printed link does
-ui: env
-	@$(PY) -c "import sqlite3; r = sqlite3.connect('mlflow.db').execute(\"select experiment_id from experiments where name='dprelease'\").fetchone(); print('open http://127.0.0.1:5000/#/experiments/%s/runs?workflowType=machine_learning' % (r[0] if r else '0'))" 2>/dev/null || true
-	$(VENV)/bin/mlflow ui --backend-store-uri $(MLFLOW_URI) --workers 1
+# MLflow's UI with first-visit defaults (src/dprelease/mlflow_app.py): the model-training view, the headline
+# figures (ε, F1, …) as runs-table columns, no assistant panel
+ui: env  ## the MLflow UI on 127.0.0.1:5000, opening on the model-training view with ε and F1 columns
+	@echo "open http://127.0.0.1:5000 (experiment dprelease: its runs table shows ε and F1)"
+	$(VENV)/bin/mlflow ui --backend-store-uri $(MLFLOW_URI) --workers 1 --app-name dprelease
 
-# headless Chromium (apt-get install chromium) screenshots of the runs table and the newest run → reports/ui/
-screenshots: env
+# the production model over HTTP (port 5001): MLflow's scoring server runs `uvicorn` from PATH, so the
+# environment's bin/ goes first on it (no activation needed); POST JSON to /invocations
+serve-model: env  ## the production model over HTTP on 127.0.0.1:5001 (mlflow models serve)
+	PATH="$(abspath $(VENV))/bin:$$PATH" MLFLOW_TRACKING_URI=$(MLFLOW_URI) $(VENV)/bin/mlflow models serve -m "models:/$(MODEL)@production" \
+	    --env-manager local --host 127.0.0.1 -p 5001
+
+# headless Chromium (apt-get install chromium) screenshots of the runs table, the newest run and the registry
+# → reports/ui/
+screenshots: env  ## headless-Chromium screenshots of the MLflow UI → reports/ui/
 	$(PY) scripts/mlflow_screenshots.py $(ARGS)
 
-bench: env
+bench: env  ## the benchmark scripts (speed figures)
 	$(PY) benchmarks/bench_release.py
 	$(PY) benchmarks/bench_epsilon.py
 	$(PY) benchmarks/bench_dpsgd.py
@@ -102,6 +132,6 @@ bench: env
 	$(PY) benchmarks/bench_flows.py tune-grid
 	$(PY) benchmarks/bench_audit.py
 
-clean:
+clean:  ## remove every output (artifacts, releases, reports, runs, .prefect, mlflow.db, mlartifacts)
 	rm -rf artifacts release release-selected release-gpp metrics plots reports runs .prefect mlflow.db mlartifacts \
 	       .dprelease.lock .mlflow.lock .mlflow-pending.json

@@ -36,7 +36,7 @@ def _run(args: list[str], work: Path, env: dict) -> tuple[float, float, str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--keep", default=None)
+    ap.add_argument("--keep", default=None, help="work in this folder and keep it (default: a temporary folder)")
     args = ap.parse_args()
     work = scratch_project(args.keep, "dprelease-audit-")
     env = os.environ | {"PREFECT_HOME": str(work / ".prefect"), "PYTHONPATH": str(ROOT)}

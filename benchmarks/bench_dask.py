@@ -119,7 +119,7 @@ def replay_seconds(work: Path) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=3, help="timed repeats per worker count")
     ap.add_argument("--workers", default="1,2", help="Dask worker counts to time")
     ap.add_argument("--keep", default=None, help="work directory to keep (and reuse: the setup run is skipped)")
     args = ap.parse_args()

@@ -50,9 +50,9 @@ def dpsgd_steps_per_s(backend, feats, y, steps: int, batch: int, lr: float, mode
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--steps", type=int, default=60)
-    ap.add_argument("--batch", type=int, default=512)
-    ap.add_argument("--synthetic", action="store_true")
+    ap.add_argument("--steps", type=int, default=60, help="DP-SGD steps timed")
+    ap.add_argument("--batch", type=int, default=512, help="expected batch size (Poisson sampling)")
+    ap.add_argument("--synthetic", action="store_true", help="random features instead of the OSHA embeddings")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     params = load_params()

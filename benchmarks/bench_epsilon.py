@@ -97,11 +97,11 @@ def report(name: str, row: dict) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--settings", default="default,uncalibrated,oneshot")
+    ap.add_argument("--settings", default="default,uncalibrated,oneshot", help="comma-separated settings to run")
     ap.add_argument("--lr-sweep", action="store_true", help="ε and T̂ at SWAG lr 0.003/0.01/0.03, with and "
                                                              "without calibration (round 2 only)")
     ap.add_argument("--cap", type=int, default=None, help="data.cap (1000000 = all 19,908 usable rows)")
-    ap.add_argument("--keep", default=None)
+    ap.add_argument("--keep", default=None, help="work in this folder and keep it (default: a temporary folder)")
     args = ap.parse_args()
     work = scratch_project(args.keep, "dprelease-bench-eps-")
     base = [f"data.cap={args.cap}"] if args.cap else []

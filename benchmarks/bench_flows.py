@@ -25,8 +25,8 @@ COMMANDS = {"compare": ["-m", "flows.compare", "--no-track"],
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("flow", choices=sorted(COMMANDS))
-    ap.add_argument("--keep", default=None)
+    ap.add_argument("flow", choices=sorted(COMMANDS), help="the flow to time")
+    ap.add_argument("--keep", default=None, help="work in this folder and keep it (default: a temporary folder)")
     args = ap.parse_args()
     work = Path(args.keep or tempfile.mkdtemp(prefix=f"dprelease-{args.flow}-"))
     work.mkdir(parents=True, exist_ok=True)

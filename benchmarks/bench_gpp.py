@@ -49,7 +49,7 @@ def _sample_tree(pid: int) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--keep", default=None)
+    ap.add_argument("--keep", default=None, help="work in this folder and keep it (default: a temporary folder)")
     args = ap.parse_args()
     work = scratch_project(args.keep, "dprelease-gpp-")
     env = os.environ | {"PREFECT_HOME": str(work / ".prefect"), "PYTHONPATH": f"{ROOT}:{ROOT / 'src'}"}

@@ -49,12 +49,12 @@ class PeakRSS(threading.Thread):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--clients", type=int, default=5)
-    ap.add_argument("--epochs", type=int, default=5)
-    ap.add_argument("--n-train", type=int, default=6000)
-    ap.add_argument("--n-test", type=int, default=2000)
-    ap.add_argument("--d-z", type=int, default=120)
-    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--clients", type=int, default=5, help="Flower clients")
+    ap.add_argument("--epochs", type=int, default=5, help="training epochs (rounds)")
+    ap.add_argument("--n-train", type=int, default=6000, help="training examples")
+    ap.add_argument("--n-test", type=int, default=2000, help="test examples")
+    ap.add_argument("--d-z", type=int, default=120, help="representation size")
+    ap.add_argument("--batch-size", type=int, default=64, help="batch size")
     ap.add_argument("--hetero", action="store_true", help="client-specific β (0.5 … 2.0)")
     args = ap.parse_args()
     rng = np.random.default_rng(0)

@@ -31,7 +31,7 @@ def peak_rss_gb() -> float:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a param (repeatable)")
     ap.add_argument("--keep", help="run in this (new) folder and keep it")
     args = ap.parse_args(argv)
     from flows.cli import parse_overrides

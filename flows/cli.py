@@ -24,10 +24,10 @@ from tasks.stages import store_dir
 
 def parser(doc: str | None) -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--root", default=".")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a param")
-    ap.add_argument("--no-track", action="store_true", help="skip MLflow")
+    ap.add_argument("--params", default="params.yaml", help="the params file, relative to --root (default: params.yaml)")
+    ap.add_argument("--root", default=".", help="the project folder the run reads and writes (default: .)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a param, e.g. --set ppm.c=0.8 (repeatable)")
+    ap.add_argument("--no-track", action="store_true", help="do not log the run to MLflow")
     return ap
 
 

@@ -2,7 +2,8 @@
 
 Order matters for a crash: the version is registered (its tags hold the figures), then added to the
 ledger, then tagged with the cumulative ε and the decision, and only then may ``production`` move. A
-retrain of a release already registered (same manifest digest) registers nothing new.
+retrain of a release already registered (same manifest digest) registers nothing new; an audit it ran
+that the version lacks is attached to the version (tags) and to its MLflow run (metrics).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from dprelease.config import Params
+from dprelease.headline import NAMES, headline, markdown
 from dprelease.io import file_hash, read_json
 from dprelease.layout import Layout
 from dprelease.service import model_registry as mr
@@ -22,19 +24,31 @@ from dprelease.tracking import log_pipeline_run, open_store, release_run_name
 
 
 def figures_tags(lay: Layout, arm: str) -> dict:
-    """The version's tags: guarantee, utility and (when the audit ran) audit figures. Aggregates only."""
-    rel, audit = read_json(lay.metrics / "release.json"), read_json(lay.metrics / "audit.json")
+    """The version's tags: the headline figures (named as the run's metrics), the guarantee and, when the
+    audit ran, its loss-attack AUC. Aggregates only."""
+    rel = read_json(lay.metrics / "release.json")
     g = rel["guarantee"]
-    tags = {"privacy.epsilon": g["epsilon"], "privacy.guarantee": g["kind"], "privacy.delta": g["delta"],
-            "privacy.round": rel["round"], "privacy.temperature": g["quantities"].get("temperature"),
-            "utility.weighted_f1": audit["released_weighted_f1"], "utility.macro_f1": audit["released_macro_f1"],
-            "utility.weighted_f1_mean": audit["weighted_f1_mean"], "utility.macro_f1_mean": audit["macro_f1_mean"],
-            "data.train_rows": read_json(lay.metrics / "data.json")["train_rows"]}
-    canary, mia = lay.metrics / "audit_canary.json", lay.metrics / "privacy_audit.json"
-    if canary.is_file() and arm in read_json(canary)["arms"]:
-        tags["privacy.audit_epsilon_lower_bound"] = read_json(canary)["arms"][arm]["epsilon_lower_bound"]
-        tags["privacy.audit_loss_auc"] = read_json(mia)["arms"][arm]["attacks"]["loss"]["auc"]
+    tags = headline(lay.metrics) | {"guarantee": g["kind"], "delta": g.get("delta"), "round": rel["round"]}
+    mia = lay.metrics / "privacy_audit.json"
+    if "epsilon_lb" in tags and mia.is_file() and arm in read_json(mia)["arms"]:
+        tags["audit_loss_auc"] = read_json(mia)["arms"][arm]["attacks"]["loss"]["auc"]
     return {k: v for k, v in tags.items() if v is not None}
+
+
+AUDIT_TAGS = ("epsilon_lb", "audit_loss_auc")
+
+
+def attach_audit(client, name: str, version, tags: dict) -> list[str]:
+    """Audit figures of this run that ``version`` lacks: tagged on the version, logged on its run."""
+    new = {k: tags[k] for k in AUDIT_TAGS if k in tags and mr.tag(version, k) is None}
+    for k, v in new.items():
+        client.set_model_version_tag(name, version.version, k, str(v))
+    run_id = version.tags.get("run_id")
+    if new and run_id:
+        for k, v in new.items():
+            if k in NAMES:  # a headline figure: a metric of the run under the same name
+                client.log_metric(run_id, k, float(v))
+    return sorted(new)
 
 
 def register_release(p: Params, rp: Params, top: Path, where: Path, arm: str, snapshot_file: Path,
@@ -46,24 +60,25 @@ def register_release(p: Params, rp: Params, top: Path, where: Path, arm: str, sn
     digest = file_hash(lay.release / "release.json")
     known = mr.find_version(client, name, digest)
     if known is not None:  # an unchanged snapshot and params: nothing new to register
-        prod = mr.production(client, name)
-        return {"registry": _summary(known, prod, unchanged=True)}
+        attached = attach_audit(client, name, known, figures_tags(lay, arm))
+        return {"registry": _summary(client.get_model_version(name, known.version), mr.production(client, name),
+                                     unchanged=True) | {"attached": attached}}
     g = Guarantee.from_dict(read_json(lay.metrics / "release.json")["guarantee"])
     run_name = f"retrain {snapshot_file.name.split('.')[0]} · {release_run_name(rp, g)}"
     run_id = log_pipeline_run(rp, where, run_name=run_name, store_root=top, timings=timings)
     with mlflow.start_run(run_id=run_id):
         model_uri = mr.log_model(mlflow, lay.release)
         mlflow.set_tag("snapshot", snapshot_file.name)
-    tags = figures_tags(lay, arm) | {"release.digest": digest, "data.snapshot": snapshot_file.name,
-                                     "data.snapshot_sha256": file_hash(snapshot_file), "run_id": run_id}
+    tags = figures_tags(lay, arm) | {"release.digest": digest, "snapshot": snapshot_file.name,
+                                     "snapshot_sha256": file_hash(snapshot_file), "run_id": run_id}
     version = mr.register(mlflow, name, model_uri, tags)
     train = pd.read_csv(lay.data / "train.csv", dtype=str, keep_default_na=False)
     ledger = Ledger(top / p.artifacts / "ledger")
-    ledger.add(version, tags["privacy.epsilon"], record_hashes(train["text"].tolist(), train["label"].tolist(),
-                                                               ledger.salt), snapshot=tags["data.snapshot_sha256"])
+    ledger.add(version, tags["epsilon"], record_hashes(train["text"].tolist(), train["label"].tolist(), ledger.salt),
+               snapshot=tags["snapshot_sha256"])
     cumulative = ledger.cumulative(version)
-    client.set_model_version_tag(name, version, "privacy.cumulative_epsilon", str(cumulative))
-    client.set_model_version_tag(name, version, "privacy.composition", "basic (per-record sum over published versions)")
+    client.set_model_version_tag(name, version, "cumulative_epsilon", str(cumulative))
+    client.set_model_version_tag(name, version, "composition", "basic (per-record sum over published versions)")
     candidate = mr.figures(client.get_model_version(name, version), gates.utility_metric)
     prod = mr.production(client, name)
     decision = decide(candidate, None if prod is None else mr.figures(prod, gates.utility_metric),
@@ -72,15 +87,22 @@ def register_release(p: Params, rp: Params, top: Path, where: Path, arm: str, sn
     mr.record_decision(client, name, version, decision)
     if decision.promote:
         ledger.publish(version)
-    return {"mlflow_run_id": run_id,
-            "registry": _summary(client.get_model_version(name, version), mr.production(client, name))}
+    summary = _summary(client.get_model_version(name, version), mr.production(client, name))
+    # the version page shows a few tags but the whole description: the gate's reason and every figure
+    client.update_model_version(name, version, description=decision.reason()[:2000] + "\n\n" + markdown(
+        summary["figures"], f"version {version}", {"cumulative ε (basic composition)": f"{cumulative:.4g}",
+                                                    "snapshot": snapshot_file.name}))
+    return {"mlflow_run_id": run_id, "registry": summary}
 
 
 def _summary(version, prod, unchanged: bool = False) -> dict:
+    """What the retrain reports (and its Prefect artifact shows): the version, its headline figures, the
+    cumulative ε and the gate decision."""
     t = version.tags
     promoted = t.get("gate.decision") == "promoted"
-    return {"version": str(version.version), "epsilon": float(t["privacy.epsilon"]),
-            "cumulative_epsilon": float(t["privacy.cumulative_epsilon"]), "utility": float(t["utility.weighted_f1"]),
+    figures = {k: float(v) for k in NAMES if (v := mr.tag(version, k)) is not None}
+    return {"version": str(version.version), "epsilon": figures["epsilon"], "figures": figures,
+            "cumulative_epsilon": float(mr.tag(version, "cumulative_epsilon")), "utility": figures["weighted_f1"],
             "decision": ("unchanged, already " if unchanged else "") + t.get("gate.decision", "?"),
             "promoted": promoted, "reason": t.get("gate.reason", ""),
             "production": None if prod is None else str(prod.version)}

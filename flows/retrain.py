@@ -4,18 +4,25 @@
 format or OSHA's original one); ``python -m flows.retrain --simulate`` cuts ``data.path`` into the growing
 ``EventDate`` windows of ``service.windows`` and retrains on each in turn (the cadence of new extracts).
 
-Each retrain: copies the snapshot into ``data/snapshots/`` and versions it with DVC (``dvc add``); runs
+Each retrain: copies the snapshot into ``data/snapshots/`` and versions it with DVC (``dvc add``; pushed
+to DVC's default remote when the clone has one, ``make dvc-remote``); runs
 the release stages in ``runs/retrain/<snapshot id>/`` (stages shared with earlier runs come from the stage
 store, so an unchanged snapshot takes seconds); audits the released arm (``service.audit``); logs the run
 to MLflow with the release as a pyfunc model; registers a version with its figures as tags, adds it to the
 private privacy ledger, and moves the ``production`` alias only if every gate passes. The stages run in
 a subflow on the task runner params ask for (``dask.enabled``: posterior-pass chunks on a Dask cluster).
 The deployment that ``make serve`` schedules runs this same flow.
+
+In Prefect each run is named ``retrain <snapshot id>``; its progress (snapshot, each stage's seconds,
+the registry outcome) is logged to the run (the UI's Logs tab; the console too), and it leaves a
+Markdown artifact ``retrain-summary`` with the headline figures (ε, its interval, ε lower bound of the
+audit, F1) and the gate decision.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import shutil
 import subprocess
 import sys
@@ -28,6 +35,7 @@ from prefect import flow
 from dprelease import registry
 from dprelease.config import Params, load_params, parse_params
 from dprelease.errors import ConfigError, OneLineError
+from dprelease.headline import headline, markdown
 from dprelease.io import file_hash, read_json, write_json
 from dprelease.locks import root_lock
 from dprelease.privacy import secret
@@ -40,6 +48,40 @@ from tasks.stages import run
 
 ARMS = {2: "swag_ppm", 3: "swag_ppm_reweighted"}  # released round → its audit arm
 SNAPSHOTS = Path("data") / "snapshots"
+ARTIFACT_KEY = "retrain-summary"
+# a child of Prefect's run logger: its records go to the current run's logs (and Prefect's console handler);
+# its own level, as prefect.toml keeps Prefect's loggers at WARNING
+PROGRESS = logging.getLogger("prefect.flow_runs.dprelease")
+PROGRESS.setLevel(logging.INFO)
+
+
+def progress(message: str) -> None:
+    """One progress line, logged to the running flow run (call inside a flow or task only)."""
+    PROGRESS.info(message)
+
+
+def _snapshot_path(top: Path, p: Params, snapshot: str | None) -> Path:
+    path = Path(snapshot or p.service.snapshot or p.data.path)
+    return path if path.is_absolute() else top / path
+
+
+def run_name() -> str:
+    """``retrain <snapshot id>``: the Prefect run's name, from its parameters (before the flow body runs)."""
+    from prefect.runtime import flow_run
+
+    args = flow_run.parameters
+    try:
+        top = Path(args.get("root") or ".").resolve()
+        p = load_params(top / args.get("params_file", "params.yaml"), args.get("overrides"))
+        return f"retrain {snapshot_id(_snapshot_path(top, p, args.get('snapshot')))}"
+    except Exception:  # noqa: BLE001 - the flow body reports the problem itself, in one line
+        return "retrain (snapshot or params unreadable)"
+
+
+def pipeline_run_name() -> str:
+    from prefect.runtime import flow_run
+
+    return f"stages {Path(flow_run.parameters.get('where', '?')).name}"
 
 
 def dvc(root: Path, *args: str) -> None:
@@ -69,12 +111,27 @@ def version_snapshot(root: Path, source: Path) -> Path:
     return rel
 
 
+def push_snapshot(root: Path, rel: Path) -> str | None:
+    """Push the snapshot to DVC's default remote when this clone has one (``make dvc-remote``): the name of
+    the remote, or None when there is none. A failed push leaves the snapshot in the local DVC cache and
+    is reported in one line (the retrain goes on: a backup that failed is not a reason to stop)."""
+    remote = subprocess.run([sys.executable, "-m", "dvc", "remote", "default"], cwd=root, capture_output=True, text=True)
+    if remote.returncode or not remote.stdout.strip():
+        return None
+    try:
+        dvc(root, "push", "-q", f"{rel}.dvc")
+    except OneLineError as err:
+        PROGRESS.warning(f"snapshot {rel.name} not pushed to DVC remote {remote.stdout.strip()}: {err}")
+        return None
+    return remote.stdout.strip()
+
+
 def run_params(base: Params, rel: Path) -> Params:
     """The run folder's params: the project's, reading the snapshot (``../../../`` back to the root)."""
     return parse_params(base.model_dump(mode="json"), {"data.path": str(Path("../../..") / rel)})
 
 
-@flow(name="retrain", log_prints=False, persist_result=False)
+@flow(name="retrain", flow_run_name=run_name, log_prints=False, persist_result=False)
 def retrain_flow(snapshot: str | None = None, root: str = ".", params_file: str = "params.yaml",
                  overrides: dict | None = None, track: bool = True) -> dict:
     """Retrain on ``snapshot`` (default ``service.snapshot``, else ``data.path``). Parameters are public
@@ -82,14 +139,19 @@ def retrain_flow(snapshot: str | None = None, root: str = ".", params_file: str 
     top = Path(root).resolve()
     p = load_params(top / params_file, overrides)
     with root_lock(top, "retrain"):
-        return _retrain(p, top, Path(snapshot or p.service.snapshot or p.data.path), track)
+        out = _retrain(p, top, _snapshot_path(top, p, snapshot), track)
+    summary_artifact(out, top)
+    return out
 
 
 def _retrain(p: Params, top: Path, snapshot: Path, track: bool) -> dict:
-    snapshot = snapshot if snapshot.is_absolute() else top / snapshot
     start = time.perf_counter()
     rel = version_snapshot(top, snapshot)
     out: dict = {"snapshot": rel.name, "timings": {"snapshot": round(time.perf_counter() - start, 2)}}
+    if pushed := push_snapshot(top, rel):
+        out["dvc_remote"] = pushed
+    progress(f"snapshot {rel.name} versioned with DVC ({out['timings']['snapshot']:.1f} s)"
+             + (f", pushed to remote {pushed}" if pushed else ""))
     where = top / "runs" / "retrain" / rel.name.split(".")[0]  # the snapshot id
     where.mkdir(parents=True, exist_ok=True)
     rp = run_params(p, rel)
@@ -105,12 +167,38 @@ def _retrain(p: Params, top: Path, snapshot: Path, track: bool) -> dict:
         t = time.perf_counter()
         out |= register_release(p, rp, top, where, arm, snapshot_file=top / rel, timings=out["timings"])
         out["timings"]["register"] = round(time.perf_counter() - t, 2)
+        reg = out["registry"]
+        progress(f"registry: version {reg['version']} → {reg['decision']}"
+                 + ("" if reg["promoted"] else f" ({reg['reason']})")
+                 + (f"; audit attached: {', '.join(reg['attached'])}" if reg.get("attached") else "")
+                 + f" ({out['timings']['register']:.1f} s)")
+    else:
+        out["figures"] = headline(where / "metrics")
     out["seconds"] = round(sum(out["timings"].values()), 2)  # timed stages only (no data-dependent search)
     write_json(where / "metrics" / "retrain.json", {k: v for k, v in out.items() if k != "run_folder"})
     return out
 
 
-@flow(name="retrain-pipeline", log_prints=False, persist_result=False)
+def summary_artifact(out: dict, top: Path) -> None:
+    """The run's Markdown artifact (key ``retrain-summary``): headline figures and the gate decision."""
+    from prefect.artifacts import create_markdown_artifact
+
+    reg = out.get("registry")
+    extra = {"snapshot": out["snapshot"], "seconds": out["seconds"]}
+    if reg:
+        extra |= {"registered version": reg["version"], "cumulative ε (basic composition)":
+                  f"{reg['cumulative_epsilon']:.4g}", "gate decision": reg["decision"],
+                  "gate detail": reg["reason"] or "—", "production version": reg["production"] or "none"}
+        if reg.get("attached"):
+            extra["audit attached to the version"] = ", ".join(reg["attached"])
+    else:
+        extra["gate decision"] = "not registered (--no-track)"
+    figures = reg["figures"] if reg else out["figures"]
+    create_markdown_artifact(markdown(figures, f"retrain {out['snapshot'].split('.')[0]}", extra),
+                             key=ARTIFACT_KEY, description=f"ε, F1 and the gate decision of {out['snapshot']}")
+
+
+@flow(name="retrain-pipeline", flow_run_name=pipeline_run_name, log_prints=False, persist_result=False)
 def pipeline_flow(params: dict, where: str, audit: bool) -> tuple[str, dict]:
     """The release stages in the run folder, then (``audit``) the privacy audit of the released arm; on a
     Dask task runner the posterior passes run their seeded chunks on the cluster. Returns (arm, timings)."""
@@ -119,12 +207,17 @@ def pipeline_flow(params: dict, where: str, audit: bool) -> tuple[str, dict]:
     def timed(name: str, params: Params) -> None:
         t = time.perf_counter()
         run(name, params, where)
-        cli.record_time(timings, params, name, time.perf_counter() - t)
+        if cli.record_time(timings, params, name, time.perf_counter() - t):
+            progress(f"stage {name}: {timings[name]:.1f} s")
+        else:
+            progress(f"stage {name}: done")  # a data-dependent search: its duration is never reported
 
     with runners.on_dask():
         for spec in registry.group(rp, "release"):
             timed(spec.name, rp)
         arm = ARMS[read_json(Path(where) / "metrics" / "release.json")["round"]]
+        progress(f"released round {read_json(Path(where) / 'metrics' / 'release.json')['round']} ({arm})"
+                 + ("; auditing it" if audit else "; no audit (service.audit: false)"))
         if audit:
             ap = parse_params(params, {"privacy_audit.arms": [arm]})
             for name in audit_stages(ap):
@@ -156,9 +249,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("snapshot", nargs="?", help="the extract to retrain on (default: service.snapshot or data.path)")
     ap.add_argument("--simulate", action="store_true", help="retrain on each EventDate window of data.path")
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--root", default=".")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a param")
+    ap.add_argument("--params", default="params.yaml", help="the params file, relative to --root (default: params.yaml)")
+    ap.add_argument("--root", default=".", help="the project folder (default: .)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a param, e.g. --set service.audit=false (repeatable)")
     ap.add_argument("--no-track", action="store_true", help="skip MLflow and the registry")
     ap.add_argument("--ledger", action="store_true", help="print the privacy ledger's per-version figures and stop")
     args = ap.parse_args(argv)

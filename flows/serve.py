@@ -4,13 +4,14 @@
                                    process work pools ``service.work_pool`` and ``service.gpu_pool``, the
                                    deployments, one worker for the CPU pool. PIDs in ``.prefect/serve/``.
 ``python -m flows.serve trigger``  run the scheduled deployment now (not waiting for cron) and wait for it.
-``python -m flows.serve status``   what is running.
+``python -m flows.serve status``   what is running, and the scheduled deployment's runs by state.
 ``python -m flows.serve stop``     stop the worker(s) and the server, by PID.
 
 Deployments (both run ``flows/retrain.py:retrain_flow`` from this project's folder):
 ``retrain/scheduled`` on cron ``service.cron`` — on the GPU pool when ``model.backend: full``, else on
 the CPU pool; ``retrain/full-backend`` (no schedule) on the GPU pool with ``model.backend: full``. A GPU
 machine joins by starting a worker of the GPU pool against this server (README, "Running it as a service").
+Each deployment runs one retrain at a time (a run due while another runs waits for it).
 """
 
 from __future__ import annotations
@@ -127,10 +128,11 @@ def deploy(root: Path, params_file: str) -> None:
     source = retrain_flow.from_source(source=str(CODE), entrypoint="flows/retrain.py:retrain_flow")
     common = {"root": str(root.resolve()), "params_file": params_file}
     scheduled_pool = p.service.gpu_pool if p.model.backend == "full" else p.service.work_pool
-    source.deploy(name=SCHEDULED, work_pool_name=scheduled_pool, parameters=common, print_next_steps=False,
-                  schedule=_schedule(p), description="Retrain on the current extract (service.snapshot).")
+    one_at_a_time = {"concurrency_limit": 1, "print_next_steps": False}  # retrains of one root never overlap
+    source.deploy(name=SCHEDULED, work_pool_name=scheduled_pool, parameters=common, schedule=_schedule(p),
+                  description="Retrain on the current extract (service.snapshot).", **one_at_a_time)
     source.deploy(name=FULL, work_pool_name=p.service.gpu_pool, parameters=common | {"overrides": {"model.backend": "full"}},
-                  print_next_steps=False, description="Retrain with the full-transformer backend, on a GPU worker.")
+                  description="Retrain with the full-transformer backend, on a GPU worker.", **one_at_a_time)
 
 
 def _schedule(p):
@@ -147,6 +149,32 @@ def trigger(timeout_s: float) -> dict:
     run = run_deployment(f"retrain/{SCHEDULED}", timeout=timeout_s)
     return {"flow_run": str(run.id), "state": run.state.type.value if run.state else "UNKNOWN",
             "seconds": round(time.perf_counter() - t0, 2)}
+
+
+def api(url: str, path: str, body: dict | None = None):
+    """One call of the Prefect server's REST API (JSON in and out)."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(f"{url}/{path}", data=data, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.load(r)
+
+
+def flow_runs(url: str, deployment: str = SCHEDULED) -> list[dict]:
+    """The runs of ``retrain/<deployment>``: name, state, whether the scheduler made it, start and end."""
+    dep = api(url, f"deployments/name/retrain/{deployment}")
+    runs = api(url, "flow_runs/filter", {"flow_runs": {"deployment_id": {"any_": [dep["id"]]}}, "limit": 200})
+    return [{"id": r["id"], "name": r["name"], "state": r["state_type"], "auto_scheduled": r["auto_scheduled"],
+             "expected_start": r["expected_start_time"], "start": r["start_time"], "end": r["end_time"]}
+            for r in runs]
+
+
+def run_counts(url: str) -> dict:
+    """The scheduled deployment's runs by state (scheduled by the server's scheduler vs. triggered)."""
+    counts: dict = {}
+    for r in flow_runs(url):
+        key = f"{r['state'].lower()}{'' if r['auto_scheduled'] else ' (triggered)'}"
+        counts[key] = counts.get(key, 0) + 1
+    return counts
 
 
 def stop(root: Path, grace_s: float = 15.0) -> list[int]:
@@ -170,9 +198,10 @@ def stop(root: Path, grace_s: float = 15.0) -> list[int]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=["start", "stop", "status", "trigger", "_deploy", "_trigger"])
-    ap.add_argument("--root", default=".")
-    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("command", choices=["start", "stop", "status", "trigger", "_deploy", "_trigger"],
+                    help="start | stop | status | trigger (the _ ones are internal)")
+    ap.add_argument("--root", default=".", help="the project folder served (default: .)")
+    ap.add_argument("--params", default="params.yaml", help="the params file, relative to --root (default: params.yaml)")
     ap.add_argument("--timeout", type=float, default=3600.0, help="trigger: seconds to wait for the run")
     args = ap.parse_args(argv)
     root = Path(args.root).resolve()
@@ -188,7 +217,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"stopped: {stop(root) or 'nothing was running'}")
     elif args.command == "status":
         state = read_state(root)
-        print(json.dumps({k: (v, alive(v)) for k, v in state.get("pids", {}).items()}) if state else "not serving")
+        if not state:
+            print("not serving")
+            return 0
+        print(json.dumps({k: (v, alive(v)) for k, v in state.get("pids", {}).items()}))
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            print(f"retrain/{SCHEDULED} runs by state: {json.dumps(run_counts(state['url']))}")
     else:
         state = read_state(root)
         if not state:

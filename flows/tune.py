@@ -105,7 +105,8 @@ def tune_flow(params: dict, root: str = ".", mode: str = "search", track: bool =
 
 def main(argv: list[str] | None = None) -> int:
     ap = cli.parser(__doc__)
-    ap.add_argument("--mode", choices=("search", "grid"), default="search")
+    ap.add_argument("--mode", choices=("search", "grid"), default="search",
+                    help="search: the diagnostic-driven search (default); grid: every (c, epochs) cell")
     args = ap.parse_args(argv)
     start = time.perf_counter()
 

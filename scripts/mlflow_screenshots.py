@@ -2,16 +2,16 @@
 
     python scripts/mlflow_screenshots.py [--experiment dprelease] [--run-id ID] [--out reports/ui]
 
-Starts ``mlflow ui`` on 127.0.0.1 (a free port) over the project's ``mlflow.db``, with artifacts served
-from its ``mlartifacts/`` (as ``make ui`` does), finds the experiment and the run (the newest one
-unless ``--run-id``) through the REST API, saves ``runs_table.png``, ``run_page.png``,
-``run_metrics.png`` and ``run_artifacts.png``, prints their paths and stops the server.
-Needs Chromium on PATH (Debian: ``apt-get install -y chromium``).
+Starts ``mlflow ui --app-name dprelease`` on 127.0.0.1 (a free port) over the project's ``mlflow.db``,
+with artifacts served from its ``mlartifacts/`` (as ``make ui`` does), finds the experiment and the run
+(the newest one unless ``--run-id``) and the newest registered model version through the REST API, saves
+``runs_table.png``, ``run_page.png``, ``run_metrics.png``, ``run_artifacts.png``, ``registry.png`` and
+``model_version.png``, prints their paths and the runs table's visible metric columns, and stops the
+server. Needs Chromium on PATH (Debian: ``apt-get install -y chromium``).
 
-Two MLflow 3.17 UI details shape the URLs: the UI opens every experiment on the GenAI overview unless
-the URL says ``workflowType=machine_learning`` (the ``mlflow.experimentKind`` tag no longer decides),
-and on a ``localhost``/``127.0.0.1`` address it opens an assistant panel over a quarter of the page.
-So Chromium maps the made-up host name below to 127.0.0.1, and the server is told to accept it.
+Every page is opened as a first-time visitor would (a fresh browser profile, the plain URL): what it shows
+is what ``--app-name dprelease`` (src/dprelease/mlflow_app.py) sets up — the model-training view, no
+assistant panel, the headline figures as runs-table columns — not something the URL asks for.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -34,13 +35,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 INSTALL = "apt-get install -y chromium"
-HOST = "mlflow-ui"  # resolved to 127.0.0.1 by Chromium only (see the docstring)
 WIDTH, HEIGHT = 1600, 1000
-QUERY = "?workflowType=machine_learning"
+CHROMIUM_FLAGS = ("--headless=new", "--disable-gpu", "--no-sandbox", "--hide-scrollbars", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description="Screenshots of the MLflow UI (runs table, one run).")
+    p = argparse.ArgumentParser(description="Screenshots of the MLflow UI (runs table, one run, the registry).")
     p.add_argument("--experiment", default="dprelease", help="experiment name (default: dprelease)")
     p.add_argument("--run-id", help="run to show (default: the experiment's newest run)")
     p.add_argument("--out", type=Path, default=Path("reports/ui"), help="output folder (default: reports/ui)")
@@ -65,22 +66,40 @@ def find_browser(which=shutil.which) -> str:
     raise SystemExit(f"error: no Chromium on PATH (tried {', '.join(BROWSERS)}); install it: {INSTALL}")
 
 
-def ui_urls(base: str, experiment_id: str, run_id: str) -> dict[str, tuple[str, int]]:
-    """Screenshot file name -> (URL, window height). The run page is taller, to show metrics and params."""
+def ui_urls(base: str, experiment_id: str, run_id: str, model: tuple[str, str] | None = None
+            ) -> dict[str, tuple[str, int]]:
+    """Screenshot file name -> (URL, window height): plain URLs, as a person would type or follow them. The
+    run and version pages are taller, to show metrics, params and tags."""
     run = f"{base}/#/experiments/{experiment_id}/runs/{run_id}"
-    return {
-        "runs_table.png": (f"{base}/#/experiments/{experiment_id}/runs{QUERY}&compareRunsMode=TABLE", HEIGHT),
-        "run_page.png": (f"{run}{QUERY}", 1500),
-        "run_metrics.png": (f"{run}/model-metrics{QUERY}", HEIGHT),
-        "run_artifacts.png": (f"{run}/artifacts{QUERY}", HEIGHT),
+    urls = {
+        "runs_table.png": (f"{base}/#/experiments/{experiment_id}/runs", HEIGHT),
+        "run_page.png": (run, 1500),
+        "run_metrics.png": (f"{run}/model-metrics", HEIGHT),
+        "run_artifacts.png": (f"{run}/artifacts", HEIGHT),
     }
+    if model:
+        name, version = (urllib.parse.quote(part, safe="") for part in model)
+        urls |= {"registry.png": (f"{base}/#/models/{name}", HEIGHT),
+                 "model_version.png": (f"{base}/#/models/{name}/versions/{version}", 1500)}
+    return urls
 
 
-def chromium_command(browser: str, url: str, shot: Path, profile: Path, height: int, budget_ms: int) -> list[str]:
-    return [browser, "--headless=new", "--disable-gpu", "--no-sandbox", "--hide-scrollbars",
-            f"--user-data-dir={profile}", f"--host-resolver-rules=MAP {HOST} 127.0.0.1",
-            f"--window-size={WIDTH},{height}", f"--virtual-time-budget={budget_ms}",
-            "--run-all-compositor-stages-before-draw", f"--screenshot={shot}", url]
+def chromium_command(browser: str, url: str, out: Path, profile: Path, height: int, budget_ms: int,
+                     dump_dom: bool = False) -> list[str]:
+    """A headless Chromium call: a screenshot into ``out``, or (``dump_dom``) the rendered page on stdout."""
+    what = ["--dump-dom"] if dump_dom else [f"--screenshot={out}"]
+    return [browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--window-size={WIDTH},{height}",
+            f"--virtual-time-budget={budget_ms}", "--run-all-compositor-stages-before-draw", *what, url]
+
+
+COLUMN_HEADER = re.compile(r'role="columnheader"[^>]*col-id="metrics\.`([^`]+)`"[^>]*style="left: (\d+)px; width: (\d+)px;')
+
+
+def visible_metric_columns(dom: str, within_px: int = 800) -> list[str]:
+    """The metric columns the runs table renders in its first ``within_px`` pixels, left to right (the table
+    renders only the columns in view: what is listed here is on screen)."""
+    cols = {name: int(left) for name, left, width in COLUMN_HEADER.findall(dom) if int(left) + int(width) <= within_px}
+    return sorted(cols, key=cols.get)
 
 
 def free_port() -> int:
@@ -90,10 +109,9 @@ def free_port() -> int:
 
 
 def start_server(uri: str, port: int, log) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
+    cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--app-name", "dprelease",
            "--artifacts-destination", str(ROOT / "mlartifacts"), "--host", "127.0.0.1", "--port", str(port),
-           "--workers", "1", "--allowed-hosts", f"{HOST}:{port},127.0.0.1:{port},localhost:{port}",
-           "--cors-allowed-origins", f"http://{HOST}:{port}"]
+           "--workers", "1"]
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     # its own process group: `mlflow ui` runs uvicorn as a child, and both must stop
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -157,6 +175,16 @@ def find_run(base: str, experiment: str, run_id: str | None) -> tuple[str, str]:
     return exp_id, runs[0]["info"]["run_id"]
 
 
+def latest_model_version(base: str) -> tuple[str, str] | None:
+    """(name, version) of the newest version of the first registered model, or None when none is registered."""
+    models = api(base, "registered-models/search", params={"max_results": 1}).get("registered_models", [])
+    if not models:
+        return None
+    versions = api(base, "model-versions/search", params={"filter": f"name='{models[0]['name']}'"})
+    numbers = [int(v["version"]) for v in versions.get("model_versions", [])]
+    return (models[0]["name"], str(max(numbers))) if numbers else None
+
+
 def screenshot(browser: str, url: str, shot: Path, height: int, budget_ms: int) -> None:
     shot.unlink(missing_ok=True)  # never pass off an earlier run's picture as this one's
     with tempfile.TemporaryDirectory() as profile:  # a fresh profile: no UI state from earlier visits
@@ -164,6 +192,17 @@ def screenshot(browser: str, url: str, shot: Path, height: int, budget_ms: int) 
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=budget_ms / 1000 + 120)
     if res.returncode != 0 or not shot.is_file():
         raise SystemExit(f"error: Chromium failed on {url}: {res.stderr.strip()[-300:]}")
+
+
+def rendered(browser: str, url: str, budget_ms: int, height: int = HEIGHT) -> str:
+    """The page as Chromium renders it for a first-time visitor (a fresh profile): its DOM after scripts ran."""
+    with tempfile.TemporaryDirectory() as profile:
+        cmd = chromium_command(browser, url, Path(profile) / "unused.png", Path(profile), height, budget_ms,
+                               dump_dom=True)
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=budget_ms / 1000 + 120)
+    if res.returncode != 0 or "<html" not in res.stdout:
+        raise SystemExit(f"error: Chromium failed on {url}: {res.stderr.strip()[-300:]}")
+    return res.stdout
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -175,15 +214,20 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    api_base, ui_base = f"http://127.0.0.1:{port}", f"http://{HOST}:{port}"
+    base = f"http://127.0.0.1:{port}"
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so `finally` stops the server on kill too
     with tempfile.TemporaryFile("w+") as log:
         proc = start_server(uri, port, log)
         try:
-            wait_ready(api_base, proc, log)
-            exp_id, run_id = find_run(api_base, args.experiment, args.run_id)
-            print(f"experiment {args.experiment} ({exp_id}), run {run_id}")
-            for name, (url, height) in ui_urls(ui_base, exp_id, run_id).items():
+            wait_ready(base, proc, log)
+            exp_id, run_id = find_run(base, args.experiment, args.run_id)
+            model = latest_model_version(base)
+            print(f"experiment {args.experiment} ({exp_id}), run {run_id}, "
+                  + (f"model {model[0]} version {model[1]}" if model else "no registered model (no registry pages)"))
+            urls = ui_urls(base, exp_id, run_id, model)
+            columns = visible_metric_columns(rendered(browser, urls["runs_table.png"][0], args.budget_ms))
+            print(f"runs table, first open: metric columns in view: {', '.join(columns) or 'none'}")
+            for name, (url, height) in urls.items():
                 screenshot(browser, url, out / name, height, args.budget_ms)
                 print(out / name)
         finally:

@@ -38,21 +38,36 @@ def test_relative_sqlite_store_is_anchored_at_the_project(tmp_path):
 def test_urls():
     urls = shots.ui_urls("http://h:1", "7", "r1")
     assert list(urls) == ["runs_table.png", "run_page.png", "run_metrics.png", "run_artifacts.png"]
-    q = "?workflowType=machine_learning"  # else MLflow 3.17 opens the GenAI overview
-    assert urls["runs_table.png"][0] == f"http://h:1/#/experiments/7/runs{q}&compareRunsMode=TABLE"
-    assert urls["run_page.png"][0] == f"http://h:1/#/experiments/7/runs/r1{q}"
-    assert urls["run_metrics.png"][0] == f"http://h:1/#/experiments/7/runs/r1/model-metrics{q}"
-    assert urls["run_artifacts.png"][0] == f"http://h:1/#/experiments/7/runs/r1/artifacts{q}"
+    # plain URLs: the view and the columns come from the app's first-visit defaults, not from the URL
+    assert urls["runs_table.png"][0] == "http://h:1/#/experiments/7/runs"
+    assert urls["run_page.png"][0] == "http://h:1/#/experiments/7/runs/r1"
+    assert urls["run_metrics.png"][0] == "http://h:1/#/experiments/7/runs/r1/model-metrics"
+    assert urls["run_artifacts.png"][0] == "http://h:1/#/experiments/7/runs/r1/artifacts"
     assert all(height >= 1000 for _, height in urls.values())
+    reg = shots.ui_urls("http://h:1", "7", "r1", ("oiics autocoder", "3"))
+    assert reg["registry.png"][0] == "http://h:1/#/models/oiics%20autocoder"
+    assert reg["model_version.png"][0] == "http://h:1/#/models/oiics%20autocoder/versions/3"
 
 
 def test_chromium_command(tmp_path):
     cmd = shots.chromium_command("/bin/chromium", "http://u", tmp_path / "a.png", tmp_path / "p", 1000, 15000)
     assert cmd[0] == "/bin/chromium" and cmd[-1] == "http://u"
     for flag in ("--headless=new", "--disable-gpu", "--no-sandbox", "--hide-scrollbars", "--window-size=1600,1000",
-                 "--virtual-time-budget=15000", f"--screenshot={tmp_path / 'a.png'}",
-                 f"--host-resolver-rules=MAP {shots.HOST} 127.0.0.1"):
+                 "--virtual-time-budget=15000", f"--screenshot={tmp_path / 'a.png'}", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp_path / 'p'}"):
         assert flag in cmd
+    dom = shots.chromium_command("/bin/chromium", "http://u", tmp_path / "a.png", tmp_path / "p", 1000, 15000, True)
+    assert "--dump-dom" in dom and not any(f.startswith("--screenshot") for f in dom)
+
+
+def test_visible_metric_columns_reads_the_rendered_header():
+    def header(name, left, width=100):
+        return (f'<div role="columnheader" tabindex="-1" aria-colindex="9" col-id="metrics.`{name}`" '
+                f'aria-sort="none" style="left: {left}px; width: {width}px;">')
+    dom = header("weighted_f1", 100) + header("epsilon", 0) + header("records", 750) + '<div col-id="attributes.`Models`">'
+    assert shots.visible_metric_columns(dom) == ["epsilon", "weighted_f1"]            # records ends past 800 px
+    assert shots.visible_metric_columns(dom, within_px=900) == ["epsilon", "weighted_f1", "records"]
+    assert shots.visible_metric_columns("<html></html>") == []
 
 
 def test_missing_browser_is_a_one_line_error():

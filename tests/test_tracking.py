@@ -300,3 +300,27 @@ def test_release_run_name_says_what_ran():
     g = guarantee.ppm(5.496, 2.748, round=2, temperature=1.0)
     name = tracking.release_run_name(params, g)
     assert name == "SWAG-PPM · head · round 2 · ε=5.496 · c=1 · calibration=scale · reweight=iterative"
+
+
+def test_release_sections_are_what_the_release_stages_read():
+    from dprelease import registry
+
+    for raw in ({}, {"ppm": {"reweight": False}}, {"model": {"backend": "full"}}):
+        p = parse_params(raw)
+        read = {k.split(".")[0] for s in registry.group(p, "release") for k in s.params}
+        assert read - {"release", "force_release_path"} == set(tracking.RELEASE_SECTIONS)
+
+
+def test_mechanism_params_keep_what_the_mechanism_reads():
+    iterative = tracking.mechanism_params(parse_params({}))
+    assert {"seed", "ppm.c", "ppm.reweight_step", "model.backend", "model.head.hidden", "audit.draws"} <= set(iterative)
+    assert not any(k.startswith(("model.full.", "ppm.censor_", "dpsgd", "nvdp", "gpp", "service", "tune"))
+                   for k in iterative)
+    assert "ppm.k" not in iterative                                   # one-shot strength: not read when iterative
+    oneshot = tracking.mechanism_params(parse_params({"ppm": {"reweight_mode": "oneshot"}}))
+    assert "ppm.k" in oneshot and "ppm.reweight_step" not in oneshot
+    plain = tracking.mechanism_params(parse_params({"ppm": {"reweight": False}, "model": {"backend": "full"}}))
+    assert not any(k.startswith(("ppm.reweight_", "model.head.")) for k in plain) and "model.full.tiny" in plain
+    censored = tracking.mechanism_params(parse_params({"ppm": {"mechanism": "censored", "censor_epsilon": 4.0}}))
+    assert censored["ppm.censor_epsilon"] == 4.0
+    assert len(iterative) < 60

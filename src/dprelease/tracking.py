@@ -164,54 +164,88 @@ def release_run_name(params: Params, g: Guarantee) -> str:
     return " · ".join(parts)
 
 
+# the params sections the release's stages read (their declarations; tests/test_tracking.py checks the
+# list against the registry, which this shared module may not import), output paths left out
+RELEASE_SECTIONS = ("audit", "data", "features", "model", "ppm", "seed")
+
+
+def mechanism_params(params: Params) -> dict:
+    """The settings the release's stages read, flattened: of ``model`` only the backend in use, of ``ppm``
+    only what its mechanism and re-weighting mode read."""
+    raw = params.model_dump(mode="json")
+    out = _flatten({k: raw[k] for k in RELEASE_SECTIONS})
+    other = {"head", "full"} - {params.model.backend}
+    drop = {f"model.{b}." for b in other}
+    if params.ppm.mechanism != "censored":
+        drop |= {"ppm.censor_"}
+    if not params.reweighting:
+        drop |= {"ppm.reweight_", "ppm.k", "ppm.max_refits", "ppm.validation_draws"}
+    elif params.ppm.reweight_mode == "iterative":
+        drop |= {"ppm.k"}
+    else:
+        drop |= {"ppm.reweight_step", "ppm.reweight_target", "ppm.reweight_tolerance", "ppm.reweight_aim",
+                 "ppm.max_refits", "ppm.validation_draws"}
+    return {k: v for k, v in sorted(out.items()) if not k.startswith(tuple(drop))}
+
+
+def details(params: Params, lay: Layout, timings: dict | None = None) -> dict:
+    """Every public aggregate of the run beyond the headline figures (logged as ``details.json``): the
+    metric files, ε / Δ̂ / temperature of the released round, Δ̂'s tail interval, weight aggregates, fit
+    diagnostics, the released round's training-loss curves and the timed stages' durations. No statistic
+    of a round that was not released (its Δ̂, ε, temperature, losses, fit verdict) is logged."""
+    out: dict = {}
+    for stem in PUBLIC_METRIC_FILES:
+        path = lay.metrics / f"{stem}.json"
+        if path.is_file():
+            out[stem] = {k: v for k, v in read_json(path).items() if _is_number(v)}
+    released = read_json(lay.metrics / "release.json")["round"]
+    for r in params.rounds:
+        if r >= 2 and r == released:
+            sens = read_json(lay.metrics / f"sensitivity_r{r}.json")
+            temp = read_json(lay.metrics / f"temperature_r{r}.json")
+            out[f"round{r}"] = {"epsilon": sens["epsilon"], "delta_hat": sens["local_sensitivity"],
+                                "temperature": temp["temperature"]["subspace"],
+                                "temperature_uncalibrated": temp["temperature_uncalibrated"]["subspace"]}
+    release = read_json(lay.metrics / "release.json")
+    out["guarantee"] = _guarantee_metrics(Guarantee.from_dict(release["guarantee"]))
+    if release.get("local_sensitivity_tail"):  # aggregates of the per-draw maxima
+        out["delta_hat_tail"] = {k: release["local_sensitivity_tail"][k] for k in ("estimate", "ci_low", "ci_high",
+                                                                                   "level")}
+    risk = read_json(lay.metrics / "risk.json")  # weight aggregates only (no single-record risk values)
+    out["weights_round2"] = {k: v for k, v in risk.items() if k.startswith("weight")}
+    diag_path = lay.metrics / "diagnostics.json"
+    if diag_path.is_file():
+        out["diagnostics"] = {k: d for k, d in read_json(diag_path).items() if k.endswith(str(released))}
+    out["train_loss"] = {f"{phase}_round{released}": read_json(lay.round(released) / phase / "history.json")["epoch_loss"]
+                         for phase in ("finetune", "swag")}
+    out["timings_s"] = {k: v for k, v in (timings or {}).items() if _is_number(v)}
+    return out
+
+
 def log_pipeline_run(params: Params, root: str | Path = ".", run_name: str | None = None,
                      store_root: str | Path | None = None, timings: dict | None = None) -> str:
     """One run of the release at ``root``, logged into the MLflow store of ``store_root`` (default: the
-    same root; a retrain's run folder logs into its project's store)."""
+    same root; a retrain's run folder logs into its project's store). Metrics: the headline figures only
+    (:mod:`dprelease.headline`, the names the registry's version tags use); params: the settings the
+    release's stages read; everything else in ``details.json``."""
+    from .headline import headline
+
     lay = Layout.from_params(params, root)
     (lay.metrics / "mlflow_run.json").unlink(missing_ok=True)  # never name an older run if this one fails
     store_root = root if store_root is None else store_root
     mlflow = _setup(params, store_root)
     name = params.tracking.experiment
+    g = Guarantee.from_dict(read_json(lay.metrics / "release.json")["guarantee"])
     if run_name is None:
-        run_name = release_run_name(params, Guarantee.from_dict(read_json(lay.metrics / "release.json")["guarantee"]))
+        run_name = release_run_name(params, g)
     with _run(mlflow, store_root, run_name=run_name) as run:
-        config = _flatten(params.model_dump(mode="json"))
-        mlflow.log_params({k: v for k, v in config.items() if not k.startswith("tracking.")})
-        metrics = {}
-        for stem in PUBLIC_METRIC_FILES:
-            path = lay.metrics / f"{stem}.json"
-            if path.is_file():
-                metrics.update({f"{stem}.{k}": v for k, v in read_json(path).items() if _is_number(v)})
-        released = read_json(lay.metrics / "release.json")["round"]
-        for r in params.rounds:
-            if r >= 2 and r == released:  # statistics of an unreleased round never reach MLflow
-                sens = read_json(lay.metrics / f"sensitivity_r{r}.json")
-                metrics[f"epsilon_round{r}"] = sens["epsilon"]
-                metrics[f"delta_hat_round{r}"] = sens["local_sensitivity"]
-                temp = read_json(lay.metrics / f"temperature_r{r}.json")
-                metrics[f"temperature_round{r}"] = temp["temperature"]["subspace"]
-                metrics[f"temperature_uncalibrated_round{r}"] = temp["temperature_uncalibrated"]["subspace"]
-        tail = read_json(lay.metrics / "release.json").get("local_sensitivity_tail")
-        if tail:  # the extreme-value interval of Δ̂'s tail (aggregates of the per-draw maxima)
-            metrics |= {f"delta_hat_tail.{k}": tail[k] for k in ("estimate", "ci_low", "ci_high", "level")}
-        g = Guarantee.from_dict(read_json(lay.metrics / "release.json")["guarantee"])
-        metrics |= _guarantee_metrics(g, "release.")
-        risk = read_json(lay.metrics / "risk.json")  # weight aggregates only (no single-record risk values)
-        metrics.update({f"weights_round2.{k}": v for k, v in risk.items() if k.startswith("weight")})
+        mlflow.log_params(mechanism_params(params))
+        mlflow.log_metrics(headline(lay.metrics))
+        mlflow.log_dict(details(params, lay, timings), "details.json")
         diag_path = lay.metrics / "diagnostics.json"
         if diag_path.is_file():
-            for round_name, d in read_json(diag_path).items():
-                tag = round_name.replace(" ", "")
-                mlflow.set_tag(f"verdict_{tag}", d["verdict"])
-                metrics.update({f"diag_{tag}.{k}": v for k, v in d.items() if _is_number(v)})
-        metrics |= {f"timing.{k}": v for k, v in (timings or {}).items() if _is_number(v)}
-        mlflow.log_metrics({grouped(k): v for k, v in metrics.items()})
-        for r in params.rounds:
-            for phase in ("finetune", "swag"):
-                hist = lay.round(r) / phase / "history.json"
-                for step, loss in enumerate(read_json(hist)["epoch_loss"]):
-                    mlflow.log_metric(grouped(f"train_loss.{phase}_round{r}"), loss, step=step)
+            mlflow.set_tags({f"verdict_{k.replace(' ', '')}": d["verdict"] for k, d in read_json(diag_path).items()
+                             if k == f"round {g.quantities.get('round')}"})  # the released round's only
         for png in sorted(lay.plots.glob("*.png")):
             mlflow.log_artifact(str(png), "plots")
         for csv in sorted(lay.audit.glob("*.csv")):
@@ -226,23 +260,11 @@ def log_pipeline_run(params: Params, root: str | Path = ".", run_name: str | Non
             f"Released round {g.quantities.get('round')} of {g.mechanism} ({params.model.backend} backend): "
             f"ε = {g.epsilon:.3f} ({g.kind}; δ {g.delta_text}); released draw weighted F1 "
             f"{audit['released_weighted_f1']:.4f}, macro F1 {audit['released_macro_f1']:.4f}; "
-            f"{read_json(lay.metrics / 'data.json')['train_rows']} training records."))
+            f"{read_json(lay.metrics / 'data.json')['train_rows']} training records. Metrics: the headline "
+            "figures; everything else in details.json."))
         run_id = run.info.run_id
     write_json(lay.metrics / "mlflow_run.json", {"run_id": run_id, "experiment": name})
     return run_id
-
-
-GROUPS = (("data.", "data/"), ("audit.", "utility/"), ("diag_", "training/diag_"), ("train_loss.", "training/"),
-          ("timing.", "timing/"))
-
-
-def grouped(name: str) -> str:
-    """The metric's name in MLflow, under one of the groups the UI folds by prefix: ``data/``, ``utility/``
-    (the release's F1), ``training/`` (losses, fit diagnostics), ``timing/``, else ``privacy/``."""
-    for prefix, group in GROUPS:
-        if name.startswith(prefix):
-            return group + name[len(prefix):]
-    return "privacy/" + name
 
 
 SPLIT_CONTEXT = {"train": "training", "validation": "validation", "test": "testing"}

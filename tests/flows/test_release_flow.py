@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from conftest import make_root, slice_raw
-from dprelease import cache, registry
+from dprelease import cache, headline, registry
 from dprelease.config import parse_params
 from dprelease.io import read_json
 
@@ -121,16 +121,31 @@ def test_first_run_tracks_to_mlflow_under_root(first):
     run_info = read_json(first.root / "metrics/mlflow_run.json")
     assert run_info["run_id"] == first.out["mlflow_run_id"]
     assert run_info["experiment"] == first.params.tracking.experiment
-    run = mlflow.MlflowClient(tracking_uri=uri).get_run(run_info["run_id"])
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    run = client.get_run(run_info["run_id"])
+    g = first.out["draw"]["guarantee"]
+    audit = read_json(first.root / "metrics/audit.json")
+    # the headline figures, and only those, are metrics (the names the registry's version tags use)
+    assert set(run.data.metrics) <= set(headline.NAMES)
+    assert run.data.metrics["epsilon"] == pytest.approx(g["epsilon"])
+    assert run.data.metrics["weighted_f1"] == pytest.approx(audit["released_weighted_f1"])
+    assert run.data.metrics["macro_f1_mean"] == pytest.approx(audit["macro_f1_mean"])
+    assert run.data.metrics["records"] == read_json(first.root / "metrics/data.json")["train_rows"]
+    assert run.data.metrics["temperature"] == pytest.approx(g["quantities"]["temperature"])
+    # the rest in one JSON artifact
+    details = mlflow.artifacts.load_dict(f"{run.info.artifact_uri}/details.json")
     for r in (2, 3):
         sens = read_json(first.root / f"metrics/sensitivity_r{r}.json")
-        assert run.data.metrics[f"privacy/epsilon_round{r}"] == pytest.approx(sens["epsilon"])
-    assert run.data.metrics["privacy/release.epsilon"] == pytest.approx(first.out["draw"]["guarantee"]["epsilon"])
-    assert run.data.metrics["privacy/release.local_sensitivity"] == pytest.approx(
-        first.out["draw"]["guarantee"]["quantities"]["local_sensitivity"])
+        assert details[f"round{r}"]["epsilon"] == pytest.approx(sens["epsilon"])
+    assert details["guarantee"]["local_sensitivity"] == pytest.approx(g["quantities"]["local_sensitivity"])
+    assert len(details["train_loss"]["finetune_round1"]) == first.params.backend.finetune.epochs
     assert run.data.tags["guarantee"] == "ppm_local_asymptotic"
     assert run.data.tags["delta"] == "asymptotic, not quantified"
-    assert run.data.params["ppm.c"] == "1.0"
+    # params: what the release's stages read, for the backend in use; no other mechanism's settings
+    assert run.data.params["ppm.c"] == "1.0" and run.data.params["model.backend"] == "head"
+    assert "model.head.hidden" in run.data.params and not any(k.startswith("model.full.") for k in run.data.params)
+    assert not any(k.split(".")[0] in ("dpsgd", "nvdp", "gpp", "tune", "compare", "service", "dask", "tracking")
+                   for k in run.data.params)
 
 
 # (b) nothing changed -> nothing runs ---------------------------------------------------------------------------------

@@ -1,0 +1,51 @@
+"""The headline figures from a run's public metric files: which appear when, the ε interval only for the
+asymptotic mechanism, the canary bound of the released arm only, and the Markdown table."""
+
+from __future__ import annotations
+
+import json
+
+from dprelease import headline
+
+
+def _write(folder, name, obj):
+    (folder / f"{name}.json").write_text(json.dumps(obj), encoding="utf-8")
+
+
+def _metrics(tmp_path, kind="ppm_local_asymptotic", round_=3):
+    _write(tmp_path, "release", {"round": round_, "guarantee": {"epsilon": 5.5, "kind": kind,
+                                                               "quantities": {"temperature": 0.93}},
+                                 "local_sensitivity_tail": {"ci_low": 2.6, "ci_high": 3.1}})
+    _write(tmp_path, "audit", {"released_weighted_f1": 0.58, "released_macro_f1": 0.31, "weighted_f1_mean": 0.57,
+                               "macro_f1_mean": 0.30})
+    _write(tmp_path, "data", {"train_rows": 2626})
+    return tmp_path
+
+
+def test_every_figure_from_a_full_run(tmp_path):
+    m = _metrics(tmp_path)
+    _write(m, "audit_canary", {"arms": {"swag_ppm": {"epsilon_lower_bound": 9.0},
+                                        "swag_ppm_reweighted": {"epsilon_lower_bound": 1.8}}})
+    h = headline.headline(m)
+    assert list(h) == list(headline.NAMES)
+    assert h["epsilon_ci_low"] == 5.2 and h["epsilon_ci_high"] == 6.2              # 2 × Δ̂'s interval
+    assert h["epsilon_lb"] == 1.8                                                 # round 3's arm, not round 2's
+    assert (h["weighted_f1"], h["macro_f1_mean"], h["records"], h["temperature"]) == (0.58, 0.30, 2626, 0.93)
+
+
+def test_absent_figures_are_left_out(tmp_path):
+    m = _metrics(tmp_path, kind="ppm_censored", round_=2)
+    h = headline.headline(m)
+    assert "epsilon_ci_low" not in h and "epsilon_lb" not in h                   # censored ε is fixed; no audit
+    _write(m, "audit_canary", {"arms": {"dpsgd": {"epsilon_lower_bound": 0.5}}})
+    assert "epsilon_lb" not in headline.headline(m)                               # another arm's bound
+    (m / "audit.json").unlink()
+    assert "weighted_f1" not in headline.headline(m) and headline.headline(m)["epsilon"] == 5.5
+
+
+def test_markdown_table(tmp_path):
+    text = headline.markdown({"epsilon": 5.4956887, "records": 2626}, "retrain x",
+                             {"gate detail": "refused by utility (0.56 | 0.57)\nsecond line"})
+    lines = text.splitlines()
+    assert lines[0] == "### retrain x" and "| ε | 5.496 |" in lines and "| training records | 2626 |" in lines
+    assert lines[-1] == "| gate detail | refused by utility (0.56 \\| 0.57) second line |"
