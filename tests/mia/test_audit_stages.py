@@ -100,13 +100,14 @@ def test_dpsgd_bound_above_its_accountant_epsilon_fails_loudly(audited, tmp_path
     from dprelease.mia import canary
 
     root = copy_root(audited.root, tmp_path / "root")
-    real = canary.bounds.canary_audit
+    real = canary.onerun.canary_audit
 
     def inflated(*args, **kwargs):
         out = real(*args, **kwargs)
-        return out | {"epsilon_lower_bound": 1e6}
+        out["steinke"]["epsilon_lower_bound"] = 1e6
+        return out
 
-    monkeypatch.setattr(canary.bounds, "canary_audit", inflated)
+    monkeypatch.setattr(canary.onerun, "canary_audit", inflated)
     with pytest.raises(canary.AuditError, match="exceeds its accountant") as info:
         canary.canary_runs(audited.params, root)
     assert "\n" not in str(info.value) and "dpsgd" in str(info.value)

@@ -27,7 +27,7 @@ from ..layout import Layout
 from ..privacy import secret
 from ..release import load_release_model
 from ..stage import run_other, stage_names
-from . import bounds
+from . import onerun
 from .attack import arm_folder
 from .population import audit_dir
 from .scores import loss_scores
@@ -92,7 +92,10 @@ def canary_runs(params: Params, root: str | Path = ".") -> dict:
     for arm in a.arms:
         manifest, _, model = load_release_model(sub / arm_folder(sp, arm), backend.device)
         s = loss_scores(backend.predict_proba(model, can).numpy(), y_can.numpy())
-        result = bounds.canary_audit(s, member, a.guesses, a.guesses, a.alpha)
+        full = onerun.canary_audit(s, member, guess_grid=[2 * a.guesses], alpha=a.alpha)
+        result = {"guesses": full["steinke"]["guesses"], "correct": full["steinke"]["correct"],
+                  "epsilon_lower_bound": full["steinke"]["epsilon_lower_bound"],
+                  "max_certifiable": full["steinke"]["ceiling"]}
         g = manifest["guarantee"]
         if g["kind"] == "dp_accountant" and result["epsilon_lower_bound"] > g["epsilon"] + 1e-9:
             raise AuditError(f"canary audit: {arm} ε_LB {result['epsilon_lower_bound']:.3f} exceeds its accountant "
