@@ -31,8 +31,11 @@ def figures_tags(lay: Layout, arm: str) -> dict:
             "utility.weighted_f1_mean": audit["weighted_f1_mean"], "utility.macro_f1_mean": audit["macro_f1_mean"],
             "data.train_rows": read_json(lay.metrics / "data.json")["train_rows"]}
     canary, mia = lay.metrics / "audit_canary.json", lay.metrics / "privacy_audit.json"
-    if canary.is_file() and arm in read_json(canary)["arms"]:
-        tags["privacy.audit_epsilon_lower_bound"] = read_json(canary)["arms"][arm]["epsilon_lower_bound"]
+    if canary.is_file() and arm in read_json(canary)["arms"]:  # the gate's bound: fixed in advance (input canaries)
+        audits = read_json(canary)["arms"][arm]["audits"]
+        gate = audits["input" if "input" in audits else "mislabelled"]["gate"]
+        tags["privacy.audit_epsilon_lower_bound"] = gate["epsilon_lower_bound"]
+        tags["privacy.audit_method"] = f"{gate['method']} one-run canary bound, {gate['guesses']} guesses"
         tags["privacy.audit_loss_auc"] = read_json(mia)["arms"][arm]["attacks"]["loss"]["auc"]
     return {k: v for k, v in tags.items() if v is not None}
 
