@@ -115,7 +115,7 @@ def _markdown(params: Params, table: pd.DataFrame, mia: dict, canary: dict, pool
     can = table[table["method"] != "heuristic_l3"]
     sets = canary["canary_sets"]
     lines = ["# Privacy audit: what an attacker can do", "",
-             "## Canary audits (valid lower bounds)", "",
+             "## Canary audits (valid one-run lower bounds)", "",
              "Each canary is included in one extra training run of every arm by a secret coin (probability ½); the "
              f"attacker, holding the released weights, scores each canary and guesses. Canary sets: "
              + "; ".join(f"**{k}** {v['canaries']:,} ({v['included']:,} included)" for k, v in sets.items())
