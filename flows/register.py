@@ -32,6 +32,12 @@ def figures_tags(lay: Layout, arm: str) -> dict:
     mia = lay.metrics / "privacy_audit.json"
     if "epsilon_lb" in tags and mia.is_file() and arm in read_json(mia)["arms"]:
         tags["audit_loss_auc"] = read_json(mia)["arms"][arm]["attacks"]["loss"]["auc"]
+    canary = lay.metrics / "audit_canary.json"
+    if "epsilon_lb" in tags and canary.is_file() and arm in read_json(canary)["arms"]:
+        audits = read_json(canary)["arms"][arm].get("audits", {})
+        gate = audits.get("input", audits.get("mislabelled", {})).get("gate")
+        if gate:  # the gate's bound is fixed in advance (input canaries when the run has them)
+            tags["epsilon_lb_method"] = f"{gate['method']} one-run canary bound, {gate['guesses']} guesses"
     return {k: v for k, v in tags.items() if v is not None}
 
 

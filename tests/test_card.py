@@ -33,11 +33,17 @@ NONPRIVATE = {"weighted_f1": 0.594863, "macro_f1": 0.260262, "top_quartile_weigh
               "bottom_quartile_macro_f1": 0.0125}
 AUDIT_ROWS = [
     {"arm": "swag_ppm_reweighted", "claimed_epsilon": "10.6", "guarantee": "ppm_local_asymptotic", "attack": "loss",
-     "auc": "0.5123", "tpr_at_fpr_0.01": "0.0153", "tpr_at_fpr_0.001": "0.0021", "epsilon_lower_bound": "0.25",
-     "bound": "heuristic (L.3: one model, records are not independent trials)"},
-    {"arm": "swag_ppm_reweighted", "claimed_epsilon": "10.6", "guarantee": "ppm_local_asymptotic", "attack": "canary",
-     "auc": "", "tpr_at_fpr_0.01": "nan", "tpr_at_fpr_0.001": "", "epsilon_lower_bound": "0.8125",
-     "bound": "one-run canary audit (L.4), 95 % confidence, δ = 0"},
+     "method": "heuristic_l3", "auc": "0.5123", "tpr_at_fpr_0.01": "0.0153", "tpr_at_fpr_0.001": "0.0021",
+     "epsilon_lower_bound": "0.25", "ceiling": "", "confidence": "", "guesses": "", "correct": "",
+     "bound": "heuristic (L.3: one model, records are not independent trials): not a bound"},
+    {"arm": "swag_ppm_reweighted", "claimed_epsilon": "9.5", "guarantee": "ppm_local_asymptotic",
+     "attack": "canary_input", "method": "steinke_pure", "auc": "", "tpr_at_fpr_0.01": "nan", "tpr_at_fpr_0.001": "",
+     "epsilon_lower_bound": "0.8125", "ceiling": "6.5", "confidence": "0.95", "guesses": "3000", "correct": "1700",
+     "bound": "one-run canary bound (Steinke et al. 2023, δ = 0), 95 % confidence, claim of the canary run"},
+    {"arm": "swag_ppm_reweighted", "claimed_epsilon": "9.5", "guarantee": "ppm_local_asymptotic",
+     "attack": "canary_input", "method": "fdp_pure", "auc": "", "tpr_at_fpr_0.01": "", "tpr_at_fpr_0.001": "",
+     "epsilon_lower_bound": "0.7", "ceiling": "6.49", "confidence": "0.95", "guesses": "3000", "correct": "1700",
+     "bound": "one-run f-DP bound (Mahloujifar et al. 2024, ε-DP curve), 95 % confidence, claim of the canary run"},
 ]
 
 
@@ -123,14 +129,23 @@ def test_card_with_audit_rows_has_one_table_row_each():
     text = card(audit_rows=AUDIT_ROWS)
     audit = section(text, "What an attacker can do")
     assert "Not audited yet" not in audit
-    assert "| attack | AUC | TPR @ 1 % FPR | TPR @ 0.1 % FPR | ε lower bound | kind of bound |" in audit
+    assert "| attack | bound | AUC | TPR @ 1 % FPR | TPR @ 0.1 % FPR | ε lower bound | ceiling |" in audit
     rows = [line for line in audit.splitlines() if line.startswith("| ") and not line.startswith("| attack")]
     assert len(rows) == len(AUDIT_ROWS)
-    assert rows[0] == ("| loss | 0.512 | 0.015 | 0.002 | 0.250 | "
-                       "heuristic (L.3: one model, records are not independent trials) |")
+    assert rows[0] == "| loss | heuristic_l3 | 0.512 | 0.015 | 0.002 | 0.250 | – |"
     # empty and nan cells are dashes
-    assert rows[1] == "| canary | – | – | – | 0.812 | one-run canary audit (L.4), 95 % confidence, δ = 0 |"
-    assert "Only the canary bound is a valid lower bound" in audit
+    assert rows[1] == "| canary_input | steinke_pure | – | – | – | 0.812 | 6.500 |"
+    assert "Only the canary bounds are valid lower bounds" in audit
+
+
+def test_card_puts_the_strongest_valid_bound_next_to_epsilon():
+    """The largest valid bound (never a heuristic one, even when larger), with the release's ε beside it."""
+    rows = [AUDIT_ROWS[0] | {"epsilon_lower_bound": "5.0"}, *AUDIT_ROWS[1:]]
+    audit = section(card(audit_rows=rows), "What an attacker can do")
+    line = next(x for x in audit.splitlines() if x.startswith("**Strongest"))
+    assert line.startswith("**Strongest audit lower bound: ε_LB = 0.812** (this release: ε = ")
+    assert "steinke_pure on the input canaries, 1700 of 3000 guesses right" in line
+    assert "largest of 2 bounds" in line and "ceiling" in line and "claim ε = 9.500" in line
 
 
 def test_card_utility_line():
@@ -179,7 +194,7 @@ def test_audit_rows_filters_by_arm(tmp_path):
         w.writeheader()
         w.writerows(rows)
     got = audit_rows(path, "swag_ppm_reweighted")
-    assert [r["attack"] for r in got] == ["loss", "canary"]
+    assert [r["attack"] for r in got] == ["loss", "canary_input", "canary_input"]
     assert [r["attack"] for r in audit_rows(path, "dpsgd")] == ["loss"]
     assert audit_rows(path, "swag_ppm") == []
 

@@ -142,6 +142,7 @@ class DPSGDParams(_Strict):
     delta: float | None = Field(None, gt=0.0, lt=1.0, description="None: 1/(2n)")
     delta_sweep: list[float] = [1e-3, 1e-2, 0.1, 0.99]
     conversion: Literal["mironov", "opacus"] = "mironov"
+    planted_noise_divisor: float = Field(1.0, ge=1.0, description="AUDIT ONLY, a planted bug: σ/divisor, same claim")
     head: DPSGDRun = DPSGDRun(lr=1e-2)  # lr picked on a small grid (README); the rest as the paper
     full: DPSGDRun = DPSGDRun()  # the paper's settings: batch 512, lr 1e-3, C = 1, 30 epochs
 
@@ -209,18 +210,19 @@ class TuneParams(_Strict):
 
 class PrivacyAuditParams(_Strict):
     """Membership-inference and one-run canary audit of every arm (TRUST.md L)."""
-
     arms: list[Literal["nonprivate", "swag_ppm", "swag_ppm_reweighted", "dpsgd"]] = AUDIT_ARMS
     pool_size: int = Field(6000, ge=200, description="unused rows (population pool) embedded for the audit")
-    references: int = Field(16, ge=2, description="LiRA-offline reference models")
-    canaries: int = Field(500, ge=20, description="canary records (re-drawn labels), each included w.p. 1/2")
-    guesses: int = Field(50, ge=1, description="k+ = k- canary guesses (the rest abstain)")
+    references: int = Field(16, ge=2, description="LiRA reference models, offline and online each")
+    canaries: int = Field(500, ge=20, description="mislabelled-narrative canaries (re-drawn labels), in w.p. 1/2")
+    input_canaries: int = Field(4000, ge=0, description="head backend: random unit embeddings, random labels, in w.p. 1/2")
+    guess_grid: list[int] = Field([100, 300, 1000, 3000], min_length=1, description="guesses r (r/2 in, r/2 out)")
+    planted_bugs: bool = Field(True, description="audit the planted bugs too (non-private 'ε = 1'; DP-SGD with σ/4)")
     alpha: float = Field(0.05, gt=0.0, lt=0.5, description="1 - confidence of every bound")
 
     @model_validator(mode="after")
     def _sizes(self) -> "PrivacyAuditParams":
-        if 2 * self.guesses > self.canaries:
-            raise ValueError(f"privacy_audit.guesses: 2 x {self.guesses} guesses exceed {self.canaries} canaries")
+        if any(r < 2 for r in self.guess_grid):
+            raise ValueError(f"privacy_audit.guess_grid: every guess count must be ≥ 2, got {self.guess_grid}")
         if self.canaries >= self.pool_size:
             raise ValueError("privacy_audit.canaries must be smaller than privacy_audit.pool_size")
         return self

@@ -59,7 +59,10 @@ def headline(metrics: str | Path) -> dict[str, float]:
     canary = metrics / "audit_canary.json"
     if canary.is_file():
         arm = RELEASED_ARM.get(rel["round"])
-        out["epsilon_lb"] = read_json(canary)["arms"].get(arm, {}).get("epsilon_lower_bound")
+        entry = read_json(canary)["arms"].get(arm, {})
+        audits = entry.get("audits", {})  # the gate's bound, fixed in advance: input canaries when present
+        gate = audits.get("input", audits.get("mislabelled", {})).get("gate", {})
+        out["epsilon_lb"] = gate.get("epsilon_lower_bound", entry.get("epsilon_lower_bound"))
     if (metrics / "data.json").is_file():
         out["records"] = read_json(metrics / "data.json").get("train_rows")
     return {k: out[k] for k in NAMES if _number(out.get(k))}

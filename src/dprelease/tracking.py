@@ -375,8 +375,8 @@ def log_audit_run(params: Params, root: str | Path = ".") -> str:
                 values = {f"{atk}.{k}": v for atk, r in d["attacks"].items() for k, v in r.items() if _is_number(v)}
                 if d["claimed_epsilon"] is not None:
                     values["claimed_epsilon"] = d["claimed_epsilon"]
-                c = canary["arms"].get(arm, {})
-                values |= {f"canary.{k}": v for k, v in c.items() if _is_number(v)}
+                for kind, c in canary["arms"].get(arm, {}).get("audits", {}).items():
+                    values |= {f"canary_{kind}.{k}": c["gate"][k] for k in ("epsilon_lower_bound", "ceiling")}
                 mlflow.log_metrics(values)
         for path in sorted((lay.reports / "privacy").glob("*")):
             mlflow.log_artifact(str(path), "privacy")

@@ -19,8 +19,11 @@ from dprelease.io import read_json
 
 pytestmark = pytest.mark.slow
 
-SMALL = {"pool_size": 300, "references": 3, "canaries": 40, "guesses": 5}
-REQUIRED = ["arm", "claimed_epsilon", "attack", "auc", "tpr_at_fpr_0.01", "tpr_at_fpr_0.001", "epsilon_lower_bound"]
+SMALL = {"pool_size": 300, "references": 3, "canaries": 40, "input_canaries": 200, "guess_grid": [10, 40]}
+REQUIRED = ["arm", "claimed_epsilon", "delta", "attack", "method", "epsilon_lower_bound", "confidence", "guesses",
+            "correct", "canaries", "ceiling", "convicted", "gate", "auc", "tpr_at_fpr_0.01", "tp_0.01", "fp_0.01",
+            "null_tpr_95_0.01", "tpr_at_fpr_0.001"]
+CANARY_ROWS = sorted(f"canary_{k}/{m}" for k in ("input", "mislabelled") for m in ("steinke", "fdp"))
 
 
 def _params():
@@ -35,23 +38,31 @@ def audited(arms_run, tmp_path_factory):
     return SimpleNamespace(params=params, root=root, summaries=run_stages(params, root, names))
 
 
-def test_audit_csv_has_a_row_per_arm_and_attack(audited):
+def test_audit_csv_has_a_row_per_arm_attack_and_bound(audited):
     table = pd.read_csv(audited.root / "reports/privacy/audit.csv")
     assert REQUIRED == [c for c in table.columns if c in REQUIRED]
     arms = audited.params.privacy_audit.arms
-    assert len(table) == 3 * len(arms)
-    assert sorted(set(table["attack"])) == ["canary", "lira_offline", "loss"]
     for arm in arms:
         rows = table[table["arm"] == arm]
-        assert sorted(rows["attack"]) == ["canary", "lira_offline", "loss"], arm
-        scored = rows[rows["attack"] != "canary"]
-        assert scored["auc"].between(0, 1).all() and scored["tpr_at_fpr_0.01"].between(0, 1).all()
-        assert (rows["epsilon_lower_bound"] >= 0).all()
-        assert rows["attack"].eq("canary").sum() == 1 and rows[rows["attack"] == "canary"]["auc"].isna().all()
-    claimed = table.set_index(["arm", "attack"])["claimed_epsilon"]
+        mi = rows[rows["method"] == "heuristic_l3"]
+        assert sorted(mi["attack"]) == ["lira_offline", "lira_online", "loss"], arm
+        assert mi["auc"].between(0, 1).all() and mi["tpr_at_fpr_0.01"].between(0, 1).all()
+        assert (mi["tp_0.01"] <= mi["members"]).all() and (mi["fp_0.01"] <= 0.01 * mi["non_members"]).all()
+        can = rows[rows["method"] != "heuristic_l3"]
+        assert sorted(f"{a}/{m.split('_')[0]}" for a, m in zip(can["attack"], can["method"])) == CANARY_ROWS, arm
+        assert (can["epsilon_lower_bound"] >= 0).all() and (can["epsilon_lower_bound"] <= can["ceiling"] + 1e-9).all()
+        assert (can["correct"] <= can["guesses"]).all() and (can["confidence"] == 0.95).all()
+        assert can["gate"].sum() == 2  # one bound per canary set, fixed in advance
+    claimed = table.set_index(["arm", "attack", "method"])["claimed_epsilon"]
     release = read_json(audited.root / "metrics/release.json")["guarantee"]["epsilon"]
-    assert claimed[("swag_ppm_reweighted", "loss")] == pytest.approx(release)
-    assert math.isnan(claimed[("nonprivate", "loss")])
+    assert claimed[("swag_ppm_reweighted", "loss", "heuristic_l3")] == pytest.approx(release)
+    assert math.isnan(claimed[("nonprivate", "loss", "heuristic_l3")])
+    dp = table[(table["arm"] == "dpsgd") & (table["method"] != "heuristic_l3")]
+    assert set(dp["method"]) == {"steinke_delta", "fdp_gaussian"} and (dp["delta"] > 0).all()
+    planted = table[table["arm"].str.startswith("planted:")]
+    assert set(planted["arm"]) == {"planted:nonprivate_labelled_eps1", "planted:dpsgd_noise_div4"}
+    eps1 = planted[planted["arm"] == "planted:nonprivate_labelled_eps1"]
+    assert (eps1["claimed_epsilon"] == 1.0).all() and set(eps1["method"]) == {"steinke_pure", "fdp_pure"}
 
 
 def test_report_and_roc_figure(audited):
@@ -59,7 +70,8 @@ def test_report_and_roc_figure(audited):
     assert (out / "roc.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     md = (out / "report.md").read_text(encoding="utf-8")
     assert "heuristic" in md and "one-run" in md and "under-represented" in md
-    assert f"{audited.params.privacy_audit.canaries} canaries" in md
+    assert f"**mislabelled** {SMALL['canaries']} (" in md and f"**input** {SMALL['input_canaries']} (" in md
+    assert "null band" in md and "false-alarm rate" in md
 
 
 def test_reference_confidences_cover_every_target(audited):
@@ -71,11 +83,16 @@ def test_reference_confidences_cover_every_target(audited):
 
 def test_canary_bound_never_exceeds_what_the_guesses_allow(audited):
     canary = read_json(audited.root / "metrics/audit_canary.json")
-    assert canary["k_plus"] == canary["k_minus"] == SMALL["guesses"]
-    assert 0 < canary["included"] < canary["canaries"] == SMALL["canaries"]
-    for arm, d in canary["arms"].items():
-        assert d["guesses"] == 2 * SMALL["guesses"] and 0 <= d["correct"] <= d["guesses"], arm
-        assert 0 <= d["epsilon_lower_bound"] <= d["max_certifiable"] + 1e-12, arm
+    assert canary["guess_grid"] == SMALL["guess_grid"]
+    sets = canary["canary_sets"]
+    assert sets["mislabelled"]["canaries"] == SMALL["canaries"] and sets["input"]["canaries"] == SMALL["input_canaries"]
+    assert canary["added_to_training"] == sum(v["included"] for v in sets.values())
+    for arm, r in {**canary["arms"], **canary["planted"]}.items():
+        for kind, d in r["audits"].items():
+            for method in ("steinke", "fdp"):
+                b = d[method]
+                assert b["guesses"] in SMALL["guess_grid"] and 0 <= b["correct"] <= b["guesses"], (arm, kind)
+                assert 0 <= b["epsilon_lower_bound"] <= b["ceiling"] + 1e-12, (arm, kind)
 
 
 def test_public_outputs_hold_no_per_record_data(audited):
@@ -100,13 +117,15 @@ def test_dpsgd_bound_above_its_accountant_epsilon_fails_loudly(audited, tmp_path
     from dprelease.mia import canary
 
     root = copy_root(audited.root, tmp_path / "root")
-    real = canary.bounds.canary_audit
+    real = canary.onerun.canary_audit
 
     def inflated(*args, **kwargs):
         out = real(*args, **kwargs)
-        return out | {"epsilon_lower_bound": 1e6}
+        for method in ("steinke", "fdp"):
+            out[method]["epsilon_lower_bound"] = 1e6
+        return out
 
-    monkeypatch.setattr(canary.bounds, "canary_audit", inflated)
+    monkeypatch.setattr(canary.onerun, "canary_audit", inflated)
     with pytest.raises(canary.AuditError, match="exceeds its accountant") as info:
         canary.canary_runs(audited.params, root)
     assert "\n" not in str(info.value) and "dpsgd" in str(info.value)
@@ -125,8 +144,10 @@ def test_model_card_is_in_step_with_the_manifest(audited):
     assert f"Δ̂ = {g['quantities']['local_sensitivity']:.3f}" in card
     assert "ε + 2ε" in card and "dprelease predict" in card
     table = pd.read_csv(audited.root / "reports/privacy/audit.csv")
-    canary = table[(table["arm"] == "swag_ppm_reweighted") & (table["attack"] == "canary")].iloc[0]
-    assert f"| canary | – | – | – | {canary['epsilon_lower_bound']:.3f} |" in card
+    rows = table[(table["arm"] == "swag_ppm_reweighted") & (table["method"] != "heuristic_l3")]
+    best = rows.loc[rows["epsilon_lower_bound"].idxmax()]
+    assert f"**Strongest audit lower bound: ε_LB = {best['epsilon_lower_bound']:.3f}** (this release: ε = " in card
+    assert f"| {best['attack']} | {best['method']} | – | – | – | {best['epsilon_lower_bound']:.3f} |" in card
     nonprivate = read_json(audited.root / "metrics/nonprivate.json")
     assert f"{nonprivate['top_quartile_weighted_f1']:.3f} / {nonprivate['top_quartile_macro_f1']:.3f}" in card
 
@@ -149,5 +170,5 @@ def test_audit_mlflow_run_holds_figures_and_aggregates(audited):
     children = client.search_runs([exp], filter_string=f"tags.mlflow.parentRunId = '{run_id}'")
     assert sorted(c.data.tags["arm"] for c in children) == sorted(audited.params.privacy_audit.arms)
     for c in children:
-        assert {"loss.auc", "lira_offline.auc", "canary.epsilon_lower_bound"} <= set(c.data.metrics)
+        assert {"loss.auc", "lira_offline.auc", "canary_input.epsilon_lower_bound"} <= set(c.data.metrics)
         assert not any(k.endswith("roc_tpr") for k in c.data.metrics)  # lists are not metrics

@@ -39,3 +39,22 @@ def test_lira_separates_shifted_members():
     from dprelease.mia.bounds import auc
 
     assert auc(scores.lira_offline(target, ref), member) > auc(target, member)  # calibration per target helps
+
+
+def test_lira_online_separates_in_from_out_and_checks_shapes():
+    """Targets whose φ sits at their IN mean score above those at their OUT mean; shapes are checked."""
+    rng = np.random.default_rng(0)
+    n, r = 200, 16
+    mu_out, shift = rng.normal(size=n), 2.0
+    in_mask = np.zeros((r, n), bool)
+    in_mask[::2] = rng.random((r // 2, n)) < 0.5
+    in_mask[1::2] = ~in_mask[::2]
+    ref = mu_out + shift * in_mask + 0.3 * rng.normal(size=(r, n))
+    member = rng.random(n) < 0.5
+    target = mu_out + shift * member + 0.3 * rng.normal(size=n)
+    s = scores.lira_online(target, ref, in_mask)
+    assert s[member].min() > s[~member].max() - 1.0 and s[member].mean() > s[~member].mean() + 5
+    with pytest.raises(ValueError, match="IN mask"):
+        scores.lira_online(target, ref, in_mask[:, :10])
+    with pytest.raises(ValueError, match="IN and one OUT"):
+        scores.lira_online(target, ref, np.ones_like(in_mask))

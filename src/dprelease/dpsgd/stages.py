@@ -50,7 +50,13 @@ def check_dpsgd(params: Params, lay: Layout | None = None, eps: float | None = N
         check_setting(n, run.batch_size, eps, delta)
 
 
+PLANTED_MARKER = "planted_bugs_allowed"  # written only into a canary run's artifacts (mia/canary.py)
+
+
 def _dpsgd_once(params: Params, lay: Layout, eps: float, delta: float, tag: str):
+    divisor = params.dpsgd.planted_noise_divisor
+    if divisor != 1.0 and not (lay.artifacts / PLANTED_MARKER).is_file():
+        raise ValueError("dpsgd.planted_noise_divisor is a planted bug for the privacy audit's canary runs only")
     backend = backend_for(params, lay)
     feats, y = features(lay)
     model = backend.new_model(feats)
@@ -59,7 +65,7 @@ def _dpsgd_once(params: Params, lay: Layout, eps: float, delta: float, tag: str)
                          max_grad_norm=run.max_grad_norm, target_epsilon=eps, delta=delta,
                          conversion=params.dpsgd.conversion, grad_sample_mode=run.grad_sample_mode,
                          seed=stage_seed(params.seed, tag), noise_seed=secret.seed(lay.artifacts, f"dpsgd/{tag}"),
-                         progress=True)
+                         progress=True, planted_noise_divisor=divisor)
     return backend, model, result
 
 
@@ -73,7 +79,9 @@ def dpsgd(params: Params, root: str | Path = ".") -> dict:
     g = guarantee.accountant("DP-SGD (Opacus)", res.epsilon, delta, target_epsilon=eps,
                              noise_multiplier=res.noise_multiplier, steps=res.steps, sample_rate=res.sample_rate,
                              max_grad_norm=params.dpsgd_run.max_grad_norm, conversion=params.dpsgd.conversion,
-                             accountant="RDP", noise_and_sampling=NOISE_SOURCE)
+                             accountant="RDP", noise_and_sampling=NOISE_SOURCE,
+                             **({"planted_bug": f"noise multiplier divided by {params.dpsgd.planted_noise_divisor:g}"}
+                                if params.dpsgd.planted_noise_divisor != 1.0 else {}))
     write_arm_model(lay, "dpsgd", backend, model, g, CODE)
     return write_arm(lay, "dpsgd", backend, model, label_info(lay), g, {"final_loss": res.final_loss})
 

@@ -46,12 +46,14 @@ def check_setting(n: int, batch_size: int, target_epsilon: float, delta: float) 
 def train_dpsgd(backend: Backend, model: nn.Module, features: Features, labels: torch.Tensor, *, epochs: int,
                 batch_size: int, lr: float, max_grad_norm: float, target_epsilon: float, delta: float,
                 conversion: str = "mironov", grad_sample_mode: str = "ghost", seed: int = 0,
-                noise_seed: int, progress: bool = False) -> DPSGDResult:
+                noise_seed: int, progress: bool = False, planted_noise_divisor: float = 1.0) -> DPSGDResult:
     """Train ``model`` in place with DP-SGD; σ is chosen so the accountant's ε after training is the target.
 
     Batches are Poisson samples with rate q = B/n (Opacus's DPDataLoader); Opacus's accountant hook
     and expected batch size are set to that same q and B (make_private would infer 1/len(loader)), and
     σ is searched for q and ⌈E/q⌉ steps, as in spec E.3.
+    ``planted_noise_divisor`` > 1 is a PLANTED BUG for the privacy audit: the noise actually added is
+    σ/divisor while the returned ε is the accountant's for σ (what a buggy implementation would claim).
     ``grad_sample_mode="ghost"`` is Opacus's fast gradient clipping (per-sample norms without
     materialising per-sample gradients); ``"hooks"`` is the classic per-sample-gradient path.
     """
@@ -77,7 +79,7 @@ def train_dpsgd(backend: Backend, model: nn.Module, features: Features, labels: 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # secure-RNG and full-backward-hook notices; runs are seeded on purpose
         made = engine.make_private(
-            module=model, optimizer=optimizer, data_loader=loader, noise_multiplier=sigma,
+            module=model, optimizer=optimizer, data_loader=loader, noise_multiplier=sigma / planted_noise_divisor,
             max_grad_norm=max_grad_norm, poisson_sampling=False, grad_sample_mode=grad_sample_mode,
             criterion=criterion, noise_generator=torch.Generator(device=backend.device).manual_seed((noise_seed + 1) % 2**64))
         dp_model, optimizer, loader = made[0], made[1], made[2]
@@ -102,5 +104,9 @@ def train_dpsgd(backend: Backend, model: nn.Module, features: Features, labels: 
                     done += 1
                     bar.update(1)
     model.eval()
-    return DPSGDResult(epsilon=engine.accountant.get_epsilon(delta), delta=delta, noise_multiplier=sigma,
+    claimed = engine.accountant
+    if planted_noise_divisor != 1.0:  # the bug claims the ε of the noise it did not add
+        claimed = ConvertedRDPAccountant(conversion)
+        claimed.history = [(sigma, q, steps)]
+    return DPSGDResult(epsilon=claimed.get_epsilon(delta), delta=delta, noise_multiplier=sigma,
                        steps=steps, sample_rate=q, final_loss=last)

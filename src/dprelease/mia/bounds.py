@@ -4,8 +4,9 @@
 * the L.3 figure: an ε "lower bound" from one test's error rates with Clopper–Pearson bounds
   (threshold chosen on one half, evaluated on the other). On ONE trained model the records are not
   independent trials, so this is a *heuristic* figure, and it is labelled so everywhere;
-* the L.4 one-run canary bound (Steinke, Nasr & Jagielski 2023, δ = 0): with r guesses of which v are
-  right, an ε-DP mechanism gives v ≤st Bin(r, e^ε/(1+e^ε)); ε_LB is the largest ε rejected at level α.
+* TPR at a fixed FPR with its counts, a two-sided Clopper–Pearson interval and the null band (the 95th
+  percentile of that TPR when scores carry no membership information: a negative hypergeometric);
+* the one-run canary bounds live in ``onerun`` (Steinke et al. 2023 with δ; Mahloujifar et al. 2024).
 """
 
 from __future__ import annotations
@@ -13,11 +14,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.stats import beta, binom
+from scipy.stats import beta, nhypergeom
 from sklearn.metrics import roc_auc_score, roc_curve
-
-EPS_MAX = 50.0
-
 
 def _check(scores: np.ndarray, member: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     s = np.asarray(scores, dtype=np.float64)
@@ -93,46 +91,39 @@ def heuristic_epsilon(scores: np.ndarray, member: np.ndarray, *, rng: np.random.
     return bound(b, float(best))
 
 
-def canary_guesses(scores: np.ndarray, k_plus: int, k_minus: int) -> np.ndarray:
-    """+1 ("in") for the k₊ highest scores, −1 ("out") for the k₋ lowest, 0 (abstain) otherwise."""
-    s = np.asarray(scores, dtype=np.float64)
-    if k_plus < 0 or k_minus < 0 or k_plus + k_minus > len(s):
-        raise ValueError(f"k₊ + k₋ = {k_plus + k_minus} guesses for {len(s)} canaries")
-    order = np.argsort(s, kind="stable")
-    g = np.zeros(len(s), dtype=int)
-    if k_minus:
-        g[order[:k_minus]] = -1
-    if k_plus:
-        g[order[len(s) - k_plus:]] = 1
-    return g
+def clopper_pearson_interval(x: int, n: int, alpha: float = 0.05) -> tuple[float, float]:
+    """Two-sided (1 − α) Clopper–Pearson interval for x successes in n."""
+    if n <= 0 or not 0 <= x <= n:
+        raise ValueError(f"need 0 ≤ x ≤ n and n > 0, got x={x}, n={n}")
+    lo = 0.0 if x == 0 else float(beta.ppf(alpha / 2, x, n - x + 1))
+    hi = 1.0 if x == n else float(beta.ppf(1 - alpha / 2, x + 1, n - x))
+    return lo, hi
 
 
-def one_run_epsilon(correct: int, guesses: int, alpha: float = 0.05) -> float:
-    """Largest ε with P[Bin(r, e^ε/(1+e^ε)) ≥ v] ≤ α (the tail grows with ε); 0 if even ε = 0 is not
-    rejected. δ = 0."""
-    if not 0 <= correct <= guesses:
-        raise ValueError(f"need 0 ≤ correct ≤ guesses, got {correct} of {guesses}")
+def null_tpr_quantile(n_in: int, n_out: int, target_fpr: float, q: float = 0.95) -> float:
+    """The q-quantile of TPR at FPR ≤ ``target_fpr`` when the scores say nothing about membership.
 
-    def tail(eps: float) -> float:
-        p = 1.0 / (1.0 + math.exp(-eps))
-        return float(binom.sf(correct - 1, guesses, p))
-
-    if guesses == 0 or tail(0.0) > alpha:
-        return 0.0
-    lo, hi = 0.0, EPS_MAX
-    if tail(hi) <= alpha:
-        return hi
-    for _ in range(100):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if tail(mid) <= alpha else (lo, mid)
-    return lo
+    With k = ⌊target_fpr · n_out⌋ false positives allowed, the best threshold sits just above the
+    (k+1)-th highest non-member; under the null every ranking is equally likely, so the members above
+    it follow a negative hypergeometric law (members drawn before the (k+1)-th non-member)."""
+    if n_in <= 0 or n_out <= 0 or not 0 <= target_fpr < 1:
+        raise ValueError(f"need n_in, n_out > 0 and 0 ≤ FPR < 1, got {n_in}, {n_out}, {target_fpr}")
+    k = int(math.floor(target_fpr * n_out + 1e-9))
+    return float(nhypergeom.ppf(q, n_in + n_out, n_in, k + 1)) / n_in
 
 
-def canary_audit(scores: np.ndarray, member: np.ndarray, k_plus: int, k_minus: int, alpha: float = 0.05) -> dict:
-    """Guesses from scores, how many are right, and the one-run ε lower bound."""
-    g = canary_guesses(scores, k_plus, k_minus)
-    m = np.asarray(member, dtype=bool)
-    made = g != 0
-    right = int(((g == 1) & m).sum() + ((g == -1) & ~m).sum())
-    return {"guesses": int(made.sum()), "correct": right, "epsilon_lower_bound": one_run_epsilon(right, int(made.sum()), alpha),
-            "max_certifiable": one_run_epsilon(int(made.sum()), int(made.sum()), alpha)}
+def tpr_at_fpr_counts(scores: np.ndarray, member: np.ndarray, target_fpr: float, alpha: float = 0.05) -> dict:
+    """TPR at FPR ≤ ``target_fpr`` with what a reader needs to judge it: the counts (true and false
+    positives of the chosen threshold, members, non-members), a two-sided Clopper–Pearson interval for
+    the TPR and the null band (the TPR a score with no information reaches 5 % of the time)."""
+    s, m = _check(scores, member)
+    n_in, n_out = int(m.sum()), int((~m).sum())
+    k = int(math.floor(target_fpr * n_out + 1e-9))
+    out_sorted = np.sort(s[~m])[::-1]
+    # "member" when score > t, t = the (k+1)-th highest non-member score: at most k false positives
+    t = out_sorted[k] if k < n_out else -np.inf
+    tp, fp = int((s[m] > t).sum()), int((s[~m] > t).sum())
+    lo, hi = clopper_pearson_interval(tp, n_in, alpha)
+    return {"fpr_target": target_fpr, "tpr": tp / n_in, "tp": tp, "fp": fp, "members": n_in,
+            "non_members": n_out, "tpr_ci_low": lo, "tpr_ci_high": hi,
+            "null_tpr_95": null_tpr_quantile(n_in, n_out, target_fpr, 1 - alpha)}

@@ -1,13 +1,22 @@
-"""Stage ``canary_runs``: the one-run canary audit (TRUST.md L.4; Steinke, Nasr & Jagielski 2023).
+"""Stage ``canary_runs``: the one-run canary audit (TRUST.md L.4, R.3; Steinke, Nasr & Jagielski 2023;
+Mahloujifar, Melis & Chaudhuri 2024).
 
-The canaries (``audit_pool``: pool records with re-drawn labels, each included w.p. ½) are added to the
-training split of a sub-project in ``artifacts/audit/canary_run/``, and every audited arm's pipeline runs
-there ONCE: the SWAG-PPM chain (round 1 → risk → rounds 2 and 3 → draw; its round-2 arm draws from the
-same run), the non-private fine-tune and DP-SGD at the compared release's ε. Each arm's model is then
-loaded from its release-format folder and scores every canary (loss of its re-drawn label); the k₊
-highest are guessed "in", the k₋ lowest "out"; ε_LB (δ = 0, 95 %) follows from the right guesses.
-Sanity rule: a DP-SGD arm's ε_LB above its accountant ε means a bug in the audit or the accounting, and
-the stage fails loudly. Canary membership stays private; only counts and bounds are written.
+Two canary sets (``audit_pool``), each canary included independently with probability ½ by a secret coin:
+*input-space* canaries (head backend: random unit embeddings with random labels, thousands of them — the
+power) and *mislabelled narratives* (pool records with re-drawn labels). The included ones are added to
+the training split of a sub-project in ``artifacts/audit/canary_run/`` and every audited arm's pipeline
+runs there ONCE: the SWAG-PPM chain (its round-2 arm draws from the same run), the non-private fine-tune
+and DP-SGD at the compared release's ε. Each arm's model is loaded from its release-format folder and
+scores every canary (log-probability of the canary's label; the attacker holds the released weights).
+Per arm and canary set, both one-run bounds at 95 % (``onerun.canary_audit``: guess counts from
+``privacy_audit.guess_grid``, Bonferroni over the grid) against the arm's own claim of the canary run.
+
+Planted bugs (``privacy_audit.planted_bugs``), which the audit must convict (ε_LB above the claim):
+(a) the canary run's non-private model labelled "ε = 1" (δ = 0); (b) DP-SGD trained in the same canary
+run with its noise multiplier divided by 4, claiming the accountant's ε for the undivided one.
+
+Sanity rule: an honest DP-SGD arm whose gate bound exceeds its accountant ε means a bug in the audit or the
+accounting, and the stage fails loudly. Membership stays private; only counts and bounds are written.
 """
 
 from __future__ import annotations
@@ -27,50 +36,94 @@ from ..layout import Layout
 from ..privacy import secret
 from ..release import load_release_model
 from ..stage import run_other, stage_names
-from . import bounds
+from . import onerun
 from .attack import arm_folder
 from .population import audit_dir
 from .scores import loss_scores
 
 SKIP = {"stratify", "featurize", "audit", "select", "publish"}  # data given directly; no utility eval, no card
+SETS = {"input": ("input_canaries.safetensors", "input_member.npy"),
+        "mislabelled": ("canaries.safetensors", "canary_member.npy")}
+PLANTED_MARKER = "planted_bugs_allowed"  # read by the dpsgd stage: only a canary run may plant its bug
+PLANTED_DIVISOR = 4.0
+PLANTED_NONPRIVATE_EPSILON = 1.0
 
 
 class AuditError(OneLineError):
     """An audit result that contradicts a proven guarantee (a bug somewhere)."""
 
 
-def _sub_params(params: Params, target_epsilon: float) -> Params:
+def gate_method(delta: float) -> str:
+    """The bound fixed in advance for the gate and the sanity rule: Steinke et al.'s exact binomial test
+    for a claim without δ; the f-DP test's Gaussian reading for an (ε, δ) claim (Steinke's δ term grows
+    with 2mδ and leaves thousands of canaries no power)."""
+    return "fdp" if delta > 0 else "steinke"
+
+
+def _sub_params(params: Params, target_epsilon: float, **extra) -> Params:
     raw = params.model_dump(mode="json")
     overrides = {"artifacts": "artifacts", "release": "release", "force_release_path": False,
-                 "dpsgd.target_epsilon": target_epsilon}
+                 "dpsgd.target_epsilon": target_epsilon, **extra}
     return parse_params(raw, overrides)
 
 
-def _prepare(params: Params, lay: Layout, sub: Path) -> np.ndarray:
-    """The sub-project's split: training features + included canaries; test and validation as they are.
-    Returns membership."""
+def load_sets(lay: Layout) -> dict:
+    """Canary set → (features, labels, membership); an empty set is left out."""
     pool = audit_dir(lay) / "pool"
-    can, y_can = load_features(pool / "canaries.safetensors")
-    member = np.load(pool / "canary_member.npy")
-    inc = torch.from_numpy(np.flatnonzero(member))
+    out = {}
+    for kind, (feats, member) in SETS.items():
+        if (pool / feats).is_file():
+            x, y = load_features(pool / feats)
+            if len(y):
+                out[kind] = (x, y, np.load(pool / member))
+    return out
+
+
+def _prepare(lay: Layout, sub: Path, sets: dict) -> int:
+    """The sub-project's split: training features + every included canary; test and validation as they
+    are. Returns the number of canaries added."""
     train, y_train = features(lay, "train")
     test, y_test = features(lay, "test")
     shutil.rmtree(sub, ignore_errors=True)
     private_dir(sub / "artifacts")
     secret.derive_child(lay.artifacts, sub / "artifacts", "canary_run")  # its draws and DP-SGD noise: secret too
+    (sub / "artifacts" / PLANTED_MARKER).write_text("a canary run: planted bugs may run here\n", encoding="utf-8")
+    xs, ys = [train], [y_train]
+    for x, y, member in sets.values():
+        inc = torch.from_numpy(np.flatnonzero(member))
+        xs.append({k: v[inc] for k, v in x.items()})
+        ys.append(y[inc])
+    added = sum(len(y) for y in ys[1:])
     with atomic_dir(sub / "artifacts" / "features", private=True) as tmp:
-        save_features(tmp / "train.safetensors", {k: torch.cat([train[k], can[k][inc]]) for k in train},
-                      torch.cat([y_train, y_can[inc]]))
+        save_features(tmp / "train.safetensors", {k: torch.cat([x[k] for x in xs]) for k in train}, torch.cat(ys))
         save_features(tmp / "test.safetensors", test, y_test)
         if (lay.features / "validation.safetensors").is_file():  # re-weighting's acceptance check scores on it
             save_features(tmp / "validation.safetensors", *features(lay, "validation"))
-    labels = read_json(lay.data / "labels.json")
     with atomic_dir(sub / "artifacts" / "data", private=True) as tmp:
-        write_json(tmp / "labels.json", labels)
+        write_json(tmp / "labels.json", read_json(lay.data / "labels.json"))
     data = read_json(lay.metrics / "data.json")
-    write_json(sub / "metrics" / "data.json", data | {"train_rows": data["train_rows"] + len(inc),
-                                                      "rows": data["rows"] + len(inc)})
-    return member
+    write_json(sub / "metrics" / "data.json", data | {"train_rows": data["train_rows"] + added,
+                                                      "rows": data["rows"] + added})
+    return added
+
+
+def _audits(backend, model, sets: dict, claim: dict, a) -> dict:
+    """Both bounds on every canary set against one claim {epsilon, delta}."""
+    out = {}
+    delta = claim["delta"] or 0.0
+    for kind, (x, y, member) in sets.items():
+        s = loss_scores(backend.predict_proba(model, x).numpy(), y.numpy())
+        r = onerun.canary_audit(s, member, guess_grid=a.guess_grid, alpha=a.alpha, delta=delta)
+        g = r[gate_method(delta)]
+        r["gate"] = {"method": gate_method(delta), **g,
+                     "convicted": claim["epsilon"] is not None and g["epsilon_lower_bound"] > claim["epsilon"]}
+        out[kind] = r
+    return out
+
+
+def _claim(manifest: dict) -> dict:
+    g = manifest["guarantee"]
+    return {"epsilon": g["epsilon"], "delta": g["delta"], "guarantee": g["kind"]}
 
 
 def canary_runs(params: Params, root: str | Path = ".") -> dict:
@@ -78,25 +131,43 @@ def canary_runs(params: Params, root: str | Path = ".") -> dict:
     sub = audit_dir(lay) / "canary_run"
     release_eps = read_json(lay.metrics / "release.json")["guarantee"]["epsilon"]
     sp = _sub_params(params, release_eps)
-    member = _prepare(params, lay, sub)
+    sets = load_sets(lay)
+    added = _prepare(lay, sub, sets)
     for name in stage_names(sp, "release"):
         if name not in SKIP:
             run_other(name, sp, sub)
+    arms = list(a.arms)
+    extra = ["nonprivate"] if a.planted_bugs and "nonprivate" not in arms else []
     for arm in ("swag_ppm", "nonprivate", "dpsgd"):
-        if arm in a.arms:
+        if arm in arms or arm in extra:
             run_other(arm, sp, sub)
-    can, y_can = load_features(audit_dir(lay) / "pool" / "canaries.safetensors")
     backend = backend_for(params, lay)
-    out = {"canaries": int(len(member)), "included": int(member.sum()), "k_plus": a.guesses, "k_minus": a.guesses,
-           "alpha": a.alpha, "arms": {}}
-    for arm in a.arms:
-        manifest, _, model = load_release_model(sub / arm_folder(sp, arm), backend.device)
-        s = loss_scores(backend.predict_proba(model, can).numpy(), y_can.numpy())
-        result = bounds.canary_audit(s, member, a.guesses, a.guesses, a.alpha)
-        g = manifest["guarantee"]
-        if g["kind"] == "dp_accountant" and result["epsilon_lower_bound"] > g["epsilon"] + 1e-9:
-            raise AuditError(f"canary audit: {arm} ε_LB {result['epsilon_lower_bound']:.3f} exceeds its accountant "
-                             f"ε {g['epsilon']:.3f}: a bug in the audit or in the accounting")
-        out["arms"][arm] = {**result, "canary_run_epsilon": g["epsilon"], "guarantee": g["kind"]}
+    out = {"canary_sets": {k: {"canaries": len(v[2]), "included": int(v[2].sum())} for k, v in sets.items()},
+           "added_to_training": added, "guess_grid": list(a.guess_grid), "alpha": a.alpha, "arms": {}, "planted": {}}
+
+    def audit(folder: Path, claim: dict | None = None) -> dict:
+        manifest, _, model = load_release_model(folder, backend.device)
+        c = claim or _claim(manifest)
+        return {**c, "audits": _audits(backend, model, sets, c, a)}
+
+    for arm in arms:
+        r = audit(sub / arm_folder(sp, arm))
+        if r["guarantee"] == "dp_accountant":
+            for kind, d in r["audits"].items():
+                if d["gate"]["convicted"]:
+                    raise AuditError(f"canary audit ({kind}): {arm} ε_LB {d['gate']['epsilon_lower_bound']:.3f} exceeds "
+                                     f"its accountant ε {r['epsilon']:.3f}: a bug in the audit or in the accounting")
+        out["arms"][arm] = r
+    if a.planted_bugs:
+        out["planted"]["nonprivate_labelled_eps1"] = audit(
+            sub / arm_folder(sp, "nonprivate"),
+            {"epsilon": PLANTED_NONPRIVATE_EPSILON, "delta": 0.0, "guarantee": "planted bug: non-private model "
+             f"labelled ε = {PLANTED_NONPRIVATE_EPSILON:g}"})
+        bug = _sub_params(params, release_eps, **{"dpsgd.planted_noise_divisor": PLANTED_DIVISOR})
+        run_other("dpsgd", bug, sub)  # replaces the honest DP-SGD arm of the canary run (already scored)
+        r = audit(sub / arm_folder(bug, "dpsgd"))
+        out["planted"]["dpsgd_noise_div4"] = r | {"guarantee": f"planted bug: DP-SGD with σ/{PLANTED_DIVISOR:g} "
+                                                                "claiming the accountant's ε for σ"}
     write_json(lay.metrics / "audit_canary.json", out)
-    return {arm: round(d["epsilon_lower_bound"], 3) for arm, d in out["arms"].items()}
+    return {name: {k: round(d["gate"]["epsilon_lower_bound"], 3) for k, d in r["audits"].items()}
+            for name, r in {**out["arms"], **out["planted"]}.items()}

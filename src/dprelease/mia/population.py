@@ -9,7 +9,15 @@ it under-represents rare classes (the report says so, with the coverage).
 Canaries: the first ``privacy_audit.canaries`` pool rows, each with its label re-drawn uniformly among
 the OTHER classes (the classic worst case: a record only memorisation can fit) and included in the
 canary runs' training data independently with probability ½. The rest of the pool trains the LiRA
-reference models. Membership and per-record data stay in ``artifacts/`` (private).
+reference models.
+
+Input-space canaries (head backend, ``privacy_audit.input_canaries``): records designed to be found — a
+random unit vector in the encoder's embedding space (where every real narrative's embedding lives; the
+head is the mechanism's input) with a uniformly random label. They are far from every real record, so
+only memorising them fits them, and they cost no encoding: thousands give the one-run bound its power.
+Whether such an input corresponds to some narrative does not matter to the guarantee, which holds for
+every record of the mechanism's input space. All labels and inclusion coins come from the secret key.
+Membership and per-record data stay in ``artifacts/`` (private).
 """
 
 from __future__ import annotations
@@ -70,9 +78,17 @@ def audit_pool(params: Params, root: str | Path = ".") -> dict:
         save_features(tmp / "canaries.safetensors", head, torch.from_numpy(canary_y).long())
         save_features(tmp / "reference_pool.safetensors", tail, torch.from_numpy(y[m:]).long())
         np.save(tmp / "canary_member.npy", member)
+        n_in = a.input_canaries if params.model.backend == "head" else 0
+        dim = int(feats["x"].shape[1]) if n_in else 0
+        x = rng.standard_normal((n_in, dim)).astype(np.float32)
+        x /= np.linalg.norm(x, axis=1, keepdims=True).clip(1e-12)
+        save_features(tmp / "input_canaries.safetensors", {"x": torch.from_numpy(x)},
+                      torch.from_numpy(rng.integers(0, len(codes), size=n_in)).long())
+        np.save(tmp / "input_member.npy", rng.random(n_in) < 0.5)
     covered = int(len(set(y[m:].tolist())))
     summary = {"pool_rows": int(len(pool)), "reference_pool_rows": int(len(pool) - m), "canaries": m,
                "canaries_included": int(member.sum()), "classes": len(codes),
+               "input_canaries": a.input_canaries if params.model.backend == "head" else 0,
                "reference_pool_classes": covered}
     write_json(lay.metrics / "audit_pool.json", summary)
     return summary

@@ -1,9 +1,12 @@
-"""Stage ``audit_references``: LiRA-offline reference models (TRUST.md L.2).
+"""Stage ``audit_references``: LiRA reference models (TRUST.md L.2), R offline and R online.
 
-R models, each trained with the backend's fine-tune recipe (round 1's: unweighted AdamW) on a random
-subset of the reference pool as large as the training split (or half the pool, if smaller); none ever
-sees a target. For every target record (train = members, test = non-members) the logit-scaled
-true-class confidence φ under each reference model is stored (private: per record).
+Every reference model is trained like the non-private arm (the backend's fine-tune recipe, unweighted
+AdamW, ``compare.nonprivate_epochs`` epochs: the strongest attacker mimics the leakiest target).
+*Offline*: R models on random subsets of the reference pool as large as the training split (or half the
+pool, if smaller); none ever sees a target. *Online*: R models each on a random half of the targets
+(train ∪ test; the attacker holds the candidate records, not their membership), so every target is IN
+for about half of them. For every target the logit-scaled true-class confidence φ under each model is
+stored with the online IN mask (private: per record). The coins are the attacker's: public seed.
 """
 
 from __future__ import annotations
@@ -41,16 +44,32 @@ def audit_references(params: Params, root: str | Path = ".") -> dict:
     n_train = int(features(lay)[1].shape[0])
     size = min(n_train, len(y_pool) // 2)
     rng = np.random.default_rng(stage_seed(params.seed, "audit-references"))
+    opt = params.backend.finetune.model_copy(update={"epochs": params.compare.nonprivate_epochs})
+
+    def phi_of(x: dict, labels: torch.Tensor, r: int) -> np.ndarray:
+        model = backend.new_model(x)
+        finetune(backend, model, x, labels, None, opt, seed=stage_seed(params.seed, "audit-reference", r))
+        return logit_confidence(backend.predict_proba(model, feats).numpy(), y.numpy())
+
     phi = np.empty((a.references, len(y)), dtype=np.float32)
     for r in range(a.references):
         idx = torch.from_numpy(np.sort(rng.choice(len(y_pool), size=size, replace=False)))
-        sub = {k: v[idx] for k, v in pool.items()}
-        model = backend.new_model(sub)
-        finetune(backend, model, sub, y_pool[idx], None, params.backend.finetune,
-                 seed=stage_seed(params.seed, "audit-reference", r))
-        phi[r] = logit_confidence(backend.predict_proba(model, feats).numpy(), y.numpy())
+        phi[r] = phi_of({k: v[idx] for k, v in pool.items()}, y_pool[idx], r)
+    phi_on = np.empty((a.references, len(y)), dtype=np.float32)
+    in_mask = np.zeros((a.references, len(y)), dtype=bool)
+    for r in range(a.references):  # balanced: each target IN in exactly half of the models (pairs of halves)
+        if r % 2 == 0:
+            half = rng.permutation(len(y))[: len(y) // 2]
+            in_mask[r, half] = True
+        else:
+            in_mask[r] = ~in_mask[r - 1]
+        idx = torch.from_numpy(np.flatnonzero(in_mask[r]))
+        phi_on[r] = phi_of({k: v[idx] for k, v in feats.items()}, y[idx], a.references + r)
     with atomic_dir(audit_dir(lay) / "references", private=True) as tmp:
         np.save(tmp / "phi.npy", phi)
-    summary = {"references": a.references, "reference_train_size": size, "targets": int(len(y))}
+        np.save(tmp / "phi_online.npy", phi_on)
+        np.save(tmp / "in_mask.npy", in_mask)
+    summary = {"references": a.references, "online_references": a.references, "reference_train_size": size,
+               "online_train_size": len(y) // 2, "reference_epochs": opt.epochs, "targets": int(len(y))}
     write_json(lay.metrics / "audit_references.json", summary)
     return summary

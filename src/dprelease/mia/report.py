@@ -1,5 +1,12 @@
-"""Stage ``privacy_report``: ``reports/privacy/`` — audit.csv (one row per arm and attack, the canary audit
-as attack ``canary``), roc.png (every arm, log–log), report.md (what the figures do and do not show)."""
+"""Stage ``privacy_report``: ``reports/privacy/`` — audit.csv (one row per arm, attack and bound), roc.png
+(every arm, log–log), report.md (what the figures do and do not show).
+
+audit.csv rows: per audited arm, the membership-inference attacks (``loss``, ``lira_offline``; their ε
+figure is HEURISTIC, L.3) with TPR at FPR 1 % / 0.1 %, their counts, Clopper–Pearson interval and null
+band; and per canary set (``canary_input``, ``canary_mislabelled``) both one-run bounds (``steinke``,
+``fdp``) against the claim of the canary run, with confidence, guesses, right guesses, canaries, the
+bound's ceiling, whether it convicts the claim and whether it is the bound the gate uses. The planted
+bugs are rows of their own (arm ``planted:…``)."""
 
 from __future__ import annotations
 
@@ -14,26 +21,64 @@ from ..plots import roc_plot
 
 LABELS = {"nonprivate": "Non-private", "swag_ppm": "SWAG-PPM round 2", "swag_ppm_reweighted": "SWAG-PPM release",
           "dpsgd": "DP-SGD"}
-COLUMNS = ["arm", "claimed_epsilon", "guarantee", "attack", "auc", "tpr_at_fpr_0.01", "tpr_at_fpr_0.001",
-           "epsilon_lower_bound", "bound"]
+PLANTED = {"nonprivate_labelled_eps1": "planted: non-private labelled ε = 1",
+           "dpsgd_noise_div4": "planted: DP-SGD with σ/4 claiming σ's ε"}
+COUNTS = ["tp", "fp", "tpr_ci_low", "tpr_ci_high", "null_tpr_95"]
+COLUMNS = (["arm", "claimed_epsilon", "delta", "guarantee", "attack", "method", "epsilon_lower_bound", "confidence",
+            "guesses", "correct", "canaries", "included", "ceiling", "convicted", "gate", "auc", "members",
+            "non_members"]
+           + [f"{c}_{f}" for f in ("0.01", "0.001") for c in ["tpr_at_fpr", *COUNTS]] + ["bound"])
+
+
+def _method_name(method: str, delta: float) -> str:
+    if method == "steinke":
+        return "steinke_delta" if delta > 0 else "steinke_pure"
+    return "fdp_gaussian" if delta > 0 else "fdp_pure"
+
+
+BOUND_TEXT = {
+    "steinke_pure": "one-run canary bound (Steinke et al. 2023, δ = 0)",
+    "steinke_delta": "one-run canary bound (Steinke et al. 2023, with the δ term)",
+    "fdp_pure": "one-run f-DP bound (Mahloujifar et al. 2024, ε-DP curve)",
+    "fdp_gaussian": "one-run f-DP bound (Mahloujifar et al. 2024, Gaussian reading of the (ε, δ) claim)",
+}
+
+
+def canary_rows(name: str, r: dict, alpha: float) -> list[dict]:
+    rows = []
+    delta = r["delta"] or 0.0
+    for kind, d in r["audits"].items():
+        for method in ("steinke", "fdp"):
+            b = d[method]
+            m = _method_name(method, delta)
+            rows.append({"arm": name, "claimed_epsilon": r["epsilon"], "delta": r["delta"], "guarantee": r["guarantee"],
+                         "attack": f"canary_{kind}", "method": m, "epsilon_lower_bound": b["epsilon_lower_bound"],
+                         "confidence": 1 - alpha, "guesses": b["guesses"], "correct": b["correct"],
+                         "canaries": d["canaries"], "included": d["included"], "ceiling": b["ceiling"],
+                         "convicted": r["epsilon"] is not None and b["epsilon_lower_bound"] > r["epsilon"],
+                         "gate": method == d["gate"]["method"],
+                         "bound": f"{BOUND_TEXT[m]}, {round(100 * (1 - alpha))} % confidence, claim of the canary run"})
+    return rows
 
 
 def audit_table(mia: dict, canary: dict) -> pd.DataFrame:
     rows = []
+    alpha = canary["alpha"]
     for arm in [a for a in LABELS if a in mia["arms"]]:
         d = mia["arms"][arm]
-        for attack in [k for k in ("loss", "lira_offline") if k in d["attacks"]]:
+        for attack in [k for k in ("loss", "lira_offline", "lira_online") if k in d["attacks"]]:
             r = d["attacks"][attack]
-            rows.append({"arm": arm, "claimed_epsilon": d["claimed_epsilon"], "guarantee": d["guarantee"],
-                         "attack": attack, "auc": r["auc"], "tpr_at_fpr_0.01": r["tpr_at_fpr_0.01"],
-                         "tpr_at_fpr_0.001": r["tpr_at_fpr_0.001"], "epsilon_lower_bound": r["heuristic_epsilon"],
-                         "bound": "heuristic (L.3: one model, records are not independent trials)"})
-        c = canary["arms"].get(arm)
-        if c is not None:
-            rows.append({"arm": arm, "claimed_epsilon": d["claimed_epsilon"], "guarantee": d["guarantee"],
-                         "attack": "canary", "auc": float("nan"), "tpr_at_fpr_0.01": float("nan"),
-                         "tpr_at_fpr_0.001": float("nan"), "epsilon_lower_bound": c["epsilon_lower_bound"],
-                         "bound": f"one-run canary audit (L.4), {round(100 * (1 - canary['alpha']))} % confidence, δ = 0"})
+            rows.append({"arm": arm, "claimed_epsilon": d["claimed_epsilon"], "delta": d.get("delta"),
+                         "guarantee": d["guarantee"], "attack": attack, "method": "heuristic_l3",
+                         "epsilon_lower_bound": r["heuristic_epsilon"], "auc": r["auc"], "members": mia["members"],
+                         "non_members": mia["non_members"], "gate": False,
+                         **{f"tpr_at_fpr_{f}": r[f"tpr_at_fpr_{f}"] for f in ("0.01", "0.001")},
+                         **{f"{c}_{f}": r.get(f"{c}_{f}") for f in ("0.01", "0.001") for c in COUNTS},
+                         "bound": "heuristic (L.3: one model, records are not independent trials): not a bound"})
+        if arm in canary["arms"]:
+            rows += canary_rows(arm, canary["arms"][arm], alpha)
+    for name, r in canary.get("planted", {}).items():
+        rows += canary_rows(f"planted:{name}", r, alpha)
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -51,44 +96,60 @@ def privacy_report(params: Params, root: str | Path = ".") -> dict:
     table = audit_table(mia, canary)
     with atomic_dir(lay.reports / "privacy") as out:
         table.to_csv(out / "audit.csv", index=False)
-        curves = {f"{LABELS[arm]} · {'loss' if atk == 'loss' else 'LiRA'}": (mia["fpr_grid"], r["roc_tpr"])
+        curves = {f"{LABELS[arm]} · {atk}": (mia["fpr_grid"], r["roc_tpr"])
                   for arm, d in mia["arms"].items() for atk, r in d["attacks"].items()}
         roc_plot(curves, out / "roc.png", title="membership inference, members = train, non-members = test")
         (out / "report.md").write_text(_markdown(params, table, mia, canary, pool), encoding="utf-8")
     return {"rows": len(table), "arms": list(mia["arms"])}
 
 
+def _table(df: pd.DataFrame, cols: list[str]) -> list[str]:
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    return lines + ["| " + " | ".join(_fmt(r[c]) for c in cols) + " |" for _, r in df.iterrows()]
+
+
 def _markdown(params: Params, table: pd.DataFrame, mia: dict, canary: dict, pool: dict) -> str:
-    head = "| " + " | ".join(c for c in COLUMNS if c != "bound") + " |"
+    a = params.privacy_audit
+    conf = round(100 * (1 - canary["alpha"]))
+    mi = table[table["method"] == "heuristic_l3"]
+    can = table[table["method"] != "heuristic_l3"]
+    sets = canary["canary_sets"]
     lines = ["# Privacy audit: what an attacker can do", "",
+             "## Canary audits (valid one-run lower bounds)", "",
+             "Each canary is included in one extra training run of every arm by a secret coin (probability ½); the "
+             f"attacker, holding the released weights, scores each canary and guesses. Canary sets: "
+             + "; ".join(f"**{k}** {v['canaries']:,} ({v['included']:,} included)" for k, v in sets.items())
+             + " — *input*: random unit embeddings with random labels (designed to be found: far from every real "
+             "narrative, only memorisation fits them); *mislabelled*: unused narratives with a re-drawn label. "
+             f"Guess counts tried: {canary['guess_grid']} (Bonferroni over the grid). Every bound holds at {conf} % "
+             "confidence for the claim of the canary run (whose training data include the canaries, so its ε can "
+             "differ from the release's). `ceiling` = the bound with every guess right: a claim above it cannot "
+             "be convicted by this audit. `gate` marks the bound fixed in advance for the registry gate.", "",
+             *_table(can, ["arm", "attack", "method", "claimed_epsilon", "delta", "epsilon_lower_bound", "guesses",
+                           "correct", "ceiling", "convicted", "gate"]), "",
+             "## Membership inference (members = train, non-members = test)", "",
              f"Members: the {mia['members']:,} training records; non-members: the {mia['non_members']:,} test records "
-             "(same distribution). The attacker gets each arm's release folder (verified), the public encoder, the "
-             f"records and a population pool of {pool['reference_pool_rows']:,} unused rows of the bundled data. "
-             f"The pool covers {pool['reference_pool_classes']} of {pool['classes']} classes: the split takes up to "
-             f"data.cap = {params.data.cap} rows per class, so only larger classes have unused rows — rare classes are "
-             "under-represented in the reference models.", "",
-             head, "|" + "---|" * (len(COLUMNS) - 1)]
-    for _, r in table.iterrows():
-        lines.append("| " + " | ".join(_fmt(r[c]) for c in COLUMNS if c != "bound") + " |")
-    lines += ["", "![ROC](roc.png)", "",
-              "## How to read it", "",
-              f"* **loss** (Yeom et al. 2018) and **lira_offline** (Carlini et al. 2022, {params.privacy_audit.references} "
-              "reference models trained on pool subsets, never on a target): AUC mostly reflects the generalisation "
-              "gap; TPR at 1 % and 0.1 % FPR is what matters for privacy.",
-              "* Their `epsilon_lower_bound` is **heuristic** (TRUST.md L.3): one trained model, and its records are not "
-              "independent trials, so it is not a valid bound — a descriptive figure only.",
-              f"* **canary** is the valid one-run audit (TRUST.md L.4): {canary['canaries']} canaries (pool records with a "
-              f"re-drawn label, the classic worst case), {canary['included']} of them included in one extra pipeline run "
-              f"per arm, {canary['k_plus']} guessed in and {canary['k_minus']} out. Its ε_LB holds at "
-              f"{round(100 * (1 - canary['alpha']))} % confidence (δ = 0) for the canary run's mechanism; with "
-              f"{canary['k_plus'] + canary['k_minus']} guesses it cannot exceed "
-              f"{next(iter(canary['arms'].values()))['max_certifiable']:.2f}, however leaky the model. Why this many: "
-              "more guesses raise that ceiling, but every included canary is a mislabelled training record, so the "
-              "canary run drifts from the real one as they grow; the default (500 canaries, about 250 included, "
-              "under a tenth of the 2,626 training records; 50 + 50 guesses on the extremes) keeps the run close "
-              "to the real pipeline while allowing a bound of about 3.5.",
-              "* A lower bound far below the claimed ε does **not** show the claim is tight or loose: it shows what "
-              "these attacks achieve. SWAG-PPM's ε is local and asymptotic (conditional on the posterior "
-              "approximation); DP-SGD's is a worst-case accountant bound; equal numbers are not the same guarantee.",
-              ""]
+             "(same distribution). The attacker also has the public encoder and a population pool of "
+             f"{pool['reference_pool_rows']:,} unused rows; it covers {pool['reference_pool_classes']} of "
+             f"{pool['classes']} classes (data.cap = {params.data.cap} rows per class in the split, so rare classes "
+             "are under-represented in the reference models). TPR at FPR with its counts (tp, fp), a two-sided "
+             f"{conf} % Clopper–Pearson interval and the null band (`null_tpr_95`: what scores carrying no "
+             "information reach 5 % of the time): a TPR inside the null band is chance.", "",
+             *_table(mi, ["arm", "attack", "auc", "tpr_at_fpr_0.01", "tp_0.01", "fp_0.01", "tpr_ci_low_0.01",
+                          "tpr_ci_high_0.01", "null_tpr_95_0.01", "tpr_at_fpr_0.001", "tp_0.001", "fp_0.001",
+                          "null_tpr_95_0.001", "epsilon_lower_bound"]), "",
+             "![ROC](roc.png)", "",
+             "## How to read it", "",
+             f"* **loss** (Yeom et al. 2018), **lira_offline** and **lira_online** (Carlini et al. 2022; {a.references} "
+             f"OUT models on pool subsets, and {a.references} models on random halves of the targets, each target IN "
+             "for half of them; all trained like the non-private arm): their `epsilon_lower_bound` is **heuristic** (TRUST.md "
+             "L.3): one trained model, records are not independent trials — a descriptive figure, not a bound.",
+             "* **steinke** is exact for a pure ε claim; with δ its term 2mδ grows with the canaries and leaves "
+             "little power. **fdp** with a δ reads the claim as the Gaussian mechanism with that (ε, δ) (the curve "
+             "DP-SGD's accounting rests on, approximately): a conviction there is evidence against that curve.",
+             "* A lower bound far below the claimed ε does **not** show the claim is tight or loose: it shows what "
+             "these attacks achieve. SWAG-PPM's ε is local and asymptotic (conditional on the posterior "
+             "approximation); DP-SGD's is a worst-case accountant bound; equal numbers are not the same guarantee.",
+             f"* A {conf} % bound exceeds the truth {100 - conf} % of the time: a gate on it has that false-alarm "
+             "rate per bound (more when several bounds are checked).", ""]
     return "\n".join(lines)

@@ -41,3 +41,34 @@ def lira_offline(phi_target: np.ndarray, phi_reference: np.ndarray, sigma_floor:
     mu = ref.mean(axis=0)
     sigma = np.maximum(ref.std(axis=0, ddof=1), sigma_floor)
     return (phi_target - mu) / sigma
+
+
+def _check_reference(phi_target: np.ndarray, phi_reference: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    phi_target = np.asarray(phi_target, dtype=np.float64)
+    ref = np.asarray(phi_reference, dtype=np.float64)
+    if ref.ndim != 2 or ref.shape[1] != phi_target.shape[0] or ref.shape[0] < 2:
+        raise ValueError(f"reference confidences {ref.shape} must be [R ≥ 2, {phi_target.shape[0]}]")
+    return phi_target, ref
+
+
+def lira_online(phi_target: np.ndarray, phi_reference: np.ndarray, in_mask: np.ndarray,
+                sigma_floor: float = SIGMA_FLOOR) -> np.ndarray:
+    """LiRA, online (Carlini et al. 2022): per target, Gaussians fitted to its φ under the reference
+    models that trained on it (IN) and those that did not (OUT); score = log N(φ; μ_in, σ_in²) −
+    log N(φ; μ_out, σ_out²). With few models per side the paper's global variance is used: one σ_in
+    and one σ_out pooled over all targets (more stable than per-target variances below ~64 models)."""
+    phi_target, ref = _check_reference(phi_target, phi_reference)
+    inm = np.asarray(in_mask, dtype=bool)
+    if inm.shape != ref.shape:
+        raise ValueError(f"IN mask {inm.shape} must match the reference confidences {ref.shape}")
+    n_in, n_out = inm.sum(axis=0), (~inm).sum(axis=0)
+    if (n_in == 0).any() or (n_out == 0).any():
+        raise ValueError("every target needs at least one IN and one OUT reference model")
+    mu_in = np.where(inm, ref, 0).sum(axis=0) / n_in
+    mu_out = np.where(~inm, ref, 0).sum(axis=0) / n_out
+    sd_in = max(float(np.sqrt(np.where(inm, (ref - mu_in) ** 2, 0).sum() / max(1, inm.sum() - len(mu_in)))), sigma_floor)
+    sd_out = max(float(np.sqrt(np.where(~inm, (ref - mu_out) ** 2, 0).sum() / max(1, (~inm).sum() - len(mu_out)))),
+                 sigma_floor)
+    log_in = -0.5 * ((phi_target - mu_in) / sd_in) ** 2 - np.log(sd_in)
+    log_out = -0.5 * ((phi_target - mu_out) / sd_out) ** 2 - np.log(sd_out)
+    return log_in - log_out

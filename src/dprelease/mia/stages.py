@@ -24,11 +24,12 @@ def declare(params: Params) -> list[Stage]:
     model = ["seed", "model"]
     return [
         Stage("audit_pool", audit_pool, ["seed", "data", "model.backend", "model.device", "model.full.tiny",
-                                         "features", "privacy_audit.pool_size", "privacy_audit.canaries"],
+                                         "features", "privacy_audit.pool_size", "privacy_audit.canaries",
+                                         "privacy_audit.input_canaries"],
               [key_id_file(params), params.data.path, f"{a}/data"], [f"{a}/audit/pool"],
               ["mia/population.py", "privacy/secret.py", "data", "backends"],
               metrics=["metrics/audit_pool.json"], group="audit"),
-        Stage("audit_references", audit_references, model + ["privacy_audit.references"],
+        Stage("audit_references", audit_references, model + ["privacy_audit.references", "compare.nonprivate_epochs"],
               [*split, f"{a}/audit/pool"], [f"{a}/audit/references"],
               ["mia/references.py", "mia/scores.py", "mia/population.py", "training.py", "backends", "data/splits.py"],
               metrics=["metrics/audit_references.json"], group="audit"),

@@ -7,12 +7,18 @@ Pure: figures in, a decision out (which gates ran, which failed and why). Every 
 * ``utility``     candidate utility ≥ production utility − ``gates.utility_tolerance`` (when there is a
                   production version; each figure is measured on its own window's test split);
 * ``audit``       the audit's ε lower bound ≤ the claimed ε (when ``gates.audit`` and an audit ran): an
-                  empirical lower bound above the claim means the claim is wrong.
+                  empirical lower bound above the claim means the claim is wrong. The bound is the one-run
+                  canary bound fixed in advance (input-space canaries; Steinke et al. for a claim without
+                  δ, the f-DP test's Gaussian reading with δ), at 95 % confidence: on an honest claim it
+                  refuses 5 % of the time at most (its false-alarm rate). Its ceiling (every guess right)
+                  is reported beside it: a claim above the ceiling cannot be refused by this gate.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+AUDIT_FALSE_ALARM = 0.05  # the gate's bound is a 95 % lower bound
 
 
 @dataclass(frozen=True)
@@ -65,5 +71,6 @@ def decide(candidate: Figures, production: Figures | None, *, epsilon_budget: fl
                           f"utility {c.utility:.4f} vs production {production.utility:.4f} − {utility_tolerance:g}"))
     if audit and c.audit_lower_bound is not None:
         gates.append(Gate("audit", c.audit_lower_bound <= c.epsilon,
-                          f"audit ε lower bound {c.audit_lower_bound:.3f} vs claimed {c.epsilon:.3f}"))
+                          f"audit ε lower bound {c.audit_lower_bound:.3f} vs claimed {c.epsilon:.3f} (95 % bound, "
+                          f"false-alarm rate {AUDIT_FALSE_ALARM:.0%})"))
     return Decision(tuple(gates))
