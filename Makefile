@@ -10,7 +10,7 @@ export MLFLOW_SERVER_ENABLE_JOB_EXECUTION := false
 MLFLOW_URI ?= sqlite:///mlflow.db
 
 .PHONY: env run compare audit tune tune-grid retrain simulate ledger serve serve-trigger serve-status serve-stop test \
-        gpp test-fast faults repro ui screenshots bench clean
+        gpp test-fast faults repro rotate-key ui screenshots bench clean
 
 env: $(STAMP)
 
@@ -82,8 +82,13 @@ test-fast: env
 faults: env
 	$(PY) -m pytest tests/flows/test_faults.py -v $(PYTEST_ARGS)
 
+# the signing stages list the agency's public key as an input: make it (once) before DVC checks inputs
 repro: env
-	source $(VENV)/bin/activate && dvc repro
+	source $(VENV)/bin/activate && dprelease key init && dvc repro
+
+# key rotation, one command: retire the agency key, make a new one, re-sign the release folders
+rotate-key: env
+	$(VENV)/bin/dprelease key rotate $(ARGS)
 
 # MLflow 3.17 opens on its GenAI view unless the URL asks for model training: the printed link does
 ui: env

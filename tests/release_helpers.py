@@ -61,3 +61,29 @@ def fails(capsys, release, input_csv, output, *names: str) -> str:
     assert not output.exists()
     assert not list(output.parent.glob(f".{output.name}.*"))  # no temporary sibling left behind
     return err
+
+
+# a tiny signed release, made in seconds (no pipeline run) ------------------------------------------------------------
+CODES, TITLES = ["111", "112", "113"], ["Fractures", "Amputations", "Cuts"]
+
+
+def tiny_release(folder, *, signer, favour: int = 0):
+    """A published (signed) head release with 3 classes whose linear head codes every narrative as class
+    ``favour`` (zero weights, a large bias)."""
+    import torch
+
+    from conftest import tiny_head_backend
+    from dprelease.privacy.guarantee import ppm
+    from dprelease.release import publish, write_release
+
+    backend = tiny_head_backend(classes=3, hidden=0)
+    model = backend.build_model(384)
+    with torch.no_grad():
+        model.net[-1].weight.zero_()
+        model.net[-1].bias.fill_(-4.0)
+        model.net[-1].bias[favour] = 4.0
+    staging = folder.parent / f"{folder.name}-staging"
+    write_release(staging, backend, model, CODES, TITLES, {"guarantee": ppm(1.5, 0.75).as_dict()}, ["release.py"])
+    publish(staging, folder, "# a tiny release\n", signer=signer)
+    shutil.rmtree(staging)
+    return folder
