@@ -3,11 +3,15 @@ as ``dprelease predict``), so ``mlflow.pyfunc.load_model(uri).predict(frame)`` c
 
 Input: a DataFrame with a narrative column (``narrative``, ``Final Narrative`` or ``text``; a frame with a
 single column is taken as it is), a Series or a list of strings. Output: a DataFrame with ``code``,
-``title`` and ``probability`` per narrative. The release folder is the model's only artifact and is
-verified (manifest hashes, shapes) when the model loads.
+``title`` and ``probability`` per narrative. The release folder is the model's only artifact (its
+``release.sig`` included) and is verified (manifest hashes, shapes) when the model loads; with
+``DPRELEASE_AGENCY_KEY`` naming the agency's public key (``agency.pub``) in the loading environment, its
+signature too: a model whose release the agency did not sign does not load.
 """
 
 from __future__ import annotations
+
+import os
 
 import pandas as pd
 import mlflow.pyfunc
@@ -18,6 +22,7 @@ from ..errors import ReleaseError
 from ..release import NARRATIVE_COLUMNS, Coder
 
 ARTIFACT = "release"
+KEY_ENV = "DPRELEASE_AGENCY_KEY"  # the agency's public key file: when set, loading checks the signature
 SIGNATURE = ModelSignature(inputs=Schema([ColSpec("string", "narrative")]),
                            outputs=Schema([ColSpec("string", "code"), ColSpec("string", "title"),
                                            ColSpec("double", "probability")]))
@@ -42,7 +47,7 @@ class AutocoderModel(mlflow.pyfunc.PythonModel):
     """Loads the release folder once; ``predict`` codes narratives on the CPU."""
 
     def load_context(self, context) -> None:
-        self._coder = Coder(context.artifacts[ARTIFACT], device="cpu")
+        self._coder = Coder(context.artifacts[ARTIFACT], device="cpu", key=os.environ.get(KEY_ENV) or None)
 
     def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
         return self._coder(narratives(model_input))
