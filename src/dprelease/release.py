@@ -95,12 +95,6 @@ def verify_release(folder: str | Path) -> dict:
     return _verify(Path(folder))[0]
 
 
-def verified(folder: str | Path) -> tuple[dict, dict]:
-    """:func:`verify_release`, returning the checked ``model.json`` and ``labels.json`` contents."""
-    _, arch, labels = _verify(Path(folder))
-    return arch, labels
-
-
 def _verify(folder: Path) -> tuple[dict, dict, dict]:
     if not folder.exists():
         raise ReleaseError(f"release folder not found: {folder}")

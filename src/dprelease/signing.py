@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import ConfigError, ReleaseError
-from .io import private_dir, write_json
+from .io import atomic_path, private_dir, write_json
 from .locks import file_lock
 from .release_check import MANIFEST, SIGNATURE
 
@@ -208,8 +208,6 @@ def load_public_key(path: str | Path) -> tuple[object, str]:
 def export_public(folder: str | Path, output: str | Path) -> str:
     """Copy the public key to ``output`` (what partners receive); returns the key id."""
     _, kid = load_public_key(Path(folder) / PUBLIC)
-    from .io import atomic_path
-
     with atomic_path(output) as tmp:
         tmp.write_bytes((Path(folder) / PUBLIC).read_bytes())
     return kid
@@ -237,9 +235,9 @@ def check_signature(folder: str | Path, public_key: str | Path, *, shown: str | 
     sig_path, manifest_path = folder / SIGNATURE, folder / MANIFEST
     if not sig_path.is_file() or sig_path.is_symlink():
         raise ReleaseError(f"{shown}: the release is not signed (no {SIGNATURE}); refused because --key was given")
+    if sig_path.stat().st_size != SIGNATURE_BYTES:
+        raise ReleaseError(f"{shown / SIGNATURE}: {sig_path.stat().st_size} bytes, not an Ed25519 signature (64 bytes)")
     signature = sig_path.read_bytes()
-    if len(signature) != SIGNATURE_BYTES:
-        raise ReleaseError(f"{shown / SIGNATURE}: {len(signature)} bytes, not an Ed25519 signature (64 bytes)")
     if not manifest_path.is_file() or manifest_path.stat().st_size > MAX_MANIFEST_BYTES:
         raise ReleaseError(f"{shown}: not a release folder (no usable {MANIFEST})")
     data = manifest_path.read_bytes()
