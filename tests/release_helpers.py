@@ -6,6 +6,7 @@ import json
 import shutil
 
 import pandas as pd
+import pytest
 from dprelease.cli import main as cli
 from dprelease.io import read_json, write_json
 from dprelease.release import file_digests
@@ -87,3 +88,46 @@ def tiny_release(folder, *, signer, favour: int = 0):
     publish(staging, folder, "# a tiny release\n", signer=signer)
     shutil.rmtree(staging)
     return folder
+
+
+
+# a signing agency and its published release, shared by the signing tests -----------------------------------------
+AGENCY = "Test Safety Agency"
+
+
+@pytest.fixture(scope="module")
+def agency(tmp_path_factory):
+    """(key folder, signer) of a fresh agency key."""
+    from dprelease.signing import ensure_key
+
+    keys = tmp_path_factory.mktemp("agency") / "keys"
+    signer, made = ensure_key(keys, signer=AGENCY)
+    assert made
+    return keys, signer
+
+
+@pytest.fixture(scope="module")
+def published(agency, tmp_path_factory):
+    return tiny_release(tmp_path_factory.mktemp("published") / "release", signer=agency[1])
+
+
+@pytest.fixture
+def signed_copy(published, tmp_path):
+    """A private copy of the signed release (tests that tamper work on it)."""
+    dst = tmp_path / "release"
+    shutil.copytree(published, dst)
+    return dst
+
+
+def verify_cli(capsys, folder, key):
+    rc = cli(["verify", "--release", str(folder), "--key", str(key)])
+    out = capsys.readouterr()
+    return rc, out.out.strip(), out.err.strip()
+
+
+def verify_refused(capsys, folder, key, *needles):
+    rc, out, err = verify_cli(capsys, folder, key)
+    assert rc == 2 and out == "" and err.startswith("dprelease: error:") and "\n" not in err, (rc, out, err)
+    for n in needles:
+        assert n in err, err
+    return err
