@@ -13,7 +13,7 @@ MODEL ?= oiics-autocoder
 .DEFAULT_GOAL := help
 
 .PHONY: help env run compare audit tune tune-grid retrain simulate ledger serve serve-trigger serve-status serve-stop test \
-        gpp test-fast faults repro ui serve-model screenshots bench clean chromium dvc-remote
+        gpp test-fast faults repro rotate-key ui serve-model screenshots bench clean chromium dvc-remote
 
 help:  ## this list
 	@echo "make TARGET — dprelease (README: what each does; ARGS=... passes options to a flow)"
@@ -104,8 +104,12 @@ dvc-remote: env  ## DVC's default remote: a private local folder (DVC_REMOTE=pat
 	mkdir -p "$(DVC_REMOTE)" && chmod 700 "$(DVC_REMOTE)"
 	$(VENV)/bin/dvc remote add --local --default --force private "$(DVC_REMOTE)"
 
-repro: env  ## dvc repro: every stage of dvc.yaml
-	source $(VENV)/bin/activate && dvc repro
+# the signing stages list the agency's public key as an input: make it (once) before DVC checks inputs
+repro: env  ## dvc repro: every stage of dvc.yaml (makes the agency's signing key first if missing)
+	source $(VENV)/bin/activate && dprelease key init && dvc repro
+
+rotate-key: env  ## key rotation, one command: retire the agency signing key, make a new one, re-sign the releases
+	$(VENV)/bin/dprelease key rotate $(ARGS)
 
 # MLflow's UI with first-visit defaults (src/dprelease/mlflow_app.py): the model-training view, the headline
 # figures (ε, F1, …) as runs-table columns, no assistant panel

@@ -33,7 +33,8 @@ def check_arms(params: Params) -> None:
         raise ConfigError("compare.arms: swag_ppm_reweighted needs ppm.reweight: true")
 
 
-@flow(name="swag-ppm-compare", task_runner=ThreadPoolTaskRunner(max_workers=2), log_prints=False)
+@flow(name="swag-ppm-compare", task_runner=ThreadPoolTaskRunner(max_workers=2), log_prints=False,
+      persist_result=False)
 def compare_flow(params: dict, root: str = ".", track: bool = True) -> dict:
     p = Params.model_validate(params)
     arms = set(p.compare.arms)

@@ -14,6 +14,7 @@ import time
 
 from dprelease import offline  # noqa: F401  (offline switches before transformers loads)
 from prefect import flow, task
+from prefect.cache_policies import NONE
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from dprelease.config import Params
@@ -23,14 +24,14 @@ from flows import cli
 from tasks.stages import run, submit
 
 
-@task(persist_result=False)
+@task(persist_result=False, cache_policy=NONE)
 def track_nvdp_task(params: dict, root: str) -> str:
     from dprelease.tracking_experiments import log_nvdp_run
 
     return log_nvdp_run(Params.model_validate(params), root)
 
 
-@flow(name="nvdp", task_runner=ThreadPoolTaskRunner(max_workers=2), log_prints=False)
+@flow(name="nvdp", task_runner=ThreadPoolTaskRunner(max_workers=2), log_prints=False, persist_result=False)
 def nvdp_flow(params: dict, root: str = ".", track: bool = True) -> dict:
     p = Params.model_validate(params)
     out: dict = {"timings": {}}

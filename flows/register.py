@@ -75,7 +75,9 @@ def register_release(p: Params, rp: Params, top: Path, where: Path, arm: str, sn
     with mlflow.start_run(run_id=run_id):
         model_uri = mr.log_model(mlflow, lay.release)
         mlflow.set_tag("snapshot", snapshot_file.name)
-    tags = figures_tags(lay, arm) | {"release.digest": digest, "snapshot": snapshot_file.name,
+    signed = read_json(lay.release / "release.json").get("signed_by") or {}
+    tags = figures_tags(lay, arm) | {"release.digest": digest, "release.signer": signed.get("name", "unsigned"),
+                                     "release.key_id": signed.get("key_id", "none"), "snapshot": snapshot_file.name,
                                      "snapshot_sha256": file_hash(snapshot_file), "run_id": run_id}
     version = mr.register(mlflow, name, model_uri, tags)
     train = pd.read_csv(lay.data / "train.csv", dtype=str, keep_default_na=False)

@@ -19,7 +19,7 @@ from tasks.stages import run as run_stage_task
 from tasks.stages import track_task
 
 
-@flow(name="swag-ppm-release", log_prints=False)
+@flow(name="swag-ppm-release", log_prints=False, persist_result=False)
 def release_flow(params: dict, root: str = ".", track: bool = True) -> dict:
     p = Params.model_validate(params)
     out: dict = {"timings": {}}

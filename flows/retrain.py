@@ -39,6 +39,7 @@ from dprelease.headline import headline, markdown
 from dprelease.io import file_hash, read_json, write_json
 from dprelease.locks import root_lock
 from dprelease.privacy import secret
+from dprelease.signing import key_folder
 from dprelease.service.ledger import Ledger
 from dprelease.service.snapshots import cut_windows, snapshot_id
 from flows import cli, runners
@@ -127,8 +128,11 @@ def push_snapshot(root: Path, rel: Path) -> str | None:
 
 
 def run_params(base: Params, rel: Path) -> Params:
-    """The run folder's params: the project's, reading the snapshot (``../../../`` back to the root)."""
-    return parse_params(base.model_dump(mode="json"), {"data.path": str(Path("../../..") / rel)})
+    """The run folder's params: the project's, reading the snapshot and signing with the project's agency
+    key (``../../../`` back to the root)."""
+    up = Path("../../..")
+    return parse_params(base.model_dump(mode="json"), {"data.path": str(up / rel),
+                                                      "signing_key": str(up / key_folder(base, "."))})
 
 
 @flow(name="retrain", flow_run_name=run_name, log_prints=False, persist_result=False)

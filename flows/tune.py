@@ -20,31 +20,36 @@ from pathlib import Path
 
 from dprelease import offline  # noqa: F401  (offline switches before transformers loads)
 from prefect import flow, task
+from prefect.cache_policies import NONE
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from dprelease import registry
 from dprelease.config import Params, parse_params
 from dprelease.io import read_json
 from dprelease.reports.tune import write_tune_report
+from dprelease.signing import key_folder
 from dprelease.swag_ppm.tuning import Outcome, Requirements, Steps, choose, decide
 from flows import cli, runners
 from tasks.stages import run
 
 
-def cell_params(base: dict, c: float, epochs: int, data_path: str) -> Params:
+def cell_params(base: dict, c: float, epochs: int, data_path: str, *, signing_key: str | None = None) -> Params:
+    """A cell's params; ``signing_key``: the project's key folder (a cell signs with the agency key, never
+    with one of its own)."""
     backend = base["model"]["backend"]
-    return parse_params(base, {"ppm.c": c, f"model.{backend}.finetune.epochs": epochs, "data.path": data_path})
+    key = {"signing_key": signing_key} if signing_key else {}
+    return parse_params(base, {"ppm.c": c, f"model.{backend}.finetune.epochs": epochs, "data.path": data_path} | key)
 
 
 def cell_root(root: str, c: float, epochs: int) -> Path:
     return Path(root) / "runs" / "tune" / f"c{c:g}_ft{epochs}"
 
 
-@task(persist_result=False, task_run_name="cell c={c} FT={epochs}")
+@task(persist_result=False, cache_policy=NONE, task_run_name="cell c={c} FT={epochs}")
 def cell_task(base: dict, root: str, c: float, epochs: int) -> dict:
     """One SWAG-PPM run (all release stages) with c and FT epochs set; returns its outcome."""
     data_path = str((Path(root) / base["data"]["path"]).resolve())
-    p = cell_params(base, c, epochs, data_path)
+    p = cell_params(base, c, epochs, data_path, signing_key=str(key_folder(parse_params(base), root).resolve()))
     where = cell_root(root, c, epochs)
     where.mkdir(parents=True, exist_ok=True)
     for spec in registry.group(p, "release"):
@@ -67,7 +72,8 @@ def _setup(p: Params, root: str) -> tuple[Requirements, Steps, dict]:
     return req, steps, read_json(base_root / "metrics/nonprivate.json")
 
 
-@flow(name="swag-ppm-tune", task_runner=ThreadPoolTaskRunner(max_workers=2), log_prints=False)
+@flow(name="swag-ppm-tune", task_runner=ThreadPoolTaskRunner(max_workers=2), log_prints=False,
+      persist_result=False)
 def tune_flow(params: dict, root: str = ".", mode: str = "search", track: bool = True) -> dict:
     p = Params.model_validate(params)
     with runners.on_dask():  # on a Dask runner: grid cells on workers, search cells' pass chunks on the cluster

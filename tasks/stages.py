@@ -2,8 +2,14 @@
 
 The cache key is :func:`dprelease.cache.input_key` (params the stage reads, content hashes of its
 inputs, its declared code). A completion stamp next to the artifacts says which key produced the
-outputs on disk; if they are missing or came from another key, the task runs again and refreshes the
-cache. Finished outputs go to the stage store, shared by every root this Prefect home serves.
+outputs on disk (and the summary that run returned): if they are current, the task returns that summary;
+if they are missing or came from another key, it restores them from the stage store (verified) or runs
+the stage. Finished outputs go to the stage store, shared by every root this Prefect home serves.
+
+Prefect itself persists no result and caches nothing here (``persist_result=False``, no cache policy):
+Prefect deserializes a stored result with the serializer named *inside* the file, so a replaced result
+file naming pickle would run code when read back. With nothing persisted, nothing is ever read back; the
+stamps and the stage store (JSON and hashed files, never unpickled) are the only cache.
 """
 
 from __future__ import annotations
@@ -11,11 +17,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from dprelease import offline  # noqa: F401  (before anything loads transformers)
-from dprelease import cache, registry, stage_store
+from dprelease import cache, registry, signing, stage_store
 from dprelease.config import Params
 from dprelease.io import private_dir
 from dprelease.registry import run_stage
 from prefect import task
+from prefect.cache_policies import NONE
 from prefect.settings import PREFECT_HOME
 
 from . import server_guard
@@ -23,39 +30,38 @@ from . import server_guard
 server_guard.install()
 
 
-def _cache_key(_context, parameters: dict) -> str:
-    return parameters["key"]
-
-
 def store_dir() -> Path:
     """Finished stage outputs by input key, shared by every root this Prefect home serves."""
     return Path(PREFECT_HOME.value()) / "stage-store"
 
 
-@task(cache_key_fn=_cache_key, persist_result=True, result_serializer="json")
+@task(persist_result=False, cache_policy=NONE)
 def stage_task(name: str, params: dict, root: str, key: str) -> dict:
-    """Restore the stage's outputs from the store (verified) or run it and store them. Results are
-    persisted as JSON (never pickle: a replaced result file must not be able to run code)."""
+    """The summary of the current outputs (stamp), or restore them from the store (verified), or run the
+    stage and store them. Nothing is persisted by Prefect (see the module docstring)."""
     p = Params.model_validate(params)
     stage = registry.get(p, name)
     private_dir(Path(root) / p.artifacts)
+    summary = cache.current_summary(stage, p, key, root)
+    if summary is not None:
+        return summary
     summary = stage_store.restore(store_dir(), key, Path(root)) if stage.shared else None
     if summary is None:
         summary = run_stage(name, p, root)
-        if stage.shared:
+        if stage.shared:  # a stage standing for a private file outside its key (the secret) is never shared
             stage_store.save(store_dir(), key, stage.produced, Path(root), summary)
-    cache.mark_done(stage, p, key, root)
+    cache.mark_done(stage, p, key, root, summary)
     return summary
 
 
-@task(persist_result=False)
+@task(persist_result=False, cache_policy=NONE)
 def track_task(params: dict, root: str, run_name: str | None = None, timings: dict | None = None) -> str:
     from dprelease.tracking import log_pipeline_run
 
     return log_pipeline_run(Params.model_validate(params), root, run_name, timings=timings)
 
 
-@task(persist_result=False)
+@task(persist_result=False, cache_policy=NONE)
 def track_compare_task(params: dict, root: str) -> str:
     from dprelease.tracking import log_compare_run
 
@@ -64,9 +70,10 @@ def track_compare_task(params: dict, root: str) -> str:
 
 def _prepared(name: str, params: Params, root: str | Path):
     stage = registry.get(params, name)
+    if signing.public_key_dep(params) in stage.deps:  # it signs: the key exists before its hash enters the key
+        signing.ensure_key(signing.key_folder(params, root))
     key = cache.input_key(stage, params, root)
-    fresh = not cache.is_current(stage, params, key, root)
-    t = stage_task.with_options(name=name, task_run_name=name, refresh_cache=fresh)
+    t = stage_task.with_options(name=name, task_run_name=name)
     return t, (name, params.model_dump(mode="json"), str(root), key)
 
 

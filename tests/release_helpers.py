@@ -6,6 +6,7 @@ import json
 import shutil
 
 import pandas as pd
+import pytest
 from dprelease.cli import main as cli
 from dprelease.io import read_json, write_json
 from dprelease.release import file_digests
@@ -60,4 +61,73 @@ def fails(capsys, release, input_csv, output, *names: str) -> str:
         assert name in err, f"{name!r} not named in: {err}"
     assert not output.exists()
     assert not list(output.parent.glob(f".{output.name}.*"))  # no temporary sibling left behind
+    return err
+
+
+# a tiny signed release, made in seconds (no pipeline run) ------------------------------------------------------------
+CODES, TITLES = ["111", "112", "113"], ["Fractures", "Amputations", "Cuts"]
+
+
+def tiny_release(folder, *, signer, favour: int = 0):
+    """A published (signed) head release with 3 classes whose linear head codes every narrative as class
+    ``favour`` (zero weights, a large bias)."""
+    import torch
+
+    from conftest import tiny_head_backend
+    from dprelease.privacy.guarantee import ppm
+    from dprelease.release import publish, write_release
+
+    backend = tiny_head_backend(classes=3, hidden=0)
+    model = backend.build_model(384)
+    with torch.no_grad():
+        model.net[-1].weight.zero_()
+        model.net[-1].bias.fill_(-4.0)
+        model.net[-1].bias[favour] = 4.0
+    staging = folder.parent / f"{folder.name}-staging"
+    write_release(staging, backend, model, CODES, TITLES, {"guarantee": ppm(1.5, 0.75).as_dict()}, ["release.py"])
+    publish(staging, folder, "# a tiny release\n", signer=signer)
+    shutil.rmtree(staging)
+    return folder
+
+
+
+# a signing agency and its published release, shared by the signing tests -----------------------------------------
+AGENCY = "Test Safety Agency"
+
+
+@pytest.fixture(scope="module")
+def agency(tmp_path_factory):
+    """(key folder, signer) of a fresh agency key."""
+    from dprelease.signing import ensure_key
+
+    keys = tmp_path_factory.mktemp("agency") / "keys"
+    signer, made = ensure_key(keys, signer=AGENCY)
+    assert made
+    return keys, signer
+
+
+@pytest.fixture(scope="module")
+def published(agency, tmp_path_factory):
+    return tiny_release(tmp_path_factory.mktemp("published") / "release", signer=agency[1])
+
+
+@pytest.fixture
+def signed_copy(published, tmp_path):
+    """A private copy of the signed release (tests that tamper work on it)."""
+    dst = tmp_path / "release"
+    shutil.copytree(published, dst)
+    return dst
+
+
+def verify_cli(capsys, folder, key):
+    rc = cli(["verify", "--release", str(folder), "--key", str(key)])
+    out = capsys.readouterr()
+    return rc, out.out.strip(), out.err.strip()
+
+
+def verify_refused(capsys, folder, key, *needles):
+    rc, out, err = verify_cli(capsys, folder, key)
+    assert rc == 2 and out == "" and err.startswith("dprelease: error:") and "\n" not in err, (rc, out, err)
+    for n in needles:
+        assert n in err, err
     return err

@@ -9,6 +9,7 @@ their roots (``arms_run`` in conftest, or a copy made here), so nothing is writt
 from __future__ import annotations
 
 import math
+import stat
 from types import SimpleNamespace
 
 import pandas as pd
@@ -69,6 +70,22 @@ def test_arms_write_metrics_with_f1_in_range(arms_run):
     sweep = read_json(arms_run.path("metrics/dpsgd_sweep.json"))
     for row in sweep["rows"]:
         assert 0.0 <= row["weighted_f1"] <= 1.0 and 0.0 <= row["macro_f1"] <= 1.0, row
+
+
+@pytest.mark.parametrize("run", ["arms_run", "noreweight_run"])
+def test_every_private_artifact_is_owner_only(request, run):
+    """The probe: arm models (``artifacts/arms/*/model``, release-format folders never shared, non-private
+    arm included) were 0755/0644. Every path under the artifacts — arm models, skip markers, the folders
+    between — is 0700 (folders) or 0600 (files)."""
+    r = request.getfixturevalue(run)
+    art = r.path(r.params.artifacts)
+    if run == "arms_run":
+        assert {p.parent.name for p in art.glob("arms/*/model")} >= {"nonprivate", "swag_ppm", "dpsgd"}
+    paths = [art, *art.rglob("*")]
+    assert len(paths) > 20
+    bad = [f"{p.relative_to(art)} {stat.S_IMODE(p.stat().st_mode):04o}" for p in paths
+           if stat.S_IMODE(p.stat().st_mode) != (0o700 if p.is_dir() else 0o600)]
+    assert bad == []
 
 
 def test_nonprivate_is_not_private(arms_run):

@@ -96,11 +96,16 @@ def test_manifest_fields(head_run):
 
 @pytest.mark.parametrize("backend", ["head", "full"])
 def test_manifest_lists_every_file_with_its_sha256(request, backend):
-    """``files``: every other file of the folder → its sha256, so a partner can detect tampering."""
-    folder = _release(request.getfixturevalue(f"{backend}_run"))
+    """``files``: every other file of the folder (but the signature of the manifest itself) → its sha256, so
+    a partner can detect tampering; ``release.sig`` signs the manifest with the run's agency key."""
+    run = request.getfixturevalue(f"{backend}_run")
+    folder = _release(run)
     manifest = read_json(folder / "release.json")
     names = {p.relative_to(folder).as_posix() for p in _files(folder)}
-    assert set(manifest["files"]) == names - {"release.json"}
+    assert set(manifest["files"]) == names - {"release.json", "release.sig"}
+    from dprelease.signing import PUBLIC, check_signature, key_folder
+
+    assert check_signature(folder, key_folder(run.params, run.root) / PUBLIC)["key_id"] == manifest["signed_by"]["key_id"]
     for name, digest in manifest["files"].items():
         assert digest == hashlib.sha256((folder / name).read_bytes()).hexdigest(), name
     assert {"guarantee", "model", "code_version"} <= set(manifest)

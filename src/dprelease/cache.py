@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from .config import Params
-from .io import file_hash, read_json, write_json
+from .io import file_hash, private_dir, read_json, write_json
 from .stage import Stage, pick
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -73,14 +73,33 @@ def _out_hashes(stage: Stage, root: Path) -> dict[str, str] | None:
     return hashes
 
 
-def is_current(stage: Stage, params: Params, key: str, root: str | Path = ".") -> bool:
-    """True if the outputs on disk are exactly those a run with this input key produced."""
+def _recorded(stage: Stage, params: Params, key: str, root: Path) -> dict | None:
+    """The stamp, if the outputs on disk are exactly those a run with this input key produced."""
     stamp = _stamp_path(params, Path(root), stage.name)
     if not stamp.is_file():
-        return False
-    recorded = read_json(stamp)
-    return recorded.get("key") == key and recorded.get("outs") == _out_hashes(stage, Path(root))
+        return None
+    try:
+        recorded = read_json(stamp)
+    except ValueError:
+        return None
+    ok = isinstance(recorded, dict) and recorded.get("key") == key and recorded.get("outs") == _out_hashes(stage, root)
+    return recorded if ok else None
 
 
-def mark_done(stage: Stage, params: Params, key: str, root: str | Path = ".") -> None:
-    write_json(_stamp_path(params, Path(root), stage.name), {"key": key, "outs": _out_hashes(stage, Path(root))})
+def is_current(stage: Stage, params: Params, key: str, root: str | Path = ".") -> bool:
+    """True if the outputs on disk are exactly those a run with this input key produced."""
+    return _recorded(stage, params, key, Path(root)) is not None
+
+
+def current_summary(stage: Stage, params: Params, key: str, root: str | Path = ".") -> dict | None:
+    """The summary the run that made the current outputs returned (None: not current, or not recorded)."""
+    recorded = _recorded(stage, params, key, Path(root))
+    summary = recorded.get("summary") if recorded else None
+    return summary if isinstance(summary, dict) else None
+
+
+def mark_done(stage: Stage, params: Params, key: str, root: str | Path = ".", summary: dict | None = None) -> None:
+    """Record which key made the outputs on disk (and the run's public summary); private like the artifacts."""
+    stamp = _stamp_path(params, Path(root), stage.name)
+    private_dir(stamp.parent)
+    write_json(stamp, {"key": key, "outs": _out_hashes(stage, Path(root)), "summary": summary}, private=True)

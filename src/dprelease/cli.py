@@ -1,5 +1,6 @@
 """Command line: ``dprelease stage NAME`` (what dvc.yaml runs), ``dprelease predict``, ``dprelease sanitize``,
-``dprelease track``, ``dprelease dvc-yaml`` and ``dprelease secret init|rotate|show``."""
+``dprelease verify`` (a release's signature), ``dprelease key`` (the agency signing key), ``dprelease track``,
+``dprelease dvc-yaml`` and ``dprelease secret init|rotate|show`` (the randomness key)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,10 @@ def main(argv: list[str] | None = None) -> int:
     pr.add_argument("--device", default="cpu", help="torch device for scoring: cpu (default), cuda or mps")
     pr.add_argument("--encoding", choices=("auto", "utf-8", "cp1252"), default="auto",
                     help="input CSV encoding; auto: UTF-8, or cp1252 for a file with no UTF-8 multi-byte text")
+    pr.add_argument("--key", default=None, help=KEY_HELP)
+    pr.add_argument("--column-prefix", default="",
+                    help="put this before the new columns' names (code, title, probability): for an input that "
+                         "already has columns of those names, which predict never overwrites")
     sa = sub.add_parser("sanitize", help="privatize narratives with a sanitizer release (one draw each, parquet)")
     sa.add_argument("--release", required=True, help="the sanitizer release folder")
     sa.add_argument("--input", required=True, help="a CSV of narratives to privatize")
@@ -36,6 +41,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="input CSV encoding; auto: UTF-8, or cp1252 for a file with no UTF-8 multi-byte text")
     sa.add_argument("--seed", type=int, default=None,
                     help="for tests only: a known seed lets anyone who knows it undo the noise (default: OS entropy)")
+    sa.add_argument("--key", default=None, help=KEY_HELP)
+    ve = sub.add_parser("verify", help="check a release folder's signature and files against the agency's public key")
+    ve.add_argument("--release", required=True)
+    ve.add_argument("--key", required=True, help="the agency's public key (agency.pub)")
+    ke = sub.add_parser("key", help="the agency signing key: init (once), show, export (the public key), rotate")
+    ke.add_argument("action", choices=("init", "show", "export", "rotate"))
+    ke.add_argument("--params", default="params.yaml")
+    ke.add_argument("--signer", default=None, help="the name releases are signed as (init, rotate)")
+    ke.add_argument("--output", default=None, help="export: where to write the public key (e.g. agency.pub)")
     dv = sub.add_parser("dvc-yaml", help="regenerate dvc.yaml from the stage registry")
     dv.add_argument("--params", default="params.yaml", help="the params file (default: params.yaml)")
     dv.add_argument("--output", default="dvc.yaml", help="where to write it (default: dvc.yaml)")
@@ -60,17 +74,29 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "predict":
             from .release import predict
 
-            n = predict(args.release, args.input, args.output, args.text_column, args.device, args.encoding)
+            n = predict(args.release, args.input, args.output, args.text_column, args.device, args.encoding,
+                        key=args.key, column_prefix=args.column_prefix)
             print(f"coded {n} narratives -> {args.output}")
+            _unsigned_note(args.key)
         elif args.command == "sanitize":
             from .registry import sanitizer
             from .sanitizer import sanitize_file
 
             n, meta = sanitize_file(args.release, args.input, args.output, lookup=sanitizer,
-                                    text_column=args.text_column, encoding=args.encoding, seed=args.seed)
+                                    text_column=args.text_column, encoding=args.encoding, seed=args.seed, key=args.key)
             eps = (f", ε={meta['epsilon']:.4g}" if isinstance(meta.get("epsilon"), (int, float))
                    else f", no ε claimed (guarantee: {meta.get('guarantee')})")
             print(f"sanitized {n} narratives with the {meta['mechanism']} release{eps} -> {args.output}")
+            _unsigned_note(args.key)
+        elif args.command == "verify":
+            from .verify import summary, verify_folder
+
+            print(summary(verify_folder(args.release, args.key)))
+        elif args.command == "key":
+            from .keys_cli import key_command
+
+            for line in key_command(args.action, load_params(args.params), signer=args.signer, output=args.output):
+                print(line)
         elif args.command == "dvc-yaml":
             import yaml
 
@@ -107,6 +133,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dprelease: error: {msg}", file=sys.stderr)
         return 2
     return 0
+
+
+KEY_HELP = ("the agency's public key (agency.pub): refuse a release it did not sign; without it the files are "
+            "checked against the manifest, not who published them")
+
+
+def _unsigned_note(key) -> None:
+    if key is None:
+        print("dprelease: note: no --key given: the release's files match its manifest, but who signed it was not "
+              "checked (see `dprelease verify`)", file=sys.stderr)
 
 
 def _fmt(v) -> str:

@@ -309,6 +309,7 @@ class Params(_Strict):
     artifacts: str = "artifacts"
     release: str = "release"
     force_release_path: bool = Field(False, description="allow replacing an existing folder that is not a release")
+    signing_key: str | None = Field(None, description="the agency signing key folder (default <artifacts>/keys)")
     data: DataParams = DataParams()
     features: FeatureParams = FeatureParams()
     model: ModelParams = ModelParams()

@@ -26,8 +26,9 @@ os.umask(_UMASK)
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
-    """Yield a temporary path next to ``path``; rename it onto ``path`` only if the block succeeds."""
+def atomic_path(path: str | Path, *, private: bool = False) -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; rename it onto ``path`` only if the block succeeds.
+    ``private``: the file 0600 (its folder is the caller's to make private)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -35,7 +36,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
-        os.chmod(tmp_path, 0o666 & ~_UMASK)
+        os.chmod(tmp_path, 0o600 if private else 0o666 & ~_UMASK)
         os.replace(tmp_path, path)
     finally:
         if tmp_path.exists():
@@ -54,6 +55,22 @@ def make_private(path: str | Path) -> None:
             os.chmod(p, 0o700 if p.is_dir() else 0o600)
     elif path.exists():
         os.chmod(path, 0o600)
+
+
+def make_private_within(base: str | Path, path: str | Path) -> None:
+    """:func:`make_private` on ``path`` if it lies inside ``base`` (a stage output under the artifacts), and
+    the folders between them 0700 (``mkdir(parents=True)`` makes them with the umask's mode)."""
+    base, path = Path(base).resolve(), Path(path)
+    if not path.exists() or path.is_symlink():
+        return
+    full = path.resolve()
+    if full != base and base not in full.parents:
+        return
+    make_private(full)
+    for parent in full.parents:
+        if parent == base:
+            break
+        os.chmod(parent, 0o700)
 
 
 def private_dir(path: str | Path) -> Path:
@@ -108,8 +125,8 @@ def clean_leftovers(folder: str | Path) -> list[Path]:
     return removed
 
 
-def write_json(path: str | Path, obj: Any) -> None:
-    with atomic_path(path) as tmp:
+def write_json(path: str | Path, obj: Any, *, private: bool = False) -> None:
+    with atomic_path(path, private=private) as tmp:
         tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n", encoding="utf-8")
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from .cache import code_files
 from .config import Params
 from .errors import ReleaseError
-from .io import private_dir
+from .io import make_private_within, private_dir
 from .data import stages as data_stages
 from .dpsgd import stages as dpsgd_stages
 from .gpp import stages as gpp_stages
@@ -57,8 +57,11 @@ def group(params: Params, name: str, active_only: bool = True) -> list[Stage]:
 def run_stage(name: str, params: Params, root: str | Path = ".") -> dict:
     """Run one stage by name (what ``dprelease stage NAME`` and the Prefect tasks call)."""
     stage = get(params, name)
-    private_dir(Path(root) / params.artifacts)  # owner-only: narratives, embeddings, moments, weights
-    return stage.run(params, root)
+    artifacts = private_dir(Path(root) / params.artifacts)  # owner-only: narratives, embeddings, moments, weights
+    summary = stage.run(params, root)
+    for out in stage.produced:  # whatever wrote them: every output under the artifacts 0700 / 0600
+        make_private_within(artifacts, Path(root) / out)
+    return summary
 
 
 Runner.run = run_stage

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -26,22 +27,27 @@ from .data.records import read_csv
 from .data.splits import label_info
 from .errors import ReleaseError
 from .io import atomic_dir, atomic_path, write_json
-from .release_check import (ALLOWED, MANIFEST, check_hashes, check_labels, check_release_folder, check_shapes,
-                            file_digests, read_json_object, release_files, safetensors_header)
+from .outputs import check_output, new_columns, require_rows
+from .release_check import (ALLOWED, MANIFEST, UNLISTED, check_hashes, check_labels, check_release_folder,
+                            check_shapes, file_digests, read_json_object, release_files, safetensors_header, shown_as,
+                            snapshot)
+from .signing import Signer, check_signature, sign_folder
 
 CARD = "README.md"
 
 PREDICT_BATCH = 512  # narratives scored at once: memory stays bounded however long the input
 PROGRESS_MIN_ROWS = 2000  # smaller inputs get no progress bar (nor does a non-TTY stderr)
 NARRATIVE_COLUMNS = ("Final Narrative", "narrative", "text")
+CODED_COLUMNS = ("code", "title", "probability")  # what predict adds (with --column-prefix before each)
 
 
 def write_release(folder: Path, backend, model, codes: list[str], titles: list[str], manifest: dict,
-                  code: list[str]) -> None:
+                  code: list[str], *, private: bool = False) -> None:
     """Write a release folder whole. ``manifest`` carries the guarantee record and public config;
     ``code`` is the code that made the release (package-relative, hashed into ``code_version``).
-    The manifest's ``files`` records the sha256 of every other file in the folder."""
-    with atomic_dir(folder) as tmp:
+    The manifest's ``files`` records the sha256 of every other file in the folder. ``private``: a folder
+    that is never shared (an arm's model), owner-only like every private artifact."""
+    with atomic_dir(folder, private=private) as tmp:
         model_entry = backend.write_release_model(model, tmp)
         write_json(tmp / "labels.json", {"codes": codes, "titles": titles})
         write_json(tmp / MANIFEST, manifest | {"model": model_entry, "files": file_digests(tmp),
@@ -49,17 +55,18 @@ def write_release(folder: Path, backend, model, codes: list[str], titles: list[s
         check_release_folder(tmp)
 
 
-def publish(staging: Path, folder: Path, card: str) -> None:
+def publish(staging: Path, folder: Path, card: str, *, signer: Signer) -> None:
     """The shared release folder: a verified staging release plus its model card, with ``files`` in the
-    manifest re-computed to cover the card. Written whole (atomic)."""
+    manifest re-computed to cover the card, signed by ``signer``. Written whole (atomic)."""
     manifest = verify_release(staging)
     with atomic_dir(folder) as tmp:
         for rel in release_files(staging):
-            if rel != MANIFEST:
+            if rel not in UNLISTED:
                 (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(staging / rel, tmp / rel)
         (tmp / CARD).write_text(card, encoding="utf-8")
         write_json(tmp / MANIFEST, manifest | {"files": file_digests(tmp)})
+        sign_folder(tmp, signer)
         check_release_folder(tmp)
 
 
@@ -72,7 +79,7 @@ def arm_model_dir(params, arm: str) -> str:
 def write_arm_model(lay, arm: str, backend, model, guarantee, code: list[str]) -> None:
     labels = label_info(lay)
     write_release(lay.artifacts / "arms" / arm / "model", backend, model, labels["codes"], labels["titles"],
-                  {"guarantee": guarantee.as_dict(), "arm": arm}, code)
+                  {"guarantee": guarantee.as_dict(), "arm": arm}, code, private=True)
 
 
 def load_release_model(folder: str | Path, device: str | torch.device = "cpu") -> tuple[dict, dict, torch.nn.Module]:
@@ -86,12 +93,6 @@ def load_release_model(folder: str | Path, device: str | torch.device = "cpu") -
 def verify_release(folder: str | Path) -> dict:
     """Everything that can be checked without loading the weights; returns the parsed manifest."""
     return _verify(Path(folder))[0]
-
-
-def verified(folder: str | Path) -> tuple[dict, dict]:
-    """:func:`verify_release`, returning the checked ``model.json`` and ``labels.json`` contents."""
-    _, arch, labels = _verify(Path(folder))
-    return arch, labels
 
 
 def _verify(folder: Path) -> tuple[dict, dict, dict]:
@@ -123,19 +124,30 @@ def _verify(folder: Path) -> tuple[dict, dict, dict]:
 
 
 class Coder:
-    """A release that codes lists of narratives (``predict`` and the MLflow model use it). The folder is
-    verified (manifest hashes, allow-list, dimensions, shapes) when the Coder is made; the weights load on
-    the first call, once."""
+    """A release that codes lists of narratives (``predict`` and the MLflow model use it). When the Coder is
+    made, the folder's files are read once into a private copy, and that copy is verified (``key``: the
+    agency's signature first, then manifest hashes, allow-list, dimensions, shapes); the weights load from
+    the copy on the first call, once (then the copy is removed), so the files loaded are the files checked."""
 
-    def __init__(self, release: str | Path, device: str = "cpu") -> None:
+    def __init__(self, release: str | Path, device: str = "cpu", *, key: str | Path | None = None) -> None:
         self.release, self.device = Path(release), _device(device)
-        self.arch, self.labels = verified(self.release)
+        self._copy = tempfile.TemporaryDirectory(prefix="dprelease-release-")
+        self.folder = Path(self._copy.name)
+        try:
+            with shown_as(self.folder, self.release):
+                snapshot(self.release, self.folder)
+                self.signature = check_signature(self.folder, key, shown=self.release) if key is not None else None
+                _, self.arch, self.labels = _verify(self.folder)
+        except BaseException:
+            self._copy.cleanup()
+            raise
         self._score = None
 
     def __call__(self, texts: list[str]) -> pd.DataFrame:
         """code, title and probability of the arg-max class per narrative."""
         if self._score is None:
-            self._score = backend_class(self.arch["backend"]).release_scorer(self.release, self.arch, self.device)
+            self._score = backend_class(self.arch["backend"]).release_scorer(self.folder, self.arch, self.device)
+            self._copy.cleanup()  # everything is loaded: the copy has done its work
         prob, idx = _score_batches(self._score, texts, len(self.labels["codes"]), self.release)
         return pd.DataFrame({"code": [self.labels["codes"][i] for i in idx.tolist()],
                              "title": [self.labels["titles"][i] for i in idx.tolist()],
@@ -143,19 +155,23 @@ class Coder:
 
 
 def predict(release: str | Path, input_csv: str | Path, output_csv: str | Path, text_column: str | None = None,
-            device: str = "cpu", encoding: str = "auto") -> int:
-    """Code every narrative of ``input_csv``; write its columns plus code, title, probability. Returns the
-    row count. The release is verified (manifest hashes, allow-list, dimensions, tensor shapes) before any
-    weight is loaded; every problem is a one-line :class:`ReleaseError` (or ``DataError`` for the input)."""
-    output_csv = Path(output_csv)
-    if output_csv.is_dir():
-        raise ReleaseError(f"{output_csv}: output path is an existing directory; give a file name")
-    coder = Coder(release, device)  # device and folder checked; no weight loaded yet
+            device: str = "cpu", encoding: str = "auto", *, key: str | Path | None = None,
+            column_prefix: str = "") -> int:
+    """Code every narrative of ``input_csv``; write its columns plus code, title, probability (each name
+    after ``column_prefix``). Returns the row count. The release is verified (``key``: its signature; then
+    manifest hashes, allow-list, dimensions, tensor shapes) before any weight is loaded; the output path
+    and the new columns are checked before anything is coded (:mod:`dprelease.outputs`); every problem is
+    a one-line :class:`ReleaseError` (or ``DataError`` for the input), with nothing written."""
+    output_csv = check_output(output_csv, input_file=input_csv, release=release)
+    coder = Coder(release, device, key=key)  # device and folder checked; no weight loaded yet
     df, texts = read_narratives(Path(input_csv), text_column, encoding)
+    columns = new_columns(df.columns, CODED_COLUMNS, column_prefix, input_csv)
+    require_rows(len(texts), input_csv)
     coded = coder(texts)
     out = df.copy()
-    for column in coded.columns:
-        out[column] = coded[column].to_numpy()
+    for name, column in zip(columns, coded.columns):
+        out[name] = coded[column].to_numpy()
+    check_output(output_csv, input_file=input_csv, release=release)  # again: the path may have changed since
     try:
         with atomic_path(output_csv) as tmp:
             out.to_csv(tmp, index=False)

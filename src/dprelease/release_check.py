@@ -13,20 +13,27 @@ non-finite ones. Every problem is a one-line :class:`ReleaseError` naming the fi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
 import re
+import shutil
+import stat
 from pathlib import Path
+from typing import Iterator
 
 import torch
 
 from .errors import ReleaseError
 from .io import file_hash
 
-ALLOWED = {"model.safetensors", "model.json", "labels.json", "release.json", "README.md", "config.json",
+ALLOWED = {"model.safetensors", "model.json", "labels.json", "release.json", "release.sig", "README.md", "config.json",
            "tokenizer/tokenizer.json", "tokenizer/tokenizer_config.json", "tokenizer/special_tokens_map.json",
            "tokenizer/vocab.txt"}
 MANIFEST = "release.json"
+SIGNATURE = "release.sig"  # the agency's signature of the manifest (dprelease.signing); not listed in it
+UNLISTED = {MANIFEST, SIGNATURE}
 
 # The one place the dimensions a release may declare are bounded (inclusive). Generous for any
 # MiniLM/BERT-base-sized release; anything outside is refused before a tensor is allocated.
@@ -53,8 +60,8 @@ def release_files(folder: Path) -> list[str]:
 
 
 def file_digests(folder: Path) -> dict[str, str]:
-    """sha256 of every file in the folder except the manifest itself."""
-    return {rel: file_hash(Path(folder) / rel) for rel in release_files(folder) if rel != MANIFEST}
+    """sha256 of every file in the folder except the manifest itself and its signature."""
+    return {rel: file_hash(Path(folder) / rel) for rel in release_files(folder) if rel not in UNLISTED}
 
 
 def check_release_folder(folder: Path) -> None:
@@ -73,13 +80,13 @@ def check_hashes(folder: Path, files: dict[str, str]) -> None:
         if (folder / rel).is_symlink():
             raise ReleaseError(f"{folder / rel}: is a symbolic link (a release holds plain files only)")
     listed = set(files)
-    bad = sorted(listed - (ALLOWED - {MANIFEST}))
+    bad = sorted(listed - (ALLOWED - UNLISTED))
     if bad:
         raise ReleaseError(f"{folder / MANIFEST}: lists files a release may not hold: {', '.join(bad)}")
     missing = sorted(listed - set(present))
     if missing:
         raise ReleaseError(f"{folder}: file(s) listed in {MANIFEST} are missing: {', '.join(missing)}")
-    unlisted = sorted(set(present) - listed - {MANIFEST})
+    unlisted = sorted(set(present) - listed - UNLISTED)
     if unlisted:
         raise ReleaseError(f"{folder}: file(s) not listed in {MANIFEST}: {', '.join(unlisted)}")
     for rel in sorted(listed):
@@ -87,6 +94,45 @@ def check_hashes(folder: Path, files: dict[str, str]) -> None:
             raise ReleaseError(f"{folder / MANIFEST}: {rel}: not a sha256 hex digest: {files[rel][:80]!r}")
         if file_hash(folder / rel) != files[rel]:
             raise ReleaseError(f"{folder / rel}: sha256 does not match {MANIFEST} (tampered or corrupt)")
+
+
+def snapshot(folder: Path, dest: Path) -> None:
+    """Copy a release folder's files into ``dest`` (a private folder of this process), reading each file
+    once. What is verified and loaded afterwards is that copy, so a folder changed meanwhile (a release
+    republished during `predict`) cannot mix files. Refuses before copying what the checks would refuse by
+    name: links, anything but plain files, names outside the allow-list."""
+    folder, dest = Path(folder), Path(dest)
+    if not folder.exists():
+        raise ReleaseError(f"release folder not found: {folder}")
+    if not folder.is_dir():
+        raise ReleaseError(f"not a release folder (not a directory): {folder}")
+    if (folder / MANIFEST).is_symlink():
+        raise ReleaseError(f"{folder / MANIFEST}: is a symbolic link (a release holds plain files only)")
+    if not (folder / MANIFEST).is_file():
+        raise ReleaseError(f"not a release folder (no {MANIFEST}): {folder}")
+    check_release_folder(folder)
+    for rel in release_files(folder):
+        try:
+            fd = os.open(folder / rel, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError as e:
+            what = "is a symbolic link (a release holds plain files only)" if (folder / rel).is_symlink() \
+                else f"cannot be read ({e.strerror})"
+            raise ReleaseError(f"{folder / rel}: {what}") from None
+        with os.fdopen(fd, "rb") as src:
+            if not stat.S_ISREG(os.fstat(src.fileno()).st_mode):
+                raise ReleaseError(f"{folder / rel}: not a plain file")
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            with open(dest / rel, "xb") as out:
+                shutil.copyfileobj(src, out, 1 << 20)
+
+
+@contextlib.contextmanager
+def shown_as(copy: Path, original: Path) -> Iterator[None]:
+    """Errors raised inside name ``original`` where they would name its private ``copy``."""
+    try:
+        yield
+    except ReleaseError as e:
+        raise ReleaseError(str(e).replace(str(copy), str(original))) from None
 
 
 def read_json_object(path: Path) -> dict:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,8 +24,10 @@ import pandas as pd
 
 from .errors import ReleaseError
 from .io import atomic_path, file_hash
+from .outputs import check_output, require_rows
 from .release import read_narratives
-from .release_check import MANIFEST, check_hashes, read_json_object
+from .release_check import MANIFEST, check_hashes, read_json_object, shown_as, snapshot
+from .signing import check_signature
 
 KIND = "sanitizer"
 METADATA_KEY = b"dprelease"
@@ -53,25 +56,38 @@ def verify_sanitizer(folder: str | Path) -> dict:
 
 
 def sanitize_file(release: str | Path, input_csv: str | Path, output: str | Path, *, lookup: Callable[[str], Sanitize],
-                  text_column: str | None = None, encoding: str = "auto", seed: int | None = None) -> tuple[int, dict]:
+                  text_column: str | None = None, encoding: str = "auto", seed: int | None = None,
+                  key: str | Path | None = None) -> tuple[int, dict]:
     """Privatize every narrative of ``input_csv`` with the release's mechanism (found by ``lookup``); write
-    ``output`` (parquet) atomically. Returns the row count and the public guarantee metadata."""
-    output = Path(output)
-    if output.is_dir():
-        raise ReleaseError(f"{output}: output path is an existing directory; give a file name")
+    ``output`` (parquet) atomically. Returns the row count and the public guarantee metadata. The release's
+    files are read once into a private copy, which is checked (``key``: the agency's signature first) and
+    is what the mechanism loads."""
+    output = check_output(output, input_file=input_csv, release=release)
     if output.suffix != ".parquet":
         raise ReleaseError(f"{output}: the output is written as parquet; name it *.parquet")
-    manifest = verify_sanitizer(release)
+    with tempfile.TemporaryDirectory(prefix="dprelease-release-") as tmp, shown_as(Path(tmp), Path(release)):
+        return _sanitize(Path(release), Path(tmp), Path(input_csv), output, lookup=lookup, text_column=text_column,
+                         encoding=encoding, seed=seed, key=key)
+
+
+def _sanitize(release: Path, copy: Path, input_csv: Path, output: Path, *, lookup, text_column, encoding, seed,
+              key) -> tuple[int, dict]:
+    snapshot(release, copy)
+    if key is not None:
+        check_signature(copy, key, shown=release)
+    manifest = verify_sanitizer(copy)
     sanitize = lookup(manifest["mechanism"])
-    _, texts = read_narratives(Path(input_csv), text_column, encoding)
-    draws, guarantee = sanitize(Path(release), texts, seed=secrets.randbits(63) if seed is None else seed)
+    _, texts = read_narratives(input_csv, text_column, encoding)
+    require_rows(len(texts), input_csv)
+    draws, guarantee = sanitize(copy, texts, seed=secrets.randbits(63) if seed is None else seed)
     if len(draws) != len(texts):
         raise ReleaseError(f"{release}: the {manifest['mechanism']} sanitizer returned {len(draws)} rows for "
                            f"{len(texts)} narratives")
     table = pd.concat([pd.DataFrame({"row": range(1, len(texts) + 1)}), draws.reset_index(drop=True)], axis=1)
     meta = {**{("mechanism_label" if k == "mechanism" else k): v for k, v in guarantee.items()},
-            "mechanism": manifest["mechanism"], "release_manifest_sha256": file_hash(Path(release) / MANIFEST),
+            "mechanism": manifest["mechanism"], "release_manifest_sha256": file_hash(copy / MANIFEST),
             "rows": len(texts)}
+    check_output(output, input_file=input_csv, release=release)  # again: the path may have changed since
     _write_parquet(table, output, meta)
     return len(texts), meta
 

@@ -28,9 +28,10 @@ PASSES = ["risk", "sensitivity_r2", "swag_ppm_uncalibrated", "swag_ppm_censored"
 IGNORED = {"metrics/timings.json", "metrics/mlflow_run.json"}
 
 
-def _params(workers: int):
+def _params(workers: int, keys: Path):
+    """``keys``: one agency key folder for every run (the release's signature is then byte-identical too)."""
     return parse_params(compare_raw(ppm__draws=DRAWS, ppm__draw_batch=BATCH, compare__arms=ARMS,
-                                    dask={"enabled": True, "workers": workers}))
+                                    dask={"enabled": True, "workers": workers}, signing_key=str(keys)))
 
 
 def _without_code_version(obj):
@@ -66,8 +67,13 @@ def env():
 
 
 @pytest.fixture(scope="module")
-def reference(env, tmp_path_factory) -> dict[str, bytes]:
-    params = _params(1).model_copy(update={"dask": parse_params({}).dask})  # dask off: plain in-process
+def keys(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("agency") / "keys"
+
+
+@pytest.fixture(scope="module")
+def reference(env, keys, tmp_path_factory) -> dict[str, bytes]:
+    params = _params(1, keys).model_copy(update={"dask": parse_params({}).dask})  # dask off: plain in-process
     root = make_root(tmp_path_factory.mktemp("inprocess"))
     names = [s.name for s in registry.group(params, "release")] + ARMS + ["compare_report", "publish"]
     run_stages(params, root, names)
@@ -84,12 +90,12 @@ def _chunk_runs(flow_run_id) -> list:
 
 
 @pytest.fixture(scope="module", params=[1, 2], ids=["1-worker", "2-workers"])
-def on_dask(request, env, tmp_path_factory):
+def on_dask(request, env, keys, tmp_path_factory):
     from prefect.settings import PREFECT_HOME, temporary_settings
 
     from flows import runners
 
-    params = _params(request.param)
+    params = _params(request.param, keys)
     runner = runners.task_runner(params)
     assert runners.is_dask(runner)
     root = make_root(tmp_path_factory.mktemp(f"dask{request.param}"))
@@ -108,7 +114,8 @@ def test_outputs_are_bit_identical_to_the_in_process_run(reference, on_dask):
     assert not differ, differ
     # not vacuous: the private arrays of the passes are among them
     assert {"artifacts/round2/weights/weights.npy", "artifacts/round2/sensitivity/record_max_loss.npy",
-            "artifacts/round2/sensitivity/max_deltas.npy", "metrics/sensitivity_r2.json"} <= set(reference)
+            "artifacts/round2/sensitivity/max_deltas.npy", "metrics/sensitivity_r2.json",
+            "release/release.sig"} <= set(reference)
 
 
 def test_passes_ran_as_chunk_tasks(on_dask):

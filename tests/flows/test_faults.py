@@ -264,20 +264,66 @@ def test_private_artifacts_are_owner_only(clean, copy):
     for root in (clean.root, copy):
         art = root / "artifacts"
         assert stat.S_IMODE(art.stat().st_mode) == 0o700
-        for p in art.rglob("*"):
-            if ".stamps" in p.parts:
-                continue
+        assert (art / "keys/agency.key").is_file()  # the signing key is among them
+        for p in art.rglob("*"):  # every path: stamps, keys and stage outputs alike
             assert stat.S_IMODE(p.stat().st_mode) == (0o700 if p.is_dir() else 0o600), p
     assert stat.S_IMODE(_store().stat().st_mode) == 0o700
 
 
-def test_task_results_are_json_never_pickle(clean):
+def _storage() -> Path:
     from prefect.settings import PREFECT_HOME
 
-    results = [p for p in (Path(PREFECT_HOME.value()) / "storage").rglob("*") if p.is_file()]
-    assert results
-    for p in results:
-        json.loads(p.read_text(encoding="utf-8"))  # raises on a pickle
+    return Path(PREFECT_HOME.value()) / "storage"
+
+
+def test_no_task_result_is_persisted(clean):
+    """No stage's result is persisted, so none is read back: the stamps and the stage store are the only
+    cache. (Prefect still writes the exception of a failed flow run, under a random name, whatever the
+    settings; nothing reads those back.)"""
+    keys = {read_json(p)["key"] for p in (clean.root / "artifacts/.stamps").glob("*.json")}
+    assert len(keys) > 5
+    stored = [p for p in _storage().rglob("*") if p.is_file()] if _storage().exists() else []
+    assert not [p.name for p in stored if p.name in keys]
+    for p in stored:
+        assert "__exc_type__" in json.loads(p.read_text(encoding="utf-8")), p  # a failed flow's exception
+    assert read_json(clean.root / "artifacts/.stamps/stratify.json")["summary"]  # what a re-run returns
+
+
+class _Payload:
+    """Runs a shell command when unpickled (what a replaced result file could carry)."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch '{self.marker}'",))
+
+
+def test_a_result_file_naming_pickle_never_runs(clean, copy, tmp_path):
+    """The probe: a stored result under a stage's cache key (``<storage>/stratify-<key>``) whose metadata names
+    the pickle serializer, with a payload that runs a command when unpickled. Prefect reads the serializer
+    named inside a stored result, so reading it back would run the payload; the re-run must not."""
+    from prefect.results import ResultRecord, ResultRecordMetadata
+    from prefect.serializers import PickleSerializer
+
+    marker = tmp_path / "payload-ran"
+    planted = []
+    for stage in ("stratify", "featurize", "publish"):
+        key = read_json(copy / f"artifacts/.stamps/{stage}.json")["key"]
+        path = _storage() / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        record = ResultRecord(metadata=ResultRecordMetadata(storage_key=str(path), serializer=PickleSerializer()),
+                              result=_Payload(marker))
+        path.write_bytes(record.serialize())
+        planted.append(path)
+    try:
+        assert json.loads(planted[0].read_bytes())["metadata"]["serializer"]["type"] == "pickle"
+        res = _main(copy)
+        assert not marker.exists(), "a stored pickle result was deserialized: its payload ran"
+        assert res.rc == 0 and _outcome(copy) == clean.outcome, res.err
+    finally:
+        for path in planted:
+            path.unlink(missing_ok=True)
 
 
 # 4. kills: SIGTERM / SIGKILL at stage boundaries and mid-stage ------------------------------------------------------

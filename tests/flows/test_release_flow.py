@@ -261,8 +261,17 @@ def test_second_root_restores_from_stage_store(flow_env, first, tmp_path):
         out, calls = _run(flow_env, first.params, other)
     finally:
         flow_env.store["on"] = False
-    assert calls == []  # every stage came from the store
+    # every stage came from the store but publish: this root has its own agency key (made on first use), an
+    # input of publish, so the same draw is signed anew
+    assert calls == ["publish"]
     assert out["draw"]["guarantee"] == first.out["draw"]["guarantee"]
+    from dprelease.signing import PUBLIC, check_signature, key_folder
+
+    mine, theirs = (check_signature(r / first.params.release, key_folder(first.params, r) / PUBLIC)
+                    for r in (other, first.root))
+    assert mine["key_id"] != theirs["key_id"]
+    assert (other / first.params.release / "model.safetensors").read_bytes() == \
+        (first.root / first.params.release / "model.safetensors").read_bytes()
     assert read_json(other / "metrics/audit.json") == read_json(first.root / "metrics/audit.json")
 
 

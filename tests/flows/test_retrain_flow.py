@@ -69,6 +69,11 @@ def test_versions_tags_and_gates(simulated):
         for key in ("epsilon", "weighted_f1", "macro_f1", "records"):                # one name, same figure
             assert float(v.tags[key]) == pytest.approx(run.data.metrics[key])
     assert [v.tags["gate.decision"] for v in versions[:3]] == ["promoted"] * 3
+    from dprelease.signing import load_signer
+
+    agency = load_signer(simulated.root / "artifacts" / "keys")  # every retrain signs with the project's one key
+    assert {(v.tags["release.signer"], v.tags["release.key_id"]) for v in versions} == {(agency.name, agency.key_id)}
+    assert not list((simulated.root / "runs").rglob("agency.key"))  # no run folder made a key of its own
     refused = versions[3]
     assert refused.tags["gate.decision"] == "refused" and refused.tags["gate.failed"] == "epsilon"
     assert "ε" in refused.tags["gate.reason"] and "budget 0.01" in refused.tags["gate.reason"]

@@ -52,6 +52,10 @@ def test_release_is_allow_listed_and_sanitize_follows_the_contract(gpp_run):
     assert files <= ALLOWED and {"release.json", "README.md", "model.safetensors", "model.json"} <= files
     manifest = json.loads((folder / "release.json").read_text())
     assert manifest["kind"] == "sanitizer" and manifest["mechanism"] == "gpp"
+    from dprelease.signing import PUBLIC, check_signature, key_folder
+
+    assert "release.sig" in files  # signed by the project's agency key
+    assert check_signature(folder, key_folder(params, root) / PUBLIC)["key_id"] == manifest["signed_by"]["key_id"]
     assert manifest["guarantee"]["epsilon"] is None and "No differential-privacy" in (folder / "README.md").read_text()
     texts = ["Worker fell from a ladder and fractured his wrist.", "An employee's finger was amputated by a saw."]
     out, guarantee = stages.sanitize(folder, texts, seed=3)
@@ -115,8 +119,13 @@ def test_dprelease_sanitize_cli_writes_one_draw_per_narrative(gpp_run, tmp_path,
     src = tmp_path / "narratives.csv"
     pd.DataFrame({"Final Narrative": ["Worker fell from a ladder.", "Finger amputated by a saw."]}).to_csv(src, index=False)
     out = tmp_path / "z.parquet"
-    assert main(["sanitize", "--release", str(root / params.gpp.release), "--input", str(src), "--output", str(out)]) == 0
-    assert "with the gpp release ->" in capsys.readouterr().out  # no ε printed: GPP has none
+    from dprelease.signing import PUBLIC, key_folder
+
+    key = str(key_folder(params, root) / PUBLIC)  # the agency's signature checked first
+    assert main(["sanitize", "--release", str(root / params.gpp.release), "--input", str(src), "--output", str(out),
+                 "--key", key]) == 0
+    captured = capsys.readouterr()
+    assert "with the gpp release ->" in captured.out and captured.err == ""  # no ε printed: GPP has none
     table, meta = pd.read_parquet(out), read_metadata(out)
     assert len(table) == 2 and all(len(z) == params.gpp.osha.d_z for z in table["z"])
     assert meta["mechanism"] == "gpp" and meta["epsilon"] is None

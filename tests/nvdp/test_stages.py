@@ -61,9 +61,13 @@ def test_sanitizer_release_holds_only_public_files(nvdp_run):
     params, root, _ = nvdp_run
     folder = root / params.nvdp.release_dir
     files = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
-    assert files == {"model.safetensors", "model.json", "README.md", "release.json"} and files <= ALLOWED
+    assert files == {"model.safetensors", "model.json", "README.md", "release.json", "release.sig"} and files <= ALLOWED
     manifest = json.loads((folder / "release.json").read_text())
     assert manifest["kind"] == "sanitizer" and manifest["mechanism"] == "nvdp"
+    from dprelease.signing import PUBLIC, check_signature, key_folder
+
+    signed = check_signature(folder, key_folder(params, root) / PUBLIC)  # signed by the project's agency key
+    assert signed["key_id"] == manifest["signed_by"]["key_id"]
     g = manifest["guarantee"]
     assert g["kind"] == "none" and g["epsilon"] is None and g["delta"] is None  # no finite ε claimed
     assert g["quantities"]["reference_accountant_epsilon"] > 0 and "not an ε" in g["quantities"]["reference_accountant_note"]
@@ -117,8 +121,13 @@ def test_dprelease_sanitize_cli_writes_one_draw_per_narrative(nvdp_run, tmp_path
     src = tmp_path / "narratives.csv"
     pd.DataFrame({"Final Narrative": ["Employee fell from a ladder.", "Finger amputated by a saw."],
                   "Employer": ["ACME", "Widgets"]}).to_csv(src, index=False)
-    assert main(["sanitize", "--release", str(folder), "--input", str(src), "--output", str(tmp_path / "z.parquet")]) == 0
-    assert "with the nvdp release, no ε claimed (guarantee: none)" in capsys.readouterr().out
+    from dprelease.signing import PUBLIC, key_folder
+
+    key = str(key_folder(params, root) / PUBLIC)  # the agency's signature checked first
+    assert main(["sanitize", "--release", str(folder), "--input", str(src), "--output", str(tmp_path / "z.parquet"),
+                 "--key", key]) == 0
+    captured = capsys.readouterr()
+    assert "with the nvdp release, no ε claimed (guarantee: none)" in captured.out and captured.err == ""
     table, meta = pd.read_parquet(tmp_path / "z.parquet"), read_metadata(tmp_path / "z.parquet")
     assert len(table) == 2 and "Employer" not in table.columns and len(table.representation[0]) == params.nvdp.dim
     assert meta["mechanism"] == "nvdp" and meta["guarantee"] == "none" and meta["epsilon"] is None

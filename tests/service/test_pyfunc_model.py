@@ -21,3 +21,23 @@ def test_bad_inputs_are_one_line():
         narratives(pd.DataFrame({"a": ["x"], "b": ["y"]}))
     with pytest.raises(ReleaseError, match=r"empty narrative in row\(s\) 2"):
         narratives(["ok", "  "])
+
+
+def test_with_the_agency_key_set_only_a_release_it_signed_loads(tmp_path, monkeypatch):
+    """``DPRELEASE_AGENCY_KEY`` (the MLflow model's way to take ``--key``): the agency's release loads and
+    codes; the same release re-signed by another key does not load."""
+    from types import SimpleNamespace
+
+    from dprelease.service.pyfunc_model import KEY_ENV, AutocoderModel
+    from dprelease.signing import PUBLIC, ensure_key
+    from release_helpers import CODES, tiny_release
+
+    agency, _ = ensure_key(tmp_path / "agency")
+    other, _ = ensure_key(tmp_path / "other", signer="Mallory")
+    monkeypatch.setenv(KEY_ENV, str(tmp_path / "agency" / PUBLIC))
+    model = AutocoderModel()
+    model.load_context(SimpleNamespace(artifacts={"release": str(tiny_release(tmp_path / "good", signer=agency))}))
+    assert model.predict(None, pd.DataFrame({"narrative": ["fell from a ladder"]}))["code"].tolist() == [CODES[0]]
+    forged = tiny_release(tmp_path / "forged", signer=other)
+    with pytest.raises(ReleaseError, match="signed by another key"):
+        model.load_context(SimpleNamespace(artifacts={"release": str(forged)}))

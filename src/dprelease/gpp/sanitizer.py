@@ -24,6 +24,7 @@ from ..config import Params
 from ..errors import ReleaseError
 from ..io import atomic_dir, read_json, write_json
 from ..layout import check_release_path
+from ..signing import agency_signer, sign_folder
 from ..release_check import (MANIFEST, bounded, check_hashes, check_release_folder, check_shapes, file_digests,
                              fit_state, load_weights, module_shapes, read_json_object, safetensors_header)
 from ..stage import skip_marker
@@ -110,6 +111,7 @@ def write_sanitizer_release(params: Params, root: str | Path, source: Path, *, c
         write_json(tmp / "model.json", arch)
         (tmp / "README.md").write_text(card(params, manifest), encoding="utf-8")
         write_json(tmp / MANIFEST, manifest | {"files": file_digests(tmp)})
+        sign_folder(tmp, agency_signer(params, root))
         check_release_folder(tmp)
     return {"release": str(Path(params.gpp.release)), **audit}
 

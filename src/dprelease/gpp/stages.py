@@ -16,6 +16,7 @@ from ..config import Params
 from ..io import atomic_dir, private_dir, write_json
 from ..layout import Layout
 from ..seeds import stage_seed
+from ..signing import public_key_dep
 from ..stage import Stage
 from ..threads import torch_threads
 from .audit import ProbeConfig, audit
@@ -25,7 +26,7 @@ from .train import TrainConfig
 
 CODE = ["gpp", "config_gpp.py", "data/records.py", "data/splits.py", "backends/base.py", "threads.py"]
 RELEASE_CODE = ["gpp", "config_gpp.py", "release_check.py", "card.py", "backends/encoder.py", "backends/head.py", "data/records.py",
-                "data/splits.py", "backends/base.py"]
+                "data/splits.py", "backends/base.py", "signing.py", "locks.py"]
 
 
 def train_config(params: Params, d_z: int, *, epochs: int | None = None) -> TrainConfig:
@@ -160,8 +161,8 @@ def declare(params: Params) -> list[Stage]:
         Stage("gpp_osha", gpp_osha, common + ["data", "model.backend"],
               [params.data.path, params.gpp.osha.regions, f"{a}/data", f"{a}/features"], [f"{a}/gpp/osha"],
               CODE + ["data", "layout.py"], metrics=["metrics/gpp_osha.json"], group="gpp"),
-        Stage("gpp_release", gpp_release, common, [f"{a}/gpp/osha", "metrics/gpp_osha.json"], [rel],
-              RELEASE_CODE, group="gpp", when=lambda p: p.gpp.osha.enabled),
+        Stage("gpp_release", gpp_release, common, [f"{a}/gpp/osha", "metrics/gpp_osha.json", public_key_dep(params)],
+              [rel], RELEASE_CODE, group="gpp", when=lambda p: p.gpp.osha.enabled),
         Stage("gpp_report", gpp_report, common, ["metrics/gpp_digits.json", "metrics/gpp_osha.json"],
               ["reports/gpp"], CODE, group="gpp"),
     ]

@@ -23,6 +23,7 @@ from ..errors import ReleaseError
 from ..io import atomic_dir, write_json
 from ..release_check import (MANIFEST, bounded, check_hashes, check_release_folder, file_digests, fit_state,
                              load_weights, read_json_object)
+from ..signing import Signer, sign_folder
 from .experiment import module_from
 from .states import Packed, encode
 from .tasks import Split
@@ -38,8 +39,8 @@ def public_state(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def write_sanitizer(folder: Path, state: dict[str, torch.Tensor], arch: dict, guarantee: dict, card: str,
-                    extra: dict | None = None) -> dict:
-    """Write the sanitizer release whole (atomic), allow-list checked."""
+                    extra: dict | None = None, *, signer: Signer) -> dict:
+    """Write the sanitizer release whole (atomic), allow-list checked, signed by ``signer``."""
     arch = arch | {"encoder": encoder_reference()}
     with atomic_dir(folder) as tmp:
         save_file({k: v.contiguous() for k, v in public_state(state).items()}, str(tmp / "model.safetensors"))
@@ -48,6 +49,7 @@ def write_sanitizer(folder: Path, state: dict[str, torch.Tensor], arch: dict, gu
         manifest = {"kind": "sanitizer", "mechanism": "nvdp", "dprelease_version": __version__,
                     "guarantee": guarantee, **(extra or {})}
         write_json(tmp / MANIFEST, manifest | {"files": file_digests(tmp)})
+        sign_folder(tmp, signer)
         check_release_folder(tmp)
     return manifest
 

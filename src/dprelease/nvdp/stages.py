@@ -18,6 +18,7 @@ from ..io import atomic_dir, read_json, write_json
 from ..layout import Layout, check_release_path
 from ..privacy import guarantee
 from ..seeds import stage_seed
+from ..signing import agency_signer, public_key_dep
 from ..stage import Stage, pick, skip_marker
 from ..threads import torch_threads
 from . import report
@@ -33,7 +34,7 @@ CODE = ["nvdp", "backends/encoder.py", "data/records.py", "errors.py", "threads.
 STATE_CODE = ["nvdp/__init__.py", "nvdp/states.py", "nvdp/tasks.py", "backends", "data/records.py", "data/__init__.py"]
 TASK_CODE = STATE_CODE + ["nvdp/nvib.py", "nvdp/experiment.py", "nvdp/train.py", "nvdp/renyi.py", "nvdp/accountant.py",
              "nvdp/clipstats.py", "threads.py"]
-RELEASE_CODE = CODE + ["release_check.py", "privacy/guarantee.py"]
+RELEASE_CODE = CODE + ["release_check.py", "privacy/guarantee.py", "signing.py", "locks.py"]
 STATE_PARAMS = ["seed", "data", "nvdp.tasks", "nvdp.max_length", "nvdp.glue_dir", "nvdp.sst2_max_train",
                 "nvdp.osha_max_train", "nvdp.encode_batch", "nvdp.backend"]
 TRAIN_PARAMS = STATE_PARAMS + ["nvdp.lambdas", "nvdp.clip", "nvdp.renyi_order", "nvdp.delta", "nvdp.dim", "nvdp.heads",
@@ -181,7 +182,8 @@ def sanitizer(params: Params, root: str | Path = ".") -> dict:
     gd = g.as_dict()
     state = load_states(run / "clipped" / "model.safetensors")
     manifest = write_sanitizer(folder, state, arch, gd, card(gd, row, {"dim": arch["dim"]}),
-                               {"params": pick(params, ["nvdp.release_lambda", "nvdp.clip.osha", "nvdp.renyi_order"])})
+                               {"params": pick(params, ["nvdp.release_lambda", "nvdp.clip.osha", "nvdp.renyi_order"])},
+                               signer=agency_signer(params, root))
     return {"epsilon": gd["epsilon"], "guarantee": gd["kind"], "folder": folder.name, "kind": manifest["kind"]}
 
 
@@ -230,7 +232,8 @@ def declare(params: Params) -> list[Stage]:
               metrics=["metrics/nvdp_probe.json"], group="nvdp"),
         Stage("nvdp_membership", membership, TRAIN_PARAMS, [f"{a}/nvdp/states", f"{a}/nvdp/runs/osha"],
               [f"{a}/nvdp/membership"], CODE, group="nvdp"),
-        Stage("nvdp_sanitizer", sanitizer, TRAIN_PARAMS + ["nvdp.release_dir"], [f"{a}/nvdp/runs/osha"],
+        Stage("nvdp_sanitizer", sanitizer, TRAIN_PARAMS + ["nvdp.release_dir"],
+              [f"{a}/nvdp/runs/osha", public_key_dep(params)],
               [n.release_dir], RELEASE_CODE, group="nvdp"),
         Stage("nvdp_report", report_stage, TRAIN_PARAMS, runs + ["metrics/nvdp_probe.json"], ["reports/nvdp"],
               CODE, group="nvdp"),

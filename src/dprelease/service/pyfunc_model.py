@@ -7,10 +7,14 @@ lists the three column names as optional, so MLflow's schema check (``mlflow mod
 accepts a frame with any one of them. Output: a DataFrame with ``code``, ``title`` and ``probability``
 per narrative. Bad input (no narrative column, an empty narrative) is an ``MlflowException`` with a
 one-line message, which the scoring server answers with HTTP 400 and no stack trace. The release folder
-is the model's only artifact and is verified (manifest hashes, shapes) when the model loads.
+is the model's only artifact (its ``release.sig`` included) and is verified (manifest hashes, shapes)
+when the model loads; with ``DPRELEASE_AGENCY_KEY`` naming the agency's public key (``agency.pub``) in the
+loading environment, its signature too: a model whose release the agency did not sign does not load.
 """
 
 from __future__ import annotations
+
+import os
 
 import pandas as pd
 import mlflow.pyfunc
@@ -24,6 +28,7 @@ from ..release import NARRATIVE_COLUMNS, Coder
 
 ARTIFACT = "release"
 INPUT_COLUMNS = ("narrative", *(c for c in NARRATIVE_COLUMNS if c != "narrative"))
+KEY_ENV = "DPRELEASE_AGENCY_KEY"  # the agency's public key file: when set, loading checks the signature
 SIGNATURE = ModelSignature(inputs=Schema([ColSpec("string", c, required=False) for c in INPUT_COLUMNS]),
                            outputs=Schema([ColSpec("string", "code"), ColSpec("string", "title"),
                                            ColSpec("double", "probability")]))
@@ -50,7 +55,7 @@ class AutocoderModel(mlflow.pyfunc.PythonModel):
     """Loads the release folder once; ``predict`` codes narratives on the CPU."""
 
     def load_context(self, context) -> None:
-        self._coder = Coder(context.artifacts[ARTIFACT], device="cpu")
+        self._coder = Coder(context.artifacts[ARTIFACT], device="cpu", key=os.environ.get(KEY_ENV) or None)
 
     def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
         try:

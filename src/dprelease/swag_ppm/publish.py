@@ -14,6 +14,7 @@ from ..io import read_json
 from ..layout import Layout, check_release_path
 from ..release import publish as write_published
 from ..release import verify_release
+from ..signing import agency_signer
 
 
 def staged(params: Params) -> str:
@@ -34,5 +35,5 @@ def publish(params: Params, root: str | Path = ".") -> dict:
     card = render(manifest, data=read_json(lay.metrics / "data.json"), utility=read_json(lay.metrics / "audit.json"),
                   quartiles=quartiles, nonprivate=read_json(nonprivate) if nonprivate.is_file() else None,
                   audit_rows=audit_rows, labels=read_json(staging / "labels.json"))
-    write_published(staging, target, card)
+    write_published(staging, target, card, signer=agency_signer(params, root))
     return {"release": str(lay.release), "audited": bool(audit_rows), "compared": nonprivate.is_file()}

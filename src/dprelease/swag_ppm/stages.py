@@ -14,6 +14,7 @@ from pathlib import Path
 from ..config import Params
 from ..privacy.stages import key_id_file
 from ..release import arm_model_dir
+from ..signing import public_key_dep
 from ..stage import Stage
 from . import arms, evaluate, publish, reweighting, rounds, select
 from .rounds import MODEL_CODE, PASS_CODE, RELEASE_CODE
@@ -77,9 +78,9 @@ def declare(params: Params) -> list[Stage]:
                             "plots/loss_curves.png", "plots/confusion_top_classes.png"]))
     out.append(Stage("publish", publish.publish, ["release", "force_release_path", "ppm.reweight"],
                      [f"{a}/draw", "metrics/data.json", "metrics/audit.json", "reports/release",
-                      "metrics/nonprivate.json", "reports/privacy"], [params.release],
+                      "metrics/nonprivate.json", "reports/privacy", public_key_dep(params)], [params.release],
                      ["swag_ppm/publish.py", "card.py", "release.py", "release_check.py", "cache.py", "backends",
-                      "data/splits.py"]))
+                      "data/splits.py", "signing.py", "locks.py"]))
     selected = Path(params.release)
     out.append(Stage("select", select.private_select, MODEL + ["ppm", "audit.draws", "selection", "data.validation_size",
                                                                "release"],

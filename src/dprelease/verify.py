@@ -1,0 +1,92 @@
+"""`dprelease verify` (a partner checks a release folder against the agency's public key) and the re-signing
+that key rotation does.
+
+:func:`verify_folder` reads the folder's files once into a private copy, checks the signature of
+``release.json`` with the given public key, then everything the folder's kind allows without loading
+weights (classifier: manifest hashes, allow-list, dimensions, tensor shapes; sanitizer: manifest hashes and
+allow-list). :func:`summary` is its one line: who signed it, the manifest's sha256 and the guarantee.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import tempfile
+from pathlib import Path
+
+from .errors import ReleaseError
+from .io import atomic_dir
+from .privacy.guarantee import Guarantee
+from .release import verify_release
+from .release_check import (MANIFEST, UNLISTED, check_release_folder, read_json_object, release_files, shown_as,
+                            snapshot)
+from .sanitizer import KIND as SANITIZER, verify_sanitizer
+from .signing import Signer, check_signature, sign_folder
+
+
+def _check(folder: Path) -> dict:
+    """The manifest, after the checks for the folder's kind."""
+    kind = read_json_object(folder / MANIFEST).get("kind")
+    return verify_sanitizer(folder) if kind == SANITIZER else verify_release(folder)
+
+
+def verify_folder(release: str | Path, key: str | Path) -> dict:
+    """Signature, then the file checks, on a private copy of ``release``; what :func:`summary` prints."""
+    release = Path(release)
+    with tempfile.TemporaryDirectory(prefix="dprelease-verify-") as tmp, shown_as(Path(tmp), release):
+        copy = Path(tmp)
+        snapshot(release, copy)
+        signed = check_signature(copy, key, shown=release)
+        manifest = _check(copy)
+    return signed | {"release": str(release), "kind": manifest.get("kind") or "classifier",
+                     "mechanism": manifest.get("mechanism"), "guarantee": manifest.get("guarantee")}
+
+
+def guarantee_text(g) -> str:
+    """A release's guarantee record in a few words (ε, δ and the kind of claim)."""
+    if not isinstance(g, dict):
+        return "none recorded"
+    try:
+        r = Guarantee.from_dict(g)
+    except (TypeError, ValueError):
+        eps = g.get("epsilon")
+        text = f"ε = {eps:.4g}" if isinstance(eps, (int, float)) and math.isfinite(eps) else "no ε claimed"
+        claim = g.get("guarantee")
+        return f"{text}; {' '.join(str(claim).split())}" if claim else text
+    eps = "no ε" if r.epsilon is None else f"ε = {r.epsilon:.4g}"
+    return f"{r.mechanism}: {eps}, δ {r.delta_text} ({r.kind})"
+
+
+def summary(info: dict) -> str:
+    what = info["kind"] if not info.get("mechanism") else f"{info['mechanism']} {info['kind']}"
+    return (f"{info['release']}: {what} release signed by {info['signer']} (key {info['key_id'][:16]}); "
+            f"release.json sha256 {info['manifest_sha256']}; guarantee: {guarantee_text(info['guarantee'])}")
+
+
+def resign(folder: str | Path, *, old_key: str | Path, signer: Signer) -> None:
+    """Re-sign a release folder with a new key (after rotation): its files are checked and its signature
+    must verify with ``old_key`` first; the folder is replaced whole."""
+    folder = Path(folder)
+    check_signature(folder, old_key)
+    _check(folder)
+    with atomic_dir(folder) as tmp:
+        for rel in release_files(folder):
+            if rel not in UNLISTED or rel == MANIFEST:
+                (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(folder / rel, tmp / rel)
+        sign_folder(tmp, signer)
+        check_release_folder(tmp)
+
+
+def resign_all(folders: list[Path], *, old_key: str | Path, signer: Signer) -> tuple[list[str], list[str]]:
+    """:func:`resign` each release folder that exists; (re-signed, skipped with the reason)."""
+    done, skipped = [], []
+    for folder in folders:
+        if not (folder / MANIFEST).is_file():
+            continue
+        try:
+            resign(folder, old_key=old_key, signer=signer)
+            done.append(str(folder))
+        except ReleaseError as e:
+            skipped.append(f"{folder} ({e})")
+    return done, skipped
