@@ -96,7 +96,8 @@ def test_code_a_stage_runs_is_code_it_declares(backend, tmp_path):
     from conftest import COMPARE
 
     raw = slice_raw(backend, data__validation_size=0.3, selection__tau=0.0, selection__enabled=True,
-                    privacy_audit={"pool_size": 300, "references": 3, "canaries": 40, "guesses": 5})
+                    privacy_audit={"pool_size": 300, "references": 3, "canaries": 40, "input_canaries": 60,
+                                   "guess_grid": [10]})
     raw.update(COMPARE)
     params = parse_params(raw)
     root = make_root(tmp_path)

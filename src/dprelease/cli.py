@@ -43,11 +43,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="for tests only: a known seed lets anyone who knows it undo the noise (default: OS entropy)")
     sa.add_argument("--key", default=None, help=KEY_HELP)
     ve = sub.add_parser("verify", help="check a release folder's signature and files against the agency's public key")
-    ve.add_argument("--release", required=True)
+    ve.add_argument("--release", required=True, help="the release folder to check (classifier or sanitizer)")
     ve.add_argument("--key", required=True, help="the agency's public key (agency.pub)")
     ke = sub.add_parser("key", help="the agency signing key: init (once), show, export (the public key), rotate")
-    ke.add_argument("action", choices=("init", "show", "export", "rotate"))
-    ke.add_argument("--params", default="params.yaml")
+    ke.add_argument("action", choices=("init", "show", "export", "rotate"),
+                    help="init: make the key pair once; show: its id and signer; export: write the public key; "
+                         "rotate: retire it, make a new one and re-sign the release folders")
+    ke.add_argument("--params", default="params.yaml", help="the params file naming the artifacts folder")
     ke.add_argument("--signer", default=None, help="the name releases are signed as (init, rotate)")
     ke.add_argument("--output", default=None, help="export: where to write the public key (e.g. agency.pub)")
     dv = sub.add_parser("dvc-yaml", help="regenerate dvc.yaml from the stage registry")

@@ -1,7 +1,5 @@
-"""Typed pipeline configuration (``params.yaml``).
-
-Every section rejects unknown keys and out-of-range values; ``load_params`` turns the first
-validation problem into a one-line :class:`ConfigError` that names the offending key.
+"""Typed pipeline configuration (``params.yaml``). Every section rejects unknown keys and out-of-range
+values; ``load_params`` turns the first validation problem into a one-line :class:`ConfigError` naming the key.
 """
 
 from __future__ import annotations
