@@ -223,7 +223,8 @@ def pipeline_flow(params: dict, where: str, audit: bool) -> tuple[str, dict]:
         progress(f"released round {read_json(Path(where) / 'metrics' / 'release.json')['round']} ({arm})"
                  + ("; auditing it" if audit else "; no audit (service.audit: false)"))
         if audit:
-            ap = parse_params(params, {"privacy_audit.arms": [arm]})
+            # the released arm only; the planted bugs are the audit's own self-test (make audit), not a retrain's
+            ap = parse_params(params, {"privacy_audit.arms": [arm], "privacy_audit.planted_bugs": False})
             for name in audit_stages(ap):
                 timed(name, ap)
     return arm, timings

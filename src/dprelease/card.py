@@ -153,7 +153,11 @@ def render(manifest: dict, *, data: dict, utility: dict | None, quartiles: list[
               "* The guarantee covers the training records only, under the stated assumptions; it says nothing about "
               "records outside the training data, and a very small ε is not implied by a small audit bound.", "",
               "## How to run it", "",
-              "```bash", "dprelease predict --release <this folder> --input narratives.csv --output coded.csv", "```", "",
-              "`predict` first verifies every file of this folder against the sha256 in `release.json` and refuses a "
-              "tampered or incomplete release.", ""]
+              "```bash", "dprelease verify --release <this folder> --key agency.pub",
+              "dprelease predict --release <this folder> --key agency.pub --input narratives.csv --output coded.csv",
+              "```", "",
+              "`verify` checks the agency's signature (`release.sig`, Ed25519 over `release.json`) with the public key "
+              "the agency gave you, and prints who signed the folder, the manifest's sha256 and the guarantee. `predict` "
+              "verifies every file of this folder against the sha256 in `release.json` and, given `--key`, the "
+              "signature too; it refuses a tampered, incomplete or wrongly signed release.", ""]
     return "\n".join(lines)

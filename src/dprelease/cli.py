@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
             n, meta = sanitize_file(args.release, args.input, args.output, lookup=sanitizer,
                                     text_column=args.text_column, encoding=args.encoding, seed=args.seed, key=args.key)
             eps = (f", ε={meta['epsilon']:.4g}" if isinstance(meta.get("epsilon"), (int, float))
-                   else f", no ε claimed (guarantee: {meta.get('guarantee')})")
+                   else ", no ε claimed")
             print(f"sanitized {n} narratives with the {meta['mechanism']} release{eps} -> {args.output}")
             _unsigned_note(args.key)
         elif args.command == "verify":

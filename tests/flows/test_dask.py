@@ -11,6 +11,7 @@ temporary Prefect server serves the module; each flow run starts its own local c
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -72,9 +73,26 @@ def keys(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def reference(env, keys, tmp_path_factory) -> dict[str, bytes]:
+def randomness(tmp_path_factory) -> Path:
+    """One project randomness key for every run: the released draws are then the same wherever they ran."""
+    from dprelease.privacy import secret
+
+    artifacts = tmp_path_factory.mktemp("randomness") / "artifacts"
+    secret.init(artifacts)
+    return artifacts / "secret"
+
+
+def _root(path: Path, randomness: Path) -> Path:
+    root = make_root(path)
+    (root / "artifacts").mkdir(mode=0o700)
+    shutil.copytree(randomness, root / "artifacts" / "secret")
+    return root
+
+
+@pytest.fixture(scope="module")
+def reference(env, keys, randomness, tmp_path_factory) -> dict[str, bytes]:
     params = _params(1, keys).model_copy(update={"dask": parse_params({}).dask})  # dask off: plain in-process
-    root = make_root(tmp_path_factory.mktemp("inprocess"))
+    root = _root(tmp_path_factory.mktemp("inprocess"), randomness)
     names = [s.name for s in registry.group(params, "release")] + ARMS + ["compare_report", "publish"]
     run_stages(params, root, names)
     return _outputs(root)
@@ -90,7 +108,7 @@ def _chunk_runs(flow_run_id) -> list:
 
 
 @pytest.fixture(scope="module", params=[1, 2], ids=["1-worker", "2-workers"])
-def on_dask(request, env, keys, tmp_path_factory):
+def on_dask(request, env, keys, randomness, tmp_path_factory):
     from prefect.settings import PREFECT_HOME, temporary_settings
 
     from flows import runners
@@ -98,7 +116,7 @@ def on_dask(request, env, keys, tmp_path_factory):
     params = _params(request.param, keys)
     runner = runners.task_runner(params)
     assert runners.is_dask(runner)
-    root = make_root(tmp_path_factory.mktemp(f"dask{request.param}"))
+    root = _root(tmp_path_factory.mktemp(f"dask{request.param}"), randomness)
     # a Prefect home of its own: an empty stage store (every stage recomputed, on the workers too) that no
     # other test module sees; the temporary API server stays the module's
     with temporary_settings(updates={PREFECT_HOME: str(tmp_path_factory.mktemp("home"))}):

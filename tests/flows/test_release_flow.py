@@ -92,7 +92,9 @@ def test_first_run_runs_every_stage_once(first):
     names = _names(first.params)
     assert first.calls == names
     assert set(first.out) == {*names, "timings", "mlflow_run_id"}
-    assert list(first.out["timings"]) == names
+    untimed = {s.name for s in registry.group(first.params, "release") if not s.timed}
+    assert untimed == {"reweight"}  # its duration grows with a data-dependent search: never recorded
+    assert list(first.out["timings"]) == [n for n in names if n not in untimed]
     for name in names:
         assert isinstance(first.out[name], dict) and first.out[name], name
     assert first.out["sensitivity_r2"] == read_json(first.root / "metrics/sensitivity_r2.json")
@@ -134,11 +136,16 @@ def test_first_run_tracks_to_mlflow_under_root(first):
     assert run.data.metrics["temperature"] == pytest.approx(g["quantities"]["temperature"])
     # the rest in one JSON artifact
     details = mlflow.artifacts.load_dict(f"{run.info.artifact_uri}/details.json")
-    for r in (2, 3):
+    released = read_json(first.root / "metrics/release.json")["round"]
+    for r in (2, 3):  # the released round's statistics only: an unreleased round's never reach MLflow
         sens = read_json(first.root / f"metrics/sensitivity_r{r}.json")
-        assert details[f"round{r}"]["epsilon"] == pytest.approx(sens["epsilon"])
+        if r == released:
+            assert details[f"round{r}"]["epsilon"] == pytest.approx(sens["epsilon"])
+        else:
+            assert f"round{r}" not in details
     assert details["guarantee"]["local_sensitivity"] == pytest.approx(g["quantities"]["local_sensitivity"])
-    assert len(details["train_loss"]["finetune_round1"]) == first.params.backend.finetune.epochs
+    assert list(details["train_loss"]) == [f"finetune_round{released}", f"swag_round{released}"]
+    assert len(details["train_loss"][f"finetune_round{released}"]) == first.params.backend.finetune.epochs
     assert run.data.tags["guarantee"] == "ppm_local_asymptotic"
     assert run.data.tags["delta"] == "asymptotic, not quantified"
     # params: what the release's stages read, for the backend in use; no other mechanism's settings
@@ -256,14 +263,17 @@ def test_second_root_restores_from_stage_store(flow_env, first, tmp_path):
     if not Path(data_rel).is_absolute():
         (other / data_rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(first.root / data_rel, other / data_rel)
+    # the same project's randomness key (the operator's): the released draw can then come from the store
+    (other / first.params.artifacts).mkdir(mode=0o700)
+    shutil.copytree(first.root / first.params.artifacts / "secret", other / first.params.artifacts / "secret")
     flow_env.store["on"] = True
     try:
         out, calls = _run(flow_env, first.params, other)
     finally:
         flow_env.store["on"] = False
-    # every stage came from the store but publish: this root has its own agency key (made on first use), an
-    # input of publish, so the same draw is signed anew
-    assert calls == ["publish"]
+    # every stage came from the store but two: `secret` (never shared: it stands for this root's key file) and
+    # publish (this root has its own agency signing key, made on first use, so the same draw is signed anew)
+    assert calls == ["secret", "publish"]
     assert out["draw"]["guarantee"] == first.out["draw"]["guarantee"]
     from dprelease.signing import PUBLIC, check_signature, key_folder
 

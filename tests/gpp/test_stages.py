@@ -125,7 +125,7 @@ def test_dprelease_sanitize_cli_writes_one_draw_per_narrative(gpp_run, tmp_path,
     assert main(["sanitize", "--release", str(root / params.gpp.release), "--input", str(src), "--output", str(out),
                  "--key", key]) == 0
     captured = capsys.readouterr()
-    assert "with the gpp release ->" in captured.out and captured.err == ""  # no ε printed: GPP has none
+    assert "with the gpp release, no ε claimed ->" in captured.out and captured.err == ""  # GPP has no ε
     table, meta = pd.read_parquet(out), read_metadata(out)
     assert len(table) == 2 and all(len(z) == params.gpp.osha.d_z for z in table["z"])
     assert meta["mechanism"] == "gpp" and meta["epsilon"] is None

@@ -127,7 +127,7 @@ def test_dprelease_sanitize_cli_writes_one_draw_per_narrative(nvdp_run, tmp_path
     assert main(["sanitize", "--release", str(folder), "--input", str(src), "--output", str(tmp_path / "z.parquet"),
                  "--key", key]) == 0
     captured = capsys.readouterr()
-    assert "with the nvdp release, no ε claimed (guarantee: none)" in captured.out and captured.err == ""
+    assert "with the nvdp release, no ε claimed ->" in captured.out and captured.err == ""
     table, meta = pd.read_parquet(tmp_path / "z.parquet"), read_metadata(tmp_path / "z.parquet")
     assert len(table) == 2 and "Employer" not in table.columns and len(table.representation[0]) == params.nvdp.dim
     assert meta["mechanism"] == "nvdp" and meta["guarantee"] == "none" and meta["epsilon"] is None
