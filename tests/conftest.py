@@ -83,6 +83,13 @@ def make_root(path: Path) -> Path:
     return path
 
 
+def copy_key(secret_dir: Path, root: Path, artifacts: str = "artifacts") -> Path:
+    """Give ``root`` the randomness key folder ``secret_dir`` (the operator's key: the same releases expected)."""
+    (root / artifacts).mkdir(mode=0o700, parents=True, exist_ok=True)
+    shutil.copytree(secret_dir, root / artifacts / "secret")
+    return root
+
+
 def trace_package(fn) -> set[str]:
     """Package-relative source files in which a function ran while ``fn`` ran (this thread): what a stage's
     code declaration is checked against."""

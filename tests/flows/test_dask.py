@@ -11,13 +11,12 @@ temporary Prefect server serves the module; each flow run starts its own local c
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from conftest import compare_raw, make_root, run_stages
+from conftest import compare_raw, copy_key, make_root, run_stages
 from dprelease import cache, registry
 from dprelease.config import parse_params
 
@@ -83,10 +82,7 @@ def randomness(tmp_path_factory) -> Path:
 
 
 def _root(path: Path, randomness: Path) -> Path:
-    root = make_root(path)
-    (root / "artifacts").mkdir(mode=0o700)
-    shutil.copytree(randomness, root / "artifacts" / "secret")
-    return root
+    return copy_key(randomness, make_root(path))
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from conftest import ROOT, make_root, slice_raw
+from conftest import ROOT, copy_key, make_root, slice_raw
 from dprelease.io import read_json
 
 pytestmark = pytest.mark.slow
@@ -40,10 +40,7 @@ def _project(root: Path, key_from: Path | None = None, **overrides) -> Path:
     """A project root; ``key_from``: the operator's randomness key of that root (the same release is expected)."""
     make_root(root)
     (root / "params.yaml").write_text(yaml.safe_dump(slice_raw(**overrides)), encoding="utf-8")
-    if key_from is not None:
-        (root / "artifacts").mkdir(mode=0o700)
-        shutil.copytree(key_from / "artifacts" / "secret", root / "artifacts" / "secret")
-    return root
+    return root if key_from is None else copy_key(key_from / "artifacts" / "secret", root)
 
 
 def _main(root: Path, *extra: str, track: bool = False) -> SimpleNamespace:

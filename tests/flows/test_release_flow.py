@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from conftest import make_root, slice_raw
+from conftest import copy_key, make_root, slice_raw
 from dprelease import cache, headline, registry
 from dprelease.config import parse_params
 from dprelease.io import read_json
@@ -264,8 +264,7 @@ def test_second_root_restores_from_stage_store(flow_env, first, tmp_path):
         (other / data_rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(first.root / data_rel, other / data_rel)
     # the same project's randomness key (the operator's): the released draw can then come from the store
-    (other / first.params.artifacts).mkdir(mode=0o700)
-    shutil.copytree(first.root / first.params.artifacts / "secret", other / first.params.artifacts / "secret")
+    copy_key(first.root / first.params.artifacts / "secret", other, first.params.artifacts)
     flow_env.store["on"] = True
     try:
         out, calls = _run(flow_env, first.params, other)

@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import OneLineError
+from ..io import private_dir, write_json
 
 KEY_BYTES = 32
 KEY = "key"
@@ -49,12 +50,6 @@ def key_dir(artifacts: str | Path) -> Path:
     return Path(artifacts) / "secret"
 
 
-def _private_folder(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    os.chmod(path, 0o700)
-    return path
-
-
 def _write_new(path: Path, data: bytes) -> None:
     """Create ``path`` 0600 with ``data``; never replace an existing file."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -65,11 +60,9 @@ def _write_new(path: Path, data: bytes) -> None:
         os.close(fd)
 
 
-def _write_public(path: Path, obj) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
+def _write_id(path: Path, obj: dict) -> None:
+    """The public ids (key_id.json, history.json): atomic, 0600 like everything in the folder."""
+    write_json(path, obj, private=True)
 
 
 def _id(key: bytes) -> str:
@@ -98,14 +91,14 @@ def _create(folder: Path) -> str:
     key = os.urandom(KEY_BYTES)
     _write_new(folder / KEY, key.hex().encode("ascii") + b"\n")
     kid = _id(key)
-    _write_public(folder / HISTORY, {"key_ids": [*_history(folder), kid]})
+    _write_id(folder / HISTORY, {"key_ids": [*_history(folder), kid]})
     return kid
 
 
 def init(artifacts: str | Path) -> str:
     """Make sure the key exists (created from OS entropy on first use) and ``key_id.json`` names it;
     returns the key id. A key that existed here before and is gone is an error, never silently replaced."""
-    folder = _private_folder(key_dir(artifacts))
+    folder = private_dir(key_dir(artifacts))
     if not (folder / KEY).exists():
         known = _history(folder)
         if known:
@@ -114,24 +107,24 @@ def init(artifacts: str | Path) -> str:
         kid = _create(folder)
     else:
         kid = _id(_read_key(folder / KEY))
-    _write_public(folder / KEY_ID, {"key_id": kid})
+    _write_id(folder / KEY_ID, {"key_id": kid})
     return kid
 
 
 def rotate(artifacts: str | Path) -> tuple[str | None, str]:
     """Retire the current key (kept, private, under ``retired/``) and create a new one; works when the
     key is lost too. Returns (old id or None, new id)."""
-    folder = _private_folder(key_dir(artifacts))
+    folder = private_dir(key_dir(artifacts))
     old = None
     if (folder / KEY).exists():
         try:
             old = _id(_read_key(folder / KEY))
         except SecretKeyError:
             old = "damaged"
-        retired = _private_folder(folder / RETIRED)
+        retired = private_dir(folder / RETIRED)
         os.replace(folder / KEY, retired / f"{old}-{len(list(retired.iterdir()))}")
     kid = _create(folder)
-    _write_public(folder / KEY_ID, {"key_id": kid})
+    _write_id(folder / KEY_ID, {"key_id": kid})
     return old, kid
 
 
@@ -172,7 +165,7 @@ def numpy_rng(artifacts: str | Path, label: str) -> np.random.Generator:
 def derive_child(artifacts: str | Path, child_artifacts: str | Path, label: str) -> str:
     """Give a sub-project (e.g. the canary audit's re-run) a key derived from this one: its randomness is
     as secret and as reproducible by the operator as the parent's. Returns the child's key id."""
-    child = _private_folder(key_dir(child_artifacts))
+    child = private_dir(key_dir(child_artifacts))
     for name in (KEY, KEY_ID, HISTORY):
         (child / name).unlink(missing_ok=True)
     _write_new(child / KEY, _derive(artifacts, "child-key:" + label).hex().encode("ascii") + b"\n")

@@ -36,7 +36,7 @@ from safetensors.torch import save_file
 from ..backends.base import get_flat, set_flat
 from ..config import Params
 from ..data.splits import backend_for, features
-from ..io import atomic_dir, make_private, private_dir, read_json, write_json
+from ..io import atomic_dir, private_dir, read_json, write_json
 from ..layout import Layout
 from ..privacy.censor import Censor
 from ..seeds import stage_seed
@@ -110,7 +110,7 @@ def reweight(params: Params, root: str | Path = ".") -> dict:
             skip_marker(lay.round(3) / part, NO_REWEIGHT)
         for name in ("temperature_r3", "reweight"):
             write_json(lay.metrics / f"{name}.json", {"skipped": NO_REWEIGHT})
-        _write_private(decision_file(lay), {"skipped": NO_REWEIGHT})
+        _save_decision(lay, {"skipped": NO_REWEIGHT})
         return skip_marker(lay.sensitivity(3), NO_REWEIGHT, lay.metrics / "sensitivity_r3.json")
     if p.reweight_mode == "iterative" and not (lay.features / "validation.safetensors").is_file():
         raise FileNotFoundError("iterative re-weighting needs a validation split: set data.validation_size > 0")
@@ -158,17 +158,16 @@ def reweight(params: Params, root: str | Path = ".") -> dict:
                "reached": reached, "certified": certified, "certified_local_sensitivity": delta if certified is not None
                else None, "validation_weighted_f1": {"round_2": f2, "round_3": f3},
                "weight_mean": float(w.mean()), "weights_one": int((w == 1).sum())}
-    _write_private(decision_file(lay), private)
+    _save_decision(lay, private)
     summary = {"mode": p.reweight_mode, "accepted": accepted, "released_round": 3 if accepted else 2,
                "reason": reason, "max_refits": refits}
     write_json(lay.metrics / "reweight.json", summary)
     return summary
 
 
-def _write_private(path: Path, obj: dict) -> None:
-    private_dir(path.parent)
-    write_json(path, obj)
-    make_private(path)
+def _save_decision(lay: Layout, obj: dict) -> None:
+    private_dir(lay.round(3))
+    write_json(decision_file(lay), obj, private=True)  # 0600 in a 0700 folder
 
 
 def decision_file(lay: Layout) -> Path:
@@ -177,7 +176,6 @@ def decision_file(lay: Layout) -> Path:
 
 
 def _save_round3(lay: Layout, w: np.ndarray, fitted: dict, L: np.ndarray, max_deltas: np.ndarray) -> None:
-    private_dir(lay.round(3))
     with atomic_dir(lay.weights(3), private=True) as tmp:
         np.save(tmp / "weights.npy", w)
     with atomic_dir(lay.finetune(3), private=True) as tmp:
