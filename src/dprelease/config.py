@@ -101,8 +101,10 @@ class PPMParams(_Strict):
     max_refits: int = Field(3, ge=1, le=20, description="iterative: refits before giving up")
     validation_draws: int = Field(30, ge=1, description="iterative: draws per round scored on the validation split")
     calibration: Literal["none", "scale", "lr"] = Field(
-        "scale", description="weighted SWAG rounds: none | scale (sampling scale set so T̂ = 1) | lr (Mandt et al.)")
-    prior_precision: float = Field(1.0, ge=0.0, description="λ of the N(0, I/λ) prior in the Laplace reference")
+        "scale", description="weighted SWAG rounds: none | scale (sampling scale set so the smallest per-direction "
+                             "temperature T_min = 1) | lr (Mandt et al.)")
+    prior_precision: float = Field(1.0, gt=0.0, description="λ of the N(0, I/λ) prior: the SWAG-PPM objective's "
+                                                            "λ/(2N)·|θ|² term and the Laplace reference's prior")
     mechanism: Literal["asymptotic", "censored"] = Field(
         "asymptotic", description="censored: per-record w·CE censored at censor_epsilon/2 (strict ε for exact sampling)")
     censor_epsilon: float | None = Field(None, gt=0.0, description="ε of the censored mechanism")
@@ -339,6 +341,12 @@ class Params(_Strict):
     @property
     def dpsgd_run(self) -> DPSGDRun:
         return getattr(self.dpsgd, self.model.backend)
+
+    @property
+    def ppm_finetune(self) -> OptimParams:
+        """The SWAG-PPM rounds' fine-tune: the backend's, without AdamW's decoupled weight decay — their
+        objective carries the prior λ = ``ppm.prior_precision`` instead (training.py)."""
+        return self.backend.finetune.model_copy(update={"weight_decay": 0.0})
 
     @property
     def reweighting(self) -> bool:

@@ -52,9 +52,9 @@ def finetune(params: Params, root: str | Path = ".", r: int = 1) -> dict:
     backend = backend_for(params, lay)
     feats, y = features(lay)
     model = backend.new_model(feats)
-    hist = run_finetune(backend, model, feats, y, _weights_tensor(lay, r), params.backend.finetune,
+    hist = run_finetune(backend, model, feats, y, _weights_tensor(lay, r), params.ppm_finetune,
                         seed=stage_seed(params.seed, "finetune", r), progress=True, desc=f"fine-tune r{r}",
-                        censor=params.censor if r >= 2 else None)
+                        censor=params.censor if r >= 2 else None, prior_precision=params.ppm.prior_precision)
     with atomic_dir(lay.finetune(r), private=True) as tmp:
         save_file({"theta": get_flat(model).cpu().contiguous()}, str(tmp / "theta.safetensors"))
         write_json(tmp / "history.json", {"epoch_loss": hist.losses})
