@@ -139,7 +139,7 @@ def test_logistic_regression_against_the_exact_hessian_laplace(rank):
     var, dev = _sampler_in(u.T, 2.0 * u.T @ h_inv @ u)
     moments = SwagMoments(mean=theta, var=torch.from_numpy(var), deviations=torch.from_numpy(dev).float(),
                           n_models=dev.shape[0])
-    t = calibrate.temperature_of(backend, model, moments, feats, w, prior_precision=1.5)
+    t = calibrate.temperature_of(backend, model, moments, feats, w, prior_precision=1.5, cg={"rtol": 1e-10, "max_iter": 500})
     assert t.rank == rank
     assert t.subspace == pytest.approx(2.0, rel=1e-3) and t.subspace_min == pytest.approx(2.0, rel=1e-3)
     if rank < h.shape[0]:

@@ -135,15 +135,16 @@ def draw_from_round(params: Params, lay: Layout, r: int, tag: str = "release"):
     theta, m_star = draw_one(backend, model, moments, feats, y, _weights(lay, r),
                              seed=stage_seed(params.seed, tag, r), censor=params.censor)
     sens = read_json(lay.metrics / f"sensitivity_r{r}.json")
-    temp = read_json(lay.metrics / f"temperature_r{r}.json")["temperature"]["subspace"]
+    temp = read_json(lay.metrics / f"temperature_r{r}.json")["temperature"]
     local_sensitivity = max(sens["local_sensitivity"], m_star)
-    q = {"posterior_draws": sens["draws"], "round": r, "temperature": temp,
+    q = {"posterior_draws": sens["draws"], "round": r, "temperature": temp["subspace"],
+         "temperature_min": temp["subspace_min"], "temperature_all": temp["all_parameters"],
          "calibration": params.ppm.calibration}
     if params.censor is not None:
         g = guarantee.censored(params.ppm.censor_epsilon, local_sensitivity, **q)
-    else:
-        g = guarantee.ppm(2 * local_sensitivity, local_sensitivity,
-                          epsilon_at_temperature=temperature.implied_epsilon(2 * local_sensitivity, temp), **q)
+    else:  # conservative: a sampler colder than the Laplace posterior in any direction raises ε (TRUST.md R.2)
+        g = guarantee.ppm(temperature.implied_epsilon(2 * local_sensitivity, temp["subspace_min"]), local_sensitivity,
+                          epsilon_at_temperature_one=2 * local_sensitivity, **q)
     return backend, model, theta, m_star, g
 
 

@@ -9,7 +9,8 @@ minimise (1/N)·(Σ_i w_i CE_i + λ/2·|θ|²), the negative log pseudo posterio
 Marginal against marginal. The sampler's covariance is Σ = scale·(diag(var) + DᵀD/(K−1)); in SWAG's
 subspace U (r orthonormal rows spanning the deviations) it has the *marginal* covariance Σ_U = UΣUᵀ,
 and the reference has the marginal M = U H⁻¹ Uᵀ (r linear solves H x = uⱼ, by conjugate gradients on
-GGN-vector products). A sampler equal to T·H⁻¹ has Σ_U = T·M in ANY subspace, so
+GGN-vector products, with certified bounds M̂ ⪯ M ⪯ M̂ + RRᵀ/λ from the true residuals R, so the
+temperatures are reported from the upper bound: lower bounds, whatever the solver's budget). A sampler equal to T·H⁻¹ has Σ_U = T·M in ANY subspace, so
 
     per-direction temperatures = eigenvalues of Σ_U M⁻¹  (the generalised eigenproblem Σ_U x = T M x),
     T̂     = tr(Σ_U M⁻¹)/r  — their mean;  T_min, T_max their extremes.
