@@ -225,6 +225,6 @@ def test_ppm_card_states_what_epsilon_is_conditional_on():
                                                   "confidence": 0.95, "ci_low": 2.74, "ci_high": 2.77},
                 "reweighting": {"mode": "iterative", "refits": 2, "reason": "not accepted: validation weighted F1 lower"}}
     text = "\n".join(_conditions(manifest))
-    assert "T̂ = 1.7" in text and "T_min = 1," in text and "T̂_all = 0.0004" in text and "calibration: scale" in text
+    assert "= 1.7, smallest T_min = 1;" in text and "= 0.0004 (calibration: scale" in text
     assert "ε 5.500 (5.480–5.540)" in text and "0.0020" in text
     assert "not accepted" in text and "not covered by ε" in text
