@@ -343,4 +343,7 @@ def test_uncalibrated_arm_samples_the_round2_swag_at_the_spec_scale(arms_run):
     assert g["kind"] == "ppm_local_asymptotic" and g["quantities"]["calibration"] == "none"
     # the same fitted moments at scale 1/2: the temperature the release's calibration started from
     assert g["quantities"]["temperature"] == pytest.approx(t2["temperature_uncalibrated"]["subspace"], rel=1e-6)
-    assert g["epsilon"] == pytest.approx(2 * g["quantities"]["local_sensitivity"])
+    two_delta = 2 * g["quantities"]["local_sensitivity"]
+    assert g["quantities"]["epsilon_at_temperature_one"] == pytest.approx(two_delta)
+    assert g["quantities"]["temperature_min"] == pytest.approx(t2["temperature_uncalibrated"]["subspace_min"], rel=1e-6)
+    assert g["epsilon"] == pytest.approx(two_delta / min(1.0, g["quantities"]["temperature_min"]))  # conservative

@@ -233,11 +233,12 @@ def test_card_renders_quartiles_csv_with_empty_quartiles():
 def test_ppm_card_states_what_epsilon_is_conditional_on():
     from dprelease.card import _conditions
 
-    manifest = {"guarantee": {"quantities": {"temperature": 1.0}}, "prior_precision": 1.0, "calibration": "scale",
+    manifest = {"guarantee": {"quantities": {"temperature": 1.7, "temperature_min": 1.0, "temperature_all": 0.0004}},
+                "prior_precision": 1.0, "calibration": "scale",
                 "local_sensitivity_uncertainty": {"exceedance_of_max": 1 / 501, "level": 0.9998, "estimate": 2.75,
                                                   "confidence": 0.95, "ci_low": 2.74, "ci_high": 2.77},
                 "reweighting": {"mode": "iterative", "refits": 2, "reason": "not accepted: validation weighted F1 lower"}}
     text = "\n".join(_conditions(manifest))
-    assert "T̂ = 1.00" in text and "calibration: scale" in text
+    assert "= 1.7, smallest T_min = 1;" in text and "= 0.0004 (calibration: scale" in text
     assert "ε 5.500 (5.480–5.540)" in text and "0.0020" in text
     assert "not accepted" in text and "not covered by ε" in text

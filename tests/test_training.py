@@ -106,3 +106,28 @@ def test_epoch_mean_loss_matches_weighted_definition():
     with torch.no_grad():
         ce = F.cross_entropy(model(feats["x"]), y, reduction="none")
     assert loss == pytest.approx(float((w * ce).mean()), rel=1e-5)
+
+
+def test_the_prior_is_part_of_the_objective():
+    """With ``prior_precision`` λ the mini-batch loss is mean(w·CE) + λ/(2N)|θ|²: with zero weights plain SGD
+    shrinks θ by exactly (1 − lr·λ/N) per step, and an lr-0 epoch reports that objective."""
+    feats, y = _problem()
+    backend = _backend()
+    model = backend.new_model(feats)
+    theta0 = get_flat(model).clone()
+    lam, lr = 3.0, 0.1
+    opt = torch.optim.SGD(trainable(model), lr=lr)
+    loss = epoch(backend, model, feats, y, torch.zeros(N), opt, batch_size=8, generator=torch.Generator().manual_seed(0),
+                 prior_precision=lam)
+    steps = -(-N // 8)
+    torch.testing.assert_close(get_flat(model), theta0 * (1 - lr * lam / N) ** steps, rtol=1e-5, atol=1e-7)
+    assert loss > 0
+    backend = HeadBackend(n_classes=C, device=torch.device("cpu"), seed=1, params=HeadParams(hidden=8, dropout=0.0))
+    model = backend.new_model(feats)
+    theta = get_flat(model)
+    loss = epoch(backend, model, feats, y, None, torch.optim.SGD(trainable(model), lr=0.0), batch_size=N,
+                 generator=torch.Generator().manual_seed(0), prior_precision=lam)
+    model.eval()
+    with torch.no_grad():
+        ce = F.cross_entropy(model(feats["x"]), y).item()
+    assert loss == pytest.approx(ce + lam / (2 * N) * float(theta @ theta), rel=1e-5)

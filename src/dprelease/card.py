@@ -17,6 +17,10 @@ def _f(v, digits: int = 3) -> str:
     return "–" if v is None or v != v else f"{v:.{digits}f}"
 
 
+def _g(v) -> str:
+    return "–" if v is None else f"{v:.3g}"
+
+
 def audit_rows(path: Path, arm: str) -> list[dict]:
     if not path.is_file():
         return []
@@ -79,10 +83,11 @@ def _conditions(manifest: dict) -> list[str]:
     """What a SWAG-PPM ε is conditional on: temperature, Monte Carlo error, the re-weighting decision."""
     q, out = manifest["guarantee"]["quantities"], []
     if q.get("temperature") is not None:
-        out.append(f"* posterior approximation: SWAG's temperature against a Laplace (GGN) posterior with prior "
-                   f"N(0, I/{manifest.get('prior_precision')}) in SWAG's subspace is T̂ = {q['temperature']:.2f} "
-                   f"(calibration: {manifest.get('calibration')}; 1 = matched, below 1 the sampler is too narrow and ε "
-                   "is understated by that factor)")
+        out.append(f"* posterior approximation: SWAG's per-direction temperatures against the marginal of a Laplace "
+                   f"(GGN) posterior with prior N(0, I/{manifest.get('prior_precision')}) in SWAG's subspace: mean "
+                   f"T̂ = {q['temperature']:.3g}, smallest T_min = {_g(q.get('temperature_min'))}; over all parameters "
+                   f"T̂_all = {_g(q.get('temperature_all'))} (calibration: {manifest.get('calibration')}; 1 = matched; "
+                   "the stated ε is 2Δ̂ / min(1, T_min), so a sampler too narrow in any direction raises it)")
     tail = manifest.get("local_sensitivity_uncertainty")
     if tail:
         out.append(f"* Monte Carlo error: a fresh posterior draw exceeds Δ̂ with probability 1/(S+1) = "

@@ -26,9 +26,8 @@ class DataParams(_Strict):
     cap: int = Field(200, ge=1, description="max rows per class (D.1)")
     min_class_size: int = Field(2, ge=2, description="drop classes with fewer rows (D.2)")
     test_size: float = Field(0.5, gt=0.0, lt=1.0)
-    validation_size: float = Field(0.2, ge=0.0, lt=1.0,
-                                   description="fraction of the held-out half kept apart as the validation split "
-                                               "(re-weighting acceptance, private selection); never the test split")
+    validation_size: float = Field(0.2, ge=0.0, lt=1.0, description="fraction of the held-out half kept as the "
+                                   "validation split (re-weighting acceptance, private selection); never the test split")
     limit_classes: int | None = Field(None, ge=2, description="keep only the N largest classes (small slices for tests)")
     encoding: Literal["auto", "utf-8", "cp1252"] = Field(
         "auto", description="auto: strict UTF-8, or cp1252 for a file with no UTF-8 multi-byte sequence at all")
@@ -75,7 +74,6 @@ class ModelParams(_Strict):
     head: HeadParams = HeadParams()
     full: FullParams = FullParams()
 
-
 MIN_DRAWS = 100  # a fresh draw exceeds the max of S exchangeable draws with probability 1/(S + 1) (TRUST O)
 
 
@@ -99,8 +97,8 @@ class PPMParams(_Strict):
     max_refits: int = Field(3, ge=1, le=20, description="iterative: refits before giving up")
     validation_draws: int = Field(30, ge=1, description="iterative: draws per round scored on the validation split")
     calibration: Literal["none", "scale", "lr"] = Field(
-        "scale", description="weighted SWAG rounds: none | scale (sampling scale set so T̂ = 1) | lr (Mandt et al.)")
-    prior_precision: float = Field(1.0, ge=0.0, description="λ of the N(0, I/λ) prior in the Laplace reference")
+        "scale", description="weighted SWAG rounds: none | scale (sampling scale set so T_min = 1) | lr (Mandt et al.)")
+    prior_precision: float = Field(1.0, gt=0.0, description="λ of the N(0, I/λ) prior: objective λ/(2N)·|θ|², Laplace")
     mechanism: Literal["asymptotic", "censored"] = Field(
         "asymptotic", description="censored: per-record w·CE censored at censor_epsilon/2 (strict ε for exact sampling)")
     censor_epsilon: float | None = Field(None, gt=0.0, description="ε of the censored mechanism")
@@ -340,6 +338,10 @@ class Params(_Strict):
     @property
     def dpsgd_run(self) -> DPSGDRun:
         return getattr(self.dpsgd, self.model.backend)
+
+    @property
+    def ppm_finetune(self) -> OptimParams:  # SWAG-PPM's: no decoupled decay, the objective has λ (training.py)
+        return self.backend.finetune.model_copy(update={"weight_decay": 0.0})
 
     @property
     def reweighting(self) -> bool:

@@ -3,7 +3,12 @@ other loops (SWAG's) reuse.
 
 Loss per mini-batch B: (1/|B|) Σ_{i∈B} w_i CE_i(θ) — not renormalised by Σ w_i (spec B.5). With a
 ``censor`` each record contributes its censored w_i CE_i (≤ κ; the strict variant, TRUST.md P).
-Fine-tune: AdamW, linear decay to 0, no warm-up (spec D.6.1).
+With a ``prior_precision`` λ the mini-batch loss also carries λ/(2N)·|θ|² (N = training records), so
+the loop minimises (1/N)·(Σ_i w_i CE_i + λ/2·|θ|²): the negative log pseudo posterior under the prior
+N(0, I/λ), divided by N. SWAG-PPM's fine-tune and SWAG phases optimise exactly that objective, and the
+Laplace reference of the temperature check (swag_ppm/temperature.py) uses the same λ.
+Fine-tune: AdamW, linear decay to 0, no warm-up (spec D.6.1); its decoupled ``weight_decay`` is a
+different regulariser (not a prior of this objective), so SWAG-PPM sets it to 0 and uses λ instead.
 """
 
 from __future__ import annotations
@@ -36,10 +41,13 @@ def seed_model(model: nn.Module, seed: int) -> None:
 
 def epoch(backend: Backend, model: nn.Module, features: Features, labels: torch.Tensor, weights: torch.Tensor | None,
            optimizer: torch.optim.Optimizer, batch_size: int, generator: torch.Generator,
-           scheduler: torch.optim.lr_scheduler.LRScheduler | None = None, censor: Censor | None = None) -> float:
+           scheduler: torch.optim.lr_scheduler.LRScheduler | None = None, censor: Censor | None = None,
+           prior_precision: float = 0.0) -> float:
     model.train()
     total, count = 0.0, 0
-    for idx in batches(n_records(features), batch_size, generator):
+    n = n_records(features)
+    params = trainable(model) if prior_precision else []
+    for idx in batches(n, batch_size, generator):
         logits = backend.forward(model, take(features, idx, backend.device))
         ce = F.cross_entropy(logits.float(), labels[idx].to(backend.device), reduction="none")
         if weights is not None:
@@ -47,6 +55,8 @@ def epoch(backend: Backend, model: nn.Module, features: Features, labels: torch.
         if censor is not None:
             ce = censor.torch(ce)
         loss = ce.mean()
+        if params:
+            loss = loss + prior_precision / (2 * n) * sum((p * p).sum() for p in params)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -59,8 +69,9 @@ def epoch(backend: Backend, model: nn.Module, features: Features, labels: torch.
 
 def finetune(backend: Backend, model: nn.Module, features: Features, labels: torch.Tensor,
              weights: torch.Tensor | None, opt: OptimParams, seed: int, progress: bool = False,
-             desc: str = "fine-tune", censor: Censor | None = None) -> History:
-    """AdamW fine-tuning in place with a linear decay schedule."""
+             desc: str = "fine-tune", censor: Censor | None = None, prior_precision: float = 0.0) -> History:
+    """AdamW fine-tuning in place with a linear decay schedule (objective and ``prior_precision``: module
+    docstring)."""
     gen = torch.Generator().manual_seed(seed)
     seed_model(model, seed + 1)
     optimizer = torch.optim.AdamW(trainable(model), lr=opt.lr, weight_decay=opt.weight_decay, fused=True)
@@ -69,5 +80,5 @@ def finetune(backend: Backend, model: nn.Module, features: Features, labels: tor
     history = History()
     for _ in tqdm(range(opt.epochs), desc=desc, disable=not progress, unit="epoch"):
         history.losses.append(epoch(backend, model, features, labels, weights, optimizer, opt.batch_size, gen, scheduler,
-                                             censor))
+                                    censor, prior_precision))
     return history

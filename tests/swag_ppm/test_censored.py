@@ -91,7 +91,7 @@ def test_censored_release_reports_the_fixed_epsilon(tmp_path):
     assert "fitted on the same data" in g["quantities"]["weights"]
     assert 0 < g["quantities"]["local_sensitivity"] <= 0.5  # Δ̂ ≤ ε/2 by construction
     m = np.load(root / params.artifacts / "round2/sensitivity/max_deltas.npy")
-    assert m.max() < 0.5
+    assert m.max() <= 0.5  # soft censoring saturates at κ in floating point
     manifest = read_json(root / params.release / "release.json")
     assert manifest["mechanism"] == "censored" and manifest["censor_epsilon"] == 1.0
 

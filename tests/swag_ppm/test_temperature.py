@@ -1,5 +1,7 @@
-"""T̂ against closed-form posteriors: a Gaussian linear model (exact posterior N(μ, (XᵀX/σ² + λI)⁻¹)) and
-logistic regression with its Laplace reference (GGN = Hessian for a linear softmax model)."""
+"""Temperatures against closed-form posteriors, marginal against marginal (TRUST.md R.2): the review's
+counterexample (a sampler that IS the Laplace posterior, seen in a random subspace of a d = 400 Gaussian
+whose GGN spans four orders of magnitude), an H-invariant subspace, a tempered sampler, logistic regression
+against its exact Hessian; the CG bounds; and the conservative ε."""
 
 from __future__ import annotations
 
@@ -7,50 +9,110 @@ import numpy as np
 import pytest
 import torch
 
-from dprelease.backends.head import HeadBackend
 from dprelease.backends.base import get_flat
+from dprelease.backends.head import HeadBackend
 from dprelease.config import HeadParams
 from dprelease.swag_ppm import calibrate, temperature
 from dprelease.swag_ppm.swag import SwagMoments
 
-
-def _as_swag(cov: np.ndarray, scale: float = 0.5, var_floor: float = 0.0):
-    """(var, deviations) whose SWAG sampler scale·(diag var + DᵀD/(K−1)) has covariance ``cov`` (+ floor)."""
-    vals, vecs = np.linalg.eigh(cov)
-    k = cov.shape[0] + 1
-    dev = np.sqrt((k - 1) / scale) * (vecs * np.sqrt(np.clip(vals, 0, None))).T  # rows d_e = c·√λ_e v_e
-    dev = np.vstack([dev, np.zeros(cov.shape[0])])
-    return np.full(cov.shape[0], var_floor), dev
+D, R = 400, 19
 
 
-@pytest.mark.parametrize("temp", [0.3, 1.0, 4.0])
-def test_gaussian_linear_model_recovers_the_temperature(temp):
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(200, 5)) * np.array([3.0, 1.0, 0.5, 0.2, 0.05])  # very different curvatures
-    sigma2, lam = 0.7, 2.0
-    g = x.T @ x / sigma2  # GGN (= Hessian) of the Gaussian likelihood, summed over records
-    posterior = np.linalg.inv(g + lam * np.eye(5))
-    var, dev = _as_swag(temp * posterior)
+def _gaussian(spread: float, seed: int = 0):
+    """GGN G = Q diag(g) Qᵀ with g log-spaced over ``spread``, a random rotation Q, prior λ = 1."""
+    rng = np.random.default_rng(seed)
+    q, _ = np.linalg.qr(rng.normal(size=(D, D)))
+    g = np.logspace(0, np.log10(spread), D)
+    return q, g, (q * g) @ q.T
+
+
+def _sampler_in(basis: np.ndarray, sigma_u: np.ndarray, scale: float = 0.5):
+    """SWAG moments (var ≈ 0, K = r + 1 deviations) whose covariance in span(basis) is ``sigma_u``."""
+    r = basis.shape[0]
+    chol = np.linalg.cholesky(sigma_u)
+    dev = np.sqrt(r / scale) * (basis.T @ chol).T  # rows: √((K−1)/scale)·Lᵀ U, K = r + 1
+    dev = np.vstack([dev, np.zeros(basis.shape[1])])
+    return np.full(basis.shape[1], 1e-30), dev
+
+
+def _measure(g: np.ndarray, lam: float, var, dev, scale=0.5, **cg):
     basis = temperature.subspace_basis(dev)
-    t = temperature.estimate(var, dev, 0.5, basis, np.diag(g), basis @ g @ basis.T, prior_precision=lam)
-    assert t.rank == 5
-    assert t.subspace == pytest.approx(temp, rel=1e-9)
-    assert t.subspace_min == pytest.approx(temp, rel=1e-6) and t.subspace_max == pytest.approx(temp, rel=1e-6)
-    assert t.all_parameters == pytest.approx(temp, rel=1e-9)
+    marginal = temperature.laplace_marginal(lambda v: v @ g, basis, np.diag(g), prior_precision=lam, **cg)
+    return temperature.estimate(var, dev, scale, basis, np.diag(g), basis @ g @ basis.T, marginal,
+                                prior_precision=lam), marginal, basis
+
+
+@pytest.mark.parametrize("spread", [10.0, 1e2, 1e4])
+def test_the_exact_laplace_sampler_reads_one_on_a_random_subspace(spread):
+    """The review's counterexample: the conditional reading gave 1.28 / 3.44 / 87.8; the marginal one is 1."""
+    q, _, g = _gaussian(spread)
+    h_inv = np.linalg.inv(g + np.eye(D))
+    u, _ = np.linalg.qr(np.random.default_rng(1).normal(size=(D, R)))
+    var, dev = _sampler_in(u.T, u.T @ h_inv @ u)
+    t, _, basis = _measure(g, 1.0, var, dev)
+    assert t.rank == R and t.bound_gap < 1e-6
+    assert t.subspace == pytest.approx(1.0, abs=0.05)
+    assert t.subspace_min == pytest.approx(1.0, abs=0.05) and t.subspace_max == pytest.approx(1.0, abs=0.05)
+    if spread >= 1e2:  # the old conditional reading is fooled by the same sampler
+        assert t.subspace_conditional > 2.0
+
+
+def test_an_h_invariant_subspace_reads_one_too():
+    q, g_eig, g = _gaussian(1e4)
+    u = q[:, ::21][:, :R]  # eigenvectors of H: an invariant subspace
+    var, dev = _sampler_in(u.T, (u.T * (1 / (g_eig[::21][:R] + 1))[:, None]) @ u)
+    t, _, _ = _measure(g, 1.0, var, dev)
+    assert t.subspace == pytest.approx(1.0, abs=0.05) and t.subspace_min == pytest.approx(1.0, abs=0.05)
+    assert t.subspace_conditional == pytest.approx(1.0, abs=0.05)  # conditional = marginal here
+
+
+def test_a_sampler_at_half_the_temperature_reads_half():
+    _, _, g = _gaussian(1e4, seed=2)
+    u, _ = np.linalg.qr(np.random.default_rng(3).normal(size=(D, R)))
+    var, dev = _sampler_in(u.T, 0.5 * u.T @ np.linalg.inv(g + 2.0 * np.eye(D)) @ u)
+    t, _, _ = _measure(g, 2.0, var, dev)
+    assert t.subspace == pytest.approx(0.5, abs=0.025) and t.subspace_min == pytest.approx(0.5, abs=0.025)
+    assert temperature.implied_epsilon(6.0, t.subspace_min) == pytest.approx(12.0, rel=0.05)
 
 
 def test_an_isotropic_sampler_is_hot_in_stiff_and_cold_in_flat_directions():
     g = np.diag([100.0, 1.0])
-    var, dev = _as_swag(np.eye(2) * 0.1)
-    basis = temperature.subspace_basis(dev)
-    t = temperature.estimate(var, dev, 0.5, basis, np.diag(g), basis @ g @ basis.T, prior_precision=0.0)
-    assert t.subspace_max == pytest.approx(10.0) and t.subspace_min == pytest.approx(0.1)
-    assert t.subspace == pytest.approx(5.05)
+    var, dev = _sampler_in(np.eye(2), 0.1 * np.eye(2))
+    t, _, _ = _measure(g, 1e-9, var, dev)
+    assert t.subspace_max == pytest.approx(10.0, rel=1e-4) and t.subspace_min == pytest.approx(0.1, rel=1e-4)
 
 
-def test_logistic_regression_laplace_reference_end_to_end():
-    """temperature_of on a linear softmax head whose SWAG equals T × the Laplace posterior (exact Hessian)."""
-    gen = torch.Generator().manual_seed(3)
+def test_stopped_solves_give_certified_bounds_and_a_lower_t_min():
+    """After a few CG iterations M̂ ⪯ U H⁻¹ Uᵀ ⪯ M̂ + RRᵀ/λ, and T_min read from the upper bound is below the
+    exact T_min: an unconverged solve can only make the stated ε larger."""
+    _, _, g = _gaussian(1e4, seed=4)
+    u, _ = np.linalg.qr(np.random.default_rng(5).normal(size=(D, R)))
+    exact_m = u.T @ np.linalg.inv(g + np.eye(D)) @ u
+    var, dev = _sampler_in(u.T, 1.3 * exact_m)
+    t, m, basis = _measure(g, 1.0, var, dev, max_iter=5)
+    exact_b = basis @ np.linalg.inv(g + np.eye(D)) @ basis.T  # the same M in the basis the estimator chose
+    assert m.iterations == 5 and m.residual > 1e-3 and t.bound_gap > 0.01  # really stopped early
+    assert np.linalg.eigvalsh(exact_b - m.lower).min() > -1e-10
+    assert np.linalg.eigvalsh(m.upper - exact_b).min() > -1e-10
+    assert t.subspace_min < 1.3 and t.subspace < 1.3
+    exact, _, _ = _measure(g, 1.0, var, dev)
+    assert exact.subspace_min == pytest.approx(1.3, rel=1e-6)
+
+
+def test_conjugate_gradient_solves_spd_systems_and_refuses_others():
+    rng = np.random.default_rng(6)
+    a = rng.normal(size=(30, 30))
+    a = a @ a.T + 0.1 * np.eye(30)
+    b = rng.normal(size=(3, 30))
+    x, it, res = temperature.conjugate_gradient(lambda v: v @ a, b, rtol=1e-10)
+    np.testing.assert_allclose(x @ a, b, atol=1e-8)
+    assert res <= 1e-10 and it <= 60
+    with pytest.raises(ArithmeticError):
+        temperature.conjugate_gradient(lambda v: -v, b)
+
+
+def _linear_softmax(seed: int = 3, lam: float = 1.5):
+    gen = torch.Generator().manual_seed(seed)
     backend = HeadBackend(3, torch.device("cpu"), 0, HeadParams(hidden=0, dropout=0.0))
     feats = {"x": torch.nn.functional.normalize(torch.randn(80, 4, generator=gen), dim=-1)}
     y = torch.randint(0, 3, (80,), generator=gen)
@@ -62,14 +124,26 @@ def test_logistic_regression_laplace_reference_end_to_end():
     def total(t):
         wmat, b = t[: shapes[0].numel()].reshape(shapes[0]), t[shapes[0].numel():]
         ce = torch.nn.functional.cross_entropy((feats["x"].double() * 2.0) @ wmat.T + b, y, reduction="none")
-        return (w * ce).sum() + 0.5 * 1.5 * (t @ t)  # prior N(0, I/1.5)
+        return (w * ce).sum() + 0.5 * lam * (t @ t)  # prior N(0, I/λ)
 
-    h = torch.autograd.functional.hessian(total, theta).numpy()
-    var, dev = _as_swag(2.0 * np.linalg.inv(h))
+    return backend, model, feats, w, theta, torch.autograd.functional.hessian(total, theta).numpy()
+
+
+@pytest.mark.parametrize("rank", [15, 6])
+def test_logistic_regression_against_the_exact_hessian_laplace(rank):
+    """temperature_of on a linear softmax head (GGN = Hessian) whose SWAG is 2 × the exact-Hessian Laplace
+    posterior: in the full space (rank 15 = d) and in a random 6-dimensional subspace (not H-invariant)."""
+    backend, model, feats, w, theta, h = _linear_softmax()
+    h_inv = np.linalg.inv(h)
+    u, _ = np.linalg.qr(np.random.default_rng(7).normal(size=(h.shape[0], rank)))
+    var, dev = _sampler_in(u.T, 2.0 * u.T @ h_inv @ u)
     moments = SwagMoments(mean=theta, var=torch.from_numpy(var), deviations=torch.from_numpy(dev).float(),
                           n_models=dev.shape[0])
-    t = calibrate.temperature_of(backend, model, moments, feats, w, prior_precision=1.5)
-    assert t.subspace == pytest.approx(2.0, rel=1e-4) and t.all_parameters == pytest.approx(2.0, rel=1e-4)
+    t = calibrate.temperature_of(backend, model, moments, feats, w, prior_precision=1.5, cg={"rtol": 1e-10, "max_iter": 500})
+    assert t.rank == rank
+    assert t.subspace == pytest.approx(2.0, rel=1e-3) and t.subspace_min == pytest.approx(2.0, rel=1e-3)
+    if rank < h.shape[0]:
+        assert t.subspace_conditional > 2.1  # what the conditional reading would have said
 
 
 def test_implied_epsilon_only_grows_for_a_cold_sampler():
@@ -86,10 +160,13 @@ def test_mandt_learning_rate_formula():
         temperature.mandt_learning_rate(1.0, 1.0, n=10, batch_size=2, dim=3)
 
 
-def test_estimate_rejects_mismatched_inputs():
-    var, dev = _as_swag(np.eye(3))
+def test_estimate_and_marginal_reject_bad_inputs():
+    var, dev = _sampler_in(np.eye(3), np.eye(3))
     basis = temperature.subspace_basis(dev)
+    m = temperature.laplace_marginal(lambda v: v, basis, np.ones(3), prior_precision=1.0)
     with pytest.raises(ValueError):
-        temperature.estimate(var[:2], dev, 0.5, basis, np.ones(3), np.eye(3), prior_precision=1.0)
+        temperature.estimate(var[:2], dev, 0.5, basis, np.ones(3), np.eye(3), m, prior_precision=1.0)
     with pytest.raises(ValueError):
-        temperature.estimate(var, dev, 0.5, basis, np.ones(3), np.eye(3), prior_precision=-1.0)
+        temperature.estimate(var, dev, 0.5, basis, np.ones(3), np.eye(3), m, prior_precision=0.0)
+    with pytest.raises(ValueError):
+        temperature.laplace_marginal(lambda v: v, basis, np.ones(3), prior_precision=0.0)

@@ -6,10 +6,12 @@ autograd (any backend; the head backend overrides them with closed forms, tested
   classes when there are at most ``max_exact_classes``; otherwise one label per record is drawn from
   p_i (an unbiased estimate).
 * ``ggn_subspace``: the block B G Bᵀ for the rows of a basis B, via Jacobian-vector products of the logits.
+* ``ggn_operator``: v ↦ G v for the rows of an [r, d] tensor (a Jacobian-vector product, the output
+  curvature, then a vector-Jacobian product): what conjugate gradients need to solve (G + λI) x = u.
 * ``gradient_noise``: mean_i |∇ℓ_i|² and |mean_i ∇ℓ_i|² for ℓ_i = w_i CE_i (their difference is tr C, the
   trace of the per-example gradient covariance in Mandt et al.'s learning-rate formula).
 
-``ggn_diagonal`` / ``ggn_subspace`` / ``gradient_noise`` use a backend's own closed form when it has one
+``ggn_diagonal`` / ``ggn_subspace`` / ``ggn_operator`` / ``gradient_noise`` use a backend's own closed form when it has one
 (a method of the same name) and the autograd reference otherwise.
 """
 
@@ -84,6 +86,34 @@ def _block(backend: Backend, model: nn.Module, params: list[nn.Parameter], batch
     return torch.einsum("n,anc,bnc->ab", w, jd * p, jd) - torch.einsum("n,an,bn->ab", w, pj, pj)
 
 
+def ggn_operator_autograd(backend: Backend, model: nn.Module, theta: torch.Tensor, features: Features,
+                          weights: torch.Tensor | None, batch_size: int = 256):
+    """v ↦ G v (rows of [r, d], float64 out): per batch Jv by the double-backward trick, then
+    Jᵀ w (diag p − ppᵀ) Jv by one vector-Jacobian product."""
+    set_flat(model, theta)
+    model.eval()
+    params, n = trainable(model), n_records(features)
+    w = _weights(weights, n)
+
+    def apply(vectors: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros(vectors.shape, dtype=torch.float64)
+        with sdpa_kernel([SDPBackend.MATH]):
+            for idx in batches(n, batch_size):
+                logits = backend.forward(model, take(features, idx, backend.device)).float()
+                p = torch.softmax(logits, -1).detach()
+                u = torch.zeros_like(logits, requires_grad=True)
+                vjp = torch.autograd.grad(logits, params, u, create_graph=True, allow_unused=True)
+                flat = torch.cat([(v if v is not None else torch.zeros_like(q)).reshape(-1) for v, q in zip(vjp, params)])
+                wb = w[idx].to(logits)[:, None]
+                for k, d in enumerate(vectors):
+                    jd = torch.autograd.grad(flat @ d.to(flat), u, retain_graph=True)[0].detach()
+                    e = wb * (p * jd - p * (p * jd).sum(-1, keepdim=True))
+                    out[k] += _flat_grad((logits * e).sum(), params, retain=True).double().cpu()
+        return out
+
+    return apply
+
+
 def gradient_noise_autograd(backend: Backend, model: nn.Module, theta: torch.Tensor, features: Features,
                             labels: torch.Tensor, weights: torch.Tensor | None) -> tuple[float, float]:
     """(mean_i |∇ℓ_i|², |mean_i ∇ℓ_i|²) for ℓ_i = w_i CE_i(θ), model in eval mode."""
@@ -117,6 +147,21 @@ def ggn_subspace(backend: Backend, model: nn.Module, theta: torch.Tensor, featur
     if fast is not None:
         return fast(model, theta, features, weights, basis)
     return ggn_subspace_autograd(backend, model, theta, features, weights, basis)
+
+
+def ggn_operator(backend: Backend, model: nn.Module, theta: torch.Tensor, features: Features,
+                 weights: torch.Tensor | None):
+    fast = getattr(backend, "ggn_operator", None)
+    if fast is not None:
+        return fast(model, theta, features, weights)
+    return ggn_operator_autograd(backend, model, theta, features, weights)
+
+
+def ggn_preconditioner(backend: Backend, model: nn.Module, theta: torch.Tensor, features: Features,
+                       weights: torch.Tensor | None, prior_precision: float):
+    """An approximate (G + λI)⁻¹ operator for conjugate gradients, or None (then: Jacobi)."""
+    fast = getattr(backend, "ggn_preconditioner", None)
+    return None if fast is None else fast(model, theta, features, weights, prior_precision)
 
 
 def gradient_noise(backend: Backend, model: nn.Module, theta: torch.Tensor, features: Features,

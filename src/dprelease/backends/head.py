@@ -128,6 +128,12 @@ class HeadBackend(Backend):
     def ggn_subspace(self, model, theta, features, weights, basis) -> torch.Tensor:
         return head_curvature.ggn_subspace(model, theta, features, weights, basis)
 
+    def ggn_operator(self, model, theta, features, weights):
+        return head_curvature.ggn_operator(model, theta, features, weights)
+
+    def ggn_preconditioner(self, model, theta, features, weights, prior_precision):
+        return head_curvature.kfac_preconditioner(model, theta, features, weights, prior_precision)
+
     def gradient_noise(self, model, theta, features, labels, weights) -> tuple[float, float]:
         return head_curvature.gradient_noise(model, theta, features, labels, weights)
 

@@ -6,6 +6,12 @@ With u = x̃W1ᵀ + b1, a = gelu(u), z = aW2ᵀ + b2, p = softmax(z) and weights
   W1[h,j]: Σ w gelu′(u_h)² Var_{c∼p}(W2[c,h]) x̃_j²; b1[h]: Σ w gelu′(u_h)² Var_{c∼p}(W2[c,h]).
 * Jacobian-vector product along d = (dW1, db1, dW2, db2): Jd = a dW2ᵀ + db2 + (gelu′(u) ⊙ (x̃dW1ᵀ + db1)) W2ᵀ,
   and d_aᵀGd_b = Σ_i w_i (Jd_a)ᵀ (diag p_i − p_i p_iᵀ) (Jd_b) for the rows of a basis (the K × K block).
+* GGN-vector product Gd = Σ_i w_i J_iᵀ e_i with e_i = (diag p_i − p_i p_iᵀ)(J_i d): the transposed Jacobian
+  is backpropagation by hand — W2: eᵀa, b2: Σe; δu = gelu′(u) ⊙ (eW2), W1: δuᵀx̃, b1: Σδu.
+* K-FAC preconditioner for (G + λI)⁻¹ (Martens & Grosse 2015; only conjugate gradients' speed depends on
+  it, never the solution): per layer, [W | b] with inputs x̂ = [x̃, 1] (or â = [a, 1]) has the block
+  G ≈ B ⊗ A, A = Σ x̂x̂ᵀ/n, B = Σ_i w_i s_i s_iᵀ with s_i = the back-propagated output error of one class
+  drawn from p_i per record (a sampled Fisher); (B ⊗ A + λI)⁻¹ by the eigendecompositions of A and B.
 * Per-example gradient of ℓ = w·CE: r = w(p − e_y); |∇W2|² = |r|²|a|², |∇b2|² = |r|², with
   g = gelu′(u) ⊙ (rW2): |∇W1|² = |g|²|x̃|², |∇b1|² = |g|².
 A linear head (hidden = 0) is the same with a = x̃ and no first layer.
@@ -88,6 +94,89 @@ def ggn_subspace(model: nn.Module, theta: torch.Tensor, features, weights, basis
             jds.append(jd)
         out += _ggn_block(torch.stack(jds), p, w)
     return out
+
+
+def ggn_operator(model: nn.Module, theta: torch.Tensor, features, weights, dtype: torch.dtype = torch.float32):
+    """v ↦ G v for the rows of [r, d] tensors (float64 out). The forward pass at θ is computed once (float64)
+    and kept in ``dtype``, which the large products run in; accumulation is float64."""
+    parts = _unpack(model, theta)
+    shapes = [p.shape for p in parts]
+    w2 = parts[-2].to(dtype)
+    cache = []
+    with torch.no_grad():
+        for _, x, w in _chunks(features, weights):
+            xt, u, a, p = _forward(model, parts, x)
+            gp = _gelu_prime(u).to(dtype) if model.hidden else None
+            cache.append((xt.to(dtype), gp, a.to(dtype), p.to(dtype), w.to(dtype)))
+
+    @torch.no_grad()
+    def apply(vectors: torch.Tensor) -> torch.Tensor:
+        r = vectors.shape[0]
+        dirs = [c.reshape(r, *s).to(dtype) for c, s in zip(vectors.split([s.numel() for s in shapes], dim=1), shapes)]
+        acc = [torch.zeros(r, *s, dtype=torch.float64) for s in shapes]
+        for xt, gp, a, p, w in cache:
+            jd = torch.einsum("nh,rch->rnc", a, dirs[-2]) + dirs[-1][:, None, :]  # J d, [r, n, C]
+            if model.hidden:
+                pre = (xt @ dirs[0].reshape(-1, xt.shape[1]).T).reshape(len(xt), r, -1).transpose(0, 1)
+                jd = jd + (gp * (pre + dirs[1][:, None])) @ w2.T
+            e = w[:, None] * (p * jd - p * (p * jd).sum(-1, keepdim=True))  # (diag p − ppᵀ) J d, weighted
+            acc[-2] += torch.einsum("rnc,nh->rch", e, a).double()
+            acc[-1] += e.sum(1).double()
+            if model.hidden:
+                du = gp * (e @ w2)  # [r, n, H]
+                acc[0] += (du.transpose(1, 2).reshape(-1, len(xt)) @ xt).reshape(acc[0].shape).double()
+                acc[1] += du.sum(1).double()
+        return torch.cat([t.reshape(r, -1) for t in acc], dim=1)
+
+    return apply
+
+
+@torch.no_grad()
+def kfac_preconditioner(model: nn.Module, theta: torch.Tensor, features, weights, prior_precision: float,
+                        samples: int = 4, seed: int = 0):
+    """v ↦ P v ≈ (G + λI)⁻¹ v for the rows of [m, d] tensors (float64 in and out); module docstring."""
+    parts = _unpack(model, theta)
+    shapes = [p.shape for p in parts]
+    w2 = parts[-2]
+    gen = torch.Generator().manual_seed(seed)
+    n = features["x"].shape[0]
+    a_in = torch.zeros(shapes[0][1] + 1, shapes[0][1] + 1, dtype=torch.float64) if model.hidden else None
+    a_out = torch.zeros(shapes[-2][1] + 1, shapes[-2][1] + 1, dtype=torch.float64)
+    b_in = torch.zeros(shapes[0][0], shapes[0][0], dtype=torch.float64) if model.hidden else None
+    b_out = torch.zeros(shapes[-1][0], shapes[-1][0], dtype=torch.float64)
+    for _, x, w in _chunks(features, weights):
+        xt, u, a, p = _forward(model, parts, x)
+        ones = torch.ones(len(x), 1, dtype=torch.float64)
+        ah = torch.cat([a, ones], 1)
+        a_out += ah.T @ ah / n
+        for _ in range(samples):
+            c = torch.multinomial(p.float(), 1, generator=gen)[:, 0]
+            e = -p.clone()
+            e[torch.arange(len(c)), c] += 1  # ∇_z log p_c
+            sw = e * (w / samples).sqrt()[:, None]
+            b_out += sw.T @ sw
+            if model.hidden:
+                s_in = _gelu_prime(u) * (sw @ w2)
+                b_in += s_in.T @ s_in
+        if model.hidden:
+            xh = torch.cat([xt, ones], 1)
+            a_in += xh.T @ xh / n
+    layers = ([(b_in, a_in)] if model.hidden else []) + [(b_out, a_out)]
+    eig = [(torch.linalg.eigh(b), torch.linalg.eigh(a)) for b, a in layers]
+    sizes = [s.numel() for s in shapes]
+
+    def apply(vectors: torch.Tensor) -> torch.Tensor:
+        v = vectors.double().split(sizes, dim=1)
+        out = []
+        for k, ((sb, qb), (sa, qa)) in enumerate(eig):
+            wm, bv = v[2 * k].reshape(len(vectors), *shapes[2 * k]), v[2 * k + 1]
+            m = torch.cat([wm, bv[:, :, None]], 2)  # [m, out, in + 1]
+            rot = qb.T @ m @ qa / (sb[:, None] * sa[None, :] + prior_precision)
+            back = qb @ rot @ qa.T
+            out += [back[:, :, :-1].reshape(len(vectors), -1), back[:, :, -1]]
+        return torch.cat(out, dim=1)
+
+    return apply
 
 
 def _ggn_block(jd: torch.Tensor, p: torch.Tensor, w: torch.Tensor) -> torch.Tensor:

@@ -67,8 +67,9 @@ def uncalibrated_arm(params: Params, root: str | Path = ".") -> dict:
     t = calibrate.temperature_of(backend, model, moments, feats, torch.from_numpy(w).float(), params.ppm.prior_precision)
     model, delta, draws = _release_one(params, lay, arm, backend, model, moments, feats, y, w, None, "uncalibrated",
                                        source)
-    g = guarantee.ppm(2 * delta, delta, posterior_draws=draws, round=2, temperature=t.subspace, calibration="none",
-                      epsilon_at_temperature=temperature.implied_epsilon(2 * delta, t.subspace),
+    g = guarantee.ppm(temperature.implied_epsilon(2 * delta, t.subspace_min), delta, posterior_draws=draws, round=2,
+                      temperature=t.subspace, temperature_min=t.subspace_min, temperature_all=t.all_parameters,
+                      calibration="none", epsilon_at_temperature_one=2 * delta,
                       released_draw_noise=SECRET_NOISE)
     write_arm_model(lay, arm, backend, model, g, with_common(ARMS_CODE))
     return write_arm(lay, arm, backend, model, label_info(lay), g, {"round": 2, "temperature": t.subspace})

@@ -1,10 +1,14 @@
-"""SWAG with its temperature measured and, optionally, calibrated (TRUST.md M; maths in temperature.py).
+"""SWAG with its temperature measured and, optionally, calibrated (TRUST.md M, R.2; maths in temperature.py).
 
 ``ppm.calibration``:
-* ``none``  — the spec's SWAG (scale 1/2, the configured learning rate); T̂ is measured and reported;
-* ``scale`` — the sampling scale is divided by T̂ so that the sampler's T̂ = 1 (no refit);
+* ``none``  — the spec's SWAG (scale 1/2, the configured learning rate); temperatures measured and reported;
+* ``scale`` — the sampling scale is divided by T_min, the SMALLEST per-direction temperature, so that no
+              direction of SWAG's subspace is colder than the Laplace posterior (T_min = 1 afterwards; the
+              other directions are hotter, which only makes the stated ε conservative);
 * ``lr``    — the SWAG learning rate is Mandt et al.'s η* = 2·S·D/(N·tr C), with tr C measured at the
-              fine-tuned θ; T̂ is then measured as for ``none``.
+              fine-tuned θ; temperatures then measured as for ``none``.
+Whatever the mode, the released ε is 2Δ̂ / min(1, T_min) (``rounds.draw_from_round``): a sampler left too
+cold in some direction raises ε, never lowers it.
 """
 
 from __future__ import annotations
@@ -23,38 +27,53 @@ from . import temperature
 from .swag import SwagMoments
 from .swag_train import swag as run_swag
 
+# The pipeline's CG budget per temperature measurement (r = K − 1 solves at once). Whatever it leaves
+# unconverged widens the certified bounds (temperature.laplace_marginal) and so LOWERS the reported
+# temperatures: a small budget can only make ε larger, never smaller. On the head (126k parameters,
+# 2,626 records) H = G + I is ill-conditioned: ~260 unpreconditioned iterations reach a relative residual of
+# 0.1 (issue 22 closing note), so this budget leaves a wide gap (bound_gap in metrics/temperature_r*.json).
+PIPELINE_CG = {"rtol": 1e-3, "max_iter": 40}
+
 
 def temperature_of(backend: Backend, model: nn.Module, moments: SwagMoments, features: Features,
-                   weights: torch.Tensor | None, prior_precision: float) -> temperature.Temperature:
-    """T̂ of the sampler against the Laplace-GGN posterior of the weighted loss at the SWAG mean."""
+                   weights: torch.Tensor | None, prior_precision: float, cg: dict | None = None) -> temperature.Temperature:
+    """Temperatures of the sampler against the Laplace-GGN posterior of the weighted loss at the SWAG mean,
+    marginal against marginal in SWAG's subspace (r conjugate-gradient solves on GGN-vector products; ``cg``:
+    rtol / max_iter, default :data:`PIPELINE_CG`)."""
+    cg = PIPELINE_CG if cg is None else cg
     theta = moments.mean.float()
     dev = moments.deviations.double().cpu().numpy()
     basis = temperature.subspace_basis(dev)
-    g_diag = curvature.ggn_diagonal(backend, model, theta, features, weights)
+    g_diag = curvature.ggn_diagonal(backend, model, theta, features, weights).double().cpu().numpy()
     g_block = curvature.ggn_subspace(backend, model, theta, features, weights, torch.from_numpy(basis))
-    return temperature.estimate(moments.var.cpu().numpy(), dev, moments.scale, basis, g_diag.cpu().numpy(),
-                                g_block.cpu().numpy(), prior_precision=prior_precision)
-
+    op = curvature.ggn_operator(backend, model, theta, features, weights)
+    pre = curvature.ggn_preconditioner(backend, model, theta, features, weights, prior_precision)
+    marginal = temperature.laplace_marginal(
+        lambda v: op(torch.from_numpy(v)).numpy(), basis, g_diag, prior_precision=prior_precision,
+        preconditioner=None if pre is None else (lambda v: pre(torch.from_numpy(v)).numpy()), **cg)
+    return temperature.estimate(moments.var.cpu().numpy(), dev, moments.scale, basis, g_diag, g_block.cpu().numpy(),
+                                marginal, prior_precision=prior_precision)
 
 def swag(backend: Backend, model: nn.Module, features: Features, labels: torch.Tensor, weights: torch.Tensor | None,
          params: SwagParams, *, seed: int, calibration: str, prior_precision: float,
          desc: str = "SWAG", censor: Censor | None = None, measure: bool = True) -> tuple[SwagMoments, list[float], dict]:
-    """SWAG from the model's current (fine-tuned) θ; returns (moments, epoch losses, public summary)."""
+    """SWAG from the model's current (fine-tuned) θ on the objective with prior λ = ``prior_precision``;
+    returns (moments, epoch losses, public summary)."""
     lr = params.lr
     if calibration == "lr":
         mean_sq, sq_mean = curvature.gradient_noise(backend, model, get_flat(model), features, labels, weights)
         lr = temperature.mandt_learning_rate(mean_sq, sq_mean, n=len(labels), batch_size=params.batch_size,
                                              dim=get_flat(model).numel())
     moments, hist = run_swag(backend, model, features, labels, weights, params.model_copy(update={"lr": lr}),
-                             seed=seed, progress=True, desc=desc, censor=censor)
+                             seed=seed, progress=True, desc=desc, censor=censor, prior_precision=prior_precision)
     if not np.isfinite(hist.losses[-1]) or not torch.isfinite(moments.mean).all():
         raise FloatingPointError(f"SWAG diverged at learning rate {lr:.4g} (calibration: {calibration})")
     if not measure:
         return moments, hist.losses, {"calibration": "none", "lr": lr, "scale": moments.scale}
     measured = temperature_of(backend, model, moments, features, weights, prior_precision)
     summary = {"calibration": calibration, "lr": lr, "temperature_uncalibrated": measured.as_dict()}
-    if calibration == "scale":  # T̂ is linear in the sampling scale: no second curvature pass
-        factor = 1.0 / measured.subspace
+    if calibration == "scale":  # every temperature is linear in the sampling scale: no second curvature pass
+        factor = 1.0 / measured.subspace_min
         moments = replace(moments, scale=moments.scale * factor)
         measured = measured.rescaled(factor)
     summary |= {"scale": moments.scale, "temperature": measured.as_dict()}

@@ -73,8 +73,8 @@ def fit(params: Params, backend, feats, y, weights: np.ndarray | None, r: int, a
     tag = "" if attempt == 0 else f"#{attempt}"
     w = None if weights is None else torch.from_numpy(np.asarray(weights)).float()
     model = backend.new_model(feats)
-    ft = run_finetune(backend, model, feats, y, w, params.backend.finetune, seed=stage_seed(params.seed, "finetune" + tag, r),
-                      progress=True, desc=f"fine-tune r{r}{tag}", censor=censor)
+    ft = run_finetune(backend, model, feats, y, w, params.ppm_finetune, seed=stage_seed(params.seed, "finetune" + tag, r),
+                      progress=True, desc=f"fine-tune r{r}{tag}", censor=censor, prior_precision=params.ppm.prior_precision)
     theta_ft = get_flat(model).cpu().clone()
     calibration = params.ppm.calibration if r >= 2 else "none"
     moments, swag_losses, summary = calibrate.swag(

@@ -52,9 +52,9 @@ def finetune(params: Params, root: str | Path = ".", r: int = 1) -> dict:
     backend = backend_for(params, lay)
     feats, y = features(lay)
     model = backend.new_model(feats)
-    hist = run_finetune(backend, model, feats, y, _weights_tensor(lay, r), params.backend.finetune,
+    hist = run_finetune(backend, model, feats, y, _weights_tensor(lay, r), params.ppm_finetune,
                         seed=stage_seed(params.seed, "finetune", r), progress=True, desc=f"fine-tune r{r}",
-                        censor=params.censor if r >= 2 else None)
+                        censor=params.censor if r >= 2 else None, prior_precision=params.ppm.prior_precision)
     with atomic_dir(lay.finetune(r), private=True) as tmp:
         save_file({"theta": get_flat(model).cpu().contiguous()}, str(tmp / "theta.safetensors"))
         write_json(tmp / "history.json", {"epoch_loss": hist.losses})
@@ -138,16 +138,17 @@ def draw_from_round(params: Params, lay: Layout, r: int, tag: str = "release"):
     theta, m_star = draw_one(backend, model, moments, feats, y, _weights(lay, r),
                              seed=secret.seed(lay.artifacts, f"{tag}/round{r}"), censor=params.censor)
     sens = read_json(lay.metrics / f"sensitivity_r{r}.json")
-    temp = read_json(lay.metrics / f"temperature_r{r}.json")["temperature"]["subspace"]
+    temp = read_json(lay.metrics / f"temperature_r{r}.json")["temperature"]
     local_sensitivity = max(sens["local_sensitivity"], m_star)
-    q = {"posterior_draws": sens["draws"], "round": r, "temperature": temp,
+    q = {"posterior_draws": sens["draws"], "round": r, "temperature": temp["subspace"],
+         "temperature_min": temp["subspace_min"], "temperature_all": temp["all_parameters"],
          "calibration": params.ppm.calibration, "released_draw_noise": SECRET_NOISE}
     if params.censor is not None:
         g = guarantee.censored(params.ppm.censor_epsilon, local_sensitivity,
                                weights=guarantee.RISK_WEIGHTS if r >= 2 else guarantee.UNIFORM_WEIGHTS, **q)
-    else:
-        g = guarantee.ppm(2 * local_sensitivity, local_sensitivity,
-                          epsilon_at_temperature=temperature.implied_epsilon(2 * local_sensitivity, temp), **q)
+    else:  # conservative: a sampler colder than the Laplace posterior in any direction raises ε
+        g = guarantee.ppm(temperature.implied_epsilon(2 * local_sensitivity, temp["subspace_min"]), local_sensitivity,
+                          epsilon_at_temperature_one=2 * local_sensitivity, **q)
     return backend, model, theta, m_star, g
 
 

@@ -43,7 +43,7 @@ def declare(params: Params) -> list[Stage]:
     out: list[Stage] = []
     for r in (1, 2):
         w = [f"{a}/round{r}/weights"] if r > 1 else []
-        weighted = CALIBRATION if r > 1 else []
+        weighted = CALIBRATION if r > 1 else ["ppm.prior_precision"]  # round 1's objective carries the prior too
         out.append(Stage(f"finetune_r{r}", partial(rounds.finetune, r=r), MODEL + weighted, [labels, feats, *w],
                          [f"{a}/round{r}/finetune"], MODEL_CODE))
         out.append(Stage(f"swag_r{r}", partial(rounds.swag, r=r), MODEL + weighted,

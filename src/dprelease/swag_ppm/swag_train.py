@@ -1,5 +1,6 @@
 """The SWAG phase (spec A.1, D.6.2): SGD at a constant learning rate from the fine-tuned θ, one
-snapshot per epoch into a :class:`SwagCollector`. Same weighted loss as the fine-tune (spec B.5)."""
+snapshot per epoch into a :class:`SwagCollector`. Same objective as the fine-tune (spec B.5, with the prior
+λ/(2N)·|θ|² of ``training.py``)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from .swag import SwagCollector, SwagMoments
 
 def swag(backend: Backend, model: nn.Module, features: Features, labels: torch.Tensor, weights: torch.Tensor | None,
          params: SwagParams, seed: int, progress: bool = False, desc: str = "SWAG",
-         on_snapshot: Callable[[int], None] | None = None, censor: Censor | None = None) -> tuple[SwagMoments, History]:
+         on_snapshot: Callable[[int], None] | None = None, censor: Censor | None = None,
+         prior_precision: float = 0.0) -> tuple[SwagMoments, History]:
     """Constant-lr SGD for ``params.epochs`` epochs, one snapshot per epoch; returns the fitted moments."""
     gen = torch.Generator().manual_seed(seed)
     seed_model(model, seed + 1)
@@ -27,7 +29,7 @@ def swag(backend: Backend, model: nn.Module, features: Features, labels: torch.T
     history = History()
     for e in tqdm(range(params.epochs), desc=desc, disable=not progress, unit="epoch"):
         history.losses.append(run_epoch(backend, model, features, labels, weights, optimizer, params.batch_size, gen,
-                                          censor=censor))
+                                          censor=censor, prior_precision=prior_precision))
         collector.collect(get_flat(model))
         if on_snapshot is not None:
             on_snapshot(e)

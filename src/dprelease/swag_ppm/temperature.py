@@ -1,24 +1,31 @@
 """The temperature of a SWAG sampler against a Laplace (GGN) approximation of the weighted pseudo
-posterior (TRUST.md M): arrays in, numbers out.
+posterior (TRUST.md M, R.2): arrays in, numbers out.
 
 Reference posterior at the SWAG mean θ̄: N(θ̄, H⁻¹) with H = G + λI, G = Σ_i w_i GGN_i(θ̄) (the weighted
-generalised Gauss–Newton, summed over records) and the prior stated explicitly as N(0, λ⁻¹I).
-A sampler with covariance Σ that equals the tempered reference T·H⁻¹ satisfies ΣH = T·I, so
+generalised Gauss–Newton, summed over records) and the prior N(0, λ⁻¹I) that the training objective
+itself optimises (``training.py``: the mini-batch loss carries λ/(2N)·|θ|², so the fine-tune and SWAG
+minimise (1/N)·(Σ_i w_i CE_i + λ/2·|θ|²), the negative log pseudo posterior over N).
 
-    T̂ = tr(Σ_U H_U) / r     in the SWAG subspace U (orthonormal basis of the r deviation directions;
-                             Σ_U = UΣUᵀ, H_U = UHUᵀ: the Laplace posterior restricted to the subspace, as
-                             in subspace inference) — the headline T̂, and what ``calibration: scale`` sets
-                             to 1. The eigenvalues of Σ_U H_U are the per-direction temperatures (min/max
-                             reported): a scalar calibration cannot make them all 1.
-    T̂_all = tr(HΣ) / d      over all d parameters (exact for tempered Gaussians: Σ is diagonal + low rank,
-                             so tr(H·diag v) = Σ_j H_jj v_j and tr(H·DᵀD) = tr(D G Dᵀ) + λ|D|²). Outside the
-                             subspace SWAG's diagonal part is set by how far constant-lr SGD diffused in a
-                             few epochs, while the Laplace variance there is set by the prior: the head's
-                             T̂_all is ~0.001 under N(0, I), a statement about the prior in directions the
-                             data barely inform, reported but not used for calibration.
+Marginal against marginal. The sampler's covariance is Σ = scale·(diag(var) + DᵀD/(K−1)); in SWAG's
+subspace U (r orthonormal rows spanning the deviations) it has the *marginal* covariance Σ_U = UΣUᵀ,
+and the reference has the marginal M = U H⁻¹ Uᵀ (r linear solves H x = uⱼ, by conjugate gradients on
+GGN-vector products, with certified bounds M̂ ⪯ M ⪯ M̂ + RRᵀ/λ from the true residuals R, so the
+temperatures are reported from the upper bound: lower bounds, whatever the solver's budget). A sampler equal to T·H⁻¹ has Σ_U = T·M in ANY subspace, so
 
-Drawing from π_w^{1/T} is the exponential mechanism with utility scaled by 1/T, so the ε it implies is
-2Δ̂ / T̂ when T̂ < 1 (a sampler that is too narrow); for T̂ ≥ 1 the stated 2Δ̂ is kept.
+    per-direction temperatures = eigenvalues of Σ_U M⁻¹  (the generalised eigenproblem Σ_U x = T M x),
+    T̂     = tr(Σ_U M⁻¹)/r  — their mean;  T_min, T_max their extremes.
+
+(The conditional precision U H Uᵀ would do only for an H-invariant U: U H⁻¹ Uᵀ ⪰ (U H Uᵀ)⁻¹, so
+comparing Σ_U with (U H Uᵀ)⁻¹ reads a matched sampler as too hot, and calibrating on it makes the
+sampler too cold and ε too small. It is kept as ``subspace_conditional`` for that comparison only.)
+
+    T̂_all = tr(HΣ)/d over all d parameters (exact for tempered Gaussians: tr(H·diag v) = Σ_j H_jj v_j and
+            tr(H·DᵀD) = tr(D G Dᵀ) + λ|D|²). Outside the subspace SWAG's diagonal part is set by how far
+            constant-lr SGD diffused in a few epochs, while the Laplace variance there is set by the
+            prior; reported, not calibrated.
+
+Drawing from π_w^{1/T} is the exponential mechanism with utility scaled by 1/T, so a sampler that is
+too narrow in some direction understates ε: the conservative figure is 2Δ̂ / min(1, T_min).
 
 Mandt, Hoffman & Blei (2017): for SGD on the average loss L̄ = (1/N) Σ ℓ_i with batch size S and constant
 learning rate η, the stationary covariance solves AΣ + ΣA = (η/S)·C (A the Hessian of L̄, C the per-example
@@ -31,26 +38,36 @@ tr(AΣ) = η·tr C / (2S), and with Σ ∝ η the KL divergence to the posterior
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
+from typing import Callable
 
 import numpy as np
+
+CG_RTOL = 1e-6  # relative residual of each solve; the quadratic forms uᵢᵀ H⁻¹ uⱼ err by about its square
+CG_MAX_ITER = 2000
 
 
 @dataclass(frozen=True)
 class Temperature:
-    subspace: float  # T̂ = tr(Σ_U H_U)/r
-    subspace_min: float  # smallest per-direction temperature in the subspace
+    # per-direction temperatures: eigenvalues of Σ_U M⁻¹, M = U H⁻¹ Uᵀ (lower bounds: see ``estimate``)
+    subspace: float  # T̂ = tr(Σ_U M⁻¹)/r, their mean
+    subspace_min: float  # T_min, the smallest (what the conservative ε and ``calibration: scale`` use)
     subspace_max: float
     all_parameters: float  # T̂_all = tr(HΣ)/d
+    subspace_conditional: float  # tr(Σ_U U H Uᵀ)/r: the old, biased reading (exact only for H-invariant U)
     rank: int
     prior_precision: float
+    cg_iterations: int = 0
+    cg_residual: float = 0.0  # largest relative residual ‖H xⱼ − uⱼ‖/‖uⱼ‖ of the solves
+    bound_gap: float = 0.0  # T̂ with M's lower bound / T̂ − 1: 0 for exact solves
 
     def as_dict(self) -> dict:
         return asdict(self)
 
     def rescaled(self, factor: float) -> "Temperature":
-        """T̂ of the same sampler with its scale multiplied by ``factor`` (every reading is linear in it)."""
+        """The same sampler with its scale multiplied by ``factor`` (every reading is linear in it)."""
         return replace(self, subspace=self.subspace * factor, subspace_min=self.subspace_min * factor,
-                       subspace_max=self.subspace_max * factor, all_parameters=self.all_parameters * factor)
+                       subspace_max=self.subspace_max * factor, all_parameters=self.all_parameters * factor,
+                       subspace_conditional=self.subspace_conditional * factor)
 
 
 def subspace_basis(deviations: np.ndarray, rtol: float = 1e-6) -> np.ndarray:
@@ -59,34 +76,126 @@ def subspace_basis(deviations: np.ndarray, rtol: float = 1e-6) -> np.ndarray:
     return vt[sv > rtol * sv.max()] if sv.size and sv.max() > 0 else vt[:0]
 
 
-def estimate(var: np.ndarray, deviations: np.ndarray, scale: float, basis: np.ndarray, ggn_diag: np.ndarray,
-             ggn_block: np.ndarray, *, prior_precision: float) -> Temperature:
-    """T̂ of the sampler scale·(diag(var) + DᵀD/(K−1)) against N(θ̄, (G + λI)⁻¹).
+Operator = Callable[[np.ndarray], np.ndarray]
 
-    ``basis`` [r, d] orthonormal rows spanning D's rows; ``ggn_diag`` = diag(G); ``ggn_block`` = U G Uᵀ."""
-    if prior_precision < 0:
-        raise ValueError("prior precision must be >= 0")
+
+def conjugate_gradient(apply: Operator, rhs: np.ndarray, *, preconditioner: Operator | np.ndarray | None = None,
+                       rtol: float = CG_RTOL, max_iter: int = CG_MAX_ITER) -> tuple[np.ndarray, int, float]:
+    """Solve A xⱼ = bⱼ for the rows of ``rhs`` [r, d] (A symmetric positive definite, ``apply`` maps
+    [m, d] rows to A·rows) by preconditioned conjugate gradients, each row its own recurrence; a row
+    stops once ‖bⱼ − A xⱼ‖ ≤ rtol·‖bⱼ‖ (only unfinished rows are multiplied). ``preconditioner``: an
+    approximate A⁻¹ (symmetric positive definite), as an operator or its diagonal. Returns (x, iterations,
+    largest relative residual of the recurrence), stopping after ``max_iter`` iterations even if a row has
+    not converged; raises if A is not positive definite."""
+    b = np.asarray(rhs, dtype=np.float64)
+    if preconditioner is None or not callable(preconditioner):
+        diag = np.ones(b.shape[1]) if preconditioner is None else np.asarray(preconditioner, dtype=np.float64)
+        precond: Operator = lambda v: v * diag  # noqa: E731
+    else:
+        precond = preconditioner
+    x, r = np.zeros_like(b), b.copy()
+    z = np.asarray(precond(r), dtype=np.float64)
+    p, rz = z.copy(), np.einsum("ij,ij->i", r, z)
+    bnorm = np.linalg.norm(b, axis=1)
+    bnorm[bnorm == 0] = 1.0
+    res = np.linalg.norm(r, axis=1) / bnorm
+    active = np.flatnonzero(res > rtol)
+    it = 0
+    while active.size:
+        if it == max_iter:
+            break
+        it += 1
+        q = np.asarray(apply(p[active]), dtype=np.float64)
+        curv = np.einsum("ij,ij->i", p[active], q)
+        if not np.all(curv > 0):
+            raise ArithmeticError("conjugate gradients: the operator is not positive definite")
+        alpha = rz[active] / curv
+        x[active] += alpha[:, None] * p[active]
+        r[active] -= alpha[:, None] * q
+        res[active] = np.linalg.norm(r[active], axis=1) / bnorm[active]
+        z = np.asarray(precond(r[active]), dtype=np.float64)
+        rz_new = np.einsum("ij,ij->i", r[active], z)
+        p[active] = z + (rz_new / rz[active])[:, None] * p[active]
+        rz[active] = rz_new
+        active = active[res[active] > rtol]
+    return x, it, float(res.max()) if res.size else 0.0
+
+
+def laplace_marginal(apply_ggn: Operator, basis: np.ndarray, ggn_diag: np.ndarray, *, prior_precision: float,
+                     preconditioner: Operator | None = None, rtol: float = CG_RTOL,
+                     max_iter: int = CG_MAX_ITER) -> Marginal:
+    """Two-sided bounds on M = U H⁻¹ Uᵀ, H = G + λI, for the rows U of ``basis``, from approximate solves
+    xⱼ ≈ H⁻¹uⱼ (conjugate gradients on GGN-vector products, preconditioned by ``preconditioner`` ≈ H⁻¹,
+    default Jacobi 1/(diag G + λ); stopped at ``rtol`` or after ``max_iter`` iterations).
+
+    For ANY X, with true residuals R = U − XH (one more product), eⱼ = H⁻¹uⱼ − xⱼ = H⁻¹rⱼ and
+        M̂ = U Xᵀ + X Rᵀ  (entries uᵢᵀxⱼ + xᵢᵀrⱼ)  satisfies  M − M̂ = E, Eᵢⱼ = eᵢᵀ H eⱼ = rᵢᵀ H⁻¹ rⱼ,
+    so 0 ⪯ M − M̂ ⪯ R Rᵀ/λ (H ⪰ λI): M̂ ⪯ M ⪯ M̂ + R Rᵀ/λ in the Loewner order, whatever the solver did."""
+    if prior_precision <= 0:
+        raise ValueError("prior precision must be > 0 (the Laplace reference needs a proper prior)")
+    u = np.asarray(basis, dtype=np.float64)
+    lam = float(prior_precision)
+    h = lambda v: np.asarray(apply_ggn(v), dtype=np.float64) + lam * v  # noqa: E731
+    pre = preconditioner if preconditioner is not None else 1.0 / (np.asarray(ggn_diag, dtype=np.float64) + lam)
+    x, it, _ = conjugate_gradient(h, u, preconditioner=pre, rtol=rtol, max_iter=max_iter)
+    resid = u - h(x)
+    low = u @ x.T + x @ resid.T
+    low = 0.5 * (low + low.T)
+    rel = float((np.linalg.norm(resid, axis=1) / np.linalg.norm(u, axis=1)).max())
+    return Marginal(lower=low, upper=low + resid @ resid.T / lam, iterations=it, residual=rel)
+
+
+@dataclass(frozen=True)
+class Marginal:
+    """Bounds M̂ ⪯ U H⁻¹ Uᵀ ⪯ M̂ + RRᵀ/λ (:func:`laplace_marginal`)."""
+
+    lower: np.ndarray
+    upper: np.ndarray
+    iterations: int
+    residual: float  # largest relative true residual ‖rⱼ‖/‖uⱼ‖
+
+
+def estimate(var: np.ndarray, deviations: np.ndarray, scale: float, basis: np.ndarray, ggn_diag: np.ndarray,
+             ggn_block: np.ndarray, marginal: Marginal, *, prior_precision: float) -> Temperature:
+    """Temperatures of the sampler scale·(diag(var) + DᵀD/(K−1)) against N(θ̄, (G + λI)⁻¹).
+
+    ``basis`` [r, d] orthonormal rows spanning D's rows; ``ggn_diag`` = diag(G); ``ggn_block`` = U G Uᵀ;
+    ``marginal``: bounds on U (G + λI)⁻¹ Uᵀ (:func:`laplace_marginal`). The per-direction temperatures fall
+    as M grows (Loewner order), so those computed with the upper bound M̂ + RRᵀ/λ are lower bounds of the
+    exact ones: T̂, T_min and T_max are reported from it, and ``bound_gap`` = T̂(M̂)/T̂ − 1 says how tight."""
+    if prior_precision <= 0:
+        raise ValueError("prior precision must be > 0")
     var, dev, u = (np.asarray(a, dtype=np.float64) for a in (var, deviations, basis))
     g_u = np.asarray(ggn_block, dtype=np.float64)
     d, k, r = var.size, dev.shape[0], u.shape[0]
-    if dev.shape[1:] != var.shape or u.shape[1:] != var.shape or g_u.shape != (r, r) or len(ggn_diag) != d:
-        raise ValueError("variance, deviations, basis, GGN diagonal and GGN block do not match")
+    if (dev.shape[1:] != var.shape or u.shape[1:] != var.shape or g_u.shape != (r, r)
+            or marginal.upper.shape != (r, r) or len(ggn_diag) != d):
+        raise ValueError("variance, deviations, basis, GGN diagonal, GGN block and marginal do not match")
     if r == 0:
         raise ValueError("the SWAG deviations span no subspace (all zero)")
     low = dev @ u.T  # [K, r]: deviations in subspace coordinates (they lie in its span)
     lr_scale = 1.0 / (k - 1) if k > 1 else 0.0
     sigma_u = scale * ((u * var) @ u.T + lr_scale * low.T @ low)
+    temps = per_direction(sigma_u, marginal.upper)
     h_u = g_u + prior_precision * np.eye(r)
-    temps = np.linalg.eigvals(sigma_u @ h_u).real
     h_diag = np.asarray(ggn_diag, dtype=np.float64) + prior_precision
     trace_all = float(h_diag @ var) + lr_scale * float(np.trace(low @ h_u @ low.T))
-    return Temperature(subspace=float(np.trace(sigma_u @ h_u)) / r, subspace_min=float(temps.min()),
-                       subspace_max=float(temps.max()), all_parameters=scale * trace_all / d, rank=int(r),
-                       prior_precision=float(prior_precision))
+    return Temperature(subspace=float(temps.mean()), subspace_min=float(temps.min()), subspace_max=float(temps.max()),
+                       all_parameters=scale * trace_all / d, subspace_conditional=float(np.trace(sigma_u @ h_u)) / r,
+                       rank=int(r), prior_precision=float(prior_precision), cg_iterations=int(marginal.iterations),
+                       cg_residual=marginal.residual,
+                       bound_gap=float(per_direction(sigma_u, marginal.lower).mean() / temps.mean() - 1))
+
+
+def per_direction(sigma_u: np.ndarray, marginal: np.ndarray) -> np.ndarray:
+    """Eigenvalues of Σ_U M⁻¹ (ascending), via M = LLᵀ: those of the symmetric L⁻¹ Σ_U L⁻ᵀ."""
+    chol = np.linalg.cholesky(np.asarray(marginal, dtype=np.float64))
+    half = np.linalg.solve(chol, np.asarray(sigma_u, dtype=np.float64))
+    return np.linalg.eigvalsh(np.linalg.solve(chol, half.T))
 
 
 def implied_epsilon(epsilon: float, temperature: float) -> float:
-    """2Δ̂/T̂ for a sampler that is too narrow (T̂ < 1); ε itself otherwise."""
+    """2Δ̂/T for a sampler that is too narrow (T < 1); ε itself otherwise. Given T_min, the conservative ε."""
     if temperature <= 0:
         raise ValueError("temperature must be positive")
     return epsilon / min(1.0, temperature)
