@@ -96,9 +96,9 @@ class PPMParams(_Strict):
                                                                  "margin for the drift of the refitted posterior)")
     max_refits: int = Field(3, ge=1, le=20, description="iterative: refits before giving up")
     validation_draws: int = Field(30, ge=1, description="iterative: draws per round scored on the validation split")
-    calibration: Literal["none", "scale", "lr"] = Field(
-        "scale", description="weighted SWAG rounds: none | scale (sampling scale set so T_min = 1) | lr (Mandt et al.)")
-    prior_precision: float = Field(1.0, gt=0.0, description="λ of the N(0, I/λ) prior: objective λ/(2N)·|θ|², Laplace")
+    calibration: Literal["none", "scale", "subspace", "lr"] = Field("subspace", description="weighted SWAG: none | scale "
+                                                                    "(T_min = 1) | subspace (every T = 1) | lr (Mandt)")
+    prior_precision: float = Field(1000.0, gt=0.0, description="λ of the N(0, I/λ) prior: objective λ/(2N)·|θ|², Laplace")
     mechanism: Literal["asymptotic", "censored"] = Field(
         "asymptotic", description="censored: per-record w·CE censored at censor_epsilon/2 (strict ε for exact sampling)")
     censor_epsilon: float | None = Field(None, gt=0.0, description="ε of the censored mechanism")
@@ -364,9 +364,7 @@ class Params(_Strict):
 def _one_line(err: ValidationError) -> str:
     first = err.errors()[0]
     loc = ".".join(str(p) for p in first["loc"]) or "params"
-    msg = first["msg"]
-    if first["type"] == "extra_forbidden":
-        msg = "unknown key"
+    msg = "unknown key" if first["type"] == "extra_forbidden" else first["msg"]
     extra = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
     return f"params.yaml: {loc}: {msg}{extra}"
 

@@ -146,6 +146,48 @@ def test_logistic_regression_against_the_exact_hessian_laplace(rank):
         assert t.subspace_conditional > 2.1  # what the conditional reading would have said
 
 
+def _read(g, var, dev, basis, marginal, lam=1.0):
+    return temperature.estimate(var, dev, 0.5, basis, np.diag(g), basis @ g @ basis.T, marginal, prior_precision=lam)
+
+
+@pytest.mark.parametrize("spread", [10.0, 1e4])
+def test_subspace_calibration_sets_every_direction_to_the_laplace_marginal(spread):
+    """An isotropic (SWAG-like) sampler on a random subspace is hot in stiff and cold in flat directions;
+    ``subspace_deviations`` replaces its subspace covariance by the marginal's bound, after which every
+    per-direction temperature, read against the EXACT marginal U H⁻¹ Uᵀ, is 1 — none below."""
+    _, _, g = _gaussian(spread)
+    u, _ = np.linalg.qr(np.random.default_rng(2).normal(size=(D, R)))
+    exact = u.T @ np.linalg.inv(g + np.eye(D)) @ u
+    spread_u = np.linalg.eigvalsh(exact)
+    var, dev = _sampler_in(u.T, np.sqrt(spread_u[0] * spread_u[-1]) * np.eye(R))
+    var = np.full(D, 1e-6 * spread_u[0])  # a SWAG diagonal part, narrower than the marginal in U
+    before, marginal, basis = _measure(g, 1.0, var, dev)
+    assert before.subspace_min < 1.0 < before.subspace_max
+    new = temperature.subspace_deviations(var, basis, marginal.upper, scale=0.5, rows=dev.shape[0])
+    assert new.shape == dev.shape and np.allclose(new - (new @ basis.T) @ basis, 0.0, atol=1e-12)  # rows in U
+    after = _read(g, var, new, basis, marginal)
+    assert after.subspace_min == pytest.approx(1.0, abs=1e-6) and after.subspace_max == pytest.approx(1.0, abs=1e-6)
+    exact = basis @ np.linalg.inv(g + np.eye(D)) @ basis.T
+    low = new @ basis.T
+    sigma_u = 0.5 * ((basis * var) @ basis.T + low.T @ low / (dev.shape[0] - 1))
+    assert temperature.per_direction(sigma_u, exact).min() >= 1.0 - 1e-6
+
+
+def test_subspace_calibration_keeps_a_diagonal_part_wider_than_the_marginal():
+    """Where SWAG's diagonal alone is wider than the marginal the calibrated sampler stays wider (T ≥ 1):
+    the clipped part A⁺ ⪰ A never lowers a temperature."""
+    _, _, g = _gaussian(1e2)
+    u, _ = np.linalg.qr(np.random.default_rng(3).normal(size=(D, R)))
+    var, dev = _sampler_in(u.T, 0.01 * np.eye(R))
+    var = np.full(D, 2.0)  # scale·var = 1 > every marginal variance (≤ 1/λ = 1 … far smaller in stiff directions)
+    _, marginal, basis = _measure(g, 1.0, var, dev)
+    new = temperature.subspace_deviations(var, basis, marginal.upper, scale=0.5, rows=dev.shape[0])
+    after = _read(g, var, new, basis, marginal)
+    assert after.subspace_min >= 1.0 - 1e-9 and after.subspace_max > 1.5
+    with pytest.raises(ValueError):
+        temperature.subspace_deviations(var, basis, marginal.upper, scale=0.5, rows=R)  # r rows cannot span U
+
+
 def test_implied_epsilon_only_grows_for_a_cold_sampler():
     assert temperature.implied_epsilon(6.0, 0.5) == 12.0
     assert temperature.implied_epsilon(6.0, 2.0) == 6.0

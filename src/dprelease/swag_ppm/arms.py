@@ -34,7 +34,7 @@ from ..utility.evaluate import write_arm
 from . import calibrate, temperature
 from .passes import PassJob, run_pass
 from .reweighting import fit
-from .rounds import RELEASE_CODE, SECRET_NOISE, draw_one
+from .rounds import RELEASE_CODE, SECRET_NOISE, UNCALIBRATED, draw_one
 from .swag import SwagMoments
 
 ARMS_CODE = [*RELEASE_CODE, "swag_ppm/arms.py", "swag_ppm/passes.py", "swag_ppm/calibrate.py", "swag_ppm/swag_train.py",
@@ -61,7 +61,8 @@ def uncalibrated_arm(params: Params, root: str | Path = ".") -> dict:
     backend = backend_for(params, lay)
     feats, y = features(lay)
     w = np.load(lay.weights(2) / "weights.npy")
-    source = lay.swag(2) / "moments.safetensors"
+    source = lay.swag(2) / UNCALIBRATED  # SWAG as fitted; absent when the calibration only changed the scale
+    source = source if source.is_file() else lay.swag(2) / "moments.safetensors"
     moments = replace(SwagMoments.load(source, device=backend.device), scale=0.5)
     model = backend.new_model(feats)
     t = calibrate.temperature_of(backend, model, moments, feats, torch.from_numpy(w).float(), params.ppm.prior_precision)

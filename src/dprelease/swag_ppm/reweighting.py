@@ -77,7 +77,7 @@ def fit(params: Params, backend, feats, y, weights: np.ndarray | None, r: int, a
                       progress=True, desc=f"fine-tune r{r}{tag}", censor=censor, prior_precision=params.ppm.prior_precision)
     theta_ft = get_flat(model).cpu().clone()
     calibration = params.ppm.calibration if r >= 2 else "none"
-    moments, swag_losses, summary = calibrate.swag(
+    moments, swag_losses, summary, _ = calibrate.swag(
         backend, model, feats, y, w, params.backend.swag, seed=stage_seed(params.seed, "swag" + tag, r),
         calibration=calibration, prior_precision=params.ppm.prior_precision, desc=f"SWAG r{r}{tag}", censor=censor)
     return {"model": model, "theta": theta_ft, "finetune_losses": ft.losses, "moments": moments,

@@ -69,12 +69,14 @@ def swag(params: Params, root: str | Path = ".", r: int = 1) -> dict:
     feats, y = features(lay)
     model = backend.new_model(feats)
     set_flat(model, load_file(str(lay.finetune(r) / "theta.safetensors"))["theta"])
-    moments, losses, temp = calibrate.swag(
+    moments, losses, temp, raw = calibrate.swag(
         backend, model, feats, y, _weights_tensor(lay, r), params.backend.swag, seed=stage_seed(params.seed, "swag", r),
         calibration=params.ppm.calibration if r >= 2 else "none", prior_precision=params.ppm.prior_precision,
         desc=f"SWAG r{r}", censor=params.censor if r >= 2 else None, measure=r >= 2)
     with atomic_dir(lay.swag(r), private=True) as tmp:
         moments.save(tmp / "moments.safetensors")
+        if raw is not moments:  # SWAG as fitted, for the uncalibrated comparison arm
+            raw.save(tmp / UNCALIBRATED)
         write_json(tmp / "history.json", {"epoch_loss": losses})
     if r >= 2:
         write_json(lay.metrics / f"temperature_r{r}.json", {"round": r, **temp})
@@ -112,6 +114,7 @@ def sensitivity(params: Params, root: str | Path = ".", r: int = 2) -> dict:
     return summary
 
 
+UNCALIBRATED = "uncalibrated.safetensors"  # a weighted round's SWAG moments before calibration (private)
 SECRET_NOISE = "seeded from the project's secret key (OS entropy), not from the public seed"
 
 

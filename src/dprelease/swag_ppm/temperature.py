@@ -187,6 +187,28 @@ def estimate(var: np.ndarray, deviations: np.ndarray, scale: float, basis: np.nd
                        bound_gap=float(per_direction(sigma_u, marginal.lower).mean() / temps.mean() - 1))
 
 
+def subspace_deviations(var: np.ndarray, basis: np.ndarray, marginal_upper: np.ndarray, *, scale: float,
+                        rows: int) -> np.ndarray:
+    """Deviation rows D' [rows, d] in the span of ``basis`` U such that the sampler
+    scale·(diag(var) + D'ᵀD'/(rows − 1)) has, in U, the covariance max(M⁺, scale·U diag(var) Uᵀ) in the
+    Loewner sense — exactly M⁺ = ``marginal_upper`` when SWAG's diagonal part alone is narrower than M⁺ in
+    every direction of U (the usual case): with A = M⁺/scale − U diag(var) Uᵀ = V diag(a) Vᵀ,
+    D' = √(rows − 1)·diag(√max(a, 0)) Vᵀ U, so scale·(U diag(var) Uᵀ + A⁺) ⪰ M⁺ ⪰ U H⁻¹ Uᵀ: every
+    per-direction temperature is ≥ 1."""
+    u = np.asarray(basis, dtype=np.float64)
+    r = u.shape[0]
+    if not 1 <= r < rows:
+        raise ValueError(f"a {r}-dimensional subspace needs more than {r} deviation rows, got {rows}")
+    if scale <= 0:
+        raise ValueError("sampling scale must be positive")
+    a = np.asarray(marginal_upper, dtype=np.float64) / scale - (u * np.asarray(var, dtype=np.float64)) @ u.T
+    vals, vecs = np.linalg.eigh(0.5 * (a + a.T))
+    low = np.sqrt(rows - 1) * (vecs * np.sqrt(np.clip(vals, 0.0, None))).T  # [r, r]: lowᵀlow = (rows − 1)·A⁺
+    out = np.zeros((rows, u.shape[1]))
+    out[:r] = low @ u
+    return out
+
+
 def per_direction(sigma_u: np.ndarray, marginal: np.ndarray) -> np.ndarray:
     """Eigenvalues of Σ_U M⁻¹ (ascending), via M = LLᵀ: those of the symmetric L⁻¹ Σ_U L⁻ᵀ."""
     chol = np.linalg.cholesky(np.asarray(marginal, dtype=np.float64))
