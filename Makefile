@@ -128,6 +128,9 @@ serve-model: env  ## the production model over HTTP on 127.0.0.1:5001 (mlflow mo
 screenshots: env  ## headless-Chromium screenshots of the MLflow UI → reports/ui/
 	$(PY) scripts/mlflow_screenshots.py $(ARGS)
 
+epsilon-sensitivity: env  ## ε over a grid of SWAG lr × prior λ × seeds (+ rank, epochs) → reports/epsilon_sensitivity/ (after make run; ~30 min)
+	$(PY) benchmarks/epsilon_sensitivity.py $(ARGS)
+
 bench: env  ## the benchmark scripts (speed figures)
 	$(PY) benchmarks/bench_release.py
 	$(PY) benchmarks/bench_epsilon.py

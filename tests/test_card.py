@@ -237,8 +237,13 @@ def test_ppm_card_states_what_epsilon_is_conditional_on():
                 "prior_precision": 1.0, "calibration": "scale",
                 "local_sensitivity_uncertainty": {"exceedance_of_max": 1 / 501, "level": 0.9998, "estimate": 2.75,
                                                   "confidence": 0.95, "ci_low": 2.74, "ci_high": 2.77},
-                "reweighting": {"mode": "iterative", "refits": 2, "reason": "not accepted: validation weighted F1 lower"}}
+                "reweighting": {"mode": "iterative", "refits": 2, "reason": "not accepted: validation weighted F1 lower"},
+                "knobs_that_move_epsilon": {"swag_lr": 0.01, "swag_epochs": 20, "swag_rank": 20, "swag_batch_size": 32,
+                                            "finetune_epochs": 10, "prior_precision": 100.0, "calibration": "subspace",
+                                            "c": 1.0, "reweighting": {"mode": "iterative"}}}
     text = "\n".join(_conditions(manifest))
+    assert ("SWAG learning rate 0.01, 20 epochs, rank 20, batch 32; fine-tune 10 epochs; prior λ = 100; calibration "
+            "subspace; c = 1; re-weighting iterative") in text
     assert "= 1.7, smallest T_min = 1;" in text and "= 0.0004 (calibration: scale" in text
     assert "ε 5.500 (5.480–5.540)" in text and "0.0020" in text
     assert "not accepted" in text and "not covered by ε" in text

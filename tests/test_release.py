@@ -77,6 +77,11 @@ def test_manifest_fields(head_run):
     assert manifest["reweighting"]["accepted"] == (released["round"] == 3)
     r = released["round"]
     assert manifest["calibration"] == p.ppm.calibration
+    knobs = manifest["knobs_that_move_epsilon"]  # every setting that moves ε, as the release was fitted
+    assert (knobs["swag_lr"], knobs["swag_epochs"], knobs["swag_rank"]) == (p.backend.swag.lr, p.backend.swag.epochs,
+                                                                            p.backend.swag.rank)
+    assert knobs["prior_precision"] == p.ppm.prior_precision and knobs["calibration"] == p.ppm.calibration
+    assert knobs["finetune_epochs"] == p.backend.finetune.epochs and knobs["reweighting"]["mode"] == "iterative"
     assert manifest["temperature"] == read_json(run.path(f"metrics/temperature_r{r}.json"))["temperature"]
     assert manifest["draws"] == p.ppm.draws and manifest["randomness"]["public_seed"] == p.seed
     assert "secret key" in manifest["randomness"]["released_draw"] and len(manifest["randomness"]["secret_key_id"]) == 16

@@ -88,6 +88,14 @@ def _conditions(manifest: dict) -> list[str]:
                    f"T̂ = {q['temperature']:.3g}, smallest T_min = {_g(q.get('temperature_min'))}; over all parameters "
                    f"T̂_all = {_g(q.get('temperature_all'))} (calibration: {manifest.get('calibration')}; 1 = matched; "
                    "the stated ε is 2Δ̂ / min(1, T_min), so a sampler too narrow in any direction raises it)")
+    knobs = manifest.get("knobs_that_move_epsilon")
+    if knobs:
+        rw = knobs["reweighting"]
+        out.append(f"* settings that move ε (a reviewer checks they were fixed before ε was seen): SWAG learning rate "
+                   f"{knobs['swag_lr']:g}, {knobs['swag_epochs']} epochs, rank {knobs['swag_rank']}, batch "
+                   f"{knobs['swag_batch_size']}; fine-tune {knobs['finetune_epochs']} epochs; prior λ = "
+                   f"{knobs['prior_precision']:g}; calibration {knobs['calibration']}; c = {knobs['c']:g}; re-weighting "
+                   f"{rw['mode'] if rw else 'off'} (all in release.json; `make epsilon-sensitivity` measures ε over a grid)")
     tail = manifest.get("local_sensitivity_uncertainty")
     if tail:
         out.append(f"* Monte Carlo error: a fresh posterior draw exceeds Δ̂ with probability 1/(S+1) = "

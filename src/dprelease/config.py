@@ -98,7 +98,7 @@ class PPMParams(_Strict):
     validation_draws: int = Field(30, ge=1, description="iterative: draws per round scored on the validation split")
     calibration: Literal["none", "scale", "subspace", "lr"] = Field("subspace", description="weighted SWAG: none | scale "
                                                                     "(T_min = 1) | subspace (every T = 1) | lr (Mandt)")
-    prior_precision: float = Field(1000.0, gt=0.0, description="λ of the N(0, I/λ) prior: objective λ/(2N)·|θ|², Laplace")
+    prior_precision: float = Field(100.0, gt=0.0, description="λ of the N(0, I/λ) prior: objective λ/(2N)·|θ|², Laplace")
     mechanism: Literal["asymptotic", "censored"] = Field(
         "asymptotic", description="censored: per-record w·CE censored at censor_epsilon/2 (strict ε for exact sampling)")
     censor_epsilon: float | None = Field(None, gt=0.0, description="ε of the censored mechanism")

@@ -39,7 +39,7 @@ from .swag_train import swag as run_swag
 PIPELINE_CG = {"rtol": 1e-3, "max_iter": 40}
 
 
-def measure(backend: Backend, model: nn.Module, moments: SwagMoments, features: Features,
+def measure_temperature(backend: Backend, model: nn.Module, moments: SwagMoments, features: Features,
             weights: torch.Tensor | None, prior_precision: float, cg: dict | None = None) -> Measured:
     """Temperatures of the sampler against the Laplace-GGN posterior of the weighted loss at the SWAG mean,
     marginal against marginal in SWAG's subspace (r conjugate-gradient solves on GGN-vector products; ``cg``:
@@ -82,7 +82,7 @@ class Measured:
 def temperature_of(backend: Backend, model: nn.Module, moments: SwagMoments, features: Features,
                    weights: torch.Tensor | None, prior_precision: float, cg: dict | None = None) -> temperature.Temperature:
     """The temperatures alone (:func:`measure`)."""
-    return measure(backend, model, moments, features, weights, prior_precision, cg).reading
+    return measure_temperature(backend, model, moments, features, weights, prior_precision, cg).reading
 
 
 def swag(backend: Backend, model: nn.Module, features: Features, labels: torch.Tensor, weights: torch.Tensor | None,
@@ -101,7 +101,7 @@ def swag(backend: Backend, model: nn.Module, features: Features, labels: torch.T
         raise FloatingPointError(f"SWAG diverged at learning rate {lr:.4g} (calibration: {calibration})")
     if not measure:
         return moments, hist.losses, {"calibration": "none", "lr": lr, "scale": moments.scale}, moments
-    raw, found = moments, measure(backend, model, moments, features, weights, prior_precision)
+    raw, found = moments, measure_temperature(backend, model, moments, features, weights, prior_precision)
     measured = found.reading
     summary = {"calibration": calibration, "lr": lr, "temperature_uncalibrated": measured.as_dict()}
     if calibration == "scale":  # every temperature is linear in the sampling scale: no second curvature pass

@@ -190,6 +190,7 @@ def release_manifest(params: Params, lay: Layout, g: guarantee.Guarantee, tail: 
         "randomness": {"public_seed": params.seed, "public_seed_drives": "split, initialisation, Δ̂ estimation passes",
                        "released_draw": SECRET_NOISE, "secret_key_id": secret.key_id(lay.artifacts)},
         "dataset": {key: data[key] for key in ("rows", "classes", "train_rows", "test_rows", "train_class_gini")},
+        "knobs_that_move_epsilon": epsilon_knobs(params),
     }
     if params.reweighting:
         rw = read_json(lay.metrics / "reweight.json")
@@ -200,6 +201,21 @@ def release_manifest(params: Params, lay: Layout, g: guarantee.Guarantee, tail: 
                               **{key: rw[key] for key in ("accepted", "released_round", "reason")}}
     if tail is not None:
         out["local_sensitivity_uncertainty"] = tail
+    return out
+
+
+def epsilon_knobs(params: Params) -> dict:
+    """The settings that are not the data but move Δ̂ and so ε (``make epsilon-sensitivity`` measures how much);
+    a reviewer checks that they were fixed before ε was seen."""
+    sw, ft, p = params.backend.swag, params.ppm_finetune, params.ppm
+    out = {"swag_lr": sw.lr, "swag_epochs": sw.epochs, "swag_batch_size": sw.batch_size, "swag_momentum": sw.momentum,
+           "swag_rank": sw.rank, "finetune_epochs": ft.epochs, "finetune_lr": ft.lr, "finetune_batch_size": ft.batch_size,
+           "calibration": p.calibration, "prior_precision": p.prior_precision, "c": p.c, "g": p.g,
+           "risk_norm": p.risk_norm, "draws": p.draws, "reweighting": None}
+    if params.reweighting:
+        out["reweighting"] = {"mode": p.reweight_mode, "step": p.reweight_step, "aim": p.reweight_aim,
+                              "tolerance": p.reweight_tolerance, "target": p.reweight_target,
+                              "max_refits": p.max_refits, "k": p.k, "form": p.reweight_form}
     return out
 
 
