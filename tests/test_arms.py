@@ -102,9 +102,12 @@ def test_swag_ppm_arm_epsilon_includes_its_own_draw(arms_run):
 
     m = _flat(arms_run.path("metrics/swag_ppm.json"))
     sens = read_json(arms_run.path("metrics/sensitivity_r2.json"))
-    _, _, _, m_star, g = draw_from_round(arms_run.params, Layout.from_params(arms_run.params, arms_run.root), 2)
+    _, _, _, m_star, g = draw_from_round(arms_run.params, Layout.from_params(arms_run.params, arms_run.root), 2,
+                                         tag="swag_ppm")  # the arm's own draw (its secret-key label)
     assert m["round"] == 2 and m["guarantee"] == g.as_dict()
-    assert m["epsilon"] == pytest.approx(2 * max(sens["local_sensitivity"], m_star), rel=1e-12)
+    two_delta = 2 * max(sens["local_sensitivity"], m_star)  # ε = 2Δ̂ / min(1, T_min); T_min = 1 to float32 precision
+    assert m["epsilon"] == pytest.approx(two_delta / min(1.0, g.quantities["temperature_min"]), rel=1e-12)
+    assert m["epsilon"] == pytest.approx(two_delta, rel=1e-6)
     assert m["epsilon"] >= sens["epsilon"] - 1e-12
     assert m["delta"] == "asymptotic, not quantified" and m["guarantee"]["kind"] == "ppm_local_asymptotic"
 
