@@ -86,9 +86,17 @@ def audit_table(mia: dict, canary: dict, tight: dict | None = None) -> pd.DataFr
     return pd.DataFrame(rows + extra, columns=COLUMNS)
 
 
-def _fmt(v) -> str:
+COUNT_COLUMNS = {"guesses", "correct", "canaries", "included", "runs", "members", "non_members", "tp_0.01", "fp_0.01",
+                 "tp_0.001", "fp_0.001"}
+
+
+def _fmt(v, col: str = "") -> str:
     if v is None or (isinstance(v, float) and v != v):
         return "–"
+    if col in COUNT_COLUMNS and isinstance(v, float) and v.is_integer():
+        return f"{int(v):,}"  # a count (a float column only because other rows have none)
+    if col == "delta" and isinstance(v, float):
+        return f"{v:.3g}"
     return f"{v:.3f}" if isinstance(v, float) else str(v)
 
 
@@ -110,7 +118,7 @@ def privacy_report(params: Params, root: str | Path = ".") -> dict:
 
 def _table(df: pd.DataFrame, cols: list[str]) -> list[str]:
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    return lines + ["| " + " | ".join(_fmt(r[c]) for c in cols) + " |" for _, r in df.iterrows()]
+    return lines + ["| " + " | ".join(_fmt(r[c], c) for c in cols) + " |" for _, r in df.iterrows()]
 
 
 def _tight_section(table: pd.DataFrame, tight: dict | None) -> list[str]:
@@ -118,6 +126,11 @@ def _tight_section(table: pd.DataFrame, tight: dict | None) -> list[str]:
         return ["## Tight multi-run audit", "", "Not run here (`make audit-tight`, a benchmark).", ""]
     rows = table[table["method"].isin(["multirun_cp", "gdp_fit_heuristic"])]
     d = tight["arms"].get("dpsgd") or next(iter(tight["arms"].values()))
+    planted = sorted(a for a in table["arm"].unique() if str(a).startswith("planted:"))
+    verdicts = ["; ".join(f"**{a}** convicted by " + (", ".join(
+        f"{r['attack']} / {r['method']} (ε_LB {r['epsilon_lower_bound']:.3f} > {r['claimed_epsilon']:.3f})"
+        for _, r in table[(table["arm"] == a) & (table["convicted"] == True)].iterrows()) or "no audit")  # noqa: E712
+        for a in planted)]
     return ["## Tight multi-run audit (`make audit-tight`)", "",
             "Many independent training runs, each with or without ONE canary (secret coin); a test fixed before the "
             "evaluated runs are seen; Clopper–Pearson bounds on its error rates over the runs (valid: the runs are "
@@ -127,7 +140,8 @@ def _tight_section(table: pd.DataFrame, tight: dict | None) -> list[str]:
             "Gaussian fit with no confidence: not a bound." + (" (fast variant: planted bugs only)" if tight.get("fast")
                                                                 else ""), "",
             *_table(rows, ["arm", "attack", "method", "claimed_epsilon", "delta", "epsilon_lower_bound", "confidence",
-                           "runs", "guesses", "correct", "ceiling", "convicted", "tightness"]), ""]
+                           "runs", "guesses", "correct", "ceiling", "convicted", "tightness"]), "",
+            *(["Planted bugs: " + verdicts[0] + ".", ""] if planted else [])]
 
 
 def _markdown(params: Params, table: pd.DataFrame, mia: dict, canary: dict, pool: dict, tight: dict | None = None) -> str:
