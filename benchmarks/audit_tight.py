@@ -6,7 +6,7 @@ evaluated runs are seen — on runs simulated from the claimed mechanism, or on 
 and Clopper–Pearson bounds on its error rates over the independent runs). Three arms, each against its own claim:
 
 * ``dpsgd`` — honest DP-SGD at the release's ε (q = B/n, T = ⌈E/q⌉ and σ of the DP-SGD stage, δ from
-  params): the vectorised trainer ``dprelease.dpsgd.batched`` (checked bit for bit against the Opacus path
+  params): the vectorised trainer ``dprelease.dpsgd.batched`` (checked weight for weight against the Opacus path
   in tests/dpsgd/test_batched.py), a linear head on a subsample of the training embeddings with the SAME
   q and T (so the same accountant ε; the expected batch is q·records), and a gradient canary (Nasr et al.
   2023): norm 10·C on a weight of an input column that is zero in every real record, so no record's

@@ -1,6 +1,7 @@
 """The tight audit's vectorised DP-SGD trainer against the project's DP-SGD path (Opacus, train_dpsgd):
-same Poisson sampling, per-sample clipping, noise σC, expected-batch scaling and AdamW step — bit for bit
-with the same seeds — and the same accountant ε for the same (q, σ, T)."""
+same Poisson sampling, per-sample clipping, noise σC, expected-batch scaling and AdamW step — weight for
+weight (to float rounding) with Opacus's batches replayed and the same noise seed — and the same
+accountant ε for the same (q, σ, T)."""
 
 import dataclasses
 
@@ -44,7 +45,7 @@ def _opacus(model, x, y, divisor=1.0, noise_seed=1234):
 
 
 @pytest.mark.parametrize("divisor", [1.0, 4.0])
-def test_one_run_equals_opacus_bit_for_bit(divisor):
+def test_one_run_equals_opacus_weight_for_weight(divisor):
     x, y = _data()
     model = Head(D, K, hidden=0, dropout=0.0, seed=3)
     w0, b0 = model.net[-1].weight.detach().clone(), model.net[-1].bias.detach().clone()
@@ -61,7 +62,7 @@ def test_one_run_equals_opacus_bit_for_bit(divisor):
 
 
 def test_a_different_noise_seed_or_noise_scale_is_seen():
-    """The bit-for-bit comparison can fail: another secret seed or another σ gives other weights."""
+    """The weight-for-weight comparison can fail: another secret seed or another σ gives other weights."""
     x, y = _data()
     model = Head(D, K, hidden=0, dropout=0.0, seed=3)
     w0, b0 = model.net[-1].weight.detach().clone(), model.net[-1].bias.detach().clone()

@@ -8,14 +8,15 @@ one coin per record and run), each sampled record's gradient is clipped to norm 
 added to every coordinate, the sum is divided by the expected batch size and AdamW (weight decay 0,
 torch's update rule) takes the step. q, the step count T = ⌈E/q⌉ and σ come from the project's
 accounting functions, so the accountant's ε is the DP-SGD stage's. ``tests/dpsgd/test_batched.py``
-checks a run of this trainer against ``train_dpsgd`` bit for bit (same seeds, same RNG draws) and the
-accountant's ε against the DP-SGD result's.
+checks a run of this trainer against ``train_dpsgd`` weight for weight (Opacus's batches replayed, the same
+noise draws; equal to float rounding) and the accountant's ε against the DP-SGD result's.
 
 The model is the head with ``hidden = 0``: logits = (x·√d) Wᵀ + b, whose per-sample gradient is
 (softmax − onehot) ⊗ (x·√d, 1), norm ‖softmax − onehot‖·√(d‖x‖² + 1) — no per-sample gradient is
-materialised. With R = 1 and no canary the random draws are exactly Opacus's (a ``rand(n)`` per step
-from the sampling generator; ``normal`` of each parameter's shape, weight then bias, from the noise
-generator), hence the bit-for-bit test.
+materialised. With R = 1 and no canary the noise draws are exactly Opacus's (``normal`` of each
+parameter's shape, weight then bias, from the noise generator), and a batch is Opacus's
+UniformWithReplacementSampler's ``rand(n) < q`` (the comparison replays Opacus's batches: its DataLoader
+also spends draws of the sampling generator on worker seeds).
 
 **Gradient canary** (Nasr et al. 2023, "Tight auditing of differentially private machine learning"):
 a record whose per-sample gradient is ``norm``·e_j for one weight j = (row, col) of an input column that is
