@@ -43,6 +43,7 @@ from dprelease.backends.head import Head, HeadBackend
 from dprelease.config import load_params
 from dprelease.dpsgd.accounting import default_delta
 from dprelease.dpsgd.batched import Canary, setting_for, train_batched
+from dprelease.errors import OneLineError
 from dprelease.io import atomic_dir, write_json
 from dprelease.layout import Layout
 from dprelease.mia import tight
@@ -212,10 +213,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fast", action="store_true", help="the planted bugs only (no honest DP-SGD arm)")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
-    params = load_params(Path(args.root) / args.params)
+    try:
+        params = load_params(Path(args.root) / args.params)
+    except OneLineError as e:
+        print(f"audit-tight: {e}", file=sys.stderr)
+        return 2
     lay = Layout.from_params(params, args.root)
     if not (lay.features / "train.safetensors").is_file():
-        print("no training embeddings: run `make run` (or `make audit`) first", file=sys.stderr)
+        print("audit-tight: no training embeddings: run `make run` (or `make audit`) first", file=sys.stderr)
+        return 2
+    try:
+        secret.key_id(lay.artifacts)
+        compared_epsilon(params, lay)
+    except (FileNotFoundError, OneLineError) as e:
+        print(f"audit-tight: {e}", file=sys.stderr)
         return 2
     start = time.perf_counter()
     x, y, n = subsample(lay, args.records, args.classes)

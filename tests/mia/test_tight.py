@@ -118,3 +118,17 @@ def test_planted_dpsgd_noise_div4_is_convicted_and_honest_dpsgd_is_not(bench):
     assert [r["method"] for r in rows] == ["multirun_cp", "gdp_fit_heuristic"] * 2
     assert rows[0]["convicted"] and not rows[2]["convicted"] and rows[2]["tightness"] > 0
     assert "not a bound" in rows[1]["bound"] and rows[1]["confidence"] is None
+
+
+def test_benchmark_refuses_a_root_without_its_inputs_in_one_line(bench, tmp_path, capsys):
+    mod = bench[0]
+    assert mod.main(["--root", str(tmp_path)]) == 2
+    assert "params file not found" in capsys.readouterr().err
+    (tmp_path / "params.yaml").write_text((ROOT / "params.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    assert mod.main(["--root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "no training embeddings" in err and err.strip().count("\n") == 0  # one line
+    (tmp_path / "artifacts" / "features").mkdir(parents=True)
+    (tmp_path / "artifacts" / "features" / "train.safetensors").write_bytes(b"")
+    assert mod.main(["--root", str(tmp_path)]) == 2  # no randomness key
+    assert "randomness key" in capsys.readouterr().err
