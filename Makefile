@@ -13,7 +13,7 @@ MODEL ?= oiics-autocoder
 .DEFAULT_GOAL := help
 
 .PHONY: help env run compare audit tune tune-grid retrain simulate ledger serve serve-trigger serve-status serve-stop test \
-        gpp test-fast faults repro rotate-key ui serve-model screenshots bench clean chromium dvc-remote
+        gpp test-fast faults audit-tight repro rotate-key ui serve-model screenshots bench clean chromium dvc-remote
 
 help:  ## this list
 	@echo "make TARGET — dprelease (README: what each does; ARGS=... passes options to a flow)"
@@ -39,6 +39,11 @@ compare: env  ## SWAG-PPM vs non-private training vs DP-SGD → reports/compare/
 
 audit: env  ## membership-inference and canary privacy audit of every arm → reports/privacy/
 	$(PY) -m flows.audit $(ARGS)
+
+# the tight multi-run audit (a benchmark, not in `make test`): 120,000 DP-SGD runs with or without one
+# gradient canary, the planted bugs; needs the training embeddings (make run or make audit first)
+audit-tight: env  ## tight multi-run audit of DP-SGD and the planted bugs → reports/privacy_tight/ (+ audit.csv)
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) benchmarks/audit_tight.py $(ARGS)
 
 # NVDP (issue 11): token-state cache, GLUE + OSHA grids, probe, sanitizer release-nvdp/ -> reports/nvdp/
 .PHONY: nvdp

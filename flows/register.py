@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from dprelease.config import Params
-from dprelease.headline import NAMES, headline, markdown
+from dprelease.headline import NAMES, audit_bound, headline, markdown
 from dprelease.io import file_hash, read_json
 from dprelease.layout import Layout
 from dprelease.service import model_registry as mr
@@ -32,12 +32,9 @@ def figures_tags(lay: Layout, arm: str) -> dict:
     mia = lay.metrics / "privacy_audit.json"
     if "epsilon_lb" in tags and mia.is_file() and arm in read_json(mia)["arms"]:
         tags["audit_loss_auc"] = read_json(mia)["arms"][arm]["attacks"]["loss"]["auc"]
-    canary = lay.metrics / "audit_canary.json"
-    if "epsilon_lb" in tags and canary.is_file() and arm in read_json(canary)["arms"]:
-        audits = read_json(canary)["arms"][arm].get("audits", {})
-        gate = audits.get("input", audits.get("mislabelled", {})).get("gate")
-        if gate:  # the gate's bound is fixed in advance (input canaries when the run has them)
-            tags["epsilon_lb_method"] = f"{gate['method']} one-run canary bound, {gate['guesses']} guesses"
+    bound = audit_bound(lay.metrics, arm) if "epsilon_lb" in tags else None
+    if bound is not None:  # which audit the gate's bound comes from (headline.audit_bound)
+        tags["epsilon_lb_method"] = bound[1]
     return {k: v for k, v in tags.items() if v is not None}
 
 

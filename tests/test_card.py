@@ -140,12 +140,18 @@ def test_card_with_audit_rows_has_one_table_row_each():
 
 def test_card_puts_the_strongest_valid_bound_next_to_epsilon():
     """The largest valid bound (never a heuristic one, even when larger), with the release's ε beside it."""
-    rows = [AUDIT_ROWS[0] | {"epsilon_lower_bound": "5.0"}, *AUDIT_ROWS[1:]]
+    rows = [AUDIT_ROWS[0] | {"epsilon_lower_bound": "5.0"}, *AUDIT_ROWS[1:],
+            AUDIT_ROWS[1] | {"method": "gdp_fit_heuristic", "epsilon_lower_bound": "4.0"},  # labelled heuristic
+            AUDIT_ROWS[1] | {"epsilon_lower_bound": "0.5", "correct": "1700.0", "guesses": "3000.0"}]
     audit = section(card(audit_rows=rows), "What an attacker can do")
     line = next(x for x in audit.splitlines() if x.startswith("**Strongest"))
     assert line.startswith("**Strongest audit lower bound: ε_LB = 0.812** (this release: ε = ")
     assert "steinke_pure on the input canaries, 1700 of 3000 guesses right" in line
-    assert "largest of 2 bounds" in line and "ceiling" in line and "claim ε = 9.500" in line
+    assert "largest of 3 bounds" in line and "ceiling" in line and "claim ε = 9.500" in line
+    best = [AUDIT_ROWS[1] | {"epsilon_lower_bound": "0.9", "correct": "1700.0", "guesses": "3000.0"}]
+    line = next(x for x in section(card(audit_rows=best), "What an attacker can do").splitlines()
+                if x.startswith("**Strongest"))
+    assert "1700 of 3000 guesses right" in line  # counts read back as floats print as counts
 
 
 def test_card_utility_line():

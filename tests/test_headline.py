@@ -43,6 +43,20 @@ def test_absent_figures_are_left_out(tmp_path):
     assert "weighted_f1" not in headline.headline(m) and headline.headline(m)["epsilon"] == 5.5
 
 
+def test_the_multi_run_audit_is_preferred_when_it_covers_the_arm(tmp_path):
+    m = _metrics(tmp_path)
+    _write(m, "audit_canary", {"arms": {"swag_ppm_reweighted": {"audits": {"input": {"gate": {
+        "epsilon_lower_bound": 1.8, "method": "steinke", "guesses": 1000}}}}}})
+    assert headline.audit_bound(m, "swag_ppm_reweighted") == (1.8, "steinke one-run canary bound, 1000 guesses")
+    _write(m, "audit_tight", {"arms": {"dpsgd": {"bound": {"epsilon_lower_bound": 2.9, "runs_in": 5, "runs_out": 6}}}})
+    assert headline.audit_bound(m, "swag_ppm_reweighted")[0] == 1.8             # the tight audit covers DP-SGD only
+    assert headline.audit_bound(m, "dpsgd") == (2.9, "multi-run audit, 11 runs")
+    _write(m, "audit_tight", {"arms": {"swag_ppm_reweighted": {"bound": {"epsilon_lower_bound": 3.1, "runs_in": 5,
+                                                                         "runs_out": 6}}}})
+    assert headline.headline(m)["epsilon_lb"] == 3.1
+    assert headline.audit_bound(m, None) is None
+
+
 def test_markdown_table(tmp_path):
     text = headline.markdown({"epsilon": 5.4956887, "records": 2626}, "retrain x",
                              {"gate detail": "refused by utility (0.56 | 0.57)\nsecond line"})

@@ -32,16 +32,22 @@ def _num(r: dict, k: str) -> str:
     return _f(float(r[k])) if r.get(k) not in (None, "", "nan") else "–"
 
 
+def _count(r: dict, k: str) -> str:
+    """A count read back from audit.csv (a float column where other rows have none): 1000.0 → 1000."""
+    v = r.get(k)
+    return str(int(float(v))) if v not in (None, "", "nan") else "–"
+
+
 def audit_lines(rows: list[dict], g: dict) -> list[str]:
     """The audit table of this arm and, first, its strongest valid lower bound next to its ε."""
-    valid = [r for r in rows if r.get("method", "heuristic_l3") != "heuristic_l3" and r["epsilon_lower_bound"] != ""]
+    valid = [r for r in rows if "heuristic" not in r.get("method", "heuristic_l3") and r["epsilon_lower_bound"] != ""]
     out = []
     if valid:
         best = max(valid, key=lambda r: float(r["epsilon_lower_bound"]))
         conf = round(100 * float(best["confidence"]))
         out += [f"**Strongest audit lower bound: ε_LB = {_num(best, 'epsilon_lower_bound')}** (this release: "
                 f"ε = {_f(g['epsilon'])}) — {best['method']} on the {best['attack'].removeprefix('canary_')} canaries, "
-                f"{best['correct']} of {best['guesses']} guesses right, {conf} % confidence each (the largest of "
+                f"{_count(best, 'correct')} of {_count(best, 'guesses')} guesses right, {conf} % confidence each (the largest of "
                 f"{len(valid)} bounds), against the canary run's own claim ε = {_num(best, 'claimed_epsilon')}; "
                 f"the audit could certify at most {_num(best, 'ceiling')} (its ceiling). A bound far below ε says "
                 "what these attacks achieve, not that the claim is tight or loose.", ""]

@@ -13,7 +13,9 @@ test-split evaluation, the record count, the canary audit): never a per-record q
 ``macro_f1``           macro F1 of the released draw
 ``weighted_f1_mean``   weighted F1 averaged over the evaluation's posterior draws (``audit.draws``)
 ``macro_f1_mean``      macro F1 averaged over the same draws
-``epsilon_lb``         the one-run canary audit's ε lower bound for the released arm (when it ran)
+``epsilon_lb``         the privacy audit's ε lower bound for the released arm (when it ran): the multi-run
+                       audit's (``make audit-tight``) when it covers the arm, else the one-run canary
+                       bound fixed in advance (:func:`audit_bound`)
 ``records``            training records
 =====================  ===============================================================================
 """
@@ -43,6 +45,26 @@ def released_arm(metrics: Path) -> str:
     return RELEASED_ARM[read_json(Path(metrics) / "release.json")["round"]]
 
 
+def audit_bound(metrics: str | Path, arm: str | None) -> tuple[float, str] | None:
+    """The audit bound the registry gate uses for ``arm``, with how it was obtained: the multi-run audit's
+    when ``metrics/audit_tight.json`` covers the arm (the audit with the power), else the one-run canary
+    bound fixed in advance (input canaries when the run has them). Both are 95 % lower bounds."""
+    metrics = Path(metrics)
+    tight = metrics / "audit_tight.json"
+    if arm and tight.is_file() and arm in read_json(tight).get("arms", {}):
+        b = read_json(tight)["arms"][arm]["bound"]
+        return b["epsilon_lower_bound"], f"multi-run audit, {b['runs_in'] + b['runs_out']} runs"
+    canary = metrics / "audit_canary.json"
+    if not arm or not canary.is_file():
+        return None
+    entry = read_json(canary)["arms"].get(arm, {})
+    audits = entry.get("audits", {})
+    gate = audits.get("input", audits.get("mislabelled", {})).get("gate", {})
+    value = gate.get("epsilon_lower_bound", entry.get("epsilon_lower_bound"))
+    return None if value is None else (value, f"{gate.get('method', '?')} one-run canary bound, "
+                                              f"{gate.get('guesses', '?')} guesses")
+
+
 def headline(metrics: str | Path) -> dict[str, float]:
     """The headline figures of the run whose ``metrics/`` folder is ``metrics`` (absent ones left out)."""
     metrics = Path(metrics)
@@ -56,13 +78,9 @@ def headline(metrics: str | Path) -> dict[str, float]:
         a = read_json(metrics / "audit.json")
         out |= {"weighted_f1": a.get("released_weighted_f1"), "macro_f1": a.get("released_macro_f1"),
                 "weighted_f1_mean": a.get("weighted_f1_mean"), "macro_f1_mean": a.get("macro_f1_mean")}
-    canary = metrics / "audit_canary.json"
-    if canary.is_file():
-        arm = RELEASED_ARM.get(rel["round"])
-        entry = read_json(canary)["arms"].get(arm, {})
-        audits = entry.get("audits", {})  # the gate's bound, fixed in advance: input canaries when present
-        gate = audits.get("input", audits.get("mislabelled", {})).get("gate", {})
-        out["epsilon_lb"] = gate.get("epsilon_lower_bound", entry.get("epsilon_lower_bound"))
+    bound = audit_bound(metrics, RELEASED_ARM.get(rel["round"]))
+    if bound is not None:
+        out["epsilon_lb"] = bound[0]
     if (metrics / "data.json").is_file():
         out["records"] = read_json(metrics / "data.json").get("train_rows")
     return {k: out[k] for k in NAMES if _number(out.get(k))}

@@ -39,3 +39,10 @@ def test_tolerance_edge_and_audit_switch():
 def test_cap_without_a_cumulative_figure_is_an_error():
     with pytest.raises(ValueError, match="no cumulative"):
         decide(Figures(5.0, 0.6), None, epsilon_budget=6.0, cumulative_budget=10.0)
+
+
+def test_audit_gate_names_its_audit_and_false_alarm_rate():
+    c = Figures(5.5, 0.60, 10.0, audit_lower_bound=2.9, audit_method="multi-run audit, 108000 runs")
+    d = decide(c, None, **BUDGET)
+    audit = next(g for g in d.gates if g.name == "audit")
+    assert audit.passed and "multi-run audit, 108000 runs" in audit.detail and "false-alarm rate ≤ 5%" in audit.detail

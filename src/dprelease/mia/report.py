@@ -27,7 +27,8 @@ COUNTS = ["tp", "fp", "tpr_ci_low", "tpr_ci_high", "null_tpr_95"]
 COLUMNS = (["arm", "claimed_epsilon", "delta", "guarantee", "attack", "method", "epsilon_lower_bound", "confidence",
             "guesses", "correct", "canaries", "included", "ceiling", "convicted", "gate", "auc", "members",
             "non_members"]
-           + [f"{c}_{f}" for f in ("0.01", "0.001") for c in ["tpr_at_fpr", *COUNTS]] + ["bound"])
+           + [f"{c}_{f}" for f in ("0.01", "0.001") for c in ["tpr_at_fpr", *COUNTS]] + ["runs", "tightness", "bound"])
+TIGHT = "audit_tight.json"  # written by `make audit-tight` (benchmarks/audit_tight.py), merged when present
 
 
 def _method_name(method: str, delta: float) -> str:
@@ -61,7 +62,7 @@ def canary_rows(name: str, r: dict, alpha: float) -> list[dict]:
     return rows
 
 
-def audit_table(mia: dict, canary: dict) -> pd.DataFrame:
+def audit_table(mia: dict, canary: dict, tight: dict | None = None) -> pd.DataFrame:
     rows = []
     alpha = canary["alpha"]
     for arm in [a for a in LABELS if a in mia["arms"]]:
@@ -79,12 +80,23 @@ def audit_table(mia: dict, canary: dict) -> pd.DataFrame:
             rows += canary_rows(arm, canary["arms"][arm], alpha)
     for name, r in canary.get("planted", {}).items():
         rows += canary_rows(f"planted:{name}", r, alpha)
-    return pd.DataFrame(rows, columns=COLUMNS)
+    extra = (tight or {}).get("rows", [])  # the multi-run audit's rows (their own columns: runs, tightness)
+    gated = {r["arm"] for r in extra if r.get("gate")}  # an arm with a multi-run bound: the gate uses that one
+    rows = [r | {"gate": False} if r["arm"] in gated else r for r in rows]
+    return pd.DataFrame(rows + extra, columns=COLUMNS)
 
 
-def _fmt(v) -> str:
+COUNT_COLUMNS = {"guesses", "correct", "canaries", "included", "runs", "members", "non_members", "tp_0.01", "fp_0.01",
+                 "tp_0.001", "fp_0.001"}
+
+
+def _fmt(v, col: str = "") -> str:
     if v is None or (isinstance(v, float) and v != v):
         return "–"
+    if col in COUNT_COLUMNS and isinstance(v, float) and v.is_integer():
+        return f"{int(v):,}"  # a count (a float column only because other rows have none)
+    if col == "delta" and isinstance(v, float):
+        return f"{v:.3g}"
     return f"{v:.3f}" if isinstance(v, float) else str(v)
 
 
@@ -93,26 +105,50 @@ def privacy_report(params: Params, root: str | Path = ".") -> dict:
     mia = read_json(lay.metrics / "privacy_audit.json")
     canary = read_json(lay.metrics / "audit_canary.json")
     pool = read_json(lay.metrics / "audit_pool.json")
-    table = audit_table(mia, canary)
+    tight = read_json(lay.metrics / TIGHT) if (lay.metrics / TIGHT).is_file() else None
+    table = audit_table(mia, canary, tight)
     with atomic_dir(lay.reports / "privacy") as out:
         table.to_csv(out / "audit.csv", index=False)
         curves = {f"{LABELS[arm]} · {atk}": (mia["fpr_grid"], r["roc_tpr"])
                   for arm, d in mia["arms"].items() for atk, r in d["attacks"].items()}
         roc_plot(curves, out / "roc.png", title="membership inference, members = train, non-members = test")
-        (out / "report.md").write_text(_markdown(params, table, mia, canary, pool), encoding="utf-8")
+        (out / "report.md").write_text(_markdown(params, table, mia, canary, pool, tight), encoding="utf-8")
     return {"rows": len(table), "arms": list(mia["arms"])}
 
 
 def _table(df: pd.DataFrame, cols: list[str]) -> list[str]:
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    return lines + ["| " + " | ".join(_fmt(r[c]) for c in cols) + " |" for _, r in df.iterrows()]
+    return lines + ["| " + " | ".join(_fmt(r[c], c) for c in cols) + " |" for _, r in df.iterrows()]
 
 
-def _markdown(params: Params, table: pd.DataFrame, mia: dict, canary: dict, pool: dict) -> str:
+def _tight_section(table: pd.DataFrame, tight: dict | None) -> list[str]:
+    if not tight:
+        return ["## Tight multi-run audit", "", "Not run here (`make audit-tight`, a benchmark).", ""]
+    rows = table[table["method"].isin(["multirun_cp", "gdp_fit_heuristic"])]
+    d = tight["arms"].get("dpsgd") or next(iter(tight["arms"].values()))
+    planted = sorted(a for a in table["arm"].unique() if str(a).startswith("planted:"))
+    verdicts = ["; ".join(f"**{a}** convicted by " + (", ".join(
+        f"{r['attack']} / {r['method']} (ε_LB {r['epsilon_lower_bound']:.3f} > {r['claimed_epsilon']:.3f})"
+        for _, r in table[(table["arm"] == a) & (table["convicted"] == True)].iterrows()) or "no audit")  # noqa: E712
+        for a in planted)]
+    return ["## Tight multi-run audit (`make audit-tight`)", "",
+            "Many independent training runs, each with or without ONE canary (secret coin); a test fixed before the "
+            "evaluated runs are seen; Clopper–Pearson bounds on its error rates over the runs (valid: the runs are "
+            "independent trials). DP-SGD: the DP-SGD stage's q, T and σ (hence its accountant ε) on a subsample of "
+            f"{d['records']} training embeddings, a gradient canary (Nasr et al. 2023) whose every privatised gradient "
+            "the attacker sees. `tightness` = ε_LB / ε for honest DP-SGD (goal ≥ 0.5); `gdp_fit_heuristic` is a "
+            "Gaussian fit with no confidence: not a bound." + (" (fast variant: planted bugs only)" if tight.get("fast")
+                                                                else ""), "",
+            *_table(rows, ["arm", "attack", "method", "claimed_epsilon", "delta", "epsilon_lower_bound", "confidence",
+                           "runs", "guesses", "correct", "ceiling", "convicted", "tightness"]), "",
+            *(["Planted bugs: " + verdicts[0] + ".", ""] if planted else [])]
+
+
+def _markdown(params: Params, table: pd.DataFrame, mia: dict, canary: dict, pool: dict, tight: dict | None = None) -> str:
     a = params.privacy_audit
     conf = round(100 * (1 - canary["alpha"]))
     mi = table[table["method"] == "heuristic_l3"]
-    can = table[table["method"] != "heuristic_l3"]
+    can = table[table["method"].isin(["steinke_pure", "steinke_delta", "fdp_pure", "fdp_gaussian"])]
     sets = canary["canary_sets"]
     lines = ["# Privacy audit: what an attacker can do", "",
              "## Canary audits (valid one-run lower bounds)", "",
@@ -127,6 +163,7 @@ def _markdown(params: Params, table: pd.DataFrame, mia: dict, canary: dict, pool
              "be convicted by this audit. `gate` marks the bound fixed in advance for the registry gate.", "",
              *_table(can, ["arm", "attack", "method", "claimed_epsilon", "delta", "epsilon_lower_bound", "guesses",
                            "correct", "ceiling", "convicted", "gate"]), "",
+             *_tight_section(table, tight),
              "## Membership inference (members = train, non-members = test)", "",
              f"Members: the {mia['members']:,} training records; non-members: the {mia['non_members']:,} test records "
              "(same distribution). The attacker also has the public encoder and a population pool of "

@@ -96,7 +96,8 @@ def figures(version, metric: str) -> Figures:
     """The gate figures of a registered version, from its tags."""
     lb, cum = tag(version, "epsilon_lb"), tag(version, "cumulative_epsilon")
     return Figures(epsilon=float(tag(version, "epsilon")), utility=float(tag(version, metric)),
-                   cumulative_epsilon=float(cum) if cum else None, audit_lower_bound=float(lb) if lb else None)
+                   cumulative_epsilon=float(cum) if cum else None, audit_lower_bound=float(lb) if lb else None,
+                   audit_method=tag(version, "epsilon_lb_method") if lb else None)
 
 
 def record_decision(client, name: str, version: str, decision: Decision) -> None:
