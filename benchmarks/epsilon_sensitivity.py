@@ -100,6 +100,15 @@ def run_cell(cell: dict, base: dict, root: Path, scratch: Path) -> dict:
         "macro_f1_mean": audit["macro_f1_mean"], "seconds": time.perf_counter() - start}
 
 
+def write_table(path: Path, rows: list[dict]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+    os.replace(tmp, path)
+
+
 def summarise(rows: list[dict]) -> list[str]:
     grid = {}
     for r in rows:
@@ -155,17 +164,15 @@ def main(argv: list[str] | None = None) -> int:
     out = root / "reports/epsilon_sensitivity"
     out.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(out, 0o700)
-    rows = []
+    rows, table = [], out / "table.csv"
     with tempfile.TemporaryDirectory(prefix="eps-grid-") as tmp:
         for i, cell in enumerate(cells(base, seeds=args.seeds, grid_seeds=args.grid_seeds, quick=args.quick)):
             rows.append(run_cell(cell, base, root, Path(tmp) / "cell"))
             print(f"[{i + 1}] " + ", ".join(f"{k}={rows[-1][k]:.4g}" if isinstance(rows[-1][k], float) else
                                             f"{k}={rows[-1][k]}" for k in COLUMNS), flush=True)
-    table = out / "table.csv"
-    with open(os.open(table, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=COLUMNS)
-        w.writeheader()
-        w.writerows(rows)
+            write_table(table.with_suffix(".partial"), rows)  # a crash keeps the cells measured so far
+    write_table(table, rows)
+    table.with_suffix(".partial").unlink()
     plot(rows, out / "epsilon.png")
     os.chmod(out / "epsilon.png", 0o600)
     for line in summarise(rows):

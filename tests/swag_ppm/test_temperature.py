@@ -185,7 +185,9 @@ def test_subspace_calibration_keeps_a_diagonal_part_wider_than_the_marginal():
     after = _read(g, var, new, basis, marginal)
     assert after.subspace_min >= 1.0 - 1e-9 and after.subspace_max > 1.5
     with pytest.raises(ValueError):
-        temperature.subspace_deviations(var, basis, marginal.upper, scale=0.5, rows=R)  # r rows cannot span U
+        temperature.subspace_deviations(var, basis, marginal.upper, scale=0.5, rows=R - 1)  # r − 1 rows cannot span U
+    exact_rows = temperature.subspace_deviations(var, basis, marginal.upper, scale=0.5, rows=R)  # r rows can
+    assert _read(g, var, exact_rows, basis, marginal).subspace_min >= 1.0 - 1e-9
 
 
 def test_implied_epsilon_only_grows_for_a_cold_sampler():

@@ -197,8 +197,8 @@ def subspace_deviations(var: np.ndarray, basis: np.ndarray, marginal_upper: np.n
     per-direction temperature is ≥ 1."""
     u = np.asarray(basis, dtype=np.float64)
     r = u.shape[0]
-    if not 1 <= r < rows:
-        raise ValueError(f"a {r}-dimensional subspace needs more than {r} deviation rows, got {rows}")
+    if not 1 <= r <= rows or rows < 2:
+        raise ValueError(f"a {r}-dimensional subspace needs at least {max(r, 2)} deviation rows, got {rows}")
     if scale <= 0:
         raise ValueError("sampling scale must be positive")
     a = np.asarray(marginal_upper, dtype=np.float64) / scale - (u * np.asarray(var, dtype=np.float64)) @ u.T
