@@ -43,8 +43,10 @@ def released_arm(metrics: Path) -> str:
     return RELEASED_ARM[read_json(Path(metrics) / "release.json")["round"]]
 
 
-def headline(metrics: str | Path) -> dict[str, float]:
-    """The headline figures of the run whose ``metrics/`` folder is ``metrics`` (absent ones left out)."""
+def headline(metrics: str | Path, *, canary: bool = True) -> dict[str, float]:
+    """The headline figures of the run whose ``metrics/`` folder is ``metrics`` (absent ones left out);
+    ``canary=False``: without the canary audit's bound (``metrics/headline.json``, written by the release's
+    ``audit`` stage, whose inputs the canary audit is not)."""
     metrics = Path(metrics)
     rel = read_json(metrics / "release.json")
     g = rel["guarantee"]
@@ -56,10 +58,9 @@ def headline(metrics: str | Path) -> dict[str, float]:
         a = read_json(metrics / "audit.json")
         out |= {"weighted_f1": a.get("released_weighted_f1"), "macro_f1": a.get("released_macro_f1"),
                 "weighted_f1_mean": a.get("weighted_f1_mean"), "macro_f1_mean": a.get("macro_f1_mean")}
-    canary = metrics / "audit_canary.json"
-    if canary.is_file():
+    if canary and (metrics / "audit_canary.json").is_file():
         arm = RELEASED_ARM.get(rel["round"])
-        entry = read_json(canary)["arms"].get(arm, {})
+        entry = read_json(metrics / "audit_canary.json")["arms"].get(arm, {})
         audits = entry.get("audits", {})  # the gate's bound, fixed in advance: input canaries when present
         gate = audits.get("input", audits.get("mislabelled", {})).get("gate", {})
         out["epsilon_lb"] = gate.get("epsilon_lower_bound", entry.get("epsilon_lower_bound"))
