@@ -13,7 +13,7 @@ MODEL ?= oiics-autocoder
 .DEFAULT_GOAL := help
 
 .PHONY: help env run compare audit tune tune-grid retrain simulate ledger serve serve-trigger serve-status serve-stop test \
-        gpp test-fast faults repro rotate-key ui serve-model screenshots bench clean chromium dvc-remote
+        gpp test-fast faults repro rotate-key ui serve-model screenshots bench clean chromium dvc-remote dag
 
 help:  ## this list
 	@echo "make TARGET — dprelease (README: what each does; ARGS=... passes options to a flow)"
@@ -98,11 +98,16 @@ faults: env  ## the fault-injection suite alone, one line per case
 	$(PY) -m pytest tests/flows/test_faults.py -v $(PYTEST_ARGS)
 
 # DVC's default remote for this clone (.dvc/config.local, not committed): a private local folder, owner-only;
-# `make dvc-remote DVC_REMOTE=/srv/office/dvc` for another. Retrains push their snapshots there.
+# `make dvc-remote DVC_REMOTE=/srv/office/dvc` for another. Retrains push their snapshots there; `dvc push`
+# sends the release pipeline's data and moments (what `make run` recorded in dvc.lock), `dvc pull` brings them
+# into another clone. The randomness key is never in it (the `secret` stage's output is cache: false).
 DVC_REMOTE ?= $(HOME)/.local/share/dprelease/dvc-remote
 dvc-remote: env  ## DVC's default remote: a private local folder (DVC_REMOTE=path to choose another)
 	mkdir -p "$(DVC_REMOTE)" && chmod 700 "$(DVC_REMOTE)"
 	$(VENV)/bin/dvc remote add --local --default --force private "$(DVC_REMOTE)"
+
+dag: env  ## the DVC pipeline (dvc.yaml) as a Mermaid flowchart (dvc dag --md; the ASCII drawing is ~550 columns)
+	$(VENV)/bin/dvc dag --md
 
 # the signing stages list the agency's public key as an input: make it (once) before DVC checks inputs
 repro: env  ## dvc repro: every stage of dvc.yaml (makes the agency's signing key first if missing)
