@@ -16,6 +16,7 @@ Outputs DVC must not cache (the randomness key's id, ``cache: false``) are hashe
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import subprocess
 import sys
@@ -26,7 +27,7 @@ import yaml
 
 from dprelease import registry
 from dprelease.config import Params, load_params
-from dprelease.io import private_dir
+from dprelease.io import private_dir, read_json, write_json
 from dprelease.stage import pick
 from dprelease.stage_store import default_objects
 
@@ -79,19 +80,49 @@ def why_not(name: str, params: Params, root: str | Path, inputs: bool = True) ->
     return f"input {missing[0]} does not exist" if missing else None
 
 
-def record(name: str, params: Params, root: str | Path) -> str | None:
+def _lock_entry(root: Path, name: str) -> str:
+    """A hash of stage ``name``'s entry in ``dvc.lock`` ("" if none)."""
+    try:
+        lock = yaml.safe_load((root / "dvc.lock").read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        return ""
+    entry = (lock.get("stages") or {}).get(name)
+    return hashlib.sha256(json.dumps(entry, sort_keys=True).encode()).hexdigest() if entry else ""
+
+
+def _mark(params: Params, root: Path, name: str) -> Path:
+    return root / params.artifacts / ".stamps" / f"{name}.dvc.json"
+
+
+def record(name: str, params: Params, root: str | Path, key: str | None = None) -> str | None:
     """Commit stage ``name``'s outputs to DVC's cache and its entry to ``dvc.lock``; None once recorded,
-    else why not (nothing written)."""
+    else why not (nothing written). ``key``: the input key of outputs already current (their stamp matched):
+    when the ``dvc.lock`` entry this function wrote for that key is still there, it still describes them
+    (same inputs, params and code; same outputs), and DVC is not asked again."""
     reason = why_not(name, params, root)
     if reason is not None:
         return reason
     root = Path(root).resolve()
+    mark = _mark(params, root, name)
+    if key is not None and mark.is_file():
+        try:
+            if read_json(mark) == {"key": key, "entry": _lock_entry(root, name)}:
+                return None
+        except ValueError:
+            pass
     private_dir(_cache_dir(root))
     with _LOCK:  # DVC resolves stage names and its run cache against the working directory: run it in root
         done = subprocess.run([sys.executable, "-m", "dvc", "commit", "-q", "-f", "--no-relink", name], cwd=root,
                               capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"dvc commit {name}: {' '.join((done.stderr or done.stdout).split())[:300]}")
+    stamp = root / params.artifacts / ".stamps" / f"{name}.json"
+    try:
+        stamped = read_json(stamp).get("key") if stamp.is_file() else None
+    except ValueError:
+        stamped = None
+    if stamped:  # the key whose outputs were just recorded (the stage task marks them done first)
+        write_json(mark, {"key": stamped, "entry": _lock_entry(root, name)}, private=True)
     return None
 
 

@@ -45,6 +45,7 @@ def stage_task(name: str, params: dict, root: str, key: str) -> dict:
     stage = registry.get(p, name)
     private_dir(Path(root) / p.artifacts)
     summary = cache.current_summary(stage, p, key, root)
+    current = summary is not None
     if summary is None:
         summary = stage_store.restore(store_dir(), key, Path(root)) if stage.shared else None
         if summary is None:
@@ -53,7 +54,8 @@ def stage_task(name: str, params: dict, root: str, key: str) -> dict:
                 objects = dvc_record.objects_dir(root, store_dir())
                 stage_store.save(store_dir(), key, stage.produced, Path(root), summary, objects)
         cache.mark_done(stage, p, key, root, summary)
-    dvc_record.record(name, p, root)  # in a DVC project root: its outputs and dvc.lock entry (else a no-op)
+    # in a DVC project root: its outputs and dvc.lock entry (else a no-op); current outputs: only if not yet recorded
+    dvc_record.record(name, p, root, key if current else None)
     return summary
 
 

@@ -103,6 +103,23 @@ def test_every_stage_the_flow_ran_is_recorded_and_up_to_date(recorded):
     assert _dvc("status", cwd=root).strip() == CLEAN
 
 
+def test_a_no_op_rerun_asks_dvc_nothing_unless_dvc_lock_changed(recorded, monkeypatch):
+    import flows.release as fr
+    from tasks import dvc_record
+
+    params, root = recorded
+    commits: list[str] = []
+    real = dvc_record.subprocess.run
+    monkeypatch.setattr(dvc_record.subprocess, "run", lambda cmd, **kw: commits.append(cmd[-1]) or real(cmd, **kw))
+    fr.release_flow(params.model_dump(mode="json"), str(root), False)
+    assert commits == []  # every stamp current, every dvc.lock entry the one recorded for it
+    lock = yaml.safe_load((root / "dvc.lock").read_text())
+    del lock["stages"]["risk"]  # e.g. an older dvc.lock checked out
+    (root / "dvc.lock").write_text(yaml.safe_dump(lock, sort_keys=False))
+    fr.release_flow(params.model_dump(mode="json"), str(root), False)
+    assert commits == ["risk"] and _dvc("status", cwd=root).strip() == CLEAN
+
+
 def test_outputs_are_dvc_cache_objects_and_the_key_is_in_none(recorded):
     params, root = recorded
     from tasks.dvc_record import objects_dir
