@@ -13,7 +13,7 @@ MODEL ?= oiics-autocoder
 .DEFAULT_GOAL := help
 
 .PHONY: help env run compare audit tune tune-grid retrain simulate ledger serve serve-trigger serve-status serve-stop test \
-        gpp test-fast faults repro rotate-key ui serve-model screenshots bench clean chromium dvc-remote dag
+        gpp test-fast faults repro rotate-key ui serve-model screenshots bench clean chromium dvc-remote dag exps
 
 help:  ## this list
 	@echo "make TARGET — dprelease (README: what each does; ARGS=... passes options to a flow)"
@@ -108,6 +108,12 @@ dvc-remote: env  ## DVC's default remote: a private local folder (DVC_REMOTE=pat
 
 dag: env  ## the DVC pipeline (dvc.yaml) as a Mermaid flowchart (dvc dag --md; the ASCII drawing is ~550 columns)
 	$(VENV)/bin/dvc dag --md
+
+# the headline columns only (metrics/headline.json: ε, its interval, T̂, F1s, records) and ppm.c; `release` stays
+# because DVC 3.67 fails dropping two columns of one name (the `release` param and the `release` folder input)
+exps: env  ## DVC experiments side by side: ppm.c, ε and the weighted/macro F1 (dvc exp show --md, headline columns)
+	$(VENV)/bin/dvc exp show --md --drop \
+	  '^(?!Experiment$$|ppm\.c$$|release$$|metrics/headline\.json:|epsilon_ci_|weighted_f1$$|macro_f1$$|temperature$$|records$$).*'
 
 # the signing stages list the agency's public key as an input: make it (once) before DVC checks inputs
 repro: env  ## dvc repro: every stage of dvc.yaml (makes the agency's signing key first if missing)
