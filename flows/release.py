@@ -29,6 +29,10 @@ def release_flow(params: dict, root: str = ".", track: bool = True) -> dict:
             start = time.perf_counter()
             out[name] = run_stage_task(name, p, root)
             cli.record_time(out["timings"], p, name, time.perf_counter() - start)
+    skipped = dvc_record.unrecorded(p, [n for n in out if n != "timings"], root)
+    if skipped:  # e.g. --set: outputs that are not what dvc.yaml with params.yaml describes stay out of dvc.lock
+        name, why = next(iter(skipped.items()))
+        print(f"dprelease: note: {len(skipped)} stage(s) not recorded in dvc.lock ({name}: {why})", file=sys.stderr)
     if track:
         cli.tracked(out, lambda: track_task(params, root, None, out["timings"]))
         if out.get("mlflow_run_id"):

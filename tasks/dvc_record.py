@@ -132,3 +132,10 @@ def pipeline(params: Params, group: str, root: str | Path) -> list[str]:
     them are recorded."""
     names = [s.name for s in registry.group(params, group, active_only=False)]
     return [n for n in names if registry.get(params, n).active(params) or why_not(n, params, root, inputs=False) is None]
+
+
+def unrecorded(params: Params, names: list[str], root: str | Path) -> dict[str, str]:
+    """In a DVC project root: the stages of ``names`` not recorded in ``dvc.lock``, with why ({} elsewhere)."""
+    if not (Path(root) / ".dvc").is_dir():
+        return {}
+    return {n: r for n in names if (r := why_not(n, params, root)) is not None}

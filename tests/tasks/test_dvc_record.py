@@ -178,3 +178,5 @@ def test_params_other_than_params_yaml_are_not_recorded(recorded, tmp_path):
     assert dvc_record.why_not("risk", other, root) == "run with params other than params.yaml"
     assert dvc_record.why_not("stratify", other, root) is None  # it does not read ppm.c
     assert dvc_record.why_not("risk", params, make_root(tmp_path)) == "not a DVC project root"
+    assert set(dvc_record.unrecorded(other, ["stratify", "risk", "draw"], root)) == {"risk", "draw"}
+    assert dvc_record.unrecorded(other, ["risk"], tmp_path) == {}  # not a DVC project: nothing to say
