@@ -74,12 +74,18 @@ def _project(path: Path, params) -> Path:
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
+    """The project has a Prefect home of its own (as `make run` has: .prefect/), so its stage store holds
+    this project's entries only (the session's shared one may hold other roots' entries for the same keys)."""
     import flows.release as fr
+    import tasks.stages as ts
 
     params = parse_params(slice_raw())
     root = _project(tmp_path_factory.mktemp("dvcproject"), params)
-    fr.release_flow(params.model_dump(mode="json"), str(root), True)
-    return params, root
+    store = tmp_path_factory.mktemp("home") / "stage-store"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ts, "store_dir", lambda: store)
+        fr.release_flow(params.model_dump(mode="json"), str(root), True)
+        yield params, root
 
 
 def _lock(root: Path) -> dict:
