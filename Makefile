@@ -13,7 +13,8 @@ MODEL ?= oiics-autocoder
 .DEFAULT_GOAL := help
 
 .PHONY: help env run compare audit tune tune-grid retrain simulate ledger serve serve-trigger serve-status serve-stop test \
-        gpp test-fast faults audit-tight repro rotate-key ui serve-model screenshots bench clean chromium dvc-remote
+        gpp test-fast faults audit-tight repro rotate-key ui serve-model screenshots bench clean chromium dvc-remote dag exps \
+        epsilon-sensitivity
 
 help:  ## this list
 	@echo "make TARGET — dprelease (README: what each does; ARGS=... passes options to a flow)"
@@ -103,11 +104,22 @@ faults: env  ## the fault-injection suite alone, one line per case
 	$(PY) -m pytest tests/flows/test_faults.py -v $(PYTEST_ARGS)
 
 # DVC's default remote for this clone (.dvc/config.local, not committed): a private local folder, owner-only;
-# `make dvc-remote DVC_REMOTE=/srv/office/dvc` for another. Retrains push their snapshots there.
+# `make dvc-remote DVC_REMOTE=/srv/office/dvc` for another. Retrains push their snapshots there; `dvc push`
+# sends the release pipeline's data and moments (what `make run` recorded in dvc.lock), `dvc pull` brings them
+# into another clone. The randomness key is never in it (the `secret` stage's output is cache: false).
 DVC_REMOTE ?= $(HOME)/.local/share/dprelease/dvc-remote
 dvc-remote: env  ## DVC's default remote: a private local folder (DVC_REMOTE=path to choose another)
 	mkdir -p "$(DVC_REMOTE)" && chmod 700 "$(DVC_REMOTE)"
 	$(VENV)/bin/dvc remote add --local --default --force private "$(DVC_REMOTE)"
+
+dag: env  ## the DVC pipeline (dvc.yaml) as a Mermaid flowchart (dvc dag --md; the ASCII drawing is ~550 columns)
+	$(VENV)/bin/dvc dag --md
+
+# the headline columns only (metrics/headline.json: ε, its interval, T̂, F1s, records) and ppm.c; `release` stays
+# because DVC 3.67 fails dropping two columns of one name (the `release` param and the `release` folder input)
+exps: env  ## DVC experiments side by side: ppm.c, ε and the weighted/macro F1 (dvc exp show --md, headline columns)
+	$(VENV)/bin/dvc exp show --md --drop \
+	  '^(?!Experiment$$|ppm\.c$$|release$$|metrics/headline\.json:|epsilon_ci_|weighted_f1$$|macro_f1$$|temperature$$|records$$).*'
 
 # the signing stages list the agency's public key as an input: make it (once) before DVC checks inputs
 repro: env  ## dvc repro: every stage of dvc.yaml (makes the agency's signing key first if missing)

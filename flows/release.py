@@ -15,6 +15,7 @@ from dprelease.io import write_json
 from flows import cli, runners
 from prefect import flow
 from flows.summary import print_summary
+from tasks import dvc_record
 from tasks.stages import run as run_stage_task
 from tasks.stages import track_task
 
@@ -24,12 +25,18 @@ def release_flow(params: dict, root: str = ".", track: bool = True) -> dict:
     p = Params.model_validate(params)
     out: dict = {"timings": {}}
     with runners.on_dask():  # on a Dask runner: posterior passes in chunks on the cluster
-        for spec in registry.group(p, "release"):
+        for name in dvc_record.pipeline(p, "release", root):  # in a DVC project: every stage, all recorded
             start = time.perf_counter()
-            out[spec.name] = run_stage_task(spec.name, p, root)
-            cli.record_time(out["timings"], p, spec.name, time.perf_counter() - start)
+            out[name] = run_stage_task(name, p, root)
+            cli.record_time(out["timings"], p, name, time.perf_counter() - start)
+    skipped = dvc_record.unrecorded(p, [n for n in out if n != "timings"], root)
+    if skipped:  # e.g. --set: outputs that are not what dvc.yaml with params.yaml describes stay out of dvc.lock
+        name, why = next(iter(skipped.items()))
+        print(f"dprelease: note: {len(skipped)} stage(s) not recorded in dvc.lock ({name}: {why})", file=sys.stderr)
     if track:
         cli.tracked(out, lambda: track_task(params, root, None, out["timings"]))
+        if out.get("mlflow_run_id"):
+            dvc_record.record("track", p, root)  # the MLflow run, as `dprelease track` under dvc repro
     return out
 
 

@@ -4,7 +4,9 @@ The cache key is :func:`dprelease.cache.input_key` (params the stage reads, cont
 inputs, its declared code). A completion stamp next to the artifacts says which key produced the
 outputs on disk (and the summary that run returned): if they are current, the task returns that summary;
 if they are missing or came from another key, it restores them from the stage store (verified) or runs
-the stage. Finished outputs go to the stage store, shared by every root this Prefect home serves.
+the stage. Finished outputs go to the stage store, shared by every root this Prefect home serves: an
+index whose bytes are DVC cache objects (the project's ``.dvc/cache``), and in a DVC project root each
+stage is then recorded in ``dvc.lock`` (:mod:`tasks.dvc_record`): one cache, which DVC pushes and pulls.
 
 Prefect itself persists no result and caches nothing here (``persist_result=False``, no cache policy):
 Prefect deserializes a stored result with the serializer named *inside* the file, so a replaced result
@@ -25,7 +27,7 @@ from prefect import task
 from prefect.cache_policies import NONE
 from prefect.settings import PREFECT_HOME
 
-from . import server_guard
+from . import dvc_record, server_guard
 
 server_guard.install()
 
@@ -43,14 +45,17 @@ def stage_task(name: str, params: dict, root: str, key: str) -> dict:
     stage = registry.get(p, name)
     private_dir(Path(root) / p.artifacts)
     summary = cache.current_summary(stage, p, key, root)
-    if summary is not None:
-        return summary
-    summary = stage_store.restore(store_dir(), key, Path(root)) if stage.shared else None
+    current = summary is not None
     if summary is None:
-        summary = run_stage(name, p, root)
-        if stage.shared:  # a stage standing for a private file outside its key (the secret) is never shared
-            stage_store.save(store_dir(), key, stage.produced, Path(root), summary)
-    cache.mark_done(stage, p, key, root, summary)
+        summary = stage_store.restore(store_dir(), key, Path(root)) if stage.shared else None
+        if summary is None:
+            summary = run_stage(name, p, root)
+            if stage.shared:  # a stage standing for a private file outside its key (the secret) is never shared
+                objects = dvc_record.objects_dir(root, store_dir())
+                stage_store.save(store_dir(), key, stage.produced, Path(root), summary, objects)
+        cache.mark_done(stage, p, key, root, summary)
+    # in a DVC project root: its outputs and dvc.lock entry (else a no-op); current outputs: only if not yet recorded
+    dvc_record.record(name, p, root, key if current else None)
     return summary
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dprelease.stage_store import restore, save
+from dprelease.stage_store import object_path, restore, save, stored_file, verify
 
 
 def _files(root: Path) -> dict[str, bytes]:
@@ -28,7 +28,8 @@ SUMMARY = {"n": 3, "nested": {"a": [1, 2]}}
 def test_save_then_restore_into_another_root(tmp_path):
     src, dst, store = _source(tmp_path / "src"), tmp_path / "dst", tmp_path / "store"
     save(store, "k1", PATHS, src, SUMMARY)
-    assert sorted(p.name for p in store.iterdir()) == ["k1"]  # no temporary left in the store
+    assert sorted(p.name for p in store.iterdir()) == ["cache", "k1"]  # no temporary left in the store
+    assert [p.name for p in (store / "k1").iterdir()] == ["entry.json"]  # the entry is an index only
     assert restore(store, "k1", dst) == SUMMARY
     expected = {k: v for k, v in _files(src).items() if k != "unrelated.txt"}
     assert _files(dst) == expected
@@ -126,3 +127,37 @@ def test_clean_partial_removes_only_old_half_written_entries(tmp_path):
     os.utime(old, (past, past))
     assert stage_store.clean_partial(store) == [old]
     assert not old.exists() and fresh.exists()
+
+
+def test_bytes_are_dvc_cache_objects_shared_between_entries(tmp_path):
+    """An entry indexes objects of a DVC cache (``files/md5/ab/cdef…``, read-only, owner-only cache folder):
+    the same bytes under two keys are one object, and a given cache (a DVC project's) is used as is."""
+    import hashlib
+    import stat
+
+    src, store, dvc_cache = _source(tmp_path / "src"), tmp_path / "store", tmp_path / "project" / ".dvc" / "cache"
+    save(store, "k1", PATHS, src, SUMMARY, dvc_cache)
+    save(store, "k2", ["artifacts/features"], src, {}, dvc_cache)
+    x = src / "artifacts" / "features" / "x.bin"
+    obj = object_path(dvc_cache, hashlib.md5(x.read_bytes()).hexdigest())
+    assert stored_file(store, "k1", "artifacts/features/x.bin") == obj == stored_file(store, "k2", "artifacts/features/x.bin")
+    assert obj.read_bytes() == x.read_bytes() and stat.S_IMODE(obj.stat().st_mode) == 0o444
+    assert stat.S_IMODE(dvc_cache.stat().st_mode) == 0o700
+    assert len([p for p in (dvc_cache / "files" / "md5").rglob("*") if p.is_file()]) == 3  # 3 distinct files
+    assert not (store / "cache").exists()
+    assert restore(store, "k2", tmp_path / "dst") == {}
+
+
+def test_corrupt_object_discards_the_entry_and_the_object(tmp_path):
+    import os
+
+    src, store = _source(tmp_path / "src"), tmp_path / "store"
+    save(store, "k", PATHS, src, SUMMARY)
+    obj = stored_file(store, "k", "artifacts/features/x.bin")
+    os.chmod(obj, 0o600)
+    obj.write_bytes(b"tampered")
+    assert verify(store, "k") is None
+    assert restore(store, "k", tmp_path / "dst") is None
+    assert not (store / "k").exists() and not obj.exists()  # neither is reused
+    assert not (tmp_path / "dst" / "artifacts" / "features").exists()  # the root is untouched
+    assert save(store, "k", PATHS, src, SUMMARY) and restore(store, "k", tmp_path / "dst2") == SUMMARY

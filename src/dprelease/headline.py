@@ -65,8 +65,10 @@ def audit_bound(metrics: str | Path, arm: str | None) -> tuple[float, str] | Non
                                               f"{gate.get('guesses', '?')} guesses")
 
 
-def headline(metrics: str | Path) -> dict[str, float]:
-    """The headline figures of the run whose ``metrics/`` folder is ``metrics`` (absent ones left out)."""
+def headline(metrics: str | Path, *, canary: bool = True) -> dict[str, float]:
+    """The headline figures of the run whose ``metrics/`` folder is ``metrics`` (absent ones left out);
+    ``canary=False``: without the canary audit's bound (``metrics/headline.json``, written by the release's
+    ``audit`` stage, whose inputs the canary audit is not)."""
     metrics = Path(metrics)
     rel = read_json(metrics / "release.json")
     g = rel["guarantee"]
@@ -78,7 +80,7 @@ def headline(metrics: str | Path) -> dict[str, float]:
         a = read_json(metrics / "audit.json")
         out |= {"weighted_f1": a.get("released_weighted_f1"), "macro_f1": a.get("released_macro_f1"),
                 "weighted_f1_mean": a.get("weighted_f1_mean"), "macro_f1_mean": a.get("macro_f1_mean")}
-    bound = audit_bound(metrics, RELEASED_ARM.get(rel["round"]))
+    bound = audit_bound(metrics, RELEASED_ARM.get(rel["round"])) if canary else None
     if bound is not None:
         out["epsilon_lb"] = bound[0]
     if (metrics / "data.json").is_file():

@@ -1,7 +1,7 @@
 """The one stage registry. Every stage of every mechanism is declared once, in its package's
 ``stages`` module; this module gathers them, in execution order, for the three consumers:
 ``dprelease stage NAME`` (:func:`run_stage`), the Prefect tasks (``tasks/stages.py``) and the
-generated ``dvc.yaml`` (:func:`dvc_yaml`, kept in sync by a test).
+generated ``dvc.yaml`` (:func:`dvc_yaml`: the release pipeline; kept in sync by a test).
 
 Adding a mechanism: write its package (pure maths + run functions + ``stages.declare``) and add its
 ``declare`` to :data:`DECLARATIONS`.
@@ -86,12 +86,22 @@ def _unique(items: list[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
 
+PIPELINE = "release"  # the group dvc.yaml holds: what `make run` runs, so `make run` leaves `dvc status` clean
+
+
 def dvc_yaml(params: Params) -> dict:
-    """``dvc.yaml`` from the registry: every stage's inputs, declared code, params and outputs."""
+    """``dvc.yaml`` from the registry: the release pipeline (every stage of :data:`PIPELINE`, needed or not,
+    then ``track``) with each stage's inputs, declared code, params and outputs. The other flows' stages
+    (comparison, audit, NVDP, GPP) run under their flows only, their outputs in the same cache; an input one
+    of them produces (the comparison and the privacy audit that ``publish`` puts on the card when present)
+    is evidence added by that flow, which re-runs ``publish`` itself, so it is no DVC input here."""
     entries = {}
-    for s in stages(params):
+    pipeline = group(params, PIPELINE, active_only=False)
+    elsewhere = [p for s in stages(params) if s.group != PIPELINE for p in s.produced]
+    for s in pipeline:
         code = [PACKAGE_ROOT] if "." in s.code else [f"{PACKAGE_ROOT}/{p}" for p in s.all_code]
-        entry: dict = {"cmd": f"dprelease stage {s.name}", "deps": _unique(list(s.deps) + code)}
+        deps = [d for d in s.deps if d not in elsewhere]
+        entry: dict = {"cmd": f"dprelease stage {s.name}", "deps": _unique(deps + code)}
         if s.params:
             entry["params"] = _unique(list(s.params))
         if s.outs:  # a stage that is not shared stands for a private file: DVC never caches (or pushes) it

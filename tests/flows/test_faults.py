@@ -115,7 +115,7 @@ def test_corrupt_store_entry_is_discarded_never_reused(clean, copy):
     from dprelease import stage_store
 
     key = read_json(copy / "artifacts/.stamps/swag_r2.json")["key"]
-    stored = _store() / key / "files/artifacts/round2/swag/moments.safetensors"
+    stored = stage_store.stored_file(_store(), key, "artifacts/round2/swag/moments.safetensors")
     os.chmod(stored, 0o600)
     with open(stored, "r+b") as fh:
         fh.seek(100)

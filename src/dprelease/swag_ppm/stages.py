@@ -22,7 +22,7 @@ from .rounds import MODEL_CODE, PASS_CODE, RELEASE_CODE
 MODEL = ["seed", "model"]
 SAMPLING = ["ppm.draws", "ppm.draw_batch"]
 EVALUATE_CODE = ["swag_ppm/evaluate.py", "swag_ppm/reweighting.py", "swag_ppm/swag.py", "swag_ppm/diagnostics.py", "backends",
-                 "data/splits.py", "utility", "plots.py"]
+                 "data/splits.py", "utility", "plots.py", "headline.py"]
 ARM_CODE = [*RELEASE_CODE, "utility"]
 
 
@@ -73,7 +73,7 @@ def declare(params: Params) -> list[Stage]:
     out.append(Stage("audit", evaluate.audit, MODEL + ["ppm.reweight", "audit"],
                      [labels, feats, f"{a}/draw", *histories, f"{a}/round2/sensitivity", f"{a}/round3/sensitivity",
                       *sens, "metrics/release.json"], ["reports/release"], EVALUATE_CODE,
-                     metrics=["metrics/audit.json", "metrics/diagnostics.json"],
+                     metrics=["metrics/audit.json", "metrics/diagnostics.json", "metrics/headline.json"],
                      plots=["plots/max_delta.png", "plots/f1_violin.png", "plots/per_class_f1.png",
                             "plots/loss_curves.png", "plots/confusion_top_classes.png"]))
     out.append(Stage("publish", publish.publish, ["release", "force_release_path", "ppm.reweight"],

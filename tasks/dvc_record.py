@@ -1,0 +1,141 @@
+"""The Prefect tasks and DVC share one cache: each finished stage is recorded in ``dvc.lock``.
+
+Where a flow runs in a DVC project's root, every stage it runs (or restores, or finds current) is committed
+to DVC as ``dvc commit STAGE`` would: DVC hashes the stage's deps, params and outputs, keeps the outputs in
+its cache (the same objects the stage store indexes: :mod:`dprelease.stage_store`) and writes the stage's
+entry in ``dvc.lock``. ``dvc status`` then agrees with the flow, ``dvc push`` sends exactly what the flow
+stored, and ``dvc exp show`` sees the flow's metrics.
+
+A stage is recorded only when DVC would describe the same computation: the root holds ``.dvc/`` and a
+``dvc.yaml`` whose entry for the stage is the registry's (``dprelease dvc-yaml``), the params the stage reads
+are those of the root's ``params.yaml`` (a flow run with ``--set`` or another params file is not what
+``dvc.yaml`` describes), and every input exists. Otherwise :func:`record` says why and records nothing.
+Outputs DVC must not cache (the randomness key's id, ``cache: false``) are hashed into ``dvc.lock`` only.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import yaml
+
+from dprelease import registry
+from dprelease.config import Params, load_params
+from dprelease.io import private_dir, read_json, write_json
+from dprelease.stage import pick
+from dprelease.stage_store import default_objects
+
+_LOCK = threading.Lock()  # DVC locks its repository: one commit at a time (stage tasks may finish on several threads)
+
+
+def dvc_root(root: str | Path) -> Path | None:
+    """The DVC project holding ``root`` (``root`` itself or a parent with ``.dvc/``), or None."""
+    root = Path(root).resolve()
+    return next((p for p in (root, *root.parents) if (p / ".dvc").is_dir()), None)
+
+
+@functools.lru_cache(maxsize=8)
+def _cache_dir(project: Path) -> Path:
+    from dvc.repo import Repo
+
+    with Repo(str(project)) as repo:
+        return Path(repo.cache.local.path).parents[1]  # <cache>/files/md5 → <cache>
+
+
+def objects_dir(root: str | Path, store: Path) -> Path:
+    """Where stage outputs' bytes go: the DVC cache of the project holding ``root`` (owner-only), else the
+    store's own cache (same layout)."""
+    project = dvc_root(root)
+    return private_dir(_cache_dir(project)) if project else default_objects(store)
+
+
+def _declared(root: Path) -> dict:
+    path = root / "dvc.yaml"
+    return (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("stages", {}) if path.is_file() else {}
+
+
+def why_not(name: str, params: Params, root: str | Path, inputs: bool = True) -> str | None:
+    """Why stage ``name`` run with ``params`` in ``root`` cannot be recorded in DVC (None: it can);
+    ``inputs=False``: whatever its inputs (not made yet)."""
+    root = Path(root)
+    if not (root / ".dvc").is_dir() or not (root / "dvc.yaml").is_file():
+        return "not a DVC project root"
+    expected = registry.dvc_yaml(params)["stages"].get(name)
+    if expected is None or _declared(root).get(name) != expected:
+        return "dvc.yaml does not declare it as the registry does (regenerate it: dprelease dvc-yaml)"
+    try:
+        dvc_params = load_params(root / "params.yaml")
+    except Exception:  # noqa: BLE001 - any unreadable params file: DVC cannot read it either
+        return "params.yaml is missing or invalid"
+    keys = expected.get("params", [])
+    if json.dumps(pick(dvc_params, keys), sort_keys=True) != json.dumps(pick(params, keys), sort_keys=True):
+        return "run with params other than params.yaml"
+    missing = [d for d in expected.get("deps", []) if inputs and not (root / d).exists()]
+    return f"input {missing[0]} does not exist" if missing else None
+
+
+def _lock_entry(root: Path, name: str) -> str:
+    """A hash of stage ``name``'s entry in ``dvc.lock`` ("" if none)."""
+    try:
+        lock = yaml.safe_load((root / "dvc.lock").read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        return ""
+    entry = (lock.get("stages") or {}).get(name)
+    return hashlib.sha256(json.dumps(entry, sort_keys=True).encode()).hexdigest() if entry else ""
+
+
+def _mark(params: Params, root: Path, name: str) -> Path:
+    return root / params.artifacts / ".stamps" / f"{name}.dvc.json"
+
+
+def record(name: str, params: Params, root: str | Path, key: str | None = None) -> str | None:
+    """Commit stage ``name``'s outputs to DVC's cache and its entry to ``dvc.lock``; None once recorded,
+    else why not (nothing written). ``key``: the input key of outputs already current (their stamp matched):
+    when the ``dvc.lock`` entry this function wrote for that key is still there, it still describes them
+    (same inputs, params and code; same outputs), and DVC is not asked again."""
+    reason = why_not(name, params, root)
+    if reason is not None:
+        return reason
+    root = Path(root).resolve()
+    mark = _mark(params, root, name)
+    if key is not None and mark.is_file():
+        try:
+            if read_json(mark) == {"key": key, "entry": _lock_entry(root, name)}:
+                return None
+        except ValueError:
+            pass
+    private_dir(_cache_dir(root))
+    with _LOCK:  # DVC resolves stage names and its run cache against the working directory: run it in root
+        done = subprocess.run([sys.executable, "-m", "dvc", "commit", "-q", "-f", "--no-relink", name], cwd=root,
+                              capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"dvc commit {name}: {' '.join((done.stderr or done.stdout).split())[:300]}")
+    stamp = root / params.artifacts / ".stamps" / f"{name}.json"
+    try:
+        stamped = read_json(stamp).get("key") if stamp.is_file() else None
+    except ValueError:
+        stamped = None
+    if stamped:  # the key whose outputs were just recorded (the stage task marks them done first)
+        write_json(mark, {"key": stamped, "entry": _lock_entry(root, name)}, private=True)
+    return None
+
+
+def pipeline(params: Params, group: str, root: str | Path) -> list[str]:
+    """The stages of ``group`` a flow runs: the active ones; in a DVC project root with ``params.yaml``'s
+    params, every one (an inactive stage writes only its marker, as under ``dvc repro``), so that all of
+    them are recorded."""
+    names = [s.name for s in registry.group(params, group, active_only=False)]
+    return [n for n in names if registry.get(params, n).active(params) or why_not(n, params, root, inputs=False) is None]
+
+
+def unrecorded(params: Params, names: list[str], root: str | Path) -> dict[str, str]:
+    """In a DVC project root: the stages of ``names`` not recorded in ``dvc.lock``, with why ({} elsewhere)."""
+    if not (Path(root) / ".dvc").is_dir():
+        return {}
+    return {n: r for n in names if (r := why_not(n, params, root)) is not None}
