@@ -11,12 +11,12 @@ from dprelease.io import write_json
 
 def test_a_classifier_or_nvdp_release_is_not_a_gpp_sanitizer(tmp_path):
     write_json(tmp_path / "release.json", {"kind": "classifier", "files": {}})
-    with pytest.raises(ReleaseError, match="not a GPP sanitizer"):
+    with pytest.raises(ReleaseError, match="not a sanitizer release"):
         load_sanitizer(tmp_path)
     write_json(tmp_path / "release.json", {"kind": "sanitizer", "mechanism": "nvdp", "files": {}})
-    with pytest.raises(ReleaseError, match="not a GPP sanitizer"):
+    with pytest.raises(ReleaseError, match="a nvdp sanitizer release, not a gpp one"):
         load_sanitizer(tmp_path)
-    with pytest.raises(ReleaseError, match="no release.json"):
+    with pytest.raises(ReleaseError, match="release folder not found"):
         load_sanitizer(tmp_path / "missing")
 
 
