@@ -24,6 +24,7 @@ from ..config import Params
 from ..errors import ReleaseError
 from ..io import atomic_dir, read_json, write_json
 from ..layout import check_release_path
+from ..privacy.guarantee import Guarantee, empirical_probe
 from ..signing import agency_signer, sign_folder
 from ..release_check import (MANIFEST, SANITIZER as KIND, bounded, check_release_folder, file_digests, fit_state,
                              load_weights, module_shapes, verify_release_folder)
@@ -117,7 +118,17 @@ def write_sanitizer_release(params: Params, root: str | Path, source: Path, *, c
 
 
 def guarantee(audit: dict) -> dict:
-    return {"epsilon": None, "delta": None, "guarantee": GUARANTEE, "adversary_auc": audit["adversary_auc"]}
+    """The release's guarantee record (:class:`dprelease.privacy.guarantee.Guarantee`, kind ``empirical_probe``)."""
+    return empirical_probe("GPP", audit["adversary_auc"], statement=GUARANTEE,
+                           noprivacy_adversary_auc=audit["noprivacy_adversary_auc"]).as_dict()
+
+
+def public_meta(g: dict) -> dict:
+    """What ``dprelease sanitize`` writes into the output's metadata from the release's guarantee record."""
+    record = Guarantee.from_dict(g)
+    return {"epsilon": record.epsilon, "delta": record.delta, "guarantee": record.kind, "mechanism": record.mechanism,
+            "meaning": f"{record.meaning}: {record.delta_text}", "adversary_auc": record.quantities["adversary_auc"],
+            "statement": record.quantities["statement"], "draws_per_input": 1}
 
 
 def load_sanitizer(folder: Path) -> tuple[dict, Encoder]:
@@ -155,4 +166,4 @@ def sanitize_texts(folder: Path, texts: list[str], *, seed: int) -> tuple[pd.Dat
             z = enc.release(x, gen).numpy().astype(np.float32)
     else:
         z = np.zeros((0, manifest["config"]["d_z"]), np.float32)
-    return pd.DataFrame({"z": [row.tolist() for row in z]}), manifest["guarantee"]
+    return pd.DataFrame({"z": [row.tolist() for row in z]}), public_meta(manifest["guarantee"])
