@@ -24,9 +24,9 @@ from .data import GPPData, digits_composites
 from .experiments import baseline_table, row, sweeps
 from .train import TrainConfig
 
-CODE = ["gpp", "config_gpp.py", "data/records.py", "data/splits.py", "backends/base.py", "threads.py"]
+CODE = ["gpp", "config_gpp.py", "data/records.py", "data/sectors.py", "data/splits.py", "backends/base.py", "threads.py"]
 RELEASE_CODE = ["gpp", "config_gpp.py", "release_check.py", "privacy/guarantee.py", "card.py", "backends/encoder.py", "backends/head.py", "data/records.py",
-                "data/splits.py", "backends/base.py", "signing.py", "locks.py"]
+                "data/sectors.py", "data/splits.py", "backends/base.py", "signing.py", "locks.py"]
 
 
 def train_config(params: Params, d_z: int, *, epochs: int | None = None) -> TrainConfig:
