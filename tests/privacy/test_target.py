@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from dprelease.config import parse_params
+from dprelease.errors import DataError
 from dprelease.io import write_json
 from dprelease.layout import Layout
 from dprelease.privacy.guarantee import censored, ppm
@@ -40,3 +41,13 @@ def test_no_target_and_no_release_is_a_clear_error(tmp_path):
         compared_epsilon(params, lay)
     assert "\n" not in str(info.value)
 
+
+
+@pytest.mark.parametrize("record", [{"epsilon": 2.0}, None, {"mechanism": "non-private", "kind": "none",
+                                                            "epsilon": None, "delta_reason": "none"}])
+def test_a_release_record_without_a_usable_epsilon_is_a_one_line_error(tmp_path, record):
+    params, lay = _layout(tmp_path)
+    write_json(lay.metrics / "release.json", {"guarantee": record} if record is not None else {"weighted_f1": 0.7})
+    with pytest.raises(DataError, match="release.json: no usable guarantee record") as info:
+        compared_epsilon(params, lay)
+    assert "\n" not in str(info.value)
