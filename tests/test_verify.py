@@ -36,6 +36,26 @@ def test_verify_prints_signer_manifest_sha_and_guarantee(agency, published, caps
     assert "guarantee: SWAG-PPM: ε = 1.5" in out and "ppm_local_asymptotic" in out
 
 
+def test_verify_of_a_gpp_sanitizer_names_its_empirical_guarantee(agency, tmp_path, capsys):
+    """GPP claims no ε: the one line says so and gives the attribute probe's AUC its guarantee rests on."""
+    from dprelease.backends.encoder import encoder_reference
+    from dprelease.gpp.model import Encoder
+    from dprelease.gpp.sanitizer import guarantee
+
+    keys, signer = agency
+    folder = tmp_path / "release-gpp"
+    folder.mkdir()
+    save_file(Encoder(384, 4, (8,)).state_dict(), str(folder / "model.safetensors"))
+    write_json(folder / "model.json", {"mechanism": "gpp", "d_in": 384, "d_z": 4, "hidden": [8]})
+    record = guarantee({"adversary_auc": 0.62, "noprivacy_adversary_auc": 0.8})
+    write_json(folder / MANIFEST, {"kind": "sanitizer", "mechanism": "gpp", "input": encoder_reference(),
+                                   "guarantee": record, "files": file_digests(folder)})
+    sign_folder(folder, signer)
+    rc, out, err = verify_cli(capsys, folder, keys / PUBLIC)
+    assert rc == 0 and err == "" and "gpp sanitizer release" in out, (out, err)
+    assert "guarantee: GPP: no ε" in out and "(empirical_probe); attribute-probe AUC 0.620" in out
+
+
 
 def _new_weights(folder):
     state = load_file(str(folder / "model.safetensors"))

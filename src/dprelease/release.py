@@ -28,9 +28,8 @@ from .data.splits import label_info
 from .errors import ReleaseError
 from .io import atomic_dir, atomic_path, write_json
 from .outputs import check_output, new_columns, require_rows
-from .release_check import (ALLOWED, MANIFEST, UNLISTED, check_hashes, check_labels, check_release_folder,
-                            check_shapes, file_digests, read_json_object, release_files, safetensors_header, shown_as,
-                            snapshot)
+from .release_check import (ALLOWED, CLASSIFIER, MANIFEST, UNLISTED, check_labels, check_release_folder,
+                            file_digests, read_json_object, release_files, shown_as, snapshot, verify_release_folder)
 from .signing import Signer, check_signature, sign_folder
 
 CARD = "README.md"
@@ -96,31 +95,20 @@ def verify_release(folder: str | Path) -> dict:
 
 
 def _verify(folder: Path) -> tuple[dict, dict, dict]:
-    if not folder.exists():
-        raise ReleaseError(f"release folder not found: {folder}")
-    if not folder.is_dir():
-        raise ReleaseError(f"not a release folder (not a directory): {folder}")
-    if not (folder / MANIFEST).is_file():
-        raise ReleaseError(f"not a release folder (no {MANIFEST}): {folder}")
-    if (folder / MANIFEST).is_symlink():
-        raise ReleaseError(f"{folder / MANIFEST}: is a symbolic link (a release holds plain files only)")
-    manifest = read_json_object(folder / MANIFEST)
-    files = manifest.get("files")
-    if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
-        raise ReleaseError(f"{folder / MANIFEST}: no 'files' mapping of file → sha256 (written by an older "
-                           "dprelease, or edited); re-run the release stage")
-    check_hashes(folder, files)
-    arch, labels = read_json_object(folder / "model.json"), read_json_object(folder / "labels.json")
+    manifest, arch = verify_release_folder(folder, kind=CLASSIFIER, architecture=_shapes)
+    labels = read_json_object(folder / "labels.json")
+    check_labels(folder, arch["n_classes"], labels)
+    return manifest, arch, labels
+
+
+def _shapes(folder: Path, arch: dict) -> tuple[dict, str]:
+    """The tensor shapes the release's backend implies (its dimensions bounded first), and their source."""
     try:
         backend_cls = backend_class(str(arch.get("backend")))
-        backend = backend_cls.name
     except ReleaseError as e:
         raise ReleaseError(f"{folder / 'model.json'}: {e}") from None
     expected = backend_cls.release_shapes(folder, arch)
-    check_labels(folder, arch["n_classes"], labels)
-    source = "model.json" if backend == "head" else "config.json"
-    check_shapes(folder / "model.safetensors", safetensors_header(folder / "model.safetensors"), expected, source)
-    return manifest, arch, labels
+    return expected, "model.json" if backend_cls.name == "head" else "config.json"
 
 
 class Coder:

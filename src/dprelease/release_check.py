@@ -2,7 +2,9 @@
 module, which build on it): allow-list, manifest hashes, JSON files, bounded dimensions, safetensors
 headers, finite weights.
 
-:func:`verify_release` runs before any weight is read: the manifest's sha256 of every file, the
+:func:`verify_release_folder` is the one verification of a release folder, for the classifier release and
+every mechanism's sanitizer alike (each passes its architecture's shapes). For the classifier,
+:func:`dprelease.release.verify_release` runs it before any weight is read: the manifest's sha256 of every file, the
 allow-list, the JSON files, the architecture's dimensions against :data:`BOUNDS`, ``n_classes`` against
 ``labels.json``, and every tensor's shape in ``model.safetensors`` (its header only) against the shapes the
 architecture implies (the model is built on the ``meta`` device, which allocates nothing). The hash check
@@ -21,7 +23,7 @@ import re
 import shutil
 import stat
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import torch
 
@@ -51,6 +53,10 @@ FLOAT_DTYPES = {"F16", "BF16", "F32", "F64"}
 DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
                "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+CLASSIFIER, SANITIZER = "classifier", "sanitizer"  # the kinds of release folder (release.json's "kind")
+KINDS = (CLASSIFIER, SANITIZER)
+Shapes = dict[str, tuple[tuple[int, ...], bool]]  # tensor name → (shape, floating-point)
+Architecture = Callable[[Path, dict], tuple[Shapes, str]]
 
 
 def release_files(folder: Path) -> list[str]:
@@ -94,6 +100,53 @@ def check_hashes(folder: Path, files: dict[str, str]) -> None:
             raise ReleaseError(f"{folder / MANIFEST}: {rel}: not a sha256 hex digest: {files[rel][:80]!r}")
         if file_hash(folder / rel) != files[rel]:
             raise ReleaseError(f"{folder / rel}: sha256 does not match {MANIFEST} (tampered or corrupt)")
+
+
+def verify_release_folder(folder: str | Path, *, kind: str = CLASSIFIER, mechanism: str | None = None,
+                          architecture: Architecture | None = None) -> tuple[dict, dict | None]:
+    """The one verification of a release folder, for every kind (the classifier release and each mechanism's
+    sanitizer): run before anything is loaded, it returns ``(manifest, model.json)``.
+
+    Checked, in order: the folder is a directory; ``release.json`` is a plain file (no link) holding a JSON
+    object whose ``kind`` is ``kind`` (a manifest without one is a classifier release) and, for a sanitizer,
+    whose ``mechanism`` is a name (``mechanism``, when given); its ``files`` maps file → sha256; the folder
+    holds exactly those files (allow-list, no links), each with its recorded sha256 (:func:`check_hashes`).
+    With ``architecture`` (a function of the folder and its ``model.json`` that bounds the architecture and
+    returns the tensor shapes it implies and the file that declares them), ``model.safetensors``'s header
+    must match those shapes, still without reading a weight. Every problem is a one-line ReleaseError."""
+    folder = Path(folder)
+    if not folder.exists():
+        raise ReleaseError(f"release folder not found: {folder}")
+    if not folder.is_dir():
+        raise ReleaseError(f"not a release folder (not a directory): {folder}")
+    if (folder / MANIFEST).is_symlink():
+        raise ReleaseError(f"{folder / MANIFEST}: is a symbolic link (a release holds plain files only)")
+    if not (folder / MANIFEST).is_file():
+        raise ReleaseError(f"not a release folder (no {MANIFEST}): {folder}")
+    manifest = read_json_object(folder / MANIFEST)
+    found = manifest.get("kind", CLASSIFIER)
+    if found != kind:
+        raise ReleaseError(f"{folder}: not a {kind} release ({MANIFEST} kind is {found!r}; `dprelease "
+                           f"{'sanitize' if kind == CLASSIFIER else 'predict'}` reads a {found} release)"
+                           if found in KINDS else f"{folder}: not a {kind} release ({MANIFEST} kind is {found!r})")
+    if kind == SANITIZER:
+        named = manifest.get("mechanism")
+        if not isinstance(named, str) or not named:
+            raise ReleaseError(f"{folder / MANIFEST}: no 'mechanism' named")
+        if mechanism is not None and named != mechanism:
+            raise ReleaseError(f"{folder / MANIFEST}: a {named} sanitizer release, not a {mechanism} one")
+    files = manifest.get("files")
+    if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
+        raise ReleaseError(f"{folder / MANIFEST}: no 'files' mapping of file → sha256 (written by an older "
+                           "dprelease, or edited); re-run the stage that wrote it")
+    check_hashes(folder, files)
+    if architecture is None:
+        return manifest, None
+    arch = read_json_object(folder / "model.json")
+    expected, source = architecture(folder, arch)
+    weights = folder / "model.safetensors"
+    check_shapes(weights, safetensors_header(weights), expected, source)
+    return manifest, arch
 
 
 def snapshot(folder: Path, dest: Path) -> None:

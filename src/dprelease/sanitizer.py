@@ -26,33 +26,18 @@ from .errors import ReleaseError
 from .io import atomic_path, file_hash
 from .outputs import check_output, require_rows
 from .release import read_narratives
-from .release_check import MANIFEST, check_hashes, read_json_object, shown_as, snapshot
+from .release_check import MANIFEST, SANITIZER as KIND, shown_as, snapshot, verify_release_folder
 from .signing import check_signature
 
-KIND = "sanitizer"
 METADATA_KEY = b"dprelease"
 
 Sanitize = Callable[..., tuple[pd.DataFrame, dict]]
 
 
 def verify_sanitizer(folder: str | Path) -> dict:
-    """The manifest of a sanitizer release folder, after the file checks (allow-list, links, sha256)."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise ReleaseError(f"release folder not found (or not a directory): {folder}")
-    if not (folder / MANIFEST).is_file() or (folder / MANIFEST).is_symlink():
-        raise ReleaseError(f"not a release folder (no {MANIFEST}): {folder}")
-    manifest = read_json_object(folder / MANIFEST)
-    if manifest.get("kind") != KIND:
-        raise ReleaseError(f"{folder}: not a sanitizer release (release.json kind is {manifest.get('kind')!r}; "
-                           "`dprelease predict` codes narratives with a classifier release)")
-    if not isinstance(manifest.get("mechanism"), str):
-        raise ReleaseError(f"{folder / MANIFEST}: no 'mechanism' named")
-    files = manifest.get("files")
-    if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
-        raise ReleaseError(f"{folder / MANIFEST}: no 'files' mapping of file → sha256")
-    check_hashes(folder, files)
-    return manifest
+    """The manifest of a sanitizer release folder of any mechanism, after the checks every release shares
+    (:func:`dprelease.release_check.verify_release_folder`); the mechanism's loader checks its architecture."""
+    return verify_release_folder(folder, kind=KIND)[0]
 
 
 def sanitize_file(release: str | Path, input_csv: str | Path, output: str | Path, *, lookup: Callable[[str], Sanitize],

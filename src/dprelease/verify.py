@@ -54,7 +54,9 @@ def guarantee_text(g) -> str:
         claim = g.get("guarantee")
         return f"{text}; {' '.join(str(claim).split())}" if claim else text
     eps = "no ε" if r.epsilon is None else f"ε = {r.epsilon:.4g}"
-    return f"{r.mechanism}: {eps}, δ {r.delta_text} ({r.kind})"
+    auc = r.quantities.get("adversary_auc") if r.kind == "empirical_probe" else None
+    probe = f"; attribute-probe AUC {auc:.3f}" if isinstance(auc, (int, float)) else ""
+    return f"{r.mechanism}: {eps}, δ {r.delta_text} ({r.kind}){probe}"
 
 
 def summary(info: dict) -> str:

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from dprelease.errors import DataError
-from dprelease.gpp.data import digits_composites, group_rare, load_regions, merge_regions, osha_columns, sector
+from dprelease.gpp.data import digits_composites, load_regions, merge_regions, osha_columns
 from conftest import ROOT
 
 
@@ -26,12 +26,6 @@ def test_regions_table_covers_every_state_of_the_bundled_data():
     states = pd.read_csv(ROOT / "data" / "osha_sir_2015_2016.csv.gz", usecols=["State"], dtype=str)["State"]
     assert set(states.str.strip().str.upper()) <= set(regions)
     assert set(regions.values()) == set(range(1, 11))
-
-
-def test_sector_and_rare_grouping():
-    s = sector(pd.Series(["236220", "33", "", "4x1"]))
-    assert s.tolist() == ["23", "33", "unknown", "unknown"]
-    assert group_rare(pd.Series(["a", "a", "b"]), 2).tolist() == ["a", "a", "other"]
 
 
 def test_merge_regions_keeps_at_least_min_rows_per_client():

@@ -3,12 +3,14 @@ trade-off on it; sweep rows carry the swept value."""
 
 import numpy as np
 
+from dprelease.config_gpp import GPPParams
 from dprelease.gpp import experiments
 from dprelease.gpp.audit import ProbeConfig
 from dprelease.gpp.data import digits_composites
 from dprelease.gpp.train import TrainConfig
 
-TINY = TrainConfig(d_z=4, epochs=1, batch_size=32, lr=1e-3, encoder_hidden=(16, 8), head_hidden=(8,))
+TINY = TrainConfig.from_params(GPPParams(), d_z=4, epochs=1, batch_size=32, lr=1e-3, encoder_hidden=(16, 8),
+                                head_hidden=(8,))
 PROBE = ProbeConfig(hidden=(8,), epochs=1, lr=1e-2, batch_size=32)
 
 

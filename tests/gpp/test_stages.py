@@ -57,13 +57,17 @@ def test_release_is_allow_listed_and_sanitize_follows_the_contract(gpp_run):
     assert "release.sig" in files  # signed by the project's agency key
     assert check_signature(folder, key_folder(params, root) / PUBLIC)["key_id"] == manifest["signed_by"]["key_id"]
     assert manifest["guarantee"]["epsilon"] is None and "No differential-privacy" in (folder / "README.md").read_text()
+    from dprelease.privacy.guarantee import Guarantee
+
+    assert Guarantee.from_dict(manifest["guarantee"]).kind == "empirical_probe"
     texts = ["Worker fell from a ladder and fractured his wrist.", "An employee's finger was amputated by a saw."]
     out, guarantee = stages.sanitize(folder, texts, seed=3)
     assert len(out) == 2 and all(len(z) == params.gpp.osha.d_z for z in out["z"])
     again, _ = stages.sanitize(folder, texts, seed=3)
     other, _ = stages.sanitize(folder, texts, seed=4)
     assert out["z"].tolist() == again["z"].tolist() and out["z"].tolist() != other["z"].tolist()
-    assert guarantee["epsilon"] is None and "empirical" in guarantee["guarantee"]
+    assert guarantee["epsilon"] is None and guarantee["guarantee"] == "empirical_probe"
+    assert guarantee["adversary_auc"] == manifest["audit"]["adversary_auc"] and "S003" in guarantee["statement"]
 
 
 def test_no_narrative_or_label_reaches_public_outputs(gpp_run):

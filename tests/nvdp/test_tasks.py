@@ -5,7 +5,8 @@ from pathlib import Path
 import pandas as pd
 
 from dprelease.data.stages import stratify
-from dprelease.nvdp.tasks import glue_task, osha_task, sector
+from dprelease.data.sectors import UNKNOWN
+from dprelease.nvdp.tasks import glue_task, osha_task
 from tests.conftest import ROOT, make_root
 from tests.nvdp.conftest import nvdp_params
 
@@ -22,10 +23,6 @@ def test_glue_files_load_with_the_canonical_sizes():
     assert again.text_a == tr.text_a
 
 
-def test_sector_is_the_first_two_naics_digits():
-    assert sector("238160") == "23" and sector(" 3323") == "33" and sector("") == "" and sector("x1") == ""
-
-
 def test_osha_split_is_the_release_split(tmp_path):
     params = nvdp_params()
     root = make_root(tmp_path)
@@ -35,5 +32,5 @@ def test_osha_split_is_the_release_split(tmp_path):
     ref_test = pd.read_csv(root / params.artifacts / "data" / "test.csv", dtype=str, keep_default_na=False)
     assert train.text_a == ref_train.text.tolist() and test.text_a == ref_test.text.tolist()
     assert [codes[i] for i in train.labels] == ref_train.label.tolist()
-    assert len(train.attribute) == len(train) and all(len(s) in (0, 2) for s in train.attribute)
+    assert len(train.attribute) == len(train) and all(len(s) == 2 or s == UNKNOWN for s in train.attribute)
     assert Path(root / params.data.path).is_file()

@@ -16,6 +16,8 @@ def _valid(kind: str) -> Guarantee:
     """One valid guarantee of each kind."""
     if kind == "none":
         return Guarantee("non-private", kind, None, None, NOT_PRIVATE)
+    if kind == "empirical_probe":
+        return guarantee.empirical_probe("GPP", 0.61, statement="a fresh probe's AUC")
     if kind == "ppm_local_asymptotic":
         return Guarantee("SWAG-PPM", kind, 2.0, None, NO_DELTA_PPM, {"local_sensitivity": 1.0})
     return Guarantee("m", kind, 1.5, 1e-5, None, {"noise_multiplier": 1.1})
@@ -32,8 +34,9 @@ def test_every_kind_constructs_and_has_a_meaning(kind):
     assert g.meaning == KINDS[kind]
 
 
-def test_kinds_are_the_documented_five():
-    assert set(KINDS) == {"ppm_local_asymptotic", "ppm_censored", "ppm_censored_local", "dp_accountant", "bayesian_dp", "none", "empirical_lower_bound"}
+def test_kinds_are_the_documented_eight():
+    assert set(KINDS) == {"ppm_local_asymptotic", "ppm_censored", "ppm_censored_local", "dp_accountant", "bayesian_dp",
+                          "none", "empirical_lower_bound", "empirical_probe"}
 
 
 def test_unknown_kind_is_rejected_and_named():
@@ -56,6 +59,18 @@ def test_delta_and_reason_neither_is_rejected():
 def test_none_kind_with_an_epsilon_is_rejected():
     with pytest.raises(ValueError, match="'none' guarantee has no ε"):
         Guarantee("non-private", "none", 0.0, None, NOT_PRIVATE)
+
+
+def test_an_empirical_probe_claims_no_epsilon_and_records_the_auc():
+    g = guarantee.empirical_probe("GPP", 0.61, statement="probe", noprivacy_adversary_auc=0.8)
+    assert (g.epsilon, g.delta, g.delta_reason) == (None, None, guarantee.NO_DP_CLAIM)
+    assert g.quantities == {"adversary_auc": 0.61, "statement": "probe", "noprivacy_adversary_auc": 0.8}
+    assert Guarantee.from_dict(json.loads(json.dumps(g.as_dict()))) == g
+    with pytest.raises(ValueError, match="'empirical_probe' guarantee has no ε"):
+        Guarantee("GPP", "empirical_probe", 1.0, None, guarantee.NO_DP_CLAIM)
+    for auc in (-0.1, 1.5, math.nan):
+        with pytest.raises(ValueError, match="an AUC lies in"):
+            guarantee.empirical_probe("GPP", auc, statement="probe")
 
 
 @pytest.mark.parametrize("eps", [-0.1, -1e-12, math.nan, math.inf, -math.inf, None])

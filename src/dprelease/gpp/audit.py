@@ -16,16 +16,25 @@ import torch
 from sklearn.metrics import roc_auc_score
 from torch.nn import functional as F
 
+from ..config_gpp import GPPParams
 from .model import head
 from .train import GPPInputError, check_arrays
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ProbeConfig:
-    hidden: tuple[int, ...] = (256, 128)
-    epochs: int = 30
-    lr: float = 1e-4
-    batch_size: int = 64
+    """The probe's settings. No defaults here: they come from ``params.gpp.probe`` (:meth:`from_params`)."""
+
+    hidden: tuple[int, ...]
+    epochs: int
+    lr: float
+    batch_size: int
+
+    @classmethod
+    def from_params(cls, gpp: GPPParams) -> "ProbeConfig":
+        """``params.gpp``'s probe: its epochs, learning rate and batch size, the heads' hidden widths."""
+        p = gpp.probe
+        return cls(hidden=tuple(gpp.head_hidden), epochs=p.epochs, lr=p.lr, batch_size=p.batch_size)
 
 
 def macro_auc(labels: np.ndarray, proba: np.ndarray) -> float:
@@ -67,7 +76,7 @@ def probe_scores(probe: torch.nn.Module, z: np.ndarray) -> np.ndarray:
 
 
 def audit(z_train: np.ndarray, z_test: np.ndarray, *, u_train: np.ndarray, u_test: np.ndarray,
-          s_train: np.ndarray, s_test: np.ndarray, n_u: int, n_s: int, config: ProbeConfig = ProbeConfig(),
+          s_train: np.ndarray, s_test: np.ndarray, n_u: int, n_s: int, config: ProbeConfig,
           seed: int = 0) -> dict:
     """Aggregate audit figures of one sanitized release (public: no per-record values)."""
     check_arrays(z_test, u_test, s_test)

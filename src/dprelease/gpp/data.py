@@ -20,6 +20,7 @@ import pandas as pd
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
+from ..data.sectors import SECTOR_COLUMN, sectors
 from ..errors import DataError
 
 
@@ -84,19 +85,6 @@ def load_regions(path: str | Path) -> dict[str, int]:
     return {st.strip().upper(): int(r) for st, r in zip(table["state"], table["region"])}
 
 
-def sector(naics: pd.Series) -> pd.Series:
-    """Industry sector: the first two digits of ``Primary NAICS`` (``"unknown"`` when absent)."""
-    code = naics.astype(str).str.strip().str[:2]
-    return code.where(code.str.fullmatch(r"\d\d"), "unknown")
-
-
-def group_rare(values: pd.Series, min_count: int, other: str = "other") -> pd.Series:
-    """Values seen fewer than ``min_count`` times become ``other`` (keeps the probe's classes stable)."""
-    counts = values.value_counts()
-    rare = counts.index[counts < min_count]
-    return values.where(~values.isin(rare), other)
-
-
 def merge_regions(counts: dict[int, int], min_rows: int) -> tuple[dict[int, int], list[str]]:
     """Clients from regions (``counts``: training rows per region): regions with fewer than ``min_rows``
     rows are merged into one client, and that into the smallest other region if it is still too small.
@@ -119,7 +107,7 @@ def merge_regions(counts: dict[int, int], min_rows: int) -> tuple[dict[int, int]
 def osha_columns(frame: pd.DataFrame, *, text_column: str, label_column: str, regions: dict[str, int]) -> pd.DataFrame:
     """The SIR columns the OSHA setting needs: text and label (as ``read_records`` strips them), the
     industry sector and the OSHA region (records from a state with no region are an error)."""
-    missing = [c for c in (text_column, label_column, "Primary NAICS", "State") if c not in frame.columns]
+    missing = [c for c in (text_column, label_column, SECTOR_COLUMN, "State") if c not in frame.columns]
     if missing:
         raise DataError(f"the GPP OSHA setting needs column(s) {', '.join(map(repr, missing))}")
     state = frame["State"].astype(str).str.strip().str.upper()
@@ -128,5 +116,5 @@ def osha_columns(frame: pd.DataFrame, *, text_column: str, label_column: str, re
         raise DataError(f"state(s) with no OSHA region: {', '.join(unknown[:5])}")
     return pd.DataFrame({"text": frame[text_column].astype(str).str.strip(),
                          "label": frame[label_column].astype(str).str.strip(),
-                         "sector": sector(frame["Primary NAICS"]).to_numpy(),
+                         "sector": np.array(sectors(frame[SECTOR_COLUMN]), dtype=object),
                          "region": state.map(regions).to_numpy()})

@@ -14,10 +14,11 @@ import pandas as pd
 
 from ..config import Params
 from ..data import records
+from ..data.sectors import group_rare
 from ..data.splits import features, label_info
 from ..errors import DataError
 from ..layout import Layout
-from .data import GPPData, group_rare, load_regions, merge_regions, osha_columns
+from .data import GPPData, load_regions, merge_regions, osha_columns
 
 
 def pipeline_split(params: Params, root: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:

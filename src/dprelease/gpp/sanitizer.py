@@ -24,14 +24,15 @@ from ..config import Params
 from ..errors import ReleaseError
 from ..io import atomic_dir, read_json, write_json
 from ..layout import check_release_path
+from ..privacy.guarantee import Guarantee, empirical_probe
 from ..signing import agency_signer, sign_folder
-from ..release_check import (MANIFEST, bounded, check_hashes, check_release_folder, check_shapes, file_digests,
-                             fit_state, load_weights, module_shapes, read_json_object, safetensors_header)
+from ..release_check import (MANIFEST, SANITIZER as KIND, bounded, check_release_folder, file_digests, fit_state,
+                             load_weights, module_shapes, verify_release_folder)
 from ..stage import skip_marker
 from .model import Encoder
 from .train import TrainConfig
 
-KIND, MECHANISM = "sanitizer", "gpp"
+MECHANISM = "gpp"
 BOUNDS = {"d_in": (1, 4096), "d_z": (1, 4096)}
 GUARANTEE = ("empirical: no differential-privacy epsilon is claimed. A fresh probe (MLP 256-128) trained on "
              "sanitized training representations predicts the industry sector from sanitized test "
@@ -117,33 +118,38 @@ def write_sanitizer_release(params: Params, root: str | Path, source: Path, *, c
 
 
 def guarantee(audit: dict) -> dict:
-    return {"epsilon": None, "delta": None, "guarantee": GUARANTEE, "adversary_auc": audit["adversary_auc"]}
+    """The release's guarantee record (:class:`dprelease.privacy.guarantee.Guarantee`, kind ``empirical_probe``)."""
+    return empirical_probe("GPP", audit["adversary_auc"], statement=GUARANTEE,
+                           noprivacy_adversary_auc=audit["noprivacy_adversary_auc"]).as_dict()
+
+
+def public_meta(g: dict) -> dict:
+    """What ``dprelease sanitize`` writes into the output's metadata from the release's guarantee record."""
+    record = Guarantee.from_dict(g)
+    return {"epsilon": record.epsilon, "delta": record.delta, "guarantee": record.kind, "mechanism": record.mechanism,
+            "meaning": f"{record.meaning}: {record.delta_text}", "adversary_auc": record.quantities["adversary_auc"],
+            "statement": record.quantities["statement"], "draws_per_input": 1}
 
 
 def load_sanitizer(folder: Path) -> tuple[dict, Encoder]:
-    """A verified GPP sanitizer release: hashes and allow-list, kind/mechanism, bounded architecture,
-    tensor shapes (header only), the public encoder reference, then finite weights."""
-    if not (folder / MANIFEST).is_file():
-        raise ReleaseError(f"not a release folder (no {MANIFEST}): {folder}")
-    manifest = read_json_object(folder / MANIFEST)
-    if manifest.get("kind") != KIND or manifest.get("mechanism") != MECHANISM:
-        raise ReleaseError(f"{folder / MANIFEST}: not a GPP sanitizer release (kind={manifest.get('kind')!r}, "
-                           f"mechanism={manifest.get('mechanism')!r})")
-    files = manifest.get("files")
-    if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
-        raise ReleaseError(f"{folder / MANIFEST}: no 'files' mapping of file → sha256")
-    check_hashes(folder, files)
-    arch_path = folder / "model.json"
-    enc = _build(read_json_object(arch_path), arch_path)
-    weights = folder / "model.safetensors"
-    check_shapes(weights, safetensors_header(weights), module_shapes(weights, enc), "model.json")
+    """A verified GPP sanitizer release: the shared release checks (:func:`dprelease.release_check.
+    verify_release_folder`: manifest, kind and mechanism, allow-list, sha256 of every file, tensor shapes
+    from the header against the bounded architecture), the public encoder reference, then finite weights."""
+    manifest, arch = verify_release_folder(folder, kind=KIND, mechanism=MECHANISM, architecture=_shapes)
     reference = encoder_reference()
-    if manifest.get("input", {}).get("weights_sha256") != reference["weights_sha256"]:
+    recorded = manifest.get("input")
+    if not isinstance(recorded, dict) or recorded.get("weights_sha256") != reference["weights_sha256"]:
         raise ReleaseError(f"{folder / MANIFEST}: made with a different public encoder than the installed "
                            f"{reference['package']} {reference['version']}")
-    enc = enc.to_empty(device="cpu")
+    enc = _build(arch, folder / "model.json").to_empty(device="cpu")
+    weights = folder / "model.safetensors"
     fit_state(enc, load_weights(weights), weights)
     return manifest, enc.eval()
+
+
+def _shapes(folder: Path, arch: dict) -> tuple[dict, str]:
+    path = folder / "model.json"
+    return module_shapes(path, _build(arch, path)), "model.json"
 
 
 def sanitize_texts(folder: Path, texts: list[str], *, seed: int) -> tuple[pd.DataFrame, dict]:
@@ -160,4 +166,4 @@ def sanitize_texts(folder: Path, texts: list[str], *, seed: int) -> tuple[pd.Dat
             z = enc.release(x, gen).numpy().astype(np.float32)
     else:
         z = np.zeros((0, manifest["config"]["d_z"]), np.float32)
-    return pd.DataFrame({"z": [row.tolist() for row in z]}), manifest["guarantee"]
+    return pd.DataFrame({"z": [row.tolist() for row in z]}), public_meta(manifest["guarantee"])

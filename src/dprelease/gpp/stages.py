@@ -24,20 +24,17 @@ from .data import GPPData, digits_composites
 from .experiments import baseline_table, row, sweeps
 from .train import TrainConfig
 
-CODE = ["gpp", "config_gpp.py", "data/records.py", "data/splits.py", "backends/base.py", "threads.py"]
-RELEASE_CODE = ["gpp", "config_gpp.py", "release_check.py", "card.py", "backends/encoder.py", "backends/head.py", "data/records.py",
-                "data/splits.py", "backends/base.py", "signing.py", "locks.py"]
+CODE = ["gpp", "config_gpp.py", "data/records.py", "data/sectors.py", "data/splits.py", "backends/base.py", "threads.py"]
+RELEASE_CODE = ["gpp", "config_gpp.py", "release_check.py", "privacy/guarantee.py", "card.py", "backends/encoder.py", "backends/head.py", "data/records.py",
+                "data/sectors.py", "data/splits.py", "backends/base.py", "signing.py", "locks.py"]
 
 
 def train_config(params: Params, d_z: int, *, epochs: int | None = None) -> TrainConfig:
-    g = params.gpp
-    return TrainConfig(d_z=d_z, beta=g.beta, lam=g.lam, k=g.k, epochs=epochs or g.epochs, batch_size=g.batch_size,
-                       lr=g.lr, encoder_hidden=tuple(g.encoder_hidden), head_hidden=tuple(g.head_hidden))
+    return TrainConfig.from_params(params.gpp, d_z=d_z, epochs=epochs or params.gpp.epochs)
 
 
 def probe_config(params: Params) -> ProbeConfig:
-    p = params.gpp.probe
-    return ProbeConfig(hidden=tuple(params.gpp.head_hidden), epochs=p.epochs, lr=p.lr, batch_size=p.batch_size)
+    return ProbeConfig.from_params(params.gpp)
 
 
 def encoder_dir(params: Params, root: str | Path = ".") -> Path:

@@ -22,6 +22,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ..config_gpp import GPPParams
 from ..errors import OneLineError
 from .model import Encoder, encoder_loss, head, kl_term, reparameterise
 
@@ -32,17 +33,32 @@ class GPPInputError(OneLineError):
     """Bad arrays or options given to the GPP trainer or audit."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainConfig:
-    d_z: int = 120
-    beta: float = 1.0
-    lam: float = 0.01
-    k: int = 2
-    epochs: int = 50
-    batch_size: int = 64
-    lr: float = 1e-4
-    encoder_hidden: tuple[int, ...] = (512, 256)
-    head_hidden: tuple[int, ...] = (256, 128)
+    """One fit's settings. No defaults here: the one source of them is ``params.yaml``'s ``gpp:`` section
+    (:class:`dprelease.config_gpp.GPPParams`); build one with :meth:`from_params`."""
+
+    d_z: int
+    beta: float
+    lam: float
+    k: int
+    epochs: int
+    batch_size: int
+    lr: float
+    encoder_hidden: tuple[int, ...]
+    head_hidden: tuple[int, ...]
+
+    @classmethod
+    def from_params(cls, gpp: GPPParams, *, d_z: int, **overrides) -> "TrainConfig":
+        """The settings of ``gpp`` (``params.gpp``) for a latent of width ``d_z``; ``overrides`` replace
+        fields (a sweep's reduced epochs, a test's tiny network)."""
+        values = {"d_z": d_z, "beta": gpp.beta, "lam": gpp.lam, "k": gpp.k, "epochs": gpp.epochs,
+                  "batch_size": gpp.batch_size, "lr": gpp.lr, "encoder_hidden": tuple(gpp.encoder_hidden),
+                  "head_hidden": tuple(gpp.head_hidden)}
+        unknown = sorted(set(overrides) - set(values))
+        if unknown:
+            raise TypeError(f"TrainConfig has no field(s) {', '.join(unknown)}")
+        return cls(**(values | overrides))
 
 
 @dataclass

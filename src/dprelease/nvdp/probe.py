@@ -11,13 +11,13 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 from sklearn.preprocessing import StandardScaler
 
-OTHER = "other"
+from ..data.sectors import OTHER, UNKNOWN
 
 
 def sector_labels(train: list[str], test: list[str], *, min_count: int = 20) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Sectors with at least ``min_count`` training records keep their own class; the rest (and unknown
     codes) become ``other``."""
-    counts = Counter(s for s in train if s)
+    counts = Counter(s for s in train if s and s != UNKNOWN)  # "" too: the marker of older state caches
     keep = sorted(s for s, c in counts.items() if c >= min_count)
     classes = keep + [OTHER]
     index = {s: i for i, s in enumerate(classes)}

@@ -21,8 +21,8 @@ from .. import __version__
 from ..backends.encoder import encoder_reference
 from ..errors import ReleaseError
 from ..io import atomic_dir, write_json
-from ..release_check import (MANIFEST, bounded, check_hashes, check_release_folder, file_digests, fit_state,
-                             load_weights, read_json_object)
+from ..release_check import (MANIFEST, SANITIZER, bounded, check_release_folder, file_digests, fit_state,
+                             load_weights, module_shapes, verify_release_folder)
 from ..signing import Signer, sign_folder
 from .experiment import module_from
 from .states import Packed, encode
@@ -30,12 +30,14 @@ from .tasks import Split
 from .train import represent
 
 CARD = "README.md"
+MECHANISM = "nvdp"
+PUBLIC = ("nvib.", "block.")  # the released tensors' prefixes
 BOUNDS = {"dim_in": (1, 4096), "dim": (1, 4096), "heads": (1, 64), "n_classes": (1, 100_000), "max_length": (8, 512)}
 
 
 def public_state(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """The tensors a partner needs: the NVIB layer and the block (the task head stays home)."""
-    return {k: v for k, v in state.items() if k.startswith(("nvib.", "block."))}
+    return {k: v for k, v in state.items() if k.startswith(PUBLIC)}
 
 
 def write_sanitizer(folder: Path, state: dict[str, torch.Tensor], arch: dict, guarantee: dict, card: str,
@@ -46,7 +48,7 @@ def write_sanitizer(folder: Path, state: dict[str, torch.Tensor], arch: dict, gu
         save_file({k: v.contiguous() for k, v in public_state(state).items()}, str(tmp / "model.safetensors"))
         write_json(tmp / "model.json", arch)
         (tmp / CARD).write_text(card, encoding="utf-8")
-        manifest = {"kind": "sanitizer", "mechanism": "nvdp", "dprelease_version": __version__,
+        manifest = {"kind": SANITIZER, "mechanism": MECHANISM, "dprelease_version": __version__,
                     "guarantee": guarantee, **(extra or {})}
         write_json(tmp / MANIFEST, manifest | {"files": file_digests(tmp)})
         sign_folder(tmp, signer)
@@ -55,24 +57,26 @@ def write_sanitizer(folder: Path, state: dict[str, torch.Tensor], arch: dict, gu
 
 
 def verify_sanitizer(folder: str | Path) -> tuple[dict, dict]:
-    """Manifest hashes, allow-list, kind, architecture bounds and encoder identity; (manifest, model.json)."""
-    folder = Path(folder)
-    if not (folder / MANIFEST).is_file():
-        raise ReleaseError(f"not a release folder (no {MANIFEST}): {folder}")
-    manifest = read_json_object(folder / MANIFEST)
-    if manifest.get("kind") != "sanitizer" or manifest.get("mechanism") != "nvdp":
-        raise ReleaseError(f"{folder / MANIFEST}: not an NVDP sanitizer release (kind {manifest.get('kind')!r})")
-    files = manifest.get("files")
-    if not isinstance(files, dict):
-        raise ReleaseError(f"{folder / MANIFEST}: no 'files' mapping of file → sha256")
-    check_hashes(folder, files)
-    arch = read_json_object(folder / "model.json")
-    bounded(folder / "model.json", arch, BOUNDS)
-    ref, here = arch.get("encoder", {}), encoder_reference()
-    if ref.get("weights_sha256") != here["weights_sha256"]:
-        raise ReleaseError(f"{folder / 'model.json'}: made with encoder {ref.get('package')} {ref.get('version')}, "
+    """The shared release checks (:func:`dprelease.release_check.verify_release_folder`: manifest, kind and
+    mechanism, allow-list, sha256 of every file) with the NVDP architecture: bounded dimensions, the
+    installed public encoder, tensor shapes from the weights' header; (manifest, model.json)."""
+    return verify_release_folder(folder, kind=SANITIZER, mechanism=MECHANISM, architecture=_shapes)
+
+
+def _shapes(folder: Path, arch: dict) -> tuple[dict, str]:
+    path = folder / "model.json"
+    bounded(path, arch, BOUNDS)
+    ref, here = arch.get("encoder"), encoder_reference()
+    if not isinstance(ref, dict) or ref.get("weights_sha256") != here["weights_sha256"]:
+        ref = ref if isinstance(ref, dict) else {}
+        raise ReleaseError(f"{path}: made with encoder {ref.get('package')} {ref.get('version')}, "
                            f"installed is {here['version']} with other weights; install the recorded version")
-    return manifest, arch
+    try:
+        with torch.device("meta"):
+            model = module_from(arch)
+    except (KeyError, TypeError, ValueError) as e:
+        raise ReleaseError(f"{path}: not an NVDP architecture ({type(e).__name__}: {e})") from None
+    return {k: v for k, v in module_shapes(path, model).items() if k.startswith(PUBLIC)}, "model.json"
 
 
 def load_sanitizer(folder: str | Path, device: torch.device = torch.device("cpu")):

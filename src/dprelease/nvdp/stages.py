@@ -30,8 +30,9 @@ from .states import Packed, cache_stage, load_states, nvdp_dir
 from .tasks import TASKS
 from .train import represent
 
-CODE = ["nvdp", "backends/encoder.py", "data/records.py", "errors.py", "threads.py"]
-STATE_CODE = ["nvdp/__init__.py", "nvdp/states.py", "nvdp/tasks.py", "backends", "data/records.py", "data/__init__.py"]
+CODE = ["nvdp", "backends/encoder.py", "data/records.py", "data/sectors.py", "errors.py", "threads.py"]
+STATE_CODE = ["nvdp/__init__.py", "nvdp/states.py", "nvdp/tasks.py", "backends", "data/records.py", "data/sectors.py",
+              "data/__init__.py"]
 TASK_CODE = STATE_CODE + ["nvdp/nvib.py", "nvdp/experiment.py", "nvdp/train.py", "nvdp/renyi.py", "nvdp/accountant.py",
              "nvdp/clipstats.py", "threads.py"]
 RELEASE_CODE = CODE + ["release_check.py", "privacy/guarantee.py", "signing.py", "locks.py"]

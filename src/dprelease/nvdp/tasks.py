@@ -12,12 +12,12 @@ import numpy as np
 import pandas as pd
 
 from ..data import records
+from ..data.sectors import SECTOR_COLUMN, sectors
 from ..errors import DataError
 
 GLUE = {"mrpc": ("MRPC", "#1 String", "#2 String", "Quality"), "rte": ("RTE", "sentence1", "sentence2", "label"),
         "sst2": ("SST-2", "sentence", None, "label")}
 TASKS = ("mrpc", "rte", "sst2", "osha")
-SECTOR_COLUMN = "Primary NAICS"
 
 
 @dataclass
@@ -60,12 +60,6 @@ def is_pair(task: str) -> bool:
     return task in GLUE and GLUE[task][2] is not None
 
 
-def sector(naics: str) -> str:
-    """Industry sector of a record: the first two digits of its ``Primary NAICS`` ("" if none)."""
-    digits = str(naics).strip()[:2]
-    return digits if len(digits) == 2 and digits.isdigit() else ""
-
-
 def osha_task(path: Path, data, *, seed: int, max_train: int | None = None) -> tuple[Split, Split, list[str]]:
     """The release pipeline's split (stratify stage: same sample, same split, validation carved from the test
     half), read with the NAICS column kept alongside (extra columns do not change the sampling)."""
@@ -73,7 +67,7 @@ def osha_task(path: Path, data, *, seed: int, max_train: int | None = None) -> t
     raw = pd.read_csv(path, dtype=str, keep_default_na=False, usecols=[data.text_column, SECTOR_COLUMN])
     if len(raw) != len(df):
         raise DataError(f"{path}: {len(raw)} rows with {SECTOR_COLUMN} vs {len(df)} records")
-    df["sector"] = [sector(v) for v in raw[SECTOR_COLUMN]]
+    df["sector"] = sectors(raw[SECTOR_COLUMN])
     sample = records.stratified_sample(df, cap=data.cap, min_class_size=data.min_class_size, seed=seed,
                                        limit_classes=data.limit_classes)
     train, test = records.split(sample, test_size=data.test_size, seed=seed)

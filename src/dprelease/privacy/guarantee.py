@@ -30,9 +30,14 @@ KINDS = {
     "bayesian_dp": "(ε, δ)-Bayesian differential privacy from a Rényi-divergence accountant",
     "none": "no privacy guarantee",
     "empirical_lower_bound": "an empirical lower bound on ε from an attack: evidence about the mechanism, not a guarantee",
+    "empirical_probe": (
+        "no differential-privacy ε: an empirical statement, a fresh attribute probe's AUC on the released "
+        "representations (evidence against that attacker, not a worst-case bound)"),
 }
+NO_EPSILON = {"none", "empirical_probe"}  # kinds that claim no ε (and so no δ)
 NO_DELTA_PPM = "asymptotic, not quantified"
 NOT_PRIVATE = "none (not private)"
+NO_DP_CLAIM = "none (no differential-privacy claim)"
 NO_DELTA_CENSORED = "0 for exact posterior sampling (not for the SWAG approximation)"
 NO_DELTA_CENSORED_LOCAL = "asymptotic, not quantified (data-dependent weights)"
 UNIFORM_WEIGHTS = "uniform (w ≡ 1, independent of the data)"
@@ -53,9 +58,9 @@ class Guarantee:
             raise ValueError(f"unknown guarantee kind {self.kind!r} (one of {', '.join(KINDS)})")
         if (self.delta is None) == (self.delta_reason is None):
             raise ValueError("a guarantee has either a δ or the reason there is none, not both or neither")
-        if self.kind == "none":
+        if self.kind in NO_EPSILON:
             if self.epsilon is not None or self.delta is not None:
-                raise ValueError("a 'none' guarantee has no ε and no δ")
+                raise ValueError(f"a {self.kind!r} guarantee has no ε and no δ")
         elif self.epsilon is None or not math.isfinite(self.epsilon) or self.epsilon < 0:
             raise ValueError(f"{self.mechanism}: ε must be a finite non-negative number, got {self.epsilon}")
         if self.delta is not None and not 0 <= self.delta < 1:
@@ -102,3 +107,11 @@ def accountant(mechanism: str, epsilon: float, delta: float, **quantities) -> Gu
 
 def none(mechanism: str = "non-private", **quantities) -> Guarantee:
     return Guarantee(mechanism, "none", None, None, NOT_PRIVATE, quantities)
+
+
+def empirical_probe(mechanism: str, adversary_auc: float, *, statement: str, **quantities) -> Guarantee:
+    """No ε: the adversary AUC of a fresh attribute probe on released representations, and the claim in words."""
+    if not 0.0 <= adversary_auc <= 1.0:
+        raise ValueError(f"{mechanism}: an AUC lies in [0, 1], got {adversary_auc}")
+    return Guarantee(mechanism, "empirical_probe", None, None, NO_DP_CLAIM,
+                     {"adversary_auc": float(adversary_auc), "statement": statement, **quantities})

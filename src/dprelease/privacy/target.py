@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..config import Params
+from ..errors import DataError
 from ..io import read_json
 from ..layout import Layout
 from .guarantee import Guarantee
@@ -16,4 +17,8 @@ def compared_epsilon(params: Params, lay: Layout) -> float:
     if not path.is_file():
         raise FileNotFoundError("dpsgd.target_epsilon is not set and there is no SWAG-PPM release to match "
                                 "(run the release flow first, or set dpsgd.target_epsilon)")
-    return float(Guarantee.from_dict(read_json(path)["guarantee"]).epsilon)
+    try:
+        return float(Guarantee.from_dict(read_json(path)["guarantee"]).epsilon)
+    except (KeyError, TypeError, ValueError) as e:
+        raise DataError(f"{path}: no usable guarantee record with an ε ({type(e).__name__}: {e}); re-run the "
+                        "release flow, or set dpsgd.target_epsilon") from None
