@@ -2,7 +2,8 @@
 
 For every cell (SWAG learning rate {0.003, 0.01, 0.03} × prior precision {0.1, 1, 10} × the configured λ,
 the default cell over 3 training seeds, and SWAG rank 10 and 10 SWAG epochs one at a time around the
-defaults; ``--grid-seeds 3`` repeats every lr × λ cell over seeds) the round-2 release is fitted from the project's prepared
+defaults — 10 epochs with rank 10, as SWAG keeps one snapshot per epoch; ``--grid-seeds 3`` repeats every
+lr × λ cell over seeds) the round-2 release is fitted from the project's prepared
 split and features (``make run`` first: ``stratify`` and ``featurize`` are reused, never re-run, so every
 cell sees the same records) in a scratch root holding a copy of the project's randomness key, with
 ``ppm.reweight: false`` (the release is round 2). Each cell records T̂ and T_min before and after the
@@ -15,7 +16,7 @@ lr × λ grid (each cell the median over seeds) and the best cell's utility. The
 models that are never released (ε and F1 of every cell, from the confidential records): it is written
 owner-only (0600 in a 0700 folder) for the agency's own review and belongs in no partner-facing folder.
 
-    python benchmarks/epsilon_sensitivity.py [--root .] [--seeds 3] [--grid-seeds 1] [--quick]
+    python benchmarks/epsilon_sensitivity.py [--root .] [--seeds 3] [--grid-seeds 1] [--quick] [--resume]
 
 1–2 min per cell on 2 cores (13 cells: ~20 min); ``--quick`` runs the four lr × λ corners with one seed.
 """
@@ -60,7 +61,8 @@ def cells(base: dict, *, seeds: int, grid_seeds: int, quick: bool) -> list[dict]
            for lr, f, s in itertools.product(lrs, factors, range(grid_seeds))]
     if not quick:
         out += [default | {"seed": s} for s in range(seeds)]
-        out += [default | {"rank": 10, "seed": 0}, default | {"swag_epochs": 10, "seed": 0}]
+        # SWAG keeps one snapshot per epoch, so 10 epochs allow rank ≤ 10: that cell pairs with rank 10
+        out += [default | {"rank": 10, "seed": 0}, default | {"rank": 10, "swag_epochs": 10, "seed": 0}]
     unique = []
     for c in out:
         if c not in unique:
@@ -98,6 +100,17 @@ def run_cell(cell: dict, base: dict, root: Path, scratch: Path) -> dict:
         "local_sensitivity": g["quantities"]["local_sensitivity"], "epsilon": g["epsilon"],
         "epsilon_uncalibrated": unc["epsilon"], "weighted_f1_mean": audit["weighted_f1_mean"],
         "macro_f1_mean": audit["macro_f1_mean"], "seconds": time.perf_counter() - start}
+
+
+def read_table(path: Path) -> list[dict]:
+    with open(path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    for r in rows:
+        for k in COLUMNS:
+            if k == "calibration":
+                continue
+            r[k] = int(r[k]) if k in ("rank", "swag_epochs", "seed") else float(r[k])
+    return rows
 
 
 def write_table(path: Path, rows: list[dict]) -> None:
@@ -155,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=3, help="training seeds of the default cell")
     ap.add_argument("--grid-seeds", type=int, default=1, help="training seeds of every lr × λ cell")
     ap.add_argument("--quick", action="store_true", help="the lr × λ corners, one seed")
+    ap.add_argument("--resume", action="store_true", help="reuse the cells of an interrupted run (table.partial)")
     args = ap.parse_args(argv)
     root = args.root.resolve()
     base = yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8"))
@@ -165,14 +179,17 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(out, 0o700)
     rows, table = [], out / "table.csv"
+    partial = table.with_suffix(".partial")
+    done = read_table(partial) if args.resume and partial.is_file() else []
     with tempfile.TemporaryDirectory(prefix="eps-grid-") as tmp:
         for i, cell in enumerate(cells(base, seeds=args.seeds, grid_seeds=args.grid_seeds, quick=args.quick)):
-            rows.append(run_cell(cell, base, root, Path(tmp) / "cell"))
+            again = [r for r in done if {k: r[k] for k in cell} == cell]
+            rows.append(again[0] if again else run_cell(cell, base, root, Path(tmp) / "cell"))
             print(f"[{i + 1}] " + ", ".join(f"{k}={rows[-1][k]:.4g}" if isinstance(rows[-1][k], float) else
                                             f"{k}={rows[-1][k]}" for k in COLUMNS), flush=True)
-            write_table(table.with_suffix(".partial"), rows)  # a crash keeps the cells measured so far
+            write_table(partial, rows)  # a crash keeps the cells measured so far (--resume reuses them)
     write_table(table, rows)
-    table.with_suffix(".partial").unlink()
+    partial.unlink()
     plot(rows, out / "epsilon.png")
     os.chmod(out / "epsilon.png", 0o600)
     for line in summarise(rows):
