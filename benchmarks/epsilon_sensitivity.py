@@ -122,7 +122,8 @@ def write_table(path: Path, rows: list[dict]) -> None:
     os.replace(tmp, path)
 
 
-def summarise(rows: list[dict]) -> list[str]:
+def summarise(rows: list[dict], *, lam: float) -> list[str]:
+    """The spread of ε over the lr × λ grid, around the configured λ ``lam``, and the best cells' utility."""
     grid = {}
     for r in rows:
         if (r["rank"], r["swag_epochs"]) == (rows[0]["rank"], rows[0]["swag_epochs"]):
@@ -137,6 +138,9 @@ def summarise(rows: list[dict]) -> list[str]:
         lines.append(f"{key}: lr × λ grid (median over seeds) min {min(vals):.3f} max {max(vals):.3f} "
                      f"max/min {max(vals) / min(vals):.2f}; all cells {min(r[key] for r in rows):.3f}–"
                      f"{max(r[key] for r in rows):.3f}")
+    around = [r["epsilon"] for r in rows if r["prior_precision"] == lam]
+    lines.append(f"epsilon around the settings (λ = {lam:g}: every lr, seed, rank and epochs cell): "
+                 f"{min(around):.3f}–{max(around):.3f}, max/min {max(around) / min(around):.2f}; largest {max(around):.3f}")
     eps_near = [m["epsilon"] for m in near]
     lines.append(f"best 30-draw weighted F1 {best:.3f}; {len(near)} of {len(med)} lr × λ cells within 0.01 of it, "
                  f"their ε max/min {max(eps_near) / min(eps_near):.2f}")
@@ -192,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     partial.unlink()
     plot(rows, out / "epsilon.png")
     os.chmod(out / "epsilon.png", 0o600)
-    for line in summarise(rows):
+    for line in summarise(rows, lam=base["ppm"]["prior_precision"]):
         print(line)
     print(f"wrote {table.relative_to(root)} and epsilon.png")
     return 0
