@@ -40,7 +40,8 @@ def print_summary(params: Params, root: str, result: dict, seconds: float) -> No
         f"  released   ε = {g.epsilon:.3f}, δ {g.delta_text}; one draw from round {rel['round']}",
         f"             {tail_txt}",
         f"             conditional on: this database (local), large n (asymptotic), the SWAG approximation "
-        f"at T̂ = {t_rel:.2f}" + (f" (ε at T̂: {g.quantities['epsilon_at_temperature']:.3f})" if t_rel and t_rel < 1 else ""),
+        + (f"at T̂ = {t_rel:.2f}, T_min = {g.quantities.get('temperature_min', t_rel):.2f} (ε = 2Δ̂ / min(1, T_min) = "
+           f"{g.epsilon:.3f})" if t_rel is not None else "(not measured)"),
         f"  utility    released draw: weighted F1 {audit['released_weighted_f1']:.3f}, macro F1 {audit['released_macro_f1']:.3f}",
         f"             over {audit['draws']} draws: weighted {audit['weighted_f1_mean']:.3f} ± {audit['weighted_f1_sd']:.3f}, "
         f"macro {audit['macro_f1_mean']:.3f} ± {audit['macro_f1_sd']:.3f}",
