@@ -7,6 +7,7 @@ Prefect ephemeral server serves the whole module (started by the first flow call
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
@@ -305,3 +306,25 @@ def test_full_backend_flow_resumes_after_interruption(flow_env, tmp_path):
     manifest = read_json(root / params.release / "release.json")
     assert manifest["backend"] == "full" and manifest["guarantee"] == out["draw"]["guarantee"]
     assert (root / params.release / "tokenizer" / "vocab.txt").is_file()
+
+
+# the printed summary --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("t_min", [0.9999999954, 1.0, 0.5])
+def test_summary_states_t_min_and_the_conservative_epsilon(first, capsys, t_min):
+    """T̂ a hair below 1 after the subspace calibration (float32 deviations) crashed the summary once."""
+    metrics = first.root / "metrics/release.json"
+    original = metrics.read_text(encoding="utf-8")
+    rel = json.loads(original)
+    q = rel["guarantee"]["quantities"]
+    q["temperature"], q["temperature_min"] = t_min, t_min
+    rel["guarantee"]["epsilon"] = q["epsilon_at_temperature_one"] / min(1.0, t_min)
+    try:
+        metrics.write_text(json.dumps(rel), encoding="utf-8")
+        from flows.summary import print_summary
+
+        print_summary(first.params, str(first.root), first.out, 1.0)
+    finally:
+        metrics.write_text(original, encoding="utf-8")
+    text = capsys.readouterr().out
+    assert f"T_min = {t_min:.2f} (ε = 2Δ̂ / min(1, T_min) = {rel['guarantee']['epsilon']:.3f})" in text
+    assert first.params.ppm.calibration == "subspace"  # the default: T_min a hair below 1 is its usual reading
