@@ -299,7 +299,7 @@ def test_release_run_name_says_what_ran():
     params = parse_params({})
     g = guarantee.ppm(5.496, 2.748, round=2, temperature=1.0)
     name = tracking.release_run_name(params, g)
-    assert name == "SWAG-PPM · head · round 2 · ε=5.496 · c=1 · calibration=scale · reweight=iterative"
+    assert name == "SWAG-PPM · head · round 2 · ε=5.496 · c=1 · calibration=subspace · reweight=iterative"
 
 
 def test_release_sections_are_what_the_release_stages_read():
