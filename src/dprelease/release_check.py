@@ -102,6 +102,18 @@ def check_hashes(folder: Path, files: dict[str, str]) -> None:
             raise ReleaseError(f"{folder / rel}: sha256 does not match {MANIFEST} (tampered or corrupt)")
 
 
+def _check_folder(folder: Path) -> None:
+    """The folder is a directory holding a plain ``release.json`` (no link)."""
+    if not folder.exists():
+        raise ReleaseError(f"release folder not found: {folder}")
+    if not folder.is_dir():
+        raise ReleaseError(f"not a release folder (not a directory): {folder}")
+    if (folder / MANIFEST).is_symlink():
+        raise ReleaseError(f"{folder / MANIFEST}: is a symbolic link (a release holds plain files only)")
+    if not (folder / MANIFEST).is_file():
+        raise ReleaseError(f"not a release folder (no {MANIFEST}): {folder}")
+
+
 def verify_release_folder(folder: str | Path, *, kind: str = CLASSIFIER, mechanism: str | None = None,
                           architecture: Architecture | None = None) -> tuple[dict, dict | None]:
     """The one verification of a release folder, for every kind (the classifier release and each mechanism's
@@ -115,14 +127,7 @@ def verify_release_folder(folder: str | Path, *, kind: str = CLASSIFIER, mechani
     returns the tensor shapes it implies and the file that declares them), ``model.safetensors``'s header
     must match those shapes, still without reading a weight. Every problem is a one-line ReleaseError."""
     folder = Path(folder)
-    if not folder.exists():
-        raise ReleaseError(f"release folder not found: {folder}")
-    if not folder.is_dir():
-        raise ReleaseError(f"not a release folder (not a directory): {folder}")
-    if (folder / MANIFEST).is_symlink():
-        raise ReleaseError(f"{folder / MANIFEST}: is a symbolic link (a release holds plain files only)")
-    if not (folder / MANIFEST).is_file():
-        raise ReleaseError(f"not a release folder (no {MANIFEST}): {folder}")
+    _check_folder(folder)
     manifest = read_json_object(folder / MANIFEST)
     found = manifest.get("kind", CLASSIFIER)
     if found != kind:
@@ -155,14 +160,7 @@ def snapshot(folder: Path, dest: Path) -> None:
     republished during `predict`) cannot mix files. Refuses before copying what the checks would refuse by
     name: links, anything but plain files, names outside the allow-list."""
     folder, dest = Path(folder), Path(dest)
-    if not folder.exists():
-        raise ReleaseError(f"release folder not found: {folder}")
-    if not folder.is_dir():
-        raise ReleaseError(f"not a release folder (not a directory): {folder}")
-    if (folder / MANIFEST).is_symlink():
-        raise ReleaseError(f"{folder / MANIFEST}: is a symbolic link (a release holds plain files only)")
-    if not (folder / MANIFEST).is_file():
-        raise ReleaseError(f"not a release folder (no {MANIFEST}): {folder}")
+    _check_folder(folder)
     check_release_folder(folder)
     for rel in release_files(folder):
         try:
