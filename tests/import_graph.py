@@ -25,8 +25,10 @@ How the import graph is built (kept deliberately simple):
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 from pathlib import Path
+
+from dprelease import code_scope
+from dprelease.code_scope import Import, raw_imports, resolve_relative  # noqa: F401  (one analysis: the package's)
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,86 +52,14 @@ SHARED = (
     "dprelease.io", "dprelease.config", "dprelease.tracking",
 )
 # modules of a mechanism that hold its loops/run functions: orchestration reaches them only via the registry
-RUN_MODULES = {"rounds", "evaluate", "select", "passes", "train"}
+RUN_MODULES = {"rounds", "fit", "evaluate", "select", "passes", "train"}
 
 
 # --------------------------------------------------------------------------------------------- analysis
 
 
-@dataclass(frozen=True)
-class Import:
-    importer: str      # module name of the file holding the statement
-    target: str        # dotted module name imported (resolved, absolute)
-    path: Path
-    lineno: int
-
-    def where(self) -> str:
-        try:
-            path = self.path.relative_to(ROOT).as_posix()
-        except ValueError:  # a synthetic file under tmp_path
-            path = self.path.name
-        return f"{path}:{self.lineno}"
-
-
 def module_files(src: Path, package: str = PKG) -> dict[str, Path]:
-    """``{module name: file}`` for every ``.py`` file of ``package`` under ``src``."""
-    out = {}
-    for path in sorted((src / package).rglob("*.py")):
-        parts = list(path.relative_to(src).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts = parts[:-1]
-        out[".".join(parts)] = path
-    return out
-
-
-def _is_package(path: Path) -> bool:
-    return path.name == "__init__.py"
-
-
-def resolve_relative(module: str, is_package: bool, level: int, name: str | None) -> str:
-    base = module.split(".") if is_package else module.split(".")[:-1]
-    if level > 1:
-        if level - 1 > len(base):
-            raise ValueError(f"{module}: relative import beyond the top-level package")
-        base = base[: len(base) - (level - 1)]
-    return ".".join(base + ([name] if name else []))
-
-
-def _dynamic_target(node: ast.Call) -> str | None:
-    """``importlib.import_module("x")`` / ``import_module("x")`` / ``__import__("x")`` with a constant."""
-    f = node.func
-    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
-    if name in ("import_module", "__import__") and node.args:
-        arg = node.args[0]
-        if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and not arg.value.startswith("."):
-            return arg.value
-    return None
-
-
-def raw_imports(path: Path, module: str, known: set[str] | None = None) -> list[Import]:
-    """Every import in one file, absolute dotted names; ``from P import n`` gives ``P.n`` when that is in
-    ``known`` (a module of ours), else ``P``."""
-    known = known or set()
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    out = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out += [Import(module, a.name, path, node.lineno) for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.module == "__future__":
-                continue
-            if node.level:
-                base = resolve_relative(module, _is_package(path), node.level, node.module)
-            else:
-                base = node.module or ""
-            for a in node.names:
-                sub = f"{base}.{a.name}" if base else a.name
-                out.append(Import(module, sub if sub in known else base, path, node.lineno))
-        elif isinstance(node, ast.Call):
-            target = _dynamic_target(node)
-            if target:
-                out.append(Import(module, target, path, node.lineno))
-    return out
+    return code_scope.module_files(src, package)
 
 
 def init_has_code(path: Path) -> bool:
@@ -156,7 +86,7 @@ def internal_imports(src: Path, package: str = PKG) -> list[Import]:
     edges added as described in the module docstring."""
     files = module_files(src, package)
     known = set(files)
-    heavy_inits = {m for m, p in files.items() if _is_package(p) and init_has_code(p)}
+    heavy_inits = {m for m, p in files.items() if p.name == "__init__.py" and init_has_code(p)}
     out = []
     for module, path in files.items():
         for imp in raw_imports(path, module, known):

@@ -56,10 +56,19 @@ def test_editing_the_ppm_maths_reruns_every_stage_that_uses_it(package_copy, tmp
     assert not changed & {"stratify", "featurize", "finetune_r1", "swag_r1", "nonprivate", "dpsgd"}
 
 
-def test_editing_common_code_reruns_everything(package_copy, tmp_path):
+def test_editing_the_params_model_reruns_everything(package_copy, tmp_path):
+    before = _keys(tmp_path)
+    _edit(package_copy / "config.py")  # every run module reads Params
+    assert _changed(before, _keys(tmp_path)) == set(before)
+
+
+def test_editing_a_shared_module_reruns_exactly_the_stages_that_import_it(package_copy, tmp_path):
     before = _keys(tmp_path)
     _edit(package_copy / "seeds.py")
-    assert _changed(before, _keys(tmp_path)) == set(before)
+    changed = _changed(before, _keys(tmp_path))
+    importers = {s.name for s in registry.stages(PARAMS) if s.code == ["."] or "seeds.py" in s.code}
+    assert changed == importers
+    assert {"finetune_r1", "swag_r1", "risk", "draw"} <= changed and "secret" not in changed
 
 
 def test_bytecode_and_unrelated_files_do_not_change_keys(package_copy, tmp_path):
@@ -106,7 +115,7 @@ def test_code_a_stage_runs_is_code_it_declares(backend, tmp_path):
     used = {}
     for s in stages:
         used[s.name] = trace_package(lambda: s.run(params, root))
-        declared = {f.relative_to(cache.PACKAGE_DIR).as_posix() for f in cache.code_files(s.all_code)}
+        declared = {f.relative_to(cache.PACKAGE_DIR).as_posix() for f in cache.code_files(s.code)}
         assert used[s.name] <= declared, f"{s.name} ran code it does not declare: {sorted(used[s.name] - declared)}"
     # the trace sees what it should (so the check above is not vacuous)
     assert {"swag_ppm/passes.py", "swag_ppm/ppm.py", f"backends/{backend}.py"} <= used["risk"]

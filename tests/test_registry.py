@@ -12,7 +12,6 @@ from conftest import ROOT, slice_raw
 from dprelease import registry
 from dprelease.cache import PACKAGE_DIR, code_files
 from dprelease.config import load_params, parse_params
-from dprelease.stage import COMMON_CODE
 
 DEFAULT = load_params(ROOT / "params.yaml")
 
@@ -37,7 +36,9 @@ def test_dvc_yaml_is_the_release_pipeline_plus_track():
     others = {p for s in registry.stages(DEFAULT) if s.group != "release" for p in s.produced}
     deps = {d for entry in _dvc()["stages"].values() for d in entry["deps"]}
     assert deps.isdisjoint(others)
-    assert {"metrics/nonprivate.json", "reports/privacy"} <= set(registry.get(DEFAULT, "publish").deps) & others
+    publish = registry.get(DEFAULT, "publish")  # the comparison and the audit are its evidence, not its deps
+    assert {"metrics/nonprivate.json", "reports/privacy"} <= set(publish.evidence) & others
+    assert set(publish.deps).isdisjoint(others) and set(publish.evidence) <= set(publish.inputs)
 
 
 def test_every_dvc_stage_lists_its_code():
@@ -46,11 +47,11 @@ def test_every_dvc_stage_lists_its_code():
         entry = stages[s.name]
         assert entry["cmd"] == f"dprelease stage {s.name}"
         code = [d for d in entry["deps"] if d.startswith("src/dprelease")]
-        if "." in s.code:  # a stage that re-runs whole pipelines depends on the whole package
+        if s.code == ["."]:  # a stage that re-runs whole pipelines depends on the whole package
             assert code == ["src/dprelease"], s.name
             continue
-        assert code == [f"src/dprelease/{p}" for p in s.all_code], s.name
-        assert {f"src/dprelease/{c}" for c in COMMON_CODE} <= set(code), s.name
+        assert code == [f"src/dprelease/{p}" for p in s.code], s.name
+        assert {"src/dprelease/config.py", "src/dprelease/__init__.py"} <= set(code), s.name
         assert any(d.startswith(f"src/dprelease/{s.module.split('.')[1]}") or
                    d == f"src/dprelease/{s.module.split('.')[1]}.py" for d in code), (s.name, s.module)
         for rel in code:  # every declared path exists in the checkout
@@ -59,7 +60,7 @@ def test_every_dvc_stage_lists_its_code():
 
 def test_declared_code_resolves_to_source_files():
     for s in registry.stages(DEFAULT):
-        files = code_files(s.all_code)
+        files = code_files(s.code)
         assert files and all(f.suffix in {".py", ".csv"} for f in files), s.name
         assert all("__pycache__" not in f.parts and PACKAGE_DIR in f.parents for f in files), s.name
     with pytest.raises(FileNotFoundError, match="nope.py"):
@@ -70,7 +71,7 @@ def test_the_run_functions_module_is_part_of_the_declared_code():
     """A stage whose own module could change without changing its key would give stale results."""
     for s in registry.stages(DEFAULT):
         rel = s.module.removeprefix("dprelease.").replace(".", "/") + ".py"
-        assert PACKAGE_DIR / rel in code_files(s.all_code), (s.name, rel)
+        assert PACKAGE_DIR / rel in code_files(s.code), (s.name, rel)
 
 
 def test_stage_names_unique_and_groups_known():

@@ -8,7 +8,8 @@ import pytest
 
 from dprelease.config import parse_params
 from dprelease.io import read_json
-from dprelease.stage import COMMON_CODE, Stage, pick, skip_marker, with_common
+from dprelease.data import stages as data_stages
+from dprelease.stage import Stage, pick, skip_marker
 
 
 def run_fn(params, root):
@@ -16,8 +17,7 @@ def run_fn(params, root):
 
 
 def _stage(**kw) -> Stage:
-    base = dict(name="demo", run=run_fn, params=["seed"], deps=["in.csv"], outs=["artifacts/out"],
-                code=["data/stages.py"])
+    base = dict(name="demo", run=run_fn, params=["seed"], deps=["in.csv"], outs=["artifacts/out"])
     return Stage(**(base | kw))
 
 
@@ -78,15 +78,32 @@ def test_active_with_when_follows_params():
     assert s.active(parse_params({"ppm": {"reweight": False}})) is False
 
 
-def test_all_code_includes_common_without_duplicates():
-    s = _stage(code=["data/stages.py", "io.py", "backends", "config.py"])
-    code = s.all_code
-    assert set(COMMON_CODE) <= set(code)
-    assert {"data/stages.py", "backends"} <= set(code)
-    assert len(code) == len(set(code))
-    assert code == sorted(code)
-    assert code == sorted(set(COMMON_CODE) | {"data/stages.py", "backends"})
-    assert with_common([]) == sorted(COMMON_CODE)
+def test_stage_is_keyword_only():
+    with pytest.raises(TypeError):
+        Stage("demo", run_fn, ["seed"], ["in.csv"], ["artifacts/out"])  # noqa - positional: refused
+
+
+def test_code_is_the_import_closure_of_the_run_module():
+    s = _stage(run=data_stages.stratify)
+    code = s.code
+    assert code == sorted(set(code))
+    # its own module, what it imports (and what those import), the package inits, the data it reads
+    assert {"data/stages.py", "data/records.py", "data/__init__.py", "__init__.py", "config.py", "io.py",
+            "resources/oiics_201_nature.csv"} <= set(code)
+    assert not any(c.startswith(("swag_ppm/", "gpp/", "nvdp/")) for c in code)  # nothing it cannot run
+    assert "plots.py" not in code
+
+
+def test_extra_code_adds_paths_and_dot_means_the_whole_package():
+    s = _stage(run=data_stages.stratify, extra_code=["plots.py"])
+    assert "plots.py" in s.code and set(_stage(run=data_stages.stratify).code) < set(s.code)
+    assert _stage(run=data_stages.stratify, extra_code=["."]).code == ["."]
+
+
+def test_inputs_are_deps_then_evidence_without_repeats():
+    s = _stage(deps=["a", "b"], evidence=["b", "c"])
+    assert s.inputs == ["a", "b", "c"]
+    assert _stage().inputs == ["in.csv"]
 
 
 def test_produced_is_outs_metrics_plots_in_order():

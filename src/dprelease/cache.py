@@ -1,9 +1,9 @@
 """Cache keys and completion stamps.
 
 A stage's key hashes exactly what can change its outputs: the params it reads, the contents of its
-input files and the code it declares (:attr:`Stage.all_code`). Editing a plot therefore re-runs only
-the stages that draw plots, never a posterior pass; the generated ``dvc.yaml`` lists the same code
-as deps, so ``dvc repro`` agrees. A completion stamp next to the artifacts records which key produced
+input files and its code (:attr:`Stage.code`, the static import closure of its run function's module).
+Editing a plot therefore re-runs only the stages whose code imports the plots, never a posterior pass;
+the generated ``dvc.yaml`` lists the same code as deps, so ``dvc repro`` agrees. A completion stamp next to the artifacts records which key produced
 the outputs on disk and their hashes, so outputs changed since are recomputed.
 """
 
@@ -14,10 +14,10 @@ import json
 from pathlib import Path
 
 from .config import Params
+from .code_scope import PACKAGE_DIR
 from .io import file_hash, private_dir, read_json, write_json
 from .stage import Stage, pick
 
-PACKAGE_DIR = Path(__file__).resolve().parent
 SOURCE_SUFFIXES = {".py", ".csv"}
 
 
@@ -48,14 +48,14 @@ def package_version() -> str:
 
 
 def input_key(stage: Stage, params: Params, root: str | Path = ".") -> str:
-    """Hash of the params the stage reads, its input file contents and its declared code."""
+    """Hash of the params the stage reads, its input file contents (deps and evidence) and its code."""
     root = Path(root)
     h = hashlib.sha256()
     h.update(json.dumps({"stage": stage.name, "params": pick(params, stage.params)}, sort_keys=True).encode())
-    for dep in stage.deps:
+    for dep in stage.inputs:
         p = root / dep
         h.update(dep.encode() + (file_hash(p).encode() if p.exists() else b"<missing>"))
-    h.update(code_hash(stage.all_code).encode())
+    h.update(code_hash(stage.code).encode())
     return f"{stage.name}-{h.hexdigest()[:32]}"
 
 

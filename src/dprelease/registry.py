@@ -99,7 +99,7 @@ def dvc_yaml(params: Params) -> dict:
     pipeline = group(params, PIPELINE, active_only=False)
     elsewhere = [p for s in stages(params) if s.group != PIPELINE for p in s.produced]
     for s in pipeline:
-        code = [PACKAGE_ROOT] if "." in s.code else [f"{PACKAGE_ROOT}/{p}" for p in s.all_code]
+        code = [PACKAGE_ROOT] if s.code == ["."] else [f"{PACKAGE_ROOT}/{p}" for p in s.code]
         deps = [d for d in s.deps if d not in elsewhere]
         entry: dict = {"cmd": f"dprelease stage {s.name}", "deps": _unique(deps + code)}
         if s.params:
@@ -111,7 +111,7 @@ def dvc_yaml(params: Params) -> dict:
         if s.plots:
             entry["plots"] = list(s.plots)
         entries[s.name] = entry
-        code_files(s.all_code)  # fails loudly on a declared path that does not exist
+        code_files(s.code)  # fails loudly on an extra_code path that does not exist
     audit = get(params, "audit")
     track_deps = ["metrics/audit.json", "metrics/release.json", *audit.plots, "reports/release", params.release]
     entries["track"] = {"cmd": "dprelease track", "deps": track_deps, "params": ["tracking"],

@@ -13,34 +13,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from .code_scope import closure, module_of
 from .config import Params
 from .io import atomic_dir, write_json
 
-# Modules every stage runs through (params, atomic writes, seeds, paths, offline switches): part of
-# every stage's code, so they are not repeated in each declaration.
-COMMON_CODE = ("__init__.py", "config.py", "errors.py", "io.py", "layout.py", "seeds.py", "offline.py", "stage.py",
-               "privacy/censor.py")  # censor: the loss transform config.Params.censor returns
-
-
-def with_common(code: list[str]) -> list[str]:
-    """A stage's whole code: its declared paths plus :data:`COMMON_CODE`."""
-    return sorted(set(COMMON_CODE) | set(code))
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Stage:
-    """One stage. Paths are relative to the project root; ``code`` is relative to the package folder
-    (a file or a folder) and, with :data:`COMMON_CODE`, is all the code that may change its outputs."""
+    """One stage, read like a DVC stage: ``name``, the function it runs, the ``params`` keys it reads, the
+    files it reads (``deps``) and writes (``outs``, ``metrics``, ``plots``). Paths are relative to the
+    project root. Its code is computed, not declared: the static import closure of the run function's
+    module (:mod:`dprelease.code_scope`), plus ``extra_code`` for what no import statement shows
+    (package-relative paths; ``"."`` = the whole package)."""
 
     name: str
     run: Callable[[Params, str | Path], dict]
     params: list[str]
     deps: list[str]
     outs: list[str]
-    code: list[str]
     metrics: list[str] = field(default_factory=list)
     plots: list[str] = field(default_factory=list)
-    group: str = "release"  # release | select | compare: which flow runs it
+    extra_code: list[str] = field(default_factory=list)
+    group: str = "release"  # which flow's group: release | select | compare | audit | nvdp | gpp | ...
+    evidence: list[str] = field(default_factory=list)  # deps used when present, never produced for this stage:
+    #   a flow that adds the evidence (the comparison, the audit) re-runs this stage itself
     when: Callable[[Params], bool] | None = None  # None: always needed; else the flow runs it only when true
     timed: bool = True  # False: its run time grows with a data-dependent search (selection's tries, re-weighting's
     #                     refits), which no guarantee covers: flows never record, print or log its duration
@@ -51,8 +46,16 @@ class Stage:
         return self.when is None or self.when(params)
 
     @property
-    def all_code(self) -> list[str]:
-        return with_common(self.code)
+    def code(self) -> list[str]:
+        """Package-relative source files that may change the outputs (``["."]`` for the whole package)."""
+        if "." in self.extra_code:
+            return ["."]
+        return sorted(set(closure(self.module)) | set(self.extra_code))
+
+    @property
+    def inputs(self) -> list[str]:
+        """Every file the stage reads: its deps, then its evidence."""
+        return self.deps + [e for e in self.evidence if e not in self.deps]
 
     @property
     def produced(self) -> list[str]:
@@ -62,7 +65,7 @@ class Stage:
     @property
     def module(self) -> str:
         """The module that defines the run function (``functools.partial`` unwrapped)."""
-        return getattr(self.run, "func", self.run).__module__
+        return module_of(self.run)
 
 
 class Runner:

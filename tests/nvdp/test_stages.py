@@ -19,7 +19,7 @@ def test_code_each_stage_runs_is_code_it_declares(nvdp_run):
     params, _, used = nvdp_run
     for name, files in used.items():
         stage = registry.get(params, name)
-        declared = {f.relative_to(cache.PACKAGE_DIR).as_posix() for f in cache.code_files(stage.all_code)}
+        declared = {f.relative_to(cache.PACKAGE_DIR).as_posix() for f in cache.code_files(stage.code)}
         assert files <= declared, f"{name} ran code it does not declare: {sorted(files - declared)}"
     assert {"nvdp/renyi.py", "nvdp/accountant.py", "nvdp/train.py"} <= used["nvdp_osha"]
     assert "nvdp/report.py" not in used["nvdp_osha"] and "nvdp/states.py" in used["nvdp_states"]

@@ -69,8 +69,8 @@ def featurize(params: Params, root: str | Path = ".") -> dict:
 def declare(params: Params) -> list[Stage]:
     a = params.artifacts
     return [
-        Stage("stratify", stratify, ["seed", "data"], [params.data.path], [f"{a}/data"],
-              ["data", "resources"], metrics=["metrics/data.json"]),
-        Stage("featurize", featurize, ["seed", "model.backend", "model.device", "model.full.tiny", "features"],
-              [f"{a}/data"], [f"{a}/features"], ["data/stages.py", "data/splits.py", "backends"]),
+        Stage(name="stratify", run=stratify, params=["seed", "data"], deps=[params.data.path], outs=[f"{a}/data"],
+              metrics=["metrics/data.json"]),
+        Stage(name="featurize", run=featurize, params=["seed", "model.backend", "model.device", "model.full.tiny", "features"],
+              deps=[f"{a}/data"], outs=[f"{a}/features"]),
     ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..code_scope import closure
 from ..config import Params
 from ..data import records
 from ..data.splits import backend_for, features, label_info, n_train
@@ -23,8 +24,6 @@ from ..privacy.target import compared_epsilon
 from .accounting import default_delta
 from .train import check_setting, train_dpsgd
 
-CODE = ["dpsgd", "privacy/secret.py", "privacy/rdp.py", "privacy/guarantee.py", "privacy/target.py", "backends", "data/splits.py", "data/records.py",
-        "utility", "release.py", "release_check.py", "cache.py"]
 
 
 NOISE_SOURCE = ("Gaussian noise and Poisson sampling seeded from the project's secret key (OS entropy), not the "
@@ -82,7 +81,7 @@ def dpsgd(params: Params, root: str | Path = ".") -> dict:
                              accountant="RDP", noise_and_sampling=NOISE_SOURCE,
                              **({"planted_bug": f"noise multiplier divided by {params.dpsgd.planted_noise_divisor:g}"}
                                 if params.dpsgd.planted_noise_divisor != 1.0 else {}))
-    write_arm_model(lay, "dpsgd", backend, model, g, CODE)
+    write_arm_model(lay, "dpsgd", backend, model, g, closure(__name__))
     return write_arm(lay, "dpsgd", backend, model, label_info(lay), g, {"final_loss": res.final_loss})
 
 
@@ -105,10 +104,12 @@ def dpsgd_sweep(params: Params, root: str | Path = ".") -> dict:
 
 def declare(params: Params) -> list[Stage]:
     a = params.artifacts
-    deps = [key_id_file(params), f"{a}/data", f"{a}/features", "metrics/release.json"]
+    matched = ["metrics/release.json"] if params.dpsgd.target_epsilon is None else []  # ε matched to the release
+    deps = [key_id_file(params), f"{a}/data", f"{a}/features", *matched]
     return [
-        Stage("dpsgd", dpsgd, ["seed", "model", "dpsgd"], deps, ["reports/arms/dpsgd", arm_model_dir(params, "dpsgd")],
-              CODE, metrics=["metrics/dpsgd.json"], group="compare"),
-        Stage("dpsgd_sweep", dpsgd_sweep, ["seed", "model", "dpsgd"], deps, [], CODE,
+        Stage(name="dpsgd", run=dpsgd, params=["seed", "model", "dpsgd"], deps=deps,
+              outs=["reports/arms/dpsgd", arm_model_dir(params, "dpsgd")], metrics=["metrics/dpsgd.json"],
+              group="compare"),
+        Stage(name="dpsgd_sweep", run=dpsgd_sweep, params=["seed", "model", "dpsgd"], deps=deps, outs=[],
               metrics=["metrics/dpsgd_sweep.json"], group="compare"),
     ]

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from ..code_scope import closure
 from ..config import Params
 from ..io import atomic_dir, private_dir, write_json
 from ..layout import Layout
@@ -24,9 +25,6 @@ from .data import GPPData, digits_composites
 from .experiments import baseline_table, row, sweeps
 from .train import TrainConfig
 
-CODE = ["gpp", "config_gpp.py", "data/records.py", "data/sectors.py", "data/splits.py", "backends/base.py", "threads.py"]
-RELEASE_CODE = ["gpp", "config_gpp.py", "release_check.py", "privacy/guarantee.py", "card.py", "backends/encoder.py", "backends/head.py", "data/records.py",
-                "data/sectors.py", "data/splits.py", "backends/base.py", "signing.py", "locks.py"]
 
 
 def train_config(params: Params, d_z: int, *, epochs: int | None = None) -> TrainConfig:
@@ -134,7 +132,7 @@ def gpp_osha(params: Params, root: str | Path = ".") -> dict:
 def gpp_release(params: Params, root: str | Path = ".") -> dict:
     from .sanitizer import write_sanitizer_release
 
-    return write_sanitizer_release(params, root, encoder_dir(params, root), code=RELEASE_CODE)
+    return write_sanitizer_release(params, root, encoder_dir(params, root), code=closure(__name__))
 
 
 def gpp_report(params: Params, root: str | Path = ".") -> dict:
@@ -154,13 +152,13 @@ def declare(params: Params) -> list[Stage]:
     a, rel = params.artifacts, params.gpp.release
     common = ["seed", "gpp"]
     return [
-        Stage("gpp_digits", gpp_digits, common, [], [], CODE, metrics=["metrics/gpp_digits.json"], group="gpp"),
-        Stage("gpp_osha", gpp_osha, common + ["data", "model.backend"],
-              [params.data.path, params.gpp.osha.regions, f"{a}/data", f"{a}/features"], [f"{a}/gpp/osha"],
-              CODE + ["data", "layout.py"], metrics=["metrics/gpp_osha.json"], group="gpp"),
-        Stage("gpp_release", gpp_release, common, [f"{a}/gpp/osha", "metrics/gpp_osha.json", public_key_dep(params)],
-              [rel], RELEASE_CODE, group="gpp", when=lambda p: p.gpp.osha.enabled),
-        Stage("gpp_report", gpp_report, common, ["metrics/gpp_digits.json", "metrics/gpp_osha.json"],
-              ["reports/gpp"], CODE, group="gpp"),
+        Stage(name="gpp_digits", run=gpp_digits, params=common, deps=[], outs=[], metrics=["metrics/gpp_digits.json"], group="gpp"),
+        Stage(name="gpp_osha", run=gpp_osha, params=common + ["data", "model.backend"],
+              deps=[params.data.path, params.gpp.osha.regions, f"{a}/data", f"{a}/features"], outs=[f"{a}/gpp/osha"],
+              metrics=["metrics/gpp_osha.json"], group="gpp"),
+        Stage(name="gpp_release", run=gpp_release, params=common, deps=[f"{a}/gpp/osha", "metrics/gpp_osha.json", public_key_dep(params)],
+              outs=[rel], group="gpp", when=lambda p: p.gpp.osha.enabled),
+        Stage(name="gpp_report", run=gpp_report, params=common, deps=["metrics/gpp_digits.json", "metrics/gpp_osha.json"],
+              outs=["reports/gpp"], group="gpp"),
     ]
 

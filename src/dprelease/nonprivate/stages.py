@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..code_scope import closure
 from ..config import Params
 from ..data.splits import backend_for, features, label_info
 from ..layout import Layout
@@ -15,8 +16,6 @@ from ..training import finetune
 from ..release import arm_model_dir, write_arm_model
 from ..utility.evaluate import write_arm
 
-CODE = ["nonprivate", "training.py", "backends", "data/splits.py", "privacy/guarantee.py", "utility", "release.py",
-        "release_check.py", "cache.py"]
 
 
 def nonprivate(params: Params, root: str | Path = ".") -> dict:
@@ -28,13 +27,13 @@ def nonprivate(params: Params, root: str | Path = ".") -> dict:
     hist = finetune(backend, model, feats, y, None, opt, seed=stage_seed(params.seed, "nonprivate"),
                     progress=True, desc="non-private")
     g = guarantee.none()
-    write_arm_model(lay, "nonprivate", backend, model, g, CODE)
+    write_arm_model(lay, "nonprivate", backend, model, g, closure(__name__))
     return write_arm(lay, "nonprivate", backend, model, label_info(lay), g,
                      {"epochs": opt.epochs, "final_loss": hist.losses[-1]})
 
 
 def declare(params: Params) -> list[Stage]:
     a = params.artifacts
-    return [Stage("nonprivate", nonprivate, ["seed", "model", "compare.nonprivate_epochs"],
-                  [f"{a}/data", f"{a}/features"], ["reports/arms/nonprivate", arm_model_dir(params, "nonprivate")],
-                  CODE, metrics=["metrics/nonprivate.json"], group="compare")]
+    return [Stage(name="nonprivate", run=nonprivate, params=["seed", "model", "compare.nonprivate_epochs"],
+                  deps=[f"{a}/data", f"{a}/features"], outs=["reports/arms/nonprivate", arm_model_dir(params, "nonprivate")],
+                  metrics=["metrics/nonprivate.json"], group="compare")]

@@ -30,12 +30,6 @@ from .states import Packed, cache_stage, load_states, nvdp_dir
 from .tasks import TASKS
 from .train import represent
 
-CODE = ["nvdp", "backends/encoder.py", "data/records.py", "data/sectors.py", "errors.py", "threads.py"]
-STATE_CODE = ["nvdp/__init__.py", "nvdp/states.py", "nvdp/tasks.py", "backends", "data/records.py", "data/sectors.py",
-              "data/__init__.py"]
-TASK_CODE = STATE_CODE + ["nvdp/nvib.py", "nvdp/experiment.py", "nvdp/train.py", "nvdp/renyi.py", "nvdp/accountant.py",
-             "nvdp/clipstats.py", "threads.py"]
-RELEASE_CODE = CODE + ["release_check.py", "privacy/guarantee.py", "signing.py", "locks.py"]
 STATE_PARAMS = ["seed", "data", "nvdp.tasks", "nvdp.max_length", "nvdp.glue_dir", "nvdp.sst2_max_train",
                 "nvdp.osha_max_train", "nvdp.encode_batch", "nvdp.backend"]
 TRAIN_PARAMS = STATE_PARAMS + ["nvdp.lambdas", "nvdp.clip", "nvdp.renyi_order", "nvdp.delta", "nvdp.dim", "nvdp.heads",
@@ -222,21 +216,20 @@ def declare(params: Params) -> list[Stage]:
     a = params.artifacts
     n = params.nvdp
     data_deps = [params.data.path, n.glue_dir]
-    out = [Stage("nvdp_states", cache_stage, STATE_PARAMS, data_deps, [f"{a}/nvdp/states"], STATE_CODE, group="nvdp")]
+    out = [Stage(name="nvdp_states", run=cache_stage, params=STATE_PARAMS, deps=data_deps, outs=[f"{a}/nvdp/states"], group="nvdp")]
     for task in TASKS:
-        out.append(Stage(f"nvdp_{task}", functools.partial(task_stage, task), TRAIN_PARAMS, [f"{a}/nvdp/states"],
-                         [f"{a}/nvdp/runs/{task}"], TASK_CODE, metrics=[f"metrics/nvdp_{task}.json"], group="nvdp",
+        out.append(Stage(name=f"nvdp_{task}", run=functools.partial(task_stage, task), params=TRAIN_PARAMS, deps=[f"{a}/nvdp/states"],
+                         outs=[f"{a}/nvdp/runs/{task}"], metrics=[f"metrics/nvdp_{task}.json"], group="nvdp",
                          when=lambda p, t=task: t in p.nvdp.tasks))
     runs = [f"{a}/nvdp/runs/{t}" for t in TASKS]
     out += [
-        Stage("nvdp_probe", probe, TRAIN_PARAMS, [f"{a}/nvdp/states", f"{a}/nvdp/runs/osha"], [], CODE,
-              metrics=["metrics/nvdp_probe.json"], group="nvdp"),
-        Stage("nvdp_membership", membership, TRAIN_PARAMS, [f"{a}/nvdp/states", f"{a}/nvdp/runs/osha"],
-              [f"{a}/nvdp/membership"], CODE, group="nvdp"),
-        Stage("nvdp_sanitizer", sanitizer, TRAIN_PARAMS + ["nvdp.release_dir"],
-              [f"{a}/nvdp/runs/osha", public_key_dep(params)],
-              [n.release_dir], RELEASE_CODE, group="nvdp"),
-        Stage("nvdp_report", report_stage, TRAIN_PARAMS, runs + ["metrics/nvdp_probe.json"], ["reports/nvdp"],
-              CODE, group="nvdp"),
+        Stage(name="nvdp_probe", run=probe, params=TRAIN_PARAMS, deps=[f"{a}/nvdp/states", f"{a}/nvdp/runs/osha"], outs=[], metrics=["metrics/nvdp_probe.json"], group="nvdp"),
+        Stage(name="nvdp_membership", run=membership, params=TRAIN_PARAMS, deps=[f"{a}/nvdp/states", f"{a}/nvdp/runs/osha"],
+              outs=[f"{a}/nvdp/membership"], group="nvdp"),
+        Stage(name="nvdp_sanitizer", run=sanitizer, params=TRAIN_PARAMS + ["nvdp.release_dir"],
+              deps=[f"{a}/nvdp/runs/osha", public_key_dep(params)],
+              outs=[n.release_dir], group="nvdp"),
+        Stage(name="nvdp_report", run=report_stage, params=TRAIN_PARAMS, deps=runs + ["metrics/nvdp_probe.json"], outs=["reports/nvdp"],
+              group="nvdp"),
     ]
     return out

@@ -15,7 +15,6 @@ from ..layout import Layout
 from ..stage import Stage
 from . import secret
 
-CODE = ["privacy/secret.py", "privacy/stages.py"]
 
 
 def key_id_file(params: Params) -> str:
@@ -29,4 +28,4 @@ def ensure(params: Params, root: str | Path = ".") -> dict:
 
 
 def declare(params: Params) -> list[Stage]:
-    return [Stage("secret", ensure, [], [], [key_id_file(params)], CODE, shared=False)]
+    return [Stage(name="secret", run=ensure, params=[], deps=[], outs=[key_id_file(params)], shared=False)]

@@ -13,5 +13,5 @@ def declare(params: Params) -> list[Stage]:
                  "dpsgd": ["reports/arms/dpsgd", "metrics/dpsgd.json", "metrics/dpsgd_sweep.json"]}
     deps = sorted({f for files in arm_files.values() for f in files}
                   | {"reports/release", "metrics/audit.json", "metrics/release.json", "metrics/data.json"})
-    return [Stage("compare_report", compare_report, ["seed", "model.backend", "compare"], deps, ["reports/compare"],
-                  ["reports/compare.py", "plots.py", "privacy/guarantee.py", "utility"], group="compare")]
+    return [Stage(name="compare_report", run=compare_report, params=["seed", "model.backend", "compare"], deps=deps, outs=["reports/compare"],
+                  group="compare")]

@@ -29,16 +29,15 @@ from ..privacy.censor import Censor
 from ..privacy.target import compared_epsilon
 from ..release import write_arm_model
 from ..seeds import stage_seed
-from ..stage import with_common
+from ..code_scope import closure
 from ..utility.evaluate import write_arm
 from . import calibrate, temperature
 from .passes import PassJob, run_pass
 from .reweighting import fit
-from .rounds import RELEASE_CODE, SECRET_NOISE, UNCALIBRATED, draw_one
+from .fit import UNCALIBRATED
+from .rounds import SECRET_NOISE, draw_one
 from .swag import SwagMoments
 
-ARMS_CODE = [*RELEASE_CODE, "swag_ppm/arms.py", "swag_ppm/passes.py", "swag_ppm/calibrate.py", "swag_ppm/swag_train.py",
-             "training.py", "privacy/target.py", "utility", "parallel.py"]
 
 
 def _release_one(params: Params, lay: Layout, arm: str, backend, model, moments: SwagMoments, feats, y,
@@ -72,7 +71,7 @@ def uncalibrated_arm(params: Params, root: str | Path = ".") -> dict:
                       temperature=t.subspace, temperature_min=t.subspace_min, temperature_all=t.all_parameters,
                       calibration="none", epsilon_at_temperature_one=2 * delta,
                       released_draw_noise=SECRET_NOISE)
-    write_arm_model(lay, arm, backend, model, g, with_common(ARMS_CODE))
+    write_arm_model(lay, arm, backend, model, g, closure(__name__))
     return write_arm(lay, arm, backend, model, label_info(lay), g, {"round": 2, "temperature": t.subspace})
 
 
@@ -90,6 +89,6 @@ def censored_arm(params: Params, root: str | Path = ".") -> dict:
     g = guarantee.censored(eps, delta, posterior_draws=draws, round=2, censor_level=eps / 2,
                            censor_form=censor.form, temperature=t, weights=guarantee.UNIFORM_WEIGHTS,
                            calibration=fitted["temperature"]["calibration"], released_draw_noise=SECRET_NOISE)
-    write_arm_model(lay, arm, backend, model, g, with_common(ARMS_CODE))
+    write_arm_model(lay, arm, backend, model, g, closure(__name__))
     return write_arm(lay, arm, backend, model, label_info(lay), g, {"round": 2, "target_epsilon": eps,
                                                                    "temperature": t, "weights": "uniform"})

@@ -1,6 +1,6 @@
-"""The SWAG-PPM rounds as stage functions (spec B.5–B.7): weighted fine-tune from the base model,
-SWAG, per-record risk, sensitivity ε = 2Δ̂, re-weighting, and the ONE released draw. Round stages
-take ``r`` (1 = unweighted, 2 = weighted); round 3 (re-weighted) is fitted by ``reweighting.py``."""
+"""The SWAG-PPM rounds as stage functions (spec B.5–B.7): per-record risk, sensitivity ε = 2Δ̂ and the ONE
+released draw (the fine-tune and SWAG of each round are in ``fit.py``, so their code excludes the PPM maths).
+Round stages take ``r`` (1 = unweighted, 2 = weighted); round 3 (re-weighted) is fitted by ``reweighting.py``."""
 
 from __future__ import annotations
 
@@ -18,69 +18,14 @@ from ..layout import Layout
 from ..privacy import guarantee, secret
 from ..release import write_arm_model, write_release
 from ..seeds import stage_seed
-from ..stage import with_common
+from ..code_scope import closure
 from ..training import finetune as run_finetune
 from ..utility.evaluate import write_arm
 from . import calibrate, extremes, ppm, temperature
+from .fit import round_weights
 from .passes import posterior_pass
 from .reweighting import released_round
 from .swag import SwagMoments, iter_samples
-# Code (package-relative) that the stages of this module run through; stages.py declares them and
-# the release manifest's code_version hashes RELEASE_CODE.
-MODEL_CODE = ["swag_ppm/rounds.py", "training.py", "backends", "data/splits.py"]
-PASS_CODE = ["swag_ppm/rounds.py", "swag_ppm/passes.py", "swag_ppm/swag.py", "swag_ppm/ppm.py", "backends",
-             "data/splits.py", "parallel.py"]
-RELEASE_CODE = ["privacy/secret.py", "swag_ppm/rounds.py", "swag_ppm/swag.py", "swag_ppm/ppm.py", "swag_ppm/temperature.py",
-                "swag_ppm/extremes.py", "swag_ppm/reweighting.py", "backends", "data/splits.py",
-                "privacy/guarantee.py", "release.py", "release_check.py", "cache.py"]
-
-
-def _weights(lay: Layout, r: int) -> np.ndarray | None:
-    return None if r == 1 else np.load(lay.weights(r) / "weights.npy")
-
-
-def _weights_tensor(lay: Layout, r: int) -> torch.Tensor | None:
-    w = _weights(lay, r)
-    return None if w is None else torch.from_numpy(w).float()
-
-
-def finetune(params: Params, root: str | Path = ".", r: int = 1) -> dict:
-    """Round r fine-tune FROM THE BASE MODEL (round 1 unweighted, round 2 weighted, spec B.5); the
-    censored mechanism censors each record's weighted loss at ε/2 (TRUST.md P). Round 3's refits run in
-    the ``reweight`` stage (reweighting.py)."""
-    lay = Layout.from_params(params, root)
-    backend = backend_for(params, lay)
-    feats, y = features(lay)
-    model = backend.new_model(feats)
-    hist = run_finetune(backend, model, feats, y, _weights_tensor(lay, r), params.ppm_finetune,
-                        seed=stage_seed(params.seed, "finetune", r), progress=True, desc=f"fine-tune r{r}",
-                        censor=params.censor if r >= 2 else None, prior_precision=params.ppm.prior_precision)
-    with atomic_dir(lay.finetune(r), private=True) as tmp:
-        save_file({"theta": get_flat(model).cpu().contiguous()}, str(tmp / "theta.safetensors"))
-        write_json(tmp / "history.json", {"epoch_loss": hist.losses})
-    return {"round": r, "final_loss": hist.losses[-1]}
-
-
-def swag(params: Params, root: str | Path = ".", r: int = 1) -> dict:
-    """Round r SWAG phase: constant-lr SGD from the fine-tuned θ, one snapshot per epoch (spec A.1);
-    for the weighted round its temperature T̂ is measured and, per ``ppm.calibration``, calibrated."""
-    lay = Layout.from_params(params, root)
-    backend = backend_for(params, lay)
-    feats, y = features(lay)
-    model = backend.new_model(feats)
-    set_flat(model, load_file(str(lay.finetune(r) / "theta.safetensors"))["theta"])
-    moments, losses, temp, raw = calibrate.swag(
-        backend, model, feats, y, _weights_tensor(lay, r), params.backend.swag, seed=stage_seed(params.seed, "swag", r),
-        calibration=params.ppm.calibration if r >= 2 else "none", prior_precision=params.ppm.prior_precision,
-        desc=f"SWAG r{r}", censor=params.censor if r >= 2 else None, measure=r >= 2)
-    with atomic_dir(lay.swag(r), private=True) as tmp:
-        moments.save(tmp / "moments.safetensors")
-        if raw is not moments:  # SWAG as fitted, for the uncalibrated comparison arm
-            raw.save(tmp / UNCALIBRATED)
-        write_json(tmp / "history.json", {"epoch_loss": losses})
-    if r >= 2:
-        write_json(lay.metrics / f"temperature_r{r}.json", {"round": r, **temp})
-    return {"round": r, "snapshots": moments.n_models, "rank": moments.rank, "final_loss": losses[-1]}
 
 
 def risk(params: Params, root: str | Path = ".") -> dict:
@@ -104,7 +49,7 @@ def sensitivity(params: Params, root: str | Path = ".", r: int = 2) -> dict:
     """M_s = max_i w_i CE_i(θ^(s)) over S draws of SWAG_r; Δ̂ = max_s M_s; ε = 2Δ̂ (spec B.6); for the
     censored mechanism M_s = max_i min(w_i CE_i, ε_c/2)."""
     lay = Layout.from_params(params, root)
-    record_max, max_deltas = posterior_pass(params, lay, r, _weights(lay, r), "sensitivity", censor=params.censor)
+    record_max, max_deltas = posterior_pass(params, lay, r, round_weights(lay, r), "sensitivity", censor=params.censor)
     local_sensitivity, eps = ppm.epsilon(max_deltas)
     with atomic_dir(lay.sensitivity(r), private=True) as tmp:
         np.save(tmp / "record_max_loss.npy", record_max)  # private: per-record, feeds re-weighting
@@ -114,7 +59,6 @@ def sensitivity(params: Params, root: str | Path = ".", r: int = 2) -> dict:
     return summary
 
 
-UNCALIBRATED = "uncalibrated.safetensors"  # a weighted round's SWAG moments before calibration (private)
 SECRET_NOISE = "seeded from the project's secret key (OS entropy), not from the public seed"
 
 
@@ -138,7 +82,7 @@ def draw_from_round(params: Params, lay: Layout, r: int, tag: str = "release"):
     feats, y = features(lay)
     moments = SwagMoments.load(lay.swag(r) / "moments.safetensors", device=backend.device)
     model = backend.new_model(feats)
-    theta, m_star = draw_one(backend, model, moments, feats, y, _weights(lay, r),
+    theta, m_star = draw_one(backend, model, moments, feats, y, round_weights(lay, r),
                              seed=secret.seed(lay.artifacts, f"{tag}/round{r}"), censor=params.censor)
     sens = read_json(lay.metrics / f"sensitivity_r{r}.json")
     temp = read_json(lay.metrics / f"temperature_r{r}.json")["temperature"]
@@ -169,7 +113,7 @@ def draw(params: Params, root: str | Path = ".") -> dict:
         # the release as it will be shared, staged privately: the privacy audit loads it from here and
         # the `publish` stage adds the model card and writes it to params.release
         write_release(tmp / "release", backend, model, labels["codes"], labels["titles"],
-                      release_manifest(params, lay, g, tail), with_common(RELEASE_CODE))
+                      release_manifest(params, lay, g, tail), closure(__name__))
     summary = {"round": r, "released_draw_max_loss": m_star, "guarantee": g.as_dict(),
                "local_sensitivity_tail": tail}
     write_json(lay.metrics / "release.json", summary)
@@ -224,5 +168,5 @@ def round2_arm(params: Params, root: str | Path = ".") -> dict:
     ``ppm.reweight: false``), with its own M* in Δ̂, evaluated on the test split."""
     lay = Layout.from_params(params, root)
     backend, model, _, _, g = draw_from_round(params, lay, 2, tag="swag_ppm")  # not the release's draw
-    write_arm_model(lay, "swag_ppm", backend, model, g, with_common(RELEASE_CODE))
+    write_arm_model(lay, "swag_ppm", backend, model, g, closure(__name__))
     return write_arm(lay, "swag_ppm", backend, model, label_info(lay), g, {"round": 2})

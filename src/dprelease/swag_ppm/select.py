@@ -29,14 +29,14 @@ from ..layout import Layout, check_release_path
 from ..privacy import guarantee, secret
 from ..privacy.selection import select, selection_budget
 from ..release import write_release
-from ..stage import skip_marker, with_common
+from ..code_scope import closure
+from ..stage import skip_marker
 from ..utility.metrics import f1_summary
 from . import ppm
 from .reweighting import released_round
-from .rounds import RELEASE_CODE, SECRET_NOISE, release_manifest
+from .rounds import SECRET_NOISE, release_manifest
 from .swag import SwagMoments, iter_samples
 
-SELECT_CODE = [*RELEASE_CODE, "swag_ppm/select.py", "privacy/selection.py", "utility/metrics.py"]
 COMPOSITION = ("publishing both the plain release (ε) and this selected one (2ε) from the same data "
                "costs ε + 2ε in total (basic composition)")
 NOT_ENABLED = "selection.enabled is false"
@@ -106,7 +106,7 @@ def private_select(params: Params, root: str | Path = ".") -> dict:
         labels = label_info(lay)
         manifest = release_manifest(params, lay, g)
         manifest["selection"] = {k: summary[k] for k in ("tau", "gamma", "metric", "composition")}
-        write_release(folder, backend, model, labels["codes"], labels["titles"], manifest, with_common(SELECT_CODE))
+        write_release(folder, backend, model, labels["codes"], labels["titles"], manifest, closure(__name__))
     else:  # a previous selection's release must not outlive a run that found nothing
         shutil.rmtree(folder, ignore_errors=True)
         skip_marker(folder, f"no draw reached {sp.metric} ≥ {sp.tau} before the random stop")

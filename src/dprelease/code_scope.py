@@ -1,0 +1,141 @@
+"""A stage's code, computed: the static import closure of the module that defines its run function.
+
+Nothing is declared by hand: a stage's cache key, its ``dvc.yaml`` code deps and a release manifest's
+code version all hash the files this module finds by reading ``import`` statements (``ast``; nothing is
+imported). The same analysis draws the package's import graph for the architecture tests
+(``tests/import_graph.py``: no cycle, mechanisms apart).
+
+Rules (conservative: a file that might run is in the closure):
+
+* every ``import`` / ``from … import`` statement counts, at any depth (inside functions, ``try``, ``if``),
+  plus ``importlib.import_module("x")`` / ``__import__("x")`` with a constant string;
+* relative imports are resolved against the importing module's package;
+* ``from P import name`` reaches ``P.name`` when that is a module of ours, else ``P`` itself;
+* importing ``a.b.c`` runs ``a/__init__.py`` and ``a/b/__init__.py`` first: they are in the closure;
+* a package's data files (``.csv``) are reached only through :data:`DATA` (``importlib.resources`` reads
+  are not imports).
+
+What the static closure cannot see — a module found by a computed name — a stage names in its
+``extra_code``; the tracing test (``tests/test_cache.py``) checks on real runs that every package file
+whose functions executed is inside the computed code.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1]
+PKG = "dprelease"
+PACKAGE_DIR = SRC / PKG
+DATA = {"dprelease.data.records": ("resources/__init__.py", "resources/oiics_201_nature.csv")}  # files a module reads as data
+
+
+@dataclass(frozen=True)
+class Import:
+    importer: str  # module name of the file holding the statement
+    target: str  # dotted module name imported (resolved, absolute)
+    path: Path
+    lineno: int
+
+    def where(self) -> str:
+        """``path:line``, relative to the checkout when the file is in it."""
+        try:
+            path = self.path.relative_to(SRC.parent).as_posix()
+        except ValueError:  # a synthetic file elsewhere (tests)
+            path = self.path.name
+        return f"{path}:{self.lineno}"
+
+
+def module_files(src: Path = SRC, package: str = PKG) -> dict[str, Path]:
+    """``{module name: file}`` for every ``.py`` file of ``package`` under ``src``."""
+    out = {}
+    for path in sorted((src / package).rglob("*.py")):
+        if "__pycache__" in path.parts:
+            continue
+        parts = list(path.relative_to(src).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def resolve_relative(module: str, is_package: bool, level: int, name: str | None) -> str:
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    if level > 1:
+        if level - 1 > len(base):
+            raise ValueError(f"{module}: relative import beyond the top-level package")
+        base = base[: len(base) - (level - 1)]
+    return ".".join(base + ([name] if name else []))
+
+
+def _dynamic_target(node: ast.Call) -> str | None:
+    """``importlib.import_module("x")`` / ``import_module("x")`` / ``__import__("x")`` with a constant."""
+    f = node.func
+    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+    if name in ("import_module", "__import__") and node.args:
+        arg = node.args[0]
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and not arg.value.startswith("."):
+            return arg.value
+    return None
+
+
+def raw_imports(path: Path, module: str, known: set[str] | None = None) -> list[Import]:
+    """Every import in one file as absolute dotted names; ``from P import n`` gives ``P.n`` when that is
+    in ``known`` (a module of ours), else ``P``."""
+    known = known or set()
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [Import(module, a.name, path, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.module == "__future__":
+                continue
+            base = (resolve_relative(module, path.name == "__init__.py", node.level, node.module) if node.level
+                    else node.module or "")
+            for a in node.names:
+                sub = f"{base}.{a.name}" if base else a.name
+                out.append(Import(module, sub if sub in known else base, path, node.lineno))
+        elif isinstance(node, ast.Call):
+            target = _dynamic_target(node)
+            if target:
+                out.append(Import(module, target, path, node.lineno))
+    return out
+
+
+def _parents(module: str) -> list[str]:
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+@lru_cache(maxsize=None)
+def _closure(module: str) -> tuple[str, ...]:
+    files = module_files()
+    if module not in files:
+        raise KeyError(f"not a module of {PKG}: {module}")
+    known = set(files)
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        m = todo.pop()
+        if m in seen or m not in files:
+            continue
+        seen.add(m)
+        todo += [p for p in _parents(m) if p in files]
+        todo += [i.target for i in raw_imports(files[m], m, known) if i.target in files]
+    rel = {files[m].relative_to(PACKAGE_DIR).as_posix() for m in seen}
+    rel |= {d for m in seen for d in DATA.get(m, ())}
+    return tuple(sorted(rel))
+
+
+def closure(*modules: str) -> list[str]:
+    """Package-relative paths of every file the modules may run (or read as data), sorted."""
+    return sorted({f for m in modules for f in _closure(m)})
+
+
+def module_of(fn) -> str:
+    """The module that defines ``fn`` (``functools.partial`` unwrapped)."""
+    return getattr(fn, "func", fn).__module__
