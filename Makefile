@@ -14,7 +14,7 @@ MODEL ?= oiics-autocoder
 
 .PHONY: help env run compare audit tune tune-grid retrain simulate ledger serve serve-trigger serve-status serve-stop test \
         gpp test-fast faults audit-tight repro rotate-key ui serve-model screenshots bench clean chromium dvc-remote dag exps \
-        epsilon-sensitivity
+        epsilon-sensitivity flow
 
 help:  ## this list
 	@echo "make TARGET — dprelease (README: what each does; ARGS=... passes options to a flow)"
@@ -50,6 +50,10 @@ audit-tight: env  ## tight multi-run audit of DP-SGD and the planted bugs → re
 .PHONY: nvdp
 nvdp: env  ## NVDP experiments (GLUE + OSHA grids), sanitizer release → reports/nvdp/
 	$(PY) -m flows.nvdp $(ARGS)
+
+# any plug-in's flow by name (the stage graph gives its order): make flow FLOW=gpp; `make flow` lists them
+flow: env  ## a plug-in's flow by name, from the stage graph: make flow FLOW=NAME (no FLOW: the list)
+	$(PY) -m flows.run $(if $(FLOW),$(FLOW),--list) $(ARGS)
 
 tune: env  ## diagnostic-driven search over c and fine-tuning epochs → reports/tune/
 	$(PY) -m flows.tune --mode search $(ARGS)

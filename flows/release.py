@@ -9,14 +9,14 @@ import time
 from pathlib import Path
 
 from dprelease import offline  # noqa: F401  (offline switches before transformers loads)
-from dprelease import registry
+from dprelease import pipeline, registry
 from dprelease.config import Params
 from dprelease.io import write_json
 from flows import cli, runners
 from prefect import flow
+from flows.run import run_plan
 from flows.summary import print_summary
 from tasks import dvc_record
-from tasks.stages import run as run_stage_task
 from tasks.stages import track_task
 
 
@@ -25,10 +25,8 @@ def release_flow(params: dict, root: str = ".", track: bool = True) -> dict:
     p = Params.model_validate(params)
     out: dict = {"timings": {}}
     with runners.on_dask():  # on a Dask runner: posterior passes in chunks on the cluster
-        for name in dvc_record.pipeline(p, "release", root):  # in a DVC project: every stage, all recorded
-            start = time.perf_counter()
-            out[name] = run_stage_task(name, p, root)
-            cli.record_time(out["timings"], p, name, time.perf_counter() - start)
+        # in a DVC project every stage of dvc.yaml, in its order (all recorded); else the release flow's plan
+        run_plan(pipeline.Plan(order=dvc_record.pipeline(p, "release", root), waits={}), p, root, out)
     skipped = dvc_record.unrecorded(p, [n for n in out if n != "timings"], root)
     if skipped:  # e.g. --set: outputs that are not what dvc.yaml with params.yaml describes stay out of dvc.lock
         name, why = next(iter(skipped.items()))

@@ -292,7 +292,7 @@ def test_bad_arms_rejected(arms):
 
 
 def test_reweighted_arm_needs_reweighting():
-    from flows.compare import check_arms
+    from dprelease.reports.stages import check as check_arms
 
     params = parse_params(compare_raw(ppm__reweight=False, compare__arms=["nonprivate", "swag_ppm_reweighted"]))
     with pytest.raises(ConfigError, match="compare.arms") as info:

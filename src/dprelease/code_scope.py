@@ -12,6 +12,7 @@ Rules (conservative: a file that might run is in the closure):
 * relative imports are resolved against the importing module's package;
 * ``from P import name`` reaches ``P.name`` when that is a module of ours, else ``P`` itself;
 * importing ``a.b.c`` runs ``a/__init__.py`` and ``a/b/__init__.py`` first: they are in the closure;
+* the plug-in list's imports by name count (:func:`implicit_imports`);
 * a package's data files (``.csv``) are reached only through :data:`DATA` (``importlib.resources`` reads
   are not imports).
 
@@ -106,6 +107,19 @@ def raw_imports(path: Path, module: str, known: set[str] | None = None) -> list[
     return out
 
 
+def implicit_imports(module: str, known: set[str]) -> list[str]:
+    """Imports by a computed name, made visible: ``dprelease.plugins`` reads each listed package's ``params``
+    module, ``dprelease.registry`` loads each one's ``plugin`` module (:data:`dprelease.plugins.PACKAGES`,
+    read from the source, not imported)."""
+    suffix = {f"{PKG}.plugins": "params", f"{PKG}.registry": "plugin"}.get(module)
+    if suffix is None:
+        return []
+    tree = ast.parse((PACKAGE_DIR / "plugins.py").read_text(encoding="utf-8"))
+    packages = next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                    and any(getattr(t, "id", None) == "PACKAGES" for t in n.targets))
+    return [f"{p}.{suffix}" for p in packages if f"{p}.{suffix}" in known]
+
+
 def _parents(module: str) -> list[str]:
     parts = module.split(".")
     return [".".join(parts[:i]) for i in range(1, len(parts))]
@@ -126,6 +140,7 @@ def _closure(module: str) -> tuple[str, ...]:
         seen.add(m)
         todo += [p for p in _parents(m) if p in files]
         todo += [i.target for i in raw_imports(files[m], m, known) if i.target in files]
+        todo += implicit_imports(m, known)
     rel = {files[m].relative_to(PACKAGE_DIR).as_posix() for m in seen}
     rel |= {d for m in seen for d in DATA.get(m, ())}
     return tuple(sorted(rel))

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
-from .config_gpp import GPPParams
+from . import plugins
 from .errors import ConfigError
 
 
@@ -264,43 +264,9 @@ class DaskParams(_Strict):
     workers: int = Field(2, ge=1, description="local cluster: worker processes (one thread each)")
 
 
-class NVDPParams(_Strict):
-    """NVDP with parameter clipping (issue 11, spec F); every key is commented in params.yaml."""
+class CoreParams(_Strict):
+    """The shared sections; each package's own section is added from its ``params`` module (:data:`Params`)."""
 
-    tasks: list[Literal["mrpc", "rte", "sst2", "osha"]] = ["mrpc", "rte", "sst2", "osha"]
-    lambdas: list[float] = [1e-3, 1e-2, 1e-1, 1.0]
-    clip: dict[str, list[float]] = {"mrpc": [2.0, 0.0, 0.5], "rte": [6.0, 0.0, 0.5], "sst2": [2.0, 0.0, 1.0],
-                                    "osha": [7.0, 0.0, 1.0]}
-    renyi_order: float = Field(1.1, gt=1.0)
-    delta: float = Field(1e-5, gt=0.0, lt=1.0)
-    backend: Literal["head", "full"] = "head"
-    dim: int = Field(64, ge=4, le=1024)
-    heads: int = Field(4, ge=1, le=64)
-    max_length: int = Field(128, ge=8, le=512)
-    epochs: int = Field(3, ge=1)
-    lr: float = Field(1e-3, gt=0.0)
-    encoder_lr: float = Field(7e-5, gt=0.0)
-    batch_size: int = Field(32, ge=1)
-    eval_batch: int = Field(16, ge=2)
-    encode_batch: int = Field(64, ge=1)
-    torch_threads: int = Field(1, ge=0)
-    glue_dir: str = "data/glue"
-    sst2_max_train: int | None = Field(3000, ge=2)
-    osha_max_train: int | None = Field(None, ge=2)
-    release_lambda: float = Field(0.1, gt=0.0)
-    release_dir: str = "release-nvdp"
-
-    @model_validator(mode="after")
-    def _grid(self) -> "NVDPParams":
-        bad = [t for t in self.tasks if len(c := self.clip.get(t, [])) != 3 or c[0] <= 0 or not 0 <= c[1] <= c[2]]
-        if not self.tasks or not self.lambdas or bad:
-            raise ValueError(f"nvdp: give tasks, lambdas and a clip (C_mu > 0, 0 <= C_a_min <= C_a_max) per task {bad}")
-        if "osha" in self.tasks and self.release_lambda not in self.lambdas:
-            raise ValueError("nvdp.release_lambda must be one of nvdp.lambdas")
-        return self
-
-
-class Params(_Strict):
     seed: int = Field(2025, ge=0)
     artifacts: str = "artifacts"
     release: str = "release"
@@ -319,11 +285,9 @@ class Params(_Strict):
     tracking: TrackingParams = TrackingParams()
     service: ServiceParams = ServiceParams()
     dask: DaskParams = DaskParams()
-    nvdp: NVDPParams = NVDPParams()
-    gpp: GPPParams = GPPParams()
 
     @model_validator(mode="after")
-    def _swag_rank(self) -> "Params":
+    def _swag_rank(self) -> "CoreParams":
         for name in ("head", "full"):
             swag = getattr(self.model, name).swag
             if swag.rank > swag.epochs:
@@ -359,6 +323,11 @@ class Params(_Strict):
         from .privacy.censor import Censor
 
         return Censor(self.ppm.censor_epsilon / 2, self.ppm.censor_form) if self.ppm.mechanism == "censored" else None
+
+
+# Params = the shared sections + one section per package that has a ``params`` module (dprelease.plugins)
+Params = create_model("Params", __base__=CoreParams, __module__=__name__,
+                      **{key: (model, model()) for key, model in plugins.sections().items()})
 
 
 def _one_line(err: ValidationError) -> str:

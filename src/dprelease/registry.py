@@ -3,39 +3,29 @@
 ``dprelease stage NAME`` (:func:`run_stage`), the Prefect tasks (``tasks/stages.py``) and the
 generated ``dvc.yaml`` (:func:`dvc_yaml`: the release pipeline; kept in sync by a test).
 
-Adding a mechanism: write its package (pure maths + run functions + ``stages.declare``) and add its
-``declare`` to :data:`DECLARATIONS`.
+The stages come from the plug-ins (:mod:`dprelease.plugins`): adding a mechanism changes nothing here.
 """
 
 from __future__ import annotations
 
-import sys
+import importlib
 from pathlib import Path
 
+from . import plugins
 from .cache import code_files
 from .config import Params
 from .errors import ReleaseError
 from .io import make_private_within, private_dir
-from .data import stages as data_stages
-from .dpsgd import stages as dpsgd_stages
-from .gpp import stages as gpp_stages
-from .mia import stages as mia_stages
-from .privacy import stages as privacy_stages
-from .nonprivate import stages as nonprivate_stages
-from .nvdp import stages as nvdp_stages
-from .reports import stages as report_stages
+from .mechanism import FlowSpec, Mechanism
 from .stage import Runner, Stage
-from .swag_ppm import stages as swag_ppm_stages
 
-DECLARATIONS = (privacy_stages.declare, data_stages.declare, swag_ppm_stages.declare, nonprivate_stages.declare, dpsgd_stages.declare,
-                report_stages.declare, mia_stages.declare, nvdp_stages.declare, mia_stages.declare_nvdp_arm,
-                gpp_stages.declare)
+MECHANISMS: list[Mechanism] = [importlib.import_module(f"{package}.plugin").PLUGIN for package in plugins.PACKAGES]
 PACKAGE_ROOT = "src/dprelease"
 
 
 def stages(params: Params) -> list[Stage]:
     """Every stage, in execution order (stages a run does not need included: DVC runs them all)."""
-    out = [s for declare in DECLARATIONS for s in declare(params)]
+    out = [s for m in MECHANISMS for s in m.declare(params)]
     names = [s.name for s in out]
     if len(set(names)) != len(names):
         raise RuntimeError(f"stage declared twice: {sorted({n for n in names if names.count(n) > 1})}")
@@ -69,17 +59,31 @@ Runner.names = lambda params, name: [s.name for s in group(params, name)]
 
 
 def sanitizer(mechanism: str):
-    """The ``sanitize(release_dir, texts, *, seed)`` of the mechanism whose ``stages`` module defines one
-    (what ``dprelease sanitize`` calls for a sanitizer release naming that mechanism)."""
-    found = {}
-    for declare in DECLARATIONS:
-        module = sys.modules[declare.__module__]
-        if hasattr(module, "sanitize"):
-            found[module.__name__.split(".")[-2]] = module.sanitize
+    """The ``sanitize(release_dir, texts, *, seed)`` of the plug-in named ``mechanism`` (what ``dprelease
+    sanitize`` calls for a sanitizer release naming that mechanism)."""
+    found = {m.name: m.sanitize for m in MECHANISMS if m.sanitize is not None}
     if mechanism not in found:
         raise ReleaseError(f"no sanitizer for mechanism {mechanism!r} in this dprelease "
                            f"(sanitizers: {', '.join(sorted(found)) or 'none'})")
     return found[mechanism]
+
+
+def flows() -> dict[str, FlowSpec]:
+    """Every plug-in's flows by name."""
+    return {f.name: f for m in MECHANISMS for f in m.flows}
+
+
+def owner(params: Params, stage: str) -> Mechanism:
+    """The plug-in that declares ``stage``."""
+    for m in MECHANISMS:
+        if any(s.name == stage for s in m.declare(params)):
+            return m
+    raise KeyError(stage)
+
+
+def arms() -> dict:
+    """Every plug-in's arms by name."""
+    return {a.name: a for m in MECHANISMS for a in m.arms}
 
 
 def _unique(items: list[str]) -> list[str]:

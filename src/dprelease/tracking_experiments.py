@@ -1,5 +1,5 @@
-"""MLflow runs of the representation mechanisms' experiments (NVDP, GPP): a parent run per experiment and a
-child per task / dataset, built from their aggregate outputs (tables, metrics JSON), never from per-record data.
+"""MLflow runs of the representation mechanisms' experiments: NVDP's, and any plug-in's :class:`TrackedRun`
+(GPP's): a parent run per experiment and a child per task / dataset, built from their aggregate outputs (tables, metrics JSON), never from per-record data.
 Shares :mod:`dprelease.tracking`'s store set-up; reads files, imports no mechanism."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from pathlib import Path
 from .config import Params
 from .io import read_json
 from .layout import Layout
+from .mechanism import TrackedRun
 from .tracking import _flatten, _is_number, _run, _setup
 
 
@@ -42,34 +43,24 @@ def log_nvdp_run(params: Params, root: str | Path = ".") -> str:
         return parent.info.run_id
 
 
-def log_gpp_run(params: Params, root: str | Path = ".", timings: dict | None = None) -> str:
-    """A parent run for the GPP experiments (issue 12) and a child run per dataset: each audited row's
-    utility / adversary figures (keyed by method, setting and sweep value) and the communication figures.
-    Aggregates and public config only; the report folder is attached."""
+def log_tracked(params: Params, root: str | Path, record: TrackedRun) -> str:
+    """Log a plug-in's :class:`TrackedRun` (and its children, nested); returns the parent run id."""
     mlflow = _setup(params, root)
-    lay = Layout.from_params(params, root)
-    with _run(mlflow, root, run_name="gpp") as parent:
-        mlflow.log_params({k: v for k, v in _flatten(params.model_dump(mode="json")).items() if k.startswith("gpp.")})
-        mlflow.set_tag("guarantee", "GPP: no DP epsilon; empirical (probe AUC) + S003 mutual-information statement")
-        if timings:
-            mlflow.log_metrics({f"time_s.{k}": v for k, v in timings.items() if _is_number(v)})
-        for name in ("gpp_digits", "gpp_osha"):
-            path = lay.metrics / f"{name}.json"
-            if not path.is_file():
-                continue
-            m = read_json(path)
-            with _run(mlflow, root, run_name=name, nested=True):
-                values = {}
-                for r in m.get("rows", []):
-                    key = f"{r['experiment']}.{r['method']}.{r['setting']}"
-                    if r["experiment"].startswith("sweep_"):
-                        key += f".{r['experiment'][6:]}={r[r['experiment'][6:]]}"
-                    values |= {f"{key}.{k}": r[k] for k in ("utility_auc", "utility_accuracy", "adversary_auc")
-                               if _is_number(r.get(k))}
-                for setting, c in m.get("communication", {}).items():
-                    if isinstance(c, dict):
-                        values |= {f"comm.{setting}.{k}": v for k, v in c.items() if _is_number(v)}
-                mlflow.log_metrics({k.replace("=", "_"): v for k, v in values.items()})
-        for path in sorted((lay.reports / "gpp").glob("*")):
-            mlflow.log_artifact(str(path), "gpp")
-        return parent.info.run_id
+
+    def log(r: TrackedRun, nested: bool) -> str:
+        with _run(mlflow, root, run_name=r.name, nested=nested) as run:
+            if r.params:
+                mlflow.log_params(r.params)
+            if r.tags:
+                mlflow.set_tags(r.tags)
+            if r.metrics:
+                mlflow.log_metrics(r.metrics)
+            for step, values in enumerate(r.steps):
+                mlflow.log_metrics(values, step=step)
+            for child in r.children:
+                log(child, True)
+            for path, folder in r.artifacts:
+                mlflow.log_artifact(str(path), folder)
+            return run.info.run_id
+
+    return log(record, False)

@@ -3,7 +3,7 @@ trade-off on it; sweep rows carry the swept value."""
 
 import numpy as np
 
-from dprelease.config_gpp import GPPParams
+from dprelease.gpp.params import GPPParams
 from dprelease.gpp import experiments
 from dprelease.gpp.audit import ProbeConfig
 from dprelease.gpp.data import digits_composites

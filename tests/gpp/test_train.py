@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from dprelease.config_gpp import GPPParams
+from dprelease.gpp.params import GPPParams
 from dprelease.gpp.train import METHODS, GPPInputError, TrainConfig, release, train_gpp, train_method
 
 TINY = TrainConfig.from_params(GPPParams(), d_z=4, epochs=2, batch_size=16, lr=1e-3, encoder_hidden=(16, 8),

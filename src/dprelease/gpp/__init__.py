@@ -1,2 +1,3 @@
-"""Gaussian Privacy Protector (sanitized representations keeping a utility attribute, hiding a
-sensitive one). Reserved: not implemented yet (see the README's feature table)."""
+"""Gaussian Privacy Protector (spec G): sanitized representations that keep a utility attribute and hide a
+sensitive one; centralized (Algorithm 1) and on Flower (Algorithm 2). Its plug-in (``plugin.PLUGIN``) holds
+its params section, stages, flow, tracking hook and sanitizer."""

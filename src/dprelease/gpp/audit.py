@@ -16,7 +16,7 @@ import torch
 from sklearn.metrics import roc_auc_score
 from torch.nn import functional as F
 
-from ..config_gpp import GPPParams
+from .params import GPPParams
 from .model import head
 from .train import GPPInputError, check_arrays
 

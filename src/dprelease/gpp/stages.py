@@ -14,6 +14,7 @@ import torch
 
 from ..code_scope import closure
 from ..config import Params
+from ..errors import ConfigError
 from ..io import atomic_dir, private_dir, write_json
 from ..layout import Layout
 from ..seeds import stage_seed
@@ -148,17 +149,24 @@ def sanitize(release_dir: Path, texts: list[str], *, seed: int) -> tuple[pd.Data
     return sanitize_texts(Path(release_dir), texts, seed=seed)
 
 
+def check(params: Params) -> None:
+    if params.gpp.osha.enabled and params.model.backend != "head":
+        raise ConfigError("gpp.osha needs model.backend: head (the cached MiniLM embeddings)")
+
+
 def declare(params: Params) -> list[Stage]:
     a, rel = params.artifacts, params.gpp.release
     common = ["seed", "gpp"]
+    # the OSHA setting reads the release pipeline's split and features (so the gpp flow plans those stages)
+    osha = [params.data.path, params.gpp.osha.regions, f"{a}/data", f"{a}/features"] if params.gpp.osha.enabled else []
     return [
-        Stage(name="gpp_digits", run=gpp_digits, params=common, deps=[], outs=[], metrics=["metrics/gpp_digits.json"], group="gpp"),
-        Stage(name="gpp_osha", run=gpp_osha, params=common + ["data", "model.backend"],
-              deps=[params.data.path, params.gpp.osha.regions, f"{a}/data", f"{a}/features"], outs=[f"{a}/gpp/osha"],
-              metrics=["metrics/gpp_osha.json"], group="gpp"),
-        Stage(name="gpp_release", run=gpp_release, params=common, deps=[f"{a}/gpp/osha", "metrics/gpp_osha.json", public_key_dep(params)],
-              outs=[rel], group="gpp", when=lambda p: p.gpp.osha.enabled),
+        Stage(name="gpp_digits", run=gpp_digits, params=common, deps=[], outs=[], metrics=["metrics/gpp_digits.json"],
+              group="gpp"),
+        Stage(name="gpp_osha", run=gpp_osha, params=common + ["data", "model.backend"], deps=osha,
+              outs=[f"{a}/gpp/osha"], metrics=["metrics/gpp_osha.json"], group="gpp"),
+        Stage(name="gpp_release", run=gpp_release, params=common,
+              deps=[f"{a}/gpp/osha", "metrics/gpp_osha.json", public_key_dep(params)], outs=[rel], group="gpp",
+              when=lambda p: p.gpp.osha.enabled),
         Stage(name="gpp_report", run=gpp_report, params=common, deps=["metrics/gpp_digits.json", "metrics/gpp_osha.json"],
               outs=["reports/gpp"], group="gpp"),
     ]
-

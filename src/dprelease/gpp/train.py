@@ -22,7 +22,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..config_gpp import GPPParams
+from .params import GPPParams
 from ..errors import OneLineError
 from .model import Encoder, encoder_loss, head, kl_term, reparameterise
 
@@ -36,7 +36,7 @@ class GPPInputError(OneLineError):
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
     """One fit's settings. No defaults here: the one source of them is ``params.yaml``'s ``gpp:`` section
-    (:class:`dprelease.config_gpp.GPPParams`); build one with :meth:`from_params`."""
+    (:class:`dprelease.gpp.params.GPPParams`); build one with :meth:`from_params`."""
 
     d_z: int
     beta: float

@@ -4,6 +4,7 @@ membership inference on every arm, the one-run canary audit, and the report."""
 from __future__ import annotations
 
 from ..config import Params
+from ..errors import ConfigError
 from ..privacy.stages import key_id_file
 from ..stage import Stage
 from .attack import arm_folder, privacy_audit
@@ -13,6 +14,12 @@ from .population import audit_pool
 from .references import audit_references
 from .report import privacy_report
 
+
+
+def check(params: Params) -> None:
+    for section in ("privacy_audit", "compare"):
+        if "swag_ppm_reweighted" in getattr(params, section).arms and not params.ppm.reweight:
+            raise ConfigError(f"{section}.arms: swag_ppm_reweighted needs ppm.reweight: true")
 
 
 def declare(params: Params) -> list[Stage]:

@@ -1,5 +1,5 @@
-"""The ``gpp:`` section of ``params.yaml`` (issue 12, spec G): kept apart from :mod:`dprelease.config`
-(which includes it as ``Params.gpp``) so that module stays readable in one sitting."""
+"""The ``gpp:`` section of ``params.yaml`` (issue 12, spec G) and its defaults: the GPP package's own section,
+added to ``Params`` as ``Params.gpp`` through :data:`SECTION` (:mod:`dprelease.plugins`)."""
 
 from __future__ import annotations
 
@@ -61,3 +61,6 @@ class GPPParams(_Strict):
     osha: GPPOshaParams = GPPOshaParams()
     distributed: GPPDistributedParams = GPPDistributedParams()
     release: str = Field("release-gpp", description="the sanitizer release folder (OSHA encoder + card)")
+
+
+SECTION = ("gpp", GPPParams)  # Params.gpp (dprelease.plugins)

@@ -1,0 +1,130 @@
+"""The one generic flow: run a plug-in's flow (a :class:`dprelease.mechanism.FlowSpec`) from the stage graph.
+
+``python -m flows.run NAME [--params params.yaml] [--set KEY=VALUE] [--no-track]``  (``make flow FLOW=NAME``;
+``python -m flows.run --list`` names them). The plan — which stages, in which order, which may run at once —
+comes from the stages' declared deps and outs (:mod:`dprelease.pipeline`); every stage is the same cached
+Prefect task as everywhere else (:mod:`tasks.stages`), so finished stages are reused. :func:`run_plan` is
+the one timed stage loop every flow uses.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from dprelease import offline  # noqa: F401  (offline switches before transformers loads)
+from dprelease import pipeline, registry
+from dprelease.config import Params
+from dprelease.layout import Layout
+from dprelease.mechanism import FlowSpec
+from flows import cli, runners
+from prefect import flow
+from prefect.futures import as_completed
+from tasks.stages import run as run_stage_task
+from tasks.stages import submit
+
+
+def plan_of(spec: FlowSpec, params: Params) -> pipeline.Plan:
+    return pipeline.plan(registry.stages(params), params, groups=spec.groups, targets=spec.targets, then=spec.then)
+
+
+def run_plan(plan: pipeline.Plan, params: Params, root: str, out: dict, *, workers: int = 1) -> dict:
+    """Run the planned stages: one after another (``workers`` 1), or each as soon as the stages it waits on are
+    done, ``workers`` at a time on the flow's task runner. Each stage's summary goes to ``out[name]`` and its
+    seconds (from start to finish; with workers > 1, from submission) to ``out["timings"]``, unless the stage
+    is untimed (:func:`flows.cli.record_time`)."""
+    timings = out.setdefault("timings", {})
+    if workers <= 1:
+        for name in plan.order:
+            start = time.perf_counter()
+            out[name] = run_stage_task(name, params, root)
+            cli.record_time(timings, params, name, time.perf_counter() - start)
+        return out
+    pending, running, done = list(plan.order), {}, set()
+
+    def submit_ready() -> None:
+        for name in list(pending):
+            if len(running) >= workers:
+                return
+            if plan.waits[name] <= done:
+                running[submit(name, params, root)] = (name, time.perf_counter())
+                pending.remove(name)
+
+    submit_ready()
+    while running:
+        future = next(as_completed(list(running)))
+        name, start = running.pop(future)
+        out[name] = future.result()
+        cli.record_time(timings, params, name, time.perf_counter() - start)
+        done.add(name)
+        submit_ready()
+    if pending:  # pragma: no cover - a plan is a DAG, so everything becomes ready
+        raise RuntimeError(f"stages never became ready: {pending}")
+    return out
+
+
+def preflight(spec: FlowSpec, params: Params, root: str) -> None:
+    """The flow's own rule, then the check of every plug-in one of whose stages is planned (before Prefect)."""
+    if spec.check is not None:
+        spec.check(params)
+    planned = set(plan_of(spec, params).order)
+    for m in registry.MECHANISMS:
+        if m.check is not None and planned & {s.name for s in m.declare(params)}:
+            m.check(params, root)
+
+
+@flow(name="dprelease-flow", log_prints=False, persist_result=False)
+def graph_flow(name: str, params: dict, root: str = ".", track: bool = True) -> dict:
+    spec = registry.flows()[name]
+    p = Params.model_validate(params)
+    out: dict = {"timings": {}}
+    with runners.on_dask():  # on a Dask runner: concurrent stages on workers, pass chunks on the cluster
+        run_plan(plan_of(spec, p), p, root, out, workers=spec.workers)
+    if track and spec.track is not None:
+        cli.tracked(out, lambda: track_flow(spec, p, root, out["timings"]))
+    return out
+
+
+def track_flow(spec: FlowSpec, params: Params, root: str, timings: dict) -> str:
+    if callable(spec.track):  # a plug-in's record as plain data
+        from dprelease.tracking_experiments import log_tracked
+
+        return log_tracked(params, root, spec.track(params, root, timings))
+    from dprelease import tracking, tracking_experiments
+
+    shared = {"pipeline": lambda: tracking.log_pipeline_run(params, root, None, timings=timings),
+              "compare": lambda: tracking.log_compare_run(params, root),
+              "audit": lambda: tracking.log_audit_run(params, root),
+              "nvdp": lambda: tracking_experiments.log_nvdp_run(params, root)}
+    return shared[spec.track]()
+
+
+def main(argv: list[str] | None = None, name: str | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    specs = registry.flows()
+    if name is None:
+        if not argv or argv[0] in ("-h", "--help", "--list"):
+            print(__doc__.strip() + "\n\nflows:\n" + "\n".join(f"  {n:10s} {s.doc}" for n, s in specs.items()))
+            return 0 if argv else cli.EXIT_ERROR
+        name, argv = argv[0], argv[1:]
+    if name not in specs:
+        print(f"dprelease: error: unknown flow {name!r} (flows: {', '.join(specs)})", file=sys.stderr)
+        return cli.EXIT_ERROR
+    spec = specs[name]
+    args = cli.parser(f"{spec.title}: {spec.doc}").parse_args(argv)
+    start = time.perf_counter()
+    code, params, result = cli.run(
+        args, lambda p: preflight(spec, p, args.root),
+        lambda p: graph_flow.with_options(name=spec.title, task_runner=runners.task_runner(p))(
+            spec.name, p.model_dump(mode="json"), args.root, not args.no_track))
+    if code:
+        return code
+    if spec.report:
+        report = Layout.from_params(params, args.root).reports / spec.report
+        cli.print_report(report, result, time.perf_counter() - start, spec.children)
+    print("per stage: " + ", ".join(f"{k} {v:.1f}s" for k, v in result["timings"].items()))
+    return cli.tracking_status(result, f"{spec.name} report")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

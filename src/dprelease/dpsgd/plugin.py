@@ -1,0 +1,12 @@
+"""DP-SGD's plug-in (Opacus): one arm at the release's ε (or ``dpsgd.target_epsilon``), its δ sweep, and the
+preflight every flow that plans its stages runs (batch size vs data size, δ range) before any training."""
+
+from ..mechanism import Arm, Mechanism
+from . import stages
+
+
+def check(params, root) -> None:
+    stages.check_dpsgd(params, n=stages.preview_train_size(params, root))
+
+
+PLUGIN = Mechanism(name="dpsgd", declare=stages.declare, arms=(Arm(name="dpsgd", stage="dpsgd"),), check=check)

@@ -1,0 +1,74 @@
+"""The plug-in surface: what a package of dprelease contributes, as ONE object.
+
+Each package that declares stages (a mechanism such as ``swag_ppm`` or ``gpp``, or a shared step such as
+``data`` or the audit package ``mia``) exports ``PLUGIN`` from its ``plugin`` module; :mod:`dprelease.plugins`
+lists those packages (the one line a new mechanism adds). From these objects the rest is assembled:
+
+* ``Params`` — a package's ``params`` module, when it has one, gives its section (:data:`SECTION`);
+* the stage registry (``dprelease stage``, the Prefect tasks, ``dvc.yaml``) — :attr:`Mechanism.declare`;
+* the flows — :attr:`Mechanism.flows`, run by the one generic graph runner (``python -m flows.run NAME``);
+* MLflow — a flow's ``track`` hook returns a :class:`TrackedRun` (plain data: this package never imports
+  MLflow; :mod:`dprelease.tracking` logs it);
+* the comparison's and the audit's arms — :attr:`Mechanism.arms`;
+* ``dprelease sanitize`` — :attr:`Mechanism.sanitize` for a sanitizer release.
+
+Nothing here imports a mechanism: plain declarations, arrays and files stay in the packages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+
+@dataclass(frozen=True, kw_only=True)
+class Arm:
+    """A model a package contributes to the comparison and (``audited``) to the membership audit."""
+
+    name: str
+    stage: str  # the stage that trains it
+    audited: bool = True
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrackedRun:
+    """One MLflow run as plain data (aggregates and public config only): ``metrics`` logged once, each dict
+    of ``steps`` as one step; ``artifacts`` are (file, artifact folder) pairs; ``children`` nested runs."""
+
+    name: str
+    params: dict[str, Any] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+    steps: list[dict[str, float]] = field(default_factory=list)
+    artifacts: list[tuple[Path, str]] = field(default_factory=list)
+    children: list["TrackedRun"] = field(default_factory=list)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FlowSpec:
+    """A flow, named by the stages it must finish: the active stages of ``groups`` and the ``targets``, every
+    stage that produces one of their deps (recursively), then ``then``. Order and concurrency come from the
+    stages' declared deps and outs (:mod:`dprelease.pipeline`); nothing else is written down."""
+
+    name: str  # `python -m flows.run NAME`, `make flow FLOW=NAME`
+    title: str  # the Prefect flow's name
+    doc: str
+    groups: tuple[str, ...] = ()
+    targets: tuple[str, ...] = ()  # stage names
+    then: tuple[str, ...] = ()  # run after everything else (e.g. ``publish``: the card shows the new evidence)
+    workers: int = 1  # stages at once (1: one after another, in declaration order where the graph allows)
+    check: Callable | None = None  # (params) -> None: a one-line error before Prefect starts (flow-level rules)
+    track: Callable | str | None = None  # (params, root, timings) -> TrackedRun, or a shared tracker's name
+    report: str | None = None  # the Markdown report the flow prints, relative to the reports folder
+    children: str = "stage"  # what the MLflow parent run's children are, for the printed line
+
+
+@dataclass(frozen=True, kw_only=True)
+class Mechanism:
+    name: str
+    declare: Callable  # (params) -> list[Stage]
+    flows: tuple[FlowSpec, ...] = ()
+    arms: tuple[Arm, ...] = ()
+    sanitize: Callable | None = None  # (release_dir, texts, *, seed) -> array, for a sanitizer release
+    check: Callable | None = None  # (params, root) -> None: preflight of any flow that plans one of its stages
