@@ -12,12 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import Params, parse_params
-from ..headline import markdown
+from ..headline import RELEASED_ARM, markdown
 from ..io import read_json, write_json
 from ..privacy import secret
 from ..signing import key_folder
 
-ARMS = {2: "swag_ppm", 3: "swag_ppm_reweighted"}  # released round → its audit arm
 RUNS = Path("runs") / "retrain"
 
 
@@ -47,9 +46,9 @@ def prepare_run(p: Params, top: Path, rel: Path) -> tuple[Path, Params]:
 
 
 def released(where: str | Path) -> tuple[int, str]:
-    """The round the release stages released in ``where`` and the audit arm it is."""
+    """The round the release stages released in ``where`` and its arm in the privacy audit."""
     rnd = read_json(Path(where) / "metrics" / "release.json")["round"]
-    return rnd, ARMS[rnd]
+    return rnd, RELEASED_ARM[rnd]
 
 
 def write_report(where: Path, out: dict) -> None:

@@ -78,10 +78,13 @@ def snapshot_path(top: Path, snapshot: str | Path | None, *, default: str | Path
 
 
 def dvc(root: Path, *args: str) -> None:
-    """``python -m dvc ARGS`` in ``root``; a failure is a one-line error naming the command."""
+    """``python -m dvc ARGS`` in ``root`` (its output captured: pass no ``-q``, which would hide DVC's own
+    ERROR line); a failure is a one-line error naming the command and DVC's reason."""
     done = subprocess.run([sys.executable, "-m", "dvc", *args], cwd=root, capture_output=True, text=True)
     if done.returncode:
-        raise OneLineError(f"dvc {' '.join(args)}: {' '.join((done.stderr or done.stdout).split())[:300]}")
+        lines = [ln for ln in (done.stderr or done.stdout).splitlines() if not ln.startswith("Having any troubles?")]
+        why = " ".join(" ".join(lines).split())[:300] or f"failed with exit status {done.returncode}"
+        raise OneLineError(f"dvc {' '.join(args)}: {why}")
 
 
 def version_snapshot(root: Path, source: Path) -> Path:
@@ -98,10 +101,10 @@ def version_snapshot(root: Path, source: Path) -> Path:
         shutil.copyfile(source, tmp)
         tmp.replace(target)
     if not (root / ".dvc").is_dir():
-        dvc(root, "init", "-q", *([] if (root / ".git").exists() else ["--no-scm"]))
+        dvc(root, "init", *([] if (root / ".git").exists() else ["--no-scm"]))
         dvc(root, "config", "core.analytics", "false")
         dvc(root, "config", "core.check_update", "false")
-    dvc(root, "add", "-q", str(rel))
+    dvc(root, "add", str(rel))
     return rel
 
 
@@ -119,7 +122,7 @@ def push_snapshot(root: Path, rel: Path, *, warn: Callable[[str], object] | None
     if remote is None:
         return None
     try:
-        dvc(root, "push", "-q", f"{rel}.dvc")
+        dvc(root, "push", f"{rel}.dvc")
     except OneLineError as err:
         if warn is not None:
             warn(f"snapshot {rel.name} not pushed to DVC remote {remote}: {err}")

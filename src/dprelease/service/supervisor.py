@@ -38,10 +38,12 @@ def api_url(port: int) -> str:
 
 def env_for(root: Path, port: int, *, code: Path) -> dict:
     """The environment of everything ``serve`` starts: this project's Prefect home and server, offline;
-    ``code`` (where ``flows/`` and ``tasks/`` live) on the Python path."""
+    ``code`` (where ``flows/`` and ``tasks/`` live) on the Python path, with its ``src/`` when it has one
+    (the package of this checkout, whichever one the environment has installed)."""
+    path = [str(code)] + ([str(code / "src")] if (code / "src" / "dprelease").is_dir() else [])
     return os.environ | {"PREFECT_HOME": str((root / ".prefect").resolve()), "PREFECT_API_URL": api_url(port),
                          "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_SERVER_UI_ENABLED": os.environ.get("DPRELEASE_SERVE_UI", "true"),
-                         "PREFECT_LOGGING_LEVEL": "WARNING", "PYTHONPATH": str(code)}
+                         "PREFECT_LOGGING_LEVEL": "WARNING", "PYTHONPATH": os.pathsep.join(path)}
 
 
 def spawn(root: Path, name: str, args: list[str], env: dict) -> int:
