@@ -17,14 +17,16 @@ In Prefect each run is named ``retrain <snapshot id>``; its progress (snapshot, 
 the registry outcome) is logged to the run (the UI's Logs tab; the console too), and it leaves a
 Markdown artifact ``retrain-summary`` with the headline figures (ε, its interval, ε lower bound of the
 audit, F1) and the gate decision.
+
+This module holds the Prefect flows and the command line only; the logic is in ``dprelease.service``:
+``snapshots`` (windows, DVC), ``retrain`` (the run folder and its reports), ``promotion`` (registry, ledger,
+gates).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -34,21 +36,17 @@ from prefect import flow
 
 from dprelease import registry
 from dprelease.config import Params, load_params, parse_params
-from dprelease.errors import ConfigError, OneLineError
-from dprelease.headline import headline, markdown
-from dprelease.io import file_hash, read_json, write_json
+from dprelease.errors import OneLineError
+from dprelease.headline import headline
 from dprelease.locks import root_lock
-from dprelease.privacy import secret
-from dprelease.signing import key_folder
-from dprelease.service.ledger import Ledger
-from dprelease.service.snapshots import cut_windows, snapshot_id
+from dprelease.service import retrain as svc
+from dprelease.service.ledger import Ledger, report_table
+from dprelease.service.promotion import register_release
+from dprelease.service.snapshots import cut_windows, push_snapshot, snapshot_id, snapshot_path, version_snapshot
 from flows import cli, runners
 from flows.audit import audit_stages
-from flows.register import register_release
 from tasks.stages import run
 
-ARMS = {2: "swag_ppm", 3: "swag_ppm_reweighted"}  # released round → its audit arm
-SNAPSHOTS = Path("data") / "snapshots"
 ARTIFACT_KEY = "retrain-summary"
 # a child of Prefect's run logger: its records go to the current run's logs (and Prefect's console handler);
 # its own level, as prefect.toml keeps Prefect's loggers at WARNING
@@ -62,8 +60,7 @@ def progress(message: str) -> None:
 
 
 def _snapshot_path(top: Path, p: Params, snapshot: str | None) -> Path:
-    path = Path(snapshot or p.service.snapshot or p.data.path)
-    return path if path.is_absolute() else top / path
+    return snapshot_path(top, snapshot, default=p.service.snapshot or p.data.path)
 
 
 def run_name() -> str:
@@ -85,56 +82,6 @@ def pipeline_run_name() -> str:
     return f"stages {Path(flow_run.parameters.get('where', '?')).name}"
 
 
-def dvc(root: Path, *args: str) -> None:
-    done = subprocess.run([sys.executable, "-m", "dvc", *args], cwd=root, capture_output=True, text=True)
-    if done.returncode:
-        raise OneLineError(f"dvc {' '.join(args)}: {' '.join((done.stderr or done.stdout).split())[:300]}")
-
-
-def version_snapshot(root: Path, source: Path) -> Path:
-    """Copy ``source`` into ``data/snapshots/`` (named by content) and track it with DVC; returns the path
-    relative to the root. The project becomes a DVC repository if it is not one yet."""
-    if not source.is_file():
-        raise ConfigError(f"snapshot not found: {source}")
-    digest = file_hash(source)
-    rel = SNAPSHOTS / f"{snapshot_id(source, digest)}{''.join(source.suffixes[-2:]) or '.csv'}"
-    target = root / rel
-    if not target.is_file() or file_hash(target) != digest:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.partial")
-        shutil.copyfile(source, tmp)
-        tmp.replace(target)
-    if not (root / ".dvc").is_dir():
-        dvc(root, "init", "-q", *([] if (root / ".git").exists() else ["--no-scm"]))
-        dvc(root, "config", "core.analytics", "false")
-        dvc(root, "config", "core.check_update", "false")
-    dvc(root, "add", "-q", str(rel))
-    return rel
-
-
-def push_snapshot(root: Path, rel: Path) -> str | None:
-    """Push the snapshot to DVC's default remote when this clone has one (``make dvc-remote``): the name of
-    the remote, or None when there is none. A failed push leaves the snapshot in the local DVC cache and
-    is reported in one line (the retrain goes on: a backup that failed is not a reason to stop)."""
-    remote = subprocess.run([sys.executable, "-m", "dvc", "remote", "default"], cwd=root, capture_output=True, text=True)
-    if remote.returncode or not remote.stdout.strip():
-        return None
-    try:
-        dvc(root, "push", "-q", f"{rel}.dvc")
-    except OneLineError as err:
-        PROGRESS.warning(f"snapshot {rel.name} not pushed to DVC remote {remote.stdout.strip()}: {err}")
-        return None
-    return remote.stdout.strip()
-
-
-def run_params(base: Params, rel: Path) -> Params:
-    """The run folder's params: the project's, reading the snapshot and signing with the project's agency
-    key (``../../../`` back to the root)."""
-    up = Path("../../..")
-    return parse_params(base.model_dump(mode="json"), {"data.path": str(up / rel),
-                                                      "signing_key": str(up / key_folder(base, "."))})
-
-
 @flow(name="retrain", flow_run_name=run_name, log_prints=False, persist_result=False)
 def retrain_flow(snapshot: str | None = None, root: str = ".", params_file: str = "params.yaml",
                  overrides: dict | None = None, track: bool = True) -> dict:
@@ -144,7 +91,7 @@ def retrain_flow(snapshot: str | None = None, root: str = ".", params_file: str 
     p = load_params(top / params_file, overrides)
     with root_lock(top, "retrain"):
         out = _retrain(p, top, _snapshot_path(top, p, snapshot), track)
-    summary_artifact(out, top)
+    summary_artifact(out)
     return out
 
 
@@ -152,17 +99,11 @@ def _retrain(p: Params, top: Path, snapshot: Path, track: bool) -> dict:
     start = time.perf_counter()
     rel = version_snapshot(top, snapshot)
     out: dict = {"snapshot": rel.name, "timings": {"snapshot": round(time.perf_counter() - start, 2)}}
-    if pushed := push_snapshot(top, rel):
+    if pushed := push_snapshot(top, rel, warn=PROGRESS.warning):
         out["dvc_remote"] = pushed
     progress(f"snapshot {rel.name} versioned with DVC ({out['timings']['snapshot']:.1f} s)"
              + (f", pushed to remote {pushed}" if pushed else ""))
-    where = top / "runs" / "retrain" / rel.name.split(".")[0]  # the snapshot id
-    where.mkdir(parents=True, exist_ok=True)
-    rp = run_params(p, rel)
-    # the run folder's randomness key, derived from the project's: secret, and reproducible by the operator
-    # (re-derived each time: a rotated project key gives the run folder a new key, so a new release)
-    secret.init(top / p.artifacts)
-    secret.derive_child(top / p.artifacts, where / rp.artifacts, f"retrain/{where.name}")
+    where, rp = svc.prepare_run(p, top, rel)
     run_pipeline = pipeline_flow.with_options(task_runner=runners.task_runner(p))  # threads, or Dask (dask.*)
     arm, timings = run_pipeline(rp.model_dump(mode="json"), str(where), p.service.audit)
     out["timings"] |= timings
@@ -171,35 +112,20 @@ def _retrain(p: Params, top: Path, snapshot: Path, track: bool) -> dict:
         t = time.perf_counter()
         out |= register_release(p, rp, top, where, arm, snapshot_file=top / rel, timings=out["timings"])
         out["timings"]["register"] = round(time.perf_counter() - t, 2)
-        reg = out["registry"]
-        progress(f"registry: version {reg['version']} → {reg['decision']}"
-                 + ("" if reg["promoted"] else f" ({reg['reason']})")
-                 + (f"; audit attached: {', '.join(reg['attached'])}" if reg.get("attached") else "")
-                 + f" ({out['timings']['register']:.1f} s)")
+        progress(svc.registry_line(out["registry"], out["timings"]["register"]))
     else:
         out["figures"] = headline(where / "metrics")
     out["seconds"] = round(sum(out["timings"].values()), 2)  # timed stages only (no data-dependent search)
-    write_json(where / "metrics" / "retrain.json", {k: v for k, v in out.items() if k != "run_folder"})
+    svc.write_report(where, out)
     return out
 
 
-def summary_artifact(out: dict, top: Path) -> None:
+def summary_artifact(out: dict) -> None:
     """The run's Markdown artifact (key ``retrain-summary``): headline figures and the gate decision."""
     from prefect.artifacts import create_markdown_artifact
 
-    reg = out.get("registry")
-    extra = {"snapshot": out["snapshot"], "seconds": out["seconds"]}
-    if reg:
-        extra |= {"registered version": reg["version"], "cumulative ε (basic composition)":
-                  f"{reg['cumulative_epsilon']:.4g}", "gate decision": reg["decision"],
-                  "gate detail": reg["reason"] or "—", "production version": reg["production"] or "none"}
-        if reg.get("attached"):
-            extra["audit attached to the version"] = ", ".join(reg["attached"])
-    else:
-        extra["gate decision"] = "not registered (--no-track)"
-    figures = reg["figures"] if reg else out["figures"]
-    create_markdown_artifact(markdown(figures, f"retrain {out['snapshot'].split('.')[0]}", extra),
-                             key=ARTIFACT_KEY, description=f"ε, F1 and the gate decision of {out['snapshot']}")
+    create_markdown_artifact(svc.summary_markdown(out), key=ARTIFACT_KEY,
+                             description=f"ε, F1 and the gate decision of {out['snapshot']}")
 
 
 @flow(name="retrain-pipeline", flow_run_name=pipeline_run_name, log_prints=False, persist_result=False)
@@ -219,35 +145,14 @@ def pipeline_flow(params: dict, where: str, audit: bool) -> tuple[str, dict]:
     with runners.on_dask():
         for spec in registry.group(rp, "release"):
             timed(spec.name, rp)
-        arm = ARMS[read_json(Path(where) / "metrics" / "release.json")["round"]]
-        progress(f"released round {read_json(Path(where) / 'metrics' / 'release.json')['round']} ({arm})"
-                 + ("; auditing it" if audit else "; no audit (service.audit: false)"))
+        rnd, arm = svc.released(where)
+        progress(f"released round {rnd} ({arm})" + ("; auditing it" if audit else "; no audit (service.audit: false)"))
         if audit:
             # the released arm only; the planted bugs are the audit's own self-test (make audit), not a retrain's
             ap = parse_params(params, {"privacy_audit.arms": [arm], "privacy_audit.planted_bugs": False})
             for name in audit_stages(ap):
                 timed(name, ap)
     return arm, timings
-
-
-def ledger_table(rows: list[dict]) -> str:
-    """The ledger's aggregates as a Markdown table: per version its ε, record count, whether it was
-    published, the published versions it shares records with, and its cumulative ε now (basic composition)."""
-    lines = ["| version | ε | records | published | shares records with (published) | cumulative ε now |",
-             "|---|---|---|---|---|---|"]
-    lines += [f"| {r['version']} | {r['epsilon']:.3f} | {r['records']} | {'yes' if r['published'] else 'no'} | "
-              f"{', '.join(r['overlaps']) or '—'} | {r['cumulative_epsilon']:.3f} |" for r in rows]
-    return "\n".join(lines + ["", "cumulative ε: per record, the sum of ε over the published versions trained on it "
-                                   "(this version counted as published); the largest over the version's records."])
-
-
-def print_result(out: dict) -> None:
-    reg = out.get("registry", {})
-    line = f"{out['snapshot']}: {out['seconds']:.1f} s"
-    if reg:
-        line += (f"; version {reg['version']} ε={reg['epsilon']:.3f} cumulative ε={reg['cumulative_epsilon']:.3f} "
-                 f"utility={reg['utility']:.4f} → {reg['decision']}" + ("" if reg["promoted"] else f" ({reg['reason']})"))
-    print(line)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -264,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.ledger:
             p = load_params(Path(args.root) / args.params, cli.parse_overrides(args.set))
-            print(ledger_table(Ledger(Path(args.root) / p.artifacts / "ledger").report()))
+            print(report_table(Ledger(Path(args.root) / p.artifacts / "ledger").report()))
             return 0
         overrides = cli.parse_overrides(args.set)
         p = load_params(Path(args.root) / args.params, overrides)
@@ -273,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
             snapshots = [str(f) for f in cut_windows(Path(args.root) / p.data.path, p.service.windows,
                                                      Path(args.root) / "runs" / "windows")]
         for snap in snapshots:
-            print_result(retrain_flow(snap, args.root, args.params, overrides, not args.no_track))
+            print(svc.result_line(retrain_flow(snap, args.root, args.params, overrides, not args.no_track)))
     except (OneLineError, ValueError, FileNotFoundError) as err:
         print(f"dprelease: error: {cli.one_line(err)}", file=sys.stderr)
         return cli.EXIT_ERROR

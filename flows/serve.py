@@ -12,6 +12,9 @@ Deployments (both run ``flows/retrain.py:retrain_flow`` from this project's fold
 the CPU pool; ``retrain/full-backend`` (no schedule) on the GPU pool with ``model.backend: full``. A GPU
 machine joins by starting a worker of the GPU pool against this server (README, "Running it as a service").
 Each deployment runs one retrain at a time (a run due while another runs waits for it).
+
+The processes are started, health-checked and stopped by ``dprelease.service.supervisor``; this module
+holds the Prefect side (pools, deployments, a triggered run) and the command line.
 """
 
 from __future__ import annotations
@@ -19,96 +22,24 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
-import signal
-import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 from dprelease.config import load_params
+from dprelease.errors import OneLineError
+from dprelease.service import supervisor as sv
+from dprelease.service.supervisor import FULL, SCHEDULED, STATE
 
-SCHEDULED, FULL = "scheduled", "full-backend"
-STATE = Path(".prefect") / "serve"
 CODE = Path(__file__).resolve().parents[1]  # where flows/ and tasks/ live (the data root may be elsewhere)
-
-
-def env_for(root: Path, port: int) -> dict:
-    """The environment of everything ``serve`` starts: this project's Prefect home and server, offline."""
-    return os.environ | {"PREFECT_HOME": str((root / ".prefect").resolve()), "PREFECT_API_URL": api_url(port),
-                         "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_SERVER_UI_ENABLED": os.environ.get("DPRELEASE_SERVE_UI", "true"),
-                         "PREFECT_LOGGING_LEVEL": "WARNING", "PYTHONPATH": str(CODE)}
-
-
-def api_url(port: int) -> str:
-    return f"http://127.0.0.1:{port}/api"
-
-
-def _spawn(root: Path, name: str, args: list[str], env: dict) -> int:
-    log = open(root / STATE / f"{name}.log", "ab")  # noqa: SIM115 - the child keeps it
-    proc = subprocess.Popen([sys.executable, "-m", *args], cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)  # own process group: stopped as a whole
-    return proc.pid
-
-
-def _healthy(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"{api_url(port)}/health", timeout=2) as r:
-            return r.status == 200
-    except OSError:
-        return False
-
-
-def read_state(root: Path) -> dict:
-    path = root / STATE / "pids.json"
-    return json.loads(path.read_text()) if path.is_file() else {}
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except OSError:
-        return False
+EXIT_ERROR = 2  # one line on stderr (flows.cli.EXIT_ERROR; not imported here: it loads Prefect)
 
 
 def start(root: Path, params_file: str, timeout_s: float = 120.0) -> dict:
+    """The server, the pools and deployments (``_deploy``, in the serve environment) and a CPU worker."""
     p = load_params(root / params_file)
-    port = p.service.port
-    if any(alive(pid) for pid in read_state(root).get("pids", {}).values()):
-        raise SystemExit(f"dprelease: error: already serving ({root / STATE / 'pids.json'}); run `make serve-stop`")
-    (root / STATE).mkdir(parents=True, exist_ok=True)
-    env = env_for(root, port)
-    t0 = time.perf_counter()
-    state = {"port": port, "url": api_url(port), "pids": {}}
-    state["pids"]["server"] = _spawn(root, "server", ["prefect", "server", "start", "--host", "127.0.0.1",
-                                                      "--port", str(port)], env)
-    _write(root, state)
-    while not _healthy(port):
-        if time.perf_counter() - t0 > timeout_s or not alive(state["pids"]["server"]):
-            stop(root)
-            raise SystemExit(f"dprelease: error: the Prefect server did not start (see {root / STATE / 'server.log'})")
-        time.sleep(0.5)
-    state["timings"] = {"server_start_s": round(time.perf_counter() - t0, 2)}
-    t1 = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "flows.serve", "_deploy", "--params", params_file], cwd=root, env=env,
-                          capture_output=True, text=True)
-    if done.returncode:
-        stop(root)
-        raise SystemExit(f"dprelease: error: work pools / deployments: {' '.join((done.stderr or done.stdout).split())[-400:]}")
-    state["timings"]["deploy_s"] = round(time.perf_counter() - t1, 2)
-    state["pids"]["worker"] = _spawn(root, "worker", ["prefect", "worker", "start", "--pool", p.service.work_pool,
-                                                      "--type", "process"], env)
-    _write(root, state)
-    return state
-
-
-def _write(root: Path, state: dict) -> None:
-    path = root / STATE / "pids.json"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, indent=2) + "\n")
-    tmp.replace(path)
+    return sv.start(root, port=p.service.port, work_pool=p.service.work_pool, code=CODE, timeout_s=timeout_s,
+                    deploy=["flows.serve", "_deploy", "--params", params_file])
 
 
 def deploy(root: Path, params_file: str) -> None:
@@ -146,54 +77,9 @@ def trigger(timeout_s: float) -> dict:
     from prefect.deployments import run_deployment
 
     t0 = time.perf_counter()
-    run = run_deployment(f"retrain/{SCHEDULED}", timeout=timeout_s)
+    run = run_deployment(f"{sv.FLOW}/{SCHEDULED}", timeout=timeout_s)
     return {"flow_run": str(run.id), "state": run.state.type.value if run.state else "UNKNOWN",
             "seconds": round(time.perf_counter() - t0, 2)}
-
-
-def api(url: str, path: str, body: dict | None = None):
-    """One call of the Prefect server's REST API (JSON in and out)."""
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(f"{url}/{path}", data=data, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as r:
-        return json.load(r)
-
-
-def flow_runs(url: str, deployment: str = SCHEDULED) -> list[dict]:
-    """The runs of ``retrain/<deployment>``: name, state, whether the scheduler made it, start and end."""
-    dep = api(url, f"deployments/name/retrain/{deployment}")
-    runs = api(url, "flow_runs/filter", {"flow_runs": {"deployment_id": {"any_": [dep["id"]]}}, "limit": 200})
-    return [{"id": r["id"], "name": r["name"], "state": r["state_type"], "auto_scheduled": r["auto_scheduled"],
-             "expected_start": r["expected_start_time"], "start": r["start_time"], "end": r["end_time"]}
-            for r in runs]
-
-
-def run_counts(url: str) -> dict:
-    """The scheduled deployment's runs by state (scheduled by the server's scheduler vs. triggered)."""
-    counts: dict = {}
-    for r in flow_runs(url):
-        key = f"{r['state'].lower()}{'' if r['auto_scheduled'] else ' (triggered)'}"
-        counts[key] = counts.get(key, 0) + 1
-    return counts
-
-
-def stop(root: Path, grace_s: float = 15.0) -> list[int]:
-    """SIGTERM every process group ``start`` made (worker first), SIGKILL what is left after ``grace_s``."""
-    state = read_state(root)
-    pids = [state.get("pids", {}).get(k) for k in ("worker", "server")]
-    pids = [pid for pid in pids if pid and alive(pid)]
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    for pid in pids:
-        if alive(pid):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
-    (root / STATE / "pids.json").unlink(missing_ok=True)
-    return pids
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -210,25 +96,29 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "_trigger":
         print(json.dumps(trigger(args.timeout)))
     elif args.command == "start":
-        state = start(root, args.params)
+        try:
+            state = start(root, args.params)
+        except OneLineError as err:
+            print(f"dprelease: error: {err}", file=sys.stderr)
+            return EXIT_ERROR
         print(f"serving: Prefect API {state['url']} (server {state['timings']['server_start_s']} s, pools + deployments "
               f"{state['timings']['deploy_s']} s); worker pid {state['pids']['worker']}; logs in {STATE}/")
     elif args.command == "stop":
-        print(f"stopped: {stop(root) or 'nothing was running'}")
+        print(f"stopped: {sv.stop(root) or 'nothing was running'}")
     elif args.command == "status":
-        state = read_state(root)
+        state = sv.read_state(root)
         if not state:
             print("not serving")
             return 0
-        print(json.dumps({k: (v, alive(v)) for k, v in state.get("pids", {}).items()}))
+        print(json.dumps({k: (v, sv.alive(v)) for k, v in state.get("pids", {}).items()}))
         with contextlib.suppress(OSError, ValueError, KeyError):
-            print(f"retrain/{SCHEDULED} runs by state: {json.dumps(run_counts(state['url']))}")
+            print(f"retrain/{SCHEDULED} runs by state: {json.dumps(sv.run_counts(state['url']))}")
     else:
-        state = read_state(root)
+        state = sv.read_state(root)
         if not state:
-            raise SystemExit("dprelease: error: not serving; run `make serve` first")
-        result = subprocess.run([sys.executable, "-m", "flows.serve", "_trigger", "--timeout", str(args.timeout)],
-                                cwd=root, env=env_for(root, state["port"]), capture_output=True, text=True)
+            print("dprelease: error: not serving; run `make serve` first", file=sys.stderr)
+            return EXIT_ERROR
+        result = sv.run_module(root, state["port"], ["flows.serve", "_trigger", "--timeout", str(args.timeout)], code=CODE)
         lines = result.stdout.strip().splitlines()
         print(lines[-1] if result.returncode == 0 and lines else f"dprelease: error: {result.stderr.strip()[-400:]}")
         return result.returncode

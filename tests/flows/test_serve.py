@@ -22,9 +22,7 @@ import yaml
 
 from conftest import ROOT, SLICE_DATA, make_root, slice_raw
 from dprelease.service.snapshots import snapshot_id
-from flows.serve import alive, api, flow_runs
-
-pytestmark = pytest.mark.slow
+from dprelease.service.supervisor import alive, api, flow_runs
 
 EVERY_MINUTE = "* * * * *"
 
@@ -36,7 +34,7 @@ def _free_port() -> int:
 
 
 def _serve(root: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    env = os.environ | {"DPRELEASE_SERVE_UI": "false", "PYTHONPATH": str(ROOT)}
+    env = os.environ | {"DPRELEASE_SERVE_UI": "false", "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")])}
     env.pop("MLFLOW_TRACKING_URI", None)
     return subprocess.run([sys.executable, "-m", "flows.serve", *args, "--root", str(root)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=timeout)
@@ -56,6 +54,23 @@ def _log_problems(path: Path) -> list[str]:
     return [line for line in path.read_text(errors="replace").splitlines() if "ERROR" in line or "Traceback" in line]
 
 
+def test_start_on_a_busy_port_is_one_line_exit_2(tmp_path):
+    root = make_root(tmp_path)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        raw = slice_raw(service={"port": port})
+        (root / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+        started = _serve(root, "start", timeout=60)
+    assert started.returncode == 2 and started.stdout == ""
+    assert started.stderr == (f"dprelease: error: port {port} on 127.0.0.1 is in use (service.port): "
+                              "stop what listens there or set another port\n")
+    assert not (root / ".prefect" / "serve" / "pids.json").exists()
+    assert _serve(root, "trigger", timeout=60).stderr == "dprelease: error: not serving; run `make serve` first\n"
+
+
+@pytest.mark.slow
 def test_scheduled_retrain_fires_completes_and_reports(tmp_path):
     root = make_root(tmp_path)
     shutil.copyfile(ROOT / "prefect.toml", root / "prefect.toml")

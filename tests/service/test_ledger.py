@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dprelease.service.ledger import Ledger, record_hashes
+from dprelease.service.ledger import Ledger, record_hashes, report_table
 
 SALT = b"s" * 32
 
@@ -58,3 +58,14 @@ def test_ledger_persists_and_keeps_no_text(tmp_path):
         again.add("1", 1.0, _h(1))
     with pytest.raises(KeyError):
         again.entry("9")
+
+
+def test_report_table_shows_aggregates_per_version(tmp_path):
+    led = Ledger(tmp_path / "ledger")
+    led.add("1", 2.0, _h(1, 2, 3))
+    led.publish("1")
+    led.add("2", 1.5, _h(3, 4))
+    lines = report_table(led.report()).splitlines()
+    assert lines[2:4] == ["| 1 | 2.000 | 3 | yes | — | 2.000 |",
+                          "| 2 | 1.500 | 2 | no | 1 | 3.500 |"]          # record 3 is in both: 2.0 + 1.5
+    assert lines[4] == "" and lines[5].startswith("cumulative ε: per record")

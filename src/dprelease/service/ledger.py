@@ -120,3 +120,14 @@ class Ledger:
     def _save(self) -> None:
         write_json(self.folder / INDEX, {"composition": "basic (per-record sum of ε over published versions)",
                                          "entries": [asdict(e) for e in self.entries]})
+
+
+def report_table(rows: list[dict]) -> str:
+    """:meth:`Ledger.report` as a Markdown table (``make ledger``): per version its ε, record count, whether
+    it was published, the published versions it shares records with, and its cumulative ε now."""
+    lines = ["| version | ε | records | published | shares records with (published) | cumulative ε now |",
+             "|---|---|---|---|---|---|"]
+    lines += [f"| {r['version']} | {r['epsilon']:.3f} | {r['records']} | {'yes' if r['published'] else 'no'} | "
+              f"{', '.join(r['overlaps']) or '—'} | {r['cumulative_epsilon']:.3f} |" for r in rows]
+    return "\n".join(lines + ["", "cumulative ε: per record, the sum of ε over the published versions trained on it "
+                                   "(this version counted as published); the largest over the version's records."])

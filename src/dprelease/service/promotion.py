@@ -1,9 +1,12 @@
-"""The registry step of a retrain: MLflow run + model, a registered version, the ledger, the gates.
+"""The promotion protocol: a released run folder in, a registered (and perhaps promoted) version out.
 
+:func:`register_release` is the registry step of a retrain: an MLflow run with the release logged as a
+model, a registered version whose tags hold the headline figures, the private ledger, then the gates.
 Order matters for a crash: the version is registered (its tags hold the figures), then added to the
-ledger, then tagged with the cumulative ε and the decision, and only then may ``production`` move. A
-retrain of a release already registered (same manifest digest) registers nothing new; an audit it ran
-that the version lacks is attached to the version (tags) and to its MLflow run (metrics).
+ledger, then tagged with the cumulative ε, and only then may ``production`` move (:func:`promote`:
+candidate → gates → ``production`` or ``refused``). A retrain of a release already registered (same
+manifest digest) registers nothing new; an audit it ran that the version lacks is attached to the version
+(tags) and to its MLflow run (metrics).
 """
 
 from __future__ import annotations
@@ -12,15 +15,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from dprelease.config import Params
-from dprelease.headline import NAMES, audit_bound, headline, markdown
-from dprelease.io import file_hash, read_json
-from dprelease.layout import Layout
-from dprelease.service import model_registry as mr
-from dprelease.service.gates import Figures, decide
-from dprelease.service.ledger import Ledger, record_hashes
-from dprelease.privacy.guarantee import Guarantee
-from dprelease.tracking import log_pipeline_run, open_store, release_run_name
+from ..config import Params
+from ..headline import NAMES, audit_bound, headline, markdown
+from ..io import file_hash, read_json
+from ..layout import Layout
+from ..privacy.guarantee import Guarantee
+from ..tracking import log_pipeline_run, open_store, release_run_name
+from . import model_registry as mr
+from .gates import Decision, decide
+from .ledger import Ledger, record_hashes
+
+AUDIT_TAGS = ("epsilon_lb", "audit_loss_auc")
+COMPOSITION = "basic (per-record sum over published versions)"
 
 
 def figures_tags(lay: Layout, arm: str) -> dict:
@@ -38,9 +44,6 @@ def figures_tags(lay: Layout, arm: str) -> dict:
     return {k: v for k, v in tags.items() if v is not None}
 
 
-AUDIT_TAGS = ("epsilon_lb", "audit_loss_auc")
-
-
 def attach_audit(client, name: str, version, tags: dict) -> list[str]:
     """Audit figures of this run that ``version`` lacks: tagged on the version, logged on its run."""
     new = {k: tags[k] for k in AUDIT_TAGS if k in tags and mr.tag(version, k) is None}
@@ -54,8 +57,25 @@ def attach_audit(client, name: str, version, tags: dict) -> list[str]:
     return sorted(new)
 
 
-def register_release(p: Params, rp: Params, top: Path, where: Path, arm: str, snapshot_file: Path,
+def promote(client, name: str, version: str, *, gates) -> Decision:
+    """Candidate → gates → alias: read the version's figures and the current ``production`` version's
+    from the registry, decide (:func:`.gates.decide` with ``gates``: ``service.gates``), tag the version
+    with the decision and move ``production`` to it, or ``refused`` when a gate fails."""
+    candidate = mr.figures(client.get_model_version(name, version), gates.utility_metric)
+    prod = mr.production(client, name)
+    decision = decide(candidate, None if prod is None else mr.figures(prod, gates.utility_metric),
+                      epsilon_budget=gates.epsilon_budget, cumulative_budget=gates.cumulative_budget,
+                      utility_tolerance=gates.utility_tolerance, audit=gates.audit)
+    mr.record_decision(client, name, version, decision)
+    return decision
+
+
+def register_release(p: Params, rp: Params, top: Path, where: Path, arm: str, snapshot_file: Path, *,
                      timings: dict | None = None) -> dict:
+    """Register the release of run folder ``where`` (run params ``rp``; project params ``p`` at ``top``)
+    as a new version, add it to the ledger and run the gates. Returns ``{"mlflow_run_id", "registry"}``
+    (``registry``: :func:`summary`); for a release already registered, ``{"registry"}`` with the audit
+    figures it attached."""
     lay = Layout.from_params(rp, where)
     name, gates = p.service.registered_model, p.service.gates
     mlflow = open_store(p, top)
@@ -64,8 +84,8 @@ def register_release(p: Params, rp: Params, top: Path, where: Path, arm: str, sn
     known = mr.find_version(client, name, digest)
     if known is not None:  # an unchanged snapshot and params: nothing new to register
         attached = attach_audit(client, name, known, figures_tags(lay, arm))
-        return {"registry": _summary(client.get_model_version(name, known.version), mr.production(client, name),
-                                     unchanged=True) | {"attached": attached}}
+        return {"registry": summary(client.get_model_version(name, known.version), mr.production(client, name),
+                                    unchanged=True) | {"attached": attached}}
     g = Guarantee.from_dict(read_json(lay.metrics / "release.json")["guarantee"])
     run_name = f"retrain {snapshot_file.name.split('.')[0]} · {release_run_name(rp, g)}"
     run_id = log_pipeline_run(rp, where, run_name=run_name, store_root=top, timings=timings)
@@ -83,24 +103,19 @@ def register_release(p: Params, rp: Params, top: Path, where: Path, arm: str, sn
                snapshot=tags["snapshot_sha256"])
     cumulative = ledger.cumulative(version)
     client.set_model_version_tag(name, version, "cumulative_epsilon", str(cumulative))
-    client.set_model_version_tag(name, version, "composition", "basic (per-record sum over published versions)")
-    candidate = mr.figures(client.get_model_version(name, version), gates.utility_metric)
-    prod = mr.production(client, name)
-    decision = decide(candidate, None if prod is None else mr.figures(prod, gates.utility_metric),
-                      epsilon_budget=gates.epsilon_budget, cumulative_budget=gates.cumulative_budget,
-                      utility_tolerance=gates.utility_tolerance, audit=gates.audit)
-    mr.record_decision(client, name, version, decision)
+    client.set_model_version_tag(name, version, "composition", COMPOSITION)
+    decision = promote(client, name, version, gates=gates)
     if decision.promote:
         ledger.publish(version)
-    summary = _summary(client.get_model_version(name, version), mr.production(client, name))
+    out = summary(client.get_model_version(name, version), mr.production(client, name))
     # the version page shows a few tags but the whole description: the gate's reason and every figure
     client.update_model_version(name, version, description=decision.reason()[:2000] + "\n\n" + markdown(
-        summary["figures"], f"version {version}", {"cumulative ε (basic composition)": f"{cumulative:.4g}",
-                                                    "snapshot": snapshot_file.name}))
-    return {"mlflow_run_id": run_id, "registry": summary}
+        out["figures"], f"version {version}", {"cumulative ε (basic composition)": f"{cumulative:.4g}",
+                                                "snapshot": snapshot_file.name}))
+    return {"mlflow_run_id": run_id, "registry": out}
 
 
-def _summary(version, prod, unchanged: bool = False) -> dict:
+def summary(version, prod, *, unchanged: bool = False) -> dict:
     """What the retrain reports (and its Prefect artifact shows): the version, its headline figures, the
     cumulative ε and the gate decision."""
     t = version.tags
