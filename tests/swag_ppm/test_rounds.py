@@ -61,7 +61,7 @@ def test_data_split(run):
 
 # weights -------------------------------------------------------------------------------------------------
 def test_round2_weights_span_0_to_1(run):
-    """c = 1, g = 0 with min-max normalised risk: the riskiest record gets 0, the safest 1 (spec B.4)."""
+    """c = 1, g = 0 with min-max normalised risk: the riskiest record gets 0, the safest 1 (docs/algorithms.md, B.4)."""
     assert (run.params.ppm.c, run.params.ppm.g, run.params.ppm.risk_norm) == (1.0, 0.0, "minmax")
     w = np.load(run.path(f"{run.params.artifacts}/round2/weights/weights.npy"))
     assert w.ndim == 1 and len(w) == _metrics(run, "data")["train_rows"]
