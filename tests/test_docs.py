@@ -13,7 +13,7 @@ SUFFIXES = {".py", ".md", ".yaml", ".toml", ".txt"}
 ABSENT_SPEC = re.compile(r"TRUST|ALGORITHMS|\bspec [A-Z]|\bspec's\b|\.\./shared|\bshared/spec\b")
 PAGE = re.compile(r"docs/([a-z_]+\.md)")
 LINK = re.compile(r"\]\(((?:\.\./)?(?:docs/)?[a-z_]+\.md)(?:#[^)]*)?\)")
-CITED = re.compile(r"docs/(algorithms|guarantees)\.md, ((?:[A-R](?:\.\d+[a-z]?)*(?![\w])(?:–|-|, |; )?)+)")
+CITED = re.compile(r"(?:docs/)?(algorithms|guarantees)\.md\)?, ((?:[A-R](?:\.\d+[a-z]?)*(?![\w])(?:–|-|, |; )?)+)")
 LABEL = re.compile(r"[A-R](?:\.\d+[a-z]?)*(?![\w])")
 
 
@@ -85,6 +85,7 @@ def test_the_label_check_rejects_an_undefined_label():
     assert not defined(page, "C") and not defined(page, "B.7") and not defined(page, "D.7")
     assert LABEL.findall(CITED.search("(docs/algorithms.md, D.7.4–D.9; and more)").group(2)) == ["D.7.4", "D.9"]
     assert LABEL.findall(CITED.search("docs/algorithms.md, G.4, Algorithm 2").group(2)) == ["G.4"]
+    assert CITED.search("[guarantees.md](guarantees.md), K.6.").groups() == ("guarantees", "K.6")   # a link
 
 
 def test_the_readme_stays_short_and_maps_every_docs_page_once():
