@@ -14,7 +14,7 @@ MODEL ?= oiics-autocoder
 
 .PHONY: help env run compare audit tune tune-grid retrain simulate ledger serve serve-trigger serve-status serve-stop test \
         gpp test-fast faults audit-tight repro rotate-key ui serve-model screenshots bench clean chromium dvc-remote dag exps \
-        epsilon-sensitivity flow
+        epsilon-sensitivity flow results
 
 help:  ## this list
 	@echo "make TARGET — dprelease (README: what each does; ARGS=... passes options to a flow)"
@@ -151,6 +151,9 @@ screenshots: env  ## headless-Chromium screenshots of the MLflow UI → reports/
 
 epsilon-sensitivity: env  ## ε over a grid of SWAG lr × prior λ × seeds (+ rank, epochs) → reports/epsilon_sensitivity/ (after make run; ~30 min)
 	$(PY) benchmarks/epsilon_sensitivity.py $(ARGS)
+
+results: env  ## the result tables, rendered from metrics/ and reports/ → docs/results.md (ARGS="--root DIR --out FILE")
+	$(PY) -m dprelease.reports.results $(ARGS)
 
 bench: env  ## the benchmark scripts (speed figures)
 	$(PY) benchmarks/bench_release.py

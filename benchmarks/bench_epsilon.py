@@ -26,7 +26,7 @@ from bench_release import reset_to_embeddings, run_flow, scratch_project  # noqa
 SETTINGS = {
     "default": [],
     "uncalibrated": ["ppm.calibration=none"],
-    "oneshot": ["ppm.calibration=none", "ppm.reweight_mode=oneshot"],  # the paper's procedure, spec SWAG
+    "oneshot": ["ppm.calibration=none", "ppm.reweight_mode=oneshot"],  # the paper's procedure, uncalibrated SWAG
 }
 LR_SWEEP = {f"lr {lr} {cal}": [f"model.head.swag.lr={lr}", f"ppm.calibration={cal}", "ppm.reweight=false"]
             for lr in ("0.003", "0.01", "0.03") for cal in ("none", "scale")}

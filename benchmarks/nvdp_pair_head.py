@@ -1,6 +1,6 @@
 """Which representation head for sentence pairs (MRPC, RTE)? Compared on a held-out 15 % of the TRAINING pairs
 (GLUE dev is never used here): the denoising block over the draw with each sentence's outputs mean-pooled (what
-``NVDPModule(pair=True)`` does, the spec's block) against each sentence's draw averaged with its Dirichlet weights
+``NVDPModule(pair=True)`` does, the paper's block) against each sentence's draw averaged with its Dirichlet weights
 (no block), both reading [u, v, |u−v|, u⊙v]; non-private and clipped NVDP at λ = 0.01, the default latent width,
 epochs and learning rate. Needs the token-state cache (``dprelease stage nvdp_states``).
 

@@ -61,7 +61,7 @@ class HeadParams(_Strict):
 
 
 class FullParams(_Strict):
-    """End-to-end fine-tuning of the transformer (the paper's setting; spec D.6)."""
+    """End-to-end fine-tuning of the transformer (the paper's setting; docs/algorithms.md, D.6)."""
 
     tiny: bool = Field(False, description="randomly initialised 1-layer transformer (CPU tests)")
     finetune: OptimParams = OptimParams(epochs=10, lr=5e-5, batch_size=8, weight_decay=0.01)
@@ -74,7 +74,7 @@ class ModelParams(_Strict):
     head: HeadParams = HeadParams()
     full: FullParams = FullParams()
 
-MIN_DRAWS = 100  # a fresh draw exceeds the max of S exchangeable draws with probability 1/(S + 1) (TRUST O)
+MIN_DRAWS = 100  # a fresh draw exceeds the max of S exchangeable draws with probability 1/(S + 1) (docs/guarantees.md, O)
 
 
 class PPMParams(_Strict):
@@ -108,7 +108,7 @@ class PPMParams(_Strict):
     @model_validator(mode="after")
     def _enough_draws(self) -> "PPMParams":
         # Δ̂ = max over S draws understates the supremum: a fresh draw's M exceeds it with probability
-        # 1/(S + 1) (order statistics, TRUST.md O), 33 % at S = 2 and under 1 % from S = 100.
+        # 1/(S + 1) (order statistics, docs/guarantees.md, O), 33 % at S = 2 and under 1 % from S = 100.
         if self.mechanism == "censored" and self.censor_epsilon is None:
             raise ValueError("ppm.censor_epsilon: the censored mechanism needs its ε (e.g. 6.0)")
         if self.draws < MIN_DRAWS and not self.smoke_test:
@@ -132,7 +132,7 @@ class DPSGDRun(_Strict):
 
 
 class DPSGDParams(_Strict):
-    """DP-SGD baseline (spec E): Opacus, Poisson sampling, per-sample clipping, RDP accountant."""
+    """DP-SGD baseline (docs/algorithms.md, E): Opacus, Poisson sampling, per-sample clipping, RDP accountant."""
 
     target_epsilon: float | None = Field(None, gt=0.0, description="None: the compared SWAG-PPM release's ε")
     delta: float | None = Field(None, gt=0.0, lt=1.0, description="None: 1/(2n)")
@@ -157,7 +157,7 @@ AUDIT_ARMS = ["nonprivate", "swag_ppm", "swag_ppm_reweighted", "dpsgd"]
 class CompareParams(_Strict):
     arms: list[Literal["nonprivate", "swag_ppm", "swag_ppm_reweighted", "swag_ppm_uncalibrated", "swag_ppm_censored",
                        "dpsgd"]] = ARMS
-    nonprivate_epochs: int = Field(30, ge=1, description="non-private baseline epochs (spec D.5)")
+    nonprivate_epochs: int = Field(30, ge=1, description="non-private baseline epochs (docs/algorithms.md, D.5)")
 
     @model_validator(mode="after")
     def _arms(self) -> "CompareParams":
@@ -169,7 +169,7 @@ class CompareParams(_Strict):
 
 
 class SelectionParams(_Strict):
-    """Private selection of the released draw (Liu–Talwar, spec D.10)."""
+    """Private selection of the released draw (Liu–Talwar, docs/algorithms.md, D.10)."""
 
     enabled: bool = Field(False, description="run private selection (needs data.validation_size > 0)")
     tau: float = Field(0.25, ge=0.0, le=1.0, description="utility threshold a draw must reach")
@@ -205,7 +205,7 @@ class TuneParams(_Strict):
 
 
 class PrivacyAuditParams(_Strict):
-    """Membership-inference and one-run canary audit of every arm (TRUST.md L)."""
+    """Membership-inference and one-run canary audit of every arm (docs/guarantees.md, L)."""
     arms: list[Literal["nonprivate", "swag_ppm", "swag_ppm_reweighted", "dpsgd"]] = AUDIT_ARMS
     pool_size: int = Field(6000, ge=200, description="unused rows (population pool) embedded for the audit")
     references: int = Field(16, ge=2, description="LiRA reference models, offline and online each")

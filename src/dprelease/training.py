@@ -1,13 +1,13 @@
 """The (weighted) fine-tuning loop shared by every backend and mechanism, and the one-epoch step that
 other loops (SWAG's) reuse.
 
-Loss per mini-batch B: (1/|B|) Σ_{i∈B} w_i CE_i(θ) — not renormalised by Σ w_i (spec B.5). With a
-``censor`` each record contributes its censored w_i CE_i (≤ κ; the strict variant, TRUST.md P).
+Loss per mini-batch B: (1/|B|) Σ_{i∈B} w_i CE_i(θ) — not renormalised by Σ w_i (docs/algorithms.md, B.5). With a
+``censor`` each record contributes its censored w_i CE_i (≤ κ; the strict variant, docs/guarantees.md, P).
 With a ``prior_precision`` λ the mini-batch loss also carries λ/(2N)·|θ|² (N = training records), so
 the loop minimises (1/N)·(Σ_i w_i CE_i + λ/2·|θ|²): the negative log pseudo posterior under the prior
 N(0, I/λ), divided by N. SWAG-PPM's fine-tune and SWAG phases optimise exactly that objective, and the
 Laplace reference of the temperature check (swag_ppm/temperature.py) uses the same λ.
-Fine-tune: AdamW, linear decay to 0, no warm-up (spec D.6.1); its decoupled ``weight_decay`` is a
+Fine-tune: AdamW, linear decay to 0, no warm-up (docs/algorithms.md, D.6.1); its decoupled ``weight_decay`` is a
 different regulariser (not a prior of this objective), so SWAG-PPM sets it to 0 and uses λ instead.
 """
 

@@ -1,4 +1,4 @@
-"""DP-SGD accounting: the noise multiplier chosen for the paper's setting (spec E.4) and the accountant."""
+"""DP-SGD accounting: the noise multiplier chosen for the paper's setting (docs/algorithms.md, E.4) and the accountant."""
 
 import math
 
@@ -7,7 +7,7 @@ import pytest
 from dprelease.dpsgd.accounting import ConvertedRDPAccountant, noise_multiplier, steps_for
 from dprelease.privacy.rdp import sampled_gaussian_epsilon as epsilon_for
 
-N, B, EPOCHS = 5346, 512, 30  # spec E.3: q = 512/5346 = 0.0958, T = ⌈30/q⌉ = 314 steps
+N, B, EPOCHS = 5346, 512, 30  # docs/algorithms.md, E.3: q = 512/5346 = 0.0958, T = ⌈30/q⌉ = 314 steps
 Q = B / N
 
 
@@ -17,7 +17,7 @@ def test_steps_match_spec():
 
 @pytest.mark.parametrize(
     ("delta", "expected"),
-    [(1 / (2 * N), 2.21), (1e-3, 1.98)],  # spec E.4 (private-transformers / Mironov Prop. 3)
+    [(1 / (2 * N), 2.21), (1e-3, 1.98)],  # docs/algorithms.md, E.4 (private-transformers / Mironov Prop. 3)
 )
 def test_noise_multiplier_matches_spec(delta, expected):
     sigma = noise_multiplier(4.0, delta, Q, steps_for(EPOCHS, Q), conversion="mironov")

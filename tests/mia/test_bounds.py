@@ -1,4 +1,4 @@
-"""Audit bounds against hand-worked cases and a toy mechanism with a known ε (TRUST.md L.3–L.4)."""
+"""Audit bounds against hand-worked cases and a toy mechanism with a known ε (docs/guarantees.md, L.3–L.4)."""
 
 from __future__ import annotations
 
@@ -78,5 +78,5 @@ def test_null_band_matches_a_simulation_and_the_closed_form():
     t = round(bounds.null_tpr_quantile(n_in, n_out, 0.0) * n_in)
     tail = lambda t: comb(n_in, t) / comb(n_in + n_out, t)  # noqa: E731
     assert tail(t + 1) <= 0.05 < tail(t)
-    # the review's figure (TRUST R.4: 2,101 non-members, 2,626 members, 1 % FPR): 0.0156
+    # the review's figure (docs/guarantees.md, R.4: 2,101 non-members, 2,626 members, 1 % FPR): 0.0156
     assert bounds.null_tpr_quantile(2626, 2101, 0.01) == pytest.approx(0.0156, abs=1e-4)

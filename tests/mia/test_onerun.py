@@ -1,4 +1,4 @@
-"""One-run canary bounds (TRUST.md L.4, R.3) against closed forms, the review's published figure, a reference
+"""One-run canary bounds (docs/guarantees.md, L.4, R.3) against closed forms, the review's published figure, a reference
 implementation's values and simulated mechanisms with a known privacy level."""
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from dprelease.mia import onerun
 
 @pytest.mark.parametrize("r, ceiling", [(100, 3.49), (1000, 5.8), (10_000, 8.11)])
 def test_pure_ceiling_closed_form(r, ceiling):
-    """All r guesses right, δ = 0: p^r = α, ε = ln(p/(1 − p)) with p = α^(1/r) (TRUST R.3: 3.49, 5.8, 8.1)."""
+    """All r guesses right, δ = 0: p^r = α, ε = ln(p/(1 − p)) with p = α^(1/r) (docs/guarantees.md, R.3: 3.49, 5.8, 8.1)."""
     p = 0.05 ** (1 / r)
     assert onerun.steinke_epsilon(r, r) == pytest.approx(math.log(p / (1 - p)), abs=1e-5)
     assert onerun.steinke_epsilon(r, r) == pytest.approx(ceiling, abs=0.01)  # R.3 rounds
 
 
 def test_steinke_delta_version_matches_the_review():
-    """TRUST R.3: DP-SGD's 74 right of 100 (m = 500 canaries, δ = 1/(2n), n = 2,626 + 250 included canaries)
+    """docs/guarantees.md, R.3: DP-SGD's 74 right of 100 (m = 500 canaries, δ = 1/(2n), n = 2,626 + 250 included canaries)
     gives 0.630 with the δ term instead of 0.654 without it."""
     assert onerun.steinke_epsilon(74, 100) == pytest.approx(0.654, abs=1e-3)
     assert onerun.steinke_epsilon(74, 100, delta=1 / 5752, canaries=500) == pytest.approx(0.630, abs=1e-3)

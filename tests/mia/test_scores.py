@@ -1,4 +1,4 @@
-"""Membership scores (TRUST.md L.2) on hand-made probabilities."""
+"""Membership scores (docs/guarantees.md, L.2) on hand-made probabilities."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""BDP accountant goldens (spec F.4)."""
+"""BDP accountant goldens (docs/algorithms.md, F.4)."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""Rényi bound goldens (spec F.2): the Gaussian and Dirichlet terms against numerical integration."""
+"""Rényi bound goldens (docs/algorithms.md, F.2): the Gaussian and Dirichlet terms against numerical integration."""
 
 import math
 

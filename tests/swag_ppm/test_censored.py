@@ -1,4 +1,4 @@
-"""The strict (censored) variant, TRUST.md P: each record's weighted loss is censored at κ = ε/2 in
+"""The strict (censored) variant, docs/guarantees.md, P: each record's weighted loss is censored at κ = ε/2 in
 training, SWAG and the sensitivity pass, so Δ̂ ≤ ε/2 and the stated ε is fixed in advance."""
 
 from __future__ import annotations

@@ -81,7 +81,7 @@ def test_divmax_normalisation():
     np.testing.assert_allclose(normalise_risk(r, "divmax"), r / 4.0)
     w = weights_from_risk(r, method="divmax")
     np.testing.assert_allclose(w, [0.875, 0.75, 0.5, 0.0])
-    assert w.max() < 1.0  # least risky record is NOT at weight 1 under divmax (spec B.3 reason ii)
+    assert w.max() < 1.0  # least risky record is NOT at weight 1 under divmax (docs/algorithms.md, B.3 reason ii)
     np.testing.assert_array_equal(normalise_risk(np.zeros(3), "divmax"), np.zeros(3))
     with pytest.raises(ValueError, match="non-negative"):
         normalise_risk(np.array([-1.0, 2.0]), "divmax")
@@ -173,7 +173,7 @@ def test_power_reweight_pulls_bounds_toward_delta(wl):
     # before clipping the new bound is Δ^k Δ_i^(1−k) ≥ Δ_i; clipping at 1 can only keep w_new ≥ w since w ≤ 1
     assert np.all(new[pos] >= w[pos] - 1e-15)
     assert np.all(new * L >= w * L - 1e-12)
-    # explicit formula of spec C.2, first form: min(1, g_k · w / Δ_i^k), g_k = Δ^k
+    # explicit formula of docs/algorithms.md, C.2, first form: min(1, g_k · w / Δ_i^k), g_k = Δ^k
     k = 0.95
     expected = np.minimum(1.0, big_delta**k * w[pos] / (w[pos] * L[pos]) ** k)
     np.testing.assert_allclose(new[pos], expected, rtol=1e-12)

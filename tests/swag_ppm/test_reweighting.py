@@ -1,4 +1,4 @@
-"""Iterative re-weighting: the damped step, the stopping rule and the acceptance rule (TRUST.md N)."""
+"""Iterative re-weighting: the damped step, the stopping rule and the acceptance rule (docs/guarantees.md, N)."""
 
 from __future__ import annotations
 

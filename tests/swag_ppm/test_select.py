@@ -1,4 +1,4 @@
-"""Private selection stage (spec D.10) on a head slice with a validation split: a reachable τ releases
+"""Private selection stage (docs/algorithms.md, D.10) on a head slice with a validation split: a reachable τ releases
 ``<release>-selected/`` at 2ε = 4Δ̂, an unreachable τ releases nothing, the test split and a missing
 validation split are refused before any draw."""
 
@@ -184,7 +184,7 @@ def test_validation_without_features_names_validation_size(val_run, tmp_path):
 
 
 def test_tries_and_rejected_scores_are_never_published(val_run, tmp_path):
-    """TRUST.md Q: the number of tries and the rejected candidates' scores are not covered by 2ε."""
+    """docs/guarantees.md, Q: the number of tries and the rejected candidates' scores are not covered by 2ε."""
     from dprelease.swag_ppm.select import private_select
 
     root = _copy(val_run, tmp_path)

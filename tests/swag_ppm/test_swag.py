@@ -1,4 +1,4 @@
-"""SWAG moments, FIFO deviations and the sampler (spec A.1, A.2)."""
+"""SWAG moments, FIFO deviations and the sampler (docs/algorithms.md, A.1, A.2)."""
 
 import numpy as np
 import pytest
@@ -44,7 +44,7 @@ def test_moments_match_numpy(rank):
     np.testing.assert_allclose(m.var.numpy(), var, rtol=1e-12, atol=0)
     # deviations are stored as float32: relative precision ~6e-8 of the entries' magnitude
     np.testing.assert_allclose(m.deviations.numpy(), devs, rtol=1e-6, atol=1e-6)
-    # E[θ²] − E[θ]² form of spec A.1 agrees as well (in float64 it is harmless at this scale)
+    # E[θ²] − E[θ]² form of docs/algorithms.md, A.1 agrees as well (in float64 it is harmless at this scale)
     np.testing.assert_allclose(m.var.numpy(), (snaps**2).mean(0) - snaps.mean(0) ** 2, rtol=1e-9)
 
 

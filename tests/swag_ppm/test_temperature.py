@@ -1,4 +1,4 @@
-"""Temperatures against closed-form posteriors, marginal against marginal (TRUST.md R.2): the review's
+"""Temperatures against closed-form posteriors, marginal against marginal (docs/guarantees.md, R.2): the review's
 counterexample (a sampler that IS the Laplace posterior, seen in a random subspace of a d = 400 Gaussian
 whose GGN spans four orders of magnitude), an H-invariant subspace, a tempered sampler, logistic regression
 against its exact Hessian; the CG bounds; and the conservative ε."""

@@ -1,4 +1,4 @@
-"""The data stages: ``stratify`` (load, stratify, split; spec D.1–D.3) and ``featurize`` (backend
+"""The data stages: ``stratify`` (load, stratify, split; docs/algorithms.md, D.1–D.3) and ``featurize`` (backend
 features for every split)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from .splits import SPLITS, backend_for, label_info
 
 
 def stratify(params: Params, root: str | Path = ".") -> dict:
-    """Load, stratify (min(N_c, cap) per class), drop tiny classes, split 50/50 (spec D.1–D.3)."""
+    """Load, stratify (min(N_c, cap) per class), drop tiny classes, split 50/50 (docs/algorithms.md, D.1–D.3)."""
     lay, d = Layout.from_params(params, root), params.data
     df = records.read_records(Path(root) / d.path, d.text_column, d.label_column, d.encoding)
     sample = records.stratified_sample(df, cap=d.cap, min_class_size=d.min_class_size, seed=params.seed,

@@ -1,1 +1,1 @@
-"""DP-SGD with Opacus (spec E): accounting (σ for a target (ε, δ)), training, and its stages."""
+"""DP-SGD with Opacus (docs/algorithms.md, E): accounting (σ for a target (ε, δ)), training, and its stages."""

@@ -1,8 +1,8 @@
-"""DP-SGD accounting (spec E.3): the step count, the noise multiplier for a target (ε, δ), and Opacus's
+"""DP-SGD accounting (docs/algorithms.md, E.3): the step count, the noise multiplier for a target (ε, δ), and Opacus's
 RDP accountant reporting ε with the chosen conversion (:mod:`dprelease.privacy.rdp`).
 
 With n = 5,346, B = 512, 30 epochs and ε = 4, the Mironov conversion gives σ ≈ 2.21 at δ = 1/(2n) and
-1.98 at δ = 1e-3 (spec E.4); Opacus's conversion gives σ ≈ 1.97 at δ = 1/(2n).
+1.98 at δ = 1e-3 (docs/algorithms.md, E.4); Opacus's conversion gives σ ≈ 1.97 at δ = 1/(2n).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def default_delta(n: int) -> float:
 
 
 def steps_for(epochs: int, sample_rate: float) -> int:
-    """Number of Poisson-sampled steps for ``epochs`` passes: ⌈E/q⌉ (spec E.3)."""
+    """Number of Poisson-sampled steps for ``epochs`` passes: ⌈E/q⌉ (docs/algorithms.md, E.3)."""
     return math.ceil(epochs / sample_rate)
 
 

@@ -1,4 +1,4 @@
-"""DP-SGD comparison arms (spec E, H.1): ``dpsgd`` at a matched ε and ``dpsgd_sweep`` over δ.
+"""DP-SGD comparison arms (docs/algorithms.md, E, H.1): ``dpsgd`` at a matched ε and ``dpsgd_sweep`` over δ.
 
 The target ε is ``dpsgd.target_epsilon`` or, by default, the ε of the SWAG-PPM release it is compared
 with, read from that release's guarantee record (``metrics/release.json``), a file, not an import.
@@ -69,7 +69,7 @@ def _dpsgd_once(params: Params, lay: Layout, eps: float, delta: float, tag: str)
 
 
 def dpsgd(params: Params, root: str | Path = ".") -> dict:
-    """DP-SGD (Opacus) at the target ε with δ = ``dpsgd.delta`` or 1/(2n) (spec E)."""
+    """DP-SGD (Opacus) at the target ε with δ = ``dpsgd.delta`` or 1/(2n) (docs/algorithms.md, E)."""
     lay = Layout.from_params(params, root)
     eps = target_epsilon(params, lay)
     check_dpsgd(params, lay, eps)

@@ -1,4 +1,4 @@
-"""DP-SGD baseline with Opacus (spec E): Poisson sampling, per-sample clipping, Gaussian noise and
+"""DP-SGD baseline with Opacus (docs/algorithms.md, E): Poisson sampling, per-sample clipping, Gaussian noise and
 RDP accounting are all Opacus's; this module only wires the backend's model and data into it.
 
 Training runs exactly ⌈E/q⌉ Poisson-sampled steps, the count the noise multiplier was chosen for.
@@ -51,7 +51,7 @@ def train_dpsgd(backend: Backend, model: nn.Module, features: Features, labels: 
 
     Batches are Poisson samples with rate q = B/n (Opacus's DPDataLoader); Opacus's accountant hook
     and expected batch size are set to that same q and B (make_private would infer 1/len(loader)), and
-    σ is searched for q and ⌈E/q⌉ steps, as in spec E.3.
+    σ is searched for q and ⌈E/q⌉ steps, as in docs/algorithms.md, E.3.
     ``planted_noise_divisor`` > 1 is a PLANTED BUG for the privacy audit: the noise actually added is
     σ/divisor while the returned ε is the accountant's for σ (what a buggy implementation would claim).
     ``grad_sample_mode="ghost"`` is Opacus's fast gradient clipping (per-sample norms without

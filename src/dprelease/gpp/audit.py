@@ -1,4 +1,4 @@
-"""The audit of spec G.3: a fresh probe (MLP 256-128, Adam, no tuning) trained on sanitized *training*
+"""The audit of docs/algorithms.md, G.3: a fresh probe (MLP 256-128, Adam, no tuning) trained on sanitized *training*
 representations and evaluated on sanitized *test* representations.
 
 Reports the adversary AUC for the sensitive attribute, and the utility AUC and top-1 accuracy for the

@@ -2,7 +2,7 @@
 
 *Digits* (S003 §VI-A's MNIST composite, on scikit-learn's bundled ``load_digits``, 8×8 images): two
 digits side by side (8×16 = 128 pixels, scaled to [0, 1]); utility U = their sum (19 classes),
-sensitive S = parity of the sum. G.4's flag applies: S is a function of U, so releasing U discloses S.
+sensitive S = parity of the sum. The flag of docs/algorithms.md, G.4 applies: S is a function of U, so releasing U discloses S.
 The images are split in half first; test composites are built only from test images.
 
 *OSHA*: the release pipeline's split (same sample, same seed) with two more columns kept per record —

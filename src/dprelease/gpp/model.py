@@ -1,4 +1,4 @@
-"""The GPP model (spec G.1): a stochastic encoder, softmax heads, the KL term and the encoder loss.
+"""The GPP model (docs/algorithms.md, G.1): a stochastic encoder, softmax heads, the KL term and the encoder loss.
 
 Pure torch; shared by the centralized trainer (Algorithm 1) and the distributed one on Flower
 (Algorithm 2, ``gpp.federated``). Arrays in, tensors out; randomness only from explicit generators.

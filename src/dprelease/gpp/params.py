@@ -1,4 +1,4 @@
-"""The ``gpp:`` section of ``params.yaml`` (issue 12, spec G) and its defaults: the GPP package's own section,
+"""The ``gpp:`` section of ``params.yaml`` (issue 12, docs/algorithms.md, G) and its defaults: the GPP package's own section,
 added to ``Params`` as ``Params.gpp`` through :data:`SECTION` (:mod:`dprelease.plugins`)."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class GPPDistributedParams(_Strict):
 
 
 class GPPParams(_Strict):
-    """Gaussian Privacy Protector (issue 12; spec G): centralized Algorithm 1, baselines, audit, sweeps,
+    """Gaussian Privacy Protector (issue 12; docs/algorithms.md, G): centralized Algorithm 1, baselines, audit, sweeps,
     the distributed run on Flower and the sanitizer release."""
 
     beta: float = Field(1.0, gt=0.0)

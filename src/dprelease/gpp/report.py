@@ -22,7 +22,7 @@ HONEST = (
     "attacker may extract more. S003's mutual-information statement (Prop. 2: leakage ≤ I(Z;S) + I(U;S|Z)) holds "
     "only under its assumptions (independent clients, an honest-but-curious aggregator, (z, u)-only messages, "
     "and a training adversary as good as any attacker); it is not a worst-case bound. On digits S = parity of U "
-    "is a function of U (spec G.4's flag): whoever learns U learns S, and a low adversary AUC next to a high "
+    "is a function of U (docs/algorithms.md, G.4): whoever learns U learns S, and a low adversary AUC next to a high "
     "utility AUC is possible only because Z blurs adjacent sums, which the utility *accuracy* column shows.")
 
 

@@ -1,4 +1,4 @@
-"""Centralized GPP training (spec G.2, Algorithm 1) and the three baselines of S003 §VI-A.
+"""Centralized GPP training (docs/algorithms.md, G.2, Algorithm 1) and the three baselines of S003 §VI-A.
 
 Arrays in, a fitted :class:`Sanitizer` out. Every method returns something with ``release(x, generator)``
 (one sanitized draw per row), so the audit (:mod:`.audit`) treats them alike:

@@ -1,4 +1,4 @@
-"""Stage ``privacy_audit``: membership inference on every arm (TRUST.md L.1–L.3).
+"""Stage ``privacy_audit``: membership inference on every arm (docs/guarantees.md, L.1–L.3).
 
 Each arm's model is loaded from its release-format folder and verified (what an attacker gets); the
 attacker also has the public encoder, the audited records and a population pool. Members = the training

@@ -1,4 +1,4 @@
-"""From membership scores to audit figures (TRUST.md L.2–L.4): scores in, numbers out.
+"""From membership scores to audit figures (docs/guarantees.md, L.2–L.4): scores in, numbers out.
 
 * ROC, AUC and TPR at a fixed FPR (low-FPR TPR is what matters for privacy, Carlini et al. 2022);
 * the L.3 figure: an ε "lower bound" from one test's error rates with Clopper–Pearson bounds

@@ -1,4 +1,4 @@
-"""Stage ``canary_runs``: the one-run canary audit (TRUST.md L.4, R.3; Steinke, Nasr & Jagielski 2023;
+"""Stage ``canary_runs``: the one-run canary audit (docs/guarantees.md, L.4, R.3; Steinke, Nasr & Jagielski 2023;
 Mahloujifar, Melis & Chaudhuri 2024).
 
 Two canary sets (``audit_pool``), each canary included independently with probability ½ by a secret coin:

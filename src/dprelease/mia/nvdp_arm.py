@@ -1,4 +1,4 @@
-"""Stage ``audit_nvdp``: the NVDP classifier (OSHA) as an arm of the privacy audit (issue 11, TRUST.md L.1–L.3).
+"""Stage ``audit_nvdp``: the NVDP classifier (OSHA) as an arm of the privacy audit (issue 11, docs/guarantees.md, L.1–L.3).
 
 The NVDP package writes, per kept classifier (non-private; unconstrained and clipped NVDP at the release λ), the
 loss-threshold score log p_y of every training (member) and test (non-member) record under one draw, as an

@@ -1,4 +1,4 @@
-"""One-run canary bounds (TRUST.md L.4, R.3): guesses and right guesses in, ε lower bounds out. Pure maths.
+"""One-run canary bounds (docs/guarantees.md, L.4, R.3): guesses and right guesses in, ε lower bounds out. Pure maths.
 
 m canaries are each included with probability ½ (secret coins), the mechanism runs once, the attacker
 guesses "in" for the k₊ highest scores and "out" for the k₋ lowest and abstains on the rest: r = k₊ + k₋

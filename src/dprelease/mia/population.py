@@ -1,4 +1,4 @@
-"""Stage ``audit_pool``: the population pool and the canaries (TRUST.md L.1, L.4).
+"""Stage ``audit_pool``: the population pool and the canaries (docs/guarantees.md, L.1, L.4).
 
 Pool = rows of the bundled data that the split did not sample (same stratify recipe and seed), with a
 label of the problem's label map and a narrative that does not also occur in the split (duplicates

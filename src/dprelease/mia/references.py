@@ -1,4 +1,4 @@
-"""Stage ``audit_references``: LiRA reference models (TRUST.md L.2), R offline and R online.
+"""Stage ``audit_references``: LiRA reference models (docs/guarantees.md, L.2), R offline and R online.
 
 Every reference model is trained like the non-private arm (the backend's fine-tune recipe, unweighted
 AdamW, ``compare.nonprivate_epochs`` epochs: the strongest attacker mimics the leakiest target).

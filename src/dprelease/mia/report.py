@@ -179,7 +179,7 @@ def _markdown(params: Params, table: pd.DataFrame, mia: dict, canary: dict, pool
              "## How to read it", "",
              f"* **loss** (Yeom et al. 2018), **lira_offline** and **lira_online** (Carlini et al. 2022; {a.references} "
              f"OUT models on pool subsets, and {a.references} models on random halves of the targets, each target IN "
-             "for half of them; all trained like the non-private arm): their `epsilon_lower_bound` is **heuristic** (TRUST.md "
+             "for half of them; all trained like the non-private arm): their `epsilon_lower_bound` is **heuristic** (docs/guarantees.md, "
              "L.3): one trained model, records are not independent trials — a descriptive figure, not a bound.",
              "* **steinke** is exact for a pure ε claim; with δ its term 2mδ grows with the canaries and leaves "
              "little power. **fdp** with a δ reads the claim as the Gaussian mechanism with that (ε, δ) (the curve "

@@ -1,4 +1,4 @@
-"""Membership scores from a model's class probabilities (TRUST.md L.2): arrays in, arrays out.
+"""Membership scores from a model's class probabilities (docs/guarantees.md, L.2): arrays in, arrays out.
 Higher score = "more likely a member" everywhere."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The privacy-audit stages (TRUST.md L): the population pool and canaries, LiRA reference models,
+"""The privacy-audit stages (docs/guarantees.md, L): the population pool and canaries, LiRA reference models,
 membership inference on every arm, the one-run canary audit, and the report."""
 
 from __future__ import annotations

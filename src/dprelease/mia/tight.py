@@ -4,7 +4,7 @@ machine learning"; the two-sample test of Kairouz et al. 2015 / Jagielski et al.
 
 Each run includes the canary by an independent secret coin; runs are independent trials, so the false-
 and true-positive counts of a fixed test are binomial and Clopper–Pearson bounds hold exactly (unlike one
-run's records, TRUST.md L.3). If the mechanism is (ε, δ)-DP, every test satisfies TPR ≤ e^ε·FPR + δ and
+run's records, docs/guarantees.md, L.3). If the mechanism is (ε, δ)-DP, every test satisfies TPR ≤ e^ε·FPR + δ and
 TNR ≤ e^ε·FNR + δ (in and out are neighbours both ways), so with a one-sided upper bound on FPR (resp. FNR)
 and a lower bound on TPR (resp. TNR), each at level α/2,
 

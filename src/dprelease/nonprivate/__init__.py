@@ -1,1 +1,1 @@
-"""The non-private baseline: ordinary fine-tuning, no privacy guarantee (spec D.5)."""
+"""The non-private baseline: ordinary fine-tuning, no privacy guarantee (docs/algorithms.md, D.5)."""

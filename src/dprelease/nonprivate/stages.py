@@ -1,5 +1,5 @@
 """Stage ``nonprivate``: ordinary fine-tuning from the base model for ``compare.nonprivate_epochs``
-epochs (spec D.5), evaluated like every other arm. Its guarantee record says there is none."""
+epochs (docs/algorithms.md, D.5), evaluated like every other arm. Its guarantee record says there is none."""
 
 from __future__ import annotations
 

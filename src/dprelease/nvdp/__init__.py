@@ -1,4 +1,4 @@
-"""NVDP with parameter clipping (issue 11; spec F): privatized text representations with a Rényi / Bayesian-DP
+"""NVDP with parameter clipping (issue 11; docs/algorithms.md, F): privatized text representations with a Rényi / Bayesian-DP
 account.
 
 Pure maths: ``nvib`` (NVIB layer, clipping, sampling, KL terms, denoising block), ``renyi`` (the eq. 3 bound,

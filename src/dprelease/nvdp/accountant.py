@@ -1,4 +1,4 @@
-"""The Bayesian-DP accountant as the reference code computes it (spec F.4; Triastcyn & Faltings 2020, Thm 2).
+"""The Bayesian-DP accountant as the reference code computes it (docs/algorithms.md, F.4; Triastcyn & Faltings 2020, Thm 2).
 
 Per test batch, every unordered pair (j, j') of inputs: left = (μ_j, σ̄_prior, α_j), right = (μ_j', σ̄_post,
 α_j'), σ̄ scalar averages. With sampling rate q = batch / test size, the per-invocation cost is

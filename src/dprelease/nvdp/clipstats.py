@@ -1,4 +1,4 @@
-"""How often each clipping rule binds (spec F.3), measured on the pre-clip posterior of every evaluated
+"""How often each clipping rule binds (docs/algorithms.md, F.3), measured on the pre-clip posterior of every evaluated
 input: the fraction of token vectors whose ‖μ‖ exceeds C_μ, of pseudo-counts above C_α,max (and below
 C_α,min), and of σ entries below the floor sqrt((λ−1)/λ). Counted over the inputs' own vectors (the prepended
 prior row excluded, padding excluded). Measured against the task's clip values for either variant: for the

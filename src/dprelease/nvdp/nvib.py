@@ -1,4 +1,4 @@
-"""The NVIB layer and the denoising-attention block without residual (spec F.1, F.3). Pure torch.
+"""The NVIB layer and the denoising-attention block without residual (docs/algorithms.md, F.1, F.3). Pure torch.
 
 Token vectors ``x`` (batch × n × P, with a boolean mask) become a nonparametric variational posterior: a
 mean and log-variance per vector (latent width d) and one pseudo-count per vector from the quadratic
@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 ALPHA_ZERO = 1e-4  # pseudo-counts below this are treated as zero in the RD / BDP computation (code behaviour)
-SIGMA_INIT = 0.1  # initial posterior σ as a fraction of the prior's: the reference scripts' stdev_tau (spec F.1)
+SIGMA_INIT = 0.1  # initial posterior σ as a fraction of the prior's: the reference scripts' stdev_tau (docs/algorithms.md, F.1)
 GAMMA_FLOOR = 1e-6  # stability clamp of α before Gamma sampling (a zero count cannot be sampled)
 _GLOBAL_RNG = threading.Lock()  # the forked global RNG is process-wide: one seeded Gamma draw at a time
 

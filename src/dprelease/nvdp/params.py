@@ -1,4 +1,4 @@
-"""The ``nvdp:`` section of ``params.yaml`` (issue 11, spec F) and its defaults: NVDP's own section, added to
+"""The ``nvdp:`` section of ``params.yaml`` (issue 11, docs/algorithms.md, F) and its defaults: NVDP's own section, added to
 ``Params`` as ``Params.nvdp`` through :data:`SECTION` (:mod:`dprelease.plugins`). Pydantic only."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ class _Strict(BaseModel):
 
 
 class NVDPParams(_Strict):
-    """NVDP with parameter clipping (issue 11, spec F); every key is commented in params.yaml."""
+    """NVDP with parameter clipping (issue 11, docs/algorithms.md, F); every key is commented in params.yaml."""
 
     tasks: list[Literal["mrpc", "rte", "sst2", "osha"]] = ["mrpc", "rte", "sst2", "osha"]
     lambdas: list[float] = [1e-3, 1e-2, 1e-1, 1.0]

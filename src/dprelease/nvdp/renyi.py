@@ -1,4 +1,4 @@
-"""The Rényi divergence bound between two inputs' NVIB posteriors (S000 eq. 3, spec F.2). Pure torch, float64.
+"""The Rényi divergence bound between two inputs' NVIB posteriors (S000 eq. 3, docs/algorithms.md, F.2). Pure torch, float64.
 
 ``gaussian_term`` and ``dirichlet_term`` are the printed formula's parts for given parameters (orientation as
 printed: the Gaussian part equals the standard D_λ(N_{q'} ‖ N_q) per dimension, the Dirichlet part the

@@ -1,10 +1,10 @@
-"""Censoring of a record's weighted loss for the strict PPM variant (TRUST.md P, ALGORITHMS B.8).
+"""Censoring of a record's weighted loss for the strict PPM variant (docs/guarantees.md, P; docs/algorithms.md, B.8).
 
 Any per-record log-likelihood contribution confined to [−κ, 0] changes the log-likelihood of a database
 by at most κ when one record is added or removed, so an exact posterior draw is 2κ-DP on every
 database; κ = ε/2. Two forms of confinement:
 
-* ``hard``: min(w·CE, κ) — the spec's censoring. Its gradient is zero wherever w·CE > κ; a classifier
+* ``hard``: min(w·CE, κ) — the paper's censoring. Its gradient is zero wherever w·CE > κ; a classifier
   starting near log(C) (4.68 for 108 classes) above κ then sees no gradient from most records.
 * ``soft``: κ·tanh(w·CE/κ) — the same range [0, κ) and the same bound, but smooth and strictly
   increasing, so every record keeps a (shrinking) gradient.

@@ -1,4 +1,4 @@
-"""RDP → (ε, δ) conversions over Opacus's RDP analysis of the sampled Gaussian mechanism (spec E.3).
+"""RDP → (ε, δ) conversions over Opacus's RDP analysis of the sampled Gaussian mechanism (docs/algorithms.md, E.3).
 
 * ``mironov`` — Mironov 2017 Prop. 3, ε = min_α [RDP(α) + log(1/δ)/(α−1)]: what the SWAG-PPM paper's
   DP-SGD baseline used (private-transformers), so it is the project's default;
@@ -13,7 +13,7 @@ import numpy as np
 from opacus.accountants import RDPAccountant
 from opacus.accountants.analysis.rdp import compute_rdp, get_privacy_spent
 
-ORDERS = tuple(RDPAccountant.DEFAULT_ALPHAS)  # 1.1 … 10.9, 12 … 63 (same grid as spec E.3)
+ORDERS = tuple(RDPAccountant.DEFAULT_ALPHAS)  # 1.1 … 10.9, 12 … 63 (same grid as docs/algorithms.md, E.3)
 CONVERSIONS = ("mironov", "opacus")
 
 

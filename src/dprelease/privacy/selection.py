@@ -1,4 +1,4 @@
-"""Private selection with a random stopping rule (Liu & Talwar 2019, Alg. 1; spec D.10).
+"""Private selection with a random stopping rule (Liu & Talwar 2019, Alg. 1; docs/algorithms.md, D.10).
 
 Repeat: draw a candidate from an ε-DP mechanism and score it; release it if its score reaches τ;
 otherwise stop with probability γ and release nothing. If each (candidate, score) is ε-DP, the whole

@@ -1,6 +1,6 @@
-"""Comparison arms of the round-2 SWAG-PPM variants (TRUST.md M, P), each evaluated on the test split:
+"""Comparison arms of the round-2 SWAG-PPM variants (docs/guarantees.md, M, P), each evaluated on the test split:
 
-* ``swag_ppm_uncalibrated`` — the round-2 SWAG sampled at the spec's scale 1/2 (A.2), whatever
+* ``swag_ppm_uncalibrated`` — the round-2 SWAG sampled at the paper's scale 1/2 (docs/algorithms.md, A.2), whatever
   ``ppm.calibration`` chose for the release: its own 500-draw Δ̂ and temperature T̂;
 * ``swag_ppm_censored`` — the strict variant at the comparison's target ε (DP-SGD's): uniform weights
   w ≡ 1, which do not depend on the data, and every record's loss censored at ε/2 in the fine-tune, the

@@ -1,7 +1,7 @@
-"""SWAG with its temperature measured and, optionally, calibrated (TRUST.md M, R.2; maths in temperature.py).
+"""SWAG with its temperature measured and, optionally, calibrated (docs/guarantees.md, M, R.2; maths in temperature.py).
 
 ``ppm.calibration``:
-* ``none``  — the spec's SWAG (scale 1/2, the configured learning rate); temperatures measured and reported;
+* ``none``  — the paper's SWAG (scale 1/2, the configured learning rate); temperatures measured and reported;
 * ``scale`` — the sampling scale is divided by T_min, the SMALLEST per-direction temperature, so that no
               direction of SWAG's subspace is colder than the Laplace posterior (T_min = 1 afterwards; the
               other directions are hotter, which only makes the stated ε conservative);

@@ -1,7 +1,7 @@
 """The SWAG-PPM release's utility evaluation, stage ``audit`` (name and outputs kept from before the
 privacy audit existed, so ``dvc.lock`` and MLflow history stay valid): the released draw's test F1,
 F1 over further draws, per-class F1 with class sizes, the class-size quartile table, the fit verdicts,
-and the max-delta, F1-violin, per-class, loss-curve and confusion plots (spec D.7.4–D.9)."""
+and the max-delta, F1-violin, per-class, loss-curve and confusion plots (docs/algorithms.md, D.7.4–D.9)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Monte Carlo error of Δ̂ = max_s M_s (TRUST.md O): arrays in, numbers out.
+"""Monte Carlo error of Δ̂ = max_s M_s (docs/guarantees.md, O): arrays in, numbers out.
 
 * Order statistics, no model: for S i.i.d. draws, a fresh draw's M exceeds Δ̂ with probability 1/(S + 1)
   on average.

@@ -1,4 +1,4 @@
-"""The fine-tune and SWAG of each SWAG-PPM round, as stage functions (spec B.5, A.1): round 1 unweighted,
+"""The fine-tune and SWAG of each SWAG-PPM round, as stage functions (docs/algorithms.md, B.5, A.1): round 1 unweighted,
 round 2 weighted by the risk stage's weights. Their code (the import closure of this module) holds no PPM
 maths, so editing the risk or sensitivity passes never re-runs a fine-tune."""
 
@@ -32,8 +32,8 @@ def round_weights_tensor(lay: Layout, r: int) -> torch.Tensor | None:
 
 
 def finetune(params: Params, root: str | Path = ".", r: int = 1) -> dict:
-    """Round r fine-tune FROM THE BASE MODEL (round 1 unweighted, round 2 weighted, spec B.5); the
-    censored mechanism censors each record's weighted loss at ε/2 (TRUST.md P). Round 3's refits run in
+    """Round r fine-tune FROM THE BASE MODEL (round 1 unweighted, round 2 weighted, docs/algorithms.md, B.5); the
+    censored mechanism censors each record's weighted loss at ε/2 (docs/guarantees.md, P). Round 3's refits run in
     the ``reweight`` stage (reweighting.py)."""
     lay = Layout.from_params(params, root)
     backend = backend_for(params, lay)
@@ -49,7 +49,7 @@ def finetune(params: Params, root: str | Path = ".", r: int = 1) -> dict:
 
 
 def swag(params: Params, root: str | Path = ".", r: int = 1) -> dict:
-    """Round r SWAG phase: constant-lr SGD from the fine-tuned θ, one snapshot per epoch (spec A.1);
+    """Round r SWAG phase: constant-lr SGD from the fine-tuned θ, one snapshot per epoch (docs/algorithms.md, A.1);
     for the weighted round its temperature T̂ is measured and, per ``ppm.calibration``, calibrated."""
     lay = Layout.from_params(params, root)
     backend = backend_for(params, lay)

@@ -1,4 +1,4 @@
-"""The 500-draw posterior pass shared by the risk, sensitivity and re-weighting stages (spec B.2, B.6).
+"""The 500-draw posterior pass shared by the risk, sensitivity and re-weighting stages (docs/algorithms.md, B.2, B.6).
 
 Draws are evaluated ``ppm.draw_batch`` at a time. In this process (no mapper installed, see
 :mod:`dprelease.parallel`) that is the plain loop of :func:`draw_pass`. With a mapper installed (the

@@ -1,4 +1,4 @@
-"""Pseudo posterior mechanism maths (spec B, C): arrays in, arrays out.
+"""Pseudo posterior mechanism maths (docs/algorithms.md, B, C): arrays in, arrays out.
 
 * risk r̂_i = max_s CE_i(θ^(s)) over draws from the unweighted SWAG (B.2)
 * normalised risk f̃ (min–max by default, B.3) and weights w = clip(c(1 − f̃) + g, 0, 1) (B.4)
@@ -14,7 +14,7 @@ from ..privacy.censor import Censor
 
 
 def normalise_risk(risk: np.ndarray, method: str = "minmax") -> np.ndarray:
-    """Map per-record risk to [0, 1] (spec B.3). A constant risk vector maps to 0."""
+    """Map per-record risk to [0, 1] (docs/algorithms.md, B.3). A constant risk vector maps to 0."""
     r = _finite_1d(risk, "risk")
     if method == "minmax":
         lo, hi = r.min(), r.max()
@@ -28,14 +28,14 @@ def normalise_risk(risk: np.ndarray, method: str = "minmax") -> np.ndarray:
 
 
 def weights_from_risk(risk: np.ndarray, c: float = 1.0, g: float = 0.0, method: str = "minmax") -> np.ndarray:
-    """w_i = min(1, max(0, c · (1 − f̃_i) + g)) (spec B.4)."""
+    """w_i = min(1, max(0, c · (1 − f̃_i) + g)) (docs/algorithms.md, B.4)."""
     f = normalise_risk(risk, method)
     return np.clip(c * (1.0 - f) + g, 0.0, 1.0)
 
 
 def max_weighted_loss(ce: np.ndarray, weights: np.ndarray, censor: Censor | None = None) -> np.ndarray:
-    """M_s = max_i w_i · CE_i(θ^(s)) for a [S, n] matrix of per-record losses (spec B.6 step 1); with a
-    ``censor`` (level κ), M_s = max_i censor(w_i CE_i) ≤ κ (the strict variant, TRUST.md P; both forms are
+    """M_s = max_i w_i · CE_i(θ^(s)) for a [S, n] matrix of per-record losses (docs/algorithms.md, B.6 step 1); with a
+    ``censor`` (level κ), M_s = max_i censor(w_i CE_i) ≤ κ (the strict variant, docs/guarantees.md, P; both forms are
     increasing, so censoring the maximum is the maximum of the censored losses)."""
     ce = np.asarray(ce, dtype=np.float64)
     w = _finite_1d(weights, "weights")
@@ -46,14 +46,14 @@ def max_weighted_loss(ce: np.ndarray, weights: np.ndarray, censor: Censor | None
 
 
 def epsilon(max_deltas: np.ndarray) -> tuple[float, float]:
-    """(Δ̂, ε) with Δ̂ = max_s M_s and ε = 2Δ̂ (spec B.6 steps 2–3). δ is asymptotic, never a number."""
+    """(Δ̂, ε) with Δ̂ = max_s M_s and ε = 2Δ̂ (docs/algorithms.md, B.6 steps 2–3). δ is asymptotic, never a number."""
     m = _finite_1d(max_deltas, "max deltas")
     delta = float(m.max())
     return delta, 2.0 * delta
 
 
 def reweight(weights: np.ndarray, record_max_loss: np.ndarray, k: float = 0.95, form: str = "power") -> np.ndarray:
-    """New weights that pull each record's bound Δ_i = w_i L_i toward Δ = max_i Δ_i (spec C.2).
+    """New weights that pull each record's bound Δ_i = w_i L_i toward Δ = max_i Δ_i (docs/algorithms.md, C.2).
 
     power:    w_new = min(1, w^(1−k) · (Δ / L)^k)  — keeps max_i w_new L_i = Δ; w = 0 stays 0 for k < 1.
     additive: w_new = min(1, γ · (w + k(1 − Δ_i/Δ))), γ chosen so that max_i w_new L_i = Δ.
@@ -83,7 +83,7 @@ def reweight(weights: np.ndarray, record_max_loss: np.ndarray, k: float = 0.95, 
 
 
 def reweight_toward(weights: np.ndarray, record_max_loss: np.ndarray, *, target: float, step: float) -> np.ndarray:
-    """One damped step of iterative re-weighting towards a target bound Δ* (TRUST.md N):
+    """One damped step of iterative re-weighting towards a target bound Δ* (docs/guarantees.md, N):
 
         w_new = min(1, w · (Δ* / (w L))^step) = min(1, w^(1−step) · (Δ*/L)^step),
 

@@ -1,10 +1,10 @@
-"""Re-weighting (spec C, TRUST.md N) as one stage, ``reweight``: the refits of round 3 and the choice of
+"""Re-weighting (docs/algorithms.md, C, docs/guarantees.md, N) as one stage, ``reweight``: the refits of round 3 and the choice of
 the released round.
 
 ``iterative`` (default): starting from the round-2 weights and the per-record maxima L of round 2's
 sensitivity pass (draws independent of the round-1 draws that chose those weights), each refit
   1. takes a damped step of every record's bound w_i L_i towards aim·Δ* (``ppm.reweight_toward``; the aim
-     below 1 leaves a margin for the refitted posterior's drift, TRUST.md N.2),
+     below 1 leaves a margin for the refitted posterior's drift, docs/guarantees.md, N.2),
   2. fine-tunes from the base model and fits SWAG with the new weights (calibrated as ``ppm.calibration``),
   3. certifies the refitted round on a fresh pass of S draws (never the draws that chose its weights),
      whose per-record maxima feed the next step,

@@ -1,4 +1,4 @@
-"""The SWAG-PPM rounds as stage functions (spec B.5–B.7): per-record risk, sensitivity ε = 2Δ̂ and the ONE
+"""The SWAG-PPM rounds as stage functions (docs/algorithms.md, B.5–B.7): per-record risk, sensitivity ε = 2Δ̂ and the ONE
 released draw (the fine-tune and SWAG of each round are in ``fit.py``, so their code excludes the PPM maths).
 Round stages take ``r`` (1 = unweighted, 2 = weighted); round 3 (re-weighted) is fitted by ``reweighting.py``."""
 
@@ -29,7 +29,7 @@ from .swag import SwagMoments, iter_samples
 
 
 def risk(params: Params, root: str | Path = ".") -> dict:
-    """r̂_i = max over S draws of SWAG_1 of CE_i; w = clip(c(1 − f̃) + g, 0, 1) (spec B.2–B.4)."""
+    """r̂_i = max over S draws of SWAG_1 of CE_i; w = clip(c(1 − f̃) + g, 0, 1) (docs/algorithms.md, B.2–B.4)."""
     lay, p = Layout.from_params(params, root), params.ppm
     record_risk, _ = posterior_pass(params, lay, 1, None, "risk")
     w = ppm.weights_from_risk(record_risk, c=p.c, g=p.g, method=p.risk_norm)
@@ -46,7 +46,7 @@ def _weight_stats(w: np.ndarray) -> dict:
 
 
 def sensitivity(params: Params, root: str | Path = ".", r: int = 2) -> dict:
-    """M_s = max_i w_i CE_i(θ^(s)) over S draws of SWAG_r; Δ̂ = max_s M_s; ε = 2Δ̂ (spec B.6); for the
+    """M_s = max_i w_i CE_i(θ^(s)) over S draws of SWAG_r; Δ̂ = max_s M_s; ε = 2Δ̂ (docs/algorithms.md, B.6); for the
     censored mechanism M_s = max_i min(w_i CE_i, ε_c/2)."""
     lay = Layout.from_params(params, root)
     record_max, max_deltas = posterior_pass(params, lay, r, round_weights(lay, r), "sensitivity", censor=params.censor)
@@ -65,7 +65,7 @@ SECRET_NOISE = "seeded from the project's secret key (OS entropy), not from the 
 def draw_one(backend, model, moments: SwagMoments, feats, y, weights: np.ndarray | None, *, seed: int,
              censor=None) -> tuple[torch.Tensor, float]:
     """One draw θ* from ``moments`` (the model is left at θ*) and its M* = max_i w_i CE_i(θ*) (censored
-    when the mechanism is), which enters Δ̂ (spec B.7b step 7)."""
+    when the mechanism is), which enters Δ̂ (docs/algorithms.md, B.7b step 7)."""
     gen = torch.Generator(device=backend.device).manual_seed(seed)
     theta = next(iter_samples(moments, 1, 1, gen))
     ce = backend.per_record_ce(model, theta, feats, y).double().numpy()
@@ -100,7 +100,7 @@ def draw_from_round(params: Params, lay: Layout, r: int, tag: str = "release"):
 
 
 def draw(params: Params, root: str | Path = ".") -> dict:
-    """ONE independent draw θ* from the released round's SWAG; its own M* enters Δ̂ (spec B.7b step 7)."""
+    """ONE independent draw θ* from the released round's SWAG; its own M* enters Δ̂ (docs/algorithms.md, B.7b step 7)."""
     lay = Layout.from_params(params, root)
     r = released_round(params, lay)
     backend, model, theta, m_star, g = draw_from_round(params, lay, r)

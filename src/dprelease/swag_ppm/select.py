@@ -1,4 +1,4 @@
-"""Stage ``select``: private selection of the released draw (spec D.10).
+"""Stage ``select``: private selection of the released draw (docs/algorithms.md, D.10).
 
 Draws from the final SWAG until one scores ≥ τ on the held-out *validation* split, stopping with
 probability γ after each failure. Refuses the test split: the utility evaluation's test F1 must stay
@@ -95,7 +95,7 @@ def private_select(params: Params, root: str | Path = ".") -> dict:
                       candidate_rule="Δ fixed before selection; a candidate with M* > Δ is a failed try",
                       released_draw_noise=SECRET_NOISE)
     # The number of tries and the rejected candidates' scores are data-dependent and NOT covered by the
-    # 2ε guarantee (TRUST.md Q): they stay in the private artifacts, never in metrics, MLflow, logs or
+    # 2ε guarantee (docs/guarantees.md, Q): they stay in the private artifacts, never in metrics, MLflow, logs or
     # the release folder.
     with atomic_dir(lay.artifacts / "selection", private=True) as tmp:
         write_json(tmp / "private.json", {"tries": result.tries, "scores": result.scores})

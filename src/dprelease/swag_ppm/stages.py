@@ -1,4 +1,4 @@
-"""The SWAG-PPM stages, declared once: what each runs, reads, writes and depends on (spec B, D).
+"""The SWAG-PPM stages, declared once: what each runs, reads, writes and depends on (docs/algorithms.md, B, D).
 
 Round 1 is unweighted; risk turns its posterior into round-2 weights; ``reweight`` fits round 3 (only
 with ``ppm.reweight``) and decides which round is released; ``draw`` releases ONE draw from it; ``audit`` is the release's

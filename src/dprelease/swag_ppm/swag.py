@@ -1,8 +1,8 @@
-"""SWAG: first/second moments and a low-rank deviation FIFO over flattened parameters (spec A).
+"""SWAG: first/second moments and a low-rank deviation FIFO over flattened parameters (docs/algorithms.md, A).
 
-Moments are accumulated in float64 with Welford's update (spec A.1, numerical note): the variance of
+Moments are accumulated in float64 with Welford's update (docs/algorithms.md, A.1, numerical note): the variance of
 parameters that barely move under constant-lr SGD would otherwise cancel catastrophically.
-Sampling follows spec A.2 with ``scale = 1/2`` unless a temperature calibration (``temperature.py``)
+Sampling follows docs/algorithms.md, A.2 with ``scale = 1/2`` unless a temperature calibration (``temperature.py``)
 stored another sampling scale with the moments:
 
     θ̃ = θ̄ + sqrt(scale) · (Σdiag^{1/2} z1 + D̂ z2 / sqrt(K' − 1)),   z1 ~ N(0, I_d), z2 ~ N(0, I_K')
@@ -31,7 +31,7 @@ class SwagMoments:
     var: torch.Tensor  # float64 [d], Σdiag (clamped at VAR_CLAMP)
     deviations: torch.Tensor  # float32 [K', d], rows D_t = θ_t − θ̄_t (oldest first)
     n_models: int
-    scale: float = 0.5  # sampling scale (spec A.2); a calibrated SWAG stores its own
+    scale: float = 0.5  # sampling scale (docs/algorithms.md, A.2); a calibrated SWAG stores its own
 
     @property
     def dim(self) -> int:
@@ -70,7 +70,7 @@ class SwagMoments:
 
 
 class SwagCollector:
-    """Accumulates snapshots θ_1..θ_T (spec A.1 steps 1–5)."""
+    """Accumulates snapshots θ_1..θ_T (docs/algorithms.md, A.1 steps 1–5)."""
 
     def __init__(self, dim: int, rank: int = 20, device: str | torch.device = "cpu") -> None:
         if rank < 1:

@@ -1,5 +1,5 @@
-"""The SWAG phase (spec A.1, D.6.2): SGD at a constant learning rate from the fine-tuned θ, one
-snapshot per epoch into a :class:`SwagCollector`. Same objective as the fine-tune (spec B.5, with the prior
+"""The SWAG phase (docs/algorithms.md, A.1, D.6.2): SGD at a constant learning rate from the fine-tuned θ, one
+snapshot per epoch into a :class:`SwagCollector`. Same objective as the fine-tune (docs/algorithms.md, B.5, with the prior
 λ/(2N)·|θ|² of ``training.py``)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The temperature of a SWAG sampler against a Laplace (GGN) approximation of the weighted pseudo
-posterior (TRUST.md M, R.2): arrays in, numbers out.
+posterior (docs/guarantees.md, M, R.2): arrays in, numbers out.
 
 Reference posterior at the SWAG mean θ̄: N(θ̄, H⁻¹) with H = G + λI, G = Σ_i w_i GGN_i(θ̄) (the weighted
 generalised Gauss–Newton, summed over records) and the prior N(0, λ⁻¹I) that the training objective

@@ -1,5 +1,5 @@
 """Evaluate a model on the test split: F1, per-class F1 with class sizes and the quartile table
-(spec D.7.4–D.9), and the per-arm outputs every comparison arm writes."""
+(docs/algorithms.md, D.7.4–D.9), and the per-arm outputs every comparison arm writes."""
 
 from __future__ import annotations
 

@@ -63,7 +63,7 @@ def run_distributed(*, x_train: np.ndarray, u_train: np.ndarray, s_train: np.nda
                     encoder_hidden: Sequence[int] = (512, 256), head_hidden: Sequence[int] = (256, 128),
                     k: int = 2, epochs: int = 50, batch_size: int = 64, lr: float = 1e-4, seed: int = 0,
                     message_log: list | None = None) -> DistributedResult:
-    """Distributed GPP (spec G.4, Algorithm 2) on Flower's simulation engine; see ``local`` for the
+    """Distributed GPP (docs/algorithms.md, G.4, Algorithm 2) on Flower's simulation engine; see ``local`` for the
     round/epoch schedule and ``DistributedResult`` for what comes back.
 
     Clients are the distinct values of ``client_train`` (0..t-1); client ``m`` uses ``betas[m]``,

@@ -1,4 +1,4 @@
-"""The arithmetic of Algorithm 2 (spec G.4), free of Flower: what a client and the aggregator compute.
+"""The arithmetic of Algorithm 2 (docs/algorithms.md, G.4), free of Flower: what a client and the aggregator compute.
 
 A client owns its encoder ``T_θm`` and adversary ``Q_φ^(m)`` (with their Adam states). Every encoder
 starts from one public initial θ₀ (seeded by the run's seed, so the shared utility head first meets

@@ -1,6 +1,6 @@
 """The GPP ServerApp (the aggregator): owns the utility head ``Q_ψ``; sees only (z, u) batches.
 
-Per round (spec G.4, schedule in ``local``): pool the participating clients' pending ``(z, u)``
+Per round (docs/algorithms.md, G.4, schedule in ``local``): pool the participating clients' pending ``(z, u)``
 batches, ``k`` Adam steps on ``Q_ψ`` per received batch, send ``Q_ψ`` down; each reply carries the
 client's next batch.
 Every message crossing the boundary is measured (protobuf-serialized ``RecordDict`` bytes) and, when

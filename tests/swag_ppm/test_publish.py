@@ -1,0 +1,35 @@
+"""Stage ``publish``: the shared release folder is the staged draw plus a card built from the evidence on disk,
+verified and signed; re-run after a comparison, the card shows it, and the release's files stay the draw's."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import copy_root
+from dprelease.io import read_json
+from dprelease.release import verify_release
+from dprelease.swag_ppm.publish import publish, staged
+
+
+def test_publish_rebuilds_the_card_from_the_evidence_on_disk(head_run, tmp_path):
+    root = copy_root(head_run.root, tmp_path / "root")
+    params = head_run.params
+    (root / "metrics" / "nonprivate.json").unlink(missing_ok=True)
+    first = publish(params, root)
+    assert first["compared"] is False and first["audited"] is False
+    release = root / params.release
+    manifest = verify_release(release)
+    card = (release / "README.md").read_text(encoding="utf-8")
+    assert "not measured (`make compare`)" in card and "Not audited yet" in card
+    assert f"ε = {manifest['guarantee']['epsilon']:.3f}" in card                # the staged draw's guarantee
+
+    (root / "metrics" / "nonprivate.json").write_text(json.dumps({
+        "weighted_f1": 0.8123, "macro_f1": 0.4567, "top_quartile_weighted_f1": 0.9012, "top_quartile_macro_f1": 0.8899,
+        "bottom_quartile_weighted_f1": 0.1234, "bottom_quartile_macro_f1": 0.0987}), encoding="utf-8")
+    second = publish(params, root)
+    assert second["compared"] is True
+    card = (release / "README.md").read_text(encoding="utf-8")
+    assert "0.901 / 0.890" in card and "0.123 / 0.099" in card and "0.812 / 0.457" in card
+    staged_files = read_json(root / staged(params) / "release.json")["files"]
+    assert {k: v for k, v in verify_release(release)["files"].items() if k in staged_files and k != "README.md"} == \
+        {k: v for k, v in staged_files.items() if k != "README.md"}        # the draw itself is unchanged
