@@ -1,0 +1,92 @@
+"""dprelease.plugins / dprelease.mechanism: a new mechanism is one new folder plus one line in the plug-in list.
+
+End to end in a copy of the package: a toy mechanism (params section, one stage, one flow, one arm) is added
+by writing its folder and appending its package name to ``PACKAGES`` — no other file is edited — and then
+``Params`` has its section, the registry runs its stage, its flow is planned and listed, its arm is known."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from dprelease import code_scope, plugins, registry
+
+TOY = {
+    "__init__.py": '"""A toy mechanism (test only)."""\n',
+    "params.py": """
+        from pydantic import BaseModel, ConfigDict, Field
+
+        class ToyParams(BaseModel):
+            model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+            scale: int = Field(2, ge=1)
+
+        SECTION = ("toy", ToyParams)
+        """,
+    "stages.py": """
+        from pathlib import Path
+        from ..io import write_json
+        from ..stage import Stage
+
+        def total(params, root="."):
+            value = params.toy.scale * 21
+            write_json(Path(root) / "metrics" / "toy.json", {"value": value})
+            return {"value": value}
+
+        def declare(params):
+            return [Stage(name="toy_total", run=total, params=["toy"], deps=["artifacts/data"],
+                          outs=[], metrics=["metrics/toy.json"], group="toy")]
+        """,
+    "plugin.py": """
+        from ..mechanism import Arm, FlowSpec, Mechanism
+        from . import stages
+
+        PLUGIN = Mechanism(name="toy", declare=stages.declare, arms=(Arm(name="toy", stage="toy_total"),),
+                           flows=(FlowSpec(name="toy", title="toy", groups=("toy",), doc="a toy flow"),))
+        """,
+}
+
+CHECK = """
+import json, sys
+from dprelease import pipeline, registry
+from dprelease.config import parse_params
+p = parse_params({"toy": {"scale": 3}})
+plan = pipeline.plan(registry.stages(p), p, **{"groups": registry.flows()["toy"].groups})
+summary = registry.run_stage("toy_total", p, sys.argv[1])
+print(json.dumps({"scale": p.toy.scale, "order": plan.order, "summary": summary, "arms": sorted(registry.arms()),
+                  "flows": sorted(registry.flows()), "code": registry.get(p, "toy_total").code}))
+"""
+
+
+def test_a_new_mechanism_is_one_folder_and_one_line(tmp_path):
+    src = tmp_path / "src"
+    shutil.copytree(code_scope.PACKAGE_DIR, src / "dprelease", ignore=shutil.ignore_patterns("__pycache__"))
+    for name, text in TOY.items():
+        (src / "dprelease" / "toy").mkdir(exist_ok=True)
+        (src / "dprelease" / "toy" / name).write_text(textwrap.dedent(text), encoding="utf-8")
+    listing = src / "dprelease" / "plugins.py"
+    text = listing.read_text(encoding="utf-8")
+    assert '    "dprelease.gpp",\n)' in text
+    listing.write_text(text.replace('    "dprelease.gpp",\n)', '    "dprelease.gpp",\n    "dprelease.toy",\n)'))
+    root = tmp_path / "root"
+    proc = subprocess.run([sys.executable, "-c", CHECK, str(root)], cwd=tmp_path, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    import json
+
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["scale"] == 3 and got["summary"] == {"value": 63}
+    assert json.loads((root / "metrics" / "toy.json").read_text()) == {"value": 63}
+    assert got["order"][-1] == "toy_total" and "stratify" in got["order"]  # its dep's producer is planned
+    assert "toy" in got["arms"] and "toy" in got["flows"]
+    assert {"toy/stages.py", "stage.py", "io.py"} <= set(got["code"])
+
+
+def test_the_real_list_loads_every_package_once():
+    names = [m.name for m in registry.MECHANISMS]
+    assert len(names) == len(set(names)) == len(plugins.PACKAGES)
+    assert set(plugins.sections()) == {"gpp", "nvdp"}
+    assert {"nonprivate", "dpsgd", "swag_ppm", "swag_ppm_reweighted"} <= set(registry.arms())
+    assert set(registry.flows()) == {"release", "compare", "audit", "nvdp", "gpp"}
