@@ -6,11 +6,19 @@ from __future__ import annotations
 
 import sys
 
+from prefect import flow
+
 from flows.run import main as run_main
+from flows.run import run_flow
+
+
+@flow(name="swag-ppm-compare", log_prints=False, persist_result=False)
+def compare_flow(params: dict, root: str = ".", track: bool = True) -> dict:
+    return run_flow("compare", params, root, track)
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_main(argv, name="compare")
+    return run_main(argv, name="compare", prefect_flow=compare_flow)
 
 
 if __name__ == "__main__":

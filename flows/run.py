@@ -75,6 +75,11 @@ def preflight(spec: FlowSpec, params: Params, root: str) -> None:
 
 @flow(name="dprelease-flow", log_prints=False, persist_result=False)
 def graph_flow(name: str, params: dict, root: str = ".", track: bool = True) -> dict:
+    return run_flow(name, params, root, track)
+
+
+def run_flow(name: str, params: dict, root: str = ".", track: bool = True) -> dict:
+    """The body of a plug-in flow (inside a Prefect flow run): plan, run, track."""
     spec = registry.flows()[name]
     p = Params.model_validate(params)
     out: dict = {"timings": {}}
@@ -99,7 +104,8 @@ def track_flow(spec: FlowSpec, params: Params, root: str, timings: dict) -> str:
     return shared[spec.track]()
 
 
-def main(argv: list[str] | None = None, name: str | None = None) -> int:
+def main(argv: list[str] | None = None, name: str | None = None, prefect_flow=None) -> int:
+    """``prefect_flow``: a flow module's own ``@flow`` (params, root, track) to run instead of the generic one."""
     argv = list(sys.argv[1:] if argv is None else argv)
     specs = registry.flows()
     if name is None:
@@ -115,8 +121,10 @@ def main(argv: list[str] | None = None, name: str | None = None) -> int:
     start = time.perf_counter()
     code, params, result = cli.run(
         args, lambda p: preflight(spec, p, args.root),
-        lambda p: graph_flow.with_options(name=spec.title, task_runner=runners.task_runner(p))(
-            spec.name, p.model_dump(mode="json"), args.root, not args.no_track))
+        lambda p: (prefect_flow.with_options(task_runner=runners.task_runner(p))(
+            p.model_dump(mode="json"), args.root, not args.no_track) if prefect_flow is not None else
+            graph_flow.with_options(name=spec.title, task_runner=runners.task_runner(p))(
+                spec.name, p.model_dump(mode="json"), args.root, not args.no_track)))
     if code:
         return code
     if spec.report:
