@@ -6,6 +6,8 @@ touch the project's ``.prefect/`` (or contend with a flow running there).
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import copy
 import os
 import shutil
@@ -233,3 +235,20 @@ def tiny_head_backend(classes: int = 3, hidden: int = 8):
     from dprelease.config import HeadParams
 
     return HeadBackend(n_classes=classes, device=torch.device("cpu"), seed=1, params=HeadParams(hidden=hidden))
+
+
+@contextmanager
+def fresh_registry(folder: Path):
+    """(mlflow, client, a model source) on a fresh SQLite registry in ``folder``; the tracking URI is restored
+    after."""
+    import mlflow
+
+    previous = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(f"sqlite:///{folder / 'mlflow.db'}")
+    source = folder / "model"
+    source.mkdir()
+    (source / "MLmodel").write_text("flavors: {}\n", encoding="utf-8")
+    try:
+        yield mlflow, mlflow.MlflowClient(), source.as_uri()
+    finally:
+        mlflow.set_tracking_uri(previous)

@@ -73,14 +73,6 @@ def flows() -> dict[str, FlowSpec]:
     return {f.name: f for m in MECHANISMS for f in m.flows}
 
 
-def owner(params: Params, stage: str) -> Mechanism:
-    """The plug-in that declares ``stage``."""
-    for m in MECHANISMS:
-        if any(s.name == stage for s in m.declare(params)):
-            return m
-    raise KeyError(stage)
-
-
 def arms() -> dict:
     """Every plug-in's arms by name."""
     return {a.name: a for m in MECHANISMS for a in m.arms}

@@ -4,6 +4,7 @@ temporary folder): versions, the candidate / production / refused aliases, gate 
 from __future__ import annotations
 
 import pytest
+from conftest import fresh_registry
 
 from dprelease.service import model_registry as mr
 from dprelease.service.gates import Decision, Figures, Gate
@@ -14,17 +15,9 @@ NAME = "autocoder-test"
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory):
     """(mlflow, client, a model source) on a fresh SQLite registry; the tracking URI is restored after."""
-    mlflow = pytest.importorskip("mlflow")
-    where = tmp_path_factory.mktemp("registry")
-    previous = mlflow.get_tracking_uri()
-    mlflow.set_tracking_uri(f"sqlite:///{where / 'mlflow.db'}")
-    source = where / "model"
-    source.mkdir()
-    (source / "MLmodel").write_text("flavors: {}\n", encoding="utf-8")
-    try:
-        yield mlflow, mlflow.MlflowClient(), source.as_uri()
-    finally:
-        mlflow.set_tracking_uri(previous)
+    pytest.importorskip("mlflow")
+    with fresh_registry(tmp_path_factory.mktemp("registry")) as opened:
+        yield opened
 
 
 def _alias(client, alias: str) -> str:

@@ -6,6 +6,7 @@ an audit attached to a version that lacks it; the retrain's registry summary. Th
 from __future__ import annotations
 
 import pytest
+from conftest import fresh_registry
 
 from dprelease.config import GateParams
 from dprelease.service import model_registry as mr
@@ -17,16 +18,9 @@ NAME = "promotion-test"
 @pytest.fixture
 def registry(tmp_path):
     """(mlflow, client, a model source) on a fresh SQLite registry; the tracking URI is restored after."""
-    mlflow = pytest.importorskip("mlflow")
-    previous = mlflow.get_tracking_uri()
-    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
-    source = tmp_path / "model"
-    source.mkdir()
-    (source / "MLmodel").write_text("flavors: {}\n", encoding="utf-8")
-    try:
-        yield mlflow, mlflow.MlflowClient(), source.as_uri()
-    finally:
-        mlflow.set_tracking_uri(previous)
+    pytest.importorskip("mlflow")
+    with fresh_registry(tmp_path) as opened:
+        yield opened
 
 
 def _version(registry, digest: str, epsilon: float, f1: float, **extra) -> str:
