@@ -13,7 +13,7 @@ import sys
 import time
 
 from dprelease import offline  # noqa: F401  (offline switches before transformers loads)
-from dprelease import pipeline, registry
+from dprelease import parallel, pipeline, registry
 from dprelease.config import Params
 from dprelease.layout import Layout
 from dprelease.mechanism import FlowSpec
@@ -30,7 +30,8 @@ def plan_of(spec: FlowSpec, params: Params) -> pipeline.Plan:
 
 def run_plan(plan: pipeline.Plan, params: Params, root: str, out: dict, *, workers: int = 1) -> dict:
     """Run the planned stages: one after another (``workers`` 1), or each as soon as the stages it waits on are
-    done, ``workers`` at a time on the flow's task runner. Each stage's summary goes to ``out[name]`` and its
+    done, ``workers`` at a time on the flow's task runner (on Dask, stages with posterior passes run in the
+    flow process meanwhile: :func:`in_flow_process`). Each stage's summary goes to ``out[name]`` and its
     seconds (from start to finish; with workers > 1, from submission) to ``out["timings"]``, unless the stage
     is untimed (:func:`flows.cli.record_time`)."""
     timings = out.setdefault("timings", {})
@@ -40,27 +41,47 @@ def run_plan(plan: pipeline.Plan, params: Params, root: str, out: dict, *, worke
             out[name] = run_stage_task(name, params, root)
             cli.record_time(timings, params, name, time.perf_counter() - start)
         return out
+    inline = in_flow_process(plan, params)
     pending, running, done = list(plan.order), {}, set()
 
     def submit_ready() -> None:
         for name in list(pending):
             if len(running) >= workers:
                 return
-            if plan.waits[name] <= done:
+            if name not in inline and plan.waits[name] <= done:
                 running[submit(name, params, root)] = (name, time.perf_counter())
                 pending.remove(name)
 
-    submit_ready()
-    while running:
+    while True:
+        submit_ready()
+        ready = next((n for n in pending if n in inline and plan.waits[n] <= done), None)
+        if ready is not None:  # here, while the submitted stages run on the task runner
+            pending.remove(ready)
+            start = time.perf_counter()
+            out[ready] = run_stage_task(ready, params, root)
+            cli.record_time(timings, params, ready, time.perf_counter() - start)
+            done.add(ready)
+            continue
+        if not running:
+            break
         future = next(as_completed(list(running)))
         name, start = running.pop(future)
         out[name] = future.result()
         cli.record_time(timings, params, name, time.perf_counter() - start)
         done.add(name)
-        submit_ready()
     if pending:  # pragma: no cover - a plan is a DAG, so everything becomes ready
         raise RuntimeError(f"stages never became ready: {pending}")
     return out
+
+
+def in_flow_process(plan: pipeline.Plan, params: Params) -> set[str]:
+    """Stages that run in the flow process rather than as submitted tasks: with a chunk mapper installed
+    (a Dask runner, :func:`flows.runners.on_dask`), every stage whose code reaches :mod:`dprelease.parallel`,
+    so its posterior-pass chunks spread over the cluster (inside a worker they would run as one task)."""
+    if not parallel.active():
+        return set()
+    by_name = {s.name: s for s in registry.stages(params)}
+    return {n for n in plan.order if {".", "parallel.py"} & set(by_name[n].code)}
 
 
 def preflight(spec: FlowSpec, params: Params, root: str) -> None:

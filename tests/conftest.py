@@ -245,6 +245,7 @@ def fresh_registry(folder: Path):
 
     previous = mlflow.get_tracking_uri()
     mlflow.set_tracking_uri(f"sqlite:///{folder / 'mlflow.db'}")
+    mlflow.set_experiment("registry-test")  # not an experiment id another test left active (absent here)
     source = folder / "model"
     source.mkdir()
     (source / "MLmodel").write_text("flavors: {}\n", encoding="utf-8")
