@@ -2,7 +2,8 @@
 
 End to end in a copy of the package: a toy mechanism (params section, one stage, one flow, one arm) is added
 by writing its folder and appending its package name to ``PACKAGES`` — no other file is edited — and then
-``Params`` has its section, the registry runs its stage, its flow is planned and listed, its arm is known."""
+``Params`` has its section, the registry runs its stage, its flow is planned and listed, and ``compare.arms``
+accepts its arm (the comparison report then reads its files)."""
 
 from __future__ import annotations
 
@@ -12,18 +13,22 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from dprelease import code_scope, plugins, registry
 
 TOY = {
     "__init__.py": '"""A toy mechanism (test only)."""\n',
     "params.py": """
         from pydantic import BaseModel, ConfigDict, Field
+        from ..mechanism import Arm
 
         class ToyParams(BaseModel):
             model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
             scale: int = Field(2, ge=1)
 
         SECTION = ("toy", ToyParams)
+        ARMS = (Arm(name="toy", stage="toy_total", label="Toy", audited=False),)
         """,
     "stages.py": """
         from pathlib import Path
@@ -40,10 +45,10 @@ TOY = {
                           outs=[], metrics=["metrics/toy.json"], group="toy")]
         """,
     "plugin.py": """
-        from ..mechanism import Arm, FlowSpec, Mechanism
+        from ..mechanism import FlowSpec, Mechanism
         from . import stages
 
-        PLUGIN = Mechanism(name="toy", declare=stages.declare, arms=(Arm(name="toy", stage="toy_total"),),
+        PLUGIN = Mechanism(name="toy", declare=stages.declare,
                            flows=(FlowSpec(name="toy", title="toy", groups=("toy",), doc="a toy flow"),))
         """,
 }
@@ -52,11 +57,17 @@ CHECK = """
 import json, sys
 from dprelease import pipeline, registry
 from dprelease.config import parse_params
-p = parse_params({"toy": {"scale": 3}})
+p = parse_params({"toy": {"scale": 3}, "compare": {"arms": ["nonprivate", "toy"]}})
 plan = pipeline.plan(registry.stages(p), p, **{"groups": registry.flows()["toy"].groups})
 summary = registry.run_stage("toy_total", p, sys.argv[1])
+try:
+    parse_params({"privacy_audit": {"arms": ["toy"]}})
+    audit = "accepted"
+except Exception as e:
+    audit = str(e)
 print(json.dumps({"scale": p.toy.scale, "order": plan.order, "summary": summary, "arms": sorted(registry.arms()),
-                  "flows": sorted(registry.flows()), "code": registry.get(p, "toy_total").code}))
+                  "flows": sorted(registry.flows()), "code": registry.get(p, "toy_total").code,
+                  "report_deps": registry.get(p, "compare_report").deps, "audit": audit}))
 """
 
 
@@ -81,6 +92,9 @@ def test_a_new_mechanism_is_one_folder_and_one_line(tmp_path):
     assert json.loads((root / "metrics" / "toy.json").read_text()) == {"value": 63}
     assert got["order"][-1] == "toy_total" and "stratify" in got["order"]  # its dep's producer is planned
     assert "toy" in got["arms"] and "toy" in got["flows"]
+    # its arm can be compared (the report reads its files) but not audited (it declared audited=False)
+    assert {"reports/arms/toy", "metrics/toy.json"} <= set(got["report_deps"])
+    assert "privacy_audit.arms.0" in got["audit"] and "'toy'" not in got["audit"]
     assert {"toy/stages.py", "stage.py", "io.py"} <= set(got["code"])
 
 
@@ -88,5 +102,16 @@ def test_the_real_list_loads_every_package_once():
     names = [m.name for m in registry.MECHANISMS]
     assert len(names) == len(set(names)) == len(plugins.PACKAGES)
     assert set(plugins.sections()) == {"gpp", "nvdp"}
-    assert {"nonprivate", "dpsgd", "swag_ppm", "swag_ppm_reweighted"} <= set(registry.arms())
+    assert list(registry.arms()) == ["nonprivate", "swag_ppm", "swag_ppm_reweighted", "swag_ppm_uncalibrated",
+                                     "swag_ppm_censored", "dpsgd"]  # package order: the reports' row order
     assert set(registry.flows()) == {"release", "compare", "audit", "nvdp", "gpp"}
+
+
+def test_an_arm_that_needs_a_setting_is_refused_with_the_reason():
+    from dprelease.config import parse_params
+    from dprelease.errors import ConfigError
+
+    params = parse_params({"ppm": {"reweight": False}, "compare": {"arms": ["nonprivate", "swag_ppm_reweighted"]}})
+    with pytest.raises(ConfigError, match=r"^compare\.arms: swag_ppm_reweighted needs ppm\.reweight: true$"):
+        plugins.check_arms(params, ("compare",))
+    plugins.check_arms(parse_params({"ppm": {"reweight": True}}), ("compare", "privacy_audit"))  # no error

@@ -83,7 +83,7 @@ def test_stage_names_unique_and_groups_known():
         "secret", "stratify", "featurize", "finetune_r1", "swag_r1", "risk", "finetune_r2", "swag_r2", "sensitivity_r2",
         "reweight", "draw", "audit", "publish"]
     assert [s.name for s in registry.group(DEFAULT, "compare")] == [
-        "swag_ppm", "swag_ppm_uncalibrated", "swag_ppm_censored", "nonprivate", "dpsgd", "dpsgd_sweep",
+        "nonprivate", "swag_ppm", "swag_ppm_uncalibrated", "swag_ppm_censored", "dpsgd", "dpsgd_sweep",
         "compare_report"]
     assert [s.name for s in registry.group(DEFAULT, "audit")] == [
         "audit_pool", "audit_references", "privacy_audit", "canary_runs", "privacy_report"]

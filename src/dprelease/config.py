@@ -150,13 +150,15 @@ class DPSGDParams(_Strict):
         return self
 
 
-ARMS = ["nonprivate", "swag_ppm", "swag_ppm_reweighted", "swag_ppm_uncalibrated", "swag_ppm_censored", "dpsgd"]
-AUDIT_ARMS = ["nonprivate", "swag_ppm", "swag_ppm_reweighted", "dpsgd"]
+# the arms the packages declare (their ``params`` modules' ARMS, dprelease.plugins), in package order
+ARMS = list(plugins.arms())
+AUDIT_ARMS = [name for name, arm in plugins.arms().items() if arm.audited]
+ArmName = Literal[tuple(ARMS)]
+AuditArmName = Literal[tuple(AUDIT_ARMS)]
 
 
 class CompareParams(_Strict):
-    arms: list[Literal["nonprivate", "swag_ppm", "swag_ppm_reweighted", "swag_ppm_uncalibrated", "swag_ppm_censored",
-                       "dpsgd"]] = ARMS
+    arms: list[ArmName] = ARMS
     nonprivate_epochs: int = Field(30, ge=1, description="non-private baseline epochs (docs/algorithms.md, D.5)")
 
     @model_validator(mode="after")
@@ -206,7 +208,7 @@ class TuneParams(_Strict):
 
 class PrivacyAuditParams(_Strict):
     """Membership-inference and one-run canary audit of every arm (docs/guarantees.md, L)."""
-    arms: list[Literal["nonprivate", "swag_ppm", "swag_ppm_reweighted", "dpsgd"]] = AUDIT_ARMS
+    arms: list[AuditArmName] = AUDIT_ARMS
     pool_size: int = Field(6000, ge=200, description="unused rows (population pool) embedded for the audit")
     references: int = Field(16, ge=2, description="LiRA reference models, offline and online each")
     canaries: int = Field(500, ge=20, description="mislabelled-narrative canaries (re-drawn labels), in w.p. 1/2")

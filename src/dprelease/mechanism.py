@@ -9,7 +9,7 @@ lists those packages (the one line a new mechanism adds). From these objects the
 * the flows — :attr:`Mechanism.flows`, run by the one generic graph runner (``python -m flows.run NAME``);
 * MLflow — a flow's ``track`` hook returns a :class:`TrackedRun` (plain data: this package never imports
   MLflow; :mod:`dprelease.tracking` logs it);
-* the comparison's and the audit's arms — :attr:`Mechanism.arms`;
+* the comparison's and the audit's arms — ``ARMS`` in the ``params`` module (:class:`Arm`);
 * ``dprelease sanitize`` — :attr:`Mechanism.sanitize` for a sanitizer release.
 
 Nothing here imports a mechanism: plain declarations, arrays and files stay in the packages.
@@ -24,11 +24,25 @@ from typing import Any, Callable
 
 @dataclass(frozen=True, kw_only=True)
 class Arm:
-    """A model a package contributes to the comparison and (``audited``) to the membership audit."""
+    """A model a package contributes to the comparison and (``audited``) to the membership audit. Declared in
+    the package's ``params`` module (``ARMS``), so that ``compare.arms`` and ``privacy_audit.arms`` accept its
+    name when ``Params`` is assembled (:func:`dprelease.plugins.arms`)."""
 
     name: str
     stage: str  # the stage that trains it
+    label: str  # its row in the reports
     audited: bool = True
+    release: bool = False  # the release itself: its figures are the release's, its model the staged release folder
+    model: str | None = None  # its release-format model folder under ``artifacts`` (None: ``arms/<name>/model``)
+    files: tuple[str, ...] = ()  # further files the comparison report reads
+    suffix: Callable[[dict], str] | None = None  # (its guarantee's quantities) -> text appended to its label
+    requires: tuple[str, Callable[[Any], bool]] | None = None  # (what, test of the params): when it can be named
+
+    def refusal(self, params, section: str) -> str | None:
+        """The one-line reason ``section`` cannot name this arm with these params, or None."""
+        if self.requires is None or self.requires[1](params):
+            return None
+        return f"{section}: {self.name} needs {self.requires[0]}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,6 +83,5 @@ class Mechanism:
     name: str
     declare: Callable  # (params) -> list[Stage]
     flows: tuple[FlowSpec, ...] = ()
-    arms: tuple[Arm, ...] = ()
     sanitize: Callable | None = None  # (release_dir, texts, *, seed) -> array, for a sanitizer release
     check: Callable | None = None  # (params, root) -> None: preflight of any flow that plans one of its stages

@@ -1,14 +1,15 @@
 """The packages that make up this dprelease, in execution order: the ONE list a new mechanism is added to.
 
 A package listed here exports ``PLUGIN`` (a :class:`dprelease.mechanism.Mechanism`) from its ``plugin``
-module, and may have a ``params`` module whose ``SECTION = (key, Model)`` becomes ``Params.<key>``. A
-``params`` module imports pydantic only (``Params`` is assembled from it), and a package's ``__init__``
-imports nothing of the project, so reading the sections can never import a stage. The registry loads the
+module, and may have a ``params`` module whose ``SECTION = (key, Model)`` becomes ``Params.<key>`` and whose
+``ARMS`` (:class:`dprelease.mechanism.Arm`) become names ``compare.arms`` and ``privacy_audit.arms`` accept.
+A ``params`` module imports pydantic and :mod:`dprelease.mechanism` only (``Params`` is assembled from it),
+and a package's ``__init__`` imports nothing of the project, so reading them can never import a stage. The registry loads the
 ``plugin`` modules (:data:`dprelease.registry.MECHANISMS`). The import-graph analysis reads :data:`PACKAGES`
 (:func:`dprelease.code_scope.implicit_imports`), so these imports by name are edges like any other.
 
 Adding a mechanism: write its folder (pure maths, run functions, ``stages.declare``, ``params.py`` with its
-section and defaults, ``plugin.py`` with its flow, arms, tracking hook and sanitizer), then add its package
+section, defaults and arms, ``plugin.py`` with its flow, tracking hook and sanitizer), then add its package
 name to :data:`PACKAGES`. Nothing else in the shared code names it.
 """
 
@@ -17,11 +18,13 @@ from __future__ import annotations
 import importlib
 import importlib.util
 
+from .errors import ConfigError
+
 PACKAGES = (
     "dprelease.privacy",
     "dprelease.data",
+    "dprelease.nonprivate",  # before SWAG-PPM: the arms' default order (rows of the reports) follows this list
     "dprelease.swag_ppm",
-    "dprelease.nonprivate",
     "dprelease.dpsgd",
     "dprelease.reports",
     "dprelease.nvdp",
@@ -30,14 +33,40 @@ PACKAGES = (
 )
 
 
+def _params_modules() -> list:
+    return [importlib.import_module(f"{package}.params") for package in PACKAGES
+            if importlib.util.find_spec(f"{package}.params") is not None]
+
+
 def sections() -> dict[str, type]:
     """``{key: pydantic model}`` of every package's ``params`` module that declares a ``SECTION``."""
     out: dict[str, type] = {}
-    for package in PACKAGES:
-        if importlib.util.find_spec(f"{package}.params") is None:
+    for module in _params_modules():
+        if not hasattr(module, "SECTION"):
             continue
-        key, model = importlib.import_module(f"{package}.params").SECTION
+        key, model = module.SECTION
+        package = module.__name__.rsplit(".", 1)[0]
         if key in out:
             raise RuntimeError(f"params section {key!r} declared twice ({package})")
         out[key] = model
     return out
+
+
+def arms() -> dict:
+    """``{name: Arm}`` of every package's ``ARMS``, in :data:`PACKAGES` order (the default order of the arms)."""
+    out: dict = {}
+    for module in _params_modules():
+        for arm in getattr(module, "ARMS", ()):
+            if arm.name in out:
+                raise RuntimeError(f"arm {arm.name!r} declared twice ({module.__name__})")
+            out[arm.name] = arm
+    return out
+
+
+def check_arms(params, sections: tuple[str, ...]) -> None:
+    """A one-line error when an arm named in ``sections``' arm lists cannot run with these params."""
+    known = arms()
+    for section in sections:
+        for name in getattr(params, section).arms:
+            if (why := known[name].refusal(params, f"{section}.arms")) is not None:
+                raise ConfigError(why)

@@ -74,8 +74,8 @@ def flows() -> dict[str, FlowSpec]:
 
 
 def arms() -> dict:
-    """Every plug-in's arms by name."""
-    return {a.name: a for m in MECHANISMS for a in m.arms}
+    """Every package's arms by name (declared in its ``params`` module: :func:`dprelease.plugins.arms`)."""
+    return plugins.arms()
 
 
 def _unique(items: list[str]) -> list[str]:

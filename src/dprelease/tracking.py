@@ -16,12 +16,13 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
+from . import plugins
 from .config import Params
 from .io import read_json, write_json
 from .layout import Layout
 from .locks import file_lock
 from .privacy.guarantee import Guarantee
-from .reports.compare import LABELS, arm_metrics
+from .reports.compare import arm_metrics
 from .utility.evaluate import quartile_summary
 from .utility.metrics import quartile_table
 
@@ -325,7 +326,7 @@ def log_compare_run(params: Params, root: str | Path = ".") -> str:
                            if k.startswith(("compare.", "dpsgd.", "model.backend", "seed", "ppm."))})
         for arm in params.compare.arms:
             m, g, per_class = arm_metrics(lay, arm)
-            with _run(mlflow, root, run_name=LABELS[arm], nested=True):
+            with _run(mlflow, root, run_name=plugins.arms()[arm].label, nested=True):
                 mlflow.set_tag("arm", arm)
                 _guarantee_tags(mlflow, g)
                 mlflow.log_metrics({"weighted_f1": m["weighted_f1"], "macro_f1": m["macro_f1"],

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from conftest import compare_raw, copy_root, run_stages
+from dprelease import plugins
 from dprelease.reports import compare as report
 from dprelease.config import parse_params
 from dprelease.io import read_json
@@ -57,7 +58,7 @@ def test_table1_one_row_per_arm_in_order(reported):
     root, params, _ = reported
     t1 = pd.read_csv(root / "reports/compare/table1.csv")
     assert list(t1.columns) == ["model", "epsilon", "delta", "guarantee", "T̂", "weighted F1", "macro F1"]
-    assert [m.split(", calibrated")[0].split(" (round")[0] for m in t1["model"]] == [report.LABELS[a] for a in params.compare.arms]
+    assert [m.split(", calibrated")[0].split(" (round")[0] for m in t1["model"]] == [plugins.arms()[a].label for a in params.compare.arms]
     for arm, row in zip(params.compare.arms, t1.to_dict("records")):
         eps = _expected_epsilon(root, arm)
         if arm == "nonprivate":
@@ -79,7 +80,7 @@ def test_table1_one_row_per_arm_in_order(reported):
 def test_quartiles_and_delta_sweep_tables(reported):
     root, params, _ = reported
     q = pd.read_csv(root / "reports/compare/quartiles.csv")
-    assert list(q["model"]) == [report.LABELS[a] for a in params.compare.arms]
+    assert list(q["model"]) == [plugins.arms()[a].label for a in params.compare.arms]
     assert ((q.drop(columns="model") >= 0) & (q.drop(columns="model") <= 1)).all().all()
     sweep = pd.read_csv(root / "reports/compare/delta_sweep.csv")
     rows = read_json(root / "metrics/dpsgd_sweep.json")["rows"]
@@ -98,7 +99,7 @@ def test_report_markdown(reported):
     for phrase in ("local", "asymptotic", "DP-SGD's (ε, δ)", "not make them the same guarantee"):
         assert phrase in caveat, phrase
     for arm in params.compare.arms:
-        assert f"| {report.LABELS[arm]} |" in md, arm
+        assert f"| {plugins.arms()[arm].label} |" in md, arm
     assert "δ sweep" in md
     assert "![per-class F1](per_class_vs_size.png)" in md
 
@@ -133,7 +134,7 @@ def test_table_order_follows_params(arms_run, tmp_path):
     arms = ["dpsgd", "swag_ppm_reweighted", "nonprivate"]
     report.compare_report(parse_params(compare_raw(compare__arms=arms)), root)
     t1 = pd.read_csv(root / "reports/compare/table1.csv")
-    assert [m.split(" (round")[0] for m in t1["model"]] == [report.LABELS[a] for a in arms]
+    assert [m.split(" (round")[0] for m in t1["model"]] == [plugins.arms()[a].label for a in arms]
     assert (root / "reports/compare/delta_sweep.csv").is_file()
 
 
@@ -189,7 +190,7 @@ def test_compare_run_has_one_child_per_arm(logged):
     assert "mlflow.parentRunId" not in client.get_run(parent_id).data.tags
     for child in children:
         arm, metrics = child.data.tags["arm"], child.data.metrics
-        assert child.info.run_name == report.LABELS[arm]
+        assert child.info.run_name == plugins.arms()[arm].label
         weighted, macro = _expected_f1(root, arm)
         assert metrics["weighted_f1"] == pytest.approx(weighted)
         assert metrics["macro_f1"] == pytest.approx(macro)

@@ -1,7 +1,7 @@
-"""DP-SGD's plug-in (Opacus): one arm at the release's ε (or ``dpsgd.target_epsilon``), its δ sweep, and the
+"""DP-SGD's plug-in (Opacus): its stages (its arm is in :mod:`.params`): one model at the release's ε (or ``dpsgd.target_epsilon``), its δ sweep, and the
 preflight every flow that plans its stages runs (batch size vs data size, δ range) before any training."""
 
-from ..mechanism import Arm, Mechanism
+from ..mechanism import Mechanism
 from . import stages
 
 
@@ -9,4 +9,4 @@ def check(params, root) -> None:
     stages.check_dpsgd(params, n=stages.preview_train_size(params, root))
 
 
-PLUGIN = Mechanism(name="dpsgd", declare=stages.declare, arms=(Arm(name="dpsgd", stage="dpsgd"),), check=check)
+PLUGIN = Mechanism(name="dpsgd", declare=stages.declare, check=check)

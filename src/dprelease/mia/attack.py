@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import plugins
 from ..config import Params
 from ..data.splits import backend_for
 from ..io import write_json
@@ -29,9 +30,11 @@ ATTACKS = ("loss", "lira_offline", "lira_online")
 
 
 def arm_folder(params: Params, arm: str) -> str:
-    """Release-format folder of an arm, relative to the root (the re-weighted arm is the release, as
-    staged by ``draw``: the same files the shared folder holds, minus the model card)."""
-    return f"{params.artifacts}/draw/release" if arm == "swag_ppm_reweighted" else arm_model_dir(params, arm)
+    """Release-format folder of an arm, relative to the root: its declared ``model`` folder (the release arm's
+    is the release as staged by ``draw``: the files the shared folder holds, minus the model card), else the
+    comparison arms' own."""
+    folder = plugins.arms()[arm].model
+    return f"{params.artifacts}/{folder}" if folder is not None else arm_model_dir(params, arm)
 
 
 def attack_scores(probs: np.ndarray, y: np.ndarray, phi_reference: np.ndarray, phi_online: np.ndarray | None = None,

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .. import plugins
 from ..backends.base import load_features, save_features
 from ..config import Params, parse_params
 from ..data.splits import backend_for, features
@@ -133,14 +134,14 @@ def canary_runs(params: Params, root: str | Path = ".") -> dict:
     sp = _sub_params(params, release_eps)
     sets = load_sets(lay)
     added = _prepare(lay, sub, sets)
-    for name in stage_names(sp, "release"):
-        if name not in SKIP:
-            run_other(name, sp, sub)
+    ran = [name for name in stage_names(sp, "release") if name not in SKIP]
+    for name in ran:
+        run_other(name, sp, sub)
     arms = list(a.arms)
-    extra = ["nonprivate"] if a.planted_bugs and "nonprivate" not in arms else []
-    for arm in ("swag_ppm", "nonprivate", "dpsgd"):
-        if arm in arms or arm in extra:
-            run_other(arm, sp, sub)
+    extra = ["nonprivate"] if a.planted_bugs and "nonprivate" not in arms else []  # the planted non-private bug
+    for name, arm in plugins.arms().items():  # each arm's training stage, unless the release stages ran it
+        if (name in arms or name in extra) and arm.stage not in ran:
+            run_other(arm.stage, sp, sub)
     backend = backend_for(params, lay)
     out = {"canary_sets": {k: {"canaries": len(v[2]), "included": int(v[2].sum())} for k, v in sets.items()},
            "added_to_training": added, "guess_grid": list(a.guess_grid), "alpha": a.alpha, "arms": {}, "planted": {}}

@@ -14,13 +14,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from .. import plugins
 from ..config import Params
 from ..io import atomic_dir, read_json
 from ..layout import Layout
 from ..plots import roc_plot
 
-LABELS = {"nonprivate": "Non-private", "swag_ppm": "SWAG-PPM round 2", "swag_ppm_reweighted": "SWAG-PPM release",
-          "dpsgd": "DP-SGD"}
 PLANTED = {"nonprivate_labelled_eps1": "planted: non-private labelled ε = 1",
            "dpsgd_noise_div4": "planted: DP-SGD with σ/4 claiming σ's ε"}
 COUNTS = ["tp", "fp", "tpr_ci_low", "tpr_ci_high", "null_tpr_95"]
@@ -65,7 +64,7 @@ def canary_rows(name: str, r: dict, alpha: float) -> list[dict]:
 def audit_table(mia: dict, canary: dict, tight: dict | None = None) -> pd.DataFrame:
     rows = []
     alpha = canary["alpha"]
-    for arm in [a for a in LABELS if a in mia["arms"]]:
+    for arm in [a for a in plugins.arms() if a in mia["arms"]]:
         d = mia["arms"][arm]
         for attack in [k for k in ("loss", "lira_offline", "lira_online") if k in d["attacks"]]:
             r = d["attacks"][attack]
@@ -109,7 +108,8 @@ def privacy_report(params: Params, root: str | Path = ".") -> dict:
     table = audit_table(mia, canary, tight)
     with atomic_dir(lay.reports / "privacy") as out:
         table.to_csv(out / "audit.csv", index=False)
-        curves = {f"{LABELS[arm]} · {atk}": (mia["fpr_grid"], r["roc_tpr"])
+        labels = {name: arm.label for name, arm in plugins.arms().items()}
+        curves = {f"{labels[arm]} · {atk}": (mia["fpr_grid"], r["roc_tpr"])
                   for arm, d in mia["arms"].items() for atk, r in d["attacks"].items()}
         roc_plot(curves, out / "roc.png", title="membership inference, members = train, non-members = test")
         (out / "report.md").write_text(_markdown(params, table, mia, canary, pool, tight), encoding="utf-8")

@@ -3,8 +3,8 @@ membership inference on every arm, the one-run canary audit, and the report."""
 
 from __future__ import annotations
 
+from .. import plugins
 from ..config import Params
-from ..errors import ConfigError
 from ..privacy.stages import key_id_file
 from ..stage import Stage
 from .attack import arm_folder, privacy_audit
@@ -17,9 +17,7 @@ from .report import privacy_report
 
 
 def check(params: Params) -> None:
-    for section in ("privacy_audit", "compare"):
-        if "swag_ppm_reweighted" in getattr(params, section).arms and not params.ppm.reweight:
-            raise ConfigError(f"{section}.arms: swag_ppm_reweighted needs ppm.reweight: true")
+    plugins.check_arms(params, ("privacy_audit", "compare"))
 
 
 def declare(params: Params) -> list[Stage]:

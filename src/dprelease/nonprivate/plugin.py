@@ -1,6 +1,6 @@
-"""The non-private baseline's plug-in: one arm, trained like the released model without any privacy."""
+"""The non-private baseline's plug-in: its stage (its arm is in :mod:`.params`), trained like the released model without any privacy."""
 
-from ..mechanism import Arm, Mechanism
+from ..mechanism import Mechanism
 from . import stages
 
-PLUGIN = Mechanism(name="nonprivate", declare=stages.declare, arms=(Arm(name="nonprivate", stage="nonprivate"),))
+PLUGIN = Mechanism(name="nonprivate", declare=stages.declare)

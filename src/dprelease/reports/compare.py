@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .. import plugins
 from ..config import Params
 from ..io import atomic_dir, atomic_path, read_json
 from ..layout import Layout
@@ -14,9 +15,6 @@ from ..privacy.guarantee import Guarantee
 from ..utility.evaluate import arm_dir, quartile_summary
 from ..utility.metrics import quartile_table
 
-LABELS = {"nonprivate": "Non-private", "swag_ppm": "SWAG-PPM round 2", "swag_ppm_reweighted": "SWAG-PPM release",
-          "swag_ppm_uncalibrated": "SWAG-PPM round 2, spec scale 1/2", "swag_ppm_censored": "SWAG-PPM censored (strict)",
-          "dpsgd": "DP-SGD (Opacus)"}
 CAVEAT = (
     "SWAG-PPM's ε is a *local* bound measured on this database from finitely many posterior draws, and its "
     "δ is asymptotic (→ 0 as n grows) and not quantified; DP-SGD's (ε, δ) is a worst-case guarantee over all "
@@ -32,7 +30,7 @@ CAVEAT = (
 
 def arm_metrics(lay: Layout, arm: str) -> tuple[dict, Guarantee, pd.DataFrame]:
     """An arm's metrics, its guarantee record and its per-class F1 table."""
-    if arm == "swag_ppm_reweighted":  # the release itself
+    if plugins.arms()[arm].release:  # the release itself
         rel, audit = read_json(lay.metrics / "release.json"), read_json(lay.metrics / "audit.json")
         m = {"weighted_f1": audit["released_weighted_f1"], "macro_f1": audit["released_macro_f1"]}
         per_class = pd.read_csv(lay.audit / "per_class_f1.csv", dtype={"code": str})
@@ -78,17 +76,17 @@ def compare_report(params: Params, root: str | Path = ".") -> dict:
 
 def _write_report(params: Params, lay: Layout, out: Path) -> None:
     table1, table2, frames = [], [], {}
-    for arm in params.compare.arms:
-        m, g, per_class = arm_metrics(lay, arm)
-        frames[LABELS[arm]] = per_class
-        label = LABELS[arm] + (f" (round {g.quantities['round']})" if arm == "swag_ppm_reweighted" else "")
-        if arm == "swag_ppm" and g.quantities.get("calibration", "none") != "none":
-            label += f", calibrated ({g.quantities['calibration']})"
+    arms = plugins.arms()
+    for name in params.compare.arms:
+        arm = arms[name]
+        m, g, per_class = arm_metrics(lay, name)
+        frames[arm.label] = per_class
+        label = arm.label + (arm.suffix(g.quantities) if arm.suffix is not None else "")
         table1.append({"model": label, "epsilon": g.epsilon if g.epsilon is not None else float("nan"),
                        "delta": g.delta if g.delta is not None else g.delta_reason, "guarantee": g.kind,
                        "T̂": g.quantities.get("temperature", float("nan")),
                        "weighted F1": m["weighted_f1"], "macro F1": m["macro_f1"]})
-        table2.append({"model": LABELS[arm], **_quartiles(per_class)})
+        table2.append({"model": arm.label, **_quartiles(per_class)})
     t1, t2 = pd.DataFrame(table1), pd.DataFrame(table2)
     _write(t1, out / "table1.csv")
     _write(t2, out / "quartiles.csv")

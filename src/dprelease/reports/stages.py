@@ -3,25 +3,22 @@ records). Its deps are the arms' files, so the compare flow's plan holds exactly
 
 from __future__ import annotations
 
+from .. import plugins
 from ..config import Params
-from ..errors import ConfigError
 from ..stage import Stage
 from .compare import compare_report
 
 RELEASE_FILES = ["reports/release", "metrics/audit.json", "metrics/release.json", "metrics/data.json"]
 
 
-def arm_files(arm: str) -> list[str]:
-    """What the report reads of one arm (the re-weighted arm is the release itself)."""
-    if arm == "swag_ppm_reweighted":
-        return []
-    extra = ["metrics/dpsgd_sweep.json"] if arm == "dpsgd" else []
-    return [f"reports/arms/{arm}", f"metrics/{arm}.json", *extra]
+def arm_files(name: str) -> list[str]:
+    """What the report reads of one arm (an arm that is the release itself: the release's files)."""
+    arm = plugins.arms()[name]
+    return [] if arm.release else [f"reports/arms/{name}", f"metrics/{name}.json", *arm.files]
 
 
 def check(params: Params) -> None:
-    if "swag_ppm_reweighted" in params.compare.arms and not params.ppm.reweight:
-        raise ConfigError("compare.arms: swag_ppm_reweighted needs ppm.reweight: true")
+    plugins.check_arms(params, ("compare",))
 
 
 def declare(params: Params) -> list[Stage]:

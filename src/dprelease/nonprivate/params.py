@@ -1,0 +1,7 @@
+"""What the non-private baseline contributes to ``Params`` (:mod:`dprelease.plugins`): its arm."""
+
+from __future__ import annotations
+
+from ..mechanism import Arm
+
+ARMS = (Arm(name="nonprivate", stage="nonprivate", label="Non-private"),)
