@@ -53,13 +53,13 @@ def round2_f1(work: Path, sets: list[str]) -> float:
     backend = backend_for(params, lay)
     feats, y = features(lay, "test")
     moments = SwagMoments.load(lay.swag(2) / "moments.safetensors")
-    return mean_weighted_f1(backend, backend.new_model(feats), moments, feats, y, draws=params.audit.draws,
+    return mean_weighted_f1(backend, backend.new_model(feats), moments, feats, y, draws=params.evaluation.draws,
                             seed=stage_seed(params.seed, "audit", 2))
 
 
 def collect(work: Path, sets: list[str], wall: float) -> dict:
     m = lambda name: json.loads((work / "metrics" / f"{name}.json").read_text())  # noqa: E731
-    rel, audit = m("release"), m("audit")
+    rel, audit = m("release"), m("evaluation")
     row = {"wall_s": round(wall, 1), "released_round": rel["round"], "released_epsilon": rel["guarantee"]["epsilon"],
            "released_f1_30": audit["weighted_f1_mean"], "round2_f1_30": round2_f1(work, sets),
            "tail": rel["local_sensitivity_tail"], "rounds": {}}

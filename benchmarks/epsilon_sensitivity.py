@@ -45,7 +45,7 @@ from dprelease.registry import run_stage  # noqa: E402
 
 LRS = (0.003, 0.01, 0.03)
 PRIOR_FACTORS = (0.1, 1.0, 10.0)  # × the configured λ (the objective's λ/(2N)·|θ|²)
-STAGES = ("finetune_r1", "swag_r1", "risk", "finetune_r2", "swag_r2", "sensitivity_r2", "draw", "audit",
+STAGES = ("finetune_r1", "swag_r1", "risk", "finetune_r2", "swag_r2", "sensitivity_r2", "draw", "evaluate",
           "swag_ppm_uncalibrated")
 COLUMNS = ("swag_lr", "prior_precision", "rank", "swag_epochs", "seed", "calibration", "temperature_raw",
            "temperature_min_raw", "temperature", "temperature_min", "local_sensitivity", "epsilon",
@@ -91,7 +91,7 @@ def run_cell(cell: dict, base: dict, root: Path, scratch: Path) -> dict:
     t = read_json(scratch / "metrics/temperature_r2.json")
     g = read_json(scratch / "metrics/release.json")["guarantee"]
     unc = read_json(scratch / "metrics/swag_ppm_uncalibrated.json")["guarantee"]
-    audit = read_json(scratch / "metrics/audit.json")
+    audit = read_json(scratch / "metrics/evaluation.json")
     return cell | {
         "calibration": params.ppm.calibration,
         "temperature_raw": t["temperature_uncalibrated"]["subspace"],

@@ -16,7 +16,7 @@ from dprelease.config import load_params
 from dprelease.data import records
 from dprelease.nvdp.nvib import Clip, NVDPModule
 from dprelease.nvdp.states import DIM, Packed, encode, load_states, nvdp_dir
-from dprelease.nvdp.tasks import Split
+from dprelease.nvdp.datasets import Split
 from dprelease.nvdp.train import TrainOptions, evaluate, train
 from dprelease.seeds import stage_seed
 

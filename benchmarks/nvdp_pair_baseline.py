@@ -24,7 +24,7 @@ from dprelease import offline  # noqa: F401
 from dprelease.backends.encoder import load_encoder, load_tokenizer
 from dprelease.config import load_params
 from dprelease.nvdp.states import load_states, nvdp_dir
-from dprelease.nvdp.tasks import glue_task
+from dprelease.nvdp.datasets import glue_task
 
 CS = [1e-3, 1e-2, 1e-1, 1.0]
 

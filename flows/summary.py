@@ -10,7 +10,7 @@ from dprelease.privacy.guarantee import Guarantee
 
 def print_summary(params: Params, root: str, result: dict, seconds: float) -> None:
     lay = Layout.from_params(params, root)
-    data, audit, rel = (read_json(lay.metrics / f"{n}.json") for n in ("data", "audit", "release"))
+    data, ev, rel = (read_json(lay.metrics / f"{n}.json") for n in ("data", "evaluation", "release"))
     g = Guarantee.from_dict(rel["guarantee"])
     lines = [
         "",
@@ -42,11 +42,11 @@ def print_summary(params: Params, root: str, result: dict, seconds: float) -> No
         f"             conditional on: this database (local), large n (asymptotic), the SWAG approximation "
         + (f"at T̂ = {t_rel:.2f}, T_min = {g.quantities.get('temperature_min', t_rel):.2f} (ε = 2Δ̂ / min(1, T_min) = "
            f"{g.epsilon:.3f})" if t_rel is not None else "(not measured)"),
-        f"  utility    released draw: weighted F1 {audit['released_weighted_f1']:.3f}, macro F1 {audit['released_macro_f1']:.3f}",
-        f"             over {audit['draws']} draws: weighted {audit['weighted_f1_mean']:.3f} ± {audit['weighted_f1_sd']:.3f}, "
-        f"macro {audit['macro_f1_mean']:.3f} ± {audit['macro_f1_sd']:.3f}",
+        f"  utility    released draw: weighted F1 {ev['released_weighted_f1']:.3f}, macro F1 {ev['released_macro_f1']:.3f}",
+        f"             over {ev['draws']} draws: weighted {ev['weighted_f1_mean']:.3f} ± {ev['weighted_f1_sd']:.3f}, "
+        f"macro {ev['macro_f1_mean']:.3f} ± {ev['macro_f1_sd']:.3f}",
         f"  release    {lay.release}/  (predict: dprelease predict --release {lay.release} --input narratives.csv --output coded.csv)",
-        f"  plots      {lay.plots}/max_delta.png, {lay.plots}/f1_violin.png; per-class F1: {lay.audit}/per_class_f1.csv",
+        f"  plots      {lay.plots}/max_delta.png, {lay.plots}/f1_violin.png; per-class F1: {lay.evaluation}/per_class_f1.csv",
     ]
     if result.get("mlflow_run_id"):
         lines.append(f"  MLflow     run {result['mlflow_run_id']}  (UI: make ui  or  mlflow ui --backend-store-uri {params.tracking.mlflow_uri} --workers 1)")

@@ -54,9 +54,9 @@ def cell_task(base: dict, root: str, c: float, epochs: int) -> dict:
     where.mkdir(parents=True, exist_ok=True)
     for spec in registry.group(p, "release"):
         run(spec.name, p, where)
-    rel, audit = read_json(where / "metrics/release.json"), read_json(where / "metrics/audit.json")
-    return Outcome(c=c, epochs=epochs, epsilon=rel["guarantee"]["epsilon"], weighted_f1=audit["weighted_f1_mean"],
-                   macro_f1=audit["macro_f1_mean"], verdict=audit["verdict"]).as_dict()
+    rel, ev = read_json(where / "metrics/release.json"), read_json(where / "metrics/evaluation.json")
+    return Outcome(c=c, epochs=epochs, epsilon=rel["guarantee"]["epsilon"], weighted_f1=ev["weighted_f1_mean"],
+                   macro_f1=ev["macro_f1_mean"], verdict=ev["verdict"]).as_dict()
 
 
 def _setup(p: Params, root: str) -> tuple[Requirements, Steps, dict]:

@@ -36,7 +36,7 @@ SLICE = {
         "full": {"tiny": True, "finetune": _OPT, "swag": _SWAG},
     },
     "ppm": {"draws": 6, "draw_batch": 4, "smoke_test": True, "max_refits": 2},  # 6 draws: ε not meaningful, tests only
-    "audit": {"draws": 3},
+    "evaluation": {"draws": 3},
     "tracking": {"mlflow_uri": "sqlite:///mlflow.db"},
 }
 

@@ -184,7 +184,7 @@ def test_unknown_top_level_section(project, capsys):
     ("ppm.k", 1.2), ("ppm.k", -0.1),
     ("ppm.draws", 1), ("ppm.draws", 0),
     ("data.cap", 0),
-    ("audit.draws", 0),
+    ("evaluation.draws", 0),
     ("data.test_size", 1.0),
     ("ppm.c", "high"),
 ])

@@ -44,7 +44,7 @@ def test_editing_a_plot_reruns_only_plotting_stages(package_copy, tmp_path):
     _edit(package_copy / "plots.py")
     changed = _changed(before, _keys(tmp_path))
     # canary_runs re-runs whole pipelines through the registry, so it declares the whole package
-    assert changed == {"audit", "compare_report", "privacy_report", "canary_runs"}
+    assert changed == {"evaluate", "compare_report", "privacy_report", "canary_runs"}
     assert not changed & {"risk", "sensitivity_r2", "reweight"}  # no posterior pass
 
 
@@ -83,7 +83,7 @@ def test_key_follows_params_and_inputs(tmp_path):
     risk = registry.get(PARAMS, "risk")
     key = cache.input_key(risk, PARAMS, tmp_path)
     assert cache.input_key(risk, parse_params(slice_raw(ppm__c=0.8)), tmp_path) != key
-    assert cache.input_key(risk, parse_params(slice_raw(audit__draws=5)), tmp_path) == key  # a param it does not read
+    assert cache.input_key(risk, parse_params(slice_raw(evaluation__draws=5)), tmp_path) == key  # a param it does not read
     swag = tmp_path / PARAMS.artifacts / "round1" / "swag"
     swag.mkdir(parents=True)
     (swag / "moments.safetensors").write_bytes(b"x")
@@ -119,7 +119,7 @@ def test_code_a_stage_runs_is_code_it_declares(backend, tmp_path):
         assert used[s.name] <= declared, f"{s.name} ran code it does not declare: {sorted(used[s.name] - declared)}"
     # the trace sees what it should (so the check above is not vacuous)
     assert {"swag_ppm/passes.py", "swag_ppm/ppm.py", f"backends/{backend}.py"} <= used["risk"]
-    assert "plots.py" in used["audit"] and "plots.py" not in used["risk"]
+    assert "plots.py" in used["evaluate"] and "plots.py" not in used["risk"]
     assert {"dpsgd/train.py", "dpsgd/accounting.py", "privacy/rdp.py"} <= used["dpsgd"]
     assert {"swag_ppm/select.py", "privacy/selection.py", "release.py"} <= used["select"]
     assert {"mia/attack.py", "mia/scores.py", "mia/bounds.py", "release_check.py"} <= used["privacy_audit"]

@@ -35,7 +35,7 @@ def test_repo_params_yaml_loads_with_expected_values():
 def test_repo_params_yaml_equals_defaults_for_shared_sections():
     p = load_params(PARAMS_YAML)
     d = Params()
-    for section in ("data", "features", "ppm", "audit", "tracking"):
+    for section in ("data", "features", "ppm", "evaluation", "tracking"):
         assert getattr(p, section) == getattr(d, section), section
     assert p.model.backend == d.model.backend
     assert p.seed == d.seed
@@ -191,3 +191,9 @@ def test_data_encoding_choices():
     assert parse_params({"data": {"encoding": "cp1252"}}).data.encoding == "cp1252"
     with pytest.raises(ConfigError, match="data.encoding"):
         parse_params({"data": {"encoding": "latin-9"}})
+
+
+def test_a_renamed_section_names_its_new_name():
+    with pytest.raises(ConfigError, match=r"^params\.yaml: section 'audit' is now 'evaluation' \(the release's utility"):
+        parse_params({"audit": {"draws": 3}})
+    assert parse_params({"evaluation": {"draws": 3}}).evaluation.draws == 3

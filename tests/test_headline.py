@@ -16,7 +16,7 @@ def _metrics(tmp_path, kind="ppm_local_asymptotic", round_=3):
     _write(tmp_path, "release", {"round": round_, "guarantee": {"epsilon": 5.5, "kind": kind,
                                                                "quantities": {"temperature": 0.93}},
                                  "local_sensitivity_tail": {"ci_low": 2.6, "ci_high": 3.1}})
-    _write(tmp_path, "audit", {"released_weighted_f1": 0.58, "released_macro_f1": 0.31, "weighted_f1_mean": 0.57,
+    _write(tmp_path, "evaluation", {"released_weighted_f1": 0.58, "released_macro_f1": 0.31, "weighted_f1_mean": 0.57,
                                "macro_f1_mean": 0.30})
     _write(tmp_path, "data", {"train_rows": 2626})
     return tmp_path
@@ -39,7 +39,7 @@ def test_absent_figures_are_left_out(tmp_path):
     assert "epsilon_ci_low" not in h and "epsilon_lb" not in h                   # censored ε is fixed; no audit
     _write(m, "audit_canary", {"arms": {"dpsgd": {"epsilon_lower_bound": 0.5}}})
     assert "epsilon_lb" not in headline.headline(m)                               # another arm's bound
-    (m / "audit.json").unlink()
+    (m / "evaluation.json").unlink()
     assert "weighted_f1" not in headline.headline(m) and headline.headline(m)["epsilon"] == 5.5
 
 

@@ -17,7 +17,7 @@ def test_defaults_relative_to_current_folder():
     assert lay.data == Path("artifacts/data")
     assert lay.features == Path("artifacts/features")
     assert lay.draw == Path("artifacts/draw")
-    assert lay.audit == Path("reports/release")
+    assert lay.evaluation == Path("reports/release")
 
 
 @pytest.mark.parametrize("root_type", [str, Path])
@@ -32,7 +32,7 @@ def test_paths_follow_params_and_root(tmp_path, root_type):
     assert lay.data == tmp_path / "work/arts/data"
     assert lay.features == tmp_path / "work/arts/features"
     assert lay.draw == tmp_path / "work/arts/draw"
-    assert lay.audit == tmp_path / "reports" / "release"
+    assert lay.evaluation == tmp_path / "reports" / "release"
 
 
 @pytest.mark.parametrize("r", [1, 2, 3])
@@ -50,5 +50,5 @@ def test_layout_is_frozen_and_writes_nothing(tmp_path):
     lay = Layout.from_params(parse_params({}), tmp_path)
     with pytest.raises(AttributeError):
         lay.artifacts = Path("elsewhere")  # type: ignore[misc]
-    _ = (lay.data, lay.features, lay.round(1), lay.swag(2), lay.audit, lay.draw)
+    _ = (lay.data, lay.features, lay.round(1), lay.swag(2), lay.evaluation, lay.draw)
     assert list(tmp_path.iterdir()) == []  # computing paths creates no folder

@@ -81,7 +81,7 @@ def test_stage_names_unique_and_groups_known():
     # the stage set and order the release flow runs with the default params (select needs a validation split)
     assert [s.name for s in registry.group(DEFAULT, "release")] == [
         "secret", "stratify", "featurize", "finetune_r1", "swag_r1", "risk", "finetune_r2", "swag_r2", "sensitivity_r2",
-        "reweight", "draw", "audit", "publish"]
+        "reweight", "draw", "evaluate", "publish"]
     assert [s.name for s in registry.group(DEFAULT, "compare")] == [
         "nonprivate", "swag_ppm", "swag_ppm_uncalibrated", "swag_ppm_censored", "dpsgd", "dpsgd_sweep",
         "compare_report"]

@@ -313,7 +313,7 @@ def test_release_sections_are_what_the_release_stages_read():
 
 def test_mechanism_params_keep_what_the_mechanism_reads():
     iterative = tracking.mechanism_params(parse_params({}))
-    assert {"seed", "ppm.c", "ppm.reweight_step", "model.backend", "model.head.hidden", "audit.draws"} <= set(iterative)
+    assert {"seed", "ppm.c", "ppm.reweight_step", "model.backend", "model.head.hidden", "evaluation.draws"} <= set(iterative)
     assert not any(k.startswith(("model.full.", "ppm.censor_", "dpsgd", "nvdp", "gpp", "service", "tune"))
                    for k in iterative)
     assert "ppm.k" not in iterative                                   # one-shot strength: not read when iterative

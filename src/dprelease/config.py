@@ -118,7 +118,9 @@ class PPMParams(_Strict):
         return self
 
 
-class AuditParams(_Strict):
+class EvaluationParams(_Strict):
+    """The release's utility evaluation (stage ``evaluate``): not the privacy audit (``privacy_audit``)."""
+
     draws: int = Field(30, ge=1, description="further draws for the utility distribution")
 
 
@@ -278,7 +280,8 @@ class CoreParams(_Strict):
     features: FeatureParams = FeatureParams()
     model: ModelParams = ModelParams()
     ppm: PPMParams = PPMParams()
-    audit: AuditParams = AuditParams()
+    evaluation: EvaluationParams = Field(EvaluationParams(), description="the release's utility evaluation; the "
+                                         "privacy audit is 'privacy_audit'")
     dpsgd: DPSGDParams = DPSGDParams()
     compare: CompareParams = CompareParams()
     tune: TuneParams = TuneParams()
@@ -340,6 +343,9 @@ def _one_line(err: ValidationError) -> str:
     return f"params.yaml: {loc}: {msg}{extra}"
 
 
+RENAMED = {"audit": "evaluation"}  # sections renamed: an old params.yaml gets the new name, not "extra field"
+
+
 def parse_params(raw: dict | None, overrides: dict | None = None) -> Params:
     """Validate a parsed params mapping (``overrides`` are dotted keys, e.g. ``{"ppm.c": 0.8}``)."""
     raw = copy.deepcopy(raw or {})
@@ -351,6 +357,9 @@ def parse_params(raw: dict | None, overrides: dict | None = None) -> Params:
             if not isinstance(node, dict):
                 raise ConfigError(f"params.yaml: {dotted}: parent is not a section")
         node[leaf] = value
+    for old, new in RENAMED.items():
+        if isinstance(raw, dict) and old in raw:
+            raise ConfigError(f"params.yaml: section {old!r} is now {new!r} ({Params.model_fields[new].description})")
     try:
         return Params.model_validate(raw)
     except ValidationError as err:

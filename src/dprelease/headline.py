@@ -11,7 +11,7 @@ test-split evaluation, the record count, the canary audit): never a per-record q
 ``temperature``        T̂, SWAG's temperature against the Laplace posterior (1 = matched)
 ``weighted_f1``        weighted F1 of the released draw on the test split
 ``macro_f1``           macro F1 of the released draw
-``weighted_f1_mean``   weighted F1 averaged over the evaluation's posterior draws (``audit.draws``)
+``weighted_f1_mean``   weighted F1 averaged over the evaluation's posterior draws (``evaluation.draws``)
 ``macro_f1_mean``      macro F1 averaged over the same draws
 ``epsilon_lb``         the privacy audit's ε lower bound for the released arm (when it ran): the multi-run
                        audit's (``make audit-tight``) when it covers the arm, else the one-run canary
@@ -68,7 +68,7 @@ def audit_bound(metrics: str | Path, arm: str | None) -> tuple[float, str] | Non
 def headline(metrics: str | Path, *, canary: bool = True) -> dict[str, float]:
     """The headline figures of the run whose ``metrics/`` folder is ``metrics`` (absent ones left out);
     ``canary=False``: without the canary audit's bound (``metrics/headline.json``, written by the release's
-    ``audit`` stage, whose inputs the canary audit is not)."""
+    ``evaluate`` stage, whose inputs the canary audit is not)."""
     metrics = Path(metrics)
     rel = read_json(metrics / "release.json")
     g = rel["guarantee"]
@@ -76,8 +76,8 @@ def headline(metrics: str | Path, *, canary: bool = True) -> dict[str, float]:
     tail = rel.get("local_sensitivity_tail")
     if tail and g.get("kind") == "ppm_local_asymptotic":  # ε = 2Δ̂: the interval of Δ̂'s tail, doubled
         out |= {"epsilon_ci_low": 2 * tail["ci_low"], "epsilon_ci_high": 2 * tail["ci_high"]}
-    if (metrics / "audit.json").is_file():
-        a = read_json(metrics / "audit.json")
+    if (metrics / "evaluation.json").is_file():
+        a = read_json(metrics / "evaluation.json")
         out |= {"weighted_f1": a.get("released_weighted_f1"), "macro_f1": a.get("released_macro_f1"),
                 "weighted_f1_mean": a.get("weighted_f1_mean"), "macro_f1_mean": a.get("macro_f1_mean")}
     bound = audit_bound(metrics, RELEASED_ARM.get(rel["round"])) if canary else None

@@ -82,8 +82,8 @@ class Layout:
         return self.round(r) / "sensitivity"
 
     @property
-    def audit(self) -> Path:
-        """Per-class F1 and quartile tables of the release."""
+    def evaluation(self) -> Path:
+        """The utility evaluation's per-class F1 and quartile tables of the release."""
         return self.reports / "release"
 
     @property

@@ -108,8 +108,8 @@ def dvc_yaml(params: Params) -> dict:
             entry["plots"] = list(s.plots)
         entries[s.name] = entry
         code_files(s.code)  # fails loudly on an extra_code path that does not exist
-    audit = get(params, "audit")
-    track_deps = ["metrics/audit.json", "metrics/release.json", *audit.plots, "reports/release", params.release]
+    evaluate = get(params, "evaluate")
+    track_deps = ["metrics/evaluation.json", "metrics/release.json", *evaluate.plots, "reports/release", params.release]
     entries["track"] = {"cmd": "dprelease track", "deps": track_deps, "params": ["tracking"],
                         "outs": [{"metrics/mlflow_run.json": {"cache": False}}]}  # a new run id each time
     return {"stages": entries}

@@ -26,7 +26,7 @@ from .reports.compare import arm_metrics
 from .utility.evaluate import quartile_summary
 from .utility.metrics import quartile_table
 
-PUBLIC_METRIC_FILES = ("data", "reweight", "release", "audit")
+PUBLIC_METRIC_FILES = ("data", "reweight", "release", "evaluation")
 HTTP_LIMITS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "10", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",
                "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
 PENDING = ".mlflow-pending.json"
@@ -167,7 +167,7 @@ def release_run_name(params: Params, g: Guarantee) -> str:
 
 # the params sections the release's stages read (their declarations; tests/test_tracking.py checks the
 # list against the registry, which this shared module may not import), output paths left out
-RELEASE_SECTIONS = ("audit", "data", "features", "model", "ppm", "seed")
+RELEASE_SECTIONS = ("data", "evaluation", "features", "model", "ppm", "seed")
 
 
 def mechanism_params(params: Params) -> dict:
@@ -249,18 +249,18 @@ def log_pipeline_run(params: Params, root: str | Path = ".", run_name: str | Non
                              if k == f"round {g.quantities.get('round')}"})  # the released round's only
         for png in sorted(lay.plots.glob("*.png")):
             mlflow.log_artifact(str(png), "plots")
-        for csv in sorted(lay.audit.glob("*.csv")):
+        for csv in sorted(lay.evaluation.glob("*.csv")):
             mlflow.log_artifact(str(csv), "reports")
         _log_datasets(mlflow, params, root, lay)
         if (lay.release / "README.md").is_file():  # the model card, readable on the run page
             mlflow.log_artifact(str(lay.release / "README.md"), "release")
         mlflow.log_artifact(str(lay.release / "release.json"), "release")
         _guarantee_tags(mlflow, g)
-        audit = read_json(lay.metrics / "audit.json")
+        ev = read_json(lay.metrics / "evaluation.json")
         mlflow.set_tag("mlflow.note.content", (  # the run's description: what was released, in one line
             f"Released round {g.quantities.get('round')} of {g.mechanism} ({params.model.backend} backend): "
             f"ε = {g.epsilon:.3f} ({g.kind}; δ {g.delta_text}); released draw weighted F1 "
-            f"{audit['released_weighted_f1']:.4f}, macro F1 {audit['released_macro_f1']:.4f}; "
+            f"{ev['released_weighted_f1']:.4f}, macro F1 {ev['released_macro_f1']:.4f}; "
             f"{read_json(lay.metrics / 'data.json')['train_rows']} training records. Metrics: the headline "
             "figures; everything else in details.json."))
         run_id = run.info.run_id

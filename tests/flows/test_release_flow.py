@@ -100,7 +100,7 @@ def test_first_run_runs_every_stage_once(first):
         assert isinstance(first.out[name], dict) and first.out[name], name
     assert first.out["sensitivity_r2"] == read_json(first.root / "metrics/sensitivity_r2.json")
     assert first.out["draw"] == read_json(first.root / "metrics/release.json")
-    assert first.out["audit"] == read_json(first.root / "metrics/audit.json")
+    assert first.out["evaluate"] == read_json(first.root / "metrics/evaluation.json")
 
 
 def test_first_run_writes_outputs_and_stamps(first):
@@ -127,7 +127,7 @@ def test_first_run_tracks_to_mlflow_under_root(first):
     client = mlflow.MlflowClient(tracking_uri=uri)
     run = client.get_run(run_info["run_id"])
     g = first.out["draw"]["guarantee"]
-    audit = read_json(first.root / "metrics/audit.json")
+    audit = read_json(first.root / "metrics/evaluation.json")
     # the headline figures, and only those, are metrics (the names the registry's version tags use)
     assert set(run.data.metrics) <= set(headline.NAMES)
     assert run.data.metrics["epsilon"] == pytest.approx(g["epsilon"])
@@ -169,9 +169,9 @@ def test_rerun_with_nothing_changed_executes_no_stage(flow_env, first):
 def test_deleted_output_reruns_that_stage_and_downstream_only(flow_env, first, tmp_path):
     root = tmp_path / "copy"
     shutil.copytree(first.root, root)
-    (root / "metrics/audit.json").unlink()
+    (root / "metrics/evaluation.json").unlink()
     _, calls = _run(flow_env, first.params, root)
-    assert calls == ["audit"]
+    assert calls == ["evaluate"]
     shutil.rmtree(root / first.params.artifacts / "round3/weights")
     _, calls = _run(flow_env, first.params, root)
     assert calls == ["reweight"]  # identical weights again -> downstream keys unchanged
@@ -236,10 +236,10 @@ def test_changing_audit_draws_reruns_audit_only(flow_env, first, tmp_path):
     """Only the utility evaluation, and the model card that quotes it, are recomputed."""
     root = tmp_path / "copy"
     shutil.copytree(first.root, root)
-    params = parse_params(slice_raw(audit__draws=4))
+    params = parse_params(slice_raw(evaluation__draws=4))
     out, calls = _run(flow_env, params, root)
-    assert calls == ["audit", "publish"]
-    assert out["audit"]["draws"] == 4
+    assert calls == ["evaluate", "publish"]
+    assert out["evaluate"]["draws"] == 4
 
 
 def test_outputs_rewritten_outside_the_flow_are_not_trusted(flow_env, first, tmp_path):
@@ -282,7 +282,7 @@ def test_second_root_restores_from_stage_store(flow_env, first, tmp_path):
     assert mine["key_id"] != theirs["key_id"]
     assert (other / first.params.release / "model.safetensors").read_bytes() == \
         (first.root / first.params.release / "model.safetensors").read_bytes()
-    assert read_json(other / "metrics/audit.json") == read_json(first.root / "metrics/audit.json")
+    assert read_json(other / "metrics/evaluation.json") == read_json(first.root / "metrics/evaluation.json")
 
 
 # the full backend through the same flow: a run interrupted by a crash resumes after the last finished stage --------

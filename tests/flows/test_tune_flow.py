@@ -85,7 +85,7 @@ def test_grid_cells_are_full_runs_with_their_c_and_epochs(grid, tune_env):
         where = tune_env.root / "runs" / "tune" / f"c{c:g}_ft{e}"
         rel = read_json(where / "release" / "release.json")
         assert rel["c"] == c
-        audit = read_json(where / "metrics" / "audit.json")
+        audit = read_json(where / "metrics" / "evaluation.json")
         assert audit["verdict"] in ("underfit", "overfit", "ok")
         row = next(r for r in read_json(grid.out / "grid.json")["trail"] if (r["c"], r["epochs"]) == (c, e))
         assert row["epsilon"] == pytest.approx(read_json(where / "metrics" / "release.json")["guarantee"]["epsilon"])

@@ -6,7 +6,7 @@ import torch
 
 from dprelease.nvdp.nvib import Clip, NVDPModule
 from dprelease.nvdp.states import DIM, EncoderNVDP, Packed, Tokens, encode, tokenize
-from dprelease.nvdp.tasks import Split
+from dprelease.nvdp.datasets import Split
 from dprelease.nvdp.train import TrainOptions, evaluate, train
 
 TEXTS = ["Employee fell from a ladder.", "A worker cut his finger on a table saw while trimming boards.",

@@ -35,14 +35,14 @@ def test_another_key_releases_another_draw_and_the_same_key_the_same_bytes(head_
     p = head_run.params
     a_release = head_run.path(p.release)
     b = _fresh_clone(head_run.root, tmp_path / "b", p.artifacts)
-    run_stages(p, b, ["secret", "draw", "audit", "publish"])
+    run_stages(p, b, ["secret", "draw", "evaluate", "publish"])
     assert secret.key_id(b / p.artifacts) != secret.key_id(head_run.path(p.artifacts))
     assert (b / p.release / "model.safetensors").read_bytes() != (a_release / "model.safetensors").read_bytes()
     # A again, from its own key: the released draw, manifest and card byte for byte
     again = copy_root(head_run.root, tmp_path / "again")
     shutil.rmtree(again / p.release)
     shutil.rmtree(again / p.artifacts / "draw")
-    run_stages(p, again, ["secret", "draw", "audit", "publish"])
+    run_stages(p, again, ["secret", "draw", "evaluate", "publish"])
     for name in ("model.safetensors", "release.json", "README.md", "labels.json"):
         assert (again / p.release / name).read_bytes() == (a_release / name).read_bytes(), name
 

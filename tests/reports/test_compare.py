@@ -32,7 +32,7 @@ def _expected_epsilon(root, arm: str) -> float | None:
 
 def _expected_f1(root, arm: str) -> tuple[float, float]:
     if arm == "swag_ppm_reweighted":
-        audit = read_json(root / "metrics/audit.json")
+        audit = read_json(root / "metrics/evaluation.json")
         return audit["released_weighted_f1"], audit["released_macro_f1"]
     m = read_json(root / f"metrics/{arm}.json")
     return m["weighted_f1"], m["macro_f1"]

@@ -40,7 +40,7 @@ def _release(root: Path) -> None:
                           "temperature_min": 0.91, "temperature_all": 0.0034, "calibration": "subspace"}},
         "local_sensitivity_tail": {"level": 0.9998, "confidence": 0.95, "estimate": 4.5, "ci_low": 4.0,
                                    "ci_high": 5.25}})
-    _json(m / "audit.json", {"released_weighted_f1": 0.39678, "released_macro_f1": 0.12794, "draws": 30,
+    _json(m / "evaluation.json", {"released_weighted_f1": 0.39678, "released_macro_f1": 0.12794, "draws": 30,
                              "weighted_f1_mean": 0.41709, "weighted_f1_sd": 0.02467, "macro_f1_mean": 0.13329,
                              "macro_f1_sd": 0.00947, "top_quartile_weighted_f1": 0.48295,
                              "bottom_quartile_weighted_f1": 0.0, "verdict": "underfit"})

@@ -25,17 +25,17 @@ def _metrics(run: SliceRun, name: str) -> dict:
 
 
 def test_audit_metrics_in_unit_interval(run):
-    audit = _metrics(run, "audit")
-    assert audit["draws"] == run.params.audit.draws
+    audit = _metrics(run, "evaluation")
+    assert audit["draws"] == run.params.evaluation.draws
     assert audit["verdict"] in {"underfit", "overfit", "ok"}
     values = {k: v for k, v in audit.items() if k not in {"draws", "verdict", "released_round"}}
     assert values and all(0.0 <= v <= 1.0 for v in values.values()), values
-    assert audit == run.summaries["audit"]
+    assert audit == run.summaries["evaluate"]
 
 
 def test_per_class_f1_one_row_per_class(run):
     labels = read_json(run.path(f"{run.params.artifacts}/data/labels.json"))
-    tables = run.path(registry.get(run.params, "audit").outs[0])  # the audit stage's report folder
+    tables = run.path(registry.get(run.params, "evaluate").outs[0])  # the evaluate stage's report folder
     per_class = pd.read_csv(tables / "per_class_f1.csv", dtype={"code": str})
     assert len(per_class) == len(labels["codes"])
     assert sorted(per_class["code"]) == sorted(labels["codes"])
@@ -44,7 +44,7 @@ def test_per_class_f1_one_row_per_class(run):
 
 
 def test_plots_are_pngs(run):
-    plots = registry.get(run.params, "audit").plots
+    plots = registry.get(run.params, "evaluate").plots
     assert {"plots/max_delta.png", "plots/f1_violin.png", "plots/loss_curves.png",
             "plots/confusion_top_classes.png"} <= set(plots)
     for rel in plots:

@@ -167,7 +167,7 @@ def test_noreweight_draws_from_round2(noreweight_run):
     assert manifest["reweight"] is False and "reweighting" not in manifest
     assert "epsilon_by_round" not in manifest and manifest["released_from_round"] == 2
     assert "reweight" not in {s.name for s in registry.group(run.params, "release")}
-    audit = _metrics(run, "audit")
+    audit = _metrics(run, "evaluation")
     assert all(0.0 <= v <= 1.0 for k, v in audit.items() if k not in {"draws", "verdict", "released_round"})
 
 

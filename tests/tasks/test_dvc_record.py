@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("git") is None, 
 
 # dvc.yaml: the release pipeline, every stage of which the flow runs and records, then the MLflow run (track)
 RECORDED = ["secret", "stratify", "featurize", "finetune_r1", "swag_r1", "risk", "finetune_r2", "swag_r2",
-            "sensitivity_r2", "reweight", "draw", "audit", "publish", "select", "track"]
+            "sensitivity_r2", "reweight", "draw", "evaluate", "publish", "select", "track"]
 CLEAN = "Data and pipelines are up to date."
 
 
@@ -102,7 +102,7 @@ def test_every_stage_the_flow_ran_is_recorded_and_up_to_date(recorded):
     assert sorted(lock) == sorted(RECORDED)
     assert _dvc("status", cwd=root).strip() == CLEAN
     (root / "metrics" / "headline.json").write_text('{"epsilon": 0}')  # an edited output: DVC notices
-    assert list(_status(root, [])) == ["audit"]
+    assert list(_status(root, [])) == ["evaluate"]
     import flows.release as fr  # the flow restores it (its stamp no longer matches) and records it again
 
     fr.release_flow(params.model_dump(mode="json"), str(root), False)

@@ -42,7 +42,7 @@ from .attack import arm_folder
 from .population import audit_dir
 from .scores import loss_scores
 
-SKIP = {"stratify", "featurize", "audit", "select", "publish"}  # data given directly; no utility eval, no card
+SKIP = {"stratify", "featurize", "evaluate", "select", "publish"}  # data given directly; no utility eval, no card
 SETS = {"input": ("input_canaries.safetensors", "input_member.npy"),
         "mislabelled": ("canaries.safetensors", "canary_member.npy")}
 PLANTED_MARKER = "planted_bugs_allowed"  # read by the dpsgd stage: only a canary run may plant its bug

@@ -36,7 +36,7 @@ def declare(params: Params) -> list[Stage]:
               metrics=["metrics/audit_references.json"], group="audit"),
         Stage(name="privacy_audit", run=privacy_audit, params=model + ["privacy_audit"],
               deps=[*split, f"{a}/audit/references", *arms.values()], outs=[], metrics=["metrics/privacy_audit.json"], group="audit"),
-        Stage(name="canary_runs", run=canary_runs, params=model + ["ppm", "dpsgd", "compare", "privacy_audit", "audit"],
+        Stage(name="canary_runs", run=canary_runs, params=model + ["ppm", "dpsgd", "compare", "privacy_audit", "evaluation"],
               deps=[key_id_file(params), *split, f"{a}/audit/pool", "metrics/release.json", "metrics/data.json"],
               outs=[f"{a}/audit/canary_run"],
               metrics=["metrics/audit_canary.json"], group="audit",

@@ -19,7 +19,7 @@ from ..stage import skip_marker
 from ..threads import torch_threads
 from .nvib import NO_CLIP, Clip, NVDPModule
 from .states import DIM, EncoderNVDP, Packed, Tokens, load_states, nvdp_dir
-from .tasks import Split, is_pair, load
+from .datasets import Split, is_pair, load
 from .train import TrainOptions, evaluate, train
 
 VARIANTS = ("nonprivate", "unconstrained", "clipped")

@@ -26,7 +26,7 @@ from ..release_check import (MANIFEST, SANITIZER, bounded, check_release_folder,
 from ..signing import Signer, sign_folder
 from .experiment import module_from
 from .states import Packed, encode
-from .tasks import Split
+from .datasets import Split
 from .train import represent
 
 CARD = "README.md"

@@ -27,7 +27,7 @@ from .membership import true_class_log_probs
 from .probe import probe_auc, sector_labels
 from .sanitizer import privatize, write_sanitizer
 from .states import Packed, cache_stage, load_states, nvdp_dir
-from .tasks import TASKS
+from .datasets import TASKS
 from .train import represent
 
 STATE_PARAMS = ["seed", "data", "nvdp.tasks", "nvdp.max_length", "nvdp.glue_dir", "nvdp.sst2_max_train",

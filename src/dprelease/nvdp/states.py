@@ -15,7 +15,7 @@ from ..backends.encoder import load_encoder, load_tokenizer
 from ..io import atomic_dir, write_json
 from ..stage import skip_marker
 from .nvib import NVDPModule
-from .tasks import Split, load
+from .datasets import Split, load
 
 DIM = 384  # MiniLM-L6 hidden width
 

@@ -31,9 +31,9 @@ CAVEAT = (
 def arm_metrics(lay: Layout, arm: str) -> tuple[dict, Guarantee, pd.DataFrame]:
     """An arm's metrics, its guarantee record and its per-class F1 table."""
     if plugins.arms()[arm].release:  # the release itself
-        rel, audit = read_json(lay.metrics / "release.json"), read_json(lay.metrics / "audit.json")
-        m = {"weighted_f1": audit["released_weighted_f1"], "macro_f1": audit["released_macro_f1"]}
-        per_class = pd.read_csv(lay.audit / "per_class_f1.csv", dtype={"code": str})
+        rel, ev = read_json(lay.metrics / "release.json"), read_json(lay.metrics / "evaluation.json")
+        m = {"weighted_f1": ev["released_weighted_f1"], "macro_f1": ev["released_macro_f1"]}
+        per_class = pd.read_csv(lay.evaluation / "per_class_f1.csv", dtype={"code": str})
         return m, Guarantee.from_dict(rel["guarantee"]), per_class
     m = read_json(lay.metrics / f"{arm}.json")
     per_class = pd.read_csv(arm_dir(lay, arm) / "per_class_f1.csv", dtype={"code": str})

@@ -8,7 +8,7 @@ from ..config import Params
 from ..stage import Stage
 from .compare import compare_report
 
-RELEASE_FILES = ["reports/release", "metrics/audit.json", "metrics/release.json", "metrics/data.json"]
+RELEASE_FILES = ["reports/release", "metrics/evaluation.json", "metrics/release.json", "metrics/data.json"]
 
 
 def arm_files(name: str) -> list[str]:

@@ -28,7 +28,7 @@ def write_tune_report(params: Params, root: str | Path, result: dict) -> Path:
         f"Requirements: ε < {req['target_epsilon']:g}; weighted F1 ≥ {(1 - req['max_drop_weighted']) * base['weighted_f1']:.3f} "
         f"and macro F1 ≥ {(1 - req['max_drop_macro']) * base['macro_f1']:.3f} "
         f"(at most {req['max_drop_weighted']:.0%} / {req['max_drop_macro']:.0%} below the non-private "
-        f"{base['weighted_f1']:.3f} / {base['macro_f1']:.3f}). F1 = mean over the audit draws.", "",
+        f"{base['weighted_f1']:.3f} / {base['macro_f1']:.3f}). F1 = mean over the evaluation draws.", "",
         "| " + " | ".join(frame.columns) + " |", "|" + "---|" * len(frame.columns),
     ]
     for _, row in frame.iterrows():

@@ -1,5 +1,5 @@
-"""The SWAG-PPM release's utility evaluation, stage ``audit`` (name and outputs kept from before the
-privacy audit existed, so ``dvc.lock`` and MLflow history stay valid): the released draw's test F1,
+"""The SWAG-PPM release's utility evaluation, stage ``evaluate`` (``params.evaluation``; not the privacy audit of
+:mod:`dprelease.mia`, nor the registry's audit gate): the released draw's test F1,
 F1 over further draws, per-class F1 with class sizes, the class-size quartile table, the fit verdicts,
 and the max-delta, F1-violin, per-class, loss-curve and confusion plots (docs/algorithms.md, D.7.4–D.9)."""
 
@@ -27,7 +27,7 @@ from .reweighting import released_round
 from .swag import SwagMoments, iter_samples
 
 
-def audit(params: Params, root: str | Path = ".") -> dict:
+def evaluate_release(params: Params, root: str | Path = ".") -> dict:
     lay = Layout.from_params(params, root)
     r = released_round(params, lay)
     labels = label_info(lay)
@@ -39,13 +39,14 @@ def audit(params: Params, root: str | Path = ".") -> dict:
     set_flat(model, theta)
     released_pred = backend.predict_proba(model, feats).argmax(1).numpy()
     released, per_class, quartiles = score(y.numpy(), released_pred, labels)
-    write_tables(lay.audit, per_class, quartiles)
+    write_tables(lay.evaluation, per_class, quartiles)
 
     moments = SwagMoments.load(lay.swag(r) / "moments.safetensors", device=backend.device)
+    # seeded under the stage's former name, "audit": the renamed stage draws exactly what it drew before
     gen = torch.Generator(device=backend.device).manual_seed(stage_seed(params.seed, "audit", r))
     draws = []
-    for chunk in iter_samples(moments, params.audit.draws, 10, gen):
-        for theta in tqdm(chunk, desc="audit draws", unit="draw", leave=False):
+    for chunk in iter_samples(moments, params.evaluation.draws, 10, gen):
+        for theta in tqdm(chunk, desc="evaluation draws", unit="draw", leave=False):
             set_flat(model, theta)
             draws.append(f1_summary(y.numpy(), backend.predict_proba(model, feats).argmax(1).numpy(),
                                     list(range(n_classes))))
@@ -74,7 +75,7 @@ def audit(params: Params, root: str | Path = ".") -> dict:
         "macro_f1_mean": m_mean, "macro_f1_sd": m_sd, **quartile_summary(quartiles),
         "verdict": diagnostics[f"round {r}"]["verdict"], "released_round": r,
     }
-    write_json(lay.metrics / "audit.json", summary)
+    write_json(lay.metrics / "evaluation.json", summary)
     # the headline figures under their one set of names (ε, F1, …): what `dvc exp show` compares side by side
     write_json(lay.metrics / "headline.json", headline(lay.metrics, canary=False))
     return summary

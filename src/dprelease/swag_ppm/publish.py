@@ -26,13 +26,13 @@ def publish(params: Params, root: str | Path = ".") -> dict:
     target = check_release_path(params, root)
     staging = Path(root) / staged(params)
     manifest = verify_release(staging)
-    quartiles_csv = lay.audit / "quartiles.csv"
+    quartiles_csv = lay.evaluation / "quartiles.csv"
     with open(quartiles_csv, newline="", encoding="utf-8") as fh:
         quartiles = list(csv.DictReader(fh))
     nonprivate = lay.metrics / "nonprivate.json"
     audit_rows = release_audit_rows(lay.reports / "privacy" / "audit.csv", "swag_ppm_reweighted" if params.ppm.reweight
                              else "swag_ppm")
-    card = render(manifest, data=read_json(lay.metrics / "data.json"), utility=read_json(lay.metrics / "audit.json"),
+    card = render(manifest, data=read_json(lay.metrics / "data.json"), utility=read_json(lay.metrics / "evaluation.json"),
                   quartiles=quartiles, nonprivate=read_json(nonprivate) if nonprivate.is_file() else None,
                   audit_rows=audit_rows, labels=read_json(staging / "labels.json"))
     write_published(staging, target, card, signer=agency_signer(params, root))

@@ -1,7 +1,7 @@
 """The SWAG-PPM stages, declared once: what each runs, reads, writes and depends on (docs/algorithms.md, B, D).
 
 Round 1 is unweighted; risk turns its posterior into round-2 weights; ``reweight`` fits round 3 (only
-with ``ppm.reweight``) and decides which round is released; ``draw`` releases ONE draw from it; ``audit`` is the release's
+with ``ppm.reweight``) and decides which round is released; ``draw`` releases ONE draw from it; ``evaluate`` is the release's
 utility evaluation; ``select`` is private selection (only with a validation split); ``swag_ppm`` is
 the round-2 comparison arm.
 """
@@ -62,21 +62,21 @@ def declare(params: Params) -> list[Stage]:
     out.append(Stage(name="draw", run=rounds.draw, params=MODEL + ["ppm"],
                      deps=[key, labels, feats, *finals, *sens, f"{a}/round2/sensitivity", f"{a}/round3/sensitivity"],
                      outs=[f"{a}/draw"], metrics=["metrics/release.json"]))
-    out.append(Stage(name="audit", run=evaluate.audit, params=MODEL + ["ppm.reweight", "audit"],
+    out.append(Stage(name="evaluate", run=evaluate.evaluate_release, params=MODEL + ["ppm.reweight", "evaluation"],
                      deps=[labels, feats, f"{a}/draw", *histories, f"{a}/round2/sensitivity", f"{a}/round3/sensitivity",
                            *sens, "metrics/release.json"],
                      outs=["reports/release"],
-                     metrics=["metrics/audit.json", "metrics/diagnostics.json", "metrics/headline.json"],
+                     metrics=["metrics/evaluation.json", "metrics/diagnostics.json", "metrics/headline.json"],
                      plots=["plots/max_delta.png", "plots/f1_violin.png", "plots/per_class_f1.png",
                             "plots/loss_curves.png", "plots/confusion_top_classes.png"]))
     out.append(Stage(name="publish", run=publish.publish, params=["release", "force_release_path", "ppm.reweight"],
-                     deps=[f"{a}/draw", "metrics/data.json", "metrics/audit.json", "reports/release",
+                     deps=[f"{a}/draw", "metrics/data.json", "metrics/evaluation.json", "reports/release",
                            public_key_dep(params)],
                      evidence=["metrics/nonprivate.json", "reports/privacy"],  # added by the comparison / audit flows
                      outs=[params.release]))
     selected = Path(params.release)
     out.append(Stage(name="select", run=select.private_select,
-                     params=MODEL + ["ppm", "audit.draws", "selection", "data.validation_size", "release"],
+                     params=MODEL + ["ppm", "evaluation.draws", "selection", "data.validation_size", "release"],
                      deps=[key, labels, feats, *finals, *sens],
                      outs=[str(selected.with_name(selected.name + "-selected")), f"{a}/selection"],
                      metrics=["metrics/selection.json"], when=lambda p: p.selection.enabled, timed=False))

@@ -1,4 +1,4 @@
-"""Task loaders: GLUE files as shipped, OSHA = the release pipeline's split, the sector attribute."""
+"""nvdp/datasets.py: the GLUE task loaders, GLUE files as shipped, OSHA = the release pipeline's split, the sector attribute."""
 
 from pathlib import Path
 
@@ -6,7 +6,7 @@ import pandas as pd
 
 from dprelease.data.stages import stratify
 from dprelease.data.sectors import UNKNOWN
-from dprelease.nvdp.tasks import glue_task, osha_task
+from dprelease.nvdp.datasets import glue_task, osha_task
 from tests.conftest import ROOT, make_root
 from tests.nvdp.conftest import nvdp_params
 

@@ -1,6 +1,7 @@
-"""The NVDP experiments' tasks: GLUE MRPC, RTE, SST-2 (shipped in ``data/glue/``, scored on dev) and the OSHA
-narratives (Nature code; the release pipeline's stratified split, so the same train and test records), plus the
-OSHA record attribute the attacker's probe targets (industry sector = first two digits of ``Primary NAICS``)."""
+"""The NVDP experiments' datasets (GLUE's "tasks", not Prefect's): GLUE MRPC, RTE, SST-2 (shipped in
+``data/glue/``, scored on dev) and the OSHA narratives (Nature code; the release pipeline's stratified
+split, so the same train and test records), plus the OSHA record attribute the attacker's probe targets
+(industry sector = first two digits of ``Primary NAICS``)."""
 
 from __future__ import annotations
 
