@@ -253,3 +253,28 @@ def fresh_registry(folder: Path):
         yield mlflow, mlflow.MlflowClient(), source.as_uri()
     finally:
         mlflow.set_tracking_uri(previous)
+
+
+@contextmanager
+def mlflow_globals():
+    """Restore MLflow's globals and the env vars it exports (set_tracking_uri / set_experiment write them), so
+    that a test's tracking URI or active experiment never leaks into the next test."""
+    import mlflow.tracking._tracking_service.utils as tracking_utils
+    import mlflow.tracking.fluent as fluent
+
+    from dprelease.tracking import HTTP_LIMITS
+
+    names = ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_ID", "MLFLOW_RUN_ID", *HTTP_LIMITS)
+    env = {k: os.environ.get(k) for k in names}
+    saved = (tracking_utils._tracking_uri, fluent._active_experiment_id)
+    for k in names:
+        os.environ.pop(k, None)
+    try:
+        yield
+    finally:
+        for k, v in env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        tracking_utils._tracking_uri, fluent._active_experiment_id = saved

@@ -7,6 +7,7 @@ accepts its arm (the comparison report then reads its files)."""
 
 from __future__ import annotations
 
+import importlib
 import shutil
 import subprocess
 import sys
@@ -101,6 +102,7 @@ def test_a_new_mechanism_is_one_folder_and_one_line(tmp_path):
 def test_the_real_list_loads_every_package_once():
     names = [m.name for m in registry.MECHANISMS]
     assert len(names) == len(set(names)) == len(plugins.PACKAGES)
+    assert names == [p.rsplit(".", 1)[1] for p in plugins.PACKAGES]  # each plugin.py names its own folder
     assert set(plugins.sections()) == {"gpp", "nvdp"}
     assert list(registry.arms()) == ["nonprivate", "swag_ppm", "swag_ppm_reweighted", "swag_ppm_uncalibrated",
                                      "swag_ppm_censored", "dpsgd"]  # package order: the reports' row order
@@ -115,3 +117,27 @@ def test_an_arm_that_needs_a_setting_is_refused_with_the_reason():
     with pytest.raises(ConfigError, match=r"^compare\.arms: swag_ppm_reweighted needs ppm\.reweight: true$"):
         plugins.check_arms(params, ("compare",))
     plugins.check_arms(parse_params({"ppm": {"reweight": True}}), ("compare", "privacy_audit"))  # no error
+
+
+def test_every_declared_arm_is_trained_by_a_stage_of_its_own_package():
+    """Each package's ``ARMS`` (its ``params`` module) against the registry: the arm's stage exists and belongs
+    to the declaring package, and the comparison report's deps for it are outputs of that package's stages."""
+    import importlib.util
+
+    from dprelease.config import parse_params
+    from dprelease.reports.stages import arm_files
+
+    params = parse_params({"ppm": {"reweight": True}})
+    stages = {s.name: s for s in registry.stages(params)}
+    declared = []
+    for package in plugins.PACKAGES:
+        if importlib.util.find_spec(f"{package}.params") is None:
+            continue
+        for arm in getattr(importlib.import_module(f"{package}.params"), "ARMS", ()):
+            declared.append(arm.name)
+            stage = stages[arm.stage]
+            assert stage.module.startswith(package + "."), (arm.name, stage.module)
+            own = {out for s in stages.values() if s.module.startswith(package + ".") for out in s.produced}
+            assert set(stage.produced) & set(arm_files(arm.name)) or arm.release, arm.name
+            assert set(arm_files(arm.name)) <= own, arm.name
+    assert declared == list(plugins.arms())

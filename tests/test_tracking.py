@@ -4,7 +4,6 @@ process-wide state (tracking URI, active experiment, the env vars it exports) is
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -12,6 +11,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from conftest import mlflow_globals
 
 from dprelease import tracking
 from dprelease.config import parse_params
@@ -19,37 +19,15 @@ from dprelease.privacy import guarantee
 from dprelease.tracking import HTTP_LIMITS, PENDING
 
 EXPERIMENT = "dprelease-unit-test"
-MLFLOW_ENV = ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_ID", "MLFLOW_RUN_ID", *HTTP_LIMITS)
 
 
 def _params(**tracking_kw):
     return parse_params({"tracking": {"experiment": EXPERIMENT, **tracking_kw}})
 
 
-@contextlib.contextmanager
-def _mlflow_state():
-    """Restore MLflow's globals and the env vars it exports (set_tracking_uri / set_experiment write them)."""
-    import mlflow.tracking._tracking_service.utils as tracking_utils
-    import mlflow.tracking.fluent as fluent
-
-    env = {k: os.environ.get(k) for k in MLFLOW_ENV}
-    saved = (tracking_utils._tracking_uri, fluent._active_experiment_id)
-    for k in MLFLOW_ENV:
-        os.environ.pop(k, None)
-    try:
-        yield
-    finally:
-        for k, v in env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        tracking_utils._tracking_uri, fluent._active_experiment_id = saved
-
-
 @pytest.fixture(autouse=True)
 def mlflow_state():
-    with _mlflow_state():
+    with mlflow_globals():
         yield
 
 
@@ -60,7 +38,7 @@ def template(tmp_path_factory):
     import mlflow
 
     root = tmp_path_factory.mktemp("template")
-    with _mlflow_state():
+    with mlflow_globals():
         tracking._setup(_params(), root)
         client = mlflow.MlflowClient()
         exp = client.get_experiment_by_name(EXPERIMENT)
