@@ -24,6 +24,7 @@ whose functions executed is inside the computed code.
 from __future__ import annotations
 
 import ast
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -31,6 +32,8 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1]
 PKG = "dprelease"
 PACKAGE_DIR = SRC / PKG
+_PARSE = threading.Lock()  # CPython 3.11's parser is not thread-safe ("AST constructor recursion depth mismatch"),
+#                          and flows run stages in threads: one parse at a time
 DATA = {"dprelease.data.records": ("resources/__init__.py", "resources/oiics_201_nature.csv")}  # files a module reads as data
 
 
@@ -83,11 +86,16 @@ def _dynamic_target(node: ast.Call) -> str | None:
     return None
 
 
+def _parse(text: str, filename: str) -> ast.Module:
+    with _PARSE:
+        return ast.parse(text, filename=filename)
+
+
 def raw_imports(path: Path, module: str, known: set[str] | None = None) -> list[Import]:
     """Every import in one file as absolute dotted names; ``from P import n`` gives ``P.n`` when that is
     in ``known`` (a module of ours), else ``P``."""
     known = known or set()
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    tree = _parse(path.read_text(encoding="utf-8"), str(path))
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -114,7 +122,7 @@ def implicit_imports(module: str, known: set[str]) -> list[str]:
     suffix = {f"{PKG}.plugins": "params", f"{PKG}.registry": "plugin"}.get(module)
     if suffix is None:
         return []
-    tree = ast.parse((PACKAGE_DIR / "plugins.py").read_text(encoding="utf-8"))
+    tree = _parse((PACKAGE_DIR / "plugins.py").read_text(encoding="utf-8"), "plugins.py")
     packages = next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
                     and any(getattr(t, "id", None) == "PACKAGES" for t in n.targets))
     return [f"{p}.{suffix}" for p in packages if f"{p}.{suffix}" in known]
