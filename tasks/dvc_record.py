@@ -32,6 +32,11 @@ from dprelease.stage import pick
 from dprelease.stage_store import default_objects
 
 _LOCK = threading.Lock()  # DVC locks its repository: one commit at a time (stage tasks may finish on several threads)
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: dvc.lock is read once per stage, and is large
+
+
+def _read_yaml(path: Path) -> dict:
+    return yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER) or {}  # noqa: S506 - a safe loader
 
 
 def dvc_root(root: str | Path) -> Path | None:
@@ -57,7 +62,7 @@ def objects_dir(root: str | Path, store: Path) -> Path:
 
 def _declared(root: Path) -> dict:
     path = root / "dvc.yaml"
-    return (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("stages", {}) if path.is_file() else {}
+    return _read_yaml(path).get("stages", {}) if path.is_file() else {}
 
 
 def why_not(name: str, params: Params, root: str | Path, inputs: bool = True) -> str | None:
@@ -83,7 +88,7 @@ def why_not(name: str, params: Params, root: str | Path, inputs: bool = True) ->
 def _lock_entry(root: Path, name: str) -> str:
     """A hash of stage ``name``'s entry in ``dvc.lock`` ("" if none)."""
     try:
-        lock = yaml.safe_load((root / "dvc.lock").read_text(encoding="utf-8")) or {}
+        lock = _read_yaml(root / "dvc.lock")
     except (OSError, yaml.YAMLError):
         return ""
     entry = (lock.get("stages") or {}).get(name)

@@ -100,15 +100,15 @@ def trace_package(fn) -> set[str]:
     pkg = str(cache.PACKAGE_DIR) + "/"
     seen: set[str] = set()
 
-    def profile(frame, event, arg):
-        if event == "call" and frame.f_code.co_filename.startswith(pkg):
+    def calls(frame, event, arg):  # a global trace function sees each Python call; None: no line events
+        if frame.f_code.co_filename.startswith(pkg):
             seen.add(frame.f_code.co_filename)
 
-    sys.setprofile(profile)
+    sys.settrace(calls)  # not setprofile: that also fires on every C call (each torch op)
     try:
         fn()
     finally:
-        sys.setprofile(None)
+        sys.settrace(None)
     return {Path(f).relative_to(cache.PACKAGE_DIR).as_posix() for f in seen}
 
 

@@ -95,24 +95,42 @@ def raw_imports(path: Path, module: str, known: set[str] | None = None) -> list[
     """Every import in one file as absolute dotted names; ``from P import n`` gives ``P.n`` when that is
     in ``known`` (a module of ours), else ``P``."""
     known = known or set()
+    out = []
+    for lineno, base, names in _statements(path, module, _stamp(path)):
+        if names is None:
+            out.append(Import(module, base, path, lineno))
+        else:
+            for name in names:
+                sub = f"{base}.{name}" if base else name
+                out.append(Import(module, sub if sub in known else base, path, lineno))
+    return out
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return st.st_mtime_ns, st.st_size
+
+
+@lru_cache(maxsize=None)
+def _statements(path: Path, module: str, stamp: tuple[int, int]) -> tuple[tuple[int, str, tuple[str, ...] | None], ...]:
+    """One file's imports as ``(line, absolute base, names of a from-import or None)``, parsed once per
+    version of the file (``stamp``: its mtime and size) and process: every stage's closure reads them."""
     tree = _parse(path.read_text(encoding="utf-8"), str(path))
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            out += [Import(module, a.name, path, node.lineno) for a in node.names]
+            out += [(node.lineno, a.name, None) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
             if node.module == "__future__":
                 continue
             base = (resolve_relative(module, path.name == "__init__.py", node.level, node.module) if node.level
                     else node.module or "")
-            for a in node.names:
-                sub = f"{base}.{a.name}" if base else a.name
-                out.append(Import(module, sub if sub in known else base, path, node.lineno))
+            out.append((node.lineno, base, tuple(a.name for a in node.names)))
         elif isinstance(node, ast.Call):
             target = _dynamic_target(node)
             if target:
-                out.append(Import(module, target, path, node.lineno))
-    return out
+                out.append((node.lineno, target, None))
+    return tuple(out)
 
 
 def implicit_imports(module: str, known: set[str]) -> list[str]:
@@ -122,10 +140,15 @@ def implicit_imports(module: str, known: set[str]) -> list[str]:
     suffix = {f"{PKG}.plugins": "params", f"{PKG}.registry": "plugin"}.get(module)
     if suffix is None:
         return []
-    tree = _parse((PACKAGE_DIR / "plugins.py").read_text(encoding="utf-8"), "plugins.py")
-    packages = next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
-                    and any(getattr(t, "id", None) == "PACKAGES" for t in n.targets))
-    return [f"{p}.{suffix}" for p in packages if f"{p}.{suffix}" in known]
+    plugins = PACKAGE_DIR / "plugins.py"
+    return [f"{p}.{suffix}" for p in _listed_packages(plugins, _stamp(plugins)) if f"{p}.{suffix}" in known]
+
+
+@lru_cache(maxsize=None)
+def _listed_packages(path: Path, stamp: tuple[int, int]) -> tuple[str, ...]:
+    tree = _parse(path.read_text(encoding="utf-8"), path.name)
+    return tuple(next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                      and any(getattr(t, "id", None) == "PACKAGES" for t in n.targets)))
 
 
 def _parents(module: str) -> list[str]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+from functools import cache
 
 from .errors import ConfigError
 
@@ -33,9 +34,11 @@ PACKAGES = (
 )
 
 
-def _params_modules() -> list:
-    return [importlib.import_module(f"{package}.params") for package in PACKAGES
-            if importlib.util.find_spec(f"{package}.params") is not None]
+@cache
+def _params_modules() -> tuple:
+    """The listed packages' ``params`` modules (found once per process: flows ask for the arms per stage)."""
+    return tuple(importlib.import_module(f"{package}.params") for package in PACKAGES
+                 if importlib.util.find_spec(f"{package}.params") is not None)
 
 
 def sections() -> dict[str, type]:
