@@ -29,6 +29,10 @@ def install() -> None:
     global _installed
     if _installed:
         return
+    from prefect.settings import PREFECT_API_URL
+
+    if PREFECT_API_URL.value():  # a run against a server (a worker's flow run) starts no temporary one: nothing
+        return  # to guard, and Prefect's server code (~4 s to import) is not loaded
     from prefect.server.api import server as srv
 
     original = srv.SubprocessASGIServer._run_uvicorn_command

@@ -29,10 +29,14 @@ ARM_OUTPUTS = [*(f"metrics/{a}.json" for a in ARM_STAGES), *(f"reports/arms/{a}"
 
 
 @pytest.fixture(scope="module")
-def compare_env():
-    """flows.compare with counted stages and a frozen code version (others may edit the source meanwhile)."""
+def compare_env(tmp_path_factory):
+    """flows.compare with counted stages, a frozen code version (others may edit the source meanwhile) and a
+    stage store of its own (the session's may hold a release another module ran with the same keys: its
+    stages would be restored, not run)."""
     import flows.compare as fc
     import tasks.stages as ts
+
+    store = tmp_path_factory.mktemp("home") / "stage-store"
 
     calls: list[str] = []
     real = ts.run_stage
@@ -44,6 +48,7 @@ def compare_env():
     frozen = cache.code_hash(["."])
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(ts, "run_stage", counted)
+        mp.setattr(ts, "store_dir", lambda: store)
         mp.setattr(cache, "code_hash", lambda paths: frozen)
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
         yield SimpleNamespace(fc=fc, calls=calls)

@@ -323,7 +323,7 @@ def test_a_result_file_naming_pickle_never_runs(clean, copy, tmp_path):
             path.unlink(missing_ok=True)
 
 
-# 4. kills: SIGTERM / SIGKILL at stage boundaries and mid-stage ------------------------------------------------------
+# 4. kills: SIGTERM / SIGKILL while the server starts and mid-stage ----------------------------------------------------------
 def _guards(parent: int) -> list[int]:
     out = subprocess.run(["pgrep", "-P", str(parent), "-f", "tasks.server_guard"], capture_output=True, text=True)
     return [int(x) for x in out.stdout.split()]
@@ -337,23 +337,56 @@ def _alive(pid: int) -> bool:
     return True
 
 
-@pytest.mark.parametrize(("sig", "after"), [(signal.SIGKILL, 0.0), (signal.SIGKILL, 2.5), (signal.SIGTERM, 0.0),
-                                            (signal.SIGTERM, 2.5)], ids=["kill-early", "kill-mid", "term-early",
-                                                                         "term-mid"])
-def test_killed_run_leaves_no_server_and_resumes_to_the_same_release(clean, tmp_path, sig, after):
+@pytest.fixture(scope="module")
+def prefect_db(clean, tmp_path_factory) -> Path:
+    """A consistent copy (SQLite's backup) of a Prefect database that is already migrated: this session's,
+    which ``clean`` ran on. A project has one from its first run on."""
+    import sqlite3
+
+    from prefect.settings import PREFECT_HOME
+
+    src, dst = Path(PREFECT_HOME.value()) / "prefect.db", tmp_path_factory.mktemp("prefect") / "prefect.db"
+    assert src.is_file(), src
+    with contextlib.closing(sqlite3.connect(src)) as a, contextlib.closing(sqlite3.connect(dst)) as b:
+        a.backup(b)
+    return dst
+
+
+@pytest.mark.parametrize(("sig", "during", "first_run"),
+                         [(signal.SIGKILL, "server", True), (signal.SIGKILL, "featurize", False),
+                          (signal.SIGTERM, "server", False), (signal.SIGTERM, "featurize", False)],
+                         ids=["kill-early", "kill-mid", "term-early", "term-mid"])
+def test_killed_run_leaves_no_server_and_resumes_to_the_same_release(clean, prefect_db, tmp_path, sig, during,
+                                                                     first_run):
+    """Killed while Prefect's server starts (``server``: as soon as its guard process exists) or while the
+    ``featurize`` stage runs (just after ``stratify``'s stamp is written; checked afterwards: some stages
+    done, ``featurize`` not). ``first_run``: a Prefect home with no database yet, so the kill lands while the
+    server creates and migrates it (the resume finishes that); the other cases run where the database
+    exists, as every run after a project's first does. Each has a stage store of its own (empty: the
+    resume does real work)."""
     root = _project(tmp_path / "root", key_from=clean.root)  # the same key: the same release expected
-    env = os.environ | {"PREFECT_HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT)}  # its own store: real work
+    home = tmp_path / "home"
+    if not first_run:
+        home.mkdir()
+        shutil.copyfile(prefect_db, home / "prefect.db")
+    env = os.environ | {"PREFECT_HOME": str(home), "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-m", "flows.release", "--root", str(root), "--no-track"]
+    stamps = root / "artifacts" / ".stamps"
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline, guards = time.monotonic() + 90, []
     while not guards and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.2)
         guards = _guards(proc.pid)
     assert guards, "the flow never started its (guarded) Prefect server"
-    time.sleep(after)
+    if during == "featurize":
+        while not (stamps / "stratify.json").is_file() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        time.sleep(0.2)
     proc.send_signal(sig)
     proc.wait(timeout=60)
     assert proc.returncode != 0
+    if during == "featurize":  # the kill landed mid-pipeline: the split was done, the features were not
+        assert (stamps / "stratify.json").is_file() and not (stamps / "featurize.json").is_file()
     deadline = time.monotonic() + 10
     while any(_alive(g) for g in guards) and time.monotonic() < deadline:
         time.sleep(0.2)
