@@ -14,7 +14,7 @@ MODEL ?= oiics-autocoder
 
 .PHONY: help env run compare audit tune tune-grid retrain simulate ledger serve serve-trigger serve-status serve-stop test \
         gpp test-fast faults audit-tight repro rotate-key ui serve-model screenshots bench clean chromium dvc-remote dag exps \
-        epsilon-sensitivity flow results
+        epsilon-sensitivity flow results audit-replay
 
 help:  ## this list
 	@echo "make TARGET — dprelease (README: what each does; ARGS=... passes options to a flow)"
@@ -40,6 +40,10 @@ compare: env  ## SWAG-PPM vs non-private training vs DP-SGD → reports/compare/
 
 audit: env  ## membership-inference and canary privacy audit of every arm → reports/privacy/
 	$(PY) -m flows.audit $(ARGS)
+
+# the replay audit: the standard adversary (public seed, D∖{x}) re-fits the released mechanism; the operator's view
+audit-replay: env  ## replay audit of the release (the standard adversary re-fits it) → metrics/audit_replay.json
+	$(PY) -m flows.run audit-replay $(ARGS)
 
 # the tight multi-run audit (a benchmark, not in `make test`): 120,000 DP-SGD runs with or without one
 # gradient canary, the planted bugs; needs the training embeddings (make run or make audit first)

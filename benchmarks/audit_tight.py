@@ -5,8 +5,8 @@ valid ε lower bound with its confidence from the runs (``dprelease.mia.tight``:
 evaluated runs are seen — on runs simulated from the claimed mechanism, or on calibration runs kept out —
 and Clopper–Pearson bounds on its error rates over the independent runs). Three arms, each against its own claim:
 
-* ``dpsgd`` — honest DP-SGD at the release's ε (q = B/n, T = ⌈E/q⌉ and σ of the DP-SGD stage, δ from
-  params): the vectorised trainer ``dprelease.dpsgd.batched`` (checked weight for weight against the Opacus path
+* ``dpsgd`` — honest DP-SGD at the declared target ``dpsgd.target_epsilon`` (q = B/n, T = ⌈E/q⌉ and σ of the
+  DP-SGD stage, δ from params): the vectorised trainer ``dprelease.dpsgd.batched`` (checked weight for weight against the Opacus path
   in tests/dpsgd/test_batched.py), a linear head on a subsample of the training embeddings with the SAME
   q and T (so the same accountant ε; the expected batch is q·records), and a gradient canary (Nasr et al.
   2023): norm 10·C on a weight of an input column that is zero in every real record, so no record's
@@ -48,7 +48,7 @@ from dprelease.io import atomic_dir, write_json
 from dprelease.layout import Layout
 from dprelease.mia import tight
 from dprelease.privacy import secret
-from dprelease.privacy.target import compared_epsilon
+from dprelease.privacy.target import dpsgd_target
 from dprelease.training import finetune
 
 CANARY_NORM = 10.0  # × C: clipping must bring it down to C
@@ -94,7 +94,7 @@ def dpsgd_arm(params, lay: Layout, x, y, n: int, *, label: str, runs: int, chunk
     adds less noise than it claims)."""
     run = params.dpsgd_run
     delta = params.dpsgd.delta or default_delta(n)
-    eps_target = compared_epsilon(params, lay)
+    eps_target = dpsgd_target(params)  # the declared target (params.yaml), never the release's ε
     s = setting_for(n=n, epochs=run.epochs, batch_size=run.batch_size, lr=run.lr, max_grad_norm=run.max_grad_norm,
                     target_epsilon=eps_target, delta=delta, conversion=params.dpsgd.conversion, records=len(x),
                     planted_noise_divisor=divisor)
@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         secret.key_id(lay.artifacts)
-        compared_epsilon(params, lay)
+        dpsgd_target(params)
     except (FileNotFoundError, OneLineError) as e:
         print(f"audit-tight: {e}", file=sys.stderr)
         return 2

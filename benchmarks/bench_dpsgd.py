@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from dprelease.backends import make_backend
 from dprelease.backends.base import load_features, trainable
 from dprelease.config import load_params
+from dprelease.dpsgd.accounting import default_delta
 from dprelease.dpsgd.train import train_dpsgd
 
 
@@ -43,7 +44,7 @@ def dpsgd_steps_per_s(backend, feats, y, steps: int, batch: int, lr: float, mode
     epochs = max(1, round(steps * batch / n))
     start = time.perf_counter()
     res = train_dpsgd(backend, model, feats, y, epochs=epochs, batch_size=batch, lr=lr, max_grad_norm=1.0,
-                      target_epsilon=8.0, delta=1 / (2 * n), grad_sample_mode=mode, seed=0,
+                      target_epsilon=8.0, delta=default_delta(n), grad_sample_mode=mode, seed=0,
                       noise_seed=int.from_bytes(os.urandom(8), "little"))  # benchmark: fresh noise each run
     return res.steps / (time.perf_counter() - start)
 

@@ -97,9 +97,14 @@ def run_cell(cell: dict, base: dict, root: Path, scratch: Path) -> dict:
         "temperature_raw": t["temperature_uncalibrated"]["subspace"],
         "temperature_min_raw": t["temperature_uncalibrated"]["subspace_min"],
         "temperature": t["temperature"]["subspace"], "temperature_min": t["temperature"]["subspace_min"],
-        "local_sensitivity": g["quantities"]["local_sensitivity"], "epsilon": g["epsilon"],
-        "epsilon_uncalibrated": unc["epsilon"], "weighted_f1_mean": audit["weighted_f1_mean"],
+        # a cell released without an ε (kind ppm_uncertified, docs/guarantees.md K.9) is recorded as nan, never its index
+        "local_sensitivity": g["quantities"]["local_sensitivity"], "epsilon": _eps(g),
+        "epsilon_uncalibrated": _eps(unc), "weighted_f1_mean": audit["weighted_f1_mean"],
         "macro_f1_mean": audit["macro_f1_mean"], "seconds": time.perf_counter() - start}
+
+
+def _eps(g: dict) -> float:
+    return float("nan") if g["epsilon"] is None else g["epsilon"]
 
 
 def read_table(path: Path) -> list[dict]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dprelease.config import Params
 from dprelease.io import read_json
 from dprelease.layout import Layout
-from dprelease.privacy.guarantee import Guarantee
+from dprelease.privacy.guarantee import Guarantee, coverage_sentence
 
 
 def print_summary(params: Params, root: str, result: dict, seconds: float) -> None:
@@ -26,7 +26,7 @@ def print_summary(params: Params, root: str, result: dict, seconds: float) -> No
             t = read_json(lay.metrics / f"temperature_r{r}.json")
             label = "weighted" if r == 2 else "re-weighted"
             cmp = "≥" if s["draws"] < params.ppm.draws else "="  # a refit pass stopped early above the bound
-            lines.append(f"  round {r}    ε {cmp} {s['epsilon']:.3f}  (Δ̂ {cmp} {s['local_sensitivity']:.3f}, {s['draws']} draws, "
+            lines.append(f"  round {r}    2Δ̂ {cmp} {2 * s['local_sensitivity']:.3f}  (Δ̂ {cmp} {s['local_sensitivity']:.3f}, {s['draws']} draws, "
                          f"{label}; SWAG temperature T̂ = {t['temperature']['subspace']:.2f}, calibration {t['calibration']})")
     if params.reweighting:
         rw = read_json(lay.metrics / "reweight.json")
@@ -35,13 +35,17 @@ def print_summary(params: Params, root: str, result: dict, seconds: float) -> No
     tail_txt = ("Monte Carlo: too few draws for a tail estimate (smoke test)" if tail is None else
                 f"Monte Carlo: a fresh draw exceeds Δ̂ with prob. 1/(S+1) = {tail['exceedance_of_max']:.4f}; GEV "
                 f"{tail['level']:.4f}-quantile {tail['estimate']:.3f} [{tail['ci_low']:.3f}, {tail['ci_high']:.3f}]")
-    t_rel = g.quantities.get("temperature")
+    t_rel, q = g.quantities.get("temperature"), g.quantities
+    point = q.get("epsilon_point_estimate", q.get("uncertified_index_point"))
     lines += [
-        f"  released   ε = {g.epsilon:.3f}, δ {g.delta_text}; one draw from round {rel['round']}",
+        f"  released   {g.claim_text} [{g.kind}], δ {g.delta_text}; one draw from round {rel['round']}"
+        + (f"; point estimate {point:.4g}" if point is not None else ""),
         f"             {tail_txt}",
         f"             conditional on: this database (local), large n (asymptotic), the SWAG approximation "
-        + (f"at T̂ = {t_rel:.2f}, T_min = {g.quantities.get('temperature_min', t_rel):.2f} (ε = 2Δ̂ / min(1, T_min) = "
-           f"{g.epsilon:.3f})" if t_rel is not None else "(not measured)"),
+        + (f"at T̂ = {t_rel:.2f}, T_min = {q.get('temperature_min', t_rel):.2f} in SWAG's subspace, "
+           f"≥ {q['temperature_min_all']:.3g} over all parameters" if t_rel is not None and q.get("temperature_min_all")
+           is not None else f"at T̂ = {t_rel:.2f}" if t_rel is not None else "(not measured)"),
+        *([f"             {coverage_sentence(q)}"] if g.kind in ("ppm_local_asymptotic", "ppm_uncertified") else []),
         f"  utility    released draw: weighted F1 {ev['released_weighted_f1']:.3f}, macro F1 {ev['released_macro_f1']:.3f}",
         f"             over {ev['draws']} draws: weighted {ev['weighted_f1_mean']:.3f} ± {ev['weighted_f1_sd']:.3f}, "
         f"macro {ev['macro_f1_mean']:.3f} ± {ev['macro_f1_sd']:.3f}",

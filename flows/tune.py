@@ -14,6 +14,7 @@ round 1 for equal epochs) are restored from the stage store instead of recompute
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from pathlib import Path
@@ -26,6 +27,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from dprelease import registry
 from dprelease.config import Params, parse_params
 from dprelease.io import read_json
+from dprelease.privacy import secret
 from dprelease.reports.tune import write_tune_report
 from dprelease.signing import key_folder
 from dprelease.swag_ppm.tuning import Outcome, Requirements, Steps, choose, decide
@@ -52,10 +54,14 @@ def cell_task(base: dict, root: str, c: float, epochs: int) -> dict:
     p = cell_params(base, c, epochs, data_path, signing_key=str(key_folder(parse_params(base), root).resolve()))
     where = cell_root(root, c, epochs)
     where.mkdir(parents=True, exist_ok=True)
+    # every cell's randomness from one key derived from the project's (secret like it, reproducible by the
+    # operator): cells that differ only in c share their round-1 fits, as they did when training was public
+    secret.derive_child(Path(root) / parse_params(base).artifacts, where / p.artifacts, "tune")
     for spec in registry.group(p, "release"):
         run(spec.name, p, where)
     rel, ev = read_json(where / "metrics/release.json"), read_json(where / "metrics/evaluation.json")
-    return Outcome(c=c, epochs=epochs, epsilon=rel["guarantee"]["epsilon"], weighted_f1=ev["weighted_f1_mean"],
+    eps = rel["guarantee"]["epsilon"]  # None: an uncertified sampler (no ε) meets no ε target
+    return Outcome(c=c, epochs=epochs, epsilon=math.inf if eps is None else eps, weighted_f1=ev["weighted_f1_mean"],
                    macro_f1=ev["macro_f1_mean"], verdict=ev["verdict"]).as_dict()
 
 
@@ -66,6 +72,7 @@ def _setup(p: Params, root: str) -> tuple[Requirements, Steps, dict]:
                   c_min=t.c_min, max_epochs=t.max_epochs)
     base_root = Path(root) / "runs" / "tune" / "baseline"
     base_root.mkdir(parents=True, exist_ok=True)
+    secret.init(Path(root) / p.artifacts)  # the project's key, from which each cell's is derived
     bp = parse_params(p.model_dump(mode="json"), {"data.path": str((Path(root) / p.data.path).resolve())})
     for name in ("stratify", "featurize", "nonprivate"):
         run(name, bp, base_root)

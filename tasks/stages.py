@@ -8,6 +8,9 @@ the stage. Finished outputs go to the stage store, shared by every root this Pre
 index whose bytes are DVC cache objects (the project's ``.dvc/cache``), and in a DVC project root each
 stage is then recorded in ``dvc.lock`` (:mod:`tasks.dvc_record`): one cache, which DVC pushes and pulls.
 
+Prefect's home and database are operator-only (:mod:`tasks.prefect_home`): they keep every task run's start and
+end, so the durations of the untimed stages too (docs/hygiene.md).
+
 Prefect itself persists no result and caches nothing here (``persist_result=False``, no cache policy):
 Prefect deserializes a stored result with the serializer named *inside* the file, so a replaced result
 file naming pickle would run code when read back. With nothing persisted, nothing is ever read back; the
@@ -27,9 +30,10 @@ from prefect import task
 from prefect.cache_policies import NONE
 from prefect.settings import PREFECT_HOME
 
-from . import dvc_record, server_guard
+from . import dvc_record, prefect_home, server_guard
 
 server_guard.install()
+prefect_home.make_private()  # before the temporary server creates its database (0600, not the umask's 0644)
 
 
 def store_dir() -> Path:
@@ -41,6 +45,7 @@ def store_dir() -> Path:
 def stage_task(name: str, params: dict, root: str, key: str) -> dict:
     """The summary of the current outputs (stamp), or restore them from the store (verified), or run the
     stage and store them. Nothing is persisted by Prefect (see the module docstring)."""
+    prefect_home.make_private()  # the store holds every task run's times (select's, reweight's): operator-only
     p = Params.model_validate(params)
     stage = registry.get(p, name)
     private_dir(Path(root) / p.artifacts)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 import copy
+import hashlib
 import os
 import shutil
 import sys
@@ -37,6 +38,7 @@ SLICE = {
     },
     "ppm": {"draws": 6, "draw_batch": 4, "smoke_test": True, "max_refits": 2},  # 6 draws: ε not meaningful, tests only
     "evaluation": {"draws": 3},
+    "privacy_audit": {"replay_targets": 4},  # the replay audit's re-fits: 2 × (4 + 1) on the slice
     "tracking": {"mlflow_uri": "sqlite:///mlflow.db"},
 }
 
@@ -61,6 +63,12 @@ def pytest_unconfigure(config):
 
 
 # helpers ------------------------------------------------------------------------------------------
+# A release whose certified ε is finite at a usable size, for the tests of what happens downstream of a claim (gates,
+# promotion, tuning): the sampler widened to the prior in every direction. With the default calibration the ε
+# certified over all directions is ~10⁹ on the slice and no ε gate could pass (docs/guarantees.md, K.9).
+GATED = {"ppm__calibration": "prior"}
+
+
 def slice_raw(backend: str = "head", **overrides) -> dict:
     """The tiny-slice params mapping; ``overrides`` are dotted keys with '__' for '.', e.g. ppm__c=0.8."""
     raw = copy.deepcopy(SLICE)
@@ -78,16 +86,44 @@ def _override(raw: dict, overrides: dict) -> dict:
     return raw
 
 
-def make_root(path: Path) -> Path:
-    """A project root holding a copy of the bundled data at ``SLICE_DATA``."""
+# The suite runs under one fixed randomness key, so a CI run is reproducible (a release's training, draws and
+# canaries all come from the key: privacy/secret.py); the tests that vary the key on purpose delete it or
+# rotate it (tests/privacy/test_secret*.py). Never a key outside tests: it is public by construction.
+TEST_KEY = hashlib.sha256(b"dprelease: the test suite's fixed, public randomness key").hexdigest()
+
+
+def install_test_key(root: Path, artifacts: str = "artifacts") -> Path:
+    """Give ``root`` the suite's fixed key (0600 in a 0700 folder, as ``secret.init`` makes it)."""
+    folder = root / artifacts / "secret"
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    (root / artifacts).chmod(0o700)
+    folder.chmod(0o700)
+    key = folder / "key"
+    key.write_text(TEST_KEY + "\n", encoding="ascii")
+    key.chmod(0o600)
+    return root
+
+
+def make_root(path: Path, *, test_key: bool = True) -> Path:
+    """A project root holding a copy of the bundled data at ``SLICE_DATA`` and (unless ``test_key`` is false)
+    the suite's fixed randomness key."""
     (path / SLICE_DATA).parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(DATA, path / SLICE_DATA)
-    return path
+    return install_test_key(path) if test_key else path
+
+
+def written(root: Path, top: str = "artifacts") -> list[str]:
+    """Files under ``root/top`` that a run wrote (the suite's test key, installed before any run, aside)."""
+    folder = root / top
+    key = folder / "secret" / "key"
+    return sorted(p.relative_to(root).as_posix() for p in folder.rglob("*") if p.is_file() and p != key) \
+        if folder.exists() else []
 
 
 def copy_key(secret_dir: Path, root: Path, artifacts: str = "artifacts") -> Path:
     """Give ``root`` the randomness key folder ``secret_dir`` (the operator's key: the same releases expected)."""
     (root / artifacts).mkdir(mode=0o700, parents=True, exist_ok=True)
+    shutil.rmtree(root / artifacts / "secret", ignore_errors=True)
     shutil.copytree(secret_dir, root / artifacts / "secret")
     return root
 

@@ -1,4 +1,4 @@
-"""The comparison arms as stages (non-private, SWAG-PPM round 2, DP-SGD at the matched ε, DP-SGD's δ sweep) on
+"""The comparison arms as stages (non-private, SWAG-PPM round 2, DP-SGD at the declared target ε, its δ sweep) on
 the head slice, DP-SGD on the full-tiny slice in both Opacus modes, and bad DP-SGD / arm settings rejected
 before anything trains.
 
@@ -40,6 +40,13 @@ def _flat(path) -> dict:
 
 def _n_train(root) -> int:
     return read_json(root / "metrics/data.json")["train_rows"]
+
+
+def _default_delta(n: int) -> float:
+    """DP-SGD's default δ = min(n^-1.1, 1/(2n)) (docs/algorithms.md, E.1; was 1/(2n)): n^-1.1 = exp(-1.1·ln n)
+    once n > 1,024; a slice this small (24 training records: 24^-1.1 = exp(-3.4958) = 0.0303 > 1/48 = 0.0208)
+    keeps 1/(2n)."""
+    return min(math.exp(-1.1 * math.log(n)), 1 / (2 * n))
 
 
 @pytest.fixture
@@ -105,23 +112,26 @@ def test_swag_ppm_arm_epsilon_includes_its_own_draw(arms_run):
     _, _, _, m_star, g = draw_from_round(arms_run.params, Layout.from_params(arms_run.params, arms_run.root), 2,
                                          tag="swag_ppm")  # the arm's own draw (its secret-key label)
     assert m["round"] == 2 and m["guarantee"] == g.as_dict()
-    two_delta = 2 * max(sens["local_sensitivity"], m_star)  # ε = 2Δ̂ / min(1, T_min); T_min = 1 to float32 precision
-    assert m["epsilon"] == pytest.approx(two_delta / min(1.0, g.quantities["temperature_min"]), rel=1e-12)
-    assert m["epsilon"] == pytest.approx(two_delta, rel=1e-6)
+    two_delta = 2 * max(sens["local_sensitivity"], m_star)  # ε = 2Δ̂ / min(1, T_min over all d directions)
+    q = g.quantities
+    assert m["epsilon"] == pytest.approx(two_delta / min(1.0, q["temperature_min"], q["temperature_min_all"]),
+                                         rel=1e-12)
+    assert q["temperature_min"] == pytest.approx(1.0, rel=1e-4)  # the subspace is calibrated; the floor is not
     assert m["epsilon"] >= sens["epsilon"] - 1e-12
     assert m["delta"] == "asymptotic, not quantified" and m["guarantee"]["kind"] == "ppm_local_asymptotic"
 
 
-def test_dpsgd_matches_the_release_epsilon_by_default(arms_run):
+def test_dpsgd_runs_at_the_declared_target_by_default(arms_run):
+    """The target is the declared dpsgd.target_epsilon (8.0), never the release's measured ε; δ ≤ n^-1.1."""
     p = arms_run.params
     m = _flat(arms_run.path("metrics/dpsgd.json"))
     release = read_json(arms_run.path("metrics/release.json"))["guarantee"]
     n = _n_train(arms_run.root)
-    assert p.dpsgd.target_epsilon is None
-    assert m["target_epsilon"] == release["epsilon"]
+    assert p.dpsgd.target_epsilon == 8.0 and p.dpsgd.delta is None
+    assert m["target_epsilon"] == 8.0 and release["epsilon"] != 8.0
     assert 0.9 * m["target_epsilon"] <= m["epsilon"] <= m["target_epsilon"] + 1e-6
     assert m["noise_multiplier"] > 0
-    assert m["delta"] == pytest.approx(1 / (2 * n), rel=1e-12)
+    assert m["delta"] == pytest.approx(_default_delta(n), rel=1e-12) and m["delta"] <= n ** -1.1
     q = p.dpsgd.head.batch_size / n
     assert m["sample_rate"] == pytest.approx(q)
     assert m["steps"] == math.ceil(p.dpsgd.head.epochs / q)
@@ -131,11 +141,10 @@ def test_dpsgd_matches_the_release_epsilon_by_default(arms_run):
 def test_dpsgd_sweep_rows(arms_run):
     p = arms_run.params
     sweep = read_json(arms_run.path("metrics/dpsgd_sweep.json"))
-    release = read_json(arms_run.path("metrics/release.json"))["guarantee"]
-    assert sweep["target_epsilon"] == release["epsilon"]
+    assert sweep["target_epsilon"] == p.dpsgd.target_epsilon == 8.0
     assert [r["delta"] for r in sweep["rows"]] == p.dpsgd.delta_sweep
     for row in sweep["rows"]:
-        assert row["target_epsilon"] == release["epsilon"]
+        assert row["target_epsilon"] == p.dpsgd.target_epsilon
         assert 0.9 * row["target_epsilon"] <= row["epsilon"] <= row["target_epsilon"] + 1e-6, row
         assert row["noise_multiplier"] > 0
     sigmas = [r["noise_multiplier"] for r in sweep["rows"]]
@@ -168,7 +177,7 @@ def test_dpsgd_with_explicit_target(arms_run, tmp_path, spy):
     assert m["target_epsilon"] == 3.0
     assert 2.7 <= m["epsilon"] <= 3.0 + 1e-6
     assert m["noise_multiplier"] > 0
-    assert m["delta"] == pytest.approx(1 / (2 * _n_train(root)))
+    assert m["delta"] == pytest.approx(_default_delta(_n_train(root)))
     default = _flat(arms_run.path("metrics/dpsgd.json"))
     assert default["target_epsilon"] != 3.0
     assert (m["noise_multiplier"] < default["noise_multiplier"]) == (3.0 > default["target_epsilon"])
@@ -218,8 +227,8 @@ def test_dpsgd_full_tiny_trains(full_run, tmp_path, spy, mode):
     assert math.isfinite(run.result.final_loss)
     assert float((run.theta - run.theta0).abs().max()) > 0, "no parameter changed"
     assert bool(torch.isfinite(run.theta).all())
-    target = read_json(root / "metrics/release.json")["guarantee"]["epsilon"]
-    assert m["target_epsilon"] == target
+    target = params.dpsgd.target_epsilon  # declared: not the release's ε
+    assert m["target_epsilon"] == target == 8.0
     assert 0.9 * target <= m["epsilon"] <= target + 1e-6
     assert m["noise_multiplier"] > 0
     assert 0.0 <= m["weighted_f1"] <= 1.0
@@ -229,7 +238,7 @@ def test_dpsgd_full_tiny_trains(full_run, tmp_path, spy, mode):
     # σ depends only on (ε, δ, q, steps), never on the clipping mode
     from dprelease.dpsgd.accounting import noise_multiplier
 
-    assert m["noise_multiplier"] == noise_multiplier(target, 1 / (2 * n), q, m["steps"], params.dpsgd.conversion)
+    assert m["noise_multiplier"] == noise_multiplier(target, _default_delta(n), q, m["steps"], params.dpsgd.conversion)
 
 
 # bad settings: one-line errors before anything trains ----------------------------------------------------------
@@ -268,7 +277,7 @@ def test_batch_larger_than_data_fails_before_training(head_run, tmp_path, no_tra
 
 
 def test_batch_check_with_default_target(head_run, tmp_path, no_training):
-    """Without dpsgd.target_epsilon the target is read from the release; the batch check still comes first."""
+    """With the declared default target (no override) the batch check still comes first."""
     params = parse_params(compare_raw(dpsgd__head__batch_size=100_000))
     root = copy_root(head_run.root, tmp_path / "root")
     with pytest.raises(ValueError, match="batch size"):
@@ -277,12 +286,32 @@ def test_batch_check_with_default_target(head_run, tmp_path, no_training):
         baselines.check_dpsgd(params, Layout.from_params(params, root))
 
 
-def test_missing_release_without_target_is_one_line(head_run, tmp_path, no_training):
+def test_a_null_target_is_one_line_before_training(head_run, tmp_path, no_training):
+    """No fallback to the release's ε: a null target is a one-line error, release or not, before any training
+    (parse time when an arm needs it; read time otherwise)."""
+    assert "dpsgd.target_epsilon" in _config_error(compare_raw(dpsgd__target_epsilon=None))
+    params = parse_params(compare_raw(dpsgd__target_epsilon=None, compare__arms=["nonprivate"],
+                                      privacy_audit__arms=["nonprivate"]))
     root = copy_root(head_run.root, tmp_path / "root")
-    (root / "metrics/release.json").unlink()
-    with pytest.raises(FileNotFoundError, match="dpsgd.target_epsilon") as info:
-        baselines.dpsgd(parse_params(compare_raw()), root)
-    assert "\n" not in str(info.value)
+    assert (root / "metrics/release.json").is_file()  # a release is there: it is not read
+    for run in (baselines.dpsgd, baselines.dpsgd_sweep):
+        with pytest.raises(ConfigError, match="dpsgd.target_epsilon") as info:
+            run(params, root)
+        assert "\n" not in str(info.value)
+    with pytest.raises(ConfigError, match="dpsgd.target_epsilon"):
+        baselines.check_dpsgd(params, Layout.from_params(params, root))
+
+
+def test_declared_levels_make_the_arms_independent_of_the_release():
+    """DP-SGD's stages and the censored arm read no release record and no level but their own."""
+    from dprelease import registry
+
+    params = parse_params(compare_raw())
+    stages = {s.name: s for s in registry.stages(params)}
+    for name in ("dpsgd", "dpsgd_sweep", "swag_ppm_censored"):
+        assert "metrics/release.json" not in stages[name].deps, name
+    assert "dpsgd.target_epsilon" not in stages["swag_ppm_censored"].params
+    assert "ppm.censor_epsilon" in stages["swag_ppm_censored"].params
 
 
 @pytest.mark.parametrize("arms", [["nonprivate", "bogus"], [], ["dpsgd", "nonprivate", "dpsgd"]],

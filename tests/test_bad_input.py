@@ -9,7 +9,7 @@ import time
 import pytest
 import yaml
 
-from conftest import make_root, slice_raw
+from conftest import make_root, slice_raw, written
 from dprelease.cli import main as cli
 
 HEADER = "ID,Final Narrative,Nature\n"
@@ -249,7 +249,7 @@ def test_flow_main_rejects_bad_params_before_prefect(tmp_path, capsys, flow_main
     assert err.startswith("dprelease: error:") and "\n" not in err, err
     assert named in err, err
     assert elapsed < 5
-    assert not (root / "artifacts").exists()
+    assert not written(root)
 
 
 def test_flow_main_missing_params_file(tmp_path, capsys, flow_main):

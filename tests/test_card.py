@@ -239,7 +239,8 @@ def test_card_renders_quartiles_csv_with_empty_quartiles():
 def test_ppm_card_states_what_epsilon_is_conditional_on():
     from dprelease.card import _conditions
 
-    manifest = {"guarantee": {"quantities": {"temperature": 1.7, "temperature_min": 1.0, "temperature_all": 0.0004}},
+    manifest = {"guarantee": {"kind": "ppm_local_asymptotic",
+                              "quantities": {"temperature": 1.7, "temperature_min": 1.0, "temperature_all": 0.0004}},
                 "prior_precision": 1.0, "calibration": "scale",
                 "local_sensitivity_uncertainty": {"exceedance_of_max": 1 / 501, "level": 0.9998, "estimate": 2.75,
                                                   "confidence": 0.95, "ci_low": 2.74, "ci_high": 2.77},
@@ -250,6 +251,64 @@ def test_ppm_card_states_what_epsilon_is_conditional_on():
     text = "\n".join(_conditions(manifest))
     assert ("SWAG learning rate 0.01, 20 epochs, rank 20, batch 32; fine-tune 10 epochs; prior λ = 100; calibration "
             "subspace; c = 1; re-weighting iterative") in text
-    assert "= 1.7, smallest T_min = 1;" in text and "= 0.0004 (calibration: scale" in text
-    assert "ε 5.500 (5.480–5.540)" in text and "0.0020" in text
+    assert "= 1.7, smallest T_min = 1;" in text and "mean T̂_all = 0.0004, certified smallest ≥ – (calibration: scale" in text
+    assert "2Δ 5.500 (5.480–5.540); the stated figure uses the interval's upper end" in text and "0.0020" in text
+    assert "raises it" not in text  # the old claim: a sampler too narrow in ANY direction raised ε (it did not)
     assert "not accepted" in text and "not covered by ε" in text
+
+
+# what is certified; the conservative headline; the ε-sensitivity maximum ---------------------------------------------
+UNCERTIFIED = guarantee.uncertified(9.31, 4.655, certified_directions=19, parameters=126_316, posterior_draws=500,
+                                    round=2, uncertified_index_point=7.145, temperature=1.0, temperature_min=1.0,
+                                    temperature_all=0.0034, local_sensitivity_bound=4.655,
+                                    claim_basis="GEV upper bound").as_dict()
+CERTIFIED = guarantee.ppm(9.31, 3.5726, certified_directions=126_316, parameters=126_316, posterior_draws=500, round=2,
+                          epsilon_point_estimate=7.145, temperature=1.0, temperature_min=1.0, temperature_all=1.2,
+                          temperature_min_all=1.0, local_sensitivity_bound=4.655, claim_basis="GEV upper bound").as_dict()
+
+
+def test_uncertified_card_claims_no_epsilon_and_says_what_is_certified_in_one_sentence():
+    text = card(UNCERTIFIED, prior_precision=1000.0, calibration="subspace")
+    privacy = section(text, "Privacy guarantee")
+    assert "NO differential-privacy guarantee: index 2Δ̂ = 9.31, not a differential-privacy guarantee: the sampler " \
+           "is certified in 19 of 126,316 directions (point estimate 7.145" in privacy
+    assert "kind: `ppm_uncertified`" in privacy
+    assert "ε =" not in privacy and "ε + 2ε" not in privacy and "satisfies" not in privacy
+    [line] = [x for x in privacy.splitlines() if x.startswith("* what is certified:")]
+    sentence = line.removeprefix("* what is certified: ")
+    assert sentence.count(". ") == 0 and sentence.endswith(".")  # one sentence
+    assert "19 of its 126,316 parameter directions" in sentence and "not certified: the other 126,297" in sentence
+    assert "index (not an ε) = 2Δ" in privacy
+
+
+def test_certified_card_quotes_the_gev_bound_with_the_point_estimate_beside_it():
+    text = card(CERTIFIED, prior_precision=1000.0, calibration="subspace")
+    privacy = section(text, "Privacy guarantee")
+    assert "satisfies ε = 9.310 (point estimate 7.145; the headline uses Δ's GEV upper bound)" in privacy
+    assert "Certified: the sampler's temperature in all 126,316 parameter directions" in privacy
+    assert "Δ = 4.655 (GEV upper bound)" in privacy and "ε + 2ε" in privacy
+
+
+def test_card_carries_the_epsilon_sensitivity_maximum_when_measured():
+    sens = {"figure": "ε", "maximum": 9.44, "minimum": 6.1, "cells": 7, "prior_precision": 1000.0,
+            "source": "make epsilon-sensitivity"}
+    assert "the largest ε was 9.440" in card(CERTIFIED, epsilon_sensitivity=sens)
+    assert "epsilon-sensitivity grid near" not in card(CERTIFIED)
+
+
+def test_audit_line_of_an_uncertified_release_names_no_epsilon():
+    rows = [dict(r, arm="swag_ppm") for r in AUDIT_ROWS]
+    text = card(UNCERTIFIED, audit_rows=rows)
+    assert "(this release: no ε claimed)" in text
+
+
+def test_the_card_shows_the_replay_audit_with_what_each_view_covers():
+    from dprelease.card import replay_lines
+
+    replay = {"views": {
+        "public": {"targets": 10, "reproduces_release": False, "correct": 10, "decisions": 20, "convicted": False},
+        "operator": {"targets": 10, "reproduces_release": True, "correct": 20, "decisions": 20, "convicted": True}}}
+    text = "\n".join(replay_lines(replay))
+    assert "| public | no | 10 of 20 | not convicted | yes: the standard adversary |" in text
+    assert "| operator | yes | 20 of 20 | convicted | no: holds the secret key |" in text
+    assert "not run" in "\n".join(replay_lines(None))

@@ -24,6 +24,7 @@ from dprelease.backends.base import get_flat, save_features
 from dprelease.config import parse_params
 from dprelease.data.splits import backend_for, features
 from dprelease.io import write_json
+from conftest import install_test_key
 from dprelease.layout import Layout
 from dprelease.privacy.censor import Censor
 from dprelease.seeds import stage_seed
@@ -42,7 +43,7 @@ def _params(**ppm):
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
     """labels, train features and SWAG moments of rounds 1 (rank 3) and 2 (rank 1: no low-rank term)."""
-    root = tmp_path_factory.mktemp("chunks")
+    root = install_test_key(tmp_path_factory.mktemp("chunks"))  # the passes draw from the key
     params = _params()
     lay = Layout.from_params(params, root)
     write_json(lay.data / "labels.json", {"codes": ["10", "11", "12"], "titles": ["a", "b", "c"],

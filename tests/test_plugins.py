@@ -106,7 +106,7 @@ def test_the_real_list_loads_every_package_once():
     assert set(plugins.sections()) == {"gpp", "nvdp"}
     assert list(registry.arms()) == ["nonprivate", "swag_ppm", "swag_ppm_reweighted", "swag_ppm_uncalibrated",
                                      "swag_ppm_censored", "dpsgd"]  # package order: the reports' row order
-    assert set(registry.flows()) == {"release", "compare", "audit", "nvdp", "gpp"}
+    assert set(registry.flows()) == {"release", "audit-replay", "compare", "audit", "nvdp", "gpp"}
 
 
 def test_an_arm_that_needs_a_setting_is_refused_with_the_reason():

@@ -86,7 +86,7 @@ def test_stage_names_unique_and_groups_known():
         "nonprivate", "swag_ppm", "swag_ppm_uncalibrated", "swag_ppm_censored", "dpsgd", "dpsgd_sweep",
         "compare_report"]
     assert [s.name for s in registry.group(DEFAULT, "audit")] == [
-        "audit_pool", "audit_references", "privacy_audit", "canary_runs", "privacy_report"]
+        "audit_replay", "audit_pool", "audit_references", "privacy_audit", "canary_runs", "privacy_report"]
 
 
 def test_active_stages_follow_params():

@@ -45,3 +45,26 @@ def test_streams_differ():
     a = np.random.default_rng(stage_seed(2025, "risk", 1)).random(5)
     b = np.random.default_rng(stage_seed(2025, "sensitivity", 1)).random(5)
     assert not np.allclose(a, b)
+
+
+def test_public_seeds_are_what_training_used_before_the_key_and_secret_ones_are_not():
+    from dprelease.privacy import secret
+    from dprelease.seeds import public_seeds
+
+    pub = public_seeds(2025)
+    assert pub("init", 2) == pub("init#1", 3) == 2025  # the backend's public initialisation seed
+    assert pub("finetune", 2) == stage_seed(2025, "finetune", 2)
+    assert pub("swag#1", 3) == stage_seed(2025, "swag#1", 3)
+
+
+def test_training_seeds_come_from_the_key_and_fit_in_63_bits(tmp_path):
+    from dprelease.privacy import secret
+
+    secret.init(tmp_path)
+    seeds = secret.training_seeds(tmp_path)
+    s = seeds("finetune", 2)
+    assert s == secret.seed(tmp_path, "train/finetune/round2") >> 1 and 0 <= s < 2**63
+    assert s != seeds("finetune", 1) and s != seeds("swag", 2)
+    other = tmp_path / "other"
+    secret.init(other)
+    assert secret.training_seeds(other)("finetune", 2) != s  # another key, another fit

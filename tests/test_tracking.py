@@ -125,7 +125,10 @@ def test_guarantee_tags(monkeypatch):
 
     tracking._guarantee_tags(Fake, guarantee.ppm(2.0, 1.0, round=2))
     assert tags == {"mechanism": "SWAG-PPM", "guarantee": "ppm_local_asymptotic",
-                    "delta": "asymptotic, not quantified"}
+                    "delta": "asymptotic, not quantified", "claim": "ε = 2"}
+    tracking._guarantee_tags(Fake, guarantee.uncertified(7.1, 3.55, certified_directions=19, parameters=126_316))
+    assert tags["guarantee"] == "ppm_uncertified" and "ε" not in tags["claim"].replace("not an ε", "")
+    assert tags["claim"] == "index 2Δ̂ = 7.1 (not DP; certified in 19 of 126,316 directions)"
     tracking._guarantee_tags(Fake, guarantee.accountant("DP-SGD", 3.0, 1e-5))
     assert tags["delta"] == "1e-05" and tags["guarantee"] == "dp_accountant"
 
@@ -278,6 +281,17 @@ def test_release_run_name_says_what_ran():
     g = guarantee.ppm(5.496, 2.748, round=2, temperature=1.0)
     name = tracking.release_run_name(params, g)
     assert name == "SWAG-PPM · head · round 2 · ε=5.496 · c=1 · calibration=subspace · reweight=iterative"
+    u = guarantee.uncertified(7.1452, 3.5726, certified_directions=19, parameters=126_316, round=2)
+    assert tracking.release_run_name(params, u) == ("SWAG-PPM · head · round 2 · index=7.145 (not DP) · c=1 · "
+                                                    "calibration=subspace · reweight=iterative")
+
+
+def test_guarantee_metrics_of_an_uncertified_record_have_no_epsilon():
+    u = guarantee.uncertified(7.1452, 3.5726, certified_directions=19, parameters=126_316, round=2,
+                              uncertified_index_point=6.0)
+    m = tracking._guarantee_metrics(u)
+    assert not any(k.startswith("epsilon") or k == "delta" for k in m)
+    assert m["uncertified_index"] == 7.1452 and (m["certified_directions"], m["parameters"]) == (19, 126_316)
 
 
 def test_release_sections_are_what_the_release_stages_read():

@@ -167,3 +167,13 @@ def test_sanitize_key_refuses_a_rewritten_sanitizer_release(agency, tmp_path, mo
     assert "signature does not match" in capsys.readouterr().err and not (tmp_path / "b.parquet").exists()
     assert cli(["sanitize", "--release", str(rel), "--input", str(src), "--output", str(tmp_path / "c.parquet")]) == 0
     assert "no --key given" in capsys.readouterr().err  # without a key it runs, and says what was not checked
+
+
+def test_guarantee_text_of_each_claim_in_one_line():
+    from dprelease.privacy import guarantee
+    from dprelease.verify import guarantee_text
+
+    u = guarantee.uncertified(9.31, 4.655, certified_directions=19, parameters=126_316).as_dict()
+    assert guarantee_text(u) == ("SWAG-PPM: no ε, index 2Δ̂ = 9.31 (not DP; certified in 19 of 126,316 directions), "
+                                 "δ none (no differential-privacy claim) (ppm_uncertified)")
+    assert guarantee_text(guarantee.ppm(7.145, 3.57).as_dict()).startswith("SWAG-PPM: ε = 7.145, δ asymptotic")

@@ -7,6 +7,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from .privacy.guarantee import coverage_sentence, uncertified_text
+
 CARD = "README.md"
 
 
@@ -45,8 +47,9 @@ def audit_lines(rows: list[dict], g: dict) -> list[str]:
     if valid:
         best = max(valid, key=lambda r: float(r["epsilon_lower_bound"]))
         conf = round(100 * float(best["confidence"]))
+        claim = f"ε = {_f(g['epsilon'])}" if g.get("epsilon") is not None else "no ε claimed"
         out += [f"**Strongest audit lower bound: ε_LB = {_num(best, 'epsilon_lower_bound')}** (this release: "
-                f"ε = {_f(g['epsilon'])}) — {best['method']} on the {best['attack'].removeprefix('canary_')} canaries, "
+                f"{claim}) — {best['method']} on the {best['attack'].removeprefix('canary_')} canaries, "
                 f"{_count(best, 'correct')} of {_count(best, 'guesses')} guesses right, {conf} % confidence each (the largest of "
                 f"{len(valid)} bounds), against the canary run's own claim ε = {_num(best, 'claimed_epsilon')}; "
                 f"the audit could certify at most {_num(best, 'ceiling')} (its ceiling). A bound far below ε says "
@@ -60,14 +63,40 @@ def audit_lines(rows: list[dict], g: dict) -> list[str]:
                   "lower bounds; `heuristic_l3` figures come from one model (see `reports/privacy/report.md`)."]
 
 
+def replay_lines(replay: dict | None) -> list[str]:
+    """The replay audit's two rows (docs/guarantees.md, L.5): can the standard adversary re-fit the sampler?"""
+    if not replay:
+        return ["Replay audit: not run (`make audit-replay`)."]
+    out = ["**Replay audit** (the adversary re-runs the released round's fit on D and on D∖{x} for "
+           f"{replay['views']['public']['targets']} records and scores this draw by the likelihood ratio of the two "
+           "samplers):", "", "| view | re-fit reproduces the release | decisions right | verdict | covered |",
+           "|---|---|---|---|---|"]
+    for view, v in replay["views"].items():
+        out.append(f"| {view} | {'yes' if v['reproduces_release'] else 'no'} | {v['correct']} of {v['decisions']} | "
+                   f"{'convicted' if v['convicted'] else 'not convicted'} | "
+                   f"{'yes: the standard adversary' if view == 'public' else 'no: holds the secret key'} |")
+    return out
+
+
+def _beside(q: dict, key: str) -> str:
+    """", point estimate 7.145" after the headline figure (the GEV upper bound), when both are recorded."""
+    return f" (point estimate {q[key]:.3f}; the headline uses Δ's GEV upper bound)" if q.get(key) is not None else ""
+
+
 def guarantee_sentence(g: dict) -> str:
     q = g["quantities"]
     if g["kind"] == "ppm_local_asymptotic":
         return (f"This model is ONE random draw from a risk-weighted (pseudo) posterior over the classifier's "
-                f"parameters; with respect to its training records it satisfies ε = {g['epsilon']:.3f} differential "
+                f"parameters; with respect to its training records it satisfies ε = {g['epsilon']:.3f}"
+                f"{_beside(q, 'epsilon_point_estimate')} differential "
                 "privacy *locally* (the sensitivity Δ̂ is measured on this database, not over all databases) and "
                 "*asymptotically* (δ → 0 as the number of records grows; δ is not quantified), and the bound is only as "
                 "good as the SWAG approximation of the posterior it was sampled from.")
+    if g["kind"] == "ppm_uncertified":
+        return ("This model is ONE random draw from a risk-weighted (pseudo) posterior over the classifier's parameters "
+                f"and it carries NO differential-privacy guarantee: {uncertified_text(q)}{_beside(q, 'uncertified_index_point')}; "
+                "a sampler colder than the posterior in an uncertified direction can reveal more than the index "
+                "suggests, so the index is not an ε.")
     if g["kind"] == "ppm_censored":
         return (f"This model is ONE random draw from a (pseudo) posterior with weights that do not depend on the data "
                 f"({q.get('weights')}) and each record's log-likelihood censored at ε/2, so for an exact posterior draw "
@@ -87,13 +116,16 @@ def guarantee_sentence(g: dict) -> str:
 
 def _conditions(manifest: dict) -> list[str]:
     """What a SWAG-PPM ε is conditional on: temperature, Monte Carlo error, the re-weighting decision."""
-    q, out = manifest["guarantee"]["quantities"], []
+    g = manifest["guarantee"]
+    q, out = g["quantities"], []
     if q.get("temperature") is not None:
         out.append(f"* posterior approximation: SWAG's per-direction temperatures against the marginal of a Laplace "
                    f"(GGN) posterior with prior N(0, I/{manifest.get('prior_precision')}) in SWAG's subspace: mean "
                    f"T̂ = {q['temperature']:.3g}, smallest T_min = {_g(q.get('temperature_min'))}; over all parameters "
-                   f"T̂_all = {_g(q.get('temperature_all'))} (calibration: {manifest.get('calibration')}; 1 = matched; "
-                   "the stated ε is 2Δ̂ / min(1, T_min), so a sampler too narrow in any direction raises it)")
+                   f"mean T̂_all = {_g(q.get('temperature_all'))}, certified smallest ≥ {_g(q.get('temperature_min_all'))} "
+                   f"(calibration: {manifest.get('calibration')}; 1 = matched)")
+    if g.get("kind") in ("ppm_local_asymptotic", "ppm_uncertified"):
+        out.append(f"* what is certified: {coverage_sentence(q)}")
     knobs = manifest.get("knobs_that_move_epsilon")
     if knobs:
         rw = knobs["reweighting"]
@@ -107,7 +139,14 @@ def _conditions(manifest: dict) -> list[str]:
         out.append(f"* Monte Carlo error: a fresh posterior draw exceeds Δ̂ with probability 1/(S+1) = "
                    f"{tail['exceedance_of_max']:.4f}; extreme-value estimate of the {tail['level']:.4f} quantile of the "
                    f"per-draw maximum: {tail['estimate']:.3f} ({tail['confidence']:.0%} interval {tail['ci_low']:.3f}–"
-                   f"{tail['ci_high']:.3f}), i.e. ε {2 * tail['estimate']:.3f} ({2 * tail['ci_low']:.3f}–{2 * tail['ci_high']:.3f})")
+                   f"{tail['ci_high']:.3f}), i.e. 2Δ {2 * tail['estimate']:.3f} ({2 * tail['ci_low']:.3f}–"
+                   f"{2 * tail['ci_high']:.3f})" + ("; the stated figure uses the interval's upper end" if g.get("kind") in
+                                                     ("ppm_local_asymptotic", "ppm_uncertified") else ""))
+    sens = manifest.get("epsilon_sensitivity")
+    if sens:
+        out.append(f"* settings: over the `make epsilon-sensitivity` grid near this release's settings ({sens['cells']} "
+                   f"cells at prior λ = {sens['prior_precision']:g}) the largest {sens['figure']} was "
+                   f"{sens['maximum']:.3f}, the figure to read beside this release's")
     rw = manifest.get("reweighting")
     if rw:
         out.append(f"* re-weighting ({rw['mode']}): {rw['reason']} — this decision depends on the data and is not "
@@ -116,7 +155,7 @@ def _conditions(manifest: dict) -> list[str]:
 
 
 def render(manifest: dict, *, data: dict, utility: dict | None, quartiles: list[dict] | None,
-           nonprivate: dict | None, audit_rows: list[dict], labels: dict) -> str:
+           nonprivate: dict | None, audit_rows: list[dict], labels: dict, replay: dict | None = None) -> str:
     g, q = manifest["guarantee"], manifest["guarantee"]["quantities"]
     lines = [
         "<!-- Generated by dprelease from release.json and the run's public aggregates; do not edit. -->",
@@ -129,13 +168,17 @@ def render(manifest: dict, *, data: dict, utility: dict | None, quartiles: list[
         "## Privacy guarantee", "", guarantee_sentence(g), "",
         f"* mechanism: {g['mechanism']}; kind: `{g['kind']}`; δ: {g['delta'] if g['delta'] is not None else g['delta_reason']}",
     ]
-    if g["kind"] == "ppm_local_asymptotic":
-        lines += [f"* how ε was measured: ε = 2Δ̂, Δ̂ = the largest weighted loss max_i w_i·CE_i over "
+    if g["kind"] in ("ppm_local_asymptotic", "ppm_uncertified"):
+        what = "ε = 2Δ / min(1, T_min)" if g["kind"] == "ppm_local_asymptotic" else "the index (not an ε) = 2Δ"
+        bound = q.get("local_sensitivity_bound")
+        lines += [f"* how it was measured: {what}, Δ̂ = the largest weighted loss max_i w_i·CE_i over "
                   f"{q.get('posterior_draws')} posterior draws of round {q.get('round')} and over the released draw "
-                  f"itself; Δ̂ = {q['local_sensitivity']:.3f} (no statistic of a round that was not released is "
-                  "published)",
-                  "* releasing another draw, or a privately selected one, from the same data composes: the plain "
-                  "release (ε) and a selected one (2ε) together cost ε + 2ε."]
+                  f"itself; Δ̂ = {q['local_sensitivity']:.3f}"
+                  + (f", Δ = {bound:.3f} ({q.get('claim_basis')})" if bound is not None else "")
+                  + " (no statistic of a round that was not released is published)"]
+        if g["kind"] == "ppm_local_asymptotic":
+            lines.append("* releasing another draw, or a privately selected one, from the same data composes: the "
+                         "plain release (ε) and a selected one (2ε) together cost ε + 2ε.")
     if q.get("released_draw_noise"):
         lines.append(f"* the released draw's randomness: {q['released_draw_noise']}, so nobody without the agency's "
                      "key can re-derive it from the code, the parameters and the data")
@@ -145,6 +188,7 @@ def render(manifest: dict, *, data: dict, utility: dict | None, quartiles: list[
         lines += audit_lines(audit_rows, g)
     else:
         lines.append("Not audited yet: run `make audit` (membership inference and one-run canary audits).")
+    lines += ["", *replay_lines(replay)]
     lines += ["", "## Utility (test split)", ""]
     if utility:
         lines.append(f"This draw: weighted F1 {_f(utility['released_weighted_f1'])}, macro F1 "

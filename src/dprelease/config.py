@@ -96,12 +96,14 @@ class PPMParams(_Strict):
                                                                  "margin for the drift of the refitted posterior)")
     max_refits: int = Field(3, ge=1, le=20, description="iterative: refits before giving up")
     validation_draws: int = Field(30, ge=1, description="iterative: draws per round scored on the validation split")
-    calibration: Literal["none", "scale", "subspace", "lr"] = Field("subspace", description="weighted SWAG: none | scale "
-                                                                    "(T_min = 1) | subspace (every T = 1) | lr (Mandt)")
+    calibration: Literal["none", "scale", "subspace", "lr", "prior"] = Field(
+        "subspace", description="weighted SWAG: none | scale (T_min = 1) | subspace (every T = 1 in SWAG's subspace) | "
+                                "lr (Mandt) | prior (subspace, and the diagonal ≥ 1/(λ·scale): T ≥ 1 in all directions)")
     prior_precision: float = Field(100.0, gt=0.0, description="λ of the N(0, I/λ) prior: objective λ/(2N)·|θ|², Laplace")
     mechanism: Literal["asymptotic", "censored"] = Field(
         "asymptotic", description="censored: per-record w·CE censored at censor_epsilon/2 (strict ε for exact sampling)")
-    censor_epsilon: float | None = Field(None, gt=0.0, description="ε of the censored mechanism")
+    censor_epsilon: float | None = Field(8.0, gt=0.0, description="declared ε of the censored mechanism (κ = ε/2), "
+                                         "fixed before any run; never the release's measured ε")
     censor_form: Literal["hard", "soft"] = Field("soft", description="hard: min(w·CE, ε/2); soft: ε/2·tanh(w·CE/(ε/2))")
     draw_batch: int = Field(50, ge=1, description="draws evaluated together when the backend batches")
 
@@ -110,7 +112,8 @@ class PPMParams(_Strict):
         # Δ̂ = max over S draws understates the supremum: a fresh draw's M exceeds it with probability
         # 1/(S + 1) (order statistics, docs/guarantees.md, O), 33 % at S = 2 and under 1 % from S = 100.
         if self.mechanism == "censored" and self.censor_epsilon is None:
-            raise ValueError("ppm.censor_epsilon: the censored mechanism needs its ε (e.g. 6.0)")
+            raise ValueError("ppm.censor_epsilon: the censored mechanism needs a declared ε (e.g. 8.0), fixed "
+                             "before any run")
         if self.draws < MIN_DRAWS and not self.smoke_test:
             raise ValueError(f"ppm.draws: at least {MIN_DRAWS} posterior draws are needed for an ε (a new draw "
                              f"exceeds the max of S draws with probability 1/(S+1)); got {self.draws} "
@@ -136,8 +139,9 @@ class DPSGDRun(_Strict):
 class DPSGDParams(_Strict):
     """DP-SGD baseline (docs/algorithms.md, E): Opacus, Poisson sampling, per-sample clipping, RDP accountant."""
 
-    target_epsilon: float | None = Field(None, gt=0.0, description="None: the compared SWAG-PPM release's ε")
-    delta: float | None = Field(None, gt=0.0, lt=1.0, description="None: 1/(2n)")
+    target_epsilon: float | None = Field(8.0, gt=0.0, description="declared target ε, fixed before any run; never "
+                                         "the release's measured ε (null: an error when a DP-SGD arm runs)")
+    delta: float | None = Field(None, gt=0.0, lt=1.0, description="None: min(n^-1.1, 1/(2n)) ≤ n^-1.1 (docs/algorithms.md, E.1)")
     delta_sweep: list[float] = [1e-3, 1e-2, 0.1, 0.99]
     conversion: Literal["mironov", "opacus"] = "mironov"
     planted_noise_divisor: float = Field(1.0, ge=1.0, description="AUDIT ONLY, a planted bug: σ/divisor, same claim")
@@ -218,6 +222,8 @@ class PrivacyAuditParams(_Strict):
     guess_grid: list[int] = Field([100, 300, 1000, 3000], min_length=1, description="guesses r (r/2 in, r/2 out)")
     planted_bugs: bool = Field(True, description="audit the planted bugs too (non-private 'ε = 1'; DP-SGD with σ/4)")
     alpha: float = Field(0.05, gt=0.0, lt=0.5, description="1 - confidence of every bound")
+    replay_targets: int = Field(10, ge=1, description="replay audit: training records (public seed) the adversary "
+                                                      "re-fits the released mechanism without")
 
     @model_validator(mode="after")
     def _sizes(self) -> "PrivacyAuditParams":
@@ -297,6 +303,17 @@ class CoreParams(_Strict):
             swag = getattr(self.model, name).swag
             if swag.rank > swag.epochs:
                 raise ValueError(f"model.{name}.swag.rank ({swag.rank}) exceeds swag.epochs ({swag.epochs})")
+        return self
+
+    @model_validator(mode="after")
+    def _declared_levels(self) -> "CoreParams":
+        # worst-case claims need levels fixed before the data are seen (privacy/target.py): no fallback to ε(D)
+        if self.dpsgd.target_epsilon is None and "dpsgd" in {*self.compare.arms, *self.privacy_audit.arms}:
+            raise ValueError("dpsgd.target_epsilon: DP-SGD needs a declared target ε (e.g. 8.0), fixed before any "
+                             "run; it is never the release's measured ε")
+        if self.ppm.censor_epsilon is None and "swag_ppm_censored" in self.compare.arms:
+            raise ValueError("ppm.censor_epsilon: the censored arm needs a declared ε (e.g. 8.0), fixed before any "
+                             "run; it is never the release's measured ε")
         return self
 
     # convenience views -------------------------------------------------------------------

@@ -5,9 +5,13 @@ retrain's Prefect artifact. Read from the run's public aggregates in ``metrics/`
 test-split evaluation, the record count, the canary audit): never a per-record quantity.
 
 =====================  ===============================================================================
-``epsilon``            the release's stated ε
-``epsilon_ci_low/high`` ε implied by the ends of the extreme-value interval of Δ̂'s tail (ε = 2Δ̂;
+``epsilon``            the release's stated ε (SWAG-PPM: from the GEV upper bound of Δ̂'s tail, docs/guarantees.md,
+                       K.1); absent for a kind that claims none (``ppm_uncertified``, ``none``)
+``epsilon_point``      the point estimate beside it (from the measured Δ̂)
+``epsilon_ci_low/high`` ε implied by the ends of the extreme-value interval of Δ̂'s tail (ε = 2Δ / min(1, T_min);
                        SWAG-PPM's asymptotic mechanism only)
+``uncertified_index``  a ``ppm_uncertified`` release's index 2Δ: NOT an ε (the sampler is certified in fewer than
+                       all directions); never in the same column as ε
 ``temperature``        T̂, SWAG's temperature against the Laplace posterior (1 = matched)
 ``weighted_f1``        weighted F1 of the released draw on the test split
 ``macro_f1``           macro F1 of the released draw
@@ -26,9 +30,10 @@ from pathlib import Path
 
 from .io import read_json
 
-NAMES = ("epsilon", "epsilon_ci_low", "epsilon_ci_high", "temperature", "weighted_f1", "macro_f1",
-         "weighted_f1_mean", "macro_f1_mean", "epsilon_lb", "records")
-LABELS = {"epsilon": "ε", "epsilon_ci_low": "ε interval, low", "epsilon_ci_high": "ε interval, high",
+NAMES = ("epsilon", "epsilon_point", "epsilon_ci_low", "epsilon_ci_high", "uncertified_index", "temperature",
+         "weighted_f1", "macro_f1", "weighted_f1_mean", "macro_f1_mean", "epsilon_lb", "records")
+LABELS = {"epsilon": "ε", "epsilon_point": "ε point estimate", "epsilon_ci_low": "ε interval, low",
+          "epsilon_ci_high": "ε interval, high", "uncertified_index": "index 2Δ̂ (NOT an ε: uncertified sampler)",
           "temperature": "T̂ (temperature)", "weighted_f1": "weighted F1 (released draw)",
           "macro_f1": "macro F1 (released draw)", "weighted_f1_mean": "weighted F1 (mean over draws)",
           "macro_f1_mean": "macro F1 (mean over draws)", "epsilon_lb": "ε lower bound (canary audit)",
@@ -72,10 +77,15 @@ def headline(metrics: str | Path, *, canary: bool = True) -> dict[str, float]:
     metrics = Path(metrics)
     rel = read_json(metrics / "release.json")
     g = rel["guarantee"]
-    out = {"epsilon": g.get("epsilon"), "temperature": g.get("quantities", {}).get("temperature")}
+    q = g.get("quantities", {})
+    out = {"epsilon": g.get("epsilon"), "epsilon_point": q.get("epsilon_point_estimate"),
+           "uncertified_index": q.get("uncertified_index") if g.get("kind") == "ppm_uncertified" else None,
+           "temperature": q.get("temperature")}
     tail = rel.get("local_sensitivity_tail")
-    if tail and g.get("kind") == "ppm_local_asymptotic":  # ε = 2Δ̂: the interval of Δ̂'s tail, doubled
-        out |= {"epsilon_ci_low": 2 * tail["ci_low"], "epsilon_ci_high": 2 * tail["ci_high"]}
+    if tail and g.get("kind") == "ppm_local_asymptotic":  # ε = 2Δ / min(1, T_min): the interval of Δ̂'s tail, so scaled
+        cold = (q["epsilon_point_estimate"] / q["epsilon_at_temperature_one"]
+                if q.get("epsilon_point_estimate") and q.get("epsilon_at_temperature_one") else 1.0)
+        out |= {"epsilon_ci_low": 2 * tail["ci_low"] * cold, "epsilon_ci_high": 2 * tail["ci_high"] * cold}
     if (metrics / "evaluation.json").is_file():
         a = read_json(metrics / "evaluation.json")
         out |= {"weighted_f1": a.get("released_weighted_f1"), "macro_f1": a.get("released_macro_f1"),
@@ -86,6 +96,28 @@ def headline(metrics: str | Path, *, canary: bool = True) -> dict[str, float]:
     if (metrics / "data.json").is_file():
         out["records"] = read_json(metrics / "data.json").get("train_rows")
     return {k: out[k] for k in NAMES if _number(out.get(k))}
+
+
+SENSITIVITY_TABLE = "reports/epsilon_sensitivity/table.csv"  # ``make epsilon-sensitivity`` (owner-only)
+
+
+def epsilon_sensitivity_near(root: str | Path, prior_precision: float) -> dict | None:
+    """The largest ε the ``make epsilon-sensitivity`` grid measured near a release's settings (its cells at the
+    release's prior λ: every SWAG learning rate, seed, rank and epochs), to quote beside the release's ε; None
+    when the grid has not been run or has no such cell. An aggregate (a maximum and a count) only."""
+    import csv
+
+    path = Path(root) / SENSITIVITY_TABLE
+    if not path.is_file():
+        return None
+    with open(path, newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    near = [float(r["epsilon"]) for r in rows if r.get("epsilon") not in (None, "", "nan")
+            and r.get("prior_precision") not in (None, "") and float(r["prior_precision"]) == float(prior_precision)]
+    if not near:
+        return None
+    return {"figure": "ε", "maximum": max(near), "minimum": min(near), "cells": len(near),
+            "prior_precision": float(prior_precision), "source": "make epsilon-sensitivity (" + SENSITIVITY_TABLE + ")"}
 
 
 def markdown(figures: dict, title: str, extra: dict | None = None) -> str:

@@ -24,8 +24,8 @@ WORKFLOW_KEY, ML_VIEW = "mlflow.workflowType_v1", "machine_learning"
 # the page): left closed until the person opens it
 ASSISTANT_KEYS = {"mlflow.assistant.fab.autoOpenedOnFirstLoad_v1": "true", "mlflow.assistant.panelOpen_v1": "false"}
 # the runs table's columns: the headline figures, ε and weighted F1 first, then the registered model
-ORDER = ("epsilon", "weighted_f1", "macro_f1", "epsilon_lb", "epsilon_ci_low", "epsilon_ci_high", "temperature",
-         "weighted_f1_mean", "macro_f1_mean", "records")
+ORDER = ("epsilon", "weighted_f1", "macro_f1", "epsilon_lb", "epsilon_point", "epsilon_ci_low", "epsilon_ci_high",
+         "uncertified_index", "temperature", "weighted_f1_mean", "macro_f1_mean", "records")
 assert sorted(ORDER) == sorted(NAMES)
 METRICS = [f"metrics.`{n}`" for n in ORDER]
 COLUMNS = [*METRICS, "attributes.`Models`"]

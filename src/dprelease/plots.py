@@ -31,7 +31,8 @@ def max_delta_plot(series: dict[str, np.ndarray], epsilons: dict[str, float], pa
                    tails: dict[str, dict] | None = None) -> None:
     """One panel per round: M_s (largest weighted per-record loss of draw s) against s = 1..S.
 
-    The dashed line is Delta = max_s M_s; the title gives eps (from ``epsilons``, else 2*Delta). A round
+    The dashed line is Delta = max_s M_s; the title gives 2*Delta and, for a round in ``epsilons`` (the released
+    round, when its guarantee has an ε), that ε beside it; a round without one is never labelled ε. A round
     with an entry in ``tails`` (``extremes.tail_bound``) also shows its extreme-value quantile estimate
     (dotted) and confidence band.
     Persistent high variability suggests under-fitting; isolated spikes suggest over-fitting.
@@ -47,8 +48,9 @@ def max_delta_plot(series: dict[str, np.ndarray], epsilons: dict[str, float], pa
             raise ValueError(f"round {name!r} has no draws")
         x = np.arange(1, m.size + 1)
         delta = float(np.nanmax(m))
-        eps = float(epsilons.get(name, 2.0 * delta))
-        eps_txt = f"ε = 2Δ = {eps:.4g}" if np.isclose(eps, 2.0 * delta) else f"ε = {eps:.4g} (2Δ = {2 * delta:.4g})"
+        eps = epsilons.get(name)
+        eps_txt = (f"2Δ = {2 * delta:.4g}" if eps is None else f"ε = 2Δ = {eps:.4g}" if np.isclose(eps, 2.0 * delta)
+                   else f"ε = {eps:.4g} (2Δ = {2 * delta:.4g})")
         ax.plot(x, m, marker="o", markersize=3 if m.size > 50 else 5, linewidth=0.8)
         ax.axhline(delta, linestyle="--", color="tab:red", linewidth=1, label=f"Δ = {delta:.4g}")
         tail = (tails or {}).get(name)

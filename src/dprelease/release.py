@@ -54,9 +54,10 @@ def write_release(folder: Path, backend, model, codes: list[str], titles: list[s
         check_release_folder(tmp)
 
 
-def publish(staging: Path, folder: Path, card: str, *, signer: Signer) -> None:
+def publish(staging: Path, folder: Path, card: str, *, signer: Signer, extra: dict | None = None) -> None:
     """The shared release folder: a verified staging release plus its model card, with ``files`` in the
-    manifest re-computed to cover the card, signed by ``signer``. Written whole (atomic)."""
+    manifest re-computed to cover the card, signed by ``signer``. Written whole (atomic). ``extra``: public
+    aggregates measured after the draw (the ε-sensitivity grid's maximum) added to the manifest."""
     manifest = verify_release(staging)
     with atomic_dir(folder) as tmp:
         for rel in release_files(staging):
@@ -64,7 +65,7 @@ def publish(staging: Path, folder: Path, card: str, *, signer: Signer) -> None:
                 (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(staging / rel, tmp / rel)
         (tmp / CARD).write_text(card, encoding="utf-8")
-        write_json(tmp / MANIFEST, manifest | {"files": file_digests(tmp)})
+        write_json(tmp / MANIFEST, manifest | (extra or {}) | {"files": file_digests(tmp)})
         sign_folder(tmp, signer)
         check_release_folder(tmp)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import sqlite3
 import tempfile
@@ -158,7 +159,9 @@ def _source_tags(root: Path) -> dict:
 def release_run_name(params: Params, g: Guarantee) -> str:
     """What ran, in the runs table: mechanism, backend, released round, ε and the key public settings."""
     q, p = g.quantities, params.ppm
-    parts = [g.mechanism, params.model.backend, f"round {q.get('round')}", f"ε={g.epsilon:.3f}", f"c={p.c:g}",
+    claim = (f"ε={g.epsilon:.3f}" if g.epsilon is not None else
+             f"index={q['uncertified_index']:.3f} (not DP)" if g.kind == "ppm_uncertified" else "no ε")
+    parts = [g.mechanism, params.model.backend, f"round {q.get('round')}", claim, f"c={p.c:g}",
              f"calibration={p.calibration}"]
     if params.reweighting:
         parts.append(f"reweight={p.reweight_mode}")
@@ -204,7 +207,7 @@ def details(params: Params, lay: Layout, timings: dict | None = None) -> dict:
         if r >= 2 and r == released:
             sens = read_json(lay.metrics / f"sensitivity_r{r}.json")
             temp = read_json(lay.metrics / f"temperature_r{r}.json")
-            out[f"round{r}"] = {"epsilon": sens["epsilon"], "delta_hat": sens["local_sensitivity"],
+            out[f"round{r}"] = {"two_delta_hat": 2 * sens["local_sensitivity"], "delta_hat": sens["local_sensitivity"],
                                 "temperature": temp["temperature"]["subspace"],
                                 "temperature_uncalibrated": temp["temperature_uncalibrated"]["subspace"]}
     release = read_json(lay.metrics / "release.json")
@@ -259,7 +262,7 @@ def log_pipeline_run(params: Params, root: str | Path = ".", run_name: str | Non
         ev = read_json(lay.metrics / "evaluation.json")
         mlflow.set_tag("mlflow.note.content", (  # the run's description: what was released, in one line
             f"Released round {g.quantities.get('round')} of {g.mechanism} ({params.model.backend} backend): "
-            f"ε = {g.epsilon:.3f} ({g.kind}; δ {g.delta_text}); released draw weighted F1 "
+            f"{g.claim_text} ({g.kind}; δ {g.delta_text}); released draw weighted F1 "
             f"{ev['released_weighted_f1']:.4f}, macro F1 {ev['released_macro_f1']:.4f}; "
             f"{read_json(lay.metrics / 'data.json')['train_rows']} training records. Metrics: the headline "
             "figures; everything else in details.json."))
@@ -313,7 +316,7 @@ def _guarantee_metrics(g: Guarantee, prefix: str = "") -> dict:
 
 
 def _guarantee_tags(mlflow, g: Guarantee) -> None:
-    mlflow.set_tags({"mechanism": g.mechanism, "guarantee": g.kind, "delta": g.delta_text})
+    mlflow.set_tags({"mechanism": g.mechanism, "guarantee": g.kind, "delta": g.delta_text, "claim": g.claim_text})
 
 
 def log_compare_run(params: Params, root: str | Path = ".") -> str:
@@ -353,7 +356,8 @@ def log_tune_run(params: Params, root: str | Path, result: dict) -> str:
                 mlflow.set_tag("verdict", row["verdict"])
                 if "decision" in row:
                     mlflow.set_tag("decision", row["decision"])
-                mlflow.log_metrics({k: row[k] for k in ("epsilon", "weighted_f1", "macro_f1")})
+                mlflow.log_metrics({k: row[k] for k in ("epsilon", "weighted_f1", "macro_f1")
+                                    if row.get(k) is not None and math.isfinite(row[k])})  # no ε: not logged
         if result["chosen"]:
             mlflow.log_params({"chosen_c": result["chosen"]["c"], "chosen_epochs": result["chosen"]["epochs"]})
         for path in sorted(out.glob(f"{result['mode']}*")):

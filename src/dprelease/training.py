@@ -21,6 +21,7 @@ from tqdm.auto import tqdm
 
 from .backends.base import Backend, Features, batches, n_records, take, trainable
 from .config import OptimParams
+from .errors import DataError
 from .privacy.censor import Censor
 
 
@@ -42,10 +43,13 @@ def seed_model(model: nn.Module, seed: int) -> None:
 def epoch(backend: Backend, model: nn.Module, features: Features, labels: torch.Tensor, weights: torch.Tensor | None,
            optimizer: torch.optim.Optimizer, batch_size: int, generator: torch.Generator,
            scheduler: torch.optim.lr_scheduler.LRScheduler | None = None, censor: Censor | None = None,
-           prior_precision: float = 0.0) -> float:
+           prior_precision: float = 0.0, desc: str = "training") -> float:
+    """One pass over the records in mini-batches; the mean training loss. ``desc`` names the fit in the error
+    for 0 records (an epoch over nothing has no loss and fits nothing)."""
+    n = n_records(features)
+    no_records(n, desc)
     model.train()
     total, count = 0.0, 0
-    n = n_records(features)
     params = trainable(model) if prior_precision else []
     for idx in batches(n, batch_size, generator):
         logits = backend.forward(model, take(features, idx, backend.device))
@@ -64,7 +68,13 @@ def epoch(backend: Backend, model: nn.Module, features: Features, labels: torch.
             scheduler.step()
         total += float(loss.detach()) * len(idx)
         count += len(idx)
-    return total / max(count, 1)
+    return total / count
+
+
+def no_records(n: int, desc: str) -> None:
+    """A one-line error where a fit would run on 0 training records."""
+    if n == 0:
+        raise DataError(f"{desc}: 0 training records, nothing to fit (an empty training set or subset)")
 
 
 def finetune(backend: Backend, model: nn.Module, features: Features, labels: torch.Tensor,
@@ -72,6 +82,7 @@ def finetune(backend: Backend, model: nn.Module, features: Features, labels: tor
              desc: str = "fine-tune", censor: Censor | None = None, prior_precision: float = 0.0) -> History:
     """AdamW fine-tuning in place with a linear decay schedule (objective and ``prior_precision``: module
     docstring)."""
+    no_records(n_records(features), desc)
     gen = torch.Generator().manual_seed(seed)
     seed_model(model, seed + 1)
     optimizer = torch.optim.AdamW(trainable(model), lr=opt.lr, weight_decay=opt.weight_decay, fused=True)
@@ -80,5 +91,5 @@ def finetune(backend: Backend, model: nn.Module, features: Features, labels: tor
     history = History()
     for _ in tqdm(range(opt.epochs), desc=desc, disable=not progress, unit="epoch"):
         history.losses.append(epoch(backend, model, features, labels, weights, optimizer, opt.batch_size, gen, scheduler,
-                                    censor, prior_precision))
+                                    censor, prior_precision, desc))
     return history

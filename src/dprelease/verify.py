@@ -53,7 +53,8 @@ def guarantee_text(g) -> str:
         text = f"ε = {eps:.4g}" if isinstance(eps, (int, float)) and math.isfinite(eps) else "no ε claimed"
         claim = g.get("guarantee")
         return f"{text}; {' '.join(str(claim).split())}" if claim else text
-    eps = "no ε" if r.epsilon is None else f"ε = {r.epsilon:.4g}"
+    eps = (f"ε = {r.epsilon:.4g}" if r.epsilon is not None else
+           f"no ε, {r.claim_text}" if r.kind == "ppm_uncertified" else "no ε")
     auc = r.quantities.get("adversary_auc") if r.kind == "empirical_probe" else None
     probe = f"; attribute-probe AUC {auc:.3f}" if isinstance(auc, (int, float)) else ""
     return f"{r.mechanism}: {eps}, δ {r.delta_text} ({r.kind}){probe}"

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from dprelease.dpsgd.accounting import ConvertedRDPAccountant, noise_multiplier, steps_for
+from dprelease.dpsgd.accounting import ConvertedRDPAccountant, default_delta, noise_multiplier, steps_for
 from dprelease.privacy.rdp import sampled_gaussian_epsilon as epsilon_for
 
 N, B, EPOCHS = 5346, 512, 30  # docs/algorithms.md, E.3: q = 512/5346 = 0.0958, T = ⌈30/q⌉ = 314 steps
@@ -17,11 +17,32 @@ def test_steps_match_spec():
 
 @pytest.mark.parametrize(
     ("delta", "expected"),
-    [(1 / (2 * N), 2.21), (1e-3, 1.98)],  # docs/algorithms.md, E.4 (private-transformers / Mironov Prop. 3)
+    # docs/algorithms.md, E.4 (private-transformers / Mironov Prop. 3); the project's default δ at N = 5,346,
+    # N^-1.1 = exp(-1.1·ln 5346) = 7.93e-5 (below 1/(2N) = 9.35e-5), needs σ ≈ 2.22 at ε = 4 (E.3 recipe)
+    [(1 / (2 * N), 2.21), (1e-3, 1.98), (N ** -1.1, 2.22)],
 )
 def test_noise_multiplier_matches_spec(delta, expected):
     sigma = noise_multiplier(4.0, delta, Q, steps_for(EPOCHS, Q), conversion="mironov")
     assert abs(sigma - expected) <= 0.02
+
+
+@pytest.mark.parametrize(("n", "expected"), [
+    (N, 7.928082305544238e-05),  # 5346^-1.1 = exp(-1.1 · ln 5346) = exp(-9.44251…); 1/(2N) = 9.35e-5 is larger
+    (10 ** 10, 1e-11),  # (10^10)^1.1 = 10^11
+    (1024, 1 / 2048),  # the switch: 1024^1.1 = 2^(10·1.1) = 2^11 = 2·1024, both forms agree
+    (24, 1 / 48),  # below 1,024 n^-1.1 (24^-1.1 = 0.0303) exceeds 1/(2n) = 0.0208: the smaller is taken
+])
+def test_default_delta_is_at_most_n_to_the_minus_1_1(n, expected):
+    """δ = min(n^-1.1, 1/(2n)) (docs/algorithms.md, E.1): ≤ 1/n^1.1 and never above the former 1/(2n)."""
+    assert default_delta(n) == pytest.approx(expected, rel=1e-12)
+    assert default_delta(n) <= min(n ** -1.1, 1 / (2 * n)) * (1 + 1e-12)
+    if n > 1024:
+        assert n * default_delta(n) == pytest.approx(n ** -0.1, rel=1e-12)  # records exposed by a "(0, δ)" release
+
+
+def test_default_delta_needs_two_records():
+    with pytest.raises(ValueError, match="2 training records"):
+        default_delta(1)
 
 
 def test_noise_multiplier_is_conservative_and_tight():

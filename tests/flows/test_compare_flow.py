@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from conftest import ARM_STAGES, compare_raw, make_root
+from conftest import ARM_STAGES, compare_raw, make_root, written
 from dprelease import cache, registry
 from dprelease.config import parse_params
 from dprelease.io import read_json
@@ -101,17 +101,16 @@ def test_first_run_runs_each_stage_once(first):
     assert set(first.calls[:3]) == {"secret", "stratify", "featurize"}  # nothing reads before the split exists
     # the plan's last stage is publish (the card shows the comparison), right after the report
     assert first.calls[-2:] == ["compare_report", "publish"]
-    # without a target ε the DP-SGD arms wait for the release they are matched to
-    assert first.calls.index("dpsgd") > first.calls.index("draw")
+    # the DP-SGD arms run at a declared target: they need the features, never the release
+    assert first.calls.index("dpsgd") > first.calls.index("featurize")
     assert first.calls.index("swag_ppm") > first.calls.index("sensitivity_r2")
 
 
-def test_first_run_matches_the_release_epsilon(first):
-    release = read_json(first.root / "metrics/release.json")["guarantee"]
+def test_first_run_is_at_the_declared_target(first):
     dp = read_json(first.root / "metrics/dpsgd.json")["guarantee"]
     assert dp["kind"] == "dp_accountant"
-    assert dp["quantities"]["target_epsilon"] == release["epsilon"]
-    assert dp["epsilon"] <= release["epsilon"] + 1e-6
+    assert dp["quantities"]["target_epsilon"] == first.params.dpsgd.target_epsilon == 8.0  # never the release's ε
+    assert dp["epsilon"] <= 8.0 + 1e-6
     for spec in registry.group(first.params, "compare"):
         key = cache.input_key(spec, first.params, first.root)
         assert cache.is_current(spec, first.params, key, first.root), spec.name
@@ -126,14 +125,14 @@ def test_rerun_executes_no_stage(compare_env, first):
 
 
 def test_new_target_reruns_only_dpsgd_and_report(compare_env, first, tmp_path):
-    """With the target given, the DP-SGD arms no longer depend on the release (and run beside it); the
-    censored SWAG-PPM arm follows the same target."""
+    """A new declared DP-SGD target re-runs DP-SGD and the report only: the censored SWAG-PPM arm has its own
+    declared level (ppm.censor_epsilon) and keeps it."""
     root = tmp_path / "copy"
     shutil.copytree(first.root, root)
     rc, _, calls = _main(compare_env, root, "--set", "dpsgd.target_epsilon=3.0")
     assert rc == 0
-    assert sorted(calls) == ["compare_report", "dpsgd", "dpsgd_sweep", "swag_ppm_censored"]
-    assert read_json(root / "metrics/swag_ppm_censored.json")["guarantee"]["epsilon"] == 3.0
+    assert sorted(calls) == ["compare_report", "dpsgd", "dpsgd_sweep"]
+    assert read_json(root / "metrics/swag_ppm_censored.json")["guarantee"]["epsilon"] == 8.0
     assert read_json(root / "metrics/dpsgd.json")["guarantee"]["quantities"]["target_epsilon"] == 3.0
     rc, _, calls = _main(compare_env, root, "--set", "dpsgd.target_epsilon=3.0")
     assert rc == 0 and calls == []
@@ -155,8 +154,9 @@ def test_batch_larger_than_data_stops_before_any_arm(compare_env, tmp_path, capf
     assert "batch size" in errors[0]
     assert "Traceback" not in err, "one line, not a traceback: " + err
     assert calls == []
-    for rel in ARM_OUTPUTS + ["reports/compare", "artifacts"]:
+    for rel in ARM_OUTPUTS + ["reports/compare"]:
         assert not (root / rel).exists(), rel
+    assert not written(root)
     logged = [f"{r.name}: {r.getMessage()}" for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
     assert not logged, "besides the one-line error, the console gets: " + " | ".join(logged)
 
@@ -179,7 +179,7 @@ def test_bad_settings_rejected_before_prefect(compare_env, tmp_path, capsys, mon
     assert rc == 2, err
     assert err.startswith("dprelease: error:") and "\n" not in err, err
     assert named in err, err
-    assert not (root / "artifacts").exists()
+    assert not written(root)
 
 
 def test_reweighted_arm_without_reweighting_rejected_before_prefect(compare_env, tmp_path, capsys, monkeypatch):

@@ -141,7 +141,7 @@ def test_first_run_tracks_to_mlflow_under_root(first):
     for r in (2, 3):  # the released round's statistics only: an unreleased round's never reach MLflow
         sens = read_json(first.root / f"metrics/sensitivity_r{r}.json")
         if r == released:
-            assert details[f"round{r}"]["epsilon"] == pytest.approx(sens["epsilon"])
+            assert details[f"round{r}"]["two_delta_hat"] == pytest.approx(2 * sens["local_sensitivity"])  # not an ε
         else:
             assert f"round{r}" not in details
     assert details["guarantee"]["local_sensitivity"] == pytest.approx(g["quantities"]["local_sensitivity"])
@@ -154,6 +154,26 @@ def test_first_run_tracks_to_mlflow_under_root(first):
     assert "model.head.hidden" in run.data.params and not any(k.startswith("model.full.") for k in run.data.params)
     assert not any(k.split(".")[0] in ("dpsgd", "nvdp", "gpp", "tune", "compare", "service", "dask", "tracking")
                    for k in run.data.params)
+
+
+def test_prefect_store_keeps_untimed_stages_times_and_is_operator_only(first):
+    """Prefect's database holds a start and an end for every task run, the untimed stages' too (the flow never
+    reports them, but the store cannot leave them out: docs/hygiene.md), so the home is 0700 and its SQLite
+    files 0600 (the umask's 0644 before)."""
+    import sqlite3
+    import stat
+
+    from prefect.settings import PREFECT_HOME
+
+    untimed = sorted(s.name for s in registry.group(first.params, "release") if not s.timed)
+    home = Path(PREFECT_HOME.value())
+    with sqlite3.connect(home / "prefect.db") as db:
+        rows = db.execute(f"SELECT name, start_time, end_time FROM task_run WHERE name IN "
+                          f"({','.join('?' * len(untimed))})", untimed).fetchall()
+    assert {r[0] for r in rows} == set(untimed) and all(start and end for _, start, end in rows)
+    assert stat.S_IMODE(home.stat().st_mode) == 0o700
+    modes = {f.name: stat.S_IMODE(f.stat().st_mode) for f in home.glob("prefect.db*")}
+    assert "prefect.db" in modes and set(modes.values()) == {0o600}, modes
 
 
 # (b) nothing changed -> nothing runs ---------------------------------------------------------------------------------
@@ -326,5 +346,7 @@ def test_summary_states_t_min_and_the_conservative_epsilon(first, capsys, t_min)
     finally:
         metrics.write_text(original, encoding="utf-8")
     text = capsys.readouterr().out
-    assert f"T_min = {t_min:.2f} (ε = 2Δ̂ / min(1, T_min) = {rel['guarantee']['epsilon']:.3f})" in text
+    assert f"T_min = {t_min:.2f} in SWAG's subspace, ≥ {q['temperature_min_all']:.3g} over all parameters" in text
+    assert f"released   ε = {rel['guarantee']['epsilon']:.4g} [ppm_local_asymptotic]" in text
+    assert f"Certified: the sampler's temperature in all {q['parameters']:,} parameter directions" in text
     assert first.params.ppm.calibration == "subspace"  # the default: T_min a hair below 1 is its usual reading

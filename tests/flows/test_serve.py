@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, SLICE_DATA, make_root, slice_raw
+from conftest import GATED, ROOT, SLICE_DATA, make_root, slice_raw
 from dprelease.service.snapshots import snapshot_id
 from dprelease.service.supervisor import alive, api, flow_runs
 
@@ -74,7 +74,7 @@ def test_start_on_a_busy_port_is_one_line_exit_2(tmp_path):
 def test_scheduled_retrain_fires_completes_and_reports(tmp_path):
     root = make_root(tmp_path)
     shutil.copyfile(ROOT / "prefect.toml", root / "prefect.toml")
-    raw = slice_raw(service={"port": _free_port(), "audit": False, "cron": EVERY_MINUTE})
+    raw = slice_raw(**GATED, service={"port": _free_port(), "audit": False, "cron": EVERY_MINUTE})
     (root / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
     t0 = time.monotonic()
     started = _serve(root, "start")

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import make_root, slice_raw
+from conftest import GATED, make_root, slice_raw
 from dprelease import cache, registry
 from dprelease.io import read_json
 
@@ -26,7 +26,7 @@ TUNE = {"grid_c": GRID_C, "grid_epochs": GRID_EPOCHS, "target_epsilon": 100.0,
 
 
 def _raw() -> dict:
-    return slice_raw(ppm__draws=6, ppm__draw_batch=6, compare__nonprivate_epochs=2, tune=TUNE)
+    return slice_raw(**GATED, ppm__draws=6, ppm__draw_batch=6, compare__nonprivate_epochs=2, tune=TUNE)
 
 
 @pytest.fixture(scope="module")

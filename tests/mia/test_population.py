@@ -61,7 +61,7 @@ def test_canaries_are_mislabelled_with_secret_labels_and_coins(pooled, tmp_path)
 
     # the same params and seed with another randomness key: other labels and coins (an attacker who knows the
     # seed cannot replay membership); the operator's own key repeats them
-    other = make_root(tmp_path / "other")
+    other = make_root(tmp_path / "other", test_key=False)  # a key of its own, from OS entropy
     run_stages(params, other, ["secret", "stratify"])
     audit_pool(params, other)
     _, labels2, member2 = _pool_files(params, other)

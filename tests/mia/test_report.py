@@ -30,3 +30,22 @@ def test_tight_rows_are_merged_and_take_the_gate():
     assert (row["runs"], row["tightness"], row["epsilon_lower_bound"]) == (120000, 0.53, 2.9)
     md = "\n".join(_tight_section(table, {"arms": {"dpsgd": {"records": 32}}}))
     assert "multirun_cp" in md and "subsample of 32" in md and "not a bound" in md
+
+
+REPLAY = {"claimed": 7.1, "guarantee": "ppm_local_asymptotic", "alpha": 0.05, "views": {
+    "public": {"epsilon_lower_bound": 0.0, "decisions": 20, "correct": 10, "targets": 10, "convicted": False,
+               "reproduces_release": False, "max_privacy_loss": None, "covers": "the standard adversary"},
+    "operator": {"epsilon_lower_bound": 0.81, "decisions": 20, "correct": 20, "targets": 10, "convicted": True,
+                 "reproduces_release": True, "max_privacy_loss": 1.6e6, "covers": "not covered"}}}
+
+
+def test_replay_rows_join_the_table_one_per_view_and_never_take_the_gate():
+    from dprelease.mia.report import _replay_section
+
+    table = audit_table(MIA, CANARY, None, REPLAY)
+    rows = table[table["attack"] == "replay"]
+    assert rows["method"].tolist() == ["replay_public", "replay_operator"]
+    assert rows["convicted"].tolist() == [False, True] and not rows["gate"].any()
+    assert "privacy loss 1.6e+06" in rows.iloc[1]["bound"] and "descriptive" in rows.iloc[0]["bound"]
+    assert "replay_operator" in "\n".join(_replay_section(table))
+    assert "Not run here" in "\n".join(_replay_section(audit_table(MIA, CANARY)))

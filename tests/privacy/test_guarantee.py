@@ -20,6 +20,8 @@ def _valid(kind: str) -> Guarantee:
         return guarantee.empirical_probe("GPP", 0.61, statement="a fresh probe's AUC")
     if kind == "ppm_local_asymptotic":
         return Guarantee("SWAG-PPM", kind, 2.0, None, NO_DELTA_PPM, {"local_sensitivity": 1.0})
+    if kind == "ppm_uncertified":
+        return guarantee.uncertified(7.1, 3.55, certified_directions=19, parameters=126_316)
     return Guarantee("m", kind, 1.5, 1e-5, None, {"noise_multiplier": 1.1})
 
 
@@ -31,12 +33,13 @@ def test_every_kind_constructs_and_has_a_meaning(kind):
     g = _valid(kind)
     assert g.kind == kind
     assert isinstance(g.meaning, str) and g.meaning.strip()
-    assert g.meaning == KINDS[kind]
+    # an uncertified record's meaning carries its own numbers (index, r of d); every other kind's is the kind's text
+    assert g.meaning == (guarantee.uncertified_text(g.quantities) if kind == "ppm_uncertified" else KINDS[kind])
 
 
-def test_kinds_are_the_documented_eight():
+def test_kinds_are_the_documented_nine():
     assert set(KINDS) == {"ppm_local_asymptotic", "ppm_censored", "ppm_censored_local", "dp_accountant", "bayesian_dp",
-                          "none", "empirical_lower_bound", "empirical_probe"}
+                          "none", "empirical_lower_bound", "empirical_probe", "ppm_uncertified"}
 
 
 def test_unknown_kind_is_rejected_and_named():
@@ -212,3 +215,65 @@ def test_helpers_do_not_share_quantities_between_records():
 def test_none_guarantee_cannot_carry_a_delta():
     with pytest.raises(ValueError, match="no ε and no δ"):
         Guarantee("x", "none", None, 1e-5)
+
+
+# ------------------------------------------------------------------------------ ppm_uncertified (no ε claim)
+
+
+def test_uncertified_record_has_no_epsilon_and_says_so_in_one_line():
+    g = guarantee.uncertified(7.1452, 3.5726, certified_directions=19, parameters=126_316, round=2)
+    assert (g.kind, g.epsilon, g.delta, g.delta_reason) == ("ppm_uncertified", None, None, guarantee.NO_DP_CLAIM)
+    assert g.quantities["uncertified_index"] == 7.1452 and g.quantities["round"] == 2
+    assert g.meaning == ("index 2Δ̂ = 7.145, not a differential-privacy guarantee: the sampler is certified in 19 of "
+                         "126,316 directions")
+    assert g.claim_text == "index 2Δ̂ = 7.145 (not DP; certified in 19 of 126,316 directions)"
+    assert "ε =" not in g.claim_text and "ε =" not in g.meaning
+    assert Guarantee.from_dict(json.loads(json.dumps(g.as_dict()))) == g
+
+
+def test_claim_text_of_the_other_kinds():
+    assert guarantee.ppm(7.14519, 3.5).claim_text == "ε = 7.145"
+    assert guarantee.accountant("DP-SGD", 1.5, 1e-5).claim_text == "ε = 1.5, δ = 1e-05"
+    assert guarantee.none().claim_text == "no ε (none)"
+
+
+def test_uncertified_record_with_an_epsilon_is_rejected():
+    q = {"uncertified_index": 7.1, "certified_directions": 19, "parameters": 100}
+    with pytest.raises(ValueError, match="'ppm_uncertified' guarantee has no ε"):
+        Guarantee("SWAG-PPM", "ppm_uncertified", 7.1, None, guarantee.NO_DP_CLAIM, q)
+
+
+@pytest.mark.parametrize("index", [None, -0.1, math.nan, math.inf, "7.1"])
+def test_uncertified_record_needs_a_finite_index(index):
+    q = {"certified_directions": 19, "parameters": 100} | ({} if index is None else {"uncertified_index": index})
+    with pytest.raises(ValueError, match="needs its index 2Δ̂"):
+        Guarantee("SWAG-PPM", "ppm_uncertified", None, None, guarantee.NO_DP_CLAIM, q)
+
+
+@pytest.mark.parametrize("r, d", [(100, 100), (101, 100), (None, 100), (19, None), (19.0, 100), (-1, 100), (True, 5)])
+def test_uncertified_record_needs_fewer_certified_directions_than_parameters(r, d):
+    q = {"uncertified_index": 7.1} | ({} if r is None else {"certified_directions": r}) | (
+        {} if d is None else {"parameters": d})
+    with pytest.raises(ValueError, match="certified_directions r < parameters d"):
+        Guarantee("SWAG-PPM", "ppm_uncertified", None, None, guarantee.NO_DP_CLAIM, q)
+
+
+@pytest.mark.parametrize("kind", ["ppm_local_asymptotic", "ppm_censored", "dp_accountant"])
+def test_an_epsilon_of_a_sampler_certified_in_fewer_than_all_directions_is_rejected(kind):
+    delta = (None, NO_DELTA_PPM) if kind.startswith("ppm") else (1e-5, None)
+    with pytest.raises(ValueError, match="certified in every direction.*19 of 126316.*'ppm_uncertified'"):
+        Guarantee("SWAG-PPM", kind, 7.1, *delta, {"certified_directions": 19, "parameters": 126_316})
+    with pytest.raises(ValueError, match="certified in every direction"):  # half a record is no record
+        Guarantee("SWAG-PPM", kind, 7.1, *delta, {"certified_directions": 19})
+    ok = Guarantee("SWAG-PPM", kind, 7.1, *delta, {"certified_directions": 126_316, "parameters": 126_316})
+    assert ok.epsilon == 7.1
+
+
+def test_coverage_sentence_is_one_sentence_and_names_both_sides():
+    part = guarantee.coverage_sentence({"certified_directions": 19, "parameters": 126_316})
+    full = guarantee.coverage_sentence({"certified_directions": 50, "parameters": 50, "temperature_min_all": 8e-11})
+    for text in (part, full):
+        assert text.count(". ") == 0 and text.endswith(".")
+        assert "Certified:" in text and "not certified:" in text
+    assert "19 of its 126,316" in part and "no ε is claimed" in part
+    assert "all 50 parameter directions" in full and "T_min ≥ 8e-11" in full

@@ -59,14 +59,26 @@ def test_the_default_release_table_carries_the_measured_figures(tmp_path):
     page = results.render(tmp_path)
     assert "The default release: not measured yet" not in page
     assert "| ε (released) | **7.145** |" in page
-    assert "| Δ̂ (local sensitivity, ε = 2Δ̂ / min(1, T_min)) | 3.573 |" in page
+    assert "| Δ̂ (local sensitivity; ε = 2Δ / min(1, T_min over all directions)) | 3.573 |" in page
     assert "| T̂ / T_min (SWAG against the Laplace marginal, in SWAG's subspace) | 0.980 / 0.910 |" in page
-    assert "| ε at Δ̂'s 0.9998 quantile (GEV) [95 % interval] | 9.000 [8.000, 10.500] |" in page
+    assert "| 2Δ at Δ̂'s 0.9998 quantile (GEV) [95 % interval] | 9.000 [8.000, 10.500] |" in page
     assert "| weighted / macro F1, released draw (test split) | 0.3968 / 0.1279 |" in page
     assert "0.4171 ± 0.0247 / 0.1333 ± 0.0095" in page
     assert "| re-weighting (round 3) | iterative not accepted | round 2 released |" in page
     assert "Data: 5,252 rows, 108 classes; train 2,626 / validation 525 / test 2,101" in page
     assert "not measured yet: run `make compare`" in page                 # the others still missing
+
+
+def test_an_uncertified_release_has_no_epsilon_in_the_epsilon_row(tmp_path):
+    _release(tmp_path)
+    rel = json.loads((tmp_path / "metrics/release.json").read_text(encoding="utf-8"))
+    rel["guarantee"] |= {"epsilon": None, "kind": "ppm_uncertified", "delta_reason": "none (no differential-privacy claim)"}
+    rel["guarantee"]["quantities"] |= {"uncertified_index": 10.5, "uncertified_index_point": 7.1452,
+                                       "certified_directions": 19, "parameters": 126316}
+    _json(tmp_path / "metrics/release.json", rel)
+    page = results.render(tmp_path)
+    assert "| ε (released) | **none claimed** | kind `ppm_uncertified`" in page
+    assert "| index 2Δ (NOT an ε) | 10.500 | certified in 19 of 126316 directions; point 7.145 |" in page
 
 
 def test_comparison_audit_nvdp_and_gpp_tables(tmp_path):

@@ -46,3 +46,12 @@ def test_audit_gate_names_its_audit_and_false_alarm_rate():
     d = decide(c, None, **BUDGET)
     audit = next(g for g in d.gates if g.name == "audit")
     assert audit.passed and "multi-run audit, 108000 runs" in audit.detail and "false-alarm rate ≤ 5%" in audit.detail
+
+
+def test_an_uncertified_release_fails_the_epsilon_gate_without_being_read_as_an_epsilon():
+    c = Figures(None, 0.70, float("inf"), audit_lower_bound=0.5, kind="ppm_uncertified")
+    d = decide(c, Figures(5.0, 0.60), **BUDGET)
+    assert not d.promote and d.failed == ["epsilon", "cumulative"]  # no audit gate: no claim to convict
+    assert "epsilon (no ε claimed (kind ppm_uncertified) vs budget 6)" in d.reason()
+    huge = decide(Figures(None, 0.7, kind="ppm_uncertified"), None, epsilon_budget=1e12)
+    assert huge.failed == ["epsilon"]  # whatever the budget: an index is never compared with it

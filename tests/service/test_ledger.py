@@ -69,3 +69,13 @@ def test_report_table_shows_aggregates_per_version(tmp_path):
     assert lines[2:4] == ["| 1 | 2.000 | 3 | yes | — | 2.000 |",
                           "| 2 | 1.500 | 2 | no | 1 | 3.500 |"]          # record 3 is in both: 2.0 + 1.5
     assert lines[4] == "" and lines[5].startswith("cumulative ε: per record")
+
+
+def test_a_version_without_an_epsilon_spends_an_unbounded_budget_and_persists(tmp_path):
+    led = Ledger(tmp_path / "ledger")
+    led.add("1", 2.0, _h(1, 2))
+    led.publish("1")
+    led.add("2", float("inf"), _h(2, 3))  # ppm_uncertified: no ε, so nothing bounds what its records spent
+    assert led.cumulative("2") == float("inf") and led.cumulative("1") == pytest.approx(2.0)
+    assert Ledger(tmp_path / "ledger").cumulative("2") == float("inf")  # JSON round trip (Infinity)
+    assert "| 2 | inf |" in report_table(led.report())

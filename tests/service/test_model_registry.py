@@ -79,3 +79,12 @@ def test_requirements_pin_this_environment_without_local_labels():
     assert set(pins) == set(mr.RUNTIME)
     assert all("+" not in v for v in pins.values())
     assert pins["torch"] == metadata.version("torch").split("+")[0]
+
+
+def test_a_version_without_an_epsilon_tag_reads_as_no_epsilon_with_its_kind():
+    class Version:
+        tags = {"uncertified_index": "9.3", "weighted_f1": "0.6", "guarantee": "ppm_uncertified",
+                "cumulative_epsilon": "inf"}
+
+    f = mr.figures(Version, "weighted_f1")
+    assert (f.epsilon, f.kind, f.cumulative_epsilon) == (None, "ppm_uncertified", float("inf"))

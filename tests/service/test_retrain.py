@@ -81,3 +81,10 @@ def test_untracked_run_reports_its_figures_only():
     assert svc.result_line(out) == "sir-0123456789.csv.gz: 3.0 s"
     text = svc.summary_markdown(out)
     assert "| ε | 2.5 |" in text and "| gate decision | not registered (--no-track) |" in text
+
+
+def test_result_line_of_a_version_that_claims_no_epsilon():
+    reg = REG | {"epsilon": None, "guarantee": "ppm_uncertified", "cumulative_epsilon": float("inf"),
+                 "reason": "refused by epsilon (no ε claimed (kind ppm_uncertified) vs budget 1)"}
+    line = svc.result_line({"snapshot": "s.csv", "seconds": 1.0, "registry": reg})
+    assert "version 4 no ε (ppm_uncertified) cumulative ε=inf" in line and "ε=None" not in line

@@ -26,7 +26,7 @@ def _fit(calibration: str):
 
 @pytest.fixture(scope="module")
 def fits(one_torch_thread):
-    return {mode: _fit(mode) for mode in ("none", "scale", "subspace")}
+    return {mode: _fit(mode) for mode in ("none", "scale", "subspace", "prior")}
 
 
 def test_none_reports_the_measurement_and_changes_nothing(fits):
@@ -52,6 +52,19 @@ def test_subspace_brings_every_direction_to_at_least_one(fits):
     assert torch.equal(moments.mean, raw.mean) and torch.equal(moments.var, raw.var)  # only U's covariance moves
     # the same fitted SWAG in every mode (same seed): the uncalibrated readings agree
     assert summary["temperature_uncalibrated"] == pytest.approx(fits["none"][2]["temperature_uncalibrated"])
+
+
+def test_prior_certifies_every_direction_where_subspace_certifies_only_its_own(fits):
+    from dprelease.swag_ppm import claim
+
+    sub, prior = fits["subspace"][2]["temperature"], fits["prior"][2]["temperature"]
+    moments, raw = fits["prior"][0], fits["prior"][3]
+    assert sub["all_parameters_min"] < 1e-2  # SWAG's diagonal: far colder than the posterior outside U
+    assert prior["all_parameters_min"] == pytest.approx(1.0, rel=1e-9) and prior["subspace_min"] >= 1.0 - 1e-6
+    assert torch.all(moments.var >= 1.0 / (10.0 * moments.scale) * (1 - 1e-12)) and torch.equal(raw.var, fits["none"][3].var)
+    d = moments.dim
+    assert claim.ppm_claim(1.0, prior, parameters=d).epsilon == pytest.approx(2.0, rel=1e-9)  # no temperature factor
+    assert claim.ppm_claim(1.0, sub, parameters=d).epsilon > 100.0
 
 
 def test_a_diverging_swag_is_refused():

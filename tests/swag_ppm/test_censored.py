@@ -97,7 +97,10 @@ def test_censored_release_reports_the_fixed_epsilon(tmp_path):
 
 
 def test_censored_mechanism_needs_its_epsilon():
+    """The level is declared (default 8.0, fixed before any run); null is a one-line error, not ε(D)."""
     from dprelease.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="censor_epsilon"):
-        parse_params(slice_raw(ppm__mechanism="censored"))
+    assert parse_params(slice_raw(ppm__mechanism="censored")).censor.level == 4.0  # κ = 8.0 / 2
+    with pytest.raises(ConfigError, match="censor_epsilon") as info:
+        parse_params(slice_raw(ppm__mechanism="censored", ppm__censor_epsilon=None))
+    assert "\n" not in str(info.value)

@@ -12,8 +12,9 @@ from dprelease.backends.base import get_flat, save_features, set_flat
 from dprelease.config import parse_params
 from dprelease.data.splits import backend_for
 from dprelease.io import write_json
+from conftest import install_test_key
 from dprelease.layout import Layout
-from dprelease.seeds import stage_seed
+from dprelease.privacy import secret
 from dprelease.swag_ppm import ppm
 from dprelease.swag_ppm.passes import posterior_pass
 from dprelease.swag_ppm.swag import SwagCollector, SwagMoments, iter_samples
@@ -29,7 +30,7 @@ def _params(draw_batch: int = 3, seed: int = 2025):
 def _project(root, rank: int = 3):
     """labels.json, train features and round-1 SWAG moments (rank ``rank``) under ``root``."""
     params = _params()
-    lay = Layout.from_params(params, root)
+    lay = Layout.from_params(params, install_test_key(root))  # the passes draw from the key
     write_json(lay.data / "labels.json", {"codes": ["10", "11", "12"], "titles": ["a", "b", "c"],
                                           "train_sizes": [5, 4, 3], "test_sizes": [5, 4, 3]})
     gen = torch.Generator().manual_seed(3)
@@ -52,7 +53,7 @@ def project(tmp_path):
 def _naive_ce(params, lay, x, y, what: str = "sensitivity", r: int = 1) -> np.ndarray:
     """[S, n] CE of every record under each draw, one draw at a time through the ordinary forward pass."""
     moments = SwagMoments.load(lay.swag(r) / "moments.safetensors")
-    gen = torch.Generator().manual_seed(stage_seed(params.seed, what, r))
+    gen = torch.Generator().manual_seed(secret.seed(lay.artifacts, f"{what}/round{r}"))
     thetas = torch.cat(list(iter_samples(moments, params.ppm.draws, params.ppm.draw_batch, gen)))
     assert thetas.shape[0] == params.ppm.draws
     model = backend_for(params, lay).new_model({"x": x}).eval()
@@ -93,7 +94,7 @@ def test_max_weighted_loss_is_exactly_that_of_the_backends_ce(project):
     backend = backend_for(params, lay)
     model = backend.new_model({"x": x})
     moments = SwagMoments.load(lay.swag(1) / "moments.safetensors")
-    gen = torch.Generator().manual_seed(stage_seed(params.seed, "sensitivity", 1))
+    gen = torch.Generator().manual_seed(secret.seed(lay.artifacts, "sensitivity/round1"))
     ce = np.concatenate([backend.per_record_ce(model, t, {"x": x}, y).double().numpy()
                          for t in iter_samples(moments, DRAWS, params.ppm.draw_batch, gen)])
     np.testing.assert_array_equal(max_deltas, ppm.max_weighted_loss(ce, weights))
@@ -109,15 +110,18 @@ def test_without_weights_no_max_deltas(project):
     assert np.all(np.isfinite(record_max)) and np.all(record_max > 0)
 
 
-def test_the_stage_name_and_seed_pick_the_draws(project):
+def test_the_stage_name_and_the_key_pick_the_draws_never_the_public_seed(project):
     lay, _, _ = project
     a, _ = posterior_pass(_params(), lay, 1, None, "sensitivity")
     again, _ = posterior_pass(_params(), lay, 1, None, "sensitivity")
     np.testing.assert_array_equal(a, again)  # reproducible
     other_stage, _ = posterior_pass(_params(), lay, 1, None, "risk")
-    other_seed, _ = posterior_pass(_params(seed=2026), lay, 1, None, "sensitivity")
     assert not np.allclose(a, other_stage)
-    assert not np.allclose(a, other_seed)
+    public_seed, _ = posterior_pass(_params(seed=2026), lay, 1, None, "sensitivity")
+    np.testing.assert_array_equal(a, public_seed)  # Δ̂'s draws (so ε) are not the public seed's
+    secret.rotate(lay.artifacts)
+    other_key, _ = posterior_pass(_params(), lay, 1, None, "sensitivity")
+    assert not np.allclose(a, other_key)
 
 
 def test_weights_must_match_the_records(project):

@@ -33,3 +33,21 @@ def test_publish_rebuilds_the_card_from_the_evidence_on_disk(head_run, tmp_path)
     staged_files = read_json(root / staged(params) / "release.json")["files"]
     assert {k: v for k, v in verify_release(release)["files"].items() if k in staged_files and k != "README.md"} == \
         {k: v for k, v in staged_files.items() if k != "README.md"}        # the draw itself is unchanged
+
+
+def test_publish_carries_the_epsilon_sensitivity_maximum_near_the_release_settings(head_run, tmp_path):
+    from dprelease.headline import SENSITIVITY_TABLE
+
+    root = copy_root(head_run.root, tmp_path / "root")
+    params = head_run.params
+    publish(params, root)
+    assert "epsilon_sensitivity" not in verify_release(root / params.release)  # not measured: nothing carried
+    lam = params.ppm.prior_precision
+    table = root / SENSITIVITY_TABLE
+    table.parent.mkdir(parents=True, exist_ok=True)
+    table.write_text(f"swag_lr,prior_precision,epsilon\n0.01,{lam},7.58\n0.03,{lam},9.44\n0.01,{lam * 10},34.48\n",
+                     encoding="utf-8")
+    publish(params, root)
+    manifest = verify_release(root / params.release)  # still whole and signed with the extra block
+    assert manifest["epsilon_sensitivity"]["maximum"] == 9.44 and manifest["epsilon_sensitivity"]["cells"] == 2
+    assert "the largest ε was 9.440" in (root / params.release / "README.md").read_text(encoding="utf-8")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import slice_raw
+from conftest import slice_raw, install_test_key
 from dprelease.config import parse_params
 from dprelease.io import read_json, write_json
 from dprelease.layout import Layout
@@ -72,7 +72,7 @@ def _public_only(out: dict, root) -> None:
 def scripted(tmp_path, monkeypatch):
     """The reweight stage with fitting, passes and validation scoring replaced by scripted outcomes."""
     params = parse_params(slice_raw(ppm__max_refits=4, ppm__reweight_tolerance=0.1))
-    lay = Layout.from_params(params, tmp_path)
+    lay = Layout.from_params(params, install_test_key(tmp_path))
     n = 6
     for d in (lay.weights(2), lay.sensitivity(2), lay.features, lay.metrics):
         d.mkdir(parents=True, exist_ok=True)

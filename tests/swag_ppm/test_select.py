@@ -86,8 +86,12 @@ def test_reachable_tau_selects_at_a_budget_fixed_before_selection(val_run, tmp_p
     g = summary["guarantee"]
     # Δ is the sensitivity pass's Δ̂, fixed before any candidate: the candidates' M* never raise it
     assert g["quantities"]["local_sensitivity"] == sens
-    assert g["quantities"]["epsilon_per_candidate"] == pytest.approx(2 * sens)
-    assert g["epsilon"] == pytest.approx(4 * sens)  # Liu–Talwar: 2ε with ε = 2Δ
+    # each candidate's ε divides 2Δ by min(1, T_min) like the release (T_min over all d directions, certified)
+    t = read_json(root / f"metrics/temperature_r{r}.json")["temperature"]
+    cold = min(1.0, t["subspace_min"], t["all_parameters_min"])
+    assert cold < 1e-3 and g["quantities"]["certified_directions"] == g["quantities"]["parameters"]
+    assert g["quantities"]["epsilon_per_candidate"] == pytest.approx(2 * sens / cold)
+    assert g["epsilon"] == pytest.approx(4 * sens / cold)  # Liu–Talwar: 2ε with ε = 2Δ / min(1, T_min)
     assert read_json(root / "metrics/selection.json") == summary
 
     folder = _selected(params, root)
@@ -127,7 +131,9 @@ def test_unreachable_tau_releases_nothing(val_run, tmp_path):
     # the published ε is fixed before selection: the same whatever the number of tries
     r = read_json(root / "metrics/reweight.json")["released_round"]
     sens = read_json(root / f"metrics/sensitivity_r{r}.json")["local_sensitivity"]
-    assert summary["guarantee"]["epsilon"] == pytest.approx(4 * sens)
+    t = read_json(root / f"metrics/temperature_r{r}.json")["temperature"]
+    cold = min(1.0, t["subspace_min"], t["all_parameters_min"])  # divided like the release's ε
+    assert summary["guarantee"]["epsilon"] == pytest.approx(4 * sens / cold)
     assert not (_selected(params, root) / "release.json").exists()  # only a "nothing released" marker
     assert read_json(root / "metrics/selection.json") == summary
 

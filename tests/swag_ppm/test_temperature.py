@@ -214,3 +214,46 @@ def test_estimate_and_marginal_reject_bad_inputs():
         temperature.estimate(var, dev, 0.5, basis, np.ones(3), np.eye(3), m, prior_precision=0.0)
     with pytest.raises(ValueError):
         temperature.laplace_marginal(lambda v: v, basis, np.ones(3), prior_precision=0.0)
+
+
+def _exact_all_direction_t_min(g: np.ndarray, lam: float, var, dev, scale: float) -> float:
+    """min over all v of vᵀΣv / vᵀH⁻¹v = the smallest eigenvalue of Σ^½ H Σ^½ (dense, small d only)."""
+    k = dev.shape[0]
+    sigma = scale * (np.diag(var) + dev.T @ dev / (k - 1))
+    w, v = np.linalg.eigh(sigma)
+    half = (v * np.sqrt(np.clip(w, 0, None))) @ v.T
+    return float(np.linalg.eigvalsh(half @ (g + lam * np.eye(len(var))) @ half)[0])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_all_direction_floor_is_a_certified_and_tight_lower_bound(seed):
+    rng = np.random.default_rng(seed)
+    d, lam, scale = 60, 3.0, 0.5
+    a = rng.normal(size=(d, 5))
+    g = a @ a.T  # rank 5: most directions see only the prior, as a softmax head's null space does
+    var = rng.uniform(1e-3, 1e-1, d)
+    dev = rng.normal(size=(6, d)) * 0.3
+    t, _, _ = _measure(g, lam, var, dev, scale)
+    exact = _exact_all_direction_t_min(g, lam, var, dev, scale)
+    assert t.parameters == d and t.all_parameters_min == pytest.approx(lam * scale * var.min())
+    assert t.all_parameters_min <= exact * (1 + 1e-9)  # certified: never above the truth
+    assert t.all_parameters_min <= t.subspace_min  # the subspace is one part of "all directions"
+    assert t.rescaled(4.0).all_parameters_min == pytest.approx(4 * t.all_parameters_min)
+    j = int(np.argmin(var))  # the narrowest coordinate outside SWAG's span and the data's: the bound is attained
+    dev[:, j], g[j, :], g[:, j] = 0.0, 0.0, 0.0
+    t, _, _ = _measure(g, lam, var, dev, scale)
+    assert _exact_all_direction_t_min(g, lam, var, dev, scale) == pytest.approx(t.all_parameters_min, rel=1e-9)
+
+
+def test_a_diagonal_at_the_prior_variance_certifies_every_direction():
+    rng = np.random.default_rng(3)
+    d, lam, scale = 40, 5.0, 0.5
+    a = rng.normal(size=(d, d))
+    g = a @ a.T / d
+    var = np.full(d, 1 / (lam * scale))  # Σ ⪰ I/λ ⪰ H⁻¹
+    dev = rng.normal(size=(4, d)) * 0.1
+    t, _, _ = _measure(g, lam, var, dev, scale)
+    assert t.all_parameters_min == pytest.approx(1.0)
+    assert _exact_all_direction_t_min(g, lam, var, dev, scale) >= 1.0
+    with pytest.raises(ValueError, match="must be positive"):
+        temperature.all_directions_floor(var, scale=0.0, prior_precision=lam)

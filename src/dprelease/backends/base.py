@@ -86,12 +86,14 @@ class Backend(ABC):
     def featurize(self, texts: list[str], progress: bool = False) -> Features: ...
 
     @abstractmethod
-    def build_model(self, feature_dim: int | None = None) -> nn.Module:
-        """The base model θ₀ (deterministic for the backend's seed)."""
+    def build_model(self, feature_dim: int | None = None, *, seed: int | None = None) -> nn.Module:
+        """The base model θ₀, its random part (the head's initialisation) drawn from ``seed`` (default: the
+        backend's public seed)."""
 
-    def new_model(self, features: Features) -> nn.Module:
-        """θ₀ sized for these features (the head needs the embedding width)."""
-        return self.build_model(features["x"].shape[1] if "x" in features else None)
+    def new_model(self, features: Features, *, init_seed: int | None = None) -> nn.Module:
+        """θ₀ sized for these features (the head needs the embedding width); a mechanism's fit passes its
+        secret ``init_seed`` (privacy/secret.py), public uses (the audit's reference models) leave it out."""
+        return self.build_model(features["x"].shape[1] if "x" in features else None, seed=init_seed)
 
     @staticmethod
     def forward(model: nn.Module, batch: Features) -> torch.Tensor:
@@ -124,7 +126,7 @@ class Backend(ABC):
             torch.softmax(self.forward(model, take(features, idx, self.device)).float(), -1).cpu()
             for idx in batches(n, batch_size)
         ]
-        return torch.cat(parts)
+        return torch.cat(parts) if parts else torch.empty(0, self.n_classes)  # 0 records: [0, C]
 
     # release -------------------------------------------------------------------------------
     @abstractmethod

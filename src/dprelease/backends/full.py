@@ -31,6 +31,8 @@ class SequenceClassifier(nn.Module):
         self.model = hf_model
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        if input_ids.shape[0] == 0:
+            return self._no_rows(input_ids)
         width = int(attention_mask.sum(1).max()) if attention_mask.numel() else 1  # drop all-padding columns
         # contiguous: Opacus's per-sample embedding norms call .view() on these
         input_ids, attention_mask = input_ids[:, :width].contiguous(), attention_mask[:, :width].contiguous()
@@ -38,6 +40,17 @@ class SequenceClassifier(nn.Module):
         token_type_ids = torch.zeros_like(input_ids)
         return self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                           token_type_ids=token_type_ids).logits
+
+    def _no_rows(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """[0, C] logits for an empty batch (e.g. an empty Poisson batch of DP-SGD). The HF encoder cannot run
+        0 rows (its attention reshapes with -1), so one all-padding placeholder row runs through every layer
+        and is sliced away: the output stays attached to every parameter (backward gives exactly zero
+        gradients, per-sample hooks see one zero-gradient sample: the same step as an empty batch)."""
+        ids = torch.full((1, 1), self.model.config.pad_token_id or 0, dtype=input_ids.dtype, device=input_ids.device)
+        mask = torch.ones_like(ids)
+        logits = self.model(input_ids=ids, attention_mask=mask, position_ids=torch.zeros_like(ids),
+                            token_type_ids=torch.zeros_like(ids)).logits
+        return logits[:0]
 
 
 def build_config(n_classes: int, tiny: bool):
@@ -68,10 +81,10 @@ class FullBackend(Backend):
     def forward(model: nn.Module, batch: Features) -> torch.Tensor:
         return model(batch["input_ids"].long(), batch["attention_mask"].long())
 
-    def build_model(self, feature_dim: int | None = None) -> nn.Module:
+    def build_model(self, feature_dim: int | None = None, *, seed: int | None = None) -> nn.Module:
         from transformers import AutoModelForSequenceClassification
 
-        torch.manual_seed(self.seed)  # the classification head's initialisation is public
+        torch.manual_seed(self.seed if seed is None else seed)  # the classification head's initialisation
         config = build_config(self.n_classes, self.params.tiny)
         if self.params.tiny:
             hf = AutoModelForSequenceClassification.from_config(config)
@@ -91,7 +104,7 @@ class FullBackend(Backend):
                     enc = tok(texts[start : start + 64], padding=True, truncation=True,
                               max_length=arch["max_length"], return_tensors="pt").to(device)
                     out.append(torch.softmax(model(enc["input_ids"], enc["attention_mask"]), -1).cpu())
-            return torch.cat(out)
+            return torch.cat(out) if out else torch.empty(0, model.model.config.num_labels)  # no narratives: [0, C]
 
         return score
 

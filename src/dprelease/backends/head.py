@@ -100,9 +100,9 @@ class HeadBackend(Backend):
     def featurize(self, texts: list[str], progress: bool = False) -> Features:
         return {"x": embed(texts, self.device, self.max_length, self.batch_size, progress)}
 
-    def build_model(self, feature_dim: int | None = None) -> nn.Module:
-        # θ₀ is a public function of the seed
-        return Head(feature_dim or 384, self.n_classes, self.params.hidden, self.params.dropout, self.seed).to(self.device)
+    def build_model(self, feature_dim: int | None = None, *, seed: int | None = None) -> nn.Module:
+        return Head(feature_dim or 384, self.n_classes, self.params.hidden, self.params.dropout,
+                    self.seed if seed is None else seed).to(self.device)
 
     @torch.no_grad()
     def per_record_ce(self, model, thetas, features, labels, batch_size: int = 4096) -> torch.Tensor:

@@ -1,5 +1,6 @@
-"""DP-SGD's plug-in (Opacus): its stages (its arm is in :mod:`.params`): one model at the release's ε (or ``dpsgd.target_epsilon``), its δ sweep, and the
-preflight every flow that plans its stages runs (batch size vs data size, δ range) before any training."""
+"""DP-SGD's plug-in (Opacus): its stages (its arm is in :mod:`.params`): one model at the declared target ε
+(``dpsgd.target_epsilon``), its δ sweep, and the preflight every flow that plans its stages runs (the declared
+target, batch size vs data size, δ range) before any training."""
 
 from ..mechanism import Mechanism
 from . import stages

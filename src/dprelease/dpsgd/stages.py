@@ -1,7 +1,9 @@
-"""DP-SGD comparison arms (docs/algorithms.md, E, H.1): ``dpsgd`` at a matched ε and ``dpsgd_sweep`` over δ.
+"""DP-SGD comparison arms (docs/algorithms.md, E, H.1): ``dpsgd`` at the declared target ε and ``dpsgd_sweep``
+over δ.
 
-The target ε is ``dpsgd.target_epsilon`` or, by default, the ε of the SWAG-PPM release it is compared
-with, read from that release's guarantee record (``metrics/release.json``), a file, not an import.
+The target ε is ``dpsgd.target_epsilon``, a number declared in params.yaml before any run (privacy/target.py):
+never the SWAG-PPM release's measured ε, so nothing here reads ``metrics/release.json``. δ is ``dpsgd.delta``
+or min(n^-1.1, 1/(2n)) ≤ n^-1.1 (:func:`.accounting.default_delta`).
 """
 
 from __future__ import annotations
@@ -12,15 +14,14 @@ from ..code_scope import closure
 from ..config import Params
 from ..data import records
 from ..data.splits import backend_for, features, label_info, n_train
-from ..io import read_json, write_json
+from ..io import write_json
 from ..layout import Layout
 from ..privacy import guarantee, secret
 from ..privacy.stages import key_id_file
-from ..seeds import stage_seed
 from ..stage import Stage
 from ..release import arm_model_dir, write_arm_model
 from ..utility.evaluate import evaluate, write_arm
-from ..privacy.target import compared_epsilon
+from ..privacy.target import dpsgd_target
 from .accounting import default_delta
 from .train import check_setting, train_dpsgd
 
@@ -28,7 +29,7 @@ from .train import check_setting, train_dpsgd
 
 NOISE_SOURCE = ("Gaussian noise and Poisson sampling seeded from the project's secret key (OS entropy), not the "
                 "public seed; Opacus secure_mode not used")
-target_epsilon = compared_epsilon  # the comparison target (privacy/target.py)
+target_epsilon = dpsgd_target  # the declared target (privacy/target.py)
 
 
 def preview_train_size(params: Params, root: str | Path = ".") -> int:
@@ -44,7 +45,7 @@ def check_dpsgd(params: Params, lay: Layout | None = None, eps: float | None = N
     """Validate the DP-SGD setting against the data before any training (one-line ValueError)."""
     n = n if n is not None else n_train(lay)
     run = params.dpsgd_run
-    eps = eps if eps is not None else (params.dpsgd.target_epsilon or 1.0)
+    eps = eps if eps is not None else dpsgd_target(params)
     for delta in [params.dpsgd.delta or default_delta(n), *params.dpsgd.delta_sweep]:
         check_setting(n, run.batch_size, eps, delta)
 
@@ -58,20 +59,21 @@ def _dpsgd_once(params: Params, lay: Layout, eps: float, delta: float, tag: str)
         raise ValueError("dpsgd.planted_noise_divisor is a planted bug for the privacy audit's canary runs only")
     backend = backend_for(params, lay)
     feats, y = features(lay)
-    model = backend.new_model(feats)
+    seeds = secret.training_seeds(lay.artifacts)  # initialisation and dropout: secret, like the noise
+    model = backend.new_model(feats, init_seed=seeds("dpsgd-init/" + tag, 0))
     run = params.dpsgd_run
     result = train_dpsgd(backend, model, feats, y, epochs=run.epochs, batch_size=run.batch_size, lr=run.lr,
                          max_grad_norm=run.max_grad_norm, target_epsilon=eps, delta=delta,
                          conversion=params.dpsgd.conversion, grad_sample_mode=run.grad_sample_mode,
-                         seed=stage_seed(params.seed, tag), noise_seed=secret.seed(lay.artifacts, f"dpsgd/{tag}"),
+                         seed=seeds("dpsgd/" + tag, 0), noise_seed=secret.seed(lay.artifacts, f"dpsgd/{tag}"),
                          progress=True, planted_noise_divisor=divisor)
     return backend, model, result
 
 
 def dpsgd(params: Params, root: str | Path = ".") -> dict:
-    """DP-SGD (Opacus) at the target ε with δ = ``dpsgd.delta`` or 1/(2n) (docs/algorithms.md, E)."""
+    """DP-SGD (Opacus) at the declared target ε with δ = ``dpsgd.delta`` or ≤ n^-1.1 (docs/algorithms.md, E)."""
     lay = Layout.from_params(params, root)
-    eps = target_epsilon(params, lay)
+    eps = target_epsilon(params)
     check_dpsgd(params, lay, eps)
     delta = params.dpsgd.delta or default_delta(n_train(lay))
     backend, model, res = _dpsgd_once(params, lay, eps, delta, "dpsgd")
@@ -86,9 +88,9 @@ def dpsgd(params: Params, root: str | Path = ".") -> dict:
 
 
 def dpsgd_sweep(params: Params, root: str | Path = ".") -> dict:
-    """DP-SGD at the same target ε for each δ of ``dpsgd.delta_sweep`` (seed 004 Table 4)."""
+    """DP-SGD at the same declared target ε for each δ of ``dpsgd.delta_sweep`` (seed 004 Table 4)."""
     lay = Layout.from_params(params, root)
-    eps = target_epsilon(params, lay)
+    eps = target_epsilon(params)
     check_dpsgd(params, lay, eps)
     feats, y = features(lay, "test")
     rows = []
@@ -104,8 +106,7 @@ def dpsgd_sweep(params: Params, root: str | Path = ".") -> dict:
 
 def declare(params: Params) -> list[Stage]:
     a = params.artifacts
-    matched = ["metrics/release.json"] if params.dpsgd.target_epsilon is None else []  # ε matched to the release
-    deps = [key_id_file(params), f"{a}/data", f"{a}/features", *matched]
+    deps = [key_id_file(params), f"{a}/data", f"{a}/features"]  # the target is declared: no release to read
     return [
         Stage(name="dpsgd", run=dpsgd, params=["seed", "model", "dpsgd"], deps=deps,
               outs=["reports/arms/dpsgd", arm_model_dir(params, "dpsgd")], metrics=["metrics/dpsgd.json"],

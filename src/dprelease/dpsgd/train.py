@@ -4,8 +4,8 @@ RDP accounting are all Opacus's; this module only wires the backend's model and 
 Training runs exactly ⌈E/q⌉ Poisson-sampled steps, the count the noise multiplier was chosen for.
 
 Randomness: the Poisson sampling and the Gaussian noise — what the (ε, δ) guarantee rests on — come from
-``noise_seed``, which callers derive from the project's secret key (never the public seed); dropout uses
-the public ``seed``. Opacus's ``secure_mode`` (a cryptographic RNG via torchcsprng) is not used: torchcsprng
+``noise_seed``, which callers derive from the project's secret key (never the public seed); dropout (and
+batch-independent choices) use ``seed``, which callers also derive from the secret key. Opacus's ``secure_mode`` (a cryptographic RNG via torchcsprng) is not used: torchcsprng
 has no build for this torch; the seed is secret instead, 64 bits of a 256-bit key (see privacy/secret.py).
 """
 

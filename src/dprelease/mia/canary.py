@@ -6,7 +6,7 @@ Two canary sets (``audit_pool``), each canary included independently with probab
 power) and *mislabelled narratives* (pool records with re-drawn labels). The included ones are added to
 the training split of a sub-project in ``artifacts/audit/canary_run/`` and every audited arm's pipeline
 runs there ONCE: the SWAG-PPM chain (its round-2 arm draws from the same run), the non-private fine-tune
-and DP-SGD at the compared release's ε. Each arm's model is loaded from its release-format folder and
+and DP-SGD at its declared target ε (dpsgd.target_epsilon). Each arm's model is loaded from its release-format folder and
 scores every canary (log-probability of the canary's label; the attacker holds the released weights).
 Per arm and canary set, both one-run bounds at 95 % (``onerun.canary_audit``: guess counts from
 ``privacy_audit.guess_grid``, Bonferroni over the grid) against the arm's own claim of the canary run.
@@ -42,7 +42,8 @@ from .attack import arm_folder
 from .population import audit_dir
 from .scores import loss_scores
 
-SKIP = {"stratify", "featurize", "evaluate", "select", "publish"}  # data given directly; no utility eval, no card
+SKIP = {"stratify", "featurize", "evaluate", "audit_replay", "select", "publish"}  # data given directly; no utility
+# eval, no replay audit (of the release itself, not of a canary run), no card
 SETS = {"input": ("input_canaries.safetensors", "input_member.npy"),
         "mislabelled": ("canaries.safetensors", "canary_member.npy")}
 PLANTED_MARKER = "planted_bugs_allowed"  # read by the dpsgd stage: only a canary run may plant its bug
@@ -61,10 +62,10 @@ def gate_method(delta: float) -> str:
     return "fdp" if delta > 0 else "steinke"
 
 
-def _sub_params(params: Params, target_epsilon: float, **extra) -> Params:
+def _sub_params(params: Params, **extra) -> Params:
+    """The canary run's params: the project's, its declared DP-SGD target included (never a measured ε)."""
     raw = params.model_dump(mode="json")
-    overrides = {"artifacts": "artifacts", "release": "release", "force_release_path": False,
-                 "dpsgd.target_epsilon": target_epsilon, **extra}
+    overrides = {"artifacts": "artifacts", "release": "release", "force_release_path": False, **extra}
     return parse_params(raw, overrides)
 
 
@@ -78,6 +79,18 @@ def load_sets(lay: Layout) -> dict:
             if len(y):
                 out[kind] = (x, y, np.load(pool / member))
     return out
+
+
+def check_included(sets: dict) -> None:
+    """A canary run needs at least one canary in it: when the secret coins left every set's included subset
+    empty (probability 2^-m), the run would train on the plain split and audit nothing: a one-line error
+    (no result is possible) rather than bounds with no canary behind them. A set with none included among
+    others that have some is still audited (its bound is valid, only powerless)."""
+    if not any(int(member.sum()) for _, _, member in sets.values()):
+        total = sum(len(member) for _, _, member in sets.values())
+        raise AuditError(f"canary_runs: none of the {total} canaries was drawn into the canary run (each is "
+                         "included with probability 1/2 by a secret coin): nothing to audit; re-draw the pool "
+                         "(audit_pool) with more privacy_audit.canaries")
 
 
 def _prepare(lay: Layout, sub: Path, sets: dict) -> int:
@@ -130,9 +143,9 @@ def _claim(manifest: dict) -> dict:
 def canary_runs(params: Params, root: str | Path = ".") -> dict:
     lay, a = Layout.from_params(params, root), params.privacy_audit
     sub = audit_dir(lay) / "canary_run"
-    release_eps = read_json(lay.metrics / "release.json")["guarantee"]["epsilon"]
-    sp = _sub_params(params, release_eps)
     sets = load_sets(lay)
+    check_included(sets)
+    sp = _sub_params(params)
     added = _prepare(lay, sub, sets)
     ran = [name for name in stage_names(sp, "release") if name not in SKIP]
     for name in ran:
@@ -164,7 +177,7 @@ def canary_runs(params: Params, root: str | Path = ".") -> dict:
             sub / arm_folder(sp, "nonprivate"),
             {"epsilon": PLANTED_NONPRIVATE_EPSILON, "delta": 0.0, "guarantee": "planted bug: non-private model "
              f"labelled ε = {PLANTED_NONPRIVATE_EPSILON:g}"})
-        bug = _sub_params(params, release_eps, **{"dpsgd.planted_noise_divisor": PLANTED_DIVISOR})
+        bug = _sub_params(params, **{"dpsgd.planted_noise_divisor": PLANTED_DIVISOR})
         run_other("dpsgd", bug, sub)  # replaces the honest DP-SGD arm of the canary run (already scored)
         r = audit(sub / arm_folder(bug, "dpsgd"))
         out["planted"]["dpsgd_noise_div4"] = r | {"guarantee": f"planted bug: DP-SGD with σ/{PLANTED_DIVISOR:g} "

@@ -28,6 +28,21 @@ COLUMNS = (["arm", "claimed_epsilon", "delta", "guarantee", "attack", "method", 
             "non_members"]
            + [f"{c}_{f}" for f in ("0.01", "0.001") for c in ["tpr_at_fpr", *COUNTS]] + ["runs", "tightness", "bound"])
 TIGHT = "audit_tight.json"  # written by `make audit-tight` (benchmarks/audit_tight.py), merged when present
+REPLAY = "audit_replay.json"  # written by the replay audit (stage audit_replay), merged when present
+
+
+def replay_rows(replay: dict) -> list[dict]:
+    """The replay audit's two rows (docs/guarantees.md, L.5): the standard adversary's and the operator's."""
+    rows = []
+    for view, v in replay["views"].items():
+        rows.append({"arm": "swag_ppm_release", "claimed_epsilon": replay["claimed"], "delta": None,
+                     "guarantee": replay["guarantee"], "attack": "replay", "method": f"replay_{view}",
+                     "epsilon_lower_bound": v["epsilon_lower_bound"], "confidence": 1 - replay["alpha"],
+                     "guesses": v["decisions"], "correct": v["correct"], "members": v["targets"],
+                     "non_members": v["targets"], "convicted": v["convicted"], "gate": False,
+                     "bound": (f"replay ({'exact re-fit: privacy loss ' + format(v['max_privacy_loss'], '.3g') if v['reproduces_release'] else 're-fit does not reproduce the release: decision counts, descriptive'}); "
+                               + v["covers"])})
+    return rows
 
 
 def _method_name(method: str, delta: float) -> str:
@@ -61,7 +76,7 @@ def canary_rows(name: str, r: dict, alpha: float) -> list[dict]:
     return rows
 
 
-def audit_table(mia: dict, canary: dict, tight: dict | None = None) -> pd.DataFrame:
+def audit_table(mia: dict, canary: dict, tight: dict | None = None, replay: dict | None = None) -> pd.DataFrame:
     rows = []
     alpha = canary["alpha"]
     for arm in [a for a in plugins.arms() if a in mia["arms"]]:
@@ -82,7 +97,7 @@ def audit_table(mia: dict, canary: dict, tight: dict | None = None) -> pd.DataFr
     extra = (tight or {}).get("rows", [])  # the multi-run audit's rows (their own columns: runs, tightness)
     gated = {r["arm"] for r in extra if r.get("gate")}  # an arm with a multi-run bound: the gate uses that one
     rows = [r | {"gate": False} if r["arm"] in gated else r for r in rows]
-    return pd.DataFrame(rows + extra, columns=COLUMNS)
+    return pd.DataFrame(rows + extra + (replay_rows(replay) if replay else []), columns=COLUMNS)
 
 
 COUNT_COLUMNS = {"guesses", "correct", "canaries", "included", "runs", "members", "non_members", "tp_0.01", "fp_0.01",
@@ -105,7 +120,8 @@ def privacy_report(params: Params, root: str | Path = ".") -> dict:
     canary = read_json(lay.metrics / "audit_canary.json")
     pool = read_json(lay.metrics / "audit_pool.json")
     tight = read_json(lay.metrics / TIGHT) if (lay.metrics / TIGHT).is_file() else None
-    table = audit_table(mia, canary, tight)
+    replay = read_json(lay.metrics / REPLAY) if (lay.metrics / REPLAY).is_file() else None
+    table = audit_table(mia, canary, tight, replay)
     with atomic_dir(lay.reports / "privacy") as out:
         table.to_csv(out / "audit.csv", index=False)
         labels = {name: arm.label for name, arm in plugins.arms().items()}
@@ -144,6 +160,18 @@ def _tight_section(table: pd.DataFrame, tight: dict | None) -> list[str]:
             *(["Planted bugs: " + verdicts[0] + ".", ""] if planted else [])]
 
 
+def _replay_section(table: pd.DataFrame) -> list[str]:
+    rows = table[table["attack"] == "replay"]
+    if rows.empty:
+        return ["## Replay audit", "", "Not run here (`make audit-replay`).", ""]
+    return ["## Replay audit: the standard adversary re-fits the release (docs/guarantees.md, L.5)", "",
+            "The adversary re-runs the released round's fit on D and on D∖{x} for each target (public seed; the "
+            "operator's row uses the key) and scores the released draw by the likelihood ratio of the two "
+            "samplers. `guesses` = member + non-member decisions, `correct` = right ones.", "",
+            *_table(rows, ["method", "claimed_epsilon", "guarantee", "members", "guesses", "correct",
+                           "epsilon_lower_bound", "convicted", "bound"]), ""]
+
+
 def _markdown(params: Params, table: pd.DataFrame, mia: dict, canary: dict, pool: dict, tight: dict | None = None) -> str:
     a = params.privacy_audit
     conf = round(100 * (1 - canary["alpha"]))
@@ -164,6 +192,7 @@ def _markdown(params: Params, table: pd.DataFrame, mia: dict, canary: dict, pool
              *_table(can, ["arm", "attack", "method", "claimed_epsilon", "delta", "epsilon_lower_bound", "guesses",
                            "correct", "ceiling", "convicted", "gate"]), "",
              *_tight_section(table, tight),
+             *_replay_section(table),
              "## Membership inference (members = train, non-members = test)", "",
              f"Members: the {mia['members']:,} training records; non-members: the {mia['non_members']:,} test records "
              "(same distribution). The attacker also has the public encoder and a population pool of "

@@ -37,12 +37,13 @@ def declare(params: Params) -> list[Stage]:
         Stage(name="privacy_audit", run=privacy_audit, params=model + ["privacy_audit"],
               deps=[*split, f"{a}/audit/references", *arms.values()], outs=[], metrics=["metrics/privacy_audit.json"], group="audit"),
         Stage(name="canary_runs", run=canary_runs, params=model + ["ppm", "dpsgd", "compare", "privacy_audit", "evaluation"],
-              deps=[key_id_file(params), *split, f"{a}/audit/pool", "metrics/release.json", "metrics/data.json"],
+              deps=[key_id_file(params), *split, f"{a}/audit/pool", "metrics/data.json"],
               outs=[f"{a}/audit/canary_run"],
               metrics=["metrics/audit_canary.json"], group="audit",
               extra_code=["."]),  # it re-runs whole pipelines through the registry: the whole package
         Stage(name="privacy_report", run=privacy_report, params=["data.cap", "privacy_audit"],
               deps=["metrics/privacy_audit.json", "metrics/audit_canary.json", "metrics/audit_pool.json"],
+              evidence=["metrics/audit_replay.json"],  # the replay audit's rows (a release stage), when present
               outs=["reports/privacy"], group="audit"),
     ]
 

@@ -6,8 +6,11 @@ seed and every record but one. Noise derived from the public seed gives that adv
 guarantee rests on — the released posterior draw(s), DP-SGD's noise and Poisson sampling, private
 selection's coins, the canary audit's inclusion coins — is seeded from a 256-bit key created once from
 OS entropy and kept only in the private artifacts (``<artifacts>/secret/key``, 0600 in a 0700 folder).
-Randomness that no guarantee rests on (splits, initialisation, dropout, the Δ̂ estimation passes) stays
-seeded by the public ``seed``.
+So is every other random choice of a mechanism whose output is released or audited — initialisation, batch
+order, dropout, SWAG's SGD, the re-weighting refits, the Δ̂ and evaluation passes — because a sampler whose
+centre an adversary can re-fit on D and on D∖{x} gives membership away whatever its noise
+(:func:`training_seeds`; the replay audit, swag_ppm/replay.py, checks it). The public ``seed`` drives only
+public choices: the stratified split, the audit's target records and reference models.
 
 Per-use seeds are HMAC-SHA256(key, label): independent streams per label, reproducible bit for bit by
 whoever holds the key (the operator), unpredictable without it. Neither the key nor a derived seed is
@@ -29,6 +32,7 @@ import hmac
 import json
 import os
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -155,6 +159,13 @@ def _derive(artifacts: str | Path, label: str) -> bytes:
 def seed(artifacts: str | Path, label: str) -> int:
     """A 64-bit seed for ``label`` (torch generators take 64 bits): never log or store it."""
     return int.from_bytes(_derive(artifacts, label)[:8], "little")
+
+
+def training_seeds(artifacts: str | Path) -> Callable[[str, int], int]:
+    """A mechanism's training randomness ((what, round) → 63-bit seed: initialisation, batch order, dropout,
+    SWAG's SGD, re-weighting refits), derived from the key: the operator reproduces a fit bit for bit, an
+    adversary holding every record but one, the code and the public seed cannot re-fit the sampler's centre."""
+    return lambda what, round_: seed(artifacts, f"train/{what}/round{round_}") >> 1
 
 
 def numpy_rng(artifacts: str | Path, label: str) -> np.random.Generator:

@@ -1,24 +1,30 @@
-"""The ε that comparison arms are matched to: ``dpsgd.target_epsilon``, else the SWAG-PPM release's."""
+"""The declared levels that mechanisms with a worst-case claim are run at: ``dpsgd.target_epsilon`` (DP-SGD's
+target ε) and ``ppm.censor_epsilon`` (the censored SWAG-PPM's ε, censoring at κ = ε/2).
+
+Both are numbers in params.yaml, fixed before any run (docs/comparison.md). Neither ever falls back to the
+release's measured ε: that ε is a function of the data (ε(D)), and a worst-case (ε, δ) or a censoring bound set
+from it would be a level chosen after seeing D, which the claims "every database" assume it is not. Nothing
+here reads ``metrics/release.json``.
+"""
 
 from __future__ import annotations
 
 from ..config import Params
-from ..errors import DataError
-from ..io import read_json
-from ..layout import Layout
-from .guarantee import Guarantee
+from ..errors import ConfigError
 
 
-def compared_epsilon(params: Params, lay: Layout) -> float:
-    """The configured target, else the ε of the SWAG-PPM release it is compared with."""
-    if params.dpsgd.target_epsilon is not None:
-        return params.dpsgd.target_epsilon
-    path = lay.metrics / "release.json"
-    if not path.is_file():
-        raise FileNotFoundError("dpsgd.target_epsilon is not set and there is no SWAG-PPM release to match "
-                                "(run the release flow first, or set dpsgd.target_epsilon)")
-    try:
-        return float(Guarantee.from_dict(read_json(path)["guarantee"]).epsilon)
-    except (KeyError, TypeError, ValueError) as e:
-        raise DataError(f"{path}: no usable guarantee record with an ε ({type(e).__name__}: {e}); re-run the "
-                        "release flow, or set dpsgd.target_epsilon") from None
+def _declared(value: float | None, key: str, who: str) -> float:
+    if value is None:
+        raise ConfigError(f"params.yaml: {key}: {who} needs a declared ε (e.g. 8.0), fixed before any run; it is "
+                          "never the release's measured ε")
+    return float(value)
+
+
+def dpsgd_target(params: Params) -> float:
+    """DP-SGD's declared target ε (``dpsgd.target_epsilon``); a one-line :class:`ConfigError` when it is null."""
+    return _declared(params.dpsgd.target_epsilon, "dpsgd.target_epsilon", "DP-SGD")
+
+
+def censor_epsilon(params: Params) -> float:
+    """The censored SWAG-PPM's declared ε (``ppm.censor_epsilon``); a one-line :class:`ConfigError` when null."""
+    return _declared(params.ppm.censor_epsilon, "ppm.censor_epsilon", "the censored mechanism")

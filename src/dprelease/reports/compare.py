@@ -18,13 +18,16 @@ from ..utility.metrics import quartile_table
 CAVEAT = (
     "SWAG-PPM's ε is a *local* bound measured on this database from finitely many posterior draws, and its "
     "δ is asymptotic (→ 0 as n grows) and not quantified; DP-SGD's (ε, δ) is a worst-case guarantee over all "
-    "neighbouring databases from the RDP accountant. Matching the numbers does not make them the same guarantee. "
+    "neighbouring databases from the RDP accountant. Equal numbers would not make them the same guarantee. "
     "Every SWAG-PPM ε is also conditional on the SWAG posterior approximation: T̂ is SWAG's temperature "
     "against a Laplace (GGN) posterior in the SWAG subspace (1 = matched; below 1 the sampler is too narrow "
     "and understates ε, by the factor T̂), and Δ̂ is a maximum over finitely many draws (Monte Carlo error). "
-    "The censored row's ε is fixed in advance (each record's weighted loss censored at ε/2, set to DP-SGD's "
-    "target): it holds on every database for an exact posterior draw, not only on this one, but its draw "
-    "also comes from SWAG."
+    "The censored row's ε is the declared ppm.censor_epsilon, fixed before any run (each record's weighted loss "
+    "censored at ε/2): it holds on every database for an exact posterior draw, not only on this one, but its "
+    "draw also comes from SWAG. DP-SGD runs at the declared target dpsgd.target_epsilon, also fixed before any "
+    "run and never set from the release's measured ε (a level chosen from the data would void its worst-case "
+    "claim); its row is therefore not matched to the release's ε. The DP-SGD point nearest the release's ε "
+    "belongs to a frontier of DP-SGD runs over declared levels, which this report does not have yet."
 )
 
 
@@ -101,7 +104,7 @@ def _write_report(params: Params, lay: Layout, out: Path) -> None:
         sweep = pd.DataFrame(rows)
         sweep = sweep[["delta", "target_epsilon", "epsilon", "noise_multiplier", "weighted_f1", "macro_f1"]]
         _write(sweep, out / "delta_sweep.csv")
-        sections += ["## Table 4: DP-SGD δ sweep at the matched target ε", "", _md(sweep), ""]
+        sections += ["## Table 4: DP-SGD δ sweep at the declared target ε", "", _md(sweep), ""]
     per_class_compare_plot(frames, out / "per_class_vs_size.png")
     sections += ["## Figure: per-class F1 against training class size", "", "![per-class F1](per_class_vs_size.png)", ""]
     with atomic_path(out / "report.md") as tmp:

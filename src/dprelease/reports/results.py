@@ -88,16 +88,26 @@ def release_section(root: Path) -> list[str]:
         return out + [missing("The default release", "run"), ""]
     g, tail = rel["guarantee"], rel.get("local_sensitivity_tail") or {}
     q = g.get("quantities", {})
-    rows = [["ε (released)", f"**{num(g['epsilon'])}**", f"kind `{g['kind']}`, see {LINK}"],
-            ["δ", g.get("delta_reason") or sci(g.get("delta")), "never a number for SWAG-PPM"],
-            ["Δ̂ (local sensitivity, ε = 2Δ̂ / min(1, T_min))", num(q.get("local_sensitivity")),
-             f"max over {q.get('posterior_draws', '–')} posterior draws and the released draw"],
-            ["released round", str(rel.get("round", q.get("round", "–"))), ""],
-            ["T̂ / T_min (SWAG against the Laplace marginal, in SWAG's subspace)",
-             f"{num(q.get('temperature'))} / {num(q.get('temperature_min'))}", f"calibration `{q.get('calibration', '–')}`"],
-            ["T̂ over all parameters", num(q.get("temperature_all")), "reported, not calibrated"]]
+    if g["kind"] == "ppm_uncertified":  # no ε: the index is never in the ε row (docs/guarantees.md, K.9)
+        rows = [["ε (released)", "**none claimed**", f"kind `{g['kind']}`, see {LINK}"],
+                ["index 2Δ (NOT an ε)", num(q.get("uncertified_index")),
+                 f"certified in {q.get('certified_directions')} of {q.get('parameters')} directions; point "
+                 f"{num(q.get('uncertified_index_point'))}"]]
+    else:
+        rows = [["ε (released)", f"**{num(g['epsilon'])}**", f"kind `{g['kind']}`, see {LINK}; Δ: "
+                 f"{q.get('claim_basis', 'the measured Δ̂')}"],
+                ["ε point estimate (from the measured Δ̂)", num(q.get("epsilon_point_estimate")), ""]]
+    rows += [["δ", g.get("delta_reason") or sci(g.get("delta")), "never a number for SWAG-PPM"],
+             ["Δ̂ (local sensitivity; ε = 2Δ / min(1, T_min over all directions))", num(q.get("local_sensitivity")),
+              f"max over {q.get('posterior_draws', '–')} posterior draws and the released draw"],
+             ["released round", str(rel.get("round", q.get("round", "–"))), ""],
+             ["T̂ / T_min (SWAG against the Laplace marginal, in SWAG's subspace)",
+              f"{num(q.get('temperature'))} / {num(q.get('temperature_min'))}", f"calibration `{q.get('calibration', '–')}`"],
+             ["T̂ over all parameters (mean) / certified T_min over all", f"{num(q.get('temperature_all'))} / "
+              f"{q['temperature_min_all']:.3g}" if q.get("temperature_min_all") is not None else num(q.get("temperature_all")),
+              "λ·scale·min var (docs/guarantees.md, M)"]]
     if tail:
-        rows.append([f"ε at Δ̂'s {tail['level']:g} quantile (GEV) [{100 * tail['confidence']:g} % interval]",
+        rows.append([f"2Δ at Δ̂'s {tail['level']:g} quantile (GEV) [{100 * tail['confidence']:g} % interval]",
                      f"{num(2 * tail['estimate'])} [{num(2 * tail['ci_low'])}, {num(2 * tail['ci_high'])}]",
                      "Monte Carlo error of the maximum"])
     rows += [["weighted / macro F1, released draw (test split)",
@@ -129,10 +139,11 @@ def comparison_section(root: Path) -> list[str]:
              num(r["weighted F1"], 4), num(r["macro F1"], 4)] for r in t1]
     out += table(["model", "ε", "δ", "guarantee", "T̂", "weighted F1", "macro F1"], rows)
     out += ["", f"Equal ε are not the same guarantee: SWAG-PPM's is local and asymptotic, DP-SGD's a worst case "
-            f"from its accountant ({LINK}). Source: `reports/compare/table1.csv`.", ""]
+            f"from its accountant ({LINK}); a `ppm_uncertified` row claims no ε at all (its sampler is certified in "
+            "fewer than all directions). Source: `reports/compare/table1.csv`.", ""]
     sweep = read_csv(root / "reports/compare/delta_sweep.csv")
     if sweep:
-        out += ["DP-SGD at the matched ε for several δ (`reports/compare/delta_sweep.csv`):", ""]
+        out += ["DP-SGD at the declared target ε for several δ (`reports/compare/delta_sweep.csv`):", ""]
         out += table(["δ", "target ε", "accountant ε", "noise multiplier σ", "weighted F1", "macro F1"],
                      [[sci(r["delta"]), num(r["target_epsilon"]), num(r["epsilon"]), num(r["noise_multiplier"]),
                        num(r["weighted_f1"], 4), num(r["macro_f1"], 4)] for r in sweep])

@@ -2,7 +2,8 @@
 
 Pure: figures in, a decision out (which gates ran, which failed and why). Every gate must pass:
 
-* ``epsilon``     the candidate's claimed ε ≤ ``gates.epsilon_budget``;
+* ``epsilon``     the candidate's claimed ε ≤ ``gates.epsilon_budget``; a candidate that claims no ε (kind
+                  ``ppm_uncertified``: its index 2Δ̂ is not an ε; or ``none``) fails it, whatever its numbers;
 * ``cumulative``  the ledger's cumulative ε (basic composition) ≤ ``gates.cumulative_budget`` (when set);
 * ``utility``     candidate utility ≥ production utility − ``gates.utility_tolerance`` (when there is a
                   production version; each figure is measured on its own window's test split);
@@ -28,11 +29,12 @@ AUDIT_FALSE_ALARM = 0.05  # the gate's bound is a 95 % lower bound
 class Figures:
     """What the gates look at for one version (candidate or production)."""
 
-    epsilon: float
+    epsilon: float | None  # None: the version claims no ε (its kind says why)
     utility: float
     cumulative_epsilon: float | None = None
     audit_lower_bound: float | None = None
     audit_method: str | None = None  # which audit the bound comes from (the version's epsilon_lb_method tag)
+    kind: str | None = None  # the guarantee kind (the version's ``guarantee`` tag)
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,10 @@ class Decision:
 def decide(candidate: Figures, production: Figures | None, *, epsilon_budget: float,
            cumulative_budget: float | None = None, utility_tolerance: float = 0.0, audit: bool = True) -> Decision:
     c = candidate
-    gates = [Gate("epsilon", c.epsilon <= epsilon_budget, f"ε {c.epsilon:.3f} vs budget {epsilon_budget:g}")]
+    if c.epsilon is None:  # never compared as a number: an uncertified index is not an ε
+        gates = [Gate("epsilon", False, f"no ε claimed (kind {c.kind or 'unknown'}) vs budget {epsilon_budget:g}")]
+    else:
+        gates = [Gate("epsilon", c.epsilon <= epsilon_budget, f"ε {c.epsilon:.3f} vs budget {epsilon_budget:g}")]
     if cumulative_budget is not None:
         if c.cumulative_epsilon is None:
             raise ValueError("a cumulative budget is set but the candidate has no cumulative ε")
@@ -73,7 +78,7 @@ def decide(candidate: Figures, production: Figures | None, *, epsilon_budget: fl
         floor = production.utility - utility_tolerance
         gates.append(Gate("utility", c.utility >= floor,
                           f"utility {c.utility:.4f} vs production {production.utility:.4f} − {utility_tolerance:g}"))
-    if audit and c.audit_lower_bound is not None:
+    if audit and c.audit_lower_bound is not None and c.epsilon is not None:  # no claim: nothing to convict
         how = f", {c.audit_method}" if c.audit_method else ""
         gates.append(Gate("audit", c.audit_lower_bound <= c.epsilon,
                           f"audit ε lower bound {c.audit_lower_bound:.3f} vs claimed {c.epsilon:.3f} (95 % bound{how}; "

@@ -94,10 +94,10 @@ def tag(version, name: str) -> str | None:
 
 def figures(version, metric: str) -> Figures:
     """The gate figures of a registered version, from its tags."""
-    lb, cum = tag(version, "epsilon_lb"), tag(version, "cumulative_epsilon")
-    return Figures(epsilon=float(tag(version, "epsilon")), utility=float(tag(version, metric)),
+    lb, cum, eps = tag(version, "epsilon_lb"), tag(version, "cumulative_epsilon"), tag(version, "epsilon")
+    return Figures(epsilon=float(eps) if eps else None, utility=float(tag(version, metric)),  # no tag: no ε claimed
                    cumulative_epsilon=float(cum) if cum else None, audit_lower_bound=float(lb) if lb else None,
-                   audit_method=tag(version, "epsilon_lb_method") if lb else None)
+                   audit_method=tag(version, "epsilon_lb_method") if lb else None, kind=tag(version, "guarantee"))
 
 
 def record_decision(client, name: str, version: str, decision: Decision) -> None:

@@ -11,6 +11,7 @@ manifest digest) registers nothing new; an audit it ran that the version lacks i
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -99,7 +100,8 @@ def register_release(p: Params, rp: Params, top: Path, where: Path, arm: str, sn
     version = mr.register(mlflow, name, model_uri, tags)
     train = pd.read_csv(lay.data / "train.csv", dtype=str, keep_default_na=False)
     ledger = Ledger(top / p.artifacts / "ledger")
-    ledger.add(version, tags["epsilon"], record_hashes(train["text"].tolist(), train["label"].tolist(), ledger.salt),
+    spent = tags.get("epsilon", math.inf)  # no ε claimed (ppm_uncertified): its records' spend is unbounded
+    ledger.add(version, spent, record_hashes(train["text"].tolist(), train["label"].tolist(), ledger.salt),
                snapshot=tags["snapshot_sha256"])
     cumulative = ledger.cumulative(version)
     client.set_model_version_tag(name, version, "cumulative_epsilon", str(cumulative))
@@ -121,7 +123,8 @@ def summary(version, prod, *, unchanged: bool = False) -> dict:
     t = version.tags
     promoted = t.get("gate.decision") == "promoted"
     figures = {k: float(v) for k in NAMES if (v := mr.tag(version, k)) is not None}
-    return {"version": str(version.version), "epsilon": figures["epsilon"], "figures": figures,
+    return {"version": str(version.version), "epsilon": figures.get("epsilon"), "guarantee": t.get("guarantee"),
+            "figures": figures,
             "cumulative_epsilon": float(mr.tag(version, "cumulative_epsilon")), "utility": figures["weighted_f1"],
             "decision": ("unchanged, already " if unchanged else "") + t.get("gate.decision", "?"),
             "promoted": promoted, "reason": t.get("gate.reason", ""),

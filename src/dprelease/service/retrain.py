@@ -69,7 +69,9 @@ def result_line(out: dict) -> str:
     reg = out.get("registry", {})
     line = f"{out['snapshot']}: {out['seconds']:.1f} s"
     if reg:
-        line += (f"; version {reg['version']} ε={reg['epsilon']:.3f} cumulative ε={reg['cumulative_epsilon']:.3f} "
+        eps = (f"ε={reg['epsilon']:.3f}" if reg.get("epsilon") is not None
+               else f"no ε ({reg.get('guarantee') or 'no claim'})")
+        line += (f"; version {reg['version']} {eps} cumulative ε={reg['cumulative_epsilon']:.3f} "
                  f"utility={reg['utility']:.4f} → {reg['decision']}" + ("" if reg["promoted"] else f" ({reg['reason']})"))
     return line
 

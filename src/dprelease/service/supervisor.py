@@ -20,6 +20,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from .. import prefect_home
 from ..errors import OneLineError
 
 HOST = "127.0.0.1"
@@ -120,6 +121,7 @@ def start(root: Path, *, port: int, work_pool: str, deploy: list[str], code: Pat
         raise ServeError(f"already serving ({root / STATE / PIDS}); run `make serve-stop`")
     if port_in_use(port):
         raise ServeError(f"port {port} on {HOST} is in use (service.port): stop what listens there or set another port")
+    prefect_home.make_private(root / ".prefect", root / ".prefect" / "prefect.db")  # its database: operator-only
     (root / STATE).mkdir(parents=True, exist_ok=True)
     env = env_for(root, port, code=code)
     t0 = time.perf_counter()

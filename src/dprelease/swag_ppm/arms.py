@@ -2,15 +2,15 @@
 
 * ``swag_ppm_uncalibrated`` — the round-2 SWAG sampled at the paper's scale 1/2 (docs/algorithms.md, A.2), whatever
   ``ppm.calibration`` chose for the release: its own 500-draw Δ̂ and temperature T̂;
-* ``swag_ppm_censored`` — the strict variant at the comparison's target ε (DP-SGD's): uniform weights
-  w ≡ 1, which do not depend on the data, and every record's loss censored at ε/2 in the fine-tune, the
-  SWAG phase and the sensitivity pass, so Δ ≤ ε/2 on every database for exact sampling (ε fixed in
-  advance; the measured Δ̂ is reported). Risk weights would not do: they are a min–max of risks fitted on
+* ``swag_ppm_censored`` — the strict variant at the declared level ``ppm.censor_epsilon`` (a number in
+  params.yaml fixed before any run, never the release's measured ε): uniform weights w ≡ 1, which do not
+  depend on the data, and every record's loss censored at κ = ε/2 in the fine-tune, the SWAG phase and the
+  sensitivity pass, so Δ ≤ ε/2 on every database for exact sampling (the measured Δ̂ is reported). Risk weights would not do: they are a min–max of risks fitted on
   the same data, so removing one record can change every wᵢ and capping each wᵢ·CEᵢ bounds nothing
   between neighbours.
 
-The released draw of each arm comes from the project's secret key (privacy/secret.py); the Δ̂ passes
-are estimation, seeded by the public seed.
+Every random choice of each arm (its fit, its Δ̂ pass, its released draw) comes from the project's secret
+key (privacy/secret.py).
 """
 
 from __future__ import annotations
@@ -26,12 +26,11 @@ from ..data.splits import backend_for, features, label_info
 from ..layout import Layout
 from ..privacy import guarantee, secret
 from ..privacy.censor import Censor
-from ..privacy.target import compared_epsilon
+from ..privacy.target import censor_epsilon
 from ..release import write_arm_model
-from ..seeds import stage_seed
 from ..code_scope import closure
 from ..utility.evaluate import write_arm
-from . import calibrate, temperature
+from . import calibrate, claim, extremes
 from .passes import PassJob, run_pass
 from .reweighting import fit
 from .fit import UNCALIBRATED
@@ -41,18 +40,24 @@ from .swag import SwagMoments
 
 
 def _release_one(params: Params, lay: Layout, arm: str, backend, model, moments: SwagMoments, feats, y,
-                 w: np.ndarray, censor: Censor | None, tag: str, source: Path | None = None):
-    """Certify ``moments`` on S fresh draws, then draw θ* (its M* enters Δ̂). Returns (model at θ*, Δ̂, S).
+                 w: np.ndarray, censor: Censor | None, tag: str, source: Path | None = None, *, tail: bool = False):
+    """Certify ``moments`` on S fresh draws, then draw θ* (its M* enters Δ̂). Returns (model at θ*, Δ̂, S),
+    and with ``tail`` the extreme-value fit of the S per-draw maxima (None below ``extremes.MIN_DRAWS``).
     ``source``: the file ``moments`` were loaded from (chunks on a mapper then read it there; moments
     held only in memory travel with the chunks)."""
     p = params.ppm
     job = PassJob(params, lay, moments if source is None else source, w, censor,
                   scale=None if source is None else moments.scale)
-    _, max_deltas = run_pass(job, draws=p.draws, chunk=p.draw_batch, seed=stage_seed(params.seed, tag, 2),
+    _, max_deltas = run_pass(job, draws=p.draws, chunk=p.draw_batch, seed=secret.seed(lay.artifacts, f"{tag}/round2"),
                              desc=f"{arm} draws", local=(backend, model, moments, feats, y))
     _, m_star = draw_one(backend, model, moments, feats, y, w, seed=secret.seed(lay.artifacts, f"{tag}-release/round2"),
                          censor=censor)
-    return model, max(float(max_deltas.max()), m_star), len(max_deltas)
+    out = model, max(float(max_deltas.max()), m_star), len(max_deltas)
+    if not tail:
+        return out
+    fit_ = (extremes.tail_bound(max_deltas, seed=secret.seed(lay.artifacts, f"{tag}-tail/round2"))
+            if len(max_deltas) >= extremes.MIN_DRAWS else None)
+    return (*out, fit_)
 
 
 def uncalibrated_arm(params: Params, root: str | Path = ".") -> dict:
@@ -65,24 +70,23 @@ def uncalibrated_arm(params: Params, root: str | Path = ".") -> dict:
     moments = replace(SwagMoments.load(source, device=backend.device), scale=0.5)
     model = backend.new_model(feats)
     t = calibrate.temperature_of(backend, model, moments, feats, torch.from_numpy(w).float(), params.ppm.prior_precision)
-    model, delta, draws = _release_one(params, lay, arm, backend, model, moments, feats, y, w, None, "uncalibrated",
-                                       source)
-    g = guarantee.ppm(temperature.implied_epsilon(2 * delta, t.subspace_min), delta, posterior_draws=draws, round=2,
-                      temperature=t.subspace, temperature_min=t.subspace_min, temperature_all=t.all_parameters,
-                      calibration="none", epsilon_at_temperature_one=2 * delta,
-                      released_draw_noise=SECRET_NOISE)
+    model, delta, draws, tail = _release_one(params, lay, arm, backend, model, moments, feats, y, w, None,
+                                             "uncalibrated", source, tail=True)
+    # the release's rule (claim.py): an ε only when every direction is certified, Δ from the tail's upper bound
+    g = claim.ppm_claim(delta, t.as_dict(), parameters=int(moments.mean.numel()), tail=tail, posterior_draws=draws,
+                        round=2, calibration="none", released_draw_noise=SECRET_NOISE)
     write_arm_model(lay, arm, backend, model, g, closure(__name__))
     return write_arm(lay, arm, backend, model, label_info(lay), g, {"round": 2, "temperature": t.subspace})
 
 
 def censored_arm(params: Params, root: str | Path = ".") -> dict:
     lay, arm = Layout.from_params(params, root), "swag_ppm_censored"
-    eps = compared_epsilon(params, lay)
+    eps = censor_epsilon(params)  # declared in advance: never read from the release (privacy/target.py)
     backend = backend_for(params, lay)
     feats, y = features(lay)
     w = np.ones(len(y))  # uniform: independent of the data, so the censoring bound holds for every neighbour
     censor = Censor(eps / 2, params.ppm.censor_form)
-    fitted = fit(params, backend, feats, y, w, 2, censor=censor)
+    fitted = fit(params, backend, feats, y, w, 2, censor=censor, artifacts=lay.artifacts)
     t = fitted["temperature"]["temperature"]["subspace"]
     model, delta, draws = _release_one(params, lay, arm, backend, fitted["model"], fitted["moments"], feats, y, w,
                                        censor, "censored")
@@ -90,5 +94,5 @@ def censored_arm(params: Params, root: str | Path = ".") -> dict:
                            censor_form=censor.form, temperature=t, weights=guarantee.UNIFORM_WEIGHTS,
                            calibration=fitted["temperature"]["calibration"], released_draw_noise=SECRET_NOISE)
     write_arm_model(lay, arm, backend, model, g, closure(__name__))
-    return write_arm(lay, arm, backend, model, label_info(lay), g, {"round": 2, "target_epsilon": eps,
+    return write_arm(lay, arm, backend, model, label_info(lay), g, {"round": 2, "censor_epsilon": eps,
                                                                    "temperature": t, "weights": "uniform"})

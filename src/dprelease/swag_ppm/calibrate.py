@@ -10,9 +10,13 @@
               diagonal part is kept), so EVERY per-direction temperature is ≥ 1 and none is inflated
               beyond the bound; outside U the sampler is SWAG's diagonal (T̂_all reported);
 * ``lr``    — the SWAG learning rate is Mandt et al.'s η* = 2·S·D/(N·tr C), with tr C measured at the
-              fine-tuned θ; temperatures then measured as for ``none``.
-Whatever the mode, the released ε is 2Δ̂ / min(1, T_min) (``rounds.draw_from_round``): a sampler left too
-cold in some direction raises ε, never lowers it.
+              fine-tuned θ; temperatures then measured as for ``none``;
+* ``prior`` — ``subspace``, and SWAG's diagonal raised to at least the prior's variance 1/(λ·scale), so
+              Σ ⪰ I/λ ⪰ H⁻¹: every temperature over ALL d directions is ≥ 1, certified (temperature.py),
+              and ε = 2Δ̂ with no temperature factor; the draws are noisier, so Δ̂ grows and F1 may fall.
+Whatever the mode, the released ε is 2Δ / min(1, T_min) with T_min over ALL d directions (``claim.py``: the
+subspace's T_min and the certified all-direction floor λ·scale·min var); a sampler certified in fewer than d
+directions is released with no ε (kind ``ppm_uncertified``). Outside the subspace no mode calibrates.
 """
 
 from __future__ import annotations
@@ -108,7 +112,9 @@ def swag(backend: Backend, model: nn.Module, features: Features, labels: torch.T
         factor = 1.0 / measured.subspace_min
         moments = replace(moments, scale=moments.scale * factor)
         measured = measured.rescaled(factor)
-    elif calibration == "subspace":  # the subspace covariance := the marginal's certified upper bound
+    elif calibration in ("subspace", "prior"):  # the subspace covariance := the marginal's certified upper bound
+        if calibration == "prior":  # Σ ⪰ scale·diag(var) ⪰ I/λ ⪰ H⁻¹ in every direction
+            moments = replace(moments, var=moments.var.clamp_min(1.0 / (prior_precision * moments.scale)))
         dev = temperature.subspace_deviations(moments.var.cpu().numpy(), found.basis, found.marginal.upper,
                                               scale=moments.scale, rows=moments.deviations.shape[0])
         moments = replace(moments, deviations=torch.from_numpy(dev).to(moments.deviations))

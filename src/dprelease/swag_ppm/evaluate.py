@@ -19,7 +19,7 @@ from ..headline import headline
 from ..io import read_json, write_json
 from ..layout import Layout
 from ..plots import confusion_plot, f1_violin_plot, loss_curves_plot, max_delta_plot, per_class_plot
-from ..seeds import stage_seed
+from ..privacy import secret
 from ..utility.evaluate import quartile_summary, score, write_tables
 from ..utility.metrics import f1_summary, mean_sd
 from .diagnostics import diagnose
@@ -42,8 +42,8 @@ def evaluate_release(params: Params, root: str | Path = ".") -> dict:
     write_tables(lay.evaluation, per_class, quartiles)
 
     moments = SwagMoments.load(lay.swag(r) / "moments.safetensors", device=backend.device)
-    # seeded under the stage's former name, "audit": the renamed stage draws exactly what it drew before
-    gen = torch.Generator(device=backend.device).manual_seed(stage_seed(params.seed, "audit", r))
+    # the evaluation's draws are released figures (F1 over draws): secret like every draw of the mechanism
+    gen = torch.Generator(device=backend.device).manual_seed(secret.seed(lay.artifacts, f"evaluate/round{r}"))
     draws = []
     for chunk in iter_samples(moments, params.evaluation.draws, 10, gen):
         for theta in tqdm(chunk, desc="evaluation draws", unit="draw", leave=False):
@@ -55,7 +55,8 @@ def evaluate_release(params: Params, root: str | Path = ".") -> dict:
 
     rounds = [k for k in params.rounds if k >= 2]
     series = {f"round {k}": np.load(lay.sensitivity(k) / "max_deltas.npy") for k in rounds}
-    eps = {f"round {k}": read_json(lay.metrics / f"sensitivity_r{k}.json")["epsilon"] for k in rounds}
+    claimed = read_json(lay.metrics / "release.json")["guarantee"]["epsilon"]  # None: no ε claimed (K.9)
+    eps = {} if claimed is None else {f"round {r}": claimed}  # other rounds: their 2Δ̂ only, never labelled ε
     tail = read_json(lay.metrics / "release.json")["local_sensitivity_tail"]
     max_delta_plot(series, eps, lay.plots / "max_delta.png", tails={f"round {r}": tail})
     f1_violin_plot(weighted, macro, (released["weighted_f1"], released["macro_f1"]), lay.plots / "f1_violin.png",

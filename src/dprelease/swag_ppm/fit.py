@@ -1,6 +1,11 @@
 """The fine-tune and SWAG of each SWAG-PPM round, as stage functions (docs/algorithms.md, B.5, A.1): round 1 unweighted,
 round 2 weighted by the risk stage's weights. Their code (the import closure of this module) holds no PPM
-maths, so editing the risk or sensitivity passes never re-runs a fine-tune."""
+maths, so editing the risk or sensitivity passes never re-runs a fine-tune.
+
+Every random choice of a fit (initialisation, batch order, dropout, SWAG's SGD) comes from a
+:data:`~dprelease.seeds.SeedFn`: the pipeline's is the secret key's (``secret.training_seeds``), so an
+adversary who re-runs this code on D and on D∖{x} with the public seed does not get the sampler the release
+was drawn from (the replay audit, ``replay.py``, plays that adversary)."""
 
 from __future__ import annotations
 
@@ -15,7 +20,9 @@ from ..config import Params
 from ..data.splits import backend_for, features
 from ..io import atomic_dir, write_json
 from ..layout import Layout
-from ..seeds import stage_seed
+from ..privacy import secret
+from ..privacy.censor import Censor
+from ..seeds import SeedFn
 from ..training import finetune as run_finetune
 from . import calibrate
 
@@ -38,10 +45,8 @@ def finetune(params: Params, root: str | Path = ".", r: int = 1) -> dict:
     lay = Layout.from_params(params, root)
     backend = backend_for(params, lay)
     feats, y = features(lay)
-    model = backend.new_model(feats)
-    hist = run_finetune(backend, model, feats, y, round_weights_tensor(lay, r), params.ppm_finetune,
-                        seed=stage_seed(params.seed, "finetune", r), progress=True, desc=f"fine-tune r{r}",
-                        censor=params.censor if r >= 2 else None, prior_precision=params.ppm.prior_precision)
+    model, hist = _finetune(params, backend, feats, y, round_weights_tensor(lay, r), r=r,
+                            seeds=secret.training_seeds(lay.artifacts), censor=params.censor if r >= 2 else None)
     with atomic_dir(lay.finetune(r), private=True) as tmp:
         save_file({"theta": get_flat(model).cpu().contiguous()}, str(tmp / "theta.safetensors"))
         write_json(tmp / "history.json", {"epoch_loss": hist.losses})
@@ -56,10 +61,9 @@ def swag(params: Params, root: str | Path = ".", r: int = 1) -> dict:
     feats, y = features(lay)
     model = backend.new_model(feats)
     set_flat(model, load_file(str(lay.finetune(r) / "theta.safetensors"))["theta"])
-    moments, losses, temp, raw = calibrate.swag(
-        backend, model, feats, y, round_weights_tensor(lay, r), params.backend.swag, seed=stage_seed(params.seed, "swag", r),
-        calibration=params.ppm.calibration if r >= 2 else "none", prior_precision=params.ppm.prior_precision,
-        desc=f"SWAG r{r}", censor=params.censor if r >= 2 else None, measure=r >= 2)
+    moments, losses, temp, raw = _swag(params, backend, model, feats, y, round_weights_tensor(lay, r), r=r,
+                                       seeds=secret.training_seeds(lay.artifacts),
+                                       censor=params.censor if r >= 2 else None)
     with atomic_dir(lay.swag(r), private=True) as tmp:
         moments.save(tmp / "moments.safetensors")
         if raw is not moments:  # SWAG as fitted, for the uncalibrated comparison arm
@@ -68,3 +72,34 @@ def swag(params: Params, root: str | Path = ".", r: int = 1) -> dict:
     if r >= 2:
         write_json(lay.metrics / f"temperature_r{r}.json", {"round": r, **temp})
     return {"round": r, "snapshots": moments.n_models, "rank": moments.rank, "final_loss": losses[-1]}
+
+
+def _finetune(params: Params, backend, feats, y, weights: torch.Tensor | None, *, r: int, seeds: SeedFn,
+              censor: Censor | None, tag: str = ""):
+    model = backend.new_model(feats, init_seed=seeds("init" + tag, r))
+    hist = run_finetune(backend, model, feats, y, weights, params.ppm_finetune, seed=seeds("finetune" + tag, r),
+                        progress=True, desc=f"fine-tune r{r}{tag}", censor=censor,
+                        prior_precision=params.ppm.prior_precision)
+    return model, hist
+
+
+def _swag(params: Params, backend, model, feats, y, weights: torch.Tensor | None, *, r: int, seeds: SeedFn,
+          censor: Censor | None, tag: str = ""):
+    return calibrate.swag(backend, model, feats, y, weights, params.backend.swag, seed=seeds("swag" + tag, r),
+                          calibration=params.ppm.calibration if r >= 2 else "none",
+                          prior_precision=params.ppm.prior_precision, desc=f"SWAG r{r}{tag}", censor=censor,
+                          measure=r >= 2)
+
+
+def refit(params: Params, backend, feats, y, weights: np.ndarray | None, *, r: int, seeds: SeedFn,
+          censor: Censor | None = None, tag: str = "") -> dict:
+    """Fine-tune from the base model, then SWAG (calibrated per ``ppm.calibration`` for weighted rounds), in one
+    call: exactly what the ``finetune_r{r}`` and ``swag_r{r}`` stages compute for the same seeds (round 3's
+    refits, ``tag`` "#t" for attempt t, and the replay audit's re-fits on D and D∖{x})."""
+    w = None if weights is None else torch.from_numpy(np.asarray(weights)).float()
+    model, ft = _finetune(params, backend, feats, y, w, r=r, seeds=seeds, censor=censor, tag=tag)
+    theta_ft = get_flat(model).cpu().clone()
+    moments, swag_losses, summary, _ = _swag(params, backend, model, feats, y, w, r=r, seeds=seeds, censor=censor,
+                                             tag=tag)
+    return {"model": model, "theta": theta_ft, "finetune_losses": ft.losses, "moments": moments,
+            "swag_losses": swag_losses, "temperature": {"round": r, **summary}}

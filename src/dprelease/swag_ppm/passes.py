@@ -26,7 +26,7 @@ from ..config import Params
 from ..data.splits import backend_for, features
 from ..layout import Layout
 from ..privacy.censor import Censor
-from ..seeds import stage_seed
+from ..privacy import secret
 from . import ppm
 from .swag import SwagMoments, chunk_states, iter_samples, sample
 
@@ -159,7 +159,8 @@ def _mapped_pass(job: PassJob, draws: int, chunk: int, seed: int, desc: str, loc
 
 def posterior_pass(params: Params, lay: Layout, r: int, weights: np.ndarray | None, what: str,
                    censor: Censor | None = None):
-    """The pass over the stored SWAG of round r, seeded by (seed, what, r)."""
+    """The pass over the stored SWAG of round r, seeded by the secret key (label ``what``/round r): Δ̂, and so
+    the released ε, is a function of these draws."""
     job = PassJob(params, lay, lay.swag(r) / "moments.safetensors", weights, censor)
-    return run_pass(job, draws=params.ppm.draws, chunk=params.ppm.draw_batch, seed=stage_seed(params.seed, what, r),
+    return run_pass(job, draws=params.ppm.draws, chunk=params.ppm.draw_batch, seed=secret.seed(lay.artifacts, f"{what}/round{r}"),
                     desc=f"{what} r{r} draws")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..card import audit_rows as release_audit_rows, render
 from ..config import Params
+from ..headline import epsilon_sensitivity_near
 from ..io import read_json
 from ..layout import Layout, check_release_path
 from ..release import publish as write_published
@@ -26,14 +27,19 @@ def publish(params: Params, root: str | Path = ".") -> dict:
     target = check_release_path(params, root)
     staging = Path(root) / staged(params)
     manifest = verify_release(staging)
+    sens = epsilon_sensitivity_near(root, manifest["prior_precision"]) if "prior_precision" in manifest else None
+    extra = {"epsilon_sensitivity": sens} if sens else {}
+    manifest |= extra  # the card quotes it beside the release's ε
     quartiles_csv = lay.evaluation / "quartiles.csv"
     with open(quartiles_csv, newline="", encoding="utf-8") as fh:
         quartiles = list(csv.DictReader(fh))
     nonprivate = lay.metrics / "nonprivate.json"
+    replay = lay.metrics / "audit_replay.json"  # the replay audit (release stage audit_replay), when it ran
     audit_rows = release_audit_rows(lay.reports / "privacy" / "audit.csv", "swag_ppm_reweighted" if params.ppm.reweight
                              else "swag_ppm")
     card = render(manifest, data=read_json(lay.metrics / "data.json"), utility=read_json(lay.metrics / "evaluation.json"),
                   quartiles=quartiles, nonprivate=read_json(nonprivate) if nonprivate.is_file() else None,
-                  audit_rows=audit_rows, labels=read_json(staging / "labels.json"))
-    write_published(staging, target, card, signer=agency_signer(params, root))
+                  audit_rows=audit_rows, labels=read_json(staging / "labels.json"),
+                  replay=read_json(replay) if replay.is_file() else None)
+    write_published(staging, target, card, signer=agency_signer(params, root), extra=extra)
     return {"release": str(lay.release), "audited": bool(audit_rows), "compared": nonprivate.is_file()}

@@ -33,17 +33,17 @@ import numpy as np
 import torch
 from safetensors.torch import save_file
 
-from ..backends.base import get_flat, set_flat
+from ..backends.base import set_flat
 from ..config import Params
 from ..data.splits import backend_for, features
 from ..io import atomic_dir, private_dir, read_json, write_json
 from ..layout import Layout
 from ..privacy.censor import Censor
-from ..seeds import stage_seed
+from ..privacy import secret
 from ..stage import skip_marker
-from ..training import finetune as run_finetune
 from ..utility.metrics import f1_summary
-from . import calibrate, ppm
+from . import ppm
+from .fit import refit
 from .passes import draw_pass
 from .swag import SwagMoments, iter_samples
 
@@ -68,20 +68,15 @@ def decide(*, mode: str, reached: bool, certified: bool | None, f1_round2: float
 
 
 def fit(params: Params, backend, feats, y, weights: np.ndarray | None, r: int, attempt: int = 0,
-        censor: Censor | None = None) -> dict:
-    """Fine-tune from the base model, then SWAG (calibrated per ``ppm.calibration`` for weighted rounds)."""
-    tag = "" if attempt == 0 else f"#{attempt}"
-    w = None if weights is None else torch.from_numpy(np.asarray(weights)).float()
-    model = backend.new_model(feats)
-    ft = run_finetune(backend, model, feats, y, w, params.ppm_finetune, seed=stage_seed(params.seed, "finetune" + tag, r),
-                      progress=True, desc=f"fine-tune r{r}{tag}", censor=censor, prior_precision=params.ppm.prior_precision)
-    theta_ft = get_flat(model).cpu().clone()
-    calibration = params.ppm.calibration if r >= 2 else "none"
-    moments, swag_losses, summary, _ = calibrate.swag(
-        backend, model, feats, y, w, params.backend.swag, seed=stage_seed(params.seed, "swag" + tag, r),
-        calibration=calibration, prior_precision=params.ppm.prior_precision, desc=f"SWAG r{r}{tag}", censor=censor)
-    return {"model": model, "theta": theta_ft, "finetune_losses": ft.losses, "moments": moments,
-            "swag_losses": swag_losses, "temperature": {"round": r, **summary}}
+        censor: Censor | None = None, *, artifacts: Path) -> dict:
+    """Round r's refit number ``attempt`` (fit.refit), its randomness from the secret key in ``artifacts``."""
+    return refit(params, backend, feats, y, weights, r=r, seeds=secret.training_seeds(artifacts), censor=censor,
+                 tag=attempt_tag(attempt))
+
+
+def attempt_tag(attempt: int) -> str:
+    """The seed labels' suffix of refit ``attempt`` (0: none, as the round-2 stages)."""
+    return "" if attempt == 0 else f"#{attempt}"
 
 
 def mean_weighted_f1(backend, model, moments: SwagMoments, feats, y: torch.Tensor, *, draws: int, seed: int) -> float:
@@ -100,7 +95,7 @@ def validation_f1(params: Params, lay: Layout, backend, model, moments: SwagMome
     """Mean weighted F1 over ``ppm.validation_draws`` draws of ``moments`` on the validation split."""
     val, y_val = features(lay, "validation")
     return mean_weighted_f1(backend, model, moments, val, y_val, draws=params.ppm.validation_draws,
-                            seed=stage_seed(params.seed, "validation", r))
+                            seed=secret.seed(lay.artifacts, f"validation/round{r}"))
 
 
 def reweight(params: Params, root: str | Path = ".") -> dict:
@@ -126,10 +121,10 @@ def reweight(params: Params, root: str | Path = ".") -> dict:
     for t in range(refits):
         w = (ppm.reweight(w, L, k=p.k, form=p.reweight_form) if p.reweight_mode == "oneshot"
              else ppm.reweight_toward(w, L, target=p.reweight_aim * target, step=p.reweight_step))
-        fitted = fit(params, backend, feats, y, w, 3, attempt=t)
+        fitted = fit(params, backend, feats, y, w, 3, attempt=t, artifacts=lay.artifacts)
         early = None if p.reweight_mode == "oneshot" else bound
         L, max_deltas = draw_pass(backend, fitted["model"], fitted["moments"], feats, y, w, draws=p.draws,
-                                  chunk=p.draw_batch, seed=stage_seed(params.seed, "sensitivity" + (f"#{t}" if t else ""), 3),
+                                  chunk=p.draw_batch, seed=secret.seed(lay.artifacts, "sensitivity" + attempt_tag(t) + "/round3"),
                                   desc=f"sensitivity r3 refit {t + 1}", stop_above=early, min_draws=p.draws // 2)
         delta = float(max_deltas.max())
         trail.append({"refit": t + 1, "local_sensitivity": delta, "draws": len(max_deltas),
@@ -141,7 +136,7 @@ def reweight(params: Params, root: str | Path = ".") -> dict:
     if p.reweight_mode == "iterative" and reached:
         # certification: a separate fresh full pass after the stop (independent of the pass that stopped it)
         L, max_deltas = draw_pass(backend, fitted["model"], fitted["moments"], feats, y, w, draws=p.draws,
-                                  chunk=p.draw_batch, seed=stage_seed(params.seed, "certify", 3), desc="certify r3")
+                                  chunk=p.draw_batch, seed=secret.seed(lay.artifacts, "certify/round3"), desc="certify r3")
         delta = float(max_deltas.max())
         certified = delta <= bound
         if certified:

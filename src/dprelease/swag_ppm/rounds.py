@@ -17,11 +17,10 @@ from ..io import atomic_dir, read_json, write_json
 from ..layout import Layout
 from ..privacy import guarantee, secret
 from ..release import write_arm_model, write_release
-from ..seeds import stage_seed
 from ..code_scope import closure
 from ..training import finetune as run_finetune
 from ..utility.evaluate import write_arm
-from . import calibrate, extremes, ppm, temperature
+from . import calibrate, claim, extremes, ppm, temperature
 from .fit import round_weights
 from .passes import posterior_pass
 from .reweighting import released_round
@@ -76,8 +75,22 @@ def draw_one(backend, model, moments: SwagMoments, feats, y, weights: np.ndarray
 
 def draw_from_round(params: Params, lay: Layout, r: int, tag: str = "release"):
     """One independent draw θ* from SWAG_r with its guarantee: M* = max_i w_i CE_i(θ*) enters
-    Δ̂ = max(Δ̂_r, M*), ε = 2Δ̂ (censored mechanism: ε fixed, Δ̂ ≤ ε/2 reported). Returns (backend, model at
-    θ*, θ*, M*, guarantee)."""
+    Δ̂ = max(Δ̂_r, M*); the claim (claim.py) is ε = 2Δ / min(1, T_min over all d directions) with Δ the GEV
+    upper bound of Δ̂'s tail, or kind ``ppm_uncertified`` (no ε) for a sampler certified in fewer than d
+    directions (censored mechanism: ε fixed, Δ̂ ≤ ε/2 reported). Returns (backend, model at θ*, θ*, M*,
+    guarantee)."""
+    return _draw(params, lay, r, tag)[:5]
+
+
+def release_tail(params: Params, lay: Layout, r: int) -> dict | None:
+    """The extreme-value fit of round r's per-draw maxima (extremes.py); None below ``MIN_DRAWS`` draws."""
+    maxima = np.load(lay.sensitivity(r) / "max_deltas.npy")
+    return (extremes.tail_bound(maxima, seed=secret.seed(lay.artifacts, f"tail/round{r}"))
+            if len(maxima) >= extremes.MIN_DRAWS else None)  # smoke tests only: ppm.draws ≥ 100 otherwise
+
+
+def _draw(params: Params, lay: Layout, r: int, tag: str):
+    """:func:`draw_from_round` plus the tail fit its claim used."""
     backend = backend_for(params, lay)
     feats, y = features(lay)
     moments = SwagMoments.load(lay.swag(r) / "moments.safetensors", device=backend.device)
@@ -87,26 +100,24 @@ def draw_from_round(params: Params, lay: Layout, r: int, tag: str = "release"):
     sens = read_json(lay.metrics / f"sensitivity_r{r}.json")
     temp = read_json(lay.metrics / f"temperature_r{r}.json")["temperature"]
     local_sensitivity = max(sens["local_sensitivity"], m_star)
-    q = {"posterior_draws": sens["draws"], "round": r, "temperature": temp["subspace"],
-         "temperature_min": temp["subspace_min"], "temperature_all": temp["all_parameters"],
-         "calibration": params.ppm.calibration, "released_draw_noise": SECRET_NOISE}
+    q = {"posterior_draws": sens["draws"], "round": r, "calibration": params.ppm.calibration,
+         "released_draw_noise": SECRET_NOISE}
+    tail = release_tail(params, lay, r)
     if params.censor is not None:
         g = guarantee.censored(params.ppm.censor_epsilon, local_sensitivity,
-                               weights=guarantee.RISK_WEIGHTS if r >= 2 else guarantee.UNIFORM_WEIGHTS, **q)
-    else:  # conservative: a sampler colder than the Laplace posterior in any direction raises ε
-        g = guarantee.ppm(temperature.implied_epsilon(2 * local_sensitivity, temp["subspace_min"]), local_sensitivity,
-                          epsilon_at_temperature_one=2 * local_sensitivity, **q)
-    return backend, model, theta, m_star, g
+                               weights=guarantee.RISK_WEIGHTS if r >= 2 else guarantee.UNIFORM_WEIGHTS,
+                               temperature=temp["subspace"], temperature_min=temp["subspace_min"],
+                               temperature_all=temp["all_parameters"], **q)
+    else:  # an ε only for a sampler certified in every direction, from the tail's upper bound (claim.py)
+        g = claim.ppm_claim(local_sensitivity, temp, parameters=int(moments.mean.numel()), tail=tail, **q)
+    return backend, model, theta, m_star, g, tail
 
 
 def draw(params: Params, root: str | Path = ".") -> dict:
     """ONE independent draw θ* from the released round's SWAG; its own M* enters Δ̂ (docs/algorithms.md, B.7b step 7)."""
     lay = Layout.from_params(params, root)
     r = released_round(params, lay)
-    backend, model, theta, m_star, g = draw_from_round(params, lay, r)
-    maxima = np.load(lay.sensitivity(r) / "max_deltas.npy")
-    tail = (extremes.tail_bound(maxima, seed=stage_seed(params.seed, "tail", r)) if len(maxima) >= extremes.MIN_DRAWS
-            else None)  # smoke tests only: ppm.draws ≥ 100 otherwise
+    backend, model, theta, m_star, g, tail = _draw(params, lay, r, "release")
     labels = label_info(lay)
     with atomic_dir(lay.draw, private=True) as tmp:
         save_file({"theta": theta.cpu().contiguous()}, str(tmp / "theta.safetensors"))
@@ -131,7 +142,9 @@ def release_manifest(params: Params, lay: Layout, g: guarantee.Guarantee, tail: 
         "mechanism": p.mechanism, "censor_epsilon": p.censor_epsilon,
         "c": p.c, "g": p.g, "reweight": params.reweighting, "risk_norm": p.risk_norm,
         "draws": p.draws, "smoke_test": p.smoke_test, "backend": params.model.backend,
-        "randomness": {"public_seed": params.seed, "public_seed_drives": "split, initialisation, Δ̂ estimation passes",
+        "randomness": {"public_seed": params.seed, "public_seed_drives": "the stratified split and the audit's choice of target records only",
+                       "secret_key_drives": "initialisation, batch order, dropout, SWAG's SGD, re-weighting refits, "
+                                            "Δ̂ and evaluation passes, the released draw",
                        "released_draw": SECRET_NOISE, "secret_key_id": secret.key_id(lay.artifacts)},
         "dataset": {key: data[key] for key in ("rows", "classes", "train_rows", "test_rows", "train_class_gini")},
         "knobs_that_move_epsilon": epsilon_knobs(params),
@@ -145,6 +158,8 @@ def release_manifest(params: Params, lay: Layout, g: guarantee.Guarantee, tail: 
                               **{key: rw[key] for key in ("accepted", "released_round", "reason")}}
     if tail is not None:
         out["local_sensitivity_uncertainty"] = tail
+    if g.kind in claim.KINDS:  # the headline as quoted (card, MLflow), the point figure beside it, the coverage
+        out["claim"] = claim.summary(g)
     return out
 
 

@@ -6,7 +6,9 @@ an unbiased estimate, and scoring spends private data. For a formal guarantee th
 must be public (or its use accounted for separately); the PPM bound covers the training records only.
 Budget: Δ is fixed BEFORE selection (round r's Δ̂ from its sensitivity pass); a candidate whose own
 M* = max_i w_i CE_i exceeds Δ counts as a failed try, so every candidate that can be released is a
-SWAG-PPM draw with ε = 2Δ and the selection is 2ε = 4Δ (Liu & Talwar) whatever the number of tries —
+SWAG-PPM draw with ε = 2Δ / min(1, T_min) — the release's rule (claim.py): T_min over all d directions, and
+kind ``ppm_uncertified`` (no ε) for a sampler certified in fewer — and the selection is 2ε (Liu & Talwar;
+Δ is a hard threshold on every candidate that can be released, so no tail bound enters) whatever the number of tries —
 the published ε never grows with tries, and nothing proportional to them (count, scores, time) leaves
 the private artifacts. Candidate draws and the stopping coins come from the project's secret key
 (privacy/secret.py), never the public seed. Without a validation split (``data.validation_size: 0``) the stage only
@@ -26,13 +28,13 @@ from ..config import Params
 from ..data.splits import backend_for, features, label_info
 from ..io import atomic_dir, read_json, write_json
 from ..layout import Layout, check_release_path
-from ..privacy import guarantee, secret
+from ..privacy import secret
 from ..privacy.selection import select, selection_budget
 from ..release import write_release
 from ..code_scope import closure
 from ..stage import skip_marker
 from ..utility.metrics import f1_summary
-from . import ppm
+from . import claim, ppm
 from .reweighting import released_round
 from .rounds import SECRET_NOISE, release_manifest
 from .swag import SwagMoments, iter_samples
@@ -89,11 +91,13 @@ def private_select(params: Params, root: str | Path = ".") -> dict:
 
     rng = secret.numpy_rng(lay.artifacts, f"select-stop/round{r}")
     result = select(draw, score, sp.tau, sp.gamma, rng)
-    eps = 2 * bound
-    g = guarantee.ppm(selection_budget(eps), bound, mechanism="SWAG-PPM with private selection (Liu & Talwar 2019)",
-                      posterior_draws=sens["draws"], round=r, epsilon_per_candidate=eps,
-                      candidate_rule="Δ fixed before selection; a candidate with M* > Δ is a failed try",
-                      released_draw_noise=SECRET_NOISE)
+    temp = read_json(lay.metrics / f"temperature_r{r}.json")["temperature"]
+    g = claim.ppm_claim(bound, temp, parameters=int(moments.mean.numel()), budget=selection_budget,
+                        mechanism="SWAG-PPM with private selection (Liu & Talwar 2019)",
+                        posterior_draws=sens["draws"], round=r,
+                        candidate_rule="Δ fixed before selection; a candidate with M* > Δ is a failed try",
+                        claim_basis="Δ fixed before selection: a hard threshold on every candidate that can be released",
+                        released_draw_noise=SECRET_NOISE)
     # The number of tries and the rejected candidates' scores are data-dependent and NOT covered by the
     # 2ε guarantee (docs/guarantees.md, Q): they stay in the private artifacts, never in metrics, MLflow, logs or
     # the release folder.

@@ -16,7 +16,7 @@ from ..privacy.stages import key_id_file
 from ..release import arm_model_dir
 from ..signing import public_key_dep
 from ..stage import Stage
-from . import arms, evaluate, fit, publish, reweighting, rounds, select
+from . import arms, evaluate, fit, publish, replay, reweighting, rounds, select
 
 MODEL = ["seed", "model"]
 SAMPLING = ["ppm.draws", "ppm.draw_batch"]
@@ -30,27 +30,27 @@ REWEIGHT_PARAMS = ["ppm.reweight", "ppm.reweight_mode", "ppm.k", "ppm.reweight_f
 def declare(params: Params) -> list[Stage]:
     a = params.artifacts
     feats, labels = f"{a}/features", f"{a}/data"
-    key = key_id_file(params)  # stages whose output rests on secret noise (the released draws, selection)
+    key = key_id_file(params)  # every stage whose randomness is the secret key's (fits, passes, draws)
     out: list[Stage] = []
     for r in (1, 2):
         w = [f"{a}/round{r}/weights"] if r > 1 else []
         weighted = CALIBRATION if r > 1 else ["ppm.prior_precision"]  # round 1's objective carries the prior too
         out.append(Stage(name=f"finetune_r{r}", run=partial(fit.finetune, r=r), params=MODEL + weighted,
-                         deps=[labels, feats, *w], outs=[f"{a}/round{r}/finetune"]))
+                         deps=[key, labels, feats, *w], outs=[f"{a}/round{r}/finetune"]))
         out.append(Stage(name=f"swag_r{r}", run=partial(fit.swag, r=r), params=MODEL + weighted,
-                         deps=[labels, feats, *w, f"{a}/round{r}/finetune"], outs=[f"{a}/round{r}/swag"],
+                         deps=[key, labels, feats, *w, f"{a}/round{r}/finetune"], outs=[f"{a}/round{r}/swag"],
                          metrics=[f"metrics/temperature_r{r}.json"] if r > 1 else []))
         if r == 1:
             out.append(Stage(name="risk", run=rounds.risk, params=MODEL + SAMPLING + ["ppm.c", "ppm.g", "ppm.risk_norm"],
-                             deps=[labels, feats, f"{a}/round1/swag"], outs=[f"{a}/round2/weights"],
+                             deps=[key, labels, feats, f"{a}/round1/swag"], outs=[f"{a}/round2/weights"],
                              metrics=["metrics/risk.json"]))
     out.append(Stage(name="sensitivity_r2", run=partial(rounds.sensitivity, r=2),
                      params=MODEL + SAMPLING + CALIBRATION,
-                     deps=[labels, feats, f"{a}/round2/weights", f"{a}/round2/swag"], outs=[f"{a}/round2/sensitivity"],
+                     deps=[key, labels, feats, f"{a}/round2/weights", f"{a}/round2/swag"], outs=[f"{a}/round2/sensitivity"],
                      metrics=["metrics/sensitivity_r2.json"]))
     out.append(Stage(name="reweight", run=reweighting.reweight,
                      params=MODEL + SAMPLING + CALIBRATION + REWEIGHT_PARAMS,
-                     deps=[labels, feats, f"{a}/round2/weights", f"{a}/round2/swag", f"{a}/round2/sensitivity",
+                     deps=[key, labels, feats, f"{a}/round2/weights", f"{a}/round2/swag", f"{a}/round2/sensitivity",
                            "metrics/sensitivity_r2.json"],
                      outs=[f"{a}/round3/{x}" for x in ("weights", "finetune", "swag", "sensitivity", "decision.json")],
                      metrics=["metrics/reweight.json", "metrics/sensitivity_r3.json", "metrics/temperature_r3.json"],
@@ -63,16 +63,22 @@ def declare(params: Params) -> list[Stage]:
                      deps=[key, labels, feats, *finals, *sens, f"{a}/round2/sensitivity", f"{a}/round3/sensitivity"],
                      outs=[f"{a}/draw"], metrics=["metrics/release.json"]))
     out.append(Stage(name="evaluate", run=evaluate.evaluate_release, params=MODEL + ["ppm.reweight", "evaluation"],
-                     deps=[labels, feats, f"{a}/draw", *histories, f"{a}/round2/sensitivity", f"{a}/round3/sensitivity",
+                     deps=[key, labels, feats, f"{a}/draw", *histories, f"{a}/round2/sensitivity", f"{a}/round3/sensitivity",
                            *sens, "metrics/release.json"],
                      outs=["reports/release"],
                      metrics=["metrics/evaluation.json", "metrics/diagnostics.json", "metrics/headline.json"],
                      plots=["plots/max_delta.png", "plots/f1_violin.png", "plots/per_class_f1.png",
                             "plots/loss_curves.png", "plots/confusion_top_classes.png"]))
+    out.append(Stage(name="audit_replay", run=replay.audit_replay,
+                     params=MODEL + ["ppm", "privacy_audit.replay_targets", "privacy_audit.alpha"],
+                     deps=[key, labels, feats, *finals, *sens, f"{a}/draw", f"{a}/round3/decision.json"],
+                     outs=[f"{a}/audit/replay"], metrics=["metrics/audit_replay.json"], group="audit"))
     out.append(Stage(name="publish", run=publish.publish, params=["release", "force_release_path", "ppm.reweight"],
                      deps=[f"{a}/draw", "metrics/data.json", "metrics/evaluation.json", "reports/release",
                            public_key_dep(params)],
-                     evidence=["metrics/nonprivate.json", "reports/privacy"],  # added by the comparison / audit flows
+                     evidence=["metrics/nonprivate.json", "reports/privacy",  # added by the comparison / audit flows
+                               "metrics/audit_replay.json",
+                               "reports/epsilon_sensitivity"],  # make epsilon-sensitivity: its max, in the manifest
                      outs=[params.release]))
     selected = Path(params.release)
     out.append(Stage(name="select", run=select.private_select,
@@ -91,8 +97,8 @@ def declare(params: Params) -> list[Stage]:
                      outs=["reports/arms/swag_ppm_uncalibrated", arm_model_dir(params, "swag_ppm_uncalibrated")],
                      metrics=["metrics/swag_ppm_uncalibrated.json"], group="compare"))
     out.append(Stage(name="swag_ppm_censored", run=arms.censored_arm,
-                     params=MODEL + SAMPLING + CALIBRATION + ["dpsgd.target_epsilon"],
-                     deps=[key, labels, feats, "metrics/release.json"],
+                     params=MODEL + SAMPLING + CALIBRATION,  # its level: ppm.censor_epsilon (declared)
+                     deps=[key, labels, feats],
                      outs=["reports/arms/swag_ppm_censored", arm_model_dir(params, "swag_ppm_censored")],
                      metrics=["metrics/swag_ppm_censored.json"], group="compare"))
     return out

@@ -29,7 +29,7 @@ def swag(backend: Backend, model: nn.Module, features: Features, labels: torch.T
     history = History()
     for e in tqdm(range(params.epochs), desc=desc, disable=not progress, unit="epoch"):
         history.losses.append(run_epoch(backend, model, features, labels, weights, optimizer, params.batch_size, gen,
-                                          censor=censor, prior_precision=prior_precision))
+                                          censor=censor, prior_precision=prior_precision, desc=desc))
         collector.collect(get_flat(model))
         if on_snapshot is not None:
             on_snapshot(e)
