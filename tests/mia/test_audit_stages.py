@@ -172,3 +172,14 @@ def test_audit_mlflow_run_holds_figures_and_aggregates(audited):
     for c in children:
         assert {"loss.auc", "lira_offline.auc", "canary_input.epsilon_lower_bound"} <= set(c.data.metrics)
         assert not any(k.endswith("roc_tpr") for k in c.data.metrics)  # lists are not metrics
+
+
+def test_the_audit_runs_the_replay_and_its_rows_reach_audit_csv_and_the_card(audited):
+    table = pd.read_csv(audited.root / "reports/privacy/audit.csv")
+    replay = table[table["attack"] == "replay"]
+    assert sorted(replay["method"]) == ["replay_operator", "replay_public"]
+    public = replay[replay["method"] == "replay_public"].iloc[0]
+    assert not public["convicted"]  # the standard adversary cannot re-fit the centre
+    assert "re-fit does not reproduce the release" in public["bound"]
+    card = (audited.root / audited.params.release / "README.md").read_text(encoding="utf-8")
+    assert "**Replay audit**" in card and "| public | no |" in card and "| operator | yes |" in card

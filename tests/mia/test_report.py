@@ -44,7 +44,7 @@ def test_replay_rows_join_the_table_one_per_view_and_never_take_the_gate():
 
     table = audit_table(MIA, CANARY, None, REPLAY)
     rows = table[table["attack"] == "replay"]
-    assert rows["method"].tolist() == ["replay_public", "replay_operator"]
+    assert rows["method"].tolist() == ["replay_public", "replay_operator"]  # in the order of the views given
     assert rows["convicted"].tolist() == [False, True] and not rows["gate"].any()
     assert "privacy loss 1.6e+06" in rows.iloc[1]["bound"] and "descriptive" in rows.iloc[0]["bound"]
     assert "replay_operator" in "\n".join(_replay_section(table))
