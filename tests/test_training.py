@@ -131,3 +131,55 @@ def test_the_prior_is_part_of_the_objective():
     with torch.no_grad():
         ce = F.cross_entropy(model(feats["x"]), y).item()
     assert loss == pytest.approx(ce + lam / (2 * N) * float(theta @ theta), rel=1e-5)
+
+
+def _tiny_full():
+    from dprelease.backends.full import FullBackend
+    from dprelease.config import FullParams
+
+    backend = FullBackend(n_classes=3, device=torch.device("cpu"), seed=5, params=FullParams(tiny=True), max_length=16)
+    texts = ["worker fell from a ladder", "hand caught in a press", "burned by hot oil", "struck by a falling box",
+             "cut by a saw blade", "slipped on ice"]
+    return backend, backend.featurize(texts), torch.tensor([0, 1, 2, 0, 1, 2])
+
+
+def _grads(backend, model, feats, y, *, prior_precision, prior_center):
+    from dprelease.backends.base import trainable
+    from dprelease.training import epoch
+
+    opt = torch.optim.SGD(trainable(model), lr=0.0)
+    torch.manual_seed(0)  # the same dropout masks for both calls
+    epoch(backend, model, feats, y, None, opt, len(y), torch.Generator().manual_seed(1),
+          prior_precision=prior_precision, prior_center=prior_center)
+    return [p.grad.clone() for p in trainable(model)]
+
+
+def test_at_the_prior_centre_the_objective_has_no_prior_gradient():
+    backend, feats, y = _tiny_full()
+    model = backend.build_model()  # θ₀ itself
+    centre = backend.prior_center(model)
+    with_prior = _grads(backend, model, feats, y, prior_precision=1e4, prior_center=centre)
+    without = _grads(backend, model, feats, y, prior_precision=0.0, prior_center=None)
+    assert all(torch.allclose(a, b, rtol=0, atol=1e-7) for a, b in zip(with_prior, without))
+    zero_centred = _grads(backend, model, feats, y, prior_precision=1e4, prior_center=None)
+    assert not all(torch.allclose(a, b, atol=1e-4) for a, b in zip(zero_centred, without))  # N(0, I/λ) pulls
+
+
+def test_a_full_backend_fine_tune_keeps_the_encoder_near_the_public_weights(monkeypatch):
+    from dprelease.backends.base import get_flat
+    from dprelease.config import OptimParams
+    from dprelease.training import finetune
+
+    backend, feats, y = _tiny_full()
+    theta0 = get_flat(backend.build_model())
+    opt = OptimParams(epochs=3, lr=0.01, batch_size=3, weight_decay=0.0)
+
+    def fitted() -> float:
+        model = backend.build_model(seed=7)  # a fit's own initialisation
+        finetune(backend, model, feats, y, None, opt, seed=3, prior_precision=1e3)
+        return float((get_flat(model) - theta0).norm())
+
+    centred = fitted()
+    monkeypatch.setattr(backend, "prior_center", lambda model: None)  # the former prior N(0, I/λ)
+    zero = fitted()
+    assert centred < 0.5 * zero, (centred, zero)

@@ -120,7 +120,8 @@ def _conditions(manifest: dict) -> list[str]:
     q, out = g["quantities"], []
     if q.get("temperature") is not None:
         out.append(f"* posterior approximation: SWAG's per-direction temperatures against the marginal of a Laplace "
-                   f"(GGN) posterior with prior N(0, I/{manifest.get('prior_precision')}) in SWAG's subspace: mean "
+                   f"(GGN) posterior with prior N({'θ₀' if manifest.get('backend') == 'full' else '0'}, "
+                   f"I/{manifest.get('prior_precision')}) in SWAG's subspace: mean "
                    f"T̂ = {q['temperature']:.3g}, smallest T_min = {_g(q.get('temperature_min'))}; over all parameters "
                    f"mean T̂_all = {_g(q.get('temperature_all'))}, certified smallest ≥ {_g(q.get('temperature_min_all'))} "
                    f"(calibration: {manifest.get('calibration')}; 1 = matched)")

@@ -99,7 +99,8 @@ class PPMParams(_Strict):
     calibration: Literal["none", "scale", "subspace", "lr", "prior"] = Field(
         "subspace", description="weighted SWAG: none | scale (T_min = 1) | subspace (every T = 1 in SWAG's subspace) | "
                                 "lr (Mandt) | prior (subspace, and the diagonal ≥ 1/(λ·scale): T ≥ 1 in all directions)")
-    prior_precision: float = Field(100.0, gt=0.0, description="λ of the N(0, I/λ) prior: objective λ/(2N)·|θ|², Laplace")
+    prior_precision: float = Field(100.0, gt=0.0, description="λ of the N(θ₀, I/λ) prior (θ₀: 0 for the head, the public "
+                                                               "pretrained weights for full): λ/(2N)·|θ − θ₀|², Laplace")
     mechanism: Literal["asymptotic", "censored"] = Field(
         "asymptotic", description="censored: per-record w·CE censored at censor_epsilon/2 (strict ε for exact sampling)")
     censor_epsilon: float | None = Field(8.0, gt=0.0, description="declared ε of the censored mechanism (κ = ε/2), "

@@ -59,3 +59,21 @@ def test_an_edited_config_is_refused_before_building(tmp_path, edit, needle):
     load_release_full(tmp_path / "release", CPU)                          # the written one loads
     with pytest.raises(ReleaseError, match=needle):
         load_release_full(bad, CPU)
+
+
+def test_the_prior_is_centred_at_the_public_base_model_and_leaves_the_rng_alone():
+    """The objective's prior N(θ₀, I/λ) (training.py): θ₀ = the pretrained encoder and the head as the PUBLIC seed
+    initialises it, whatever (secret) initialisation the fit starts from; building it draws nothing from the
+    global generator the fit's dropout uses."""
+    from dprelease.backends.base import trainable
+
+    backend = FullBackend(n_classes=3, device=CPU, seed=5, params=FullParams(tiny=True), max_length=32)
+    model = backend.build_model(seed=123456789)  # a fit's own (secret) initialisation
+    torch.manual_seed(99)
+    state = torch.get_rng_state()
+    centre = backend.prior_center(model)
+    assert torch.equal(torch.get_rng_state(), state)
+    public = trainable(backend.build_model())
+    assert len(centre) == len(public) == len(trainable(model))
+    assert all(torch.equal(c, p.detach()) for c, p in zip(centre, public))
+    assert any(not torch.equal(c, p.detach()) for c, p in zip(centre, trainable(model)))  # the head's init differs

@@ -95,6 +95,11 @@ class Backend(ABC):
         secret ``init_seed`` (privacy/secret.py), public uses (the audit's reference models) leave it out."""
         return self.build_model(features["x"].shape[1] if "x" in features else None, seed=init_seed)
 
+    def prior_center(self, model: nn.Module) -> list[torch.Tensor] | None:
+        """θ₀ of the objective's prior N(θ₀, I/λ), one tensor per trainable parameter of ``model`` (training.py);
+        None: centred at 0. Must not depend on the data (nor on the secret key)."""
+        return None
+
     @staticmethod
     def forward(model: nn.Module, batch: Features) -> torch.Tensor:
         return model(**batch)

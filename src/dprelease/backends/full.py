@@ -16,7 +16,7 @@ from torch import nn
 from ..config import FullParams
 from ..errors import ReleaseError
 from ..release_check import BOUNDS, bounded, fit_state, load_weights, module_shapes, read_json_object
-from .base import Backend, Features, save_state
+from .base import Backend, Features, save_state, trainable
 from .encoder import encoder_dir, encoder_reference, load_tokenizer
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
@@ -92,6 +92,17 @@ class FullBackend(Backend):
             hf = AutoModelForSequenceClassification.from_pretrained(str(encoder_dir()), config=config,
                                                                     local_files_only=True)
         return SequenceClassifier(hf).to(self.device)
+
+    def prior_center(self, model: nn.Module) -> list[torch.Tensor]:
+        """The public base model's weights: the pretrained encoder and the classification head as initialised
+        from the public seed (never the secret-seeded initialisation the fit starts from)."""
+        cuda = [self.device.index or 0] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=cuda):  # build_model seeds the global RNG: leave the fit's stream as it is
+            public = [p.detach().clone() for p in trainable(self.build_model())]
+        mine = trainable(model)
+        if [p.shape for p in public] != [p.shape for p in mine]:
+            raise ValueError("the prior centre does not match the model's parameters")
+        return [c.to(p.device, p.dtype) for c, p in zip(public, mine)]
 
     @staticmethod
     def release_scorer(folder: Path, arch: dict, device: torch.device):

@@ -22,6 +22,7 @@ def swag(backend: Backend, model: nn.Module, features: Features, labels: torch.T
          on_snapshot: Callable[[int], None] | None = None, censor: Censor | None = None,
          prior_precision: float = 0.0) -> tuple[SwagMoments, History]:
     """Constant-lr SGD for ``params.epochs`` epochs, one snapshot per epoch; returns the fitted moments."""
+    centre = backend.prior_center(model) if prior_precision else None  # the same prior as the fine-tune's
     gen = torch.Generator().manual_seed(seed)
     seed_model(model, seed + 1)
     optimizer = torch.optim.SGD(trainable(model), lr=params.lr, momentum=params.momentum, fused=True)
@@ -29,7 +30,8 @@ def swag(backend: Backend, model: nn.Module, features: Features, labels: torch.T
     history = History()
     for e in tqdm(range(params.epochs), desc=desc, disable=not progress, unit="epoch"):
         history.losses.append(run_epoch(backend, model, features, labels, weights, optimizer, params.batch_size, gen,
-                                          censor=censor, prior_precision=prior_precision, desc=desc))
+                                          censor=censor, prior_precision=prior_precision, desc=desc,
+                                          prior_center=centre))
         collector.collect(get_flat(model))
         if on_snapshot is not None:
             on_snapshot(e)

@@ -2,9 +2,10 @@
 posterior (docs/guarantees.md, M, R.2): arrays in, numbers out.
 
 Reference posterior at the SWAG mean θ̄: N(θ̄, H⁻¹) with H = G + λI, G = Σ_i w_i GGN_i(θ̄) (the weighted
-generalised Gauss–Newton, summed over records) and the prior N(0, λ⁻¹I) that the training objective
-itself optimises (``training.py``: the mini-batch loss carries λ/(2N)·|θ|², so the fine-tune and SWAG
-minimise (1/N)·(Σ_i w_i CE_i + λ/2·|θ|²), the negative log pseudo posterior over N).
+generalised Gauss–Newton, summed over records) and the prior N(θ₀, λ⁻¹I) that the training objective
+itself optimises (``training.py``: the mini-batch loss carries λ/(2N)·|θ − θ₀|², so the fine-tune and SWAG
+minimise (1/N)·(Σ_i w_i CE_i + λ/2·|θ − θ₀|²), the negative log pseudo posterior over N; θ₀ = 0 for the
+head, the public pretrained weights for the full backend). The prior's Hessian λI does not depend on θ₀.
 
 Marginal against marginal. The sampler's covariance is Σ = scale·(diag(var) + DᵀD/(K−1)); in SWAG's
 subspace U (r orthonormal rows spanning the deviations) it has the *marginal* covariance Σ_U = UΣUᵀ,
