@@ -63,7 +63,7 @@ def epoch(backend: Backend, model: nn.Module, features: Features, labels: torch.
         if censor is not None:
             ce = censor.torch(ce)
         loss = ce.mean()
-        if params and prior_center is None:
+        if params and prior_center is None:  # centred at 0: the former expression, so results stay bit for bit
             loss = loss + prior_precision / (2 * n) * sum((p * p).sum() for p in params)
         elif params:
             loss = loss + prior_precision / (2 * n) * sum(((p - c) ** 2).sum() for p, c in zip(params, prior_center))

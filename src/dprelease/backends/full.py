@@ -96,10 +96,11 @@ class FullBackend(Backend):
     def prior_center(self, model: nn.Module) -> list[torch.Tensor]:
         """The public base model's weights: the pretrained encoder and the classification head as initialised
         from the public seed (never the secret-seeded initialisation the fit starts from)."""
-        cuda = [self.device.index or 0] if self.device.type == "cuda" else []
-        with torch.random.fork_rng(devices=cuda):  # build_model seeds the global RNG: leave the fit's stream as it is
-            public = [p.detach().clone() for p in trainable(self.build_model())]
-        mine = trainable(model)
+        if getattr(self, "_public_centre", None) is None:  # built once per backend (the replay audit fits 22 times)
+            cuda = [self.device.index or 0] if self.device.type == "cuda" else []
+            with torch.random.fork_rng(devices=cuda):  # build_model seeds the global RNG: the fit's stream stays
+                self._public_centre = [p.detach().clone() for p in trainable(self.build_model())]
+        public, mine = self._public_centre, trainable(model)
         if [p.shape for p in public] != [p.shape for p in mine]:
             raise ValueError("the prior centre does not match the model's parameters")
         return [c.to(p.device, p.dtype) for c, p in zip(public, mine)]

@@ -41,8 +41,8 @@ from .swag import SwagMoments
 
 def _release_one(params: Params, lay: Layout, arm: str, backend, model, moments: SwagMoments, feats, y,
                  w: np.ndarray, censor: Censor | None, tag: str, source: Path | None = None, *, tail: bool = False):
-    """Certify ``moments`` on S fresh draws, then draw θ* (its M* enters Δ̂). Returns (model at θ*, Δ̂, S),
-    and with ``tail`` the extreme-value fit of the S per-draw maxima (None below ``extremes.MIN_DRAWS``).
+    """Certify ``moments`` on S fresh draws, then draw θ* (its M* enters Δ̂). Returns (model at θ*, Δ̂, S, the
+    extreme-value fit of the S per-draw maxima: only with ``tail``, and None below ``extremes.MIN_DRAWS``).
     ``source``: the file ``moments`` were loaded from (chunks on a mapper then read it there; moments
     held only in memory travel with the chunks)."""
     p = params.ppm
@@ -52,12 +52,8 @@ def _release_one(params: Params, lay: Layout, arm: str, backend, model, moments:
                              desc=f"{arm} draws", local=(backend, model, moments, feats, y))
     _, m_star = draw_one(backend, model, moments, feats, y, w, seed=secret.seed(lay.artifacts, f"{tag}-release/round2"),
                          censor=censor)
-    out = model, max(float(max_deltas.max()), m_star), len(max_deltas)
-    if not tail:
-        return out
-    fit_ = (extremes.tail_bound(max_deltas, seed=secret.seed(lay.artifacts, f"{tag}-tail/round2"))
-            if len(max_deltas) >= extremes.MIN_DRAWS else None)
-    return (*out, fit_)
+    fitted = extremes.tail_or_none(max_deltas, seed=secret.seed(lay.artifacts, f"{tag}-tail/round2")) if tail else None
+    return model, max(float(max_deltas.max()), m_star), len(max_deltas), fitted
 
 
 def uncalibrated_arm(params: Params, root: str | Path = ".") -> dict:
@@ -88,8 +84,8 @@ def censored_arm(params: Params, root: str | Path = ".") -> dict:
     censor = Censor(eps / 2, params.ppm.censor_form)
     fitted = fit(params, backend, feats, y, w, 2, censor=censor, artifacts=lay.artifacts)
     t = fitted["temperature"]["temperature"]["subspace"]
-    model, delta, draws = _release_one(params, lay, arm, backend, fitted["model"], fitted["moments"], feats, y, w,
-                                       censor, "censored")
+    model, delta, draws, _ = _release_one(params, lay, arm, backend, fitted["model"], fitted["moments"], feats, y, w,
+                                          censor, "censored")
     g = guarantee.censored(eps, delta, posterior_draws=draws, round=2, censor_level=eps / 2,
                            censor_form=censor.form, temperature=t, weights=guarantee.UNIFORM_WEIGHTS,
                            calibration=fitted["temperature"]["calibration"], released_draw_noise=SECRET_NOISE)

@@ -32,6 +32,12 @@ def _quantile(m: np.ndarray, level: float, start: tuple | None = None) -> tuple[
     return float(stats.genextreme.ppf(level, shape, loc, scale)), (shape, loc, scale)
 
 
+def tail_or_none(max_deltas: np.ndarray, *, seed: int) -> dict | None:
+    """:func:`tail_bound` at its defaults, or None below ``MIN_DRAWS`` maxima (smoke tests: ppm.draws ≥ 100
+    otherwise)."""
+    return tail_bound(max_deltas, seed=seed) if len(max_deltas) >= MIN_DRAWS else None
+
+
 def tail_bound(max_deltas: np.ndarray, *, level: float | None = None, alpha: float = 0.05, boot: int = 100,
                seed: int = 0) -> dict:
     """The GEV estimate of the ``level`` quantile of M (default 1 − 1/(10·S)) with a (1 − α) interval."""

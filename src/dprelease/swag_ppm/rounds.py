@@ -84,9 +84,8 @@ def draw_from_round(params: Params, lay: Layout, r: int, tag: str = "release"):
 
 def release_tail(params: Params, lay: Layout, r: int) -> dict | None:
     """The extreme-value fit of round r's per-draw maxima (extremes.py); None below ``MIN_DRAWS`` draws."""
-    maxima = np.load(lay.sensitivity(r) / "max_deltas.npy")
-    return (extremes.tail_bound(maxima, seed=secret.seed(lay.artifacts, f"tail/round{r}"))
-            if len(maxima) >= extremes.MIN_DRAWS else None)  # smoke tests only: ppm.draws ≥ 100 otherwise
+    return extremes.tail_or_none(np.load(lay.sensitivity(r) / "max_deltas.npy"),
+                                 seed=secret.seed(lay.artifacts, f"tail/round{r}"))
 
 
 def _draw(params: Params, lay: Layout, r: int, tag: str):
