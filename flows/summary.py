@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dprelease.config import Params
+from dprelease.frontier.report import recommendation_line
 from dprelease.io import read_json
 from dprelease.layout import Layout
 from dprelease.privacy.guarantee import Guarantee, coverage_sentence
@@ -49,6 +50,7 @@ def print_summary(params: Params, root: str, result: dict, seconds: float) -> No
         f"  utility    released draw: weighted F1 {ev['released_weighted_f1']:.3f}, macro F1 {ev['released_macro_f1']:.3f}",
         f"             over {ev['draws']} draws: weighted {ev['weighted_f1_mean']:.3f} ± {ev['weighted_f1_sd']:.3f}, "
         f"macro {ev['macro_f1_mean']:.3f} ± {ev['macro_f1_sd']:.3f}",
+        f"  frontier   {recommendation_line(params, root)}",
         f"  release    {lay.release}/  (predict: dprelease predict --release {lay.release} --input narratives.csv --output coded.csv)",
         f"  plots      {lay.plots}/max_delta.png, {lay.plots}/f1_violin.png; per-class F1: {lay.evaluation}/per_class_f1.csv",
     ]

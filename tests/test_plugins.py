@@ -103,10 +103,10 @@ def test_the_real_list_loads_every_package_once():
     names = [m.name for m in registry.MECHANISMS]
     assert len(names) == len(set(names)) == len(plugins.PACKAGES)
     assert names == [p.rsplit(".", 1)[1] for p in plugins.PACKAGES]  # each plugin.py names its own folder
-    assert set(plugins.sections()) == {"gpp", "nvdp"}
+    assert set(plugins.sections()) == {"gpp", "nvdp", "frontier"}
     assert list(registry.arms()) == ["nonprivate", "swag_ppm", "swag_ppm_reweighted", "swag_ppm_uncalibrated",
                                      "swag_ppm_censored", "dpsgd"]  # package order: the reports' row order
-    assert set(registry.flows()) == {"release", "audit-replay", "compare", "audit", "nvdp", "gpp"}
+    assert set(registry.flows()) == {"release", "audit-replay", "compare", "frontier", "audit", "nvdp", "gpp"}
 
 
 def test_an_arm_that_needs_a_setting_is_refused_with_the_reason():

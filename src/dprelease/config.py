@@ -130,11 +130,14 @@ class EvaluationParams(_Strict):
 
 class DPSGDRun(_Strict):
     epochs: int = Field(30, ge=1)
-    batch_size: int = Field(512, ge=1, description="expected (Poisson) batch size")
+    batch_size: int = Field(512, ge=0, description="expected (Poisson) batch size; 0: full batch (q = 1)")
     lr: float = Field(1e-3, gt=0.0)
     max_grad_norm: float = Field(1.0, gt=0.0, description="per-sample clipping bound C")
     grad_sample_mode: Literal["ghost", "hooks"] = Field(
         "ghost", description="Opacus fast gradient clipping (ghost) or per-sample gradient hooks")
+    hidden: int | None = Field(None, ge=0, description="head backend: hidden width (0: linear; null: model.head's)")
+    optimizer: Literal["adamw", "sgd"] = Field("adamw", description="adamw (weight decay 0) | sgd (with momentum)")
+    momentum: float = Field(0.0, ge=0.0, lt=1.0, description="sgd only")
 
 
 class DPSGDParams(_Strict):
@@ -144,7 +147,7 @@ class DPSGDParams(_Strict):
                                          "the release's measured ε (null: an error when a DP-SGD arm runs)")
     delta: float | None = Field(None, gt=0.0, lt=1.0, description="None: min(n^-1.1, 1/(2n)) ≤ n^-1.1 (docs/algorithms.md, E.1)")
     delta_sweep: list[float] = [1e-3, 1e-2, 0.1, 0.99]
-    conversion: Literal["mironov", "opacus"] = "mironov"
+    conversion: Literal["mironov", "opacus", "prv"] = "mironov"  # RDP → (ε, δ) conversion, or the PRV accountant
     planted_noise_divisor: float = Field(1.0, ge=1.0, description="AUDIT ONLY, a planted bug: σ/divisor, same claim")
     head: DPSGDRun = DPSGDRun(lr=1e-2)  # lr picked on a small grid (README); the rest as the paper
     full: DPSGDRun = DPSGDRun()  # the paper's settings: batch 512, lr 1e-3, C = 1, 30 epochs

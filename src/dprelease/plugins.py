@@ -5,12 +5,14 @@ module, and may have a ``params`` module whose ``SECTION = (key, Model)`` become
 ``ARMS`` (:class:`dprelease.mechanism.Arm`) become names ``compare.arms`` and ``privacy_audit.arms`` accept.
 A ``params`` module imports pydantic and :mod:`dprelease.mechanism` only (``Params`` is assembled from it),
 and a package's ``__init__`` imports nothing of the project, so reading them can never import a stage. The registry loads the
-``plugin`` modules (:data:`dprelease.registry.MECHANISMS`). The import-graph analysis reads :data:`PACKAGES`
+``plugin`` modules, each on first use (:func:`dprelease.registry.plugin`). The import-graph analysis reads :data:`PACKAGES`
 (:func:`dprelease.code_scope.implicit_imports`), so these imports by name are edges like any other.
 
 Adding a mechanism: write its folder (pure maths, run functions, ``stages.declare``, ``params.py`` with its
 section, defaults and arms, ``plugin.py`` with its flow, tracking hook and sanitizer), then add its package
-name to :data:`PACKAGES`. Nothing else in the shared code names it.
+name to :data:`PACKAGES`. Nothing else in the shared code names it. ``dprelease plugin-index`` then records its
+stages and flows in the plug-in index, so ``dprelease stage NAME`` imports its package alone (until then every
+plug-in is imported to find them; a test says when the index is out of date).
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ PACKAGES = (
     "dprelease.nonprivate",  # before SWAG-PPM: the arms' default order (rows of the reports) follows this list
     "dprelease.swag_ppm",
     "dprelease.dpsgd",
+    "dprelease.ncm",
     "dprelease.reports",
+    "dprelease.frontier",  # after every mechanism whose points it reads (their params modules' FRONTIER)
     "dprelease.nvdp",
     "dprelease.mia",  # the audit package: after every arm it audits (its NVDP arm reads NVDP's scores)
     "dprelease.gpp",
@@ -64,6 +68,13 @@ def arms() -> dict:
                 raise RuntimeError(f"arm {arm.name!r} declared twice ({module.__name__})")
             out[arm.name] = arm
     return out
+
+
+def frontier_sources() -> dict[str, str]:
+    """``{source: stage}`` of every package whose ``params`` module declares ``FRONTIER`` (the stage writing its
+    points, :mod:`dprelease.frontier.points`); the source is the package's short name, in :data:`PACKAGES` order."""
+    return {module.__name__.split(".")[-2]: module.FRONTIER for module in _params_modules()
+            if hasattr(module, "FRONTIER")}
 
 
 def check_arms(params, sections: tuple[str, ...]) -> None:

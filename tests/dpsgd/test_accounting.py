@@ -4,7 +4,9 @@ import math
 
 import pytest
 
-from dprelease.dpsgd.accounting import ConvertedRDPAccountant, default_delta, noise_multiplier, steps_for
+from dprelease.dpsgd.accounting import (ConvertedRDPAccountant, default_delta, noise_multiplier, spent_epsilon,
+                                        steps_for)
+from dprelease.privacy.rdp import sampled_gaussian_epsilon
 from dprelease.privacy.rdp import sampled_gaussian_epsilon as epsilon_for
 
 N, B, EPOCHS = 5346, 512, 30  # docs/algorithms.md, E.3: q = 512/5346 = 0.0958, T = ⌈30/q⌉ = 314 steps
@@ -88,3 +90,39 @@ def test_bad_targets_raise():
         noise_multiplier(1.0, 1.5, Q, 10)
     with pytest.raises(ValueError, match="conversion"):
         epsilon_for(1.0, Q, 10, 1e-5, conversion="nope")
+
+
+def _gaussian_epsilon(mu: float, delta: float) -> float:
+    """Closed form: the exact ε of a μ-GDP mechanism at δ (Dong, Roth & Su 2019, Cor. 2.13), by bisection on
+    δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2)."""
+    from scipy.stats import norm
+
+    def d(eps):
+        return norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * norm.cdf(-eps / mu - mu / 2)
+
+    lo, hi = 0.0, 100.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if d(mid) > delta else (lo, mid)
+    return hi
+
+
+@pytest.mark.parametrize("sigma,steps", [(5.0, 20), (2.5, 20), (10.0, 50)])
+def test_prv_at_full_batch_is_the_composed_gaussian(sigma, steps):
+    """q = 1: T Gaussian steps of noise multiplier σ compose to a μ-GDP mechanism with μ = √T/σ, whose exact ε is
+    known in closed form. The PRV accountant's ε is an upper bound within its declared error (0.01 in ε)."""
+    delta = 1e-4
+    exact = _gaussian_epsilon(math.sqrt(steps) / sigma, delta)
+    prv = spent_epsilon(sigma, 1.0, steps, delta, "prv")
+    assert exact - 1e-6 <= prv <= exact + 0.02
+    assert sampled_gaussian_epsilon(sigma, 1.0, steps, delta, "opacus") > prv  # RDP's conversion is looser
+
+
+def test_prv_needs_less_noise_than_rdp_for_the_same_target():
+    q, steps, delta = 512 / 2626, 154, 2626 ** -1.1
+    s_prv = noise_multiplier(8.0, delta, q, steps, "prv")
+    s_rdp = noise_multiplier(8.0, delta, q, steps, "opacus")
+    assert s_prv < s_rdp
+    assert spent_epsilon(s_prv, q, steps, delta, "prv") <= 8.0
+    with pytest.raises(ValueError, match="conversion"):
+        spent_epsilon(1.0, q, steps, delta, "moments")

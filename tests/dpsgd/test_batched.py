@@ -24,7 +24,7 @@ def _data():
     return x, torch.randint(0, K, (N,), generator=gen)
 
 
-def _opacus(model, x, y, divisor=1.0, noise_seed=1234):
+def _opacus(model, x, y, divisor=1.0, noise_seed=1234, optimizer="adamw", momentum=0.0, lr=LR):
     """train_dpsgd, recording the Poisson batches its loader drew: [T, 1, N] masks."""
     from opacus.utils.uniform_sampler import UniformWithReplacementSampler
 
@@ -38,20 +38,22 @@ def _opacus(model, x, y, divisor=1.0, noise_seed=1234):
     backend = HeadBackend(K, torch.device("cpu"), 0, HeadParams(hidden=0, dropout=0.0))
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(UniformWithReplacementSampler, "__iter__", record)
-        res = train_dpsgd(backend, model, {"x": x}, y, epochs=EPOCHS, batch_size=B, lr=LR, max_grad_norm=C,
-                       target_epsilon=EPS, delta=DELTA, grad_sample_mode="ghost", noise_seed=noise_seed,
-                          planted_noise_divisor=divisor)
+        res = train_dpsgd(backend, model, {"x": x}, y, epochs=EPOCHS, batch_size=B, lr=lr, max_grad_norm=C,
+                          target_epsilon=EPS, delta=DELTA, grad_sample_mode="ghost", noise_seed=noise_seed,
+                          planted_noise_divisor=divisor, optimizer=optimizer, momentum=momentum)
     return res, torch.stack(drawn[: res.steps])
 
 
-@pytest.mark.parametrize("divisor", [1.0, 4.0])
-def test_one_run_equals_opacus_weight_for_weight(divisor):
+@pytest.mark.parametrize("divisor,optimizer,momentum,lr", [(1.0, "adamw", 0.0, LR), (4.0, "adamw", 0.0, LR),
+                                                           (1.0, "sgd", 0.9, 2.0), (1.0, "sgd", 0.0, 2.0)])
+def test_one_run_equals_opacus_weight_for_weight(divisor, optimizer, momentum, lr):
+    """AdamW and SGD (with and without momentum, torch.optim's rules) both match Opacus + torch.optim."""
     x, y = _data()
     model = Head(D, K, hidden=0, dropout=0.0, seed=3)
     w0, b0 = model.net[-1].weight.detach().clone(), model.net[-1].bias.detach().clone()
-    res, batches = _opacus(model, x, y, divisor)
-    s = setting_for(n=N, epochs=EPOCHS, batch_size=B, lr=LR, max_grad_norm=C, target_epsilon=EPS, delta=DELTA,
-                    planted_noise_divisor=divisor)
+    res, batches = _opacus(model, x, y, divisor, optimizer=optimizer, momentum=momentum, lr=lr)
+    s = setting_for(n=N, epochs=EPOCHS, batch_size=B, lr=lr, max_grad_norm=C, target_epsilon=EPS, delta=DELTA,
+                    planted_noise_divisor=divisor, optimizer=optimizer, momentum=momentum)
     assert (s.sample_rate, s.steps, s.noise_multiplier) == (res.sample_rate, res.steps, res.noise_multiplier)
     assert s.epsilon(DELTA) == pytest.approx(res.epsilon, rel=1e-12)  # the claim: the accountant's ε for σ
     w, b, _ = train_batched(w0[None], b0[None], x, y, s, sample_generator=torch.Generator(),
@@ -114,6 +116,19 @@ def test_poisson_batches_have_rate_q():
     assert rate == pytest.approx(s.sample_rate, abs=4 * (s.sample_rate / (2000 * s.steps)) ** 0.5)
 
 
+def test_full_batch_is_every_record_every_step():
+    """batch size n: q = 1, T = epochs, every record in every batch."""
+    s = setting_for(n=N, epochs=5, batch_size=N, lr=LR, max_grad_norm=C, target_epsilon=EPS, delta=DELTA)
+    assert (s.sample_rate, s.steps) == (1.0, 5)
+    canary = Canary(row=0, col=D - 1, norm=1.0, included=torch.ones(3, dtype=torch.bool),
+                    generator=torch.Generator().manual_seed(3))
+    x, y = _data()
+    _, _, trace = train_batched(torch.zeros(3, K, D), torch.zeros(3, K), x, y,
+                                dataclasses.replace(s, noise_multiplier=0.0), sample_generator=torch.Generator(),
+                                noise_generator=torch.Generator(), canary=canary)
+    assert torch.all((trace - 1).abs() < 1e-5)
+
+
 def test_bad_shapes_are_one_line_errors():
     x, y = _data()
     s = setting_for(n=N, epochs=EPOCHS, batch_size=B, lr=LR, max_grad_norm=C, target_epsilon=EPS, delta=DELTA)
@@ -122,3 +137,6 @@ def test_bad_shapes_are_one_line_errors():
                       noise_generator=torch.Generator())
     with pytest.raises(ValueError, match="batch size"):
         setting_for(n=N, epochs=1, batch_size=N + 1, lr=LR, max_grad_norm=C, target_epsilon=EPS, delta=DELTA)
+    with pytest.raises(ValueError, match="optimizer"):
+        setting_for(n=N, epochs=1, batch_size=B, lr=LR, max_grad_norm=C, target_epsilon=EPS, delta=DELTA,
+                    optimizer="rmsprop")

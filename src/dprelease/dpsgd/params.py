@@ -8,3 +8,5 @@ from ..mechanism import Arm
 # its row: DP-SGD at the declared target ε (dpsgd.target_epsilon), not "matched" to the release's measured ε
 ARMS = (Arm(name="dpsgd", stage="dpsgd", label="DP-SGD (Opacus) at the declared target ε",
             files=("metrics/dpsgd_sweep.json",)),)
+
+FRONTIER = "frontier_dpsgd"  # the stage that writes its frontier points (dprelease.frontier.points)

@@ -23,6 +23,7 @@ from ..release import arm_model_dir, write_arm_model
 from ..utility.evaluate import evaluate, write_arm
 from ..privacy.target import dpsgd_target
 from .accounting import default_delta
+from .frontier import frontier_dpsgd
 from .train import check_setting, train_dpsgd
 
 
@@ -47,7 +48,7 @@ def check_dpsgd(params: Params, lay: Layout | None = None, eps: float | None = N
     run = params.dpsgd_run
     eps = eps if eps is not None else dpsgd_target(params)
     for delta in [params.dpsgd.delta or default_delta(n), *params.dpsgd.delta_sweep]:
-        check_setting(n, run.batch_size, eps, delta)
+        check_setting(n, run.batch_size or n, eps, delta)
 
 
 PLANTED_MARKER = "planted_bugs_allowed"  # written only into a canary run's artifacts (mia/canary.py)
@@ -57,17 +58,27 @@ def _dpsgd_once(params: Params, lay: Layout, eps: float, delta: float, tag: str)
     divisor = params.dpsgd.planted_noise_divisor
     if divisor != 1.0 and not (lay.artifacts / PLANTED_MARKER).is_file():
         raise ValueError("dpsgd.planted_noise_divisor is a planted bug for the privacy audit's canary runs only")
-    backend = backend_for(params, lay)
+    run = params.dpsgd_run
+    backend = backend_for(_with_head(params), lay)
     feats, y = features(lay)
     seeds = secret.training_seeds(lay.artifacts)  # initialisation and dropout: secret, like the noise
     model = backend.new_model(feats, init_seed=seeds("dpsgd-init/" + tag, 0))
-    run = params.dpsgd_run
-    result = train_dpsgd(backend, model, feats, y, epochs=run.epochs, batch_size=run.batch_size, lr=run.lr,
+    batch = run.batch_size or n_train(lay)  # 0: full batch
+    result = train_dpsgd(backend, model, feats, y, epochs=run.epochs, batch_size=batch, lr=run.lr,
                          max_grad_norm=run.max_grad_norm, target_epsilon=eps, delta=delta,
                          conversion=params.dpsgd.conversion, grad_sample_mode=run.grad_sample_mode,
                          seed=seeds("dpsgd/" + tag, 0), noise_seed=secret.seed(lay.artifacts, f"dpsgd/{tag}"),
-                         progress=True, planted_noise_divisor=divisor)
+                         progress=True, planted_noise_divisor=divisor, optimizer=run.optimizer, momentum=run.momentum)
     return backend, model, result
+
+
+def _with_head(params: Params) -> Params:
+    """``params`` whose head is DP-SGD's (``dpsgd.head.hidden``: 0 is a linear head; None keeps ``model.head``)."""
+    hidden = params.dpsgd_run.hidden
+    if hidden is None or params.model.backend != "head":
+        return params
+    head = params.model.head.model_copy(update={"hidden": hidden})
+    return params.model_copy(update={"model": params.model.model_copy(update={"head": head})})
 
 
 def dpsgd(params: Params, root: str | Path = ".") -> dict:
@@ -80,7 +91,8 @@ def dpsgd(params: Params, root: str | Path = ".") -> dict:
     g = guarantee.accountant("DP-SGD (Opacus)", res.epsilon, delta, target_epsilon=eps,
                              noise_multiplier=res.noise_multiplier, steps=res.steps, sample_rate=res.sample_rate,
                              max_grad_norm=params.dpsgd_run.max_grad_norm, conversion=params.dpsgd.conversion,
-                             accountant="RDP", noise_and_sampling=NOISE_SOURCE,
+                             accountant="PRV" if params.dpsgd.conversion == "prv" else "RDP",
+                             optimizer=params.dpsgd_run.optimizer, noise_and_sampling=NOISE_SOURCE,
                              **({"planted_bug": f"noise multiplier divided by {params.dpsgd.planted_noise_divisor:g}"}
                                 if params.dpsgd.planted_noise_divisor != 1.0 else {}))
     write_arm_model(lay, "dpsgd", backend, model, g, closure(__name__))
@@ -113,4 +125,6 @@ def declare(params: Params) -> list[Stage]:
               group="compare"),
         Stage(name="dpsgd_sweep", run=dpsgd_sweep, params=["seed", "model", "dpsgd"], deps=deps, outs=[],
               metrics=["metrics/dpsgd_sweep.json"], group="compare"),
+        Stage(name="frontier_dpsgd", run=frontier_dpsgd, params=["seed", "model.backend", "dpsgd.delta", "frontier"],
+              deps=deps, outs=[], metrics=["metrics/frontier/dpsgd.json"], group="frontier"),
     ]

@@ -20,7 +20,7 @@ from torch.utils.data import TensorDataset
 from tqdm.auto import tqdm
 
 from ..backends.base import Backend, Features, n_records, trainable
-from .accounting import ConvertedRDPAccountant, noise_multiplier, steps_for
+from .accounting import accountant_for, noise_multiplier, steps_for
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,8 @@ def check_setting(n: int, batch_size: int, target_epsilon: float, delta: float) 
 def train_dpsgd(backend: Backend, model: nn.Module, features: Features, labels: torch.Tensor, *, epochs: int,
                 batch_size: int, lr: float, max_grad_norm: float, target_epsilon: float, delta: float,
                 conversion: str = "mironov", grad_sample_mode: str = "ghost", seed: int = 0,
-                noise_seed: int, progress: bool = False, planted_noise_divisor: float = 1.0) -> DPSGDResult:
+                noise_seed: int, progress: bool = False, planted_noise_divisor: float = 1.0,
+                optimizer: str = "adamw", momentum: float = 0.0) -> DPSGDResult:
     """Train ``model`` in place with DP-SGD; σ is chosen so the accountant's ε after training is the target.
 
     Batches are Poisson samples with rate q = B/n (Opacus's DPDataLoader); Opacus's accountant hook
@@ -56,6 +57,8 @@ def train_dpsgd(backend: Backend, model: nn.Module, features: Features, labels: 
     σ/divisor while the returned ε is the accountant's for σ (what a buggy implementation would claim).
     ``grad_sample_mode="ghost"`` is Opacus's fast gradient clipping (per-sample norms without
     materialising per-sample gradients); ``"hooks"`` is the classic per-sample-gradient path.
+    ``optimizer``: ``adamw`` (weight decay 0) or ``sgd`` with ``momentum``; ``conversion="prv"`` accounts
+    with Opacus's PRV accountant instead of RDP.
     """
     from opacus import PrivacyEngine
     from opacus.data_loader import DPDataLoader
@@ -73,8 +76,11 @@ def train_dpsgd(backend: Backend, model: nn.Module, features: Features, labels: 
     if hasattr(model, "seed_dropout"):
         model.seed_dropout(seed + 2)
     engine = PrivacyEngine(accountant="rdp")
-    engine.accountant = ConvertedRDPAccountant(conversion)
-    optimizer = torch.optim.AdamW(trainable(model), lr=lr, weight_decay=0.0)
+    engine.accountant = accountant_for(conversion)
+    if optimizer not in ("adamw", "sgd"):
+        raise ValueError(f"dpsgd: optimizer must be adamw or sgd (got {optimizer!r})")
+    optimizer = (torch.optim.AdamW(trainable(model), lr=lr, weight_decay=0.0) if optimizer == "adamw"
+                 else torch.optim.SGD(trainable(model), lr=lr, momentum=momentum))
     criterion = nn.CrossEntropyLoss()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # secure-RNG and full-backward-hook notices; runs are seeded on purpose
@@ -106,7 +112,7 @@ def train_dpsgd(backend: Backend, model: nn.Module, features: Features, labels: 
     model.eval()
     claimed = engine.accountant
     if planted_noise_divisor != 1.0:  # the bug claims the ε of the noise it did not add
-        claimed = ConvertedRDPAccountant(conversion)
+        claimed = accountant_for(conversion)
         claimed.history = [(sigma, q, steps)]
     return DPSGDResult(epsilon=claimed.get_epsilon(delta), delta=delta, noise_multiplier=sigma,
                        steps=steps, sample_rate=q, final_loss=last)

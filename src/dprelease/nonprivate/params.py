@@ -5,3 +5,5 @@ from __future__ import annotations
 from ..mechanism import Arm
 
 ARMS = (Arm(name="nonprivate", stage="nonprivate", label="Non-private"),)
+
+FRONTIER = "frontier_nonprivate"  # the frontier's ceiling (dprelease.frontier.points)

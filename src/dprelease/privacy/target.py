@@ -28,3 +28,20 @@ def dpsgd_target(params: Params) -> float:
 def censor_epsilon(params: Params) -> float:
     """The censored SWAG-PPM's declared ε (``ppm.censor_epsilon``); a one-line :class:`ConfigError` when null."""
     return _declared(params.ppm.censor_epsilon, "ppm.censor_epsilon", "the censored mechanism")
+
+
+DELTA_EXPONENT = 1.1  # the default δ ≤ n^-1.1: below 1/n by the factor n^0.1 (docs/algorithms.md, E.1)
+
+
+def default_delta(n: int) -> float:
+    """δ = min(n^-1.1, 1/(2n)) ≤ 1/n^1.1, the project's default (E.1).
+
+    δ must be ≪ 1/n: a mechanism that publishes each record with probability δ is (0, δ)-DP and exposes about
+    n·δ records. The former default 1/(2n) exposes half a record whatever n; n^-1.1 exposes n^-0.1 (0.42 at
+    n = 5,346), a margin that grows with n. Below n = 2^10 = 1,024 records n^-1.1 would exceed 1/(2n), so the
+    smaller of the two is taken: never looser than the former default. Declared, not tuned: the same rule
+    for every data set.
+    """
+    if n < 2:
+        raise ValueError(f"default δ needs at least 2 training records (got {n})")
+    return min(float(n) ** -DELTA_EXPONENT, 1.0 / (2 * n))

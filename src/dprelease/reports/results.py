@@ -151,6 +151,33 @@ def comparison_section(root: Path) -> list[str]:
     return out
 
 
+def _g(v) -> str:
+    """Three significant figures ('–' for none): ε runs from 1 to 10²⁹ on the frontier."""
+    text = num(v)
+    return text if text == "–" or not isinstance(v, (int, float, str)) else f"{float(v):.3g}"
+
+
+def frontier_section(root: Path) -> list[str]:
+    out = ["## The frontier (`make frontier`)", ""]
+    rows = read_csv(root / "reports/frontier/frontier.csv")
+    rec = read_json(root / "reports/frontier/recommendation.json")
+    if rows is None or rec is None:
+        return out + [missing("The frontier", "frontier"), ""]
+    out += [f"**Recommendation:** {rec['line']}.", ""]
+    out += table(["mechanism", "ε", "target ε", "kind", "accountant", "test weighted F1", "test macro F1",
+                  "validation weighted F1", "seeds", "grid", "audit bound"],
+                 [[r["label"], _g(r["epsilon"]), _g(r["target_epsilon"]), f"`{r['kind']}`", r["accountant"],
+                   f"{num(r['weighted_f1_mean'])} ± {num(r['weighted_f1_sd'])}",
+                   f"{num(r['macro_f1_mean'])} ± {num(r['macro_f1_sd'])}", num(r["validation_weighted_f1"]),
+                   count(r["seeds"]), count(r["grid_size"]), _g(r["audit_bound"])] for r in rows])
+    winners = rec.get("winners", [])
+    if winners:
+        out += ["", "Best DP point on TEST at each declared level: " + "; ".join(
+            f"ε {num(w['target_epsilon'])}: {w['mechanism']} ({num(w['weighted_f1_mean'])})" for w in winners) + "."]
+    return out + ["", "Configurations are chosen on the validation split; test figures are mean ± sd over refits "
+                  "with secret seeds. Source: `reports/frontier/frontier.csv` (docs/frontier.md).", ""]
+
+
 def _tpr(r: dict, level: str) -> str:
     if r.get(f"tpr_at_fpr_{level}") in (None, ""):
         return "–"
@@ -261,7 +288,7 @@ def render(root: str | Path) -> str:
     parts = [HEADER, "# Results", "",
              "Every table below is rendered by `make results` from the files the stages wrote; a section without "
              "its inputs names the command that measures it. What each privacy number means: " + LINK + ".", ""]
-    for section in (release_section, comparison_section, audit_section, nvdp_section, gpp_section, sensitivity_section):
+    for section in (release_section, comparison_section, frontier_section, audit_section, nvdp_section, gpp_section, sensitivity_section):
         parts += section(root)
     return "\n".join(parts).rstrip() + "\n"
 

@@ -10,6 +10,10 @@ def _calibrated(q: dict) -> str:
     return f", calibrated ({q['calibration']})" if q.get("calibration", "none") != "none" else ""
 
 
+# the stage that writes SWAG-PPM's points on the privacy/utility frontier (metrics/frontier/swag_ppm.json); the
+# frontier package finds every contributing source by this attribute (dprelease.frontier.points)
+FRONTIER = "frontier_swag_ppm"
+
 ARMS = (
     Arm(name="swag_ppm", stage="swag_ppm", label="SWAG-PPM round 2", suffix=_calibrated),
     Arm(name="swag_ppm_reweighted", stage="draw", label="SWAG-PPM release", release=True, model="draw/release",

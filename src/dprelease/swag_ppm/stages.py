@@ -3,7 +3,7 @@
 Round 1 is unweighted; risk turns its posterior into round-2 weights; ``reweight`` fits round 3 (only
 with ``ppm.reweight``) and decides which round is released; ``draw`` releases ONE draw from it; ``evaluate`` is the release's
 utility evaluation; ``select`` is private selection (only with a validation split); ``swag_ppm`` is
-the round-2 comparison arm.
+the round-2 comparison arm; ``frontier_swag_ppm`` traces SWAG-PPM's points on the privacy/utility frontier.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from ..release import arm_model_dir
 from ..signing import public_key_dep
 from ..stage import Stage
 from . import arms, evaluate, fit, publish, replay, reweighting, rounds, select
+from .frontier import frontier_swag_ppm
+from .params import FRONTIER
 
 MODEL = ["seed", "model"]
 SAMPLING = ["ppm.draws", "ppm.draw_batch"]
@@ -101,4 +103,9 @@ def declare(params: Params) -> list[Stage]:
                      deps=[key, labels, feats],
                      outs=["reports/arms/swag_ppm_censored", arm_model_dir(params, "swag_ppm_censored")],
                      metrics=["metrics/swag_ppm_censored.json"], group="compare"))
+    out.append(Stage(name=FRONTIER, run=frontier_swag_ppm,  # its points on the frontier (dprelease.frontier)
+                     params=MODEL + ["ppm", "frontier.ppm", "frontier.seeds"],
+                     deps=[key, labels, feats, f"{a}/round1/swag", *finals, *sens, f"{a}/round2/sensitivity",
+                           f"{a}/round3/sensitivity", "metrics/release.json"],
+                     outs=[], metrics=["metrics/frontier/swag_ppm.json"], group="frontier"))
     return out

@@ -1,0 +1,131 @@
+"""DP-SGD's points on the frontier (docs/frontier.md): a linear head on the frozen encoder's embeddings, at each
+declared ε of ``frontier.epsilons``, its configuration chosen on the VALIDATION split from the declared grid
+``frontier.dpsgd`` and refit with ``frontier.seeds`` secret seeds, scored on the test split.
+
+The trainer is :func:`dprelease.dpsgd.batched.train_batched`: Opacus's algorithm (Poisson sampling, per-sample
+clipping, Gaussian noise σC, expected-batch scaling, AdamW or SGD with momentum) in closed form, checked against
+Opacus weight for weight (tests/dpsgd/test_batched.py). Initialisation is zero (data-independent, no randomness:
+the softmax regression is convex); batches and noise come from the secret key, one label per (accountant, ε,
+configuration or refit). The configuration is chosen once per ε, with σ from the first of ``frontier.accountants``;
+it is then refit with σ from each accountant — ``rdp`` (Opacus's RDP accountant with Opacus's conversion) and
+``prv`` (Opacus's PRV accountant) — the smallest σ that meets the target: side by side, the same configuration.
+
+What a point promises: the refits' (ε, δ) is the accountant's, worst case over neighbouring databases, for the
+TRAINING records. What it does not: choosing the configuration looked at the validation split, so the
+validation records' influence on that choice is not covered by ε (the grid size is reported; private selection
+is a declared option the frontier states, not this file's). Per-configuration scores stay in this process.
+"""
+
+from __future__ import annotations
+
+from itertools import product
+from pathlib import Path
+
+import torch
+
+from ..config import Params
+from ..data.splits import features, label_info
+from ..frontier.points import Point, write_points
+from ..layout import Layout
+from ..privacy import secret
+from ..utility.metrics import f1_summary, mean_sd
+from .accounting import default_delta, noise_multiplier, steps_for
+from .batched import Setting, setting_for, train_batched
+
+SOURCE = "dpsgd"
+ACCOUNTANTS = {"rdp": ("opacus", "RDP (Opacus conversion)"), "prv": ("prv", "PRV (Opacus)")}
+SELECTION = ("best validation weighted F1 over the declared grid, one secret-seeded run per configuration and ε; "
+             "not private: the validation split's influence on the choice is not covered by ε")
+
+
+def configurations(grid, *, n: int) -> list[dict]:
+    """The declared grid as configurations (batch size 0: full batch, n)."""
+    optimisers = [("sgd", lr, grid.momentum) for lr in grid.sgd_lrs] + [("adamw", lr, 0.0) for lr in grid.adamw_lrs]
+    return [{"batch_size": b or n, "epochs": e, "max_grad_norm": c, "optimizer": o, "lr": lr, "momentum": m}
+            for b, e, c, (o, lr, m) in product(grid.batch_sizes, grid.epochs, grid.max_grad_norms, optimisers)]
+
+
+def _xy(lay: Layout, split: str) -> tuple[torch.Tensor, torch.Tensor]:
+    feats, y = features(lay, split)
+    if set(feats) != {"x"}:
+        raise ValueError("frontier: DP-SGD's points need the head backend's embeddings (model.backend: head)")
+    return feats["x"].float(), y.long()
+
+
+def predict(w: torch.Tensor, b: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """The linear head's classes for one run's weights [K, d] and biases [K] (the head scales x by √d)."""
+    return ((x * x.shape[1] ** 0.5) @ w.T + b).argmax(1)
+
+
+def fit(setting: Setting, x: torch.Tensor, y: torch.Tensor, n_classes: int, *, artifacts: Path, label: str
+        ) -> tuple[torch.Tensor, torch.Tensor]:
+    """One DP-SGD run from zero, its batches and noise from the secret key (``label`` names the run)."""
+    w, b, _ = train_batched(torch.zeros(1, n_classes, x.shape[1]), torch.zeros(1, n_classes), x, y, setting,
+                            sample_generator=torch.Generator().manual_seed(secret.seed(artifacts, label + "/batches")),
+                            noise_generator=torch.Generator().manual_seed(secret.seed(artifacts, label + "/noise")))
+    return w[0], b[0]
+
+
+class _Sigmas:
+    """σ per (q, T) for one (ε, δ, accountant): the search is shared by every configuration with that (q, T)."""
+
+    def __init__(self, *, epsilon: float, delta: float, conversion: str) -> None:
+        self.epsilon, self.delta, self.conversion, self.cache = epsilon, delta, conversion, {}
+
+    def setting(self, cfg: dict, n: int) -> Setting:
+        q = cfg["batch_size"] / n
+        key = (q, steps_for(cfg["epochs"], q))
+        if key not in self.cache:
+            self.cache[key] = noise_multiplier(self.epsilon, self.delta, *key, self.conversion)
+        return setting_for(n=n, epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=cfg["lr"],
+                           max_grad_norm=cfg["max_grad_norm"], target_epsilon=self.epsilon, delta=self.delta,
+                           conversion=self.conversion, optimizer=cfg["optimizer"], momentum=cfg["momentum"],
+                           sigma=self.cache[key])
+
+
+def select(configs: list[dict], accountant: str, xt, yt, xv, yv, n_classes: int, *, epsilon: float, delta: float,
+           artifacts: Path) -> tuple[int, float]:
+    """The configuration with the best validation weighted F1 at ``epsilon`` (σ from ``accountant``), and its score."""
+    sigmas = _Sigmas(epsilon=epsilon, delta=delta, conversion=ACCOUNTANTS[accountant][0])
+    best, best_score = 0, -1.0
+    for i, cfg in enumerate(configs):
+        w, b = fit(sigmas.setting(cfg, len(yt)), xt, yt, n_classes, artifacts=artifacts,
+                   label=f"frontier/dpsgd/{accountant}/{epsilon:g}/select/{i}")
+        score = f1_summary(yv.numpy(), predict(w, b, xv).numpy(), range(n_classes))["weighted_f1"]
+        if score > best_score:
+            best, best_score = i, score
+    return best, best_score
+
+
+def frontier_dpsgd(params: Params, root: str | Path = ".") -> dict:
+    """DP-SGD's frontier points (module docstring)."""
+    lay = Layout.from_params(params, root)
+    fp = params.frontier
+    n_classes = len(label_info(lay)["codes"])
+    (xt, yt), (xv, yv), (xs, ys) = (_xy(lay, s) for s in ("train", "validation", "test"))
+    n = len(yt)
+    delta = params.dpsgd.delta or default_delta(n)
+    classes = range(n_classes)
+    configs = configurations(fp.dpsgd, n=n)
+    points = []
+    for eps in fp.epsilons:
+        best, best_score = select(configs, fp.accountants[0], xt, yt, xv, yv, n_classes, epsilon=eps, delta=delta,
+                                  artifacts=lay.artifacts)
+        for acc in fp.accountants:  # the chosen configuration, σ from each accountant: side by side
+            conversion, accountant = ACCOUNTANTS[acc]
+            setting = _Sigmas(epsilon=eps, delta=delta, conversion=conversion).setting(configs[best], n)
+            models = [fit(setting, xt, yt, n_classes, artifacts=lay.artifacts,
+                          label=f"frontier/dpsgd/{acc}/{eps:g}/refit/{k}") for k in range(fp.seeds)]
+            scores = [f1_summary(ys.numpy(), predict(*m, xs).numpy(), classes) for m in models]
+            val = mean_sd([f1_summary(yv.numpy(), predict(*m, xv).numpy(), classes)["weighted_f1"] for m in models])[0]
+            points.append(Point(
+                mechanism=f"dpsgd_linear_{acc}", label=f"DP-SGD linear head · {acc.upper()}", kind="dp_accountant",
+                epsilon=setting.epsilon(delta, conversion), delta=delta, accountant=accountant,
+                weighted_f1=[s["weighted_f1"] for s in scores], macro_f1=[s["macro_f1"] for s in scores],
+                target_epsilon=eps, validation_weighted_f1=val,
+                config={**configs[best], "noise_multiplier": setting.noise_multiplier, "steps": setting.steps,
+                        "sample_rate": setting.sample_rate, "selected_with": fp.accountants[0],
+                        "selection_score": best_score}))
+    write_points(root, SOURCE, points, grid_size=len(configs), selection=SELECTION)
+    return {"points": len(points), "grid_size": len(configs),
+            **{f"{p.mechanism}@{p.target_epsilon:g}": round(mean_sd(p.weighted_f1)[0], 4) for p in points}}
