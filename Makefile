@@ -14,7 +14,7 @@ MODEL ?= oiics-autocoder
 
 .PHONY: help env run compare audit tune tune-grid retrain simulate ledger serve serve-trigger serve-status serve-stop test \
         gpp test-fast faults audit-tight repro rotate-key ui serve-model screenshots bench clean chromium dvc-remote dag exps \
-        epsilon-sensitivity flow results audit-replay
+        epsilon-sensitivity flow results audit-replay frontier
 
 help:  ## this list
 	@echo "make TARGET — dprelease (README: what each does; ARGS=... passes options to a flow)"
@@ -40,6 +40,10 @@ compare: env  ## SWAG-PPM vs non-private training vs DP-SGD → reports/compare/
 
 audit: env  ## membership-inference and canary privacy audit of every arm → reports/privacy/
 	$(PY) -m flows.audit $(ARGS)
+
+# the frontier: utility against ε for every mechanism at declared levels, chosen on validation (docs/frontier.md)
+frontier: env  ## the honest frontier (every mechanism, declared ε grid, ≥ 3 secret seeds) → reports/frontier/
+	$(PY) -m flows.run frontier $(ARGS)
 
 # the replay audit: the standard adversary (public seed, D∖{x}) re-fits the released mechanism; the operator's view
 audit-replay: env  ## replay audit of the release (the standard adversary re-fits it) → metrics/audit_replay.json
@@ -80,8 +84,9 @@ simulate: env  ## three retrains on growing EventDate windows of the bundled dat
 ledger: env  ## the privacy ledger's per-version figures (aggregates only)
 	$(PY) -m flows.retrain --ledger
 
-# a Prefect server on 127.0.0.1 (database in .prefect/), work pools, the scheduled deployment and a worker
-serve: env  ## Prefect server on 127.0.0.1, work pools, the scheduled deployment and a worker
+# a Prefect server on 127.0.0.1 (database in .prefect/), work pools, the scheduled deployment (a run due while one
+# runs is cancelled, not queued), the current release registered in MLflow (once), then a worker
+serve: env  ## Prefect server on 127.0.0.1, work pools, the scheduled deployment, the current release registered, a worker
 	$(PY) -m flows.serve start
 
 serve-trigger: env  ## run the scheduled retrain now and wait for it
@@ -143,9 +148,14 @@ ui: env  ## the MLflow UI on 127.0.0.1:5000, opening on the model-training view 
 	$(VENV)/bin/mlflow ui --backend-store-uri $(MLFLOW_URI) --workers 1 --app-name dprelease
 
 # the production model over HTTP (port 5001): MLflow's scoring server runs `uvicorn` from PATH, so the
-# environment's bin/ goes first on it (no activation needed); POST JSON to /invocations
+# environment's bin/ goes first on it (no activation needed); POST JSON to /invocations. First, one line:
+# the registry holds the model (else what to run first) and its release's signature checks out, with the
+# agency's own public key pinned (DPRELEASE_AGENCY_KEY, unless already set; DPRELEASE_NO_SIGNATURE_CHECK=1 skips)
+AGENCY_KEY ?= $(wildcard $(abspath artifacts/keys/agency.pub))
+SERVE_ENV = MLFLOW_TRACKING_URI=$(MLFLOW_URI) $(if $(AGENCY_KEY),DPRELEASE_AGENCY_KEY="$${DPRELEASE_AGENCY_KEY:-$(AGENCY_KEY)}")
 serve-model: env  ## the production model over HTTP on 127.0.0.1:5001 (mlflow models serve)
-	PATH="$(abspath $(VENV))/bin:$$PATH" MLFLOW_TRACKING_URI=$(MLFLOW_URI) $(VENV)/bin/mlflow models serve -m "models:/$(MODEL)@production" \
+	@$(SERVE_ENV) MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR=false $(PY) -m dprelease.service.pyfunc_model "models:/$(MODEL)@production"
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(SERVE_ENV) $(VENV)/bin/mlflow models serve -m "models:/$(MODEL)@production" \
 	    --env-manager local --host 127.0.0.1 -p 5001
 
 # headless Chromium (apt-get install chromium) screenshots of the runs table, the newest run and the registry

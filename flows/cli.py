@@ -1,5 +1,8 @@
 """Command-line plumbing shared by the flows: common options, params with ``--set`` overrides, the
-cheap checks that run before Prefect starts, and one-line errors (exit code 2)."""
+cheap checks that run before Prefect starts, and one-line errors (exit code 2).
+
+Nothing heavy is imported before the arguments are parsed: a flow module's Prefect flow is built on first use
+(:func:`prefect_flow`), so ``python -m flows.NAME --help`` never imports Prefect, torch or a mechanism."""
 
 from __future__ import annotations
 
@@ -19,7 +22,6 @@ from dprelease.errors import ConfigError, OneLineError
 from dprelease.io import LEFTOVER_SUFFIXES, clean_leftovers
 from dprelease.layout import check_release_path
 from dprelease.locks import root_lock
-from tasks.stages import store_dir
 
 
 def parser(doc: str | None) -> argparse.ArgumentParser:
@@ -29,6 +31,20 @@ def parser(doc: str | None) -> argparse.ArgumentParser:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a param, e.g. --set ppm.c=0.8 (repeatable)")
     ap.add_argument("--no-track", action="store_true", help="do not log the run to MLflow")
     return ap
+
+
+def prefect_flow(namespace: dict, attr: str, fn: Callable, **options):
+    """``fn`` as the Prefect flow (``@flow(**options)``) named ``attr`` in the flow module whose globals are
+    ``namespace``: built on first use and kept there. A flow module's ``__getattr__`` and ``main`` call this, so
+    importing the module (and its ``--help``) never imports Prefect; ``monkeypatch.setattr(module, attr, ...)``
+    replaces the flow as it did when it was built at import."""
+    if attr not in namespace:
+        from prefect import flow
+
+        import tasks.stages  # noqa: F401  (its import guards Prefect's temporary server and makes its home private)
+
+        namespace[attr] = flow(**options)(fn)
+    return namespace[attr]
 
 
 def parse_overrides(items: list[str]) -> dict:
@@ -87,6 +103,8 @@ def _clean(params: Params, root: Path) -> None:
     for p in release.parent.glob(f".{release.name}*"):
         if p.name.endswith(LEFTOVER_SUFFIXES):
             shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+    from tasks.stages import store_dir  # Prefect's home: imported once the arguments are parsed
+
     stage_store.clean_partial(store_dir())
 
 

@@ -6,19 +6,24 @@ from __future__ import annotations
 
 import sys
 
-from prefect import flow
-
+from flows import cli
 from flows.run import main as run_main
 from flows.run import run_flow
 
 
-@flow(name="swag-ppm-compare", log_prints=False, persist_result=False)
-def compare_flow(params: dict, root: str = ".", track: bool = True) -> dict:
+def _compare_flow(params: dict, root: str = ".", track: bool = True) -> dict:
     return run_flow("compare", params, root, track)
 
 
+def __getattr__(name: str):
+    if name == "compare_flow":  # the Prefect flow, built on first use (flows.cli.prefect_flow)
+        return cli.prefect_flow(globals(), name, _compare_flow, name="swag-ppm-compare", log_prints=False,
+                                persist_result=False)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def main(argv: list[str] | None = None) -> int:
-    return run_main(argv, name="compare", prefect_flow=compare_flow)
+    return run_main(argv, name="compare", prefect_flow=lambda: __getattr__("compare_flow"))
 
 
 if __name__ == "__main__":

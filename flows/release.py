@@ -13,15 +13,13 @@ from dprelease import pipeline, registry
 from dprelease.config import Params
 from dprelease.io import write_json
 from flows import cli, runners
-from prefect import flow
 from flows.run import run_plan
-from flows.summary import print_summary
 from tasks import dvc_record
-from tasks.stages import track_task
 
 
-@flow(name="swag-ppm-release", log_prints=False, persist_result=False)
-def release_flow(params: dict, root: str = ".", track: bool = True) -> dict:
+def _release_flow(params: dict, root: str = ".", track: bool = True) -> dict:
+    from tasks.stages import track_task
+
     p = Params.model_validate(params)
     out: dict = {"timings": {}}
     with runners.on_dask():  # on a Dask runner: posterior passes in chunks on the cluster
@@ -38,11 +36,19 @@ def release_flow(params: dict, root: str = ".", track: bool = True) -> dict:
     return out
 
 
+def __getattr__(name: str):
+    if name == "release_flow":  # the Prefect flow, built on first use (flows.cli.prefect_flow)
+        return cli.prefect_flow(globals(), name, _release_flow, name="swag-ppm-release", log_prints=False,
+                                persist_result=False)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = cli.parser(__doc__).parse_args(argv)
     start = time.perf_counter()
     code, params, result = cli.run(args, lambda p: None,
-                                   lambda p: release_flow.with_options(task_runner=runners.task_runner(p))(
+                                   lambda p: __getattr__("release_flow").with_options(
+                                       task_runner=runners.task_runner(p))(
                                        p.model_dump(mode="json"), args.root, not args.no_track))
     if code:
         return code
@@ -52,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     seconds = sum(result["timings"].values()) if untimed else time.perf_counter() - start
     write_json(Path(args.root) / "metrics" / "timings.json",
                {"flow_seconds": round(seconds, 2), "stages": list(result["timings"].items())})
+    from flows.summary import print_summary  # the release's figures (and what they import): once it is written
+
     print_summary(params, args.root, result, seconds)
     return cli.tracking_status(result, "release")
 

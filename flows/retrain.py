@@ -13,6 +13,14 @@ private privacy ledger, and moves the ``production`` alias only if every gate pa
 a subflow on the task runner params ask for (``dask.enabled``: posterior-pass chunks on a Dask cluster).
 The deployment that ``make serve`` schedules runs this same flow.
 
+Before any of that, the retrain compares the snapshot's sha256, the release stages' code and the params
+they read (``dprelease.service.fingerprint``) with the tags of the ``production`` (else the newest)
+version: when they are the same (and that version was audited, if ``service.audit``), the retrain ends
+at once, Completed with the message ``unchanged: …``, and registers nothing (nothing is copied, versioned
+or run). A deployment run that finds the project root held by another run (the other deployment, a
+command line retrain) ends Cancelled, its message naming the holder; a run of the same deployment never
+starts while one runs (``make serve`` deploys with Prefect's CANCEL_NEW concurrency strategy).
+
 In Prefect each run is named ``retrain <snapshot id>``; its progress (snapshot, each stage's seconds,
 the registry outcome) is logged to the run (the UI's Logs tab; the console too), and it leaves a
 Markdown artifact ``retrain-summary`` with the headline figures (ε, its interval, ε lower bound of the
@@ -26,6 +34,7 @@ gates).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
 import time
@@ -34,15 +43,19 @@ from pathlib import Path
 from dprelease import offline  # noqa: F401  (offline switches before transformers loads)
 from prefect import flow
 
-from dprelease import registry
+from dprelease import registry, signing
 from dprelease.config import Params, load_params, parse_params
-from dprelease.errors import OneLineError
+from dprelease.errors import ConfigError, OneLineError
+from dprelease.io import file_hash
+from dprelease.privacy import secret
 from dprelease.headline import headline
-from dprelease.locks import root_lock
+from dprelease.locks import Busy, root_lock
 from dprelease.service import retrain as svc
+from dprelease.service.fingerprint import fingerprint
 from dprelease.service.ledger import Ledger, report_table
-from dprelease.service.promotion import register_release
-from dprelease.service.snapshots import cut_windows, push_snapshot, snapshot_id, snapshot_path, version_snapshot
+from dprelease.service.promotion import register_release, unchanged
+from dprelease.service.snapshots import (cut_windows, push_snapshot, snapshot_id, snapshot_path, snapshot_rel,
+                                         version_snapshot)
 from flows import cli, runners
 from flows.audit import audit_stages
 from tasks.stages import run
@@ -87,18 +100,53 @@ def retrain_flow(snapshot: str | None = None, root: str = ".", params_file: str 
                  overrides: dict | None = None, track: bool = True) -> dict:
     """Retrain on ``snapshot`` (default ``service.snapshot``, else ``data.path``). Parameters are public
     (Prefect stores them): paths and public settings only."""
+    from prefect.runtime import deployment
+    from prefect.states import Cancelled, Completed
+
     top = Path(root).resolve()
     p = load_params(top / params_file, overrides)
-    with root_lock(top, "retrain"):
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(root_lock(top, "retrain"))
+        except Busy as err:
+            if deployment.id is None:  # the command line: exit 2 with the one line, as before
+                raise
+            why = f"skipped: {cli.one_line(err)}"  # a deployment run: ends Cancelled, saying whom it met
+            PROGRESS.warning(why)
+            return Cancelled(message=why[:1000])
         out = _retrain(p, top, _snapshot_path(top, p, snapshot), track)
     summary_artifact(out)
-    return out
+    return Completed(message=out["message"], data=out) if out.get("unchanged") else out
+
+
+def _unchanged(p: Params, top: Path, snapshot: Path) -> tuple[dict, dict | None]:
+    """(the fingerprint of what this retrain would make, the registry summary of the production or newest
+    version made from exactly that, or None). Reads and hashes only: nothing is copied or run."""
+    if not snapshot.is_file():
+        raise ConfigError(f"snapshot not found: {snapshot}")
+    rel = snapshot_rel(snapshot, file_hash(snapshot))
+    secret.init(top / p.artifacts)  # what the run does first (the key's id is in the fingerprint) ...
+    signing.ensure_key(signing.key_folder(p, top))  # ... and before it signs (the public key is a stage input)
+    fp = fingerprint(svc.run_params(p, rel), svc.run_folder(top, rel), snapshot, top / p.artifacts)
+    return fp, unchanged(p, top, fp)
 
 
 def _retrain(p: Params, top: Path, snapshot: Path, track: bool) -> dict:
+    start, fp, checked = time.perf_counter(), None, {}
+    if track:
+        fp, same = _unchanged(p, top, snapshot)
+        checked["check"] = seconds = round(time.perf_counter() - start, 2)
+        if same is not None:
+            name = snapshot_rel(snapshot, fp["snapshot_sha256"]).name
+            message = (f"unchanged: snapshot {name}, the release stages' code and params are those of version "
+                       f"{same['version']} ({same['decision'].removeprefix('unchanged, already ')}); nothing "
+                       f"registered, nothing run ({seconds:.1f} s)")
+            progress(message)
+            return {"snapshot": name, "unchanged": True, "message": message, "registry": same,
+                    "timings": checked, "seconds": seconds}
     start = time.perf_counter()
     rel = version_snapshot(top, snapshot)
-    out: dict = {"snapshot": rel.name, "timings": {"snapshot": round(time.perf_counter() - start, 2)}}
+    out: dict = {"snapshot": rel.name, "timings": checked | {"snapshot": round(time.perf_counter() - start, 2)}}
     if pushed := push_snapshot(top, rel, warn=PROGRESS.warning):
         out["dvc_remote"] = pushed
     progress(f"snapshot {rel.name} versioned with DVC ({out['timings']['snapshot']:.1f} s)"
@@ -110,7 +158,8 @@ def _retrain(p: Params, top: Path, snapshot: Path, track: bool) -> dict:
     out["run_folder"] = str(where.relative_to(top))
     if track:
         t = time.perf_counter()
-        out |= register_release(p, rp, top, where, arm, snapshot_file=top / rel, timings=out["timings"])
+        out |= register_release(p, rp, top, where, arm, snapshot_file=top / rel, timings=out["timings"],
+                                fingerprint=fp, audited=p.service.audit)
         out["timings"]["register"] = round(time.perf_counter() - t, 2)
         progress(svc.registry_line(out["registry"], out["timings"]["register"]))
     else:

@@ -18,10 +18,6 @@ from dprelease.config import Params
 from dprelease.layout import Layout
 from dprelease.mechanism import FlowSpec
 from flows import cli, runners
-from prefect import flow
-from prefect.futures import as_completed
-from tasks.stages import run as run_stage_task
-from tasks.stages import submit
 
 
 def plan_of(spec: FlowSpec, params: Params) -> pipeline.Plan:
@@ -34,6 +30,9 @@ def run_plan(plan: pipeline.Plan, params: Params, root: str, out: dict, *, worke
     flow process meanwhile: :func:`in_flow_process`). Each stage's summary goes to ``out[name]`` and its
     seconds (from start to finish; with workers > 1, from submission) to ``out["timings"]``, unless the stage
     is untimed (:func:`flows.cli.record_time`)."""
+    from tasks.stages import run as run_stage_task
+    from tasks.stages import submit
+
     timings = out.setdefault("timings", {})
     if workers <= 1:
         for name in plan.order:
@@ -64,6 +63,8 @@ def run_plan(plan: pipeline.Plan, params: Params, root: str, out: dict, *, worke
             continue
         if not running:
             break
+        from prefect.futures import as_completed
+
         future = next(as_completed(list(running)))
         name, start = running.pop(future)
         out[name] = future.result()
@@ -89,14 +90,20 @@ def preflight(spec: FlowSpec, params: Params, root: str) -> None:
     if spec.check is not None:
         spec.check(params)
     planned = set(plan_of(spec, params).order)
-    for m in registry.MECHANISMS:
+    for m in registry.mechanisms():
         if m.check is not None and planned & {s.name for s in m.declare(params)}:
             m.check(params, root)
 
 
-@flow(name="dprelease-flow", log_prints=False, persist_result=False)
-def graph_flow(name: str, params: dict, root: str = ".", track: bool = True) -> dict:
+def _graph_flow(name: str, params: dict, root: str = ".", track: bool = True) -> dict:
     return run_flow(name, params, root, track)
+
+
+def __getattr__(name: str):
+    if name == "graph_flow":  # the generic Prefect flow, built on first use (flows.cli.prefect_flow)
+        return cli.prefect_flow(globals(), name, _graph_flow, name="dprelease-flow", log_prints=False,
+                                persist_result=False)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def run_flow(name: str, params: dict, root: str = ".", track: bool = True) -> dict:
@@ -126,26 +133,34 @@ def track_flow(spec: FlowSpec, params: Params, root: str, timings: dict) -> str:
 
 
 def main(argv: list[str] | None = None, name: str | None = None, prefect_flow=None) -> int:
-    """``prefect_flow``: a flow module's own ``@flow`` (params, root, track) to run instead of the generic one."""
+    """``prefect_flow``: a function returning a flow module's own ``@flow`` (params, root, track), to run instead
+    of the generic one (called once the arguments and params are checked: Prefect loads only then)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    specs = registry.flows()
+    known = registry.flow_help()  # {name: (title, doc)} from the plug-in index: no plug-in imported yet
     if name is None:
         if not argv or argv[0] in ("-h", "--help", "--list"):
-            print(__doc__.strip() + "\n\nflows:\n" + "\n".join(f"  {n:10s} {s.doc}" for n, s in specs.items()))
+            print(__doc__.strip() + "\n\nflows:\n" + "\n".join(f"  {n:10s} {doc}" for n, (_, doc) in known.items()))
             return 0 if argv else cli.EXIT_ERROR
         name, argv = argv[0], argv[1:]
-    if name not in specs:
-        print(f"dprelease: error: unknown flow {name!r} (flows: {', '.join(specs)})", file=sys.stderr)
+    if name not in known:  # not in the plug-in index (a flow just added?): every plug-in decides
+        known = {n: (f.title, f.doc) for n, f in registry.flows().items()}
+    if name not in known:
+        print(f"dprelease: error: unknown flow {name!r} (flows: {', '.join(known)})", file=sys.stderr)
         return cli.EXIT_ERROR
-    spec = specs[name]
-    args = cli.parser(f"{spec.title}: {spec.doc}").parse_args(argv)
+    title, doc = known[name]
+    args = cli.parser(f"{title}: {doc}").parse_args(argv)
+    spec = registry.flows()[name]  # every plug-in: the plan may take stages of any package
     start = time.perf_counter()
-    code, params, result = cli.run(
-        args, lambda p: preflight(spec, p, args.root),
-        lambda p: (prefect_flow.with_options(task_runner=runners.task_runner(p))(
-            p.model_dump(mode="json"), args.root, not args.no_track) if prefect_flow is not None else
-            graph_flow.with_options(name=spec.title, task_runner=runners.task_runner(p))(
-                spec.name, p.model_dump(mode="json"), args.root, not args.no_track)))
+
+    def go(p: Params) -> dict:
+        raw, track = p.model_dump(mode="json"), not args.no_track
+        if prefect_flow is not None:
+            return prefect_flow().with_options(task_runner=runners.task_runner(p))(raw, args.root, track)
+        generic = __getattr__("graph_flow")
+        runner = runners.task_runner(p)
+        return generic.with_options(name=spec.title, task_runner=runner)(spec.name, raw, args.root, track)
+
+    code, params, result = cli.run(args, lambda p: preflight(spec, p, args.root), go)
     if code:
         return code
     if spec.report:

@@ -27,19 +27,21 @@ from __future__ import annotations
 import logging
 import os
 from contextlib import ExitStack, contextmanager
-
-from prefect.context import FlowRunContext
-from prefect.settings import PREFECT_API_URL, temporary_settings
-from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
+from typing import TYPE_CHECKING
 
 from dprelease import parallel
 from dprelease.config import Params
+
+if TYPE_CHECKING:  # Prefect is imported where a runner is made or a flow runs, not by `python -m flows.X --help`
+    from prefect.task_runners import TaskRunner
 
 
 def task_runner(params: Params, threads: int = 2) -> TaskRunner:
     """A Dask task runner with ``dask.enabled``, else a pool of ``threads`` threads."""
     d = params.dask
     if not d.enabled:
+        from prefect.task_runners import ThreadPoolTaskRunner
+
         return ThreadPoolTaskRunner(max_workers=threads)
     quiet_dask()
     from prefect_dask import DaskTaskRunner
@@ -89,6 +91,9 @@ def is_dask(runner: TaskRunner | None) -> bool:
 def on_dask():
     """Inside a flow run on a Dask task runner: workers report to this run's API and posterior-pass chunks
     are tasks on the cluster (see the module docstring). A no-op on any other runner."""
+    from prefect.context import FlowRunContext
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
     ctx = FlowRunContext.get()
     if ctx is None or not is_dask(ctx.task_runner):
         yield False

@@ -2,7 +2,8 @@
 
 ``python -m flows.serve start``    Prefect server on 127.0.0.1:``service.port`` (database in ``.prefect/``),
                                    process work pools ``service.work_pool`` and ``service.gpu_pool``, the
-                                   deployments, one worker for the CPU pool. PIDs in ``.prefect/serve/``.
+                                   deployments, the current release registered, one worker for the CPU
+                                   pool. PIDs in ``.prefect/serve/``.
 ``python -m flows.serve trigger``  run the scheduled deployment now (not waiting for cron) and wait for it.
 ``python -m flows.serve status``   what is running, and the scheduled deployment's runs by state.
 ``python -m flows.serve stop``     stop the worker(s) and the server, by PID.
@@ -11,7 +12,18 @@ Deployments (both run ``flows/retrain.py:retrain_flow`` from this project's fold
 ``retrain/scheduled`` on cron ``service.cron`` — on the GPU pool when ``model.backend: full``, else on
 the CPU pool; ``retrain/full-backend`` (no schedule) on the GPU pool with ``model.backend: full``. A GPU
 machine joins by starting a worker of the GPU pool against this server (README, "Running it as a service").
-Each deployment runs one retrain at a time (a run due while another runs waits for it).
+Each deployment runs one retrain at a time: a run due while another of the same deployment runs ends
+Cancelled at once, with the message "Deployment concurrency limit reached." (Prefect's deployment
+concurrency limit 1 with the CANCEL_NEW collision strategy), instead of waiting in
+``AwaitingConcurrencySlot`` to re-run the same snapshot; a deployment run that finds the project root
+held by another run (the other deployment, a command-line retrain) ends Cancelled too, its message naming
+the holder (flows/retrain.py).
+
+Before the worker starts (so before any scheduled run can), the project's current release folder
+(``release``, from ``make run``) is registered in the MLflow registry as a retrain's release is — figures
+as tags, the ledger, the gates (``dprelease.service.promotion.register_current``) — once: a second
+``make serve`` adds no version of the same release. No release folder: nothing is registered, one line
+says so.
 
 The processes are started, health-checked and stopped by ``dprelease.service.supervisor``; this module
 holds the Prefect side (pools, deployments, a triggered run) and the command line.
@@ -33,20 +45,53 @@ from dprelease.service.supervisor import FULL, SCHEDULED, STATE
 
 CODE = Path(__file__).resolve().parents[1]  # where flows/ and tasks/ live (the data root may be elsewhere)
 EXIT_ERROR = 2  # one line on stderr (flows.cli.EXIT_ERROR; not imported here: it loads Prefect)
+ENTRYPOINT = "flows/retrain.py:retrain_flow"  # what both deployments run (relative to CODE)
 
 
 def start(root: Path, params_file: str, timeout_s: float = 120.0) -> dict:
-    """The server, the pools and deployments (``_deploy``, in the serve environment) and a CPU worker."""
+    """The server, the pools and deployments (``_deploy``, in the serve environment), the current release
+    registered (:func:`register_current`), and a CPU worker."""
     p = load_params(root / params_file)
     return sv.start(root, port=p.service.port, work_pool=p.service.work_pool, code=CODE, timeout_s=timeout_s,
-                    deploy=["flows.serve", "_deploy", "--params", params_file])
+                    deploy=["flows.serve", "_deploy", "--params", params_file],
+                    before_worker=lambda: register_current(root, params_file))
 
 
-def deploy(root: Path, params_file: str) -> None:
-    """The work pools and both deployments (run inside ``start``, against the server it started)."""
-    from flows.retrain import retrain_flow
+def register_current(root: Path, params_file: str) -> dict:
+    """The project's release folder registered (or found registered), as
+    :func:`dprelease.service.promotion.register_current`; a failure is reported, not raised (serving goes
+    on: the first retrain registers a version). Returns ``{"line": what to print}`` (and ``"warning"``)."""
+    from dprelease import offline
 
-    from prefect import get_client
+    offline.apply()  # before MLflow, torch or transformers load here
+    try:
+        from dprelease.service.promotion import register_current as register
+
+        out = register(load_params(root / params_file), root)
+    except Exception as err:  # noqa: BLE001 - anything MLflow or a bad release raises: one line, serving goes on
+        why = " ".join(str(err).split())[:300] or type(err).__name__
+        return {"line": f"registry: the current release was not registered ({why})", "warning": True}
+    if "skipped" in out:
+        return {"line": f"registry: nothing registered ({out['skipped']})"}
+    reg = out["registry"]
+    eps = "no ε" if reg.get("epsilon") is None else f"ε={reg['epsilon']:.4g}"
+    what = (f"the current release is already version {reg['version']}, nothing registered"
+            if reg["decision"].startswith("unchanged") else f"the current release is version {reg['version']}")
+    return {"line": f"registry: {what} ({reg.get('guarantee')}, {eps}, weighted F1 {reg['utility']:.4f}) → "
+                    f"{reg['decision']}", "version": reg["version"]}
+
+
+def concurrency():
+    """One run per deployment at a time; a run due while one runs is cancelled, not queued."""
+    from prefect.client.schemas.objects import ConcurrencyLimitConfig, ConcurrencyLimitStrategy
+
+    return ConcurrencyLimitConfig(limit=1, collision_strategy=ConcurrencyLimitStrategy.CANCEL_NEW)
+
+
+def deploy(root: Path, params_file: str, entrypoint: str = ENTRYPOINT) -> None:
+    """The work pools and both deployments of ``entrypoint`` (run inside ``start``, against the server it
+    started; another entrypoint is for tests: a stand-in flow named ``retrain``)."""
+    from prefect import Flow, get_client
     from prefect.client.schemas.actions import WorkPoolCreate
     from prefect.workers.process import ProcessWorker
 
@@ -56,10 +101,10 @@ def deploy(root: Path, params_file: str) -> None:
         for pool in dict.fromkeys((p.service.work_pool, p.service.gpu_pool)):
             client.create_work_pool(WorkPoolCreate(name=pool, type="process", base_job_template=template),
                                     overwrite=True)
-    source = retrain_flow.from_source(source=str(CODE), entrypoint="flows/retrain.py:retrain_flow")
+    source = Flow.from_source(source=str(CODE), entrypoint=entrypoint)
     common = {"root": str(root.resolve()), "params_file": params_file}
     scheduled_pool = p.service.gpu_pool if p.model.backend == "full" else p.service.work_pool
-    one_at_a_time = {"concurrency_limit": 1, "print_next_steps": False}  # retrains of one root never overlap
+    one_at_a_time = {"concurrency_limit": concurrency(), "print_next_steps": False}  # never queued behind a run
     source.deploy(name=SCHEDULED, work_pool_name=scheduled_pool, parameters=common, schedule=_schedule(p),
                   description="Retrain on the current extract (service.snapshot).", **one_at_a_time)
     source.deploy(name=FULL, work_pool_name=p.service.gpu_pool, parameters=common | {"overrides": {"model.backend": "full"}},
@@ -73,13 +118,15 @@ def _schedule(p):
 
 
 def trigger(timeout_s: float) -> dict:
-    """Run the scheduled deployment now and wait for its final state (run inside the serve environment)."""
+    """Run the scheduled deployment now and wait for its final state and message (run inside the serve
+    environment): ``Cancelled`` with the reason when a run of it is already running; ``Completed`` with
+    ``unchanged: …`` when nothing changed since the registered version."""
     from prefect.deployments import run_deployment
 
     t0 = time.perf_counter()
     run = run_deployment(f"{sv.FLOW}/{SCHEDULED}", timeout=timeout_s)
     return {"flow_run": str(run.id), "state": run.state.type.value if run.state else "UNKNOWN",
-            "seconds": round(time.perf_counter() - t0, 2)}
+            "message": run.state.message if run.state else None, "seconds": round(time.perf_counter() - t0, 2)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,10 +136,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--root", default=".", help="the project folder served (default: .)")
     ap.add_argument("--params", default="params.yaml", help="the params file, relative to --root (default: params.yaml)")
     ap.add_argument("--timeout", type=float, default=3600.0, help="trigger: seconds to wait for the run")
+    ap.add_argument("--entrypoint", default=ENTRYPOINT, help=argparse.SUPPRESS)  # _deploy: a test's stand-in flow
     args = ap.parse_args(argv)
     root = Path(args.root).resolve()
     if args.command == "_deploy":  # internal: run with the serve environment (before Prefect is imported)
-        deploy(root, args.params)
+        deploy(root, args.params, args.entrypoint)
     elif args.command == "_trigger":
         print(json.dumps(trigger(args.timeout)))
     elif args.command == "start":
@@ -101,6 +149,10 @@ def main(argv: list[str] | None = None) -> int:
         except OneLineError as err:
             print(f"dprelease: error: {err}", file=sys.stderr)
             return EXIT_ERROR
+        registered = state.get("before_worker") or {}
+        if registered.get("line"):
+            print(f"{'dprelease: warning: ' if registered.get('warning') else ''}{registered['line']}",
+                  file=sys.stderr if registered.get("warning") else sys.stdout)
         print(f"serving: Prefect API {state['url']} (server {state['timings']['server_start_s']} s, pools + deployments "
               f"{state['timings']['deploy_s']} s); worker pid {state['pids']['worker']}; logs in {STATE}/")
     elif args.command == "stop":

@@ -20,19 +20,12 @@ import time
 from pathlib import Path
 
 from dprelease import offline  # noqa: F401  (offline switches before transformers loads)
-from prefect import flow, task
-from prefect.cache_policies import NONE
-from prefect.task_runners import ThreadPoolTaskRunner
-
 from dprelease import registry
 from dprelease.config import Params, parse_params
 from dprelease.io import read_json
 from dprelease.privacy import secret
-from dprelease.reports.tune import write_tune_report
-from dprelease.signing import key_folder
 from dprelease.swag_ppm.tuning import Outcome, Requirements, Steps, choose, decide
 from flows import cli, runners
-from tasks.stages import run
 
 
 def cell_params(base: dict, c: float, epochs: int, data_path: str, *, signing_key: str | None = None) -> Params:
@@ -47,9 +40,11 @@ def cell_root(root: str, c: float, epochs: int) -> Path:
     return Path(root) / "runs" / "tune" / f"c{c:g}_ft{epochs}"
 
 
-@task(persist_result=False, cache_policy=NONE, task_run_name="cell c={c} FT={epochs}")
-def cell_task(base: dict, root: str, c: float, epochs: int) -> dict:
-    """One SWAG-PPM run (all release stages) with c and FT epochs set; returns its outcome."""
+def _cell(base: dict, root: str, c: float, epochs: int) -> dict:
+    """One SWAG-PPM run (all release stages) with c and FT epochs set; returns its outcome (``cell_task``)."""
+    from dprelease.signing import key_folder  # (torch, through the release checks): at run time only
+    from tasks.stages import run
+
     data_path = str((Path(root) / base["data"]["path"]).resolve())
     p = cell_params(base, c, epochs, data_path, signing_key=str(key_folder(parse_params(base), root).resolve()))
     where = cell_root(root, c, epochs)
@@ -66,6 +61,8 @@ def cell_task(base: dict, root: str, c: float, epochs: int) -> dict:
 
 
 def _setup(p: Params, root: str) -> tuple[Requirements, Steps, dict]:
+    from tasks.stages import run
+
     t = p.tune
     req = Requirements(t.target_epsilon, t.max_drop_weighted, t.max_drop_macro)
     steps = Steps(start_c=t.start_c, start_epochs=t.start_epochs, c_step=t.c_step, epoch_step=t.epoch_step,
@@ -79,9 +76,10 @@ def _setup(p: Params, root: str) -> tuple[Requirements, Steps, dict]:
     return req, steps, read_json(base_root / "metrics/nonprivate.json")
 
 
-@flow(name="swag-ppm-tune", task_runner=ThreadPoolTaskRunner(max_workers=2), log_prints=False,
-      persist_result=False)
-def tune_flow(params: dict, root: str = ".", mode: str = "search", track: bool = True) -> dict:
+def _tune_flow(params: dict, root: str = ".", mode: str = "search", track: bool = True) -> dict:
+    from dprelease.reports.tune import write_tune_report
+
+    cell_task = __getattr__("cell_task")
     p = Params.model_validate(params)
     with runners.on_dask():  # on a Dask runner: grid cells on workers, search cells' pass chunks on the cluster
         req, steps, baseline = _setup(p, root)
@@ -116,6 +114,24 @@ def tune_flow(params: dict, root: str = ".", mode: str = "search", track: bool =
     return result
 
 
+def __getattr__(name: str):
+    """``tune_flow`` and ``cell_task``, Prefect's flow and task, built on first use (:func:`flows.cli.prefect_flow`)."""
+    if name == "cell_task":
+        if name not in globals():
+            from prefect import task
+            from prefect.cache_policies import NONE
+
+            globals()[name] = task(persist_result=False, cache_policy=NONE,
+                                   task_run_name="cell c={c} FT={epochs}")(_cell)
+        return globals()[name]
+    if name == "tune_flow":
+        from prefect.task_runners import ThreadPoolTaskRunner
+
+        return cli.prefect_flow(globals(), name, _tune_flow, name="swag-ppm-tune", log_prints=False,
+                                persist_result=False, task_runner=ThreadPoolTaskRunner(max_workers=2))
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = cli.parser(__doc__)
     ap.add_argument("--mode", choices=("search", "grid"), default="search",
@@ -128,8 +144,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def go(p: Params) -> dict:
         runner = runners.task_runner(p, threads=p.tune.workers)
-        return tune_flow.with_options(task_runner=runner)(p.model_dump(mode="json"), args.root, args.mode,
-                                                          not args.no_track)
+        return __getattr__("tune_flow").with_options(task_runner=runner)(p.model_dump(mode="json"), args.root,
+                                                                          args.mode, not args.no_track)
 
     code, _, result = cli.run(args, check, go)
     if code:

@@ -52,9 +52,26 @@ def run_predict(capsys, release, input_csv, output, *extra) -> tuple[int, str, s
     return rc, captured.out, captured.err.strip()
 
 
-def fails(capsys, release, input_csv, output, *names: str) -> str:
-    rc, _, err = run_predict(capsys, release, input_csv, output)
+def run_key(run):
+    """The public key of the agency key a session run signed its releases with (what its partners hold)."""
+    from dprelease.signing import PUBLIC, key_folder
+
+    return key_folder(run.params, run.root) / PUBLIC
+
+
+NO_CHECK_WARNING = "dprelease: warning: --no-signature-check:"
+
+
+def fails(capsys, release, input_csv, output, *names: str, key=None) -> str:
+    """``predict`` refuses with one error line, writing nothing. With ``key``, the signature is checked with
+    it; without, ``--no-signature-check`` reaches the checks a signature would pre-empt (a file changed along
+    with the manifest), and its one warning line comes before the error."""
+    rc, _, err = run_predict(capsys, release, input_csv, output,
+                             *(["--key", str(key)] if key is not None else ["--no-signature-check"]))
     assert rc == 2, err
+    if key is None:
+        warning, _, err = err.partition("\n")
+        assert warning.startswith(NO_CHECK_WARNING), warning
     assert err.startswith("dprelease: error:") and "\n" not in err, err
     assert "Traceback" not in err
     for name in names:

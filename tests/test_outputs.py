@@ -33,8 +33,8 @@ def _sha(path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _refused(capsys, release, src, out, *needles):
-    rc, stdout, err = run_predict(capsys, release, src, out)
+def _refused(capsys, release, src, out, *needles, key=None):
+    rc, stdout, err = run_predict(capsys, release, src, out, *(["--key", str(key)] if key is not None else []))
     assert rc == 2 and stdout == "" and err.startswith("dprelease: error:") and "\n" not in err, (rc, err)
     for n in needles:
         assert n in err, err
@@ -108,11 +108,11 @@ def _coded_before(tmp_path):
     return path
 
 
-def test_an_input_column_is_never_overwritten(release, tmp_path, capsys):
-    src, out = _coded_before(tmp_path), tmp_path / "out.csv"
-    _refused(capsys, release, src, out, "already has column(s) code, title, probability", "--column-prefix")
+def test_an_input_column_is_never_overwritten(agency, release, tmp_path, capsys):
+    src, out, key = _coded_before(tmp_path), tmp_path / "out.csv", agency[0] / PUBLIC
+    _refused(capsys, release, src, out, "already has column(s) code, title, probability", "--column-prefix", key=key)
     assert not out.exists()
-    rc, _, _ = run_predict(capsys, release, src, out, "--column-prefix", "predicted_")
+    rc, _, _ = run_predict(capsys, release, src, out, "--column-prefix", "predicted_", "--key", str(key))
     assert rc == 0
     coded = pd.read_csv(out, dtype=str, keep_default_na=False)
     assert list(coded.columns) == ["Final Narrative", "code", "title", "probability", "predicted_code",
@@ -121,10 +121,10 @@ def test_an_input_column_is_never_overwritten(release, tmp_path, capsys):
     assert set(coded["predicted_code"]) == {CODES[0]}
 
 
-def test_a_header_only_input_is_an_error_and_writes_nothing(release, tmp_path, capsys):
+def test_a_header_only_input_is_an_error_and_writes_nothing(agency, release, tmp_path, capsys):
     src, out = tmp_path / "empty.csv", tmp_path / "out.csv"
     src.write_text("id,Final Narrative\n", encoding="utf-8")
-    _refused(capsys, release, src, out, "no narratives", "nothing written")
+    _refused(capsys, release, src, out, "no narratives", "nothing written", key=agency[0] / PUBLIC)
     assert not out.exists()
 
 

@@ -17,7 +17,7 @@ from dprelease.cli import main as cli
 from dprelease.errors import ReleaseError
 from dprelease.io import read_json
 from dprelease.release import verify_release
-from release_helpers import NARRATIVES, copy_release, fails, run_predict, write_narratives
+from release_helpers import NARRATIVES, copy_release, fails, run_key, run_predict, write_narratives
 
 
 @pytest.fixture
@@ -32,8 +32,8 @@ def test_round_trip_head_codes_narratives(head_run, tmp_path, narratives_csv, ca
     manifest = verify_release(folder)
     assert manifest == read_json(folder / "release.json") and "files" in manifest
     out = tmp_path / "coded.csv"
-    rc, stdout, err = run_predict(capsys, folder, narratives_csv, out)
-    assert rc == 0, err
+    rc, stdout, err = run_predict(capsys, folder, narratives_csv, out, "--key", str(run_key(head_run)))
+    assert rc == 0 and err == "", err
     assert f"coded {len(NARRATIVES)} narratives" in stdout
     coded = pd.read_csv(out, dtype=str, keep_default_na=False)
     labels = read_json(folder / "labels.json")
@@ -50,7 +50,7 @@ def test_full_release_verifies_and_codes(full_run, tmp_path, narratives_csv, cap
     manifest = verify_release(folder)
     assert {"config.json", "tokenizer/vocab.txt", "model.safetensors"} <= set(manifest["files"])
     out = tmp_path / "coded.csv"
-    rc, _, err = run_predict(capsys, folder, narratives_csv, out)
+    rc, _, err = run_predict(capsys, folder, narratives_csv, out, "--key", str(run_key(full_run)))
     assert rc == 0, err
     assert len(pd.read_csv(out)) == len(NARRATIVES)
 
@@ -60,7 +60,8 @@ def test_batches_give_the_same_codes(head_run, tmp_path, narratives_csv, capsys,
     """Scoring 512 at a time (here 3) changes nothing but memory."""
     folder = copy_release(head_run, tmp_path)
     whole, batched = tmp_path / "whole.csv", tmp_path / "batched.csv"
-    assert run_predict(capsys, folder, narratives_csv, whole)[0] == 0
+    key = ("--key", str(run_key(head_run)))
+    assert run_predict(capsys, folder, narratives_csv, whole, *key)[0] == 0
     monkeypatch.setattr(release_mod, "PREDICT_BATCH", 3)
     calls = []
     real = release_mod._score_batches
@@ -69,7 +70,7 @@ def test_batches_give_the_same_codes(head_run, tmp_path, narratives_csv, capsys,
         return real(lambda chunk: calls.append(len(chunk)) or score(chunk), texts, *a)
 
     monkeypatch.setattr(release_mod, "_score_batches", spy)
-    assert run_predict(capsys, folder, narratives_csv, batched)[0] == 0
+    assert run_predict(capsys, folder, narratives_csv, batched, *key)[0] == 0
     assert calls == [3, 1]
     a, b = pd.read_csv(whole, dtype=str), pd.read_csv(batched, dtype=str)
     assert a["code"].tolist() == b["code"].tolist()
@@ -101,7 +102,7 @@ def test_output_that_cannot_be_written(head_run, tmp_path, narratives_csv, capsy
 
     monkeypatch.setattr(release_mod, "atomic_path", refused)
     fails(capsys, head_run.path(head_run.params.release), narratives_csv, tmp_path / "out.csv", "out.csv",
-           "cannot write the output (Permission denied)")
+          "cannot write the output (Permission denied)", key=run_key(head_run))
 
 
 @pytest.mark.slow
@@ -112,7 +113,7 @@ def test_cp1252_input_is_read(head_run, tmp_path, capsys, flag):
     path.write_bytes(f'id,Final Narrative\n1,"{text}"\n2,cut his hand\n'.encode("cp1252"))
     out = tmp_path / "coded.csv"
     rc = cli(["predict", "--release", str(head_run.path(head_run.params.release)), "--input", str(path),
-              "--output", str(out), *flag])
+              "--output", str(out), "--key", str(run_key(head_run)), *flag])
     assert rc == 0, capsys.readouterr().err
     coded = pd.read_csv(out, dtype=str, keep_default_na=False, encoding="utf-8")
     assert coded["Final Narrative"].tolist() == [text, "cut his hand"]
@@ -125,7 +126,7 @@ def test_stray_invalid_byte_in_utf8_input(head_run, tmp_path, capsys):
     path.write_bytes(raw)
     offset = raw.index(b"\xff")
     err = fails(capsys, head_run.path(head_run.params.release), path, tmp_path / "out.csv", "mixed.csv",
-                 f"offset {offset}", "line 3")
+                f"offset {offset}", "line 3", key=run_key(head_run))
     assert "UTF-8" in err
 
 
@@ -134,7 +135,7 @@ def test_utf8_option_refuses_cp1252(head_run, tmp_path, capsys):
     path = tmp_path / "win.csv"
     path.write_bytes("Final Narrative\nfell \u2014 hard\n".encode("cp1252"))
     rc, _, err = run_predict(capsys, head_run.path(head_run.params.release), path, tmp_path / "out.csv",
-                          "--encoding", "utf-8")
+                             "--encoding", "utf-8", "--key", str(run_key(head_run)))
     assert rc == 2 and "\n" not in err and "not utf-8" in err and "offset" in err
 
 

@@ -150,7 +150,8 @@ def narratives_csv(tmp_path):
 def test_predict_end_to_end(request, backend, narratives_csv, tmp_path, capsys):
     run = request.getfixturevalue(f"{backend}_run")
     out = tmp_path / f"coded_{backend}.csv"
-    rc = cli(["predict", "--release", str(_release(run)), "--input", str(narratives_csv), "--output", str(out)])
+    rc = cli(["predict", "--release", str(_release(run)), "--input", str(narratives_csv), "--output", str(out),
+              *_key(run)])
     assert rc == 0, capsys.readouterr().err
     assert "coded 5 narratives" in capsys.readouterr().out
     coded = pd.read_csv(out, dtype={"code": str}, keep_default_na=False)
@@ -166,6 +167,13 @@ def test_predict_end_to_end(request, backend, narratives_csv, tmp_path, capsys):
     assert (coded["probability"] >= 1 / n - 1e-4).all()  # the arg-max of a softmax over n classes
 
 
+def _key(run) -> list[str]:
+    """``--key`` with the public key the session run signed its releases with."""
+    from release_helpers import run_key
+
+    return ["--key", str(run_key(run))]
+
+
 def _predict_error(capsys, release, input_csv, output, *extra) -> str:
     rc = cli(["predict", "--release", str(release), "--input", str(input_csv), "--output", str(output), *extra])
     err = capsys.readouterr().err.strip()
@@ -176,19 +184,19 @@ def _predict_error(capsys, release, input_csv, output, *extra) -> str:
 
 
 def test_predict_missing_input(head_run, tmp_path, capsys):
-    err = _predict_error(capsys, _release(head_run), tmp_path / "nope.csv", tmp_path / "out.csv")
+    err = _predict_error(capsys, _release(head_run), tmp_path / "nope.csv", tmp_path / "out.csv", *_key(head_run))
     assert "nope.csv" in err and "not found" in err
 
 
 def test_predict_no_narrative_column(head_run, tmp_path, capsys):
     path = tmp_path / "cols.csv"
     pd.DataFrame({"id": [1], "description": ["fell off a ladder"]}).to_csv(path, index=False)
-    err = _predict_error(capsys, _release(head_run), path, tmp_path / "out.csv")
+    err = _predict_error(capsys, _release(head_run), path, tmp_path / "out.csv", *_key(head_run))
     assert "narrative column" in err and "description" in err
 
 
 def test_predict_named_column_missing(head_run, narratives_csv, tmp_path, capsys):
-    err = _predict_error(capsys, _release(head_run), narratives_csv, tmp_path / "out.csv", "--text-column", "Story")
+    err = _predict_error(capsys, _release(head_run), narratives_csv, tmp_path / "out.csv", *_key(head_run), "--text-column", "Story")
     assert "Story" in err
 
 
@@ -200,14 +208,14 @@ def test_predict_named_column_missing(head_run, narratives_csv, tmp_path, capsys
 def test_predict_empty_narrative(head_run, tmp_path, capsys, content):
     path = tmp_path / "empty.csv"
     path.write_text(content, encoding="utf-8")
-    err = _predict_error(capsys, _release(head_run), path, tmp_path / "out.csv")
+    err = _predict_error(capsys, _release(head_run), path, tmp_path / "out.csv", *_key(head_run))
     assert "empty narrative" in err and "row(s) 2" in err
 
 
 def test_predict_whitespace_only_line_in_single_column_csv(head_run, tmp_path, capsys):
     path = tmp_path / "blank.csv"
     path.write_text("Final Narrative\nfell off a ladder\n   \ncut hand\n", encoding="utf-8")
-    err = _predict_error(capsys, _release(head_run), path, tmp_path / "out.csv")
+    err = _predict_error(capsys, _release(head_run), path, tmp_path / "out.csv", *_key(head_run))
     assert "empty narrative" in err and "row(s) 2" in err
 
 

@@ -1,6 +1,8 @@
 """`dprelease verify --release DIR --key agency.pub` (dprelease.verify) and `predict --key` / `sanitize --key`:
 the manifest proves a folder is whole, the signature proves who made it. Each tampering case is one an attacker
-who also rewrites the manifest's sha256 can do: it passes the hash checks, so only the signature can catch it."""
+who also rewrites the manifest's sha256 can do: it passes the hash checks, so only the signature can catch it.
+The signature is checked by default: no key (no --key, no DPRELEASE_AGENCY_KEY) is a one-line refusal, and
+``--no-signature-check`` is the loud opt-out."""
 
 from __future__ import annotations
 
@@ -15,9 +17,15 @@ from safetensors.torch import load_file, save_file
 from dprelease.cli import main as cli
 from dprelease.io import read_json, write_json
 from dprelease.release_check import MANIFEST, SIGNATURE, file_digests
-from dprelease.signing import PUBLIC, ensure_key, sign_folder
+from dprelease.signing import KEY_ENV, PUBLIC, ensure_key, sign_folder
 from release_helpers import (AGENCY, CODES, agency, published, rehash, run_predict, signed_copy,  # noqa: F401
                              tiny_release, verify_cli, verify_refused, write_narratives)
+
+
+@pytest.fixture(autouse=True)
+def no_ambient_key(monkeypatch):
+    """The key comes from each test's own flags (an agency key set in the environment would stand in for them)."""
+    monkeypatch.delenv(KEY_ENV, raising=False)
 
 
 @pytest.fixture
@@ -115,13 +123,117 @@ def test_a_file_that_is_not_a_public_key_is_one_line(release, tmp_path, capsys):
 
 
 # predict --key and sanitize --key ------------------------------------------------------------------------------------
-def test_predict_with_the_key_codes_and_without_it_says_so(agency, published, tmp_path, capsys):
+def test_predict_with_the_key_codes_and_without_one_refuses(agency, published, tmp_path, capsys, monkeypatch):
     src = write_narratives(tmp_path)
     rc, out, err = run_predict(capsys, published, src, tmp_path / "a.csv", "--key", str(agency[0] / PUBLIC))
     assert rc == 0 and err == "", err
     assert set(pd.read_csv(tmp_path / "a.csv", dtype=str)["code"]) == {CODES[0]}
     rc, out, err = run_predict(capsys, published, src, tmp_path / "b.csv")
-    assert rc == 0 and len(err.splitlines()) == 1 and "no --key given" in err and "not checked" in err
+    assert rc == 2 and out == "" and "\n" not in err and not (tmp_path / "b.csv").exists(), err
+    assert err.startswith("dprelease: error:") and "no agency public key" in err and "--key" in err
+    monkeypatch.setenv(KEY_ENV, str(agency[0] / PUBLIC))  # the key from the environment instead of --key
+    rc, out, err = run_predict(capsys, published, src, tmp_path / "c.csv")
+    assert rc == 0 and err == "" and (tmp_path / "c.csv").exists(), err
+
+
+def test_a_tampered_release_without_flags_is_one_line_and_writes_nothing(release, tmp_path, capsys):
+    """The measured failure: a rewritten release with patched hashes, and no --key — it used to be coded
+    (exit 0, nonsense codes). Now nothing is loaded without a key to check who signed it."""
+    _new_weights(release)
+    _new_titles(release)
+    rehash(release)
+    out = tmp_path / "coded.csv"
+    rc, stdout, err = run_predict(capsys, release, write_narratives(tmp_path), out)
+    assert rc == 2 and stdout == "" and err.startswith("dprelease: error:") and "\n" not in err, err
+    assert "refused" in err and "no agency public key" in err and "--no-signature-check" in err
+    assert not out.exists() and not list(tmp_path.glob(".coded.csv.*"))
+
+
+def _another_agency(tmp_path):
+    other, _ = ensure_key(tmp_path / "other", signer="Mallory")
+    return tmp_path / "other" / PUBLIC
+
+
+def _rsa_key(tmp_path):
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+    path = tmp_path / "rsa.pub"
+    key = rsa.generate_private_key(public_exponent=65537, key_size=1024).public_key()
+    path.write_bytes(key.public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo))
+    return path
+
+
+def _private_key(tmp_path):
+    from dprelease.signing import KEY
+
+    ensure_key(tmp_path / "mine")
+    return tmp_path / "mine" / KEY  # the private half, given where the public one goes
+
+
+def _garbage(tmp_path):
+    (tmp_path / "agency.pub").write_bytes(b"-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n")
+    return tmp_path / "agency.pub"
+
+
+WRONG_KEYS = {"another-agency": (_another_agency, "signed by another key"),
+              "rsa": (_rsa_key, "not an Ed25519 public key"),
+              "private-key": (_private_key, "not a PEM public key"),
+              "garbage": (_garbage, "not a PEM public key"),
+              "missing": (lambda tmp_path: tmp_path / "nope.pub", "no such key file"),
+              "a-folder": (lambda tmp_path: tmp_path, "not a regular file")}
+
+
+@pytest.mark.parametrize("wrong", list(WRONG_KEYS))
+def test_a_wrong_key_is_one_line_for_predict_sanitize_and_verify(agency, published, tmp_path, monkeypatch, capsys,
+                                                                 wrong):
+    from dprelease import registry
+
+    make, why = WRONG_KEYS[wrong]
+    key = make(tmp_path)
+    src = write_narratives(tmp_path)
+    rc, stdout, err = run_predict(capsys, published, src, tmp_path / "a.csv", "--key", str(key))
+    assert rc == 2 and stdout == "" and err.startswith("dprelease: error:") and "\n" not in err, err
+    assert why in err and "Traceback" not in err and not (tmp_path / "a.csv").exists()
+    monkeypatch.setattr(registry, "sanitizer", lambda mechanism: _toy)
+    rel = _toy_sanitizer(tmp_path / "san", agency[1])
+    assert cli(["sanitize", "--release", str(rel), "--input", str(src), "--output", str(tmp_path / "a.parquet"),
+                "--key", str(key)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("dprelease: error:") and "\n" not in err and why in err, err
+    assert not (tmp_path / "a.parquet").exists()
+    verify_refused(capsys, published, key, why)
+
+
+def test_verify_takes_the_key_from_the_environment_and_refuses_without_one(agency, published, monkeypatch, capsys):
+    assert cli(["verify", "--release", str(published)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("dprelease: error:") and "\n" not in err and "no agency public key" in err, err
+    assert "--no-signature-check" not in err  # verify has no opt-out: checking is all it does
+    monkeypatch.setenv(KEY_ENV, str(agency[0] / PUBLIC))
+    assert cli(["verify", "--release", str(published)]) == 0
+    assert f"signed by {AGENCY}" in capsys.readouterr().out
+
+
+def test_no_signature_check_is_the_loud_opt_out(agency, release, tmp_path, capsys, monkeypatch):
+    """The opt-out loads a release whose files match its manifest without asking who signed it, and says so
+    on stderr, in one line, every time; with --key beside it it is a contradiction, refused."""
+    _new_titles(release)
+    rehash(release)
+    src = write_narratives(tmp_path)
+    for i in range(2):
+        out = tmp_path / f"coded{i}.csv"
+        rc, stdout, err = run_predict(capsys, release, src, out, "--no-signature-check")
+        assert rc == 0 and f"coded {len(src.read_text().splitlines()) - 1} narratives" in stdout, err
+        assert len(err.splitlines()) == 1 and err.startswith("dprelease: warning: --no-signature-check"), err
+        assert "NOT checked" in err and str(release) in err
+    assert set(pd.read_csv(out, dtype=str)["title"]) == {"Anything"}  # what the rewritten folder says
+    monkeypatch.setenv(KEY_ENV, str(agency[0] / PUBLIC))  # the flag wins over the environment's key
+    rc, _, err = run_predict(capsys, release, src, tmp_path / "env.csv", "--no-signature-check")
+    assert rc == 0 and err.startswith("dprelease: warning: --no-signature-check"), err
+    rc, _, err = run_predict(capsys, release, src, tmp_path / "both.csv", "--no-signature-check", "--key",
+                             str(agency[0] / PUBLIC))
+    assert rc == 2 and "\n" not in err and "contradict" in err and not (tmp_path / "both.csv").exists(), err
 
 
 def test_predict_refuses_a_rewritten_release_when_given_the_key(agency, release, tmp_path, capsys):
@@ -165,8 +277,13 @@ def test_sanitize_key_refuses_a_rewritten_sanitizer_release(agency, tmp_path, mo
     rehash(rel)
     assert cli(args + ["--output", str(tmp_path / "b.parquet")]) == 2
     assert "signature does not match" in capsys.readouterr().err and not (tmp_path / "b.parquet").exists()
-    assert cli(["sanitize", "--release", str(rel), "--input", str(src), "--output", str(tmp_path / "c.parquet")]) == 0
-    assert "no --key given" in capsys.readouterr().err  # without a key it runs, and says what was not checked
+    base = ["sanitize", "--release", str(rel), "--input", str(src)]
+    assert cli(base + ["--output", str(tmp_path / "c.parquet")]) == 2  # no key: refused, one line
+    err = capsys.readouterr().err.strip()
+    assert "no agency public key" in err and "\n" not in err and not (tmp_path / "c.parquet").exists()
+    assert cli(base + ["--output", str(tmp_path / "d.parquet"), "--no-signature-check"]) == 0  # the opt-out
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("dprelease: warning: --no-signature-check") and "\n" not in err, err
 
 
 def test_guarantee_text_of_each_claim_in_one_line():

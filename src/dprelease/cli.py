@@ -1,6 +1,9 @@
 """Command line: ``dprelease stage NAME`` (what dvc.yaml runs), ``dprelease predict``, ``dprelease sanitize``,
 ``dprelease verify`` (a release's signature), ``dprelease key`` (the agency signing key), ``dprelease track``,
-``dprelease dvc-yaml`` and ``dprelease secret init|rotate|show`` (the randomness key)."""
+``dprelease dvc-yaml``, ``dprelease plugin-index`` and ``dprelease secret init|rotate|show`` (the randomness key).
+
+Arguments are parsed before anything heavy is imported: each command imports what it runs, and ``stage NAME``
+only that stage's package (:func:`dprelease.registry.get`)."""
 
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     pr.add_argument("--encoding", choices=("auto", "utf-8", "cp1252"), default="auto",
                     help="input CSV encoding; auto: UTF-8, or cp1252 for a file with no UTF-8 multi-byte text")
     pr.add_argument("--key", default=None, help=KEY_HELP)
+    pr.add_argument("--no-signature-check", action="store_true", help=NO_CHECK_HELP)
     pr.add_argument("--column-prefix", default="",
                     help="put this before the new columns' names (code, title, probability): for an input that "
                          "already has columns of those names, which predict never overwrites")
@@ -42,9 +46,11 @@ def main(argv: list[str] | None = None) -> int:
     sa.add_argument("--seed", type=int, default=None,
                     help="for tests only: a known seed lets anyone who knows it undo the noise (default: OS entropy)")
     sa.add_argument("--key", default=None, help=KEY_HELP)
+    sa.add_argument("--no-signature-check", action="store_true", help=NO_CHECK_HELP)
     ve = sub.add_parser("verify", help="check a release folder's signature and files against the agency's public key")
     ve.add_argument("--release", required=True, help="the release folder to check (classifier or sanitizer)")
-    ve.add_argument("--key", required=True, help="the agency's public key (agency.pub)")
+    ve.add_argument("--key", default=None,
+                    help="the agency's public key (agency.pub; default: the file DPRELEASE_AGENCY_KEY names)")
     ke = sub.add_parser("key", help="the agency signing key: init (once), show, export (the public key), rotate")
     ke.add_argument("action", choices=("init", "show", "export", "rotate"),
                     help="init: make the key pair once; show: its id and signer; export: write the public key; "
@@ -55,6 +61,10 @@ def main(argv: list[str] | None = None) -> int:
     dv = sub.add_parser("dvc-yaml", help="regenerate dvc.yaml from the stage registry")
     dv.add_argument("--params", default="params.yaml", help="the params file (default: params.yaml)")
     dv.add_argument("--output", default="dvc.yaml", help="where to write it (default: dvc.yaml)")
+    ix = sub.add_parser("plugin-index", help="regenerate the plug-in index (which package declares each stage, "
+                                             "flow and sanitizer) from the plug-ins")
+    ix.add_argument("--params", default="params.yaml", help="the params file (default: params.yaml)")
+    ix.add_argument("--output", default=None, help="where to write it (default: the package's plugin_index.json)")
     tr = sub.add_parser("track", help="log the finished pipeline run to MLflow")
     tr.add_argument("--params", default="params.yaml", help="the params file (default: params.yaml)")
     se = sub.add_parser("secret", help="the randomness key the guarantees' noise comes from (private artifacts)")
@@ -76,24 +86,26 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "predict":
             from .release import predict
 
+            key, check = _signature_options(args)
             n = predict(args.release, args.input, args.output, args.text_column, args.device, args.encoding,
-                        key=args.key, column_prefix=args.column_prefix)
+                        key=key, column_prefix=args.column_prefix, signature_check=check)
             print(f"coded {n} narratives -> {args.output}")
-            _unsigned_note(args.key)
         elif args.command == "sanitize":
             from .registry import sanitizer
             from .sanitizer import sanitize_file
 
+            key, check = _signature_options(args)
             n, meta = sanitize_file(args.release, args.input, args.output, lookup=sanitizer,
-                                    text_column=args.text_column, encoding=args.encoding, seed=args.seed, key=args.key)
+                                    text_column=args.text_column, encoding=args.encoding, seed=args.seed, key=key,
+                                    signature_check=check)
             eps = (f", ε={meta['epsilon']:.4g}" if isinstance(meta.get("epsilon"), (int, float))
                    else ", no ε claimed")
             print(f"sanitized {n} narratives with the {meta['mechanism']} release{eps} -> {args.output}")
-            _unsigned_note(args.key)
         elif args.command == "verify":
+            from .signing import key_from_env
             from .verify import summary, verify_folder
 
-            print(summary(verify_folder(args.release, args.key)))
+            print(summary(verify_folder(args.release, args.key or key_from_env())))
         elif args.command == "key":
             from .keys_cli import key_command
 
@@ -110,6 +122,10 @@ def main(argv: list[str] | None = None) -> int:
             with atomic_path(args.output) as tmp:
                 tmp.write_text(text, encoding="utf-8")
             print(f"wrote {args.output}")
+        elif args.command == "plugin-index":
+            from .registry import INDEX_FILE, write_index
+
+            print(f"wrote {write_index(load_params(args.params), path=args.output or INDEX_FILE)}")
         elif args.command == "secret":
             from .privacy import secret
 
@@ -137,14 +153,27 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-KEY_HELP = ("the agency's public key (agency.pub): refuse a release it did not sign; without it the files are "
-            "checked against the manifest, not who published them")
+KEY_HELP = ("the agency's public key (agency.pub, from the agency, not from the release; default: the file "
+            "DPRELEASE_AGENCY_KEY names): a release it did not sign is refused, and so is any release when there "
+            "is no key")
+NO_CHECK_HELP = ("load the release without checking who signed it (only its files against its manifest, which "
+                 "anyone can rewrite); says so on stderr every time")
 
 
-def _unsigned_note(key) -> None:
-    if key is None:
-        print("dprelease: note: no --key given: the release's files match its manifest, but who signed it was not "
-              "checked (see `dprelease verify`)", file=sys.stderr)
+def _signature_options(args) -> tuple[str | None, bool]:
+    """(public key, whether to check the signature) for predict and sanitize: ``--key``, else the file
+    DPRELEASE_AGENCY_KEY names (the loader refuses when there is neither); ``--no-signature-check`` turns
+    the check off, with a one-line warning on stderr every time."""
+    from .errors import ConfigError
+    from .signing import key_from_env
+
+    if not args.no_signature_check:
+        return args.key or key_from_env(), True
+    if args.key:
+        raise ConfigError("--key and --no-signature-check contradict each other: give one of them")
+    print(f"dprelease: warning: --no-signature-check: who published {args.release} is NOT checked (its files are "
+          "checked only against its manifest, which anyone can rewrite)", file=sys.stderr)
+    return None, False
 
 
 def _fmt(v) -> str:

@@ -4,28 +4,55 @@
 generated ``dvc.yaml`` (:func:`dvc_yaml`: the release pipeline; kept in sync by a test).
 
 The stages come from the plug-ins (:mod:`dprelease.plugins`): adding a mechanism changes nothing here.
+
+Loading is lazy: importing this module imports no plug-in. One stage by name (:func:`get`: ``dprelease stage
+NAME``, the Prefect tasks), a sanitizer and the flows' one-line help are found in the plug-in index
+(:data:`INDEX_FILE`, written from the plug-ins by ``dprelease plugin-index``, kept in sync by a test), so only
+that package's ``plugin`` (and ``stages``) module is imported; the full list (:func:`stages`) imports them all.
+The index only ever saves imports: one written for another package list is not used, and a name it lacks is
+looked up in every plug-in unless no plug-in source file changed since it was written (:func:`index_is_current`).
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import json
+from functools import cache
 from pathlib import Path
 
 from . import plugins
 from .cache import code_files
 from .config import Params
 from .errors import ReleaseError
-from .io import make_private_within, private_dir
+from .io import atomic_path, make_private_within, private_dir
 from .mechanism import FlowSpec, Mechanism
 from .stage import Runner, Stage
 
-MECHANISMS: list[Mechanism] = [importlib.import_module(f"{package}.plugin").PLUGIN for package in plugins.PACKAGES]
 PACKAGE_ROOT = "src/dprelease"
+INDEX_FILE = Path(__file__).with_name("plugin_index.json")
+
+
+@cache
+def plugin(package: str) -> Mechanism:
+    """The ``PLUGIN`` of one listed package (its ``plugin`` module, hence its stages, imported on first use)."""
+    return importlib.import_module(f"{package}.plugin").PLUGIN
+
+
+def mechanisms() -> list[Mechanism]:
+    """Every listed package's plug-in, in :data:`dprelease.plugins.PACKAGES` order (imports them all)."""
+    return [plugin(package) for package in plugins.PACKAGES]
+
+
+def __getattr__(name: str):
+    if name == "MECHANISMS":  # the former eager list: every plug-in, loaded on first use
+        return mechanisms()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def stages(params: Params) -> list[Stage]:
     """Every stage, in execution order (stages a run does not need included: DVC runs them all)."""
-    out = [s for m in MECHANISMS for s in m.declare(params)]
+    out = [s for m in mechanisms() for s in m.declare(params)]
     names = [s.name for s in out]
     if len(set(names)) != len(names):
         raise RuntimeError(f"stage declared twice: {sorted({n for n in names if names.count(n) > 1})}")
@@ -33,10 +60,20 @@ def stages(params: Params) -> list[Stage]:
 
 
 def get(params: Params, name: str) -> Stage:
-    for s in stages(params):
+    """One stage by name: from its own package's plug-in only (the index names it), else from every plug-in."""
+    index = plugin_index()
+    package = index["stages"].get(name) if index else None
+    if package is not None:
+        found = [s for s in plugin(package).declare(params) if s.name == name]
+        if found:
+            return found[0]
+    elif index is not None and index_is_current():  # nothing changed since it was written: no such stage
+        raise KeyError(f"unknown stage {name!r} (known: {', '.join(index['stages'])})")
+    everything = stages(params)  # no usable index, one older than a plug-in's sources, or a stage moved: all decide
+    for s in everything:
         if s.name == name:
             return s
-    raise KeyError(f"unknown stage {name!r} (known: {', '.join(s.name for s in stages(params))})")
+    raise KeyError(f"unknown stage {name!r} (known: {', '.join(s.name for s in everything)})")
 
 
 def group(params: Params, name: str, active_only: bool = True) -> list[Stage]:
@@ -60,8 +97,12 @@ Runner.names = lambda params, name: [s.name for s in group(params, name)]
 
 def sanitizer(mechanism: str):
     """The ``sanitize(release_dir, texts, *, seed)`` of the plug-in named ``mechanism`` (what ``dprelease
-    sanitize`` calls for a sanitizer release naming that mechanism)."""
-    found = {m.name: m.sanitize for m in MECHANISMS if m.sanitize is not None}
+    sanitize`` calls for a sanitizer release naming that mechanism); only that package is imported."""
+    index = plugin_index()
+    package = index["sanitizers"].get(mechanism) if index else None
+    if package is not None:
+        return plugin(package).sanitize
+    found = {m.name: m.sanitize for m in mechanisms() if m.sanitize is not None}  # not indexed: every plug-in
     if mechanism not in found:
         raise ReleaseError(f"no sanitizer for mechanism {mechanism!r} in this dprelease "
                            f"(sanitizers: {', '.join(sorted(found)) or 'none'})")
@@ -70,7 +111,56 @@ def sanitizer(mechanism: str):
 
 def flows() -> dict[str, FlowSpec]:
     """Every plug-in's flows by name."""
-    return {f.name: f for m in MECHANISMS for f in m.flows}
+    return {f.name: f for m in mechanisms() for f in m.flows}
+
+
+def flow_help() -> dict[str, tuple[str, str]]:
+    """``{flow name: (title, doc)}`` for command-line help: from the index (no plug-in imported) when usable."""
+    index = plugin_index()
+    if index is None:
+        return {name: (f.title, f.doc) for name, f in flows().items()}
+    return {name: (f["title"], f["doc"]) for name, f in index["flows"].items()}
+
+
+@cache
+def plugin_index() -> dict | None:
+    """The plug-in index (:func:`build_index`) as written in :data:`INDEX_FILE`; None when it is missing or was
+    written for another package list (then every lookup imports every plug-in, as :func:`stages` does)."""
+    try:
+        index = json.loads(INDEX_FILE.read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return None
+    return index if tuple(index.get("packages", ())) == plugins.PACKAGES else None
+
+
+def index_is_current() -> bool:
+    """True when no source file of a listed package is newer than :data:`INDEX_FILE`: a name the index lacks is
+    then no stage (else, e.g. a stage just added, every plug-in is asked: slower, never wrong)."""
+    written = INDEX_FILE.stat().st_mtime_ns
+    folders = [Path(p) for package in plugins.PACKAGES
+               for p in importlib.util.find_spec(package).submodule_search_locations]
+    return all(f.stat().st_mtime_ns <= written for folder in folders for f in folder.rglob("*.py"))
+
+
+def build_index(params: Params) -> dict:
+    """What :data:`INDEX_FILE` holds, from the plug-ins themselves (imports them all): the package list, each
+    stage's package in execution order (stage names do not depend on params: every stage is always declared),
+    each flow's title and doc, and each sanitizer's package."""
+    owner = {s.name: package for package in plugins.PACKAGES for s in plugin(package).declare(params)}
+    return {"packages": list(plugins.PACKAGES),
+            "stages": {s.name: owner[s.name] for s in stages(params)},  # stages(): fails on a name declared twice
+            "flows": {f.name: {"title": f.title, "doc": f.doc} for m in mechanisms() for f in m.flows},
+            "sanitizers": {plugin(package).name: package for package in plugins.PACKAGES
+                           if plugin(package).sanitize is not None}}
+
+
+def write_index(params: Params, *, path: str | Path = INDEX_FILE) -> Path:
+    """Write :func:`build_index` to ``path`` (``dprelease plugin-index``)."""
+    text = json.dumps(build_index(params), indent=1, ensure_ascii=False) + "\n"
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    plugin_index.cache_clear()
+    return Path(path)
 
 
 def arms() -> dict:

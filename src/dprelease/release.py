@@ -30,7 +30,7 @@ from .io import atomic_dir, atomic_path, write_json
 from .outputs import check_output, new_columns, require_rows
 from .release_check import (ALLOWED, CLASSIFIER, MANIFEST, UNLISTED, check_labels, check_release_folder,
                             file_digests, read_json_object, release_files, shown_as, snapshot, verify_release_folder)
-from .signing import Signer, check_signature, sign_folder
+from .signing import Signer, require_signature, sign_folder
 
 CARD = "README.md"
 
@@ -114,18 +114,20 @@ def _shapes(folder: Path, arch: dict) -> tuple[dict, str]:
 
 class Coder:
     """A release that codes lists of narratives (``predict`` and the MLflow model use it). When the Coder is
-    made, the folder's files are read once into a private copy, and that copy is verified (``key``: the
-    agency's signature first, then manifest hashes, allow-list, dimensions, shapes); the weights load from
-    the copy on the first call, once (then the copy is removed), so the files loaded are the files checked."""
+    made, the folder's files are read once into a private copy, and that copy is verified (the agency's
+    signature with ``key`` first — no key is refused unless ``signature_check`` is False, the caller's explicit
+    opt-out — then manifest hashes, allow-list, dimensions, shapes); the weights load from the copy on the
+    first call, once (then the copy is removed), so the files loaded are the files checked."""
 
-    def __init__(self, release: str | Path, device: str = "cpu", *, key: str | Path | None = None) -> None:
+    def __init__(self, release: str | Path, device: str = "cpu", *, key: str | Path | None = None,
+                 signature_check: bool = True) -> None:
         self.release, self.device = Path(release), _device(device)
         self._copy = tempfile.TemporaryDirectory(prefix="dprelease-release-")
         self.folder = Path(self._copy.name)
         try:
             with shown_as(self.folder, self.release):
                 snapshot(self.release, self.folder)
-                self.signature = check_signature(self.folder, key, shown=self.release) if key is not None else None
+                self.signature = require_signature(self.folder, key, shown=self.release, check=signature_check)
                 _, self.arch, self.labels = _verify(self.folder)
         except BaseException:
             self._copy.cleanup()
@@ -145,14 +147,15 @@ class Coder:
 
 def predict(release: str | Path, input_csv: str | Path, output_csv: str | Path, text_column: str | None = None,
             device: str = "cpu", encoding: str = "auto", *, key: str | Path | None = None,
-            column_prefix: str = "") -> int:
+            column_prefix: str = "", signature_check: bool = True) -> int:
     """Code every narrative of ``input_csv``; write its columns plus code, title, probability (each name
-    after ``column_prefix``). Returns the row count. The release is verified (``key``: its signature; then
-    manifest hashes, allow-list, dimensions, tensor shapes) before any weight is loaded; the output path
-    and the new columns are checked before anything is coded (:mod:`dprelease.outputs`); every problem is
-    a one-line :class:`ReleaseError` (or ``DataError`` for the input), with nothing written."""
+    after ``column_prefix``). Returns the row count. The release is verified (``key``: its signature, required
+    unless ``signature_check`` is False; then manifest hashes, allow-list, dimensions, tensor shapes) before
+    any weight is loaded; the output path and the new columns are checked before anything is coded
+    (:mod:`dprelease.outputs`); every problem is a one-line :class:`ReleaseError` (or ``DataError`` for the
+    input), with nothing written."""
     output_csv = check_output(output_csv, input_file=input_csv, release=release)
-    coder = Coder(release, device, key=key)  # device and folder checked; no weight loaded yet
+    coder = Coder(release, device, key=key, signature_check=signature_check)  # checked; no weight loaded yet
     df, texts = read_narratives(Path(input_csv), text_column, encoding)
     columns = new_columns(df.columns, CODED_COLUMNS, column_prefix, input_csv)
     require_rows(len(texts), input_csv)

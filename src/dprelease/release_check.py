@@ -182,8 +182,8 @@ def shown_as(copy: Path, original: Path) -> Iterator[None]:
     """Errors raised inside name ``original`` where they would name its private ``copy``."""
     try:
         yield
-    except ReleaseError as e:
-        raise ReleaseError(str(e).replace(str(copy), str(original))) from None
+    except ReleaseError as e:  # the same class (a SignatureError stays one), the original's name
+        raise type(e)(str(e).replace(str(copy), str(original))) from None
 
 
 def read_json_object(path: Path) -> dict:

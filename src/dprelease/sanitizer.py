@@ -27,7 +27,7 @@ from .io import atomic_path, file_hash
 from .outputs import check_output, require_rows
 from .release import read_narratives
 from .release_check import MANIFEST, SANITIZER as KIND, shown_as, snapshot, verify_release_folder
-from .signing import check_signature
+from .signing import require_signature
 
 METADATA_KEY = b"dprelease"
 
@@ -42,24 +42,24 @@ def verify_sanitizer(folder: str | Path) -> dict:
 
 def sanitize_file(release: str | Path, input_csv: str | Path, output: str | Path, *, lookup: Callable[[str], Sanitize],
                   text_column: str | None = None, encoding: str = "auto", seed: int | None = None,
-                  key: str | Path | None = None) -> tuple[int, dict]:
+                  key: str | Path | None = None, signature_check: bool = True) -> tuple[int, dict]:
     """Privatize every narrative of ``input_csv`` with the release's mechanism (found by ``lookup``); write
     ``output`` (parquet) atomically. Returns the row count and the public guarantee metadata. The release's
-    files are read once into a private copy, which is checked (``key``: the agency's signature first) and
-    is what the mechanism loads."""
+    files are read once into a private copy, which is checked (the agency's signature with ``key`` first: no
+    key is refused unless ``signature_check`` is False, the caller's explicit opt-out) and is what the
+    mechanism loads."""
     output = check_output(output, input_file=input_csv, release=release)
     if output.suffix != ".parquet":
         raise ReleaseError(f"{output}: the output is written as parquet; name it *.parquet")
     with tempfile.TemporaryDirectory(prefix="dprelease-release-") as tmp, shown_as(Path(tmp), Path(release)):
         return _sanitize(Path(release), Path(tmp), Path(input_csv), output, lookup=lookup, text_column=text_column,
-                         encoding=encoding, seed=seed, key=key)
+                         encoding=encoding, seed=seed, key=key, signature_check=signature_check)
 
 
 def _sanitize(release: Path, copy: Path, input_csv: Path, output: Path, *, lookup, text_column, encoding, seed,
-              key) -> tuple[int, dict]:
+              key, signature_check) -> tuple[int, dict]:
     snapshot(release, copy)
-    if key is not None:
-        check_signature(copy, key, shown=release)
+    require_signature(copy, key, shown=release, check=signature_check)
     manifest = verify_sanitizer(copy)
     sanitize = lookup(manifest["mechanism"])
     _, texts = read_narratives(input_csv, text_column, encoding)

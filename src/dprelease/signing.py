@@ -14,6 +14,11 @@ Signing a release folder writes ``signed_by`` (name, key id) into its manifest, 
 64-byte Ed25519 signature of the manifest's exact bytes. ``dprelease verify`` checks it; so does OpenSSL 3
 without dprelease: ``openssl pkeyutl -verify -pubin -inkey agency.pub -rawin -in release.json -sigfile
 release.sig``. Rotation (:func:`rotate`) retires the key pair to ``retired/<key id>/`` and makes a new one.
+
+Wherever a release is loaded (``dprelease predict``, ``sanitize``, ``verify``, the MLflow model) its signature is
+checked by default: the public key comes from ``--key`` or :data:`KEY_ENV`, and a release with no key to check
+it against is refused (:func:`missing_key`) unless the caller opts out explicitly (``--no-signature-check``,
+:data:`NO_CHECK_ENV`). Every failure is a one-line :class:`SignatureError`.
 """
 
 from __future__ import annotations
@@ -33,11 +38,17 @@ from .locks import file_lock
 from .release_check import MANIFEST, SIGNATURE
 
 KEY, PUBLIC, SIGNER = "agency.key", "agency.pub", "signer.json"
+KEY_ENV = "DPRELEASE_AGENCY_KEY"  # the agency's public key file, where no --key is given
+NO_CHECK_ENV = "DPRELEASE_NO_SIGNATURE_CHECK"  # 1: the MLflow model loads without checking the signature (loud)
 RETIRED = "retired"
 DEFAULT_SIGNER = "dprelease agency"
 SIGNATURE_BYTES = 64
 MAX_KEY_FILE_BYTES = 16 << 10
 MAX_MANIFEST_BYTES = 64 << 20
+
+
+class SignatureError(ReleaseError):
+    """A release's signature is missing, wrong or could not be checked (no usable agency key): refused."""
 
 
 @dataclass(frozen=True)
@@ -190,6 +201,7 @@ def load_signer(folder: str | Path) -> Signer:
 
 def load_public_key(path: str | Path) -> tuple[object, str]:
     """(public key, key id) from a PEM public key file, or a one-line error."""
+    from cryptography.exceptions import UnsupportedAlgorithm
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
     from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
@@ -197,11 +209,13 @@ def load_public_key(path: str | Path) -> tuple[object, str]:
     try:
         key = load_pem_public_key(_read_key_file(path, private=False))
     except ConfigError as e:
-        raise ReleaseError(str(e)) from None
-    except (ValueError, TypeError):
-        raise ReleaseError(f"{path}: not a PEM public key (the agency's agency.pub)") from None
+        raise SignatureError(str(e)) from None
+    except (ValueError, TypeError, UnsupportedAlgorithm):
+        raise SignatureError(f"{path}: not a PEM public key (the agency's agency.pub)") from None
+    except OSError as e:
+        raise SignatureError(f"{path}: cannot read the key ({e.strerror or e})") from None
     if not isinstance(key, Ed25519PublicKey):
-        raise ReleaseError(f"{path}: not an Ed25519 public key")
+        raise SignatureError(f"{path}: not an Ed25519 public key (the agency's agency.pub is one)")
     return key, key_id(key)
 
 
@@ -234,12 +248,13 @@ def check_signature(folder: str | Path, public_key: str | Path, *, shown: str | 
     key, kid = load_public_key(public_key)
     sig_path, manifest_path = folder / SIGNATURE, folder / MANIFEST
     if not sig_path.is_file() or sig_path.is_symlink():
-        raise ReleaseError(f"{shown}: the release is not signed (no {SIGNATURE}); refused because --key was given")
+        raise SignatureError(f"{shown}: the release is not signed (no {SIGNATURE}); refused")
     if sig_path.stat().st_size != SIGNATURE_BYTES:
-        raise ReleaseError(f"{shown / SIGNATURE}: {sig_path.stat().st_size} bytes, not an Ed25519 signature (64 bytes)")
+        raise SignatureError(f"{shown / SIGNATURE}: {sig_path.stat().st_size} bytes, not an Ed25519 signature "
+                             "(64 bytes)")
     signature = sig_path.read_bytes()
     if not manifest_path.is_file() or manifest_path.stat().st_size > MAX_MANIFEST_BYTES:
-        raise ReleaseError(f"{shown}: not a release folder (no usable {MANIFEST})")
+        raise SignatureError(f"{shown}: not a release folder (no usable {MANIFEST})")
     data = manifest_path.read_bytes()
     try:
         signed_by = json.loads(data.decode("utf-8")).get("signed_by")
@@ -251,13 +266,43 @@ def check_signature(folder: str | Path, public_key: str | Path, *, shown: str | 
     except InvalidSignature:
         named = signed_by.get("key_id")
         if isinstance(named, str) and named != kid:
-            raise ReleaseError(f"{shown}: signed by another key ({str(signed_by.get('name'))[:80]}, key "
+            raise SignatureError(f"{shown}: signed by another key ({str(signed_by.get('name'))[:80]}, key "
                                f"{named[:16]}), not by {public_key} (key {kid[:16]}); refused") from None
-        raise ReleaseError(f"{shown}: the signature does not match {MANIFEST} with key {kid[:16]} from {public_key} "
+        raise SignatureError(f"{shown}: the signature does not match {MANIFEST} with key {kid[:16]} from {public_key} "
                            "(changed after signing, or signed by another key); refused") from None
     if signed_by.get("key_id") != kid or not isinstance(signed_by.get("name"), str):
-        raise ReleaseError(f"{shown / MANIFEST}: signed, but its signed_by does not name key {kid[:16]}; refused")
+        raise SignatureError(f"{shown / MANIFEST}: signed, but its signed_by does not name key {kid[:16]}; refused")
     return {"signer": signed_by["name"], "key_id": kid, "manifest_sha256": hashlib.sha256(data).hexdigest()}
+
+
+def require_signature(folder: str | Path, key: str | Path | None, *, shown: str | Path | None = None,
+                      check: bool = True) -> dict | None:
+    """What every loader of a release runs first: :func:`check_signature` against ``key``; with no key the
+    release is refused (:func:`missing_key`), unless ``check`` is False — the caller's explicit opt-out
+    (``--no-signature-check``), which returns None and checks nothing."""
+    if not check:
+        return None
+    if key is None:
+        raise missing_key(shown or folder)
+    return check_signature(folder, key, shown=shown)
+
+
+def missing_key(shown: str | Path, how: str = f"give --key agency.pub or set {KEY_ENV}",
+                opt_out: str | None = "--no-signature-check") -> SignatureError:
+    """The error for a release with no agency key to check its signature against (the default refuses)."""
+    skip = f"; {opt_out} skips the check" if opt_out else ""
+    return SignatureError(f"{shown}: refused: no agency public key to check who signed this release ({how}: the "
+                          f"key the agency gave you, not one from the release{skip})")
+
+
+def key_from_env() -> str | None:
+    """The public key file :data:`KEY_ENV` names, or None (unset or empty)."""
+    return os.environ.get(KEY_ENV) or None
+
+
+def opted_out(value: str | None) -> bool:
+    """Whether an environment value (e.g. :data:`NO_CHECK_ENV`'s) turns the signature check off."""
+    return (value or "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def agency_signer(params, root: str | Path = ".") -> Signer:

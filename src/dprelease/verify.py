@@ -21,7 +21,7 @@ from .release import verify_release
 from .release_check import (MANIFEST, UNLISTED, check_release_folder, read_json_object, release_files, shown_as,
                             snapshot)
 from .sanitizer import KIND as SANITIZER, verify_sanitizer
-from .signing import Signer, check_signature, sign_folder
+from .signing import Signer, check_signature, missing_key, sign_folder
 
 
 def _check(folder: Path) -> dict:
@@ -30,9 +30,12 @@ def _check(folder: Path) -> dict:
     return verify_sanitizer(folder) if kind == SANITIZER else verify_release(folder)
 
 
-def verify_folder(release: str | Path, key: str | Path) -> dict:
-    """Signature, then the file checks, on a private copy of ``release``; what :func:`summary` prints."""
+def verify_folder(release: str | Path, key: str | Path | None) -> dict:
+    """Signature, then the file checks, on a private copy of ``release``; what :func:`summary` prints.
+    ``key`` None (no --key, no ``DPRELEASE_AGENCY_KEY``): a one-line refusal, nothing read."""
     release = Path(release)
+    if key is None:
+        raise missing_key(release, opt_out=None)
     with tempfile.TemporaryDirectory(prefix="dprelease-verify-") as tmp, shown_as(Path(tmp), release):
         copy = Path(tmp)
         snapshot(release, copy)

@@ -38,7 +38,9 @@ def simulated(tmp_path_factory):
         rc_refused = fr.main(["--root", str(root), str(extra), "--set", "service.gates.epsilon_budget=0.01"])
         # unchanged: nothing new registered, but the audit it runs now is attached to version 1
         rc_again = fr.main(["--root", str(root), str(windows[0]), "--set", "service.audit=true"])
-    return SimpleNamespace(root=root, rcs=(rc, rc_refused, rc_again), windows=windows)
+        # production's own snapshot, code and params once more: ends at once, nothing run or registered
+        rc_same = fr.main(["--root", str(root), str(windows[2])])
+    return SimpleNamespace(root=root, rcs=(rc, rc_refused, rc_again, rc_same), windows=windows)
 
 
 def _client(root):
@@ -49,7 +51,7 @@ def _client(root):
 
 
 def test_snapshots_are_versioned_with_dvc(simulated):
-    assert simulated.rcs == (0, 0, 0)
+    assert simulated.rcs == (0, 0, 0, 0)
     snaps = sorted((simulated.root / "data" / "snapshots").glob("*.csv.gz"))
     assert len(snaps) == 4 and all(s.with_name(s.name + ".dvc").is_file() for s in snaps)
     assert [len(pd.read_csv(w)) for w in simulated.windows] == sorted(len(pd.read_csv(w)) for w in simulated.windows)
@@ -63,8 +65,10 @@ def test_versions_tags_and_gates(simulated):
     assert [str(v.version) for v in versions] == ["1", "2", "3", "4"]              # the unchanged retrain added none
     for v in versions:
         for key in ("epsilon", "guarantee", "cumulative_epsilon", "weighted_f1", "macro_f1", "weighted_f1_mean",
-                    "records", "release.digest", "snapshot", "gate.decision", "gate.reason"):
+                    "records", "release.digest", "snapshot", "gate.decision", "gate.reason",
+                    "snapshot_sha256", "code_hash", "params_hash", "audited", "source"):  # what it was made from
             assert key in v.tags, (v.version, key)
+        assert v.tags["source"] == "retrain"
         run = client.get_run(v.tags["run_id"])
         for key in ("epsilon", "weighted_f1", "macro_f1", "records"):                # one name, same figure
             assert float(v.tags[key]) == pytest.approx(run.data.metrics[key])
@@ -81,6 +85,22 @@ def test_versions_tags_and_gates(simulated):
     aliases = {a: str(client.get_model_version_by_alias("oiics-autocoder", a).version)
                for a in ("production", "candidate", "refused")}
     assert aliases == {"production": "3", "candidate": "4", "refused": "4"}
+
+
+def test_a_retrain_of_productions_own_inputs_ends_at_once(simulated, capsys):
+    """The fixture's last retrain: windows[2] is production's (version 3) snapshot, with its code and params."""
+    import flows.retrain as fr
+
+    _, client = _client(simulated.root)
+    prod = client.get_model_version_by_alias("oiics-autocoder", "production")
+    assert str(prod.version) == "3" and prod.tags["audited"] == "false"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+        assert fr.main(["--root", str(simulated.root), str(simulated.windows[2])]) == 0
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "; version 3 ε=" in line and line.endswith("→ unchanged, already promoted"), line
+    assert float(line.split(": ", 1)[1].split(" s")[0]) < 15, line
+    assert len(client.search_model_versions("name = 'oiics-autocoder'")) == 4
 
 
 def test_unchanged_retrain_attaches_its_audit(simulated):

@@ -2,9 +2,11 @@
 process work pools, the deployments and a worker. The real retrain deployment on a one-minute cron: the
 server's scheduler creates its runs, the worker runs one to completion (named after its snapshot, its
 progress in the run's logs, a Markdown artifact with ε, F1 and the gate decision), the server logs no
-error; then ``serve trigger`` runs it by hand (an unchanged snapshot: nothing new registered); everything
-is stopped by PID. With SQLAlchemy 2.1 under Prefect 3.8.8 the scheduler fails every loop and no
-scheduled run ever appears: this test is what sees that."""
+error; then ``serve trigger`` runs it by hand (an unchanged snapshot: Completed ``unchanged: …`` at once,
+nothing new registered), and once more while the test holds the project root (Cancelled, the holder named);
+everything is stopped by PID. With SQLAlchemy 2.1 under Prefect 3.8.8 the scheduler fails every loop and
+no scheduled run ever appears: this test is what sees that. A stand-in retrain that outlasts the cron
+shows that runs due meanwhile are cancelled with the reason, never queued."""
 
 from __future__ import annotations
 
@@ -15,12 +17,15 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 import yaml
 
 from conftest import GATED, ROOT, SLICE_DATA, make_root, slice_raw
+from dprelease.locks import root_lock
+from dprelease.service import supervisor as sv
 from dprelease.service.snapshots import snapshot_id
 from dprelease.service.supervisor import alive, api, flow_runs
 
@@ -48,6 +53,18 @@ def _wait_for(what, timeout: float, every: float = 2.0):
             return found
         time.sleep(every)
     return None
+
+
+def _trigger(root: Path) -> dict:
+    """``serve trigger``'s result; tried again when the one-minute cron's own run was running at that moment
+    (the triggered run is then cancelled by the deployment's concurrency limit: what the limit is for)."""
+    for _ in range(3):
+        run = _serve(root, "trigger", "--timeout", "240")
+        assert run.returncode == 0, run.stdout[-1000:] + run.stderr[-2000:]
+        out = json.loads(run.stdout.strip().splitlines()[-1])
+        if out["message"] != "Deployment concurrency limit reached.":
+            return out
+    return out
 
 
 def _log_problems(path: Path) -> list[str]:
@@ -83,6 +100,8 @@ def test_scheduled_retrain_fires_completes_and_reports(tmp_path):
     try:
         assert started.returncode == 0, started.stderr[-2000:]
         assert "serving: Prefect API http://127.0.0.1:" in started.stdout
+        # no release folder yet: `make serve` says so (a release is registered: tests/service/test_register_current.py)
+        assert "registry: nothing registered (no release in release/ (`make run` makes one))" in started.stdout
         assert (root / ".prefect" / "prefect.db").is_file()                      # its database is in the project
         url = state["url"]
         dep = api(url, "deployments/name/retrain/scheduled")
@@ -125,12 +144,19 @@ def test_scheduled_retrain_fires_completes_and_reports(tmp_path):
         assert f"| weighted F1 (released draw) | {reg['figures']['weighted_f1']:.4g} |" in text
         assert "| gate decision | promoted |" in text
 
-        # the operator's view of it, and a run triggered by hand: an unchanged snapshot registers nothing
+        # the operator's view of it, and a run triggered by hand: an unchanged snapshot ends at once, registers nothing
         status = _serve(root, "status", timeout=60)
         assert "completed" in status.stdout, status.stdout
-        run = _serve(root, "trigger", "--timeout", "240")
-        assert run.returncode == 0, run.stdout[-1000:] + run.stderr[-2000:]
-        assert json.loads(run.stdout.strip().splitlines()[-1])["state"] == "COMPLETED"
+        run = _trigger(root)
+        assert run["state"] == "COMPLETED" and run["message"].startswith("unchanged: snapshot "), run
+        assert "are those of version 1 (promoted); nothing registered, nothing run" in run["message"], run
+
+        # a deployment run that finds the root held by another run (here: this test) ends Cancelled, naming it
+        with root_lock(root, "a command-line retrain"):
+            run = _trigger(root)
+        assert run["state"] == "CANCELLED" and run["message"].startswith(f"skipped: {root.resolve()} is in use by "
+                                                                         f"another dprelease run: pid {os.getpid()} "
+                                                                         "(a command-line retrain)"), run
         assert _log_problems(logs / "server.log") == []                          # the scheduler never failed
         assert _log_problems(logs / "worker.log") == []
     finally:
@@ -139,3 +165,81 @@ def test_scheduled_retrain_fires_completes_and_reports(tmp_path):
     assert state and not any(alive(pid) for pid in state["pids"].values())
     assert not (root / ".prefect" / "serve" / "pids.json").exists()
     print(f"first scheduled run completed {fired_s:.0f} s after `serve start` began")
+
+
+STAND_IN = "tests/flows/stand_in_retrain.py:retrain_flow"  # a "retrain" that holds while <root>/hold exists
+LIMIT = "Deployment concurrency limit reached."  # the message of a run Prefect's CANCEL_NEW strategy cancels
+
+
+@pytest.mark.slow
+def test_a_run_due_while_one_runs_is_cancelled_not_queued(tmp_path, monkeypatch):
+    """The deployments as `make serve` makes them (flows.serve _deploy), with a stand-in retrain that
+    outlasts the one-minute cron: while it runs, a run triggered by hand (`serve trigger`) and the cron's
+    own next run end Cancelled with the reason; no run waits in AwaitingConcurrencySlot or piles up late;
+    the held run then completes."""
+    monkeypatch.setenv("DPRELEASE_SERVE_UI", "false")
+    root = make_root(tmp_path)
+    shutil.copyfile(ROOT / "prefect.toml", root / "prefect.toml")
+    port = _free_port()
+    raw = slice_raw(service={"port": port, "audit": False, "cron": EVERY_MINUTE})
+    (root / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    (root / "hold").touch()
+    state = {}
+    try:
+        state = sv.start(root, port=port, work_pool="cpu", code=ROOT, timeout_s=180,
+                         deploy=["flows.serve", "_deploy", "--params", "params.yaml", "--entrypoint", STAND_IN])
+        url = state["url"]
+        for name in ("scheduled", "full-backend"):
+            dep = api(url, f"deployments/name/retrain/{name}")
+            assert dep["global_concurrency_limit"]["limit"] == 1, dep
+            assert dep["concurrency_options"]["collision_strategy"] == "CANCEL_NEW", dep
+        dep = api(url, "deployments/name/retrain/scheduled")
+        api(url, f"deployments/{dep['id']}/create_flow_run", {})          # a run due now (or the cron's, if first)
+        held = _wait_for(lambda: [r for r in flow_runs(url) if r["state"] == "RUNNING"], timeout=150)
+        assert held and len(held) == 1, [(r["state"], r["state_name"]) for r in flow_runs(url)]
+
+        # `make serve-trigger` while it runs: the new run is cancelled at once, and says why
+        t0 = time.monotonic()
+        done = sv.run_module(root, port, ["flows.serve", "_trigger", "--timeout", "120"], code=ROOT)
+        assert done.returncode == 0, done.stderr[-2000:]
+        triggered = json.loads(done.stdout.strip().splitlines()[-1])
+        assert (triggered["state"], triggered["message"]) == ("CANCELLED", LIMIT), triggered
+        print(f"triggered run cancelled after {time.monotonic() - t0:.0f} s")
+
+        # the cron's own run, due at the next minute, too
+        cron = _wait_for(lambda: [r for r in flow_runs(url) if r["auto_scheduled"] and r["state"] == "CANCELLED"
+                                  and r["id"] != held[0]["id"]], timeout=120)
+        assert cron and cron[0]["message"] == LIMIT, cron
+
+        runs = flow_runs(url)
+        now = time.time()
+        assert [r["id"] for r in runs if r["state"] in ("RUNNING", "PENDING")] == [held[0]["id"]]  # only the held one
+        assert not [r for r in runs if r["state_name"] == "AwaitingConcurrencySlot"]               # no queue ...
+        overdue = [r for r in runs if r["state"] == "SCHEDULED"
+                   and datetime.fromisoformat(r["expected_start"]).timestamp() < now - 30]
+        assert not overdue, overdue                                                                 # ... nothing late
+        assert all(r["message"] == LIMIT for r in runs if r["state"] == "CANCELLED")
+
+        (root / "hold").unlink()                                        # the held "retrain" ends
+        finished = _wait_for(lambda: [r for r in flow_runs(url) if r["id"] == held[0]["id"]
+                                      and r["state"] == "COMPLETED"], timeout=60)
+        assert finished, [(r["id"], r["state"]) for r in flow_runs(url)]
+        logs = root / ".prefect" / "serve"
+        assert _log_problems(logs / "server.log") == [] and _log_problems(logs / "worker.log") == []
+    finally:
+        (root / "hold").unlink(missing_ok=True)
+        stopped = sv.stop(root)
+    assert state and sorted(stopped) == sorted(state["pids"].values())
+    assert all(_reaped(pid) for pid in stopped)                  # children of this test: reaped, not zombies
+
+
+def _reaped(pid: int, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                return True
+        except ChildProcessError:
+            return True
+        time.sleep(0.1)
+    return False

@@ -104,3 +104,35 @@ def test_summary_reports_the_decision_and_production(registry):
     promote(client, NAME, v2, gates=GateParams(epsilon_budget=1.0))
     again = summary(client.get_model_version(NAME, v2), mr.production(client, NAME), unchanged=True)
     assert again["decision"] == "unchanged, already promoted" and again["production"] == v2
+
+
+
+FP = {"snapshot_sha256": "s1", "code_hash": "c1", "params_hash": "p1"}
+
+
+def test_unchanged_since_finds_the_production_or_newest_version_made_from_the_same_inputs(registry):
+    from dprelease.service.promotion import unchanged_since
+
+    _, client, _ = registry
+
+    def found(fp: dict, audit: bool = False) -> str | None:
+        version = unchanged_since(client, NAME, fp, audit=audit)
+        return None if version is None else str(version.version)
+
+    assert found(FP) is None                                                      # no model yet
+    v1 = _version(registry, "a", 2.0, 0.7, **FP)
+    assert found(FP) == v1                                                        # the newest (candidate)
+    promote(client, NAME, v1, gates=GateParams(epsilon_budget=5.0))
+    for key in FP:  # any hash that differs: a retrain has something new to run
+        assert found(FP | {key: "other"}) is None
+    assert found(FP, audit=True) is None                                          # not audited, audit asked for
+    client.set_model_version_tag(NAME, v1, "audited", "true")
+    assert found(FP, audit=True) == v1
+    # a newer version from other inputs: production (v1) still matches; the newest matches its own inputs
+    v2 = _version(registry, "b", 2.0, 0.7, **(FP | {"snapshot_sha256": "s2"}))
+    assert found(FP) == v1 and found(FP | {"snapshot_sha256": "s2"}) == v2
+    # a version that is neither production nor the newest any more is not looked at
+    v3 = _version(registry, "c", 2.0, 0.7, **(FP | {"code_hash": "c3"}))
+    promote(client, NAME, v3, gates=GateParams(epsilon_budget=5.0))
+    assert found(FP) is None and found(FP | {"snapshot_sha256": "s2"}) is None
+    assert found(FP | {"code_hash": "c3"}) == v3

@@ -115,7 +115,9 @@ class _API(BaseHTTPRequestHandler):
 
     RUNS = [{"id": "r1", "name": "retrain a", "state_type": "COMPLETED", "auto_scheduled": True},
             {"id": "r2", "name": "retrain b", "state_type": "COMPLETED", "auto_scheduled": False},
-            {"id": "r3", "name": "retrain c", "state_type": "SCHEDULED", "auto_scheduled": True}]
+            {"id": "r3", "name": "retrain c", "state_type": "SCHEDULED", "auto_scheduled": True},
+            {"id": "r4", "name": "retrain d", "state_type": "CANCELLED", "state_name": "Cancelled",
+             "state": {"message": "Deployment concurrency limit reached."}, "auto_scheduled": True}]
     seen: list = []
 
     def _json(self, body) -> None:
@@ -151,10 +153,12 @@ def test_health_and_run_counts_read_the_api():
     try:
         assert sv.healthy(port)
         runs = sv.flow_runs(sv.api_url(port))
-        assert [r["name"] for r in runs] == ["retrain a", "retrain b", "retrain c"]
+        assert [r["name"] for r in runs] == ["retrain a", "retrain b", "retrain c", "retrain d"]
+        assert runs[3]["message"] == "Deployment concurrency limit reached." and runs[0]["message"] is None
         assert _API.seen[-1] == ("/api/flow_runs/filter",
                                  {"flow_runs": {"deployment_id": {"any_": ["dep-1"]}}, "limit": 200})
-        assert sv.run_counts(sv.api_url(port)) == {"completed": 1, "completed (triggered)": 1, "scheduled": 1}
+        assert sv.run_counts(sv.api_url(port)) == {"completed": 1, "completed (triggered)": 1, "scheduled": 1,
+                                                   "cancelled": 1}
     finally:
         httpd.shutdown()
         httpd.server_close()
@@ -168,3 +172,31 @@ def test_env_points_prefect_at_this_project(tmp_path):
     assert env["PYTHONPATH"] == f"{CODE}{os.pathsep}{CODE / 'src'}"             # flows/, tasks/ and this package
     assert sv.env_for(tmp_path, 1, code=tmp_path)["PYTHONPATH"] == str(tmp_path)  # no src/: the installed one
     assert env["PREFECT_SERVER_ANALYTICS_ENABLED"] == "false"
+
+
+def test_before_worker_runs_after_the_deployments_and_before_the_worker(tmp_path, monkeypatch):
+    """``make serve`` registers the current release there: no scheduled run can start before it is done.
+    A failure in it stops what started."""
+    order = []
+    monkeypatch.setattr(sv, "port_in_use", lambda port: False)
+    monkeypatch.setattr(sv, "healthy", lambda port: True)
+    monkeypatch.setattr(sv, "spawn", lambda root, name, args, env: order.append(name) or os.getpid())
+    monkeypatch.setattr(sv, "run_module", lambda root, port, args, code: order.append("deploy")
+                        or subprocess.CompletedProcess(args, 0, "", ""))
+    state = sv.start(tmp_path, port=1, work_pool="cpu", deploy=["x"], code=CODE,
+                     before_worker=lambda: order.append("register") or {"line": "registry: version 1"})
+    assert order == ["server", "deploy", "register", "worker"]
+    assert state["before_worker"] == {"line": "registry: version 1"} and "before_worker_s" in state["timings"]
+    assert sv.read_state(tmp_path)["before_worker"] == {"line": "registry: version 1"}
+
+    (tmp_path / sv.STATE / sv.PIDS).unlink()
+    order.clear()
+    stopped = []
+    monkeypatch.setattr(sv, "stop", lambda root: stopped.append(root) or [])
+
+    def broken():
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        sv.start(tmp_path, port=1, work_pool="cpu", deploy=["x"], code=CODE, before_worker=broken)
+    assert order == ["server", "deploy"] and stopped == [tmp_path]             # no worker; the server stopped

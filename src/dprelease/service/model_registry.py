@@ -14,7 +14,7 @@ from importlib import metadata
 from pathlib import Path
 
 from .gates import Decision, Figures
-from .pyfunc_model import ARTIFACT, SIGNATURE
+from .pyfunc_model import ARTIFACT, KEY_ARTIFACT, SIGNATURE
 
 PRODUCTION, CANDIDATE, REFUSED = "production", "candidate", "refused"
 MODEL_NAME = "autocoder"  # the model's name on its run
@@ -33,16 +33,19 @@ def requirements() -> list[str]:
     return [f"{name}=={metadata.version(name).split('+')[0]}" for name in RUNTIME]
 
 
-def log_model(mlflow, release: Path) -> str:
-    """Log the release folder as a pyfunc model on the active run; returns its model URI. The package's
-    code travels with the model (``code_paths``), so a partner needs the pinned requirements only. The
-    input example (two made-up narratives) is checked against the signature and scored once here."""
+def log_model(mlflow, release: Path, key: Path | None = None) -> str:
+    """Log the release folder as a pyfunc model on the active run; returns its model URI. ``key``: the
+    agency's public key (``agency.pub``) that signed it, logged beside it so the model checks its release's
+    signature when it loads (:mod:`.pyfunc_model`). The package's code travels with the model
+    (``code_paths``), so a partner needs the pinned requirements only. The input example (two made-up
+    narratives) is checked against the signature and scored once here."""
     import pandas as pd
 
     import dprelease
 
+    artifacts = {ARTIFACT: str(release)} | ({KEY_ARTIFACT: str(key)} if key is not None else {})
     info = mlflow.pyfunc.log_model(name=MODEL_NAME, python_model=str(Path(__file__).with_name("model_code.py")),
-                                   artifacts={ARTIFACT: str(release)}, code_paths=[str(Path(dprelease.__file__).parent)],
+                                   artifacts=artifacts, code_paths=[str(Path(dprelease.__file__).parent)],
                                    signature=SIGNATURE, input_example=pd.DataFrame({"narrative": EXAMPLE}),
                                    pip_requirements=requirements())
     return info.model_uri

@@ -7,6 +7,12 @@ ledger, then tagged with the cumulative ε, and only then may ``production`` mov
 candidate → gates → ``production`` or ``refused``). A retrain of a release already registered (same
 manifest digest) registers nothing new; an audit it ran that the version lacks is attached to the version
 (tags) and to its MLflow run (metrics).
+
+Each version also records what it was made from (:mod:`.fingerprint`: ``snapshot_sha256``, ``code_hash``,
+``params_hash``) and whether its release was audited (``audited``): :func:`unchanged_since` finds the
+``production`` (or newest) version made from exactly what a retrain is about to run, so that the retrain
+stops at once. :func:`register_current` registers the project's own release folder (``make serve``, before
+the first scheduled retrain), once.
 """
 
 from __future__ import annotations
@@ -17,11 +23,15 @@ from pathlib import Path
 import pandas as pd
 
 from ..config import Params
-from ..headline import NAMES, audit_bound, headline, markdown
+from ..errors import OneLineError
+from ..headline import NAMES, RELEASED_ARM, audit_bound, headline, markdown
 from ..io import file_hash, read_json
 from ..layout import Layout
+from ..locks import Busy, root_lock
 from ..privacy.guarantee import Guarantee
+from ..signing import PUBLIC, key_folder
 from ..tracking import log_pipeline_run, open_store, release_run_name
+from . import fingerprint as fpr
 from . import model_registry as mr
 from .gates import Decision, decide
 from .ledger import Ledger, record_hashes
@@ -72,31 +82,40 @@ def promote(client, name: str, version: str, *, gates) -> Decision:
 
 
 def register_release(p: Params, rp: Params, top: Path, where: Path, arm: str, snapshot_file: Path, *,
-                     timings: dict | None = None) -> dict:
+                     timings: dict | None = None, fingerprint: dict | None = None, audited: bool = False,
+                     source: str = "retrain") -> dict:
     """Register the release of run folder ``where`` (run params ``rp``; project params ``p`` at ``top``)
     as a new version, add it to the ledger and run the gates. Returns ``{"mlflow_run_id", "registry"}``
     (``registry``: :func:`summary`); for a release already registered, ``{"registry"}`` with the audit
-    figures it attached."""
+    figures it attached. ``fingerprint`` (:func:`.fingerprint.fingerprint`, computed before the stages ran)
+    and ``audited`` (the released arm's audit ran) are tagged on the version — on a version already
+    registered too (the same release: the same record holds); ``source`` names what made it (``retrain``,
+    or ``release``: the project's own release folder)."""
     lay = Layout.from_params(rp, where)
     name, gates = p.service.registered_model, p.service.gates
     mlflow = open_store(p, top)
     client = mlflow.MlflowClient()
     digest = file_hash(lay.release / "release.json")
     known = mr.find_version(client, name, digest)
+    record = dict(fingerprint or {}) | ({"audited": "true"} if audited else {})
     if known is not None:  # an unchanged snapshot and params: nothing new to register
         attached = attach_audit(client, name, known, figures_tags(lay, arm))
+        for k, v in record.items():  # what this release was made from, for the next retrain's check
+            if known.tags.get(k) != v:
+                client.set_model_version_tag(name, known.version, k, v)
         return {"registry": summary(client.get_model_version(name, known.version), mr.production(client, name),
                                     unchanged=True) | {"attached": attached}}
     g = Guarantee.from_dict(read_json(lay.metrics / "release.json")["guarantee"])
-    run_name = f"retrain {snapshot_file.name.split('.')[0]} · {release_run_name(rp, g)}"
+    run_name = f"{source} {snapshot_file.name.split('.')[0]} · {release_run_name(rp, g)}"
     run_id = log_pipeline_run(rp, where, run_name=run_name, store_root=top, timings=timings)
     with mlflow.start_run(run_id=run_id):
-        model_uri = mr.log_model(mlflow, lay.release)
+        model_uri = mr.log_model(mlflow, lay.release, key=key_folder(p, top) / PUBLIC)  # the key that signed it
         mlflow.set_tag("snapshot", snapshot_file.name)
     signed = read_json(lay.release / "release.json").get("signed_by") or {}
     tags = figures_tags(lay, arm) | {"release.digest": digest, "release.signer": signed.get("name", "unsigned"),
                                      "release.key_id": signed.get("key_id", "none"), "snapshot": snapshot_file.name,
-                                     "snapshot_sha256": file_hash(snapshot_file), "run_id": run_id}
+                                     "snapshot_sha256": file_hash(snapshot_file), "run_id": run_id,
+                                     "source": source, "audited": "true" if audited else "false"} | record
     version = mr.register(mlflow, name, model_uri, tags)
     train = pd.read_csv(lay.data / "train.csv", dtype=str, keep_default_na=False)
     ledger = Ledger(top / p.artifacts / "ledger")
@@ -129,3 +148,70 @@ def summary(version, prod, *, unchanged: bool = False) -> dict:
             "decision": ("unchanged, already " if unchanged else "") + t.get("gate.decision", "?"),
             "promoted": promoted, "reason": t.get("gate.reason", ""),
             "production": None if prod is None else str(prod.version)}
+
+
+def unchanged_since(client, name: str, fp: dict, *, audit: bool):
+    """The ``production`` version, else the newest (``candidate``), whose release was made from exactly the
+    snapshot, code and params of ``fp`` (:mod:`.fingerprint`) — and audited, when ``audit`` asks for the
+    audit — or None: a retrain with these would register nothing new."""
+    seen = set()
+    for alias in (mr.PRODUCTION, mr.CANDIDATE):
+        try:
+            version = client.get_model_version_by_alias(name, alias)
+        except Exception:  # noqa: BLE001 - no such alias (or no model) yet
+            continue
+        if version.version in seen:
+            continue
+        seen.add(version.version)
+        if fpr.matches(version.tags, fp) and (not audit or version.tags.get("audited") == "true"):
+            return version
+    return None
+
+
+def unchanged(p: Params, top: Path, fp: dict) -> dict | None:
+    """:func:`unchanged_since` in the project's registry: that version's :func:`summary` (decision
+    ``unchanged, already …``), or None."""
+    name = p.service.registered_model
+    client = open_store(p, top).MlflowClient()
+    version = unchanged_since(client, name, fp, audit=p.service.audit)
+    return None if version is None else summary(version, mr.production(client, name), unchanged=True)
+
+
+class NotRegistered(OneLineError):
+    """The project's release folder cannot be registered (none, incomplete, or not the metrics' release)."""
+
+
+def current_release(p: Params, top: Path) -> tuple[Layout, str]:
+    """The project's release folder, checked, and its released arm; :class:`NotRegistered` says why not."""
+    from ..release_check import check_release_folder
+
+    lay = Layout.from_params(p, top)
+    manifest = lay.release / "release.json"
+    if not manifest.is_file():
+        raise NotRegistered(f"no release in {p.release}/ (`make run` makes one)")
+    check_release_folder(lay.release)  # the manifest's hashes and allow-list (a ReleaseError names the file)
+    metrics = lay.metrics / "release.json"
+    if not metrics.is_file() or read_json(metrics).get("guarantee") != read_json(manifest).get("guarantee"):
+        raise NotRegistered(f"{p.release}/ is not the release metrics/ describes (run `make run` again)")
+    if not (lay.data / "train.csv").is_file():
+        raise NotRegistered(f"{lay.data.relative_to(top)}/train.csv is missing: the ledger needs the training records")
+    return lay, RELEASED_ARM[read_json(metrics)["round"]]
+
+
+def register_current(p: Params, top: Path) -> dict:
+    """Register the project's release folder (``make serve``, before the first schedule fires) as a retrain's
+    is registered (:func:`register_release`: figures as tags, the ledger, the gates), once: a release
+    already registered (same digest) adds no version. Returns register_release's result, or ``{"skipped":
+    why}`` (nothing to register, or the root busy with a run)."""
+    top = Path(top).resolve()
+    try:
+        with root_lock(top, "make serve: register the current release"):
+            lay, arm = current_release(p, top)
+            snapshot = top / p.data.path
+            if not snapshot.is_file():
+                raise NotRegistered(f"data.path: file not found: {p.data.path}")
+            fp = fpr.fingerprint(p, top, snapshot, top / p.artifacts)
+            audited = "epsilon_lb" in figures_tags(lay, arm)
+            return register_release(p, p, top, top, arm, snapshot, fingerprint=fp, audited=audited, source="release")
+    except (NotRegistered, Busy) as err:
+        return {"skipped": str(err)}

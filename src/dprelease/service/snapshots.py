@@ -87,13 +87,19 @@ def dvc(root: Path, *args: str) -> None:
         raise OneLineError(f"dvc {' '.join(args)}: {why}")
 
 
+def snapshot_rel(source: Path, digest: str | None = None) -> Path:
+    """Where :func:`version_snapshot` keeps ``source``, relative to the project root (nothing is copied):
+    ``data/snapshots/<snapshot id><suffixes>`` (``digest``: its sha256 when already known)."""
+    return SNAPSHOTS / f"{snapshot_id(source, digest)}{''.join(Path(source).suffixes[-2:]) or '.csv'}"
+
+
 def version_snapshot(root: Path, source: Path) -> Path:
     """Copy ``source`` into ``data/snapshots/`` (named by content) and track it with DVC; returns the path
     relative to the root. The project becomes a DVC repository if it is not one yet."""
     if not source.is_file():
         raise ConfigError(f"snapshot not found: {source}")
     digest = file_hash(source)
-    rel = SNAPSHOTS / f"{snapshot_id(source, digest)}{''.join(source.suffixes[-2:]) or '.csv'}"
+    rel = snapshot_rel(source, digest)
     target = root / rel
     if not target.is_file() or file_hash(target) != digest:
         target.parent.mkdir(parents=True, exist_ok=True)

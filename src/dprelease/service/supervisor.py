@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from .. import prefect_home
@@ -112,10 +113,13 @@ def clean_stale(root: Path) -> bool:
     return True
 
 
-def start(root: Path, *, port: int, work_pool: str, deploy: list[str], code: Path, timeout_s: float = 120.0) -> dict:
+def start(root: Path, *, port: int, work_pool: str, deploy: list[str], code: Path, timeout_s: float = 120.0,
+          before_worker: Callable[[], dict] | None = None) -> dict:
     """The server (waited for until healthy), then ``python -m DEPLOY`` against it (pools and deployments),
-    then one process worker of ``work_pool``. Returns the state written to ``pids.json`` (with timings).
-    Refused in one line when already serving or when the port is taken; a failed step stops what started."""
+    then ``before_worker()`` (its result under ``"before_worker"``: ``make serve`` registers the current
+    release there, so before any scheduled run can start), then one process worker of ``work_pool``.
+    Returns the state written to ``pids.json`` (with timings). Refused in one line when already serving or
+    when the port is taken; a failed step stops what started."""
     clean_stale(root)
     if read_state(root):
         raise ServeError(f"already serving ({root / STATE / PIDS}); run `make serve-stop`")
@@ -141,6 +145,14 @@ def start(root: Path, *, port: int, work_pool: str, deploy: list[str], code: Pat
         stop(root)
         raise ServeError(f"work pools / deployments: {' '.join((done.stderr or done.stdout).split())[-400:]}")
     state["timings"]["deploy_s"] = round(time.perf_counter() - t1, 2)
+    if before_worker is not None:
+        t2 = time.perf_counter()
+        try:
+            state["before_worker"] = before_worker()
+        except BaseException:
+            stop(root)
+            raise
+        state["timings"]["before_worker_s"] = round(time.perf_counter() - t2, 2)
     state["pids"]["worker"] = spawn(root, "worker", ["prefect", "worker", "start", "--pool", work_pool,
                                                      "--type", "process"], env)
     write_state(root, state)
@@ -176,10 +188,12 @@ def api(url: str, path: str, body: dict | None = None):
 
 
 def flow_runs(url: str, deployment: str = SCHEDULED) -> list[dict]:
-    """The runs of ``retrain/<deployment>``: name, state, whether the scheduler made it, start and end."""
+    """The runs of ``retrain/<deployment>``: name, state (type, name and message: why a run was cancelled),
+    whether the scheduler made it, start and end."""
     dep = api(url, f"deployments/name/{FLOW}/{deployment}")
     runs = api(url, "flow_runs/filter", {"flow_runs": {"deployment_id": {"any_": [dep["id"]]}}, "limit": 200})
-    return [{"id": r["id"], "name": r["name"], "state": r["state_type"], "auto_scheduled": r["auto_scheduled"],
+    return [{"id": r["id"], "name": r["name"], "state": r["state_type"], "state_name": r.get("state_name"),
+             "message": (r.get("state") or {}).get("message"), "auto_scheduled": r["auto_scheduled"],
              "expected_start": r["expected_start_time"], "start": r["start_time"], "end": r["end_time"]}
             for r in runs]
 

@@ -1,0 +1,206 @@
+"""Start-up structure (no timing here: benchmarks/bench_startup.py measures it): help is parsed before anything
+heavy is imported, ``dprelease stage NAME`` imports that stage's package only, and the plug-in index that makes
+this possible is the registry's own (a test fails when it drifts)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+from dprelease import plugins, registry
+from dprelease.code_scope import PKG, closure
+from dprelease.config import load_params, parse_params
+
+HEAVY = ("torch", "opacus", "pandas", "prefect", "mlflow", "transformers", "sklearn", "scipy", "flwr", "dask")
+SUBCOMMANDS = ("stage", "predict", "sanitize", "verify", "key", "dvc-yaml", "plugin-index", "track", "secret")
+FLOW_MODULES = sorted(p.stem for p in (ROOT / "flows").glob("*.py")
+                      if p.stem != "__init__" and '__name__ == "__main__"' in p.read_text(encoding="utf-8"))
+# flow modules whose --help still imports Prefect and the service at module level (their own imports, not this
+# structure's): strict, so the entry goes once the module parses its arguments first
+HEAVY_HELP = {"retrain": "flows/retrain.py imports prefect, dprelease.signing (torch) and dprelease.service at import"}
+
+
+def _imported(*args: str) -> set[str]:
+    """Every module a fresh ``python -X importtime ARGS`` imports (read from its import-time report)."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+
+
+def _heavy(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if m.split(".")[0] in HEAVY)
+
+
+def _plug_in_modules(modules) -> set[str]:
+    """The listed packages' ``plugin`` and ``stages`` modules among ``modules``."""
+    return {m for m in modules
+            if m.rsplit(".", 1)[0] in plugins.PACKAGES and m.rsplit(".", 1)[1] in ("stages", "plugin")}
+
+
+HELP_ALL = f"""
+from dprelease.cli import main
+for argv in (["--help"], *[[c, "--help"] for c in {SUBCOMMANDS!r}]):
+    try:
+        main(argv)
+    except SystemExit as e:
+        assert e.code == 0, argv
+"""
+
+
+def test_dprelease_help_imports_nothing_heavy():
+    modules = _imported("-c", HELP_ALL)
+    assert "dprelease.cli" in modules  # not vacuous
+    assert _heavy(modules) == []
+    assert not _plug_in_modules(modules)  # no plug-in either
+
+
+@pytest.mark.parametrize("module", FLOW_MODULES)
+def test_flow_help_imports_nothing_heavy(module, request):
+    if module in HEAVY_HELP:
+        request.applymarker(pytest.mark.xfail(reason=HEAVY_HELP[module], strict=True))
+    modules = _imported("-m", f"flows.{module}", "--help")
+    assert "flows" in modules  # not vacuous: the report is read
+    assert _heavy(modules) == []
+
+
+RESOLVE = """
+import json, sys
+from dprelease import registry
+from dprelease.config import load_params
+stage = registry.get(load_params("params.yaml"), sys.argv[1])
+print(json.dumps({"run": stage.module, "modules": sorted(sys.modules)}))
+"""
+
+
+@pytest.mark.parametrize("name, package", [("secret", "dprelease.privacy"), ("publish", "dprelease.swag_ppm")])
+def test_resolving_a_stage_imports_its_package_only(name, package):
+    proc = subprocess.run([sys.executable, "-c", RESOLVE, name], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["run"].startswith(package + ".")
+    # its own plug-in, plus the shared ``stages`` modules its own code imports (e.g. privacy's key_id_file)
+    needed = {f"{PKG}.{path[:-3].replace('/', '.')}" for path in closure(f"{package}.plugin")}
+    assert _plug_in_modules(got["modules"]) == _plug_in_modules(needed) >= {f"{package}.stages", f"{package}.plugin"}
+    if package == "dprelease.privacy":  # the randomness key: no numerical library beyond numpy
+        assert _heavy(set(got["modules"])) == []
+
+
+def test_unknown_stage_is_answered_from_the_index(tmp_path):
+    """With an index newer than every plug-in source (as ``dprelease plugin-index`` leaves it), an unknown name is
+    a one-line error without importing any plug-in."""
+    (tmp_path / "params.yaml").write_bytes((ROOT / "params.yaml").read_bytes())  # its own root (and root lock)
+    (tmp_path / "index.json").write_bytes(registry.INDEX_FILE.read_bytes())  # written now: current
+    script = ("import json, sys; from pathlib import Path; from dprelease import registry; "
+              "registry.INDEX_FILE = Path('index.json'); from dprelease.cli import main; "
+              "rc = main(['stage', 'no_such_stage']); print(json.dumps([rc, sorted(sys.modules)]))")
+    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    rc, modules = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert rc == 2 and "unknown stage 'no_such_stage'" in proc.stderr and "secret" in proc.stderr
+    assert not _plug_in_modules(modules)
+
+
+# ----------------------------------------------------------------------------------------------- the index
+
+
+def test_plugin_index_is_in_sync_with_the_registry():
+    written = json.loads(registry.INDEX_FILE.read_text(encoding="utf-8"))
+    assert written == registry.build_index(load_params(ROOT / "params.yaml")), \
+        f"{registry.INDEX_FILE.name} is out of date; regenerate it with `dprelease plugin-index`"
+    assert registry.plugin_index() == written  # the package list matches: the index is used
+    # stage names never depend on params (every stage is always declared): any params give the same index
+    assert registry.build_index(parse_params({"nvdp": {"tasks": ["osha"]}, "ppm": {"reweight": False}})) == written
+    assert list(written["stages"]) == [s.name for s in registry.stages(load_params(ROOT / "params.yaml"))]
+    assert set(written["flows"]) == set(registry.flows())
+
+
+def test_a_stale_or_missing_index_falls_back_to_every_plug_in(monkeypatch, tmp_path):
+    params = load_params(ROOT / "params.yaml")
+    stale = registry.build_index(params) | {"packages": ["dprelease.privacy"]}  # another package list: not used
+    (tmp_path / "index.json").write_text(json.dumps(stale), encoding="utf-8")
+    for path in (tmp_path / "index.json", tmp_path / "missing.json"):
+        monkeypatch.setattr(registry, "INDEX_FILE", path)
+        registry.plugin_index.cache_clear()
+        try:
+            assert registry.plugin_index() is None
+            assert registry.get(params, "publish").name == "publish"
+            assert set(registry.flow_help()) == set(registry.flows())
+            with pytest.raises(KeyError, match="unknown stage 'nope'"):
+                registry.get(params, "nope")
+        finally:
+            registry.plugin_index.cache_clear()
+
+
+def test_a_name_the_index_lacks_is_looked_up_everywhere_once_a_source_changed(monkeypatch, tmp_path):
+    """A stage added since the index was written runs before anyone regenerates it (this test's drift check fails
+    meanwhile); with no source newer than the index, the index's answer is final (the fast unknown-stage error)."""
+    import os
+
+    params = load_params(ROOT / "params.yaml")
+    lacking = registry.build_index(params)
+    del lacking["stages"]["publish"]
+    path = tmp_path / "index.json"
+    path.write_text(json.dumps(lacking), encoding="utf-8")
+    monkeypatch.setattr(registry, "INDEX_FILE", path)
+    monkeypatch.setattr(registry, "plugin_index", lambda: lacking)
+    os.utime(path, ns=(0, 0))  # older than every source file
+    assert not registry.index_is_current()
+    assert registry.get(params, "publish").name == "publish"
+    os.utime(path, ns=(2**62, 2**62))  # newer than every source file
+    assert registry.index_is_current()
+    with pytest.raises(KeyError, match="unknown stage 'publish'"):
+        registry.get(params, "publish")
+
+
+def test_an_index_naming_the_wrong_package_is_corrected_by_the_registry(monkeypatch):
+    params = load_params(ROOT / "params.yaml")
+    wrong = registry.build_index(params)
+    wrong["stages"]["publish"] = "dprelease.privacy"  # e.g. a stage moved since the index was written
+    monkeypatch.setattr(registry, "plugin_index", lambda: wrong)
+    assert registry.get(params, "publish").module.startswith("dprelease.swag_ppm.")
+    with pytest.raises(KeyError, match="unknown stage 'nope'"):
+        registry.get(params, "nope")
+
+
+def test_sanitizers_come_from_the_index():
+    from dprelease.errors import ReleaseError
+
+    assert set(json.loads(registry.INDEX_FILE.read_text(encoding="utf-8"))["sanitizers"]) == {"gpp", "nvdp"}
+    assert registry.sanitizer("gpp") is registry.plugin("dprelease.gpp").sanitize
+    with pytest.raises(ReleaseError, match=r"sanitizers: gpp, nvdp\)"):
+        registry.sanitizer("swag_ppm")
+
+
+def test_plugin_index_command_writes_the_index(tmp_path, capsys):
+    from dprelease.cli import main
+
+    out = tmp_path / "index.json"
+    assert main(["plugin-index", "--params", str(ROOT / "params.yaml"), "--output", str(out)]) == 0
+    assert json.loads(out.read_text(encoding="utf-8")) == json.loads(registry.INDEX_FILE.read_text(encoding="utf-8"))
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_flow_modules_build_their_prefect_flows_on_first_use(monkeypatch):
+    """The flows and the tuning task, built on first attribute access, are the Prefect objects they were when
+    the modules built them at import; a monkeypatched one is what ``main`` runs."""
+    import flows.compare as fc
+    import flows.release as fr
+    import flows.run as frun
+    import flows.tune as ft
+    from prefect import Flow, Task
+
+    assert {fr.release_flow.name, fc.compare_flow.name, frun.graph_flow.name, ft.tune_flow.name} == {
+        "swag-ppm-release", "swag-ppm-compare", "dprelease-flow", "swag-ppm-tune"}
+    assert all(isinstance(f, Flow) for f in (fr.release_flow, fc.compare_flow, frun.graph_flow, ft.tune_flow))
+    assert isinstance(ft.cell_task, Task) and ft.cell_task is ft.cell_task  # built once
+    assert fr.release_flow is fr.__getattr__("release_flow")
+    sentinel = object()
+    monkeypatch.setattr(fr, "release_flow", sentinel)
+    assert fr.__getattr__("release_flow") is sentinel
+    with pytest.raises(AttributeError):
+        fr.no_such_thing  # noqa: B018
