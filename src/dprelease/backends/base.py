@@ -7,6 +7,7 @@ flat vector of the model's ``requires_grad`` parameters in ``model.parameters()`
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Callable, Iterator
@@ -59,6 +60,32 @@ def batches(n: int, size: int, generator: torch.Generator | None = None) -> Iter
 
 def take(features: Features, idx: torch.Tensor, device: torch.device) -> Features:
     return {k: v[idx].to(device, non_blocking=True) for k, v in features.items()}
+
+
+def length_sorted_batches(features: Features, size: int, device: torch.device) -> list[tuple[torch.Tensor, Features]]:
+    """Evaluation batches of at most ``size`` records, shortest first when the features carry an
+    ``attention_mask`` (a batch then pads to its own longest record: far less padding than input order), each
+    moved to ``device`` once: [(record indices on ``device``, batch)]. Covers every record once; callers
+    scatter results back by the indices, so the output order is the input's."""
+    n = n_records(features)
+    if "attention_mask" in features:
+        order = torch.argsort(features["attention_mask"].sum(1), stable=True)
+    else:
+        order = torch.arange(n)
+    return [(idx.to(device), take(features, idx, device)) for idx in order.split(max(1, size))]
+
+
+def bf16_supported(device: torch.device) -> bool:
+    return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+
+
+def eval_autocast(device: torch.device, enabled: bool = True):
+    """The context of an evaluation forward pass: bf16 autocast on CUDA (where the GPU has bf16), a no-op
+    anywhere else (CPU stays float32, so CPU results are exact). Callers upcast the logits to float32 before any
+    softmax / cross-entropy, and sum in float32 or float64: autocast never reaches an accumulation."""
+    if enabled and device.type == "cuda" and bf16_supported(device):
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
 
 
 def save_features(path: str | Path, features: Features, labels: torch.Tensor) -> None:

@@ -12,7 +12,10 @@ autograd (any backend; the head backend overrides them with closed forms, tested
   trace of the per-example gradient covariance in Mandt et al.'s learning-rate formula).
 
 ``ggn_diagonal`` / ``ggn_subspace`` / ``ggn_operator`` / ``gradient_noise`` use a backend's own closed form when it has one
-(a method of the same name) and the autograd reference otherwise.
+(a method of the same name) and the autograd reference otherwise: the head's closed forms
+(``head_curvature.py``), the full backend's ``torch.func`` forms on the device (``full_curvature.py``). The
+``*_autograd`` functions here are the reference both are tested against; they loop over records on the host
+and are meant for small models.
 """
 
 from __future__ import annotations

@@ -7,20 +7,29 @@ built from the MiniLM config and tokenizer, which is how the path is exercised o
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ..config import FullParams
 from ..errors import ReleaseError
 from ..release_check import BOUNDS, bounded, fit_state, load_weights, module_shapes, read_json_object
-from .base import Backend, Features, save_state, trainable
+from . import full_curvature
+from .base import Backend, Features, eval_autocast, length_sorted_batches, n_records, save_state, set_flat, trainable
 from .encoder import encoder_dir, encoder_reference, load_tokenizer
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
 TINY = {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64}
+# Records per evaluation forward pass (per-record CE over draws, predict_proba) when the caller gives none:
+# large on a GPU (MiniLM at 128 tokens, bf16: a few GiB of activations at 512), small elsewhere.
+EVAL_BATCH = {"cuda": 512}
+EVAL_BATCH_DEFAULT = 64
+EVAL_BATCH_ENV = "DPRELEASE_FULL_EVAL_BATCH"  # overrides the default (a worker's deployment knob)
+AMP_ENV = "DPRELEASE_FULL_AMP"  # "0": no bf16 autocast on CUDA either
 
 
 class SequenceClassifier(nn.Module):
@@ -67,10 +76,19 @@ class FullBackend(Backend):
     name = "full"
 
     def __init__(self, n_classes: int, device: torch.device, seed: int, params: FullParams, max_length: int = 128,
-                 batch_size: int = 64) -> None:
+                 batch_size: int = 64, *, eval_batch_size: int | None = None, amp: bool | None = None) -> None:
+        """``eval_batch_size``: records per evaluation forward pass (None: ``$DPRELEASE_FULL_EVAL_BATCH``, else
+        512 on CUDA and 64 elsewhere). ``amp``: bf16 autocast of evaluation passes, CUDA only (None:
+        on unless ``$DPRELEASE_FULL_AMP`` is "0"); training and curvature always run in float32."""
         super().__init__(n_classes, device, seed)
         self.params = params
         self.max_length = max_length
+        env = os.environ.get(EVAL_BATCH_ENV)
+        self.eval_batch_size = int(eval_batch_size or (env and int(env))
+                                   or EVAL_BATCH.get(self.device.type, EVAL_BATCH_DEFAULT))
+        if self.eval_batch_size < 1:
+            raise ValueError(f"eval batch size must be >= 1, got {self.eval_batch_size}")
+        self.amp = (os.environ.get(AMP_ENV, "1") != "0") if amp is None else bool(amp)
 
     def featurize(self, texts: list[str], progress: bool = False) -> Features:
         enc = load_tokenizer()(texts, padding="longest", truncation=True, max_length=self.max_length,
@@ -80,6 +98,58 @@ class FullBackend(Backend):
     @staticmethod
     def forward(model: nn.Module, batch: Features) -> torch.Tensor:
         return model(batch["input_ids"].long(), batch["attention_mask"].long())
+
+    # evaluation passes (fast path; the base class's one-draw, one-batch-at-a-time loop is the reference) ------
+    def autocast(self):
+        """bf16 autocast on CUDA when ``amp`` (eval passes only), else a no-op: CPU stays float32."""
+        return eval_autocast(self.device, self.amp)
+
+    @torch.no_grad()
+    def per_record_ce(self, model: nn.Module, thetas: torch.Tensor, features: Features, labels: torch.Tensor,
+                      batch_size: int | None = None) -> torch.Tensor:
+        """[S, n] cross-entropy (float32, CPU) as :meth:`Backend.per_record_ce`, fast: the records are moved to the
+        device once per call in length-sorted batches of ``eval_batch_size``, each draw (``thetas`` may stay on
+        the device, where the passes generate them) is loaded in place, the forward runs under
+        :meth:`autocast`, the logits are upcast to float32 before the cross-entropy, and the [S, n] result
+        stays on the device until its one copy to the host."""
+        model.eval()
+        n = n_records(features)
+        plan = length_sorted_batches(features, batch_size or self.eval_batch_size, self.device)
+        y = labels.to(self.device)
+        out = torch.empty(thetas.shape[0], n, device=self.device, dtype=torch.float32)
+        for s, theta in enumerate(thetas):
+            set_flat(model, theta)
+            for idx, batch in plan:
+                with self.autocast():
+                    logits = self.forward(model, batch)
+                out[s, idx] = F.cross_entropy(logits.float(), y[idx], reduction="none")
+        return out.cpu()
+
+    @torch.no_grad()
+    def predict_proba(self, model: nn.Module, features: Features, batch_size: int | None = None) -> torch.Tensor:
+        """[n, C] class probabilities (float32, CPU) in length-sorted batches under :meth:`autocast`, softmax in
+        float32, one host copy."""
+        model.eval()
+        n = n_records(features)
+        out = torch.empty(n, self.n_classes, device=self.device, dtype=torch.float32)
+        for idx, batch in length_sorted_batches(features, batch_size or self.eval_batch_size, self.device):
+            with self.autocast():
+                logits = self.forward(model, batch)
+            out[idx] = torch.softmax(logits.float(), -1)
+        return out.cpu()
+
+    # curvature on the device (backends/curvature.py dispatches here; equal to its autograd reference) --------
+    def ggn_diagonal(self, model, theta, features, weights, *, generator: torch.Generator | None = None) -> torch.Tensor:
+        return full_curvature.ggn_diagonal(model, theta, features, weights, generator=generator)
+
+    def ggn_subspace(self, model, theta, features, weights, basis) -> torch.Tensor:
+        return full_curvature.ggn_subspace(model, theta, features, weights, basis)
+
+    def ggn_operator(self, model, theta, features, weights):
+        return full_curvature.ggn_operator(model, theta, features, weights)
+
+    def gradient_noise(self, model, theta, features, labels, weights) -> tuple[float, float]:
+        return full_curvature.gradient_noise(model, theta, features, labels, weights)
 
     def build_model(self, feature_dim: int | None = None, *, seed: int | None = None) -> nn.Module:
         from transformers import AutoModelForSequenceClassification
