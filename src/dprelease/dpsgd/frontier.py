@@ -31,9 +31,12 @@ from ..privacy import secret
 from ..utility.metrics import f1_summary, mean_sd
 from .accounting import default_delta, noise_multiplier, steps_for
 from .batched import Setting, setting_for, train_batched
+from .private_selection import private_points
 
 SOURCE = "dpsgd"
 ACCOUNTANTS = {"rdp": ("opacus", "RDP (Opacus conversion)"), "prv": ("prv", "PRV (Opacus)")}
+PRIVATE_SELECTION = ("the private-selection points choose among the same grid with Papernot & Steinke's random "
+                     "repetitions and noisy validation counts: their ε covers the search (dpsgd/private_selection.py)")
 SELECTION = ("best validation weighted F1 over the declared grid, one secret-seeded run per configuration and ε; "
              "not private: the validation split's influence on the choice is not covered by ε")
 
@@ -126,6 +129,15 @@ def frontier_dpsgd(params: Params, root: str | Path = ".") -> dict:
                 config={**configs[best], "noise_multiplier": setting.noise_multiplier, "steps": setting.steps,
                         "sample_rate": setting.sample_rate, "selected_with": fp.accountants[0],
                         "selection_score": best_score}))
-    write_points(root, SOURCE, points, grid_size=len(configs), selection=SELECTION)
+    notes = []
+    if fp.dpsgd.private_selection.enabled:
+        private, notes = private_points(configs, {"train": (xt, yt), "validation": (xv, yv), "test": (xs, ys)},
+                                        n_classes, grid=fp.dpsgd, epsilons=fp.epsilons, seeds=fp.seeds, delta=delta,
+                                        fit=fit, predict=predict, artifacts=lay.artifacts)
+        points += private
+    write_points(root, SOURCE, points, grid_size=len(configs),
+                 selection="; ".join([SELECTION, PRIVATE_SELECTION if fp.dpsgd.private_selection.enabled else
+                                      "no private selection (frontier.dpsgd.private_selection.enabled: false)",
+                                      *notes]))
     return {"points": len(points), "grid_size": len(configs),
             **{f"{p.mechanism}@{p.target_epsilon:g}": round(mean_sd(p.weighted_f1)[0], 4) for p in points}}

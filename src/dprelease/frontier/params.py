@@ -13,6 +13,16 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
+class PrivateSelection(_Strict):
+    """DP-SGD's configuration chosen privately (Papernot & Steinke 2022): K ~ TNB(η, γ) runs of a random grid
+    configuration scored with Gaussian noise σ_s on the validation count; its ε covers the search."""
+
+    enabled: bool = True
+    eta: float = Field(1.0, gt=0.0)  # η = 1: K geometric
+    gamma: float = Field(0.1, gt=0.0, lt=1.0)  # E[K] = η(1−γ)/(γ(1−γ^η)): 10 at η = 1, γ = 0.1
+    score_sigma: float = Field(5.0, gt=0.0)  # noise on the count of correct validation predictions
+
+
 class DPSGDGrid(_Strict):
     """DP-SGD's declared search grid (linear head on the frozen encoder's embeddings; Opacus's algorithm in
     closed form, dprelease.dpsgd.batched). ``batch_sizes`` 0 means full batch (q = 1)."""
@@ -23,6 +33,7 @@ class DPSGDGrid(_Strict):
     sgd_lrs: list[float] = [20.0, 80.0, 320.0]  # SGD with momentum
     momentum: float = Field(0.9, ge=0.0, lt=1.0)
     adamw_lrs: list[float] = [0.003, 0.03]
+    private_selection: PrivateSelection = PrivateSelection()
 
     @model_validator(mode="after")
     def _bounded(self) -> "DPSGDGrid":

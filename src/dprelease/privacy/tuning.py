@@ -1,0 +1,58 @@
+"""Private hyper-parameter selection with a random number of repetitions (Papernot & Steinke 2022,
+"Hyperparameter tuning with Rényi differential privacy", ICLR; docs/frontier.md, "Private selection").
+
+The procedure: draw K from the truncated negative binomial TNB(η, γ) — P(K = k) ∝ C(k+η−1, k)(1−γ)^k for k ≥ 1 —
+run the base mechanism Q K times (each run: a configuration drawn uniformly from a declared grid, trained with a
+DP mechanism, scored with noise), and release the best-scoring run's output. If Q is (λ, ε(λ))-RDP at every
+order, the whole procedure is (λ, ε'(λ))-RDP with (their Theorem 2)
+
+    ε'(λ) = ε(λ) + (1+η)(1 − 1/λ̂)·ε(λ̂) + (1+η)·log(1/γ)/λ̂ + log(E[K])/(λ − 1)    for any λ̂ > 1,
+
+minimised here over λ̂ in the given order grid (any λ̂ gives a valid bound; a subset only loosens it), with
+E[K] = η(1−γ) / (γ(1−γ^η)) (η > 0). A random choice among mechanisms is bounded by the largest of their RDP
+curves (Rényi divergence is jointly quasi-convex), so Q's curve is the pointwise maximum over the grid.
+Pure maths: arrays in, numbers out.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def expected_repetitions(*, eta: float, gamma: float) -> float:
+    """E[K] for K ~ TNB(η, γ), η > 0 (η = 1: geometric, E[K] = 1/γ)."""
+    _check(eta, gamma)
+    return eta * (1 - gamma) / (gamma * (1 - gamma**eta))
+
+
+def selection_rdp(base_rdp, orders, *, eta: float, gamma: float) -> np.ndarray:
+    """ε'(λ) at every order of ``orders`` for the base mechanism's RDP curve ``base_rdp`` (same grid)."""
+    _check(eta, gamma)
+    rdp, lam = np.asarray(base_rdp, dtype=float), np.asarray(orders, dtype=float)
+    if rdp.shape != lam.shape or np.any(lam <= 1):
+        raise ValueError("base_rdp and orders must have one value per order, every order > 1")
+    hat = np.min((1 + eta) * (1 - 1 / lam) * rdp + (1 + eta) * math.log(1 / gamma) / lam)
+    return rdp + hat + math.log(expected_repetitions(eta=eta, gamma=gamma)) / (lam - 1)
+
+
+def gaussian_rdp(orders, *, sigma: float, sensitivity: float = 1.0) -> np.ndarray:
+    """The Gaussian mechanism's RDP: λΔ²/(2σ²) (Mironov 2017, Prop. 7)."""
+    if sigma <= 0:
+        raise ValueError(f"σ must be > 0 (got {sigma})")
+    return np.asarray(orders, dtype=float) * sensitivity**2 / (2 * sigma**2)
+
+
+def draw_repetitions(rng: np.random.Generator, *, eta: float, gamma: float) -> int:
+    """K ~ TNB(η, γ): a negative binomial NB(η, γ) draw conditioned on K ≥ 1 (rejection of zeros)."""
+    _check(eta, gamma)
+    while True:
+        k = int(rng.negative_binomial(eta, gamma))
+        if k >= 1:
+            return k
+
+
+def _check(eta: float, gamma: float) -> None:
+    if not eta > 0 or not 0 < gamma < 1:
+        raise ValueError(f"private selection needs η > 0 and γ in (0, 1) (got η {eta}, γ {gamma})")
