@@ -86,8 +86,8 @@ ledger: env  ## the privacy ledger's per-version figures (aggregates only)
 
 # a Prefect server on 127.0.0.1 (database in .prefect/), work pools, the scheduled deployment (a run due while one
 # runs is cancelled, not queued), the current release registered in MLflow (once), then a worker
-serve: env  ## Prefect server on 127.0.0.1, work pools, the scheduled deployment, the current release registered, a worker
-	$(PY) -m flows.serve start
+serve: env  ## Prefect server on 127.0.0.1, work pools, the scheduled deployment, the current release registered, a worker (CRON="0 3 * * 1" for another schedule)
+	$(PY) -m flows.serve start $(if $(CRON),--cron "$(CRON)")
 
 serve-trigger: env  ## run the scheduled retrain now and wait for it
 	$(PY) -m flows.serve trigger
@@ -124,6 +124,7 @@ DVC_REMOTE ?= $(HOME)/.local/share/dprelease/dvc-remote
 dvc-remote: env  ## DVC's default remote: a private local folder (DVC_REMOTE=path to choose another)
 	mkdir -p "$(DVC_REMOTE)" && chmod 700 "$(DVC_REMOTE)"
 	$(VENV)/bin/dvc remote add --local --default --force private "$(DVC_REMOTE)"
+	@test -n "$$(ls -A "$(DVC_REMOTE)")" || echo "note: $(DVC_REMOTE) is empty: dvc pull needs the remote dvc.lock's outputs were pushed to (DVC_REMOTE=that folder) and the keys (dprelease key import-private; docs/operations.md)"
 
 dag: env  ## the DVC pipeline (dvc.yaml) as a Mermaid flowchart (dvc dag --md; the ASCII drawing is ~550 columns)
 	$(VENV)/bin/dvc dag --md
@@ -135,8 +136,9 @@ exps: env  ## DVC experiments side by side: ppm.c, ε and the weighted/macro F1 
 	  '^(?!Experiment$$|ppm\.c$$|release$$|metrics/headline\.json:|epsilon_ci_|weighted_f1$$|macro_f1$$|temperature$$|records$$).*'
 
 # the signing stages list the agency's public key as an input: make it (once) before DVC checks inputs
-repro: env  ## dvc repro: every stage of dvc.yaml (makes the agency's signing key first if missing)
-	source $(VENV)/bin/activate && dprelease key init && dvc repro
+repro: env  ## dvc repro: every stage of dvc.yaml (makes the agency's signing key first if missing; NEW_KEY=1: accept new keys)
+	source $(VENV)/bin/activate && dprelease key init $(if $(NEW_KEY),--new-key) && \
+	  $(if $(NEW_KEY),DPRELEASE_NEW_KEY=1) dvc repro
 
 rotate-key: env  ## key rotation, one command: retire the agency signing key, make a new one, re-sign the releases
 	$(VENV)/bin/dprelease key rotate $(ARGS)

@@ -1,5 +1,7 @@
 """The SWAG-PPM release flow: the registry's ``release`` stages as cached Prefect tasks, then one
-MLflow run. ``python -m flows.release [--params params.yaml] [--set ppm.c=0.8] [--no-track]``.
+MLflow run. ``python -m flows.release [--params params.yaml] [--set ppm.c=0.8] [--no-track] [--new-key]``.
+Before anything runs, the randomness and agency keys are compared with those dvc.lock and the existing release
+were made with (dprelease.key_guard): another key is refused in one line unless ``--new-key`` (a new release).
 With ``dask.enabled`` the posterior passes run their seeded chunks on a Dask cluster (flows/runners.py)."""
 
 from __future__ import annotations
@@ -43,24 +45,40 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def _keys(args):
+    """The cheap check before Prefect starts: the keys are those the recorded release was made with."""
+    def check(p: Params) -> None:
+        from dprelease import key_guard
+
+        for line in key_guard.check(p, args.root, new_key=args.new_key):
+            print(line, file=sys.stderr)
+    return check
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = cli.parser(__doc__).parse_args(argv)
+    ap = cli.parser(__doc__)
+    ap.add_argument("--new-key", action="store_true",
+                    help="make the release even if the randomness or agency key differs from (or is missing where) "
+                         "dvc.lock or the existing release recorded one: a new release, the replaced key recorded in "
+                         "the key folder's history.json")
+    args = ap.parse_args(argv)
     start = time.perf_counter()
-    code, params, result = cli.run(args, lambda p: None,
+    code, params, result = cli.run(args, _keys(args),
                                    lambda p: __getattr__("release_flow").with_options(
                                        task_runner=runners.task_runner(p))(
                                        p.model_dump(mode="json"), args.root, not args.no_track))
     if code:
         return code
-    # the flow's wall time only when no untimed stage ran; else the timed stages' sum (a duration that grows
-    # with selection's tries or re-weighting's refits is not covered by ε and never reported)
+    wall = time.perf_counter() - start  # the flow's wall time: what the operator waited (printed, never recorded)
+    # what is recorded (metrics/timings.json, MLflow): the timed stages' sum only when an untimed stage ran (a
+    # duration that grows with selection's tries or re-weighting's refits is not covered by ε and never published)
     untimed = any(not s.timed for s in registry.group(params, "release"))
-    seconds = sum(result["timings"].values()) if untimed else time.perf_counter() - start
+    seconds = sum(result["timings"].values()) if untimed else wall
     write_json(Path(args.root) / "metrics" / "timings.json",
                {"flow_seconds": round(seconds, 2), "stages": list(result["timings"].items())})
     from flows.summary import print_summary  # the release's figures (and what they import): once it is written
 
-    print_summary(params, args.root, result, seconds)
+    print_summary(params, args.root, result, wall)
     return cli.tracking_status(result, "release")
 
 

@@ -41,24 +41,46 @@ import time
 from pathlib import Path
 
 from dprelease import offline  # noqa: F401  (offline switches before transformers loads)
-from prefect import flow
-
-from dprelease import registry, signing
 from dprelease.config import Params, load_params, parse_params
 from dprelease.errors import ConfigError, OneLineError
-from dprelease.io import file_hash
-from dprelease.privacy import secret
-from dprelease.headline import headline
-from dprelease.locks import Busy, root_lock
-from dprelease.service import retrain as svc
-from dprelease.service.fingerprint import fingerprint
-from dprelease.service.ledger import Ledger, report_table
-from dprelease.service.promotion import register_release, unchanged
-from dprelease.service.snapshots import (cut_windows, push_snapshot, snapshot_id, snapshot_path, snapshot_rel,
-                                         version_snapshot)
-from flows import cli, runners
-from flows.audit import audit_stages
-from tasks.stages import run
+from flows import cli
+
+# imported once the arguments are parsed (:func:`_load`), so ``--help`` never imports Prefect, torch or the service
+HEAVY = {"registry": "dprelease", "signing": "dprelease", "file_hash": "dprelease.io", "secret": "dprelease.privacy",
+         "headline": "dprelease.headline", "Busy": "dprelease.locks", "root_lock": "dprelease.locks",
+         "svc": "dprelease.service", "fingerprint": "dprelease.service.fingerprint",
+         "Ledger": "dprelease.service.ledger", "report_table": "dprelease.service.ledger",
+         "register_release": "dprelease.service.promotion", "unchanged": "dprelease.service.promotion",
+         **{n: "dprelease.service.snapshots" for n in ("cut_windows", "push_snapshot", "snapshot_id", "snapshot_path",
+                                                        "snapshot_rel", "version_snapshot")},
+         "runners": "flows", "audit_stages": "flows.audit", "run": "tasks.stages"}
+ALIASES = {"svc": "retrain"}
+
+
+def _load() -> None:
+    """The heavy names into this module's globals (those a test has replaced are kept)."""
+    import importlib
+
+    g = globals()
+    for name, module in HEAVY.items():
+        if name not in g:
+            m = importlib.import_module(module)
+            attr = ALIASES.get(name, name)
+            g[name] = getattr(m, attr) if hasattr(m, attr) else importlib.import_module(f"{module}.{attr}")
+
+
+def __getattr__(name: str):
+    """The Prefect flows (built on first use: :func:`flows.cli.prefect_flow`) and the heavy names, on demand: the
+    deployments' entrypoint ``flows/retrain.py:retrain_flow`` and ``monkeypatch.setattr`` find them as before."""
+    if name in FLOWS:
+        _load()
+        fn, options = FLOWS[name]
+        return cli.prefect_flow(globals(), name, fn, **options)
+    if name in HEAVY:
+        _load()
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 ARTIFACT_KEY = "retrain-summary"
 # a child of Prefect's run logger: its records go to the current run's logs (and Prefect's console handler);
@@ -73,6 +95,7 @@ def progress(message: str) -> None:
 
 
 def _snapshot_path(top: Path, p: Params, snapshot: str | None) -> Path:
+    _load()
     return snapshot_path(top, snapshot, default=p.service.snapshot or p.data.path)
 
 
@@ -95,8 +118,7 @@ def pipeline_run_name() -> str:
     return f"stages {Path(flow_run.parameters.get('where', '?')).name}"
 
 
-@flow(name="retrain", flow_run_name=run_name, log_prints=False, persist_result=False)
-def retrain_flow(snapshot: str | None = None, root: str = ".", params_file: str = "params.yaml",
+def _retrain_flow(snapshot: str | None = None, root: str = ".", params_file: str = "params.yaml",
                  overrides: dict | None = None, track: bool = True) -> dict:
     """Retrain on ``snapshot`` (default ``service.snapshot``, else ``data.path``). Parameters are public
     (Prefect stores them): paths and public settings only."""
@@ -122,6 +144,7 @@ def retrain_flow(snapshot: str | None = None, root: str = ".", params_file: str 
 def _unchanged(p: Params, top: Path, snapshot: Path) -> tuple[dict, dict | None]:
     """(the fingerprint of what this retrain would make, the registry summary of the production or newest
     version made from exactly that, or None). Reads and hashes only: nothing is copied or run."""
+    _load()
     if not snapshot.is_file():
         raise ConfigError(f"snapshot not found: {snapshot}")
     rel = snapshot_rel(snapshot, file_hash(snapshot))
@@ -132,6 +155,7 @@ def _unchanged(p: Params, top: Path, snapshot: Path) -> tuple[dict, dict | None]
 
 
 def _retrain(p: Params, top: Path, snapshot: Path, track: bool) -> dict:
+    _load()
     start, fp, checked = time.perf_counter(), None, {}
     if track:
         fp, same = _unchanged(p, top, snapshot)
@@ -152,7 +176,7 @@ def _retrain(p: Params, top: Path, snapshot: Path, track: bool) -> dict:
     progress(f"snapshot {rel.name} versioned with DVC ({out['timings']['snapshot']:.1f} s)"
              + (f", pushed to remote {pushed}" if pushed else ""))
     where, rp = svc.prepare_run(p, top, rel)
-    run_pipeline = pipeline_flow.with_options(task_runner=runners.task_runner(p))  # threads, or Dask (dask.*)
+    run_pipeline = __getattr__("pipeline_flow").with_options(task_runner=runners.task_runner(p))  # threads, or Dask (dask.*)
     arm, timings = run_pipeline(rp.model_dump(mode="json"), str(where), p.service.audit)
     out["timings"] |= timings
     out["run_folder"] = str(where.relative_to(top))
@@ -177,8 +201,7 @@ def summary_artifact(out: dict) -> None:
                              description=f"ε, F1 and the gate decision of {out['snapshot']}")
 
 
-@flow(name="retrain-pipeline", flow_run_name=pipeline_run_name, log_prints=False, persist_result=False)
-def pipeline_flow(params: dict, where: str, audit: bool) -> tuple[str, dict]:
+def _pipeline_flow(params: dict, where: str, audit: bool) -> tuple[str, dict]:
     """The release stages in the run folder, then (``audit``) the privacy audit of the released arm; on a
     Dask task runner the posterior passes run their seeded chunks on the cluster. Returns (arm, timings)."""
     rp, timings = Params.model_validate(params), {}
@@ -217,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ledger", action="store_true", help="print the privacy ledger's per-version figures and stop")
     args = ap.parse_args(argv)
     offline.quiet()
+    _load()
     try:
         if args.ledger:
             p = load_params(Path(args.root) / args.params, cli.parse_overrides(args.set))
@@ -229,11 +253,17 @@ def main(argv: list[str] | None = None) -> int:
             snapshots = [str(f) for f in cut_windows(Path(args.root) / p.data.path, p.service.windows,
                                                      Path(args.root) / "runs" / "windows")]
         for snap in snapshots:
-            print(svc.result_line(retrain_flow(snap, args.root, args.params, overrides, not args.no_track)))
+            print(svc.result_line(__getattr__("retrain_flow")(snap, args.root, args.params, overrides, not args.no_track)))
     except (OneLineError, ValueError, FileNotFoundError) as err:
         print(f"dprelease: error: {cli.one_line(err)}", file=sys.stderr)
         return cli.EXIT_ERROR
     return 0
+
+
+FLOWS = {"retrain_flow": (_retrain_flow, {"name": "retrain", "flow_run_name": run_name, "log_prints": False,
+                                          "persist_result": False}),
+         "pipeline_flow": (_pipeline_flow, {"name": "retrain-pipeline", "flow_run_name": pipeline_run_name,
+                                            "log_prints": False, "persist_result": False})}
 
 
 if __name__ == "__main__":

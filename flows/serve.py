@@ -1,6 +1,6 @@
 """Scheduled retrains on a real Prefect server: ``make serve`` / ``make serve-stop``.
 
-``python -m flows.serve start``    Prefect server on 127.0.0.1:``service.port`` (database in ``.prefect/``),
+``python -m flows.serve start [--cron "CRON"]``  (``make serve CRON="…"``) Prefect server on 127.0.0.1:``service.port`` (database in ``.prefect/``),
                                    process work pools ``service.work_pool`` and ``service.gpu_pool``, the
                                    deployments, the current release registered, one worker for the CPU
                                    pool. PIDs in ``.prefect/serve/``.
@@ -9,7 +9,7 @@
 ``python -m flows.serve stop``     stop the worker(s) and the server, by PID.
 
 Deployments (both run ``flows/retrain.py:retrain_flow`` from this project's folder):
-``retrain/scheduled`` on cron ``service.cron`` — on the GPU pool when ``model.backend: full``, else on
+``retrain/scheduled`` on cron ``--cron`` if given, else ``service.cron`` (params.yaml is not edited) — on the GPU pool when ``model.backend: full``, else on
 the CPU pool; ``retrain/full-backend`` (no schedule) on the GPU pool with ``model.backend: full``. A GPU
 machine joins by starting a worker of the GPU pool against this server (README, "Running it as a service").
 Each deployment runs one retrain at a time: a run due while another of the same deployment runs ends
@@ -34,12 +34,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import re
 import sys
 import time
 from pathlib import Path
 
 from dprelease.config import load_params
-from dprelease.errors import OneLineError
+from dprelease.errors import ConfigError, OneLineError
 from dprelease.service import supervisor as sv
 from dprelease.service.supervisor import FULL, SCHEDULED, STATE
 
@@ -48,12 +49,12 @@ EXIT_ERROR = 2  # one line on stderr (flows.cli.EXIT_ERROR; not imported here: i
 ENTRYPOINT = "flows/retrain.py:retrain_flow"  # what both deployments run (relative to CODE)
 
 
-def start(root: Path, params_file: str, timeout_s: float = 120.0) -> dict:
-    """The server, the pools and deployments (``_deploy``, in the serve environment), the current release
-    registered (:func:`register_current`), and a CPU worker."""
+def start(root: Path, params_file: str, timeout_s: float = 120.0, cron: str | None = None) -> dict:
+    """The server, the pools and deployments (``_deploy``, in the serve environment; ``cron``: the schedule instead
+    of ``service.cron``), the current release registered (:func:`register_current`), and a CPU worker."""
     p = load_params(root / params_file)
     return sv.start(root, port=p.service.port, work_pool=p.service.work_pool, code=CODE, timeout_s=timeout_s,
-                    deploy=["flows.serve", "_deploy", "--params", params_file],
+                    deploy=["flows.serve", "_deploy", "--params", params_file, *(["--cron", cron] if cron else [])],
                     before_worker=lambda: register_current(root, params_file))
 
 
@@ -88,7 +89,7 @@ def concurrency():
     return ConcurrencyLimitConfig(limit=1, collision_strategy=ConcurrencyLimitStrategy.CANCEL_NEW)
 
 
-def deploy(root: Path, params_file: str, entrypoint: str = ENTRYPOINT) -> None:
+def deploy(root: Path, params_file: str, entrypoint: str = ENTRYPOINT, cron: str | None = None) -> None:
     """The work pools and both deployments of ``entrypoint`` (run inside ``start``, against the server it
     started; another entrypoint is for tests: a stand-in flow named ``retrain``)."""
     from prefect import Flow, get_client
@@ -105,16 +106,30 @@ def deploy(root: Path, params_file: str, entrypoint: str = ENTRYPOINT) -> None:
     common = {"root": str(root.resolve()), "params_file": params_file}
     scheduled_pool = p.service.gpu_pool if p.model.backend == "full" else p.service.work_pool
     one_at_a_time = {"concurrency_limit": concurrency(), "print_next_steps": False}  # never queued behind a run
-    source.deploy(name=SCHEDULED, work_pool_name=scheduled_pool, parameters=common, schedule=_schedule(p),
+    source.deploy(name=SCHEDULED, work_pool_name=scheduled_pool, parameters=common, schedule=_schedule(p, cron),
                   description="Retrain on the current extract (service.snapshot).", **one_at_a_time)
     source.deploy(name=FULL, work_pool_name=p.service.gpu_pool, parameters=common | {"overrides": {"model.backend": "full"}},
                   description="Retrain with the full-transformer backend, on a GPU worker.", **one_at_a_time)
 
 
-def _schedule(p):
+def _schedule(p, cron: str | None = None):
     from prefect.schedules import Cron
 
-    return Cron(p.service.cron, timezone=p.service.timezone)
+    return Cron(cron or p.service.cron, timezone=p.service.timezone)
+
+
+CRON_FIELD = re.compile(r"^[0-9A-Za-z*/,?LW#-]+$")
+
+
+def check_cron(cron: str) -> str:
+    """A cron string of five fields (minute hour day month weekday) or a ``@daily``-style name, else a one-line
+    error (Prefect validates it fully when it deploys)."""
+    fields = cron.split()
+    if (len(fields) == 1 and fields[0] in ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@hourly")) \
+            or (len(fields) == 5 and all(CRON_FIELD.match(f) for f in fields)):
+        return " ".join(fields)
+    raise ConfigError(f"--cron {cron!r}: not a cron schedule (five fields: minute hour day month weekday, "
+                      "e.g. \"0 3 * * 1\")")
 
 
 def trigger(timeout_s: float) -> dict:
@@ -136,16 +151,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--root", default=".", help="the project folder served (default: .)")
     ap.add_argument("--params", default="params.yaml", help="the params file, relative to --root (default: params.yaml)")
     ap.add_argument("--timeout", type=float, default=3600.0, help="trigger: seconds to wait for the run")
+    ap.add_argument("--cron", default=None, help="start: the scheduled retrain's cron (e.g. \"0 3 * * 1\"; "
+                                                 "`make serve CRON=...`) instead of service.cron; params.yaml unchanged")
     ap.add_argument("--entrypoint", default=ENTRYPOINT, help=argparse.SUPPRESS)  # _deploy: a test's stand-in flow
     args = ap.parse_args(argv)
     root = Path(args.root).resolve()
     if args.command == "_deploy":  # internal: run with the serve environment (before Prefect is imported)
-        deploy(root, args.params, args.entrypoint)
+        deploy(root, args.params, args.entrypoint, args.cron)
     elif args.command == "_trigger":
         print(json.dumps(trigger(args.timeout)))
     elif args.command == "start":
         try:
-            state = start(root, args.params)
+            state = start(root, args.params, cron=check_cron(args.cron) if args.cron else None)
         except OneLineError as err:
             print(f"dprelease: error: {err}", file=sys.stderr)
             return EXIT_ERROR

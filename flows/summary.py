@@ -56,5 +56,13 @@ def print_summary(params: Params, root: str, result: dict, seconds: float) -> No
     ]
     if result.get("mlflow_run_id"):
         lines.append(f"  MLflow     run {result['mlflow_run_id']}  (UI: make ui  or  mlflow ui --backend-store-uri {params.tracking.mlflow_uri} --workers 1)")
-    lines.append(f"  wall time  {seconds:.1f} s  (per stage: " + ", ".join(f"{k} {v:.1f}s" for k, v in result["timings"].items()) + ")")
+    from dprelease import registry
+
+    # ``seconds``: the flow's own wall time, start to end (every stage, re-weighting's refits included); the
+    # per-stage list leaves out the untimed stages, whose duration depends on the data and is never recorded
+    untimed = [s.name for s in registry.group(params, "release") if not s.timed and s.name not in result["timings"]]
+    lines.append(f"  wall time  {seconds:.1f} s  (the flow, start to end; per stage: "
+                 + ", ".join(f"{k} {v:.1f}s" for k, v in result["timings"].items())
+                 + (f"; not itemised: {', '.join(untimed)}, whose duration depends on the data" if untimed else "")
+                 + ")")
     print("\n".join(lines))

@@ -230,14 +230,14 @@ def no_training(monkeypatch):
     import dprelease.dpsgd.stages as dpsgd_stages
     import dprelease.dpsgd.train as dpsgd_train
     import dprelease.nonprivate.stages as nonprivate_stages
-    import dprelease.swag_ppm.rounds as rounds
+    import dprelease.swag_ppm.fit as fit
     import dprelease.training as training
 
     def trained(*a, **k):  # pragma: no cover - only reached on failure
         raise AssertionError("training started despite invalid input")
 
     for mod, name in [(dpsgd_stages, "train_dpsgd"), (dpsgd_train, "train_dpsgd"), (nonprivate_stages, "finetune"),
-                      (rounds, "run_finetune"), (training, "finetune")]:
+                      (fit, "run_finetune"), (training, "finetune")]:
         monkeypatch.setattr(mod, name, trained)
 
 

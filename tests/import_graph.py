@@ -36,23 +36,22 @@ SRC = ROOT / "src"
 PKG = "dprelease"
 MAX_LINES = 400
 
-MECHANISMS = (
-    "dprelease.swag_ppm",
-    "dprelease.dpsgd",
-    "dprelease.nonprivate",
-    "dprelease.nvdp",
-    "dprelease.gpp",
-    "dprelease.mia",  # the audit package: no mechanism imports it, it imports no mechanism
-)
 REGISTRY = "dprelease.registry"
-# listed in the project's rules; every other non-mechanism module is held to the same rule as well
+# listed in the project's rules; every other non-mechanism module is held to the same rule as well. The first
+# four are plug-in packages too (they declare stages) but shared steps a mechanism may import (the data, the
+# secret key and guarantees, the comparison report's arm files, the frontier's point format).
 SHARED = (
-    "dprelease.data", "dprelease.utility", "dprelease.privacy", "dprelease.reports", "dprelease.backends",
+    "dprelease.data", "dprelease.privacy", "dprelease.reports", "dprelease.frontier", "dprelease.utility",
+    "dprelease.backends",
     "dprelease.training", "dprelease.release", "dprelease.plots", "dprelease.cache", "dprelease.stage",
     "dprelease.io", "dprelease.config", "dprelease.tracking",
 )
+# every other package of the plug-in list (dprelease.plugins.PACKAGES, read from its source: the one list) is a
+# mechanism, the audit package ``mia`` included: none imports another, shared code reads one only through its
+# ``params`` section
+MECHANISMS = tuple(p for p in code_scope.listed_packages() if p not in SHARED)
 # modules of a mechanism that hold its loops/run functions: orchestration reaches them only via the registry
-RUN_MODULES = {"rounds", "fit", "evaluate", "select", "passes", "train"}
+RUN_MODULES = {"rounds", "released", "fit", "evaluate", "select", "passes", "train"}
 
 
 # --------------------------------------------------------------------------------------------- analysis

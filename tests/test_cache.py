@@ -56,6 +56,21 @@ def test_editing_the_ppm_maths_reruns_every_stage_that_uses_it(package_copy, tmp
     assert not changed & {"stratify", "featurize", "finetune_r1", "swag_r1", "nonprivate", "dpsgd"}
 
 
+def test_editing_another_mechanisms_params_section_reruns_no_release_stage(package_copy, tmp_path):
+    """A stage's scope holds its own package's ``params`` module, not another's (the key hashes the values it
+    reads): editing GPP's params section re-runs GPP and the arm readers, never the SWAG-PPM chain."""
+    release = {s.name for s in registry.group(PARAMS, "release", active_only=False)}
+    before = _keys(tmp_path)
+    _edit(package_copy / "gpp" / "params.py")
+    changed = _changed(before, _keys(tmp_path))
+    assert not changed & release
+    assert {"gpp_release", "compare_report", "privacy_report"} <= changed  # its own stages; readers of the arms
+    assert not changed & {"nonprivate", "dpsgd", "swag_ppm", "nvdp_probe"}
+    before = _keys(tmp_path)
+    _edit(package_copy / "swag_ppm" / "params.py")  # a release stage's own package's: in its scope
+    assert {"risk", "draw", "publish"} <= _changed(before, _keys(tmp_path))
+
+
 def test_editing_the_params_model_reruns_everything(package_copy, tmp_path):
     before = _keys(tmp_path)
     _edit(package_copy / "config.py")  # every run module reads Params

@@ -284,7 +284,8 @@ def test_uncertified_card_claims_no_epsilon_and_says_what_is_certified_in_one_se
 def test_certified_card_quotes_the_gev_bound_with_the_point_estimate_beside_it():
     text = card(CERTIFIED, prior_precision=1000.0, calibration="subspace")
     privacy = section(text, "Privacy guarantee")
-    assert "satisfies ε = 9.310 (point estimate 7.145; the headline uses Δ's GEV upper bound)" in privacy
+    assert ("satisfies ε = 9.310 (point estimate 7.145, from the measured maximum Δ̂; the headline uses the upper end "
+            "of the GEV interval of Δ's tail quantile, so the point estimate may lie below that interval)") in privacy
     assert "Certified: the sampler's temperature in all 126,316 parameter directions" in privacy
     assert "Δ = 4.655 (GEV upper bound)" in privacy and "ε + 2ε" in privacy
 
@@ -312,3 +313,23 @@ def test_the_card_shows_the_replay_audit_with_what_each_view_covers():
     assert "| public | no | 10 of 20 | not convicted | yes: the standard adversary |" in text
     assert "| operator | yes | 20 of 20 | convicted | no: holds the secret key |" in text
     assert "not run" in "\n".join(replay_lines(None))
+
+
+def test_the_epsilon_interval_is_labelled_as_the_tail_quantiles_and_contains_the_claimed_epsilon():
+    """Issue 38: ε 7.145 (the point estimate) sat beside an "ε interval" 8.05–9.31 that did not contain it. The
+    interval is the GEV interval of Δ's tail quantile as an ε: the claimed ε is its upper end, and the card (and the
+    MLflow labels) say it is not an interval for the point estimate."""
+    from dprelease import headline
+    from dprelease.card import implied_interval
+
+    tail = {"exceedance_of_max": 1 / 501, "level": 0.9998, "estimate": 4.3, "confidence": 0.95, "ci_low": 4.025,
+            "ci_high": 4.655}
+    low, high = implied_interval(CERTIFIED, tail)
+    assert low <= CERTIFIED["epsilon"] <= high and abs(high - CERTIFIED["epsilon"]) < 1e-9
+    assert CERTIFIED["quantities"]["epsilon_point_estimate"] < low  # the point estimate is another quantity
+    text = card(CERTIFIED, prior_precision=1000.0, calibration="subspace", local_sensitivity_uncertainty=tail)
+    [line] = [x for x in text.splitlines() if x.startswith("* tail-quantile ε, GEV interval")]
+    assert "8.050–9.310" in line and "not an interval for the claimed ε" in line and "its upper end" in line
+    assert "point estimate 7.145 comes from the measured maximum Δ̂, a different quantity" in line
+    assert "not an interval for the point estimate" in headline.LABELS["epsilon_ci_low"]
+    assert "NOT an interval for epsilon_point" in headline.INTERVAL_NOTE

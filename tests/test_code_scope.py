@@ -18,8 +18,33 @@ def test_plugins_list_is_an_edge_to_every_params_section_and_plugin():
     known = set(code_scope.module_files())
     assert "dprelease.gpp.params" in code_scope.implicit_imports("dprelease.plugins", known)
     assert "dprelease.gpp.plugin" in code_scope.implicit_imports("dprelease.registry", known)
-    assert "gpp/params.py" in code_scope.closure("dprelease.config")
     assert "gpp/stages.py" in code_scope.closure("dprelease.registry")
+
+
+def test_a_scope_holds_other_packages_params_only_where_it_reads_their_declarations():
+    """The plug-in list's edges to the ``params`` modules are graph edges, not scope: config.py (the schema) reads
+    no other package's params code; a module that reads the arms (labels, ``requires`` tests) does; a module's own
+    package's ``params`` module is always in its scope."""
+    config = code_scope.closure("dprelease.config")
+    assert "plugins.py" in config and not [f for f in config if f.endswith("/params.py")]
+    assert "gpp/params.py" not in code_scope.closure("dprelease.swag_ppm.rounds")
+    assert "swag_ppm/params.py" in code_scope.closure("dprelease.swag_ppm.rounds")  # its own package's
+    assert {f"{p.split('.')[1]}/params.py" for p in code_scope.listed_packages()
+            if (code_scope.PACKAGE_DIR / p.split(".")[1] / "params.py").exists()} \
+        <= set(code_scope.closure("dprelease.reports.compare"))  # reads plugins.arms()
+    files = code_scope.module_files()
+    assert code_scope.reads_declarations(files["dprelease.reports.stages"], "dprelease.reports.stages")
+    assert not code_scope.reads_declarations(files["dprelease.config"], "dprelease.config")
+
+
+def test_declaration_readers_are_seen_in_every_form(tmp_path):
+    cases = {"a.py": ("from .. import plugins\nx = plugins.arms()\n", True),
+             "b.py": ("from ..plugins import frontier_sources\n", True),
+             "c.py": ("from .. import plugins\nx = plugins.sections()\n", False),
+             "d.py": ("arms = 1\nplugins = None\n", False)}  # no import of the plug-in list
+    for name, (text, expected) in cases.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+        assert code_scope.reads_declarations(tmp_path / name, f"dprelease.x.{name[:-3]}") is expected, name
 
 
 def test_relative_imports_and_unknown_modules(tmp_path):

@@ -1,7 +1,7 @@
 """dprelease.plugins / dprelease.mechanism: a new mechanism is one new folder plus one line in the plug-in list.
 
 End to end in a copy of the package: a toy mechanism (params section, one stage, one flow, one arm) is added
-by writing its folder and appending its package name to ``PACKAGES`` — no other file is edited — and then
+by writing its folder and appending its package name to ``PACKAGES`` (found by ``ast``) — no other file is edited — and then
 ``Params`` has its section, the registry runs its stage, its flow is planned and listed, and ``compare.arms``
 accepts its arm (the comparison report then reads its files)."""
 
@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from conftest import ROOT
 from dprelease import code_scope, plugins, registry
+from dprelease.config import load_params
 
 TOY = {
     "__init__.py": '"""A toy mechanism (test only)."""\n',
@@ -38,12 +40,13 @@ TOY = {
 
         def total(params, root="."):
             value = params.toy.scale * 21
+            write_json(Path(root) / "reports" / "arms" / "toy" / "summary.json", {"value": value})
             write_json(Path(root) / "metrics" / "toy.json", {"value": value})
             return {"value": value}
 
-        def declare(params):
+        def declare(params):  # its arm's files (reports/arms/toy, metrics/toy.json) are its stage's outputs
             return [Stage(name="toy_total", run=total, params=["toy"], deps=["artifacts/data"],
-                          outs=[], metrics=["metrics/toy.json"], group="toy")]
+                          outs=["reports/arms/toy"], metrics=["metrics/toy.json"], group="toy")]
         """,
     "plugin.py": """
         from ..mechanism import FlowSpec, Mechanism
@@ -68,8 +71,26 @@ except Exception as e:
     audit = str(e)
 print(json.dumps({"scale": p.toy.scale, "order": plan.order, "summary": summary, "arms": sorted(registry.arms()),
                   "flows": sorted(registry.flows()), "code": registry.get(p, "toy_total").code,
-                  "report_deps": registry.get(p, "compare_report").deps, "audit": audit}))
+                  "report_deps": registry.get(p, "compare_report").deps, "audit": audit,
+                  "release_code": {s.name: s.code for s in registry.group(p, "release", active_only=False)},
+                  "report_code": registry.get(p, "compare_report").code}))
 """
+
+
+def add_package(listing: Path, package: str) -> None:
+    """Append ``package`` to the ``PACKAGES`` literal of the plug-in list at ``listing`` (wherever it sits, however
+    it is laid out: the assignment is found by ``ast``, as the import-graph analysis reads it)."""
+    import ast
+
+    text = listing.read_text(encoding="utf-8")
+    node = next(n for n in ast.parse(text).body if isinstance(n, ast.Assign)
+                and any(getattr(t, "id", None) == "PACKAGES" for t in n.targets))
+    listed = (*ast.literal_eval(node.value), package)
+    lines = text.splitlines(keepends=True)
+    start = sum(len(line) for line in lines[:node.value.lineno - 1]) + node.value.col_offset
+    end = sum(len(line) for line in lines[:node.value.end_lineno - 1]) + node.value.end_col_offset
+    listing.write_text(text[:start] + "(" + "".join(f"\n    {p!r}," for p in listed) + "\n)" + text[end:],
+                       encoding="utf-8")
 
 
 def test_a_new_mechanism_is_one_folder_and_one_line(tmp_path):
@@ -78,10 +99,7 @@ def test_a_new_mechanism_is_one_folder_and_one_line(tmp_path):
     for name, text in TOY.items():
         (src / "dprelease" / "toy").mkdir(exist_ok=True)
         (src / "dprelease" / "toy" / name).write_text(textwrap.dedent(text), encoding="utf-8")
-    listing = src / "dprelease" / "plugins.py"
-    text = listing.read_text(encoding="utf-8")
-    assert '    "dprelease.gpp",\n)' in text
-    listing.write_text(text.replace('    "dprelease.gpp",\n)', '    "dprelease.gpp",\n    "dprelease.toy",\n)'))
+    add_package(src / "dprelease" / "plugins.py", "dprelease.toy")
     root = tmp_path / "root"
     proc = subprocess.run([sys.executable, "-c", CHECK, str(root)], cwd=tmp_path, capture_output=True, text=True,
                           env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, timeout=300)
@@ -96,17 +114,62 @@ def test_a_new_mechanism_is_one_folder_and_one_line(tmp_path):
     # its arm can be compared (the report reads its files) but not audited (it declared audited=False)
     assert {"reports/arms/toy", "metrics/toy.json"} <= set(got["report_deps"])
     assert "privacy_audit.arms.0" in got["audit"] and "'toy'" not in got["audit"]
-    assert {"toy/stages.py", "stage.py", "io.py"} <= set(got["code"])
+    assert {"toy/stages.py", "toy/params.py", "stage.py", "io.py"} <= set(got["code"])
+    # its params section is in no other package's stage's scope (their keys hash the values they read) ...
+    params = load_params(ROOT / "params.yaml")
+    assert got["release_code"] == {s.name: s.code for s in registry.group(params, "release", active_only=False)}
+    # ... except where its declarations are read: the comparison report reads its arm's label
+    assert "toy/params.py" in got["report_code"]
+
+
+def test_the_plug_in_list_is_rewritten_by_ast(tmp_path):
+    listing = tmp_path / "plugins.py"
+    listing.write_text((code_scope.PACKAGE_DIR / "plugins.py").read_text(encoding="utf-8"), encoding="utf-8")
+    add_package(listing, "dprelease.toy")
+    compile(listing.read_text(encoding="utf-8"), str(listing), "exec")  # still Python
+    assert code_scope._listed_packages(listing, code_scope._stamp(listing)) == (*plugins.PACKAGES, "dprelease.toy")
+
+
+def _params_module(package: str):
+    import importlib.util
+
+    return importlib.import_module(f"{package}.params") if importlib.util.find_spec(f"{package}.params") else None
 
 
 def test_the_real_list_loads_every_package_once():
+    """Everything below is derived from the one list (``plugins.PACKAGES``); what can still fail: a plug-in named
+    after another folder, a section params.yaml lacks, an arm out of package order, a flow without its help line."""
+    import yaml
+
     names = [m.name for m in registry.MECHANISMS]
     assert len(names) == len(set(names)) == len(plugins.PACKAGES)
     assert names == [p.rsplit(".", 1)[1] for p in plugins.PACKAGES]  # each plugin.py names its own folder
-    assert set(plugins.sections()) == {"gpp", "nvdp", "frontier"}
-    assert list(registry.arms()) == ["nonprivate", "swag_ppm", "swag_ppm_reweighted", "swag_ppm_uncalibrated",
-                                     "swag_ppm_censored", "dpsgd"]  # package order: the reports' row order
-    assert set(registry.flows()) == {"release", "audit-replay", "compare", "frontier", "audit", "nvdp", "gpp"}
+    modules = [m for p in plugins.PACKAGES if (m := _params_module(p)) is not None]
+    sections = [m.SECTION[0] for m in modules if hasattr(m, "SECTION")]
+    assert list(plugins.sections()) == sections and sections  # every declared section, once, in package order
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    assert set(sections) <= set(raw), f"params.yaml lacks the sections {sorted(set(sections) - set(raw))}"
+    assert list(registry.arms()) == [a.name for m in modules for a in getattr(m, "ARMS", ())]  # the reports' rows
+    assert registry.arms() and plugins.arm_names() == list(registry.arms())
+    flows = [f.name for p in plugins.PACKAGES for f in registry.plugin(p).flows]
+    assert sorted(registry.flows()) == sorted(flows) and len(set(flows)) == len(flows)  # no flow declared twice
+    undocumented = [n for n, f in registry.flows().items() if not (f.title.strip() and f.doc.strip())]
+    assert not undocumented, f"flows without a title and a one-line doc (their --help): {undocumented}"
+
+
+def test_every_stage_is_planned_by_a_flow():
+    """A stage no flow plans would run under DVC at most; derived from the plug-ins, so it holds for a new one (every
+    group a flow names has stages; every stage these params need is planned by some flow)."""
+    from dprelease import pipeline
+
+    params = load_params(ROOT / "params.yaml")
+    flows = registry.flows().values()
+    stages = registry.stages(params)
+    assert {g for f in flows for g in f.groups} <= {s.group for s in stages}, "a flow names a group no stage has"
+    planned = {n for f in flows for n in pipeline.plan(stages, params, groups=f.groups, targets=f.targets,
+                                                       then=f.then).order}
+    orphans = sorted(s.name for s in stages if s.active(params) and s.name not in planned)
+    assert not orphans, f"stages no flow plans: {orphans}"
 
 
 def test_an_arm_that_needs_a_setting_is_refused_with_the_reason():

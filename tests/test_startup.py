@@ -21,7 +21,7 @@ FLOW_MODULES = sorted(p.stem for p in (ROOT / "flows").glob("*.py")
                       if p.stem != "__init__" and '__name__ == "__main__"' in p.read_text(encoding="utf-8"))
 # flow modules whose --help still imports Prefect and the service at module level (their own imports, not this
 # structure's): strict, so the entry goes once the module parses its arguments first
-HEAVY_HELP = {"retrain": "flows/retrain.py imports prefect, dprelease.signing (torch) and dprelease.service at import"}
+HEAVY_HELP: dict[str, str] = {}
 
 
 def _imported(*args: str) -> set[str]:

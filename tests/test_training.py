@@ -183,3 +183,18 @@ def test_a_full_backend_fine_tune_keeps_the_encoder_near_the_public_weights(monk
     monkeypatch.setattr(backend, "prior_center", lambda model: None)  # the former prior N(0, I/λ)
     zero = fitted()
     assert centred < 0.5 * zero, (centred, zero)
+
+
+def test_training_options_are_keyword_only():
+    """The data, weights and settings are positional; the seed and every option after them are keyword-only, in
+    the fine-tune and in SWAG alike (a seed passed where a flag was expected is a TypeError, not a wrong run)."""
+    import inspect
+
+    from dprelease.swag_ppm import calibrate, swag_train
+
+    for fn, positional in ((finetune, ["backend", "model", "features", "labels", "weights", "opt"]),
+                           (swag_train.swag, ["backend", "model", "features", "labels", "weights", "params"]),
+                           (calibrate.swag, ["backend", "model", "features", "labels", "weights", "params"])):
+        kinds = {n: p.kind for n, p in inspect.signature(fn).parameters.items()}
+        assert [n for n, k in kinds.items() if k is inspect.Parameter.POSITIONAL_OR_KEYWORD] == positional, fn
+        assert "seed" in kinds and kinds["seed"] is inspect.Parameter.KEYWORD_ONLY, fn

@@ -79,8 +79,27 @@ def replay_lines(replay: dict | None) -> list[str]:
 
 
 def _beside(q: dict, key: str) -> str:
-    """", point estimate 7.145" after the headline figure (the GEV upper bound), when both are recorded."""
-    return f" (point estimate {q[key]:.3f}; the headline uses Δ's GEV upper bound)" if q.get(key) is not None else ""
+    """" (point estimate 7.145 …)" after the headline figure (the GEV upper bound), when both are recorded."""
+    return (f" (point estimate {q[key]:.3f}, from the measured maximum Δ̂; the headline uses the upper end of the GEV "
+            "interval of Δ's tail quantile, so the point estimate may lie below that interval)"
+            if q.get(key) is not None else "")
+
+
+def implied_interval(g: dict, tail: dict) -> tuple[float, float] | None:
+    """The ε implied by the ends of the GEV interval of Δ's tail quantile (as :func:`dprelease.headline.headline`
+    computes ``epsilon_ci_low/high``): an interval for the tail quantile's ε, whose upper end the claim uses — NOT
+    an interval for the point estimate."""
+    q = g.get("quantities", {})
+    if g.get("kind") != "ppm_local_asymptotic" or not tail:
+        return None
+    cold = (q["epsilon_point_estimate"] / q["epsilon_at_temperature_one"]
+            if q.get("epsilon_point_estimate") and q.get("epsilon_at_temperature_one") else 1.0)
+    return 2 * tail["ci_low"] * cold, 2 * tail["ci_high"] * cold
+
+
+def _point(g: dict) -> str:
+    v = g.get("quantities", {}).get("epsilon_point_estimate")
+    return f" {v:.3f}" if v is not None else ""
 
 
 def guarantee_sentence(g: dict) -> str:
@@ -143,6 +162,12 @@ def _conditions(manifest: dict) -> list[str]:
                    f"{tail['ci_high']:.3f}), i.e. 2Δ {2 * tail['estimate']:.3f} ({2 * tail['ci_low']:.3f}–"
                    f"{2 * tail['ci_high']:.3f})" + ("; the stated figure uses the interval's upper end" if g.get("kind") in
                                                      ("ppm_local_asymptotic", "ppm_uncertified") else ""))
+        implied = implied_interval(g, tail)
+        if implied and g.get("epsilon") is not None:
+            out.append(f"* tail-quantile ε, GEV interval: {implied[0]:.3f}–{implied[1]:.3f}. This is the interval of the "
+                       f"ε implied by Δ's {tail['level']:.4f} quantile, not an interval for the claimed ε: the claimed "
+                       f"ε = {g['epsilon']:.3f} is its upper end (or the measured Δ̂'s, if larger), and the point "
+                       f"estimate{_point(g)} comes from the measured maximum Δ̂, a different quantity")
     sens = manifest.get("epsilon_sensitivity")
     if sens:
         out.append(f"* settings: over the `make epsilon-sensitivity` grid near this release's settings ({sens['cells']} "

@@ -51,13 +51,20 @@ def main(argv: list[str] | None = None) -> int:
     ve.add_argument("--release", required=True, help="the release folder to check (classifier or sanitizer)")
     ve.add_argument("--key", default=None,
                     help="the agency's public key (agency.pub; default: the file DPRELEASE_AGENCY_KEY names)")
-    ke = sub.add_parser("key", help="the agency signing key: init (once), show, export (the public key), rotate")
-    ke.add_argument("action", choices=("init", "show", "export", "rotate"),
+    ke = sub.add_parser("key", help="the agency signing key: init (once), show, export (the public key), rotate; "
+                                    "export-private / import-private (both private keys, for a second operator)")
+    ke.add_argument("action", choices=("init", "show", "export", "rotate", "export-private", "import-private"),
                     help="init: make the key pair once; show: its id and signer; export: write the public key; "
-                         "rotate: retire it, make a new one and re-sign the release folders")
+                         "rotate: retire it, make a new one and re-sign the release folders; export-private --to DIR: "
+                         "the randomness and agency keys, encrypted with a passphrase (DPRELEASE_KEY_PASSPHRASE or a "
+                         "prompt); import-private --from DIR: install them in this clone")
     ke.add_argument("--params", default="params.yaml", help="the params file naming the artifacts folder")
     ke.add_argument("--signer", default=None, help="the name releases are signed as (init, rotate)")
     ke.add_argument("--output", default=None, help="export: where to write the public key (e.g. agency.pub)")
+    ke.add_argument("--to", default=None, help="export-private: a new folder for the encrypted keys (made 0700)")
+    ke.add_argument("--from", dest="source", default=None, help="import-private: the folder export-private wrote")
+    ke.add_argument("--new-key", action="store_true",
+                    help="init: make a new agency key even where dvc.lock records another (a rotation, recorded)")
     dv = sub.add_parser("dvc-yaml", help="regenerate dvc.yaml from the stage registry")
     dv.add_argument("--params", default="params.yaml", help="the params file (default: params.yaml)")
     dv.add_argument("--output", default="dvc.yaml", help="where to write it (default: dvc.yaml)")
@@ -109,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "key":
             from .keys_cli import key_command
 
-            for line in key_command(args.action, load_params(args.params), signer=args.signer, output=args.output):
+            for line in key_command(args.action, load_params(args.params), signer=args.signer, output=args.output,
+                                    to=args.to, source=args.source, new_key=args.new_key):
                 print(line)
         elif args.command == "dvc-yaml":
             import yaml

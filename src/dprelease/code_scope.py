@@ -12,7 +12,12 @@ Rules (conservative: a file that might run is in the closure):
 * relative imports are resolved against the importing module's package;
 * ``from P import name`` reaches ``P.name`` when that is a module of ours, else ``P`` itself;
 * importing ``a.b.c`` runs ``a/__init__.py`` and ``a/b/__init__.py`` first: they are in the closure;
-* the plug-in list's imports by name count (:func:`implicit_imports`);
+* the plug-in list's imports by name count (:func:`implicit_imports`) in the import graph; in a stage's scope
+  (:func:`closure`) the plug-in list's edges to every listed package's ``params`` module do not: what a stage
+  reads of another package's params section is a validated value, hashed in its cache key already. A module
+  that reads the other declarations of those modules (:data:`DECLARATION_READERS`: arms, frontier sources —
+  labels, stage names, ``requires`` tests) keeps the edges, and a stage's own package's ``params`` module is
+  always in its scope (its own package + the shared core it imports);
 * a package's data files (``.csv``) are reached only through :data:`DATA` (``importlib.resources`` reads
   are not imports).
 
@@ -140,8 +145,13 @@ def implicit_imports(module: str, known: set[str]) -> list[str]:
     suffix = {f"{PKG}.plugins": "params", f"{PKG}.registry": "plugin"}.get(module)
     if suffix is None:
         return []
+    return [f"{p}.{suffix}" for p in listed_packages() if f"{p}.{suffix}" in known]
+
+
+def listed_packages() -> tuple[str, ...]:
+    """:data:`dprelease.plugins.PACKAGES`, read from the source (nothing imported): the one list of packages."""
     plugins = PACKAGE_DIR / "plugins.py"
-    return [f"{p}.{suffix}" for p in _listed_packages(plugins, _stamp(plugins)) if f"{p}.{suffix}" in known]
+    return _listed_packages(plugins, _stamp(plugins))
 
 
 @lru_cache(maxsize=None)
@@ -149,6 +159,53 @@ def _listed_packages(path: Path, stamp: tuple[int, int]) -> tuple[str, ...]:
     tree = _parse(path.read_text(encoding="utf-8"), path.name)
     return tuple(next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
                       and any(getattr(t, "id", None) == "PACKAGES" for t in n.targets)))
+
+
+PLUGINS = f"{PKG}.plugins"
+# the functions of the plug-in list that hand out a params module's declarations beyond its schema (ARMS,
+# FRONTIER: labels, stage names, ``requires`` tests — code a caller runs); a module naming one of them depends
+# on every listed ``params`` module. ``sections`` and ``arm_names`` give the schema only (config.py): values.
+DECLARATION_READERS = frozenset({"arms", "frontier_sources", "check_arms"})
+
+
+def reads_declarations(path: Path, module: str) -> bool:
+    """True when ``module`` names a :data:`DECLARATION_READERS` function of the plug-in list
+    (``plugins.arms()``, ``from ..plugins import arms``)."""
+    return module != PLUGINS and _reads_declarations(path, module, _stamp(path))
+
+
+@lru_cache(maxsize=None)
+def _reads_declarations(path: Path, module: str, stamp: tuple[int, int]) -> bool:
+    imports_plugins = any(base == PLUGINS or (names and base == PKG and "plugins" in names)
+                          for _, base, names in _statements(path, module, stamp))
+    if not imports_plugins:
+        return False
+    tree = _parse(path.read_text(encoding="utf-8"), str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in DECLARATION_READERS \
+                and isinstance(node.value, ast.Name) and node.value.id == "plugins":
+            return True
+    return any(base == PLUGINS and names and DECLARATION_READERS & set(names)
+               for _, base, names in _statements(path, module, stamp))
+
+
+def scope_imports(module: str, path: Path, known: set[str]) -> list[str]:
+    """The imports by a computed name that enter a stage's scope: the registry's plug-ins, and every listed
+    ``params`` module for a module that reads their declarations (:func:`reads_declarations`); the plug-in
+    list's own edges to them stay in the graph only (:func:`implicit_imports`)."""
+    if module == PLUGINS:
+        return []
+    out = implicit_imports(module, known)
+    if reads_declarations(path, module):
+        out += implicit_imports(PLUGINS, known)
+    return out
+
+
+def own_params(module: str, known: set[str]) -> list[str]:
+    """The ``params`` module of the package ``module`` belongs to (``dprelease.<package>.params``), if any."""
+    parts = module.split(".")
+    own = f"{parts[0]}.{parts[1]}.params" if len(parts) > 2 else None
+    return [own] if own in known else []
 
 
 def _parents(module: str) -> list[str]:
@@ -163,7 +220,7 @@ def _closure(module: str) -> tuple[str, ...]:
         raise KeyError(f"not a module of {PKG}: {module}")
     known = set(files)
     seen: set[str] = set()
-    todo = [module]
+    todo = [module, *own_params(module, known)]
     while todo:
         m = todo.pop()
         if m in seen or m not in files:
@@ -171,14 +228,16 @@ def _closure(module: str) -> tuple[str, ...]:
         seen.add(m)
         todo += [p for p in _parents(m) if p in files]
         todo += [i.target for i in raw_imports(files[m], m, known) if i.target in files]
-        todo += implicit_imports(m, known)
+        todo += scope_imports(m, files[m], known)
     rel = {files[m].relative_to(PACKAGE_DIR).as_posix() for m in seen}
     rel |= {d for m in seen for d in DATA.get(m, ())}
     return tuple(sorted(rel))
 
 
 def closure(*modules: str) -> list[str]:
-    """Package-relative paths of every file the modules may run (or read as data), sorted."""
+    """Package-relative paths of every file the modules may run (or read as data), sorted: a stage's scope —
+    its own package's files it imports (and its ``params`` module), the shared core they import, and other
+    packages' ``params`` modules only where their declarations are read (:func:`scope_imports`)."""
     return sorted({f for m in modules for f in _closure(m)})
 
 

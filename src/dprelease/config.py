@@ -161,8 +161,8 @@ class DPSGDParams(_Strict):
 
 
 # the arms the packages declare (their ``params`` modules' ARMS, dprelease.plugins), in package order
-ARMS = list(plugins.arms())
-AUDIT_ARMS = [name for name, arm in plugins.arms().items() if arm.audited]
+ARMS = plugins.arm_names()  # names only: the schema (a stage's scope holds no other package's params module)
+AUDIT_ARMS = plugins.arm_names(audited=True)
 ArmName = Literal[tuple(ARMS)]
 AuditArmName = Literal[tuple(AUDIT_ARMS)]
 

@@ -8,8 +8,9 @@ test-split evaluation, the record count, the canary audit): never a per-record q
 ``epsilon``            the release's stated ε (SWAG-PPM: from the GEV upper bound of Δ̂'s tail, docs/guarantees.md,
                        K.1); absent for a kind that claims none (``ppm_uncertified``, ``none``)
 ``epsilon_point``      the point estimate beside it (from the measured Δ̂)
-``epsilon_ci_low/high`` ε implied by the ends of the extreme-value interval of Δ̂'s tail (ε = 2Δ / min(1, T_min);
-                       SWAG-PPM's asymptotic mechanism only)
+``epsilon_ci_low/high`` ε implied by the ends of the extreme-value (GEV) interval of Δ's tail quantile (ε = 2Δ /
+                       min(1, T_min); SWAG-PPM's asymptotic mechanism only): the claimed ε is its upper end (or
+                       the measured Δ̂'s, if larger); NOT an interval for ``epsilon_point`` (:data:`INTERVAL_NOTE`)
 ``uncertified_index``  a ``ppm_uncertified`` release's index 2Δ: NOT an ε (the sampler is certified in fewer than
                        all directions); never in the same column as ε
 ``temperature``        T̂, SWAG's temperature against the Laplace posterior (1 = matched)
@@ -32,8 +33,15 @@ from .io import read_json
 
 NAMES = ("epsilon", "epsilon_point", "epsilon_ci_low", "epsilon_ci_high", "uncertified_index", "temperature",
          "weighted_f1", "macro_f1", "weighted_f1_mean", "macro_f1_mean", "epsilon_lb", "records")
-LABELS = {"epsilon": "ε", "epsilon_point": "ε point estimate", "epsilon_ci_low": "ε interval, low",
-          "epsilon_ci_high": "ε interval, high", "uncertified_index": "index 2Δ̂ (NOT an ε: uncertified sampler)",
+# the interval is NOT one for the claimed ε's point estimate: it is the GEV interval of the tail quantile of Δ (the
+# 1 − 1/(10·S) quantile of the per-draw maximum) as an ε; the claimed ε is its upper end (or the measured Δ̂'s ε, if
+# larger), and the point estimate (from the measured maximum Δ̂ over S draws) usually lies below it
+INTERVAL_NOTE = ("epsilon_ci_low/high: the GEV 95% interval of the tail quantile of Δ, as ε (2Δ / min(1, T_min)); the "
+                 "claimed epsilon is its upper end (or the measured Δ̂'s ε, if larger); NOT an interval for epsilon_point, "
+                 "which comes from the measured maximum Δ̂ and may lie below it")
+LABELS = {"epsilon": "ε", "epsilon_point": "ε point estimate (measured Δ̂)",
+          "epsilon_ci_low": "tail-quantile ε, GEV interval low (not an interval for the point estimate)",
+          "epsilon_ci_high": "tail-quantile ε, GEV interval high (the claimed ε's basis)", "uncertified_index": "index 2Δ̂ (NOT an ε: uncertified sampler)",
           "temperature": "T̂ (temperature)", "weighted_f1": "weighted F1 (released draw)",
           "macro_f1": "macro F1 (released draw)", "weighted_f1_mean": "weighted F1 (mean over draws)",
           "macro_f1_mean": "macro F1 (mean over draws)", "epsilon_lb": "ε lower bound (canary audit)",

@@ -8,7 +8,13 @@
   re-sign the project's release folders (``release``, ``nvdp.release_dir``, ``gpp.release``) after checking
   their files and old signatures. Partners need the new public key for releases signed from now on, and
   keep the old one for older releases; the signing stages list the public key as an input, so a later run
-  finds them up to date.
+  finds them up to date;
+* ``export-private --to DIR`` / ``import-private --from DIR`` — both private keys (the randomness key and the
+  agency key), encrypted with a passphrase (``DPRELEASE_KEY_PASSPHRASE`` or a prompt), for a second operator's
+  clone (:mod:`dprelease.key_transfer`).
+
+``init`` refuses to make an agency key where ``dvc.lock`` records one and none is here (import it, or
+``--new-key``: :mod:`dprelease.key_guard`).
 """
 
 from __future__ import annotations
@@ -26,10 +32,22 @@ def release_folders(params: Params, root: Path) -> list[Path]:
 
 
 def key_command(action: str, params: Params, *, signer: str | None = None, output: str | None = None,
-                root: str | Path = ".") -> list[str]:
+                root: str | Path = ".", to: str | None = None, source: str | None = None,
+                new_key: bool = False) -> list[str]:
     """Run ``action``; the lines to print."""
     root = Path(root)
     folder = key_folder(params, root)
+    if action in ("export-private", "import-private"):
+        from . import key_transfer
+
+        where = to if action == "export-private" else source
+        if not where:
+            raise ConfigError(f"dprelease key {action}: give {'--to' if action == 'export-private' else '--from'} DIR")
+        pw = key_transfer.passphrase(confirm=action == "export-private")
+        with root_lock(root, f"dprelease key {action}"):
+            if action == "export-private":
+                return key_transfer.export_private(params, root, where, pw)
+            return key_transfer.import_private(params, root, where, pw)
     if action == "export":
         if not output:
             raise ConfigError("dprelease key export: give --output (e.g. --output agency.pub)")
@@ -41,7 +59,12 @@ def key_command(action: str, params: Params, *, signer: str | None = None, outpu
         return [f"agency key {s.key_id} (signer {s.name}) in {folder}; public key {folder / PUBLIC}"]
     with root_lock(root, f"dprelease key {action}"):
         if action == "init":
+            from . import key_guard
+
+            done = key_guard.check(params, root, new_key=new_key, keys=("agency",), use_release=False)
             s, made = ensure_key(folder, signer=signer or DEFAULT_SIGNER)
+            if done:
+                return done
             if not made and signer and signer != s.name:
                 raise ConfigError(f"{folder}: a key exists already (signer {s.name}); `dprelease key rotate "
                                   f"--signer {signer!r}` makes a new one")

@@ -6,7 +6,10 @@ module, and may have a ``params`` module whose ``SECTION = (key, Model)`` become
 A ``params`` module imports pydantic and :mod:`dprelease.mechanism` only (``Params`` is assembled from it),
 and a package's ``__init__`` imports nothing of the project, so reading them can never import a stage. The registry loads the
 ``plugin`` modules, each on first use (:func:`dprelease.registry.plugin`). The import-graph analysis reads :data:`PACKAGES`
-(:func:`dprelease.code_scope.implicit_imports`), so these imports by name are edges like any other.
+(:func:`dprelease.code_scope.implicit_imports`), so these imports by name are edges like any other; a stage's
+code scope leaves this module's edges to the ``params`` modules out (a stage's key hashes the validated values it
+reads) unless its code reads their arms or frontier sources (:func:`arms`, :func:`frontier_sources`,
+:func:`check_arms`: :func:`dprelease.code_scope.scope_imports`).
 
 Adding a mechanism: write its folder (pure maths, run functions, ``stages.declare``, ``params.py`` with its
 section, defaults and arms, ``plugin.py`` with its flow, tracking hook and sanitizer), then add its package
@@ -68,6 +71,13 @@ def arms() -> dict:
                 raise RuntimeError(f"arm {arm.name!r} declared twice ({module.__name__})")
             out[arm.name] = arm
     return out
+
+
+def arm_names(*, audited: bool = False) -> list[str]:
+    """The names ``compare.arms`` (``audited``: ``privacy_audit.arms``) accept, in :data:`PACKAGES` order: the
+    schema only. A module that calls this and not :func:`arms` reads no declaration beyond the validated values
+    (:data:`dprelease.code_scope.DECLARATION_READERS`), so no other package's ``params`` module is in its scope."""
+    return [name for name, arm in arms().items() if arm.audited or not audited]
 
 
 def frontier_sources() -> dict[str, str]:

@@ -232,7 +232,7 @@ def log_pipeline_run(params: Params, root: str | Path = ".", run_name: str | Non
     same root; a retrain's run folder logs into its project's store). Metrics: the headline figures only
     (:mod:`dprelease.headline`, the names the registry's version tags use); params: the settings the
     release's stages read; everything else in ``details.json``."""
-    from .headline import headline
+    from .headline import INTERVAL_NOTE, headline
 
     lay = Layout.from_params(params, root)
     (lay.metrics / "mlflow_run.json").unlink(missing_ok=True)  # never name an older run if this one fails
@@ -244,7 +244,8 @@ def log_pipeline_run(params: Params, root: str | Path = ".", run_name: str | Non
         run_name = release_run_name(params, g)
     with _run(mlflow, store_root, run_name=run_name) as run:
         mlflow.log_params(mechanism_params(params))
-        mlflow.log_metrics(headline(lay.metrics))
+        figures = headline(lay.metrics)
+        mlflow.log_metrics(figures)
         mlflow.log_dict(details(params, lay, timings), "details.json")
         diag_path = lay.metrics / "diagnostics.json"
         if diag_path.is_file():
@@ -259,6 +260,8 @@ def log_pipeline_run(params: Params, root: str | Path = ".", run_name: str | Non
             mlflow.log_artifact(str(lay.release / "README.md"), "release")
         mlflow.log_artifact(str(lay.release / "release.json"), "release")
         _guarantee_tags(mlflow, g)
+        if "epsilon_ci_high" in figures:  # what the interval is (and is not): beside the metrics it labels
+            mlflow.set_tag("epsilon_interval", INTERVAL_NOTE)
         ev = read_json(lay.metrics / "evaluation.json")
         mlflow.set_tag("mlflow.note.content", (  # the run's description: what was released, in one line
             f"Released round {g.quantities.get('round')} of {g.mechanism} ({params.model.backend} backend): "

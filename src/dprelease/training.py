@@ -84,10 +84,11 @@ def no_records(n: int, desc: str) -> None:
 
 
 def finetune(backend: Backend, model: nn.Module, features: Features, labels: torch.Tensor,
-             weights: torch.Tensor | None, opt: OptimParams, seed: int, progress: bool = False,
+             weights: torch.Tensor | None, opt: OptimParams, *, seed: int, progress: bool = False,
              desc: str = "fine-tune", censor: Censor | None = None, prior_precision: float = 0.0) -> History:
     """AdamW fine-tuning in place with a linear decay schedule (objective and ``prior_precision``: module
-    docstring)."""
+    docstring). The data, their weights and the optimiser settings are positional; every option after them is
+    keyword-only (as in :func:`dprelease.swag_ppm.calibrate.swag`): a seed is never taken for a flag."""
     no_records(n_records(features), desc)
     centre = backend.prior_center(model) if prior_precision else None
     gen = torch.Generator().manual_seed(seed)

@@ -186,3 +186,38 @@ def test_params_other_than_params_yaml_are_not_recorded(recorded, tmp_path):
     assert dvc_record.why_not("risk", params, make_root(tmp_path)) == "not a DVC project root"
     assert set(dvc_record.unrecorded(other, ["stratify", "risk", "draw"], root)) == {"risk", "draw"}
     assert dvc_record.unrecorded(other, ["risk"], tmp_path) == {}  # not a DVC project: nothing to say
+
+
+def test_a_second_operator_imports_the_keys_pulls_and_gets_the_same_release(recorded, tmp_path, monkeypatch):
+    """Issue 38: keys by `dprelease key export-private` / `import-private` (never by DVC), then `dvc pull`: a clean
+    `dvc status` and the identical, identically signed release; a clone with keys of its own is refused."""
+    import os
+
+    from dprelease import key_transfer
+
+    params, root = recorded
+    remote, clone, other, xfer = (tmp_path / n for n in ("remote", "clone", "other", "xfer"))
+    _dvc("remote", "add", "--local", "--default", "--force", "private", str(remote), cwd=root)
+    _dvc("push", "-q", cwd=root)
+    _git("add", "dvc.lock", cwd=root)
+    _git("commit", "-q", "-m", "run", "--allow-empty", cwd=root)
+    env = {**os.environ, key_transfer.PASSPHRASE_ENV: "correct horse battery staple",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    cli = [sys.executable, "-m", "dprelease.cli"]
+    assert subprocess.run([*cli, "key", "export-private", "--to", str(xfer)], cwd=root, env=env).returncode == 0
+    for where in (clone, other):
+        _git("clone", "-q", str(root), str(where), cwd=tmp_path)
+        _dvc("remote", "add", "--local", "--default", "private", str(remote), cwd=where)
+        _dvc("pull", "-q", cwd=where)
+    assert subprocess.run([*cli, "key", "import-private", "--from", str(xfer)], cwd=clone, env=env).returncode == 0
+    assert _status(clone, []) == {"track": [{"changed outs": {"metrics/mlflow_run.json": "deleted"}}]}
+    files = sorted(p.relative_to(root / params.release) for p in (root / params.release).rglob("*") if p.is_file())
+    assert files and all((root / params.release / f).read_bytes() == (clone / params.release / f).read_bytes()
+                         for f in files)
+    # a clone whose operator made keys of their own: `dvc repro` (its `secret` stage) refuses, making nothing
+    done = subprocess.run([*cli, "secret", "init"], cwd=other, env=env, capture_output=True, text=True)
+    assert done.returncode == 0
+    done = subprocess.run([sys.executable, "-m", "dvc", "repro", "secret"], cwd=other, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode != 0 and "is not the key dvc.lock was made with" in done.stdout + done.stderr
+    assert _lock(other)["secret"] == _lock(root)["secret"]  # nothing recorded

@@ -95,7 +95,9 @@ def _create(folder: Path) -> str:
     key = os.urandom(KEY_BYTES)
     _write_new(folder / KEY, key.hex().encode("ascii") + b"\n")
     kid = _id(key)
-    _write_id(folder / HISTORY, {"key_ids": [*_history(folder), kid]})
+    p = folder / HISTORY
+    kept = json.loads(p.read_text(encoding="utf-8")) if p.is_file() else {}  # other entries (key_guard's) stay
+    _write_id(p, kept | {"key_ids": [*_history(folder), kid]})
     return kid
 
 

@@ -36,7 +36,8 @@ from ..stage import skip_marker
 from ..utility.metrics import f1_summary
 from . import claim, ppm
 from .reweighting import released_round
-from .rounds import SECRET_NOISE, release_manifest
+from .released import release_manifest
+from .rounds import SECRET_NOISE
 from .swag import SwagMoments, iter_samples
 
 COMPOSITION = ("publishing both the plain release (ε) and this selected one (2ε) from the same data "

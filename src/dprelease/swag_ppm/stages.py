@@ -16,7 +16,7 @@ from ..privacy.stages import key_id_file
 from ..release import arm_model_dir
 from ..signing import public_key_dep
 from ..stage import Stage
-from . import arms, evaluate, fit, publish, replay, reweighting, rounds, select
+from . import arms, evaluate, fit, publish, released, replay, reweighting, rounds, select
 from .frontier import frontier_swag_ppm
 from .params import FRONTIER
 
@@ -61,7 +61,7 @@ def declare(params: Params) -> list[Stage]:
     histories = [f"{a}/round{r}/{x}" for r in (1, 2, 3) for x in ("finetune", "swag")]
     sens = ["metrics/sensitivity_r2.json", "metrics/sensitivity_r3.json", "metrics/temperature_r2.json",
             "metrics/temperature_r3.json", "metrics/reweight.json", "metrics/data.json"]
-    out.append(Stage(name="draw", run=rounds.draw, params=MODEL + ["ppm"],
+    out.append(Stage(name="draw", run=released.draw, params=MODEL + ["ppm"],
                      deps=[key, labels, feats, *finals, *sens, f"{a}/round2/sensitivity", f"{a}/round3/sensitivity"],
                      outs=[f"{a}/draw"], metrics=["metrics/release.json"]))
     out.append(Stage(name="evaluate", run=evaluate.evaluate_release, params=MODEL + ["ppm.reweight", "evaluation"],
@@ -88,7 +88,7 @@ def declare(params: Params) -> list[Stage]:
                      deps=[key, labels, feats, *finals, *sens],
                      outs=[str(selected.with_name(selected.name + "-selected")), f"{a}/selection"],
                      metrics=["metrics/selection.json"], when=lambda p: p.selection.enabled, timed=False))
-    out.append(Stage(name="swag_ppm", run=rounds.round2_arm, params=MODEL + CALIBRATION,
+    out.append(Stage(name="swag_ppm", run=released.round2_arm, params=MODEL + CALIBRATION,
                      deps=[key, labels, feats, f"{a}/round2/weights", f"{a}/round2/swag",
                            "metrics/sensitivity_r2.json", "metrics/temperature_r2.json"],
                      outs=["reports/arms/swag_ppm", arm_model_dir(params, "swag_ppm")],

@@ -18,10 +18,11 @@ from .swag import SwagCollector, SwagMoments
 
 
 def swag(backend: Backend, model: nn.Module, features: Features, labels: torch.Tensor, weights: torch.Tensor | None,
-         params: SwagParams, seed: int, progress: bool = False, desc: str = "SWAG",
+         params: SwagParams, *, seed: int, progress: bool = False, desc: str = "SWAG",
          on_snapshot: Callable[[int], None] | None = None, censor: Censor | None = None,
          prior_precision: float = 0.0) -> tuple[SwagMoments, History]:
-    """Constant-lr SGD for ``params.epochs`` epochs, one snapshot per epoch; returns the fitted moments."""
+    """Constant-lr SGD for ``params.epochs`` epochs, one snapshot per epoch; returns the fitted moments. Options
+    after the data, weights and settings are keyword-only (as in :func:`dprelease.swag_ppm.calibrate.swag`)."""
     centre = backend.prior_center(model) if prior_precision else None  # the same prior as the fine-tune's
     gen = torch.Generator().manual_seed(seed)
     seed_model(model, seed + 1)
