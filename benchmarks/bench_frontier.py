@@ -34,7 +34,7 @@ def run(stage: str, threads: int) -> tuple[float, float, int]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--stages", nargs="+", default=list(STAGES), choices=STAGES)
+    ap.add_argument("--stages", nargs="+", default=list(STAGES), choices=STAGES, help="the stages to time (default: all)")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch/BLAS threads per stage")
     a = ap.parse_args(argv)
     print(f"cores {os.cpu_count()}, threads per stage {a.threads}, load average at start "

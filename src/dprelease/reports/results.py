@@ -94,9 +94,9 @@ def release_section(root: Path) -> list[str]:
                  f"certified in {q.get('certified_directions')} of {q.get('parameters')} directions; point "
                  f"{num(q.get('uncertified_index_point'))}"]]
     else:
-        rows = [["ε (released)", f"**{num(g['epsilon'])}**", f"kind `{g['kind']}`, see {LINK}; Δ: "
+        rows = [["ε (released)", f"**{_g(g['epsilon'])}**", f"kind `{g['kind']}`, see {LINK}; Δ: "
                  f"{q.get('claim_basis', 'the measured Δ̂')}"],
-                ["ε point estimate (from the measured Δ̂)", num(q.get("epsilon_point_estimate")), ""]]
+                ["ε point estimate (from the measured Δ̂)", _g(q.get("epsilon_point_estimate")), ""]]
     rows += [["δ", g.get("delta_reason") or sci(g.get("delta")), "never a number for SWAG-PPM"],
              ["Δ̂ (local sensitivity; ε = 2Δ / min(1, T_min over all directions))", num(q.get("local_sensitivity")),
               f"max over {q.get('posterior_draws', '–')} posterior draws and the released draw"],
@@ -152,9 +152,9 @@ def comparison_section(root: Path) -> list[str]:
 
 
 def _g(v) -> str:
-    """Three significant figures ('–' for none): ε runs from 1 to 10²⁹ on the frontier."""
+    """Four significant figures ('–' for none): ε runs from 1 to 10²⁹ (a certified floor) on this data."""
     text = num(v)
-    return text if text == "–" or not isinstance(v, (int, float, str)) else f"{float(v):.3g}"
+    return text if text == "–" or not isinstance(v, (int, float, str)) else f"{float(v):.4g}"
 
 
 def frontier_section(root: Path) -> list[str]:
