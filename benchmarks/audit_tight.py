@@ -95,9 +95,10 @@ def dpsgd_arm(params, lay: Layout, x, y, n: int, *, label: str, runs: int, chunk
     run = params.dpsgd_run
     delta = params.dpsgd.delta or default_delta(n)
     eps_target = dpsgd_target(params)  # the declared target (params.yaml), never the release's ε
-    s = setting_for(n=n, epochs=run.epochs, batch_size=run.batch_size, lr=run.lr, max_grad_norm=run.max_grad_norm,
-                    target_epsilon=eps_target, delta=delta, conversion=params.dpsgd.conversion, records=len(x),
-                    planted_noise_divisor=divisor)
+    s = setting_for(n=n, epochs=run.epochs, batch_size=run.batch_size or n, lr=run.lr,  # 0: full batch
+                    max_grad_norm=run.max_grad_norm, target_epsilon=eps_target, delta=delta,
+                    conversion=params.dpsgd.conversion, records=len(x), planted_noise_divisor=divisor,
+                    optimizer=run.optimizer, momentum=run.momentum)
     classes, dim = int(y.max()) + 1, x.shape[1]
     init = Head(dim, classes, hidden=0, dropout=0.0, seed=params.seed).net[-1]
     w0, b0 = init.weight.detach().clone(), init.bias.detach().clone()

@@ -103,8 +103,13 @@ def test_planted_nonprivate_labelled_eps1_is_convicted(bench):
     assert b["confidence"] == 0.95 and b["ceiling"] == pytest.approx(b["epsilon_lower_bound"])
 
 
+POISSON = {"dpsgd.head.batch_size": 512, "dpsgd.head.epochs": 30, "dpsgd.head.lr": 0.01, "dpsgd.head.max_grad_norm": 1.0,
+           "dpsgd.head.optimizer": "adamw", "dpsgd.head.momentum": 0.0}  # the golden numbers' setting (q = 512/n)
+
+
 def test_planted_dpsgd_noise_div4_is_convicted_and_honest_dpsgd_is_not(bench):
-    mod, params, lay, x, y = bench
+    mod, _, lay, x, y = bench
+    params = load_params(ROOT / "params.yaml", {"artifacts": "artifacts", "dpsgd.target_epsilon": RELEASE_EPS, **POISSON})
     bug = mod.dpsgd_arm(params, lay, x, y, N_TRAIN, label="test_div4", runs=12000, chunk=12000, design=20000,
                         calibration=0.1, divisor=4.0)
     assert (bug["sample_rate"], bug["steps"]) == (512 / N_TRAIN, 154)
@@ -119,6 +124,19 @@ def test_planted_dpsgd_noise_div4_is_convicted_and_honest_dpsgd_is_not(bench):
     assert [r["method"] for r in rows] == ["multirun_cp", "gdp_fit_heuristic"] * 2
     assert rows[0]["convicted"] and not rows[2]["convicted"] and rows[2]["tightness"] > 0
     assert "not a bound" in rows[1]["bound"] and rows[1]["confidence"] is None
+
+
+def test_the_default_full_batch_arm_is_audited_too(bench):
+    """The DP-SGD arm as params.yaml declares it (full batch, q = 1, SGD with momentum): the planted σ/4 is
+    convicted, the honest arm is not."""
+    mod, params, lay, x, y = bench
+    bug = mod.dpsgd_arm(params, lay, x, y, N_TRAIN, label="full_div4", runs=6000, chunk=6000, design=20000,
+                        calibration=0.1, divisor=4.0)
+    assert (bug["sample_rate"], bug["steps"]) == (1.0, params.dpsgd_run.epochs)
+    assert bug["bound"]["epsilon_lower_bound"] > bug["claimed_epsilon"]
+    honest = mod.dpsgd_arm(params, lay, x, y, N_TRAIN, label="full_honest", runs=3000, chunk=3000, design=20000,
+                           calibration=0.1)
+    assert 0 < honest["bound"]["epsilon_lower_bound"] <= honest["claimed_epsilon"]
 
 
 def test_benchmark_refuses_a_root_without_its_inputs_in_one_line(bench, tmp_path, capsys):
