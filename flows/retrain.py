@@ -123,7 +123,7 @@ def _retrain_flow(snapshot: str | None = None, root: str = ".", params_file: str
     """Retrain on ``snapshot`` (default ``service.snapshot``, else ``data.path``). Parameters are public
     (Prefect stores them): paths and public settings only."""
     from prefect.runtime import deployment
-    from prefect.states import Cancelled, Completed
+    from prefect.states import Completed
 
     top = Path(root).resolve()
     p = load_params(top / params_file, overrides)
@@ -135,10 +135,25 @@ def _retrain_flow(snapshot: str | None = None, root: str = ".", params_file: str
                 raise
             why = f"skipped: {cli.one_line(err)}"  # a deployment run: ends Cancelled, saying whom it met
             PROGRESS.warning(why)
-            return Cancelled(message=why[:1000])
+            _end_cancelled(why[:1000])
         out = _retrain(p, top, _snapshot_path(top, p, snapshot), track)
     summary_artifact(out)
     return Completed(message=out["message"], data=out) if out.get("unchanged") else out
+
+
+def _end_cancelled(why: str) -> None:
+    """End this deployment run Cancelled with ``why``, and stop it. A flow that *returns* a Cancelled state
+    makes Prefect's engine raise ``CancelledRun`` after the fact and log it as an unexpected ERROR in the
+    worker's log; so the run's final state is set through the API and the engine is stopped with ``Abort``,
+    which it ends quietly (exit 0) without touching that state."""
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import Abort
+    from prefect.runtime import flow_run
+    from prefect.states import Cancelled
+
+    with get_client(sync_client=True) as client:
+        client.set_flow_run_state(flow_run.id, Cancelled(message=why), force=True)
+    raise Abort(why)
 
 
 def _unchanged(p: Params, top: Path, snapshot: Path) -> tuple[dict, dict | None]:
