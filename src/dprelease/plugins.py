@@ -33,6 +33,7 @@ PACKAGES = (
     "dprelease.swag_ppm",
     "dprelease.dpsgd",
     "dprelease.ncm",
+    "dprelease.linear_ppm",
     "dprelease.reports",
     "dprelease.frontier",  # after every mechanism whose points it reads (their params modules' FRONTIER)
     "dprelease.nvdp",

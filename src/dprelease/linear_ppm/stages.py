@@ -1,0 +1,29 @@
+"""The linear PPM's stages (docs/linear_ppm.md): ``linear_ppm_draw`` (sample, check the diagnostics, stage one
+secret-chosen draw), ``linear_ppm_publish`` (the signed release folder with its card) and ``frontier_linear_ppm``
+(its frontier points)."""
+
+from __future__ import annotations
+
+from ..config import Params
+from ..privacy.stages import key_id_file
+from ..signing import public_key_dep
+from ..stage import Stage
+from . import released
+from .frontier import frontier_linear_ppm
+from .params import FRONTIER
+
+
+def declare(params: Params) -> list[Stage]:
+    a = params.artifacts
+    deps = [key_id_file(params), f"{a}/data", f"{a}/features"]
+    folder = released.private_dir(params)
+    return [
+        Stage(name="linear_ppm_draw", run=released.draw, params=["seed", "model.backend", "linear_ppm"], deps=deps,
+              outs=[f"{folder}/draw", f"{folder}/chains"], metrics=["metrics/linear_ppm.json"], group="linear_ppm"),
+        Stage(name="linear_ppm_publish", run=released.publish, params=["linear_ppm.release", "force_release_path"],
+              deps=[f"{folder}/draw", "metrics/data.json", public_key_dep(params)], outs=[params.linear_ppm.release],
+              group="linear_ppm"),
+        Stage(name=FRONTIER, run=frontier_linear_ppm,
+              params=["seed", "model.backend", "linear_ppm", "frontier.seeds"], deps=deps, outs=[],
+              metrics=["metrics/frontier/linear_ppm.json"], group="frontier"),
+    ]
