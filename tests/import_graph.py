@@ -183,12 +183,22 @@ def is_params(module: str) -> bool:
     return bool(mechanism_of(module)) and module == f"{mechanism_of(module)}.params"
 
 
+def is_kinds(module: str) -> bool:
+    """A mechanism's ``kinds`` module: the guarantee kinds only it makes (declarations, no torch)."""
+    return bool(mechanism_of(module)) and module == f"{mechanism_of(module)}.kinds"
+
+
+def is_declaration(module: str) -> bool:
+    """What shared code may read of a mechanism, through the plug-in list: its params section and its kinds."""
+    return is_params(module) or is_kinds(module)
+
+
 def shared_violations(imports: list[Import]) -> list[str]:
     """A non-mechanism module importing anything of a mechanism package; apart: the registry (its plug-in),
-    the plug-in list (its params section)."""
+    the plug-in list (its params section and its guarantee kinds)."""
     return [f"{i.where()}: {i.importer} imports {i.target}" for i in imports
             if mechanism_of(i.target) and not mechanism_of(i.importer) and i.importer != REGISTRY
-            and not (i.importer == PLUGINS and is_params(i.target))]
+            and not (i.importer == PLUGINS and is_declaration(i.target))]
 
 
 def registry_violations(imports: list[Import]) -> list[str]:

@@ -333,3 +333,35 @@ def test_the_epsilon_interval_is_labelled_as_the_tail_quantiles_and_contains_the
     assert "point estimate 7.145 comes from the measured maximum Δ̂, a different quantity" in line
     assert "not an interval for the point estimate" in headline.LABELS["epsilon_ci_low"]
     assert "NOT an interval for epsilon_point" in headline.INTERVAL_NOTE
+
+
+# an open vocabulary: a kind declared by a package renders without an edit here ---------------------------------
+def test_a_toy_packages_kind_renders_on_the_card(tmp_path, monkeypatch):
+    """A new mechanism with a kind of claim of its own: its ``kinds`` module and its name in ``PACKAGES``, nothing
+    else; the card finds the kind by name (the toy's plug-in is never imported) and renders its sentence and
+    lines."""
+    from dprelease import plugins
+    pkg = tmp_path / "toy_rr"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text('"""A toy mechanism: randomized response on labels."""\n', encoding="utf-8")
+    (pkg / "kinds.py").write_text(
+        "from dprelease.mechanism import Kind\n"
+        "KINDS = (Kind('label_dp', 'ε-label-DP of randomized response on the labels', True,\n"
+        "              lambda g: f\"Randomized response on the labels: ε = {g['epsilon']:.3f} label differential privacy.\",\n"
+        "              measured=lambda m: [f\"* flip probability: {m['guarantee']['quantities']['flip']:.2f}\"],\n"
+        "              worst_case=True),)\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(plugins, "PACKAGES", (*plugins.PACKAGES, "toy_rr"))
+    monkeypatch.setattr(guarantee, "_KNOWN", dict(guarantee._KNOWN))
+    g = guarantee.Guarantee("randomized response", "label_dp", 1.0, None, "0 (pure)", {"flip": 0.27}).as_dict()
+    privacy = section(card(g), "Privacy guarantee")
+    assert "Randomized response on the labels: ε = 1.000 label differential privacy." in privacy
+    assert "* flip probability: 0.27" in privacy and "kind: `label_dp`" in privacy
+    assert guarantee.Guarantee.from_dict(g).meaning == "ε-label-DP of randomized response on the labels"
+    from dprelease.frontier.report import dp_kinds
+    assert dp_kinds() == ("dp_accountant", "label_dp")  # the frontier may recommend it: declared worst case
+
+
+def test_an_unknown_kind_on_a_card_is_one_line_naming_the_known():
+    with pytest.raises(ValueError, match=r"unknown guarantee kind 'pure_dp' \(one of .*dp_accountant.*ppm_uncertified"):
+        card({**DPSGD, "kind": "pure_dp"})

@@ -37,6 +37,17 @@ def test_a_scope_holds_other_packages_params_only_where_it_reads_their_declarati
     assert not code_scope.reads_declarations(files["dprelease.config"], "dprelease.config")
 
 
+def test_a_scope_holds_its_own_kinds_and_every_packages_only_where_it_reads_them_all():
+    """A guarantee kind is its maker's: the stage that makes it has it in scope (its own package's ``kinds``
+    module), the record's look-up by name brings in no other package's, and the frontier's recommendation,
+    which reads every kind's ``worst_case``, has them all."""
+    assert "swag_ppm/kinds.py" in code_scope.closure("dprelease.swag_ppm.publish")
+    assert "privacy/kinds.py" in code_scope.closure("dprelease.dpsgd.stages")  # the core kinds, via guarantee.py
+    assert "swag_ppm/kinds.py" not in code_scope.closure("dprelease.dpsgd.stages")
+    assert "swag_ppm/kinds.py" in code_scope.closure("dprelease.frontier.report")  # plugins.guarantee_kinds()
+    assert "dprelease.swag_ppm.kinds" in code_scope.implicit_imports("dprelease.plugins", set(code_scope.module_files()))
+
+
 def test_declaration_readers_are_seen_in_every_form(tmp_path):
     cases = {"a.py": ("from .. import plugins\nx = plugins.arms()\n", True),
              "b.py": ("from ..plugins import frontier_sources\n", True),

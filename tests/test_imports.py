@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from import_graph import (MECHANISMS, Import, MAX_LINES, PKG, REGISTRY, SHARED, SRC, inside, is_params, resolve_relative,
+from import_graph import (MECHANISMS, Import, MAX_LINES, PKG, REGISTRY, SHARED, SRC, inside, is_declaration, is_kinds,
+                          is_params, resolve_relative,
                           cross_mechanism_violations, describe_cycle, find_cycle, import_graph, init_has_code,
                           internal_imports, mechanism_of, module_files, orchestration_imports, raw_imports,
                           registry_violations, run_module_violations, shared_violations, top_level)
@@ -142,8 +143,9 @@ def test_listed_shared_modules_do_not_reach_a_mechanism_even_indirectly(graph):
                     todo.append(nxt)
         return seen
 
-    # a mechanism's params section (pydantic only, checked below) is the one part of it shared code reads
-    bad = {m: sorted(t for t in reach(m) if mechanism_of(t) and not is_params(t) and t not in MECHANISMS)
+    # a mechanism's params section (pydantic only) and guarantee kinds (declarations only), both checked below, are
+    # the parts of it shared code reads
+    bad = {m: sorted(t for t in reach(m) if mechanism_of(t) and not is_declaration(t) and t not in MECHANISMS)
            for m in graph if any(inside(m, s) for s in SHARED)}
     bad = {m: t for m, t in bad.items() if t}
     assert not bad, bad
@@ -163,6 +165,16 @@ def test_a_params_module_imports_only_the_plug_in_declarations(graph):
     assert {"dprelease.gpp.params", "dprelease.swag_ppm.params"} <= set(sections)
     assert graph["dprelease.mechanism"] == set()
     assert {m: graph[m] for m in sections if graph[m] - {"dprelease.mechanism"}} == {}
+
+
+def test_a_kinds_module_imports_only_the_declarations(graph):
+    """Looked up whenever a record's kind is not known yet (``dprelease verify`` of any release): the kind
+    declaration (:mod:`dprelease.mechanism`) and the core kinds' helpers, nothing that could import torch."""
+    kinds = [m for m in graph if is_kinds(m)]
+    assert "dprelease.swag_ppm.kinds" in kinds
+    assert "dprelease.swag_ppm.kinds" in graph["dprelease.plugins"]  # the plug-in list's imports by name
+    assert graph["dprelease.privacy.kinds"] == {"dprelease.mechanism"}
+    assert {m: graph[m] for m in kinds if graph[m] - {"dprelease.mechanism", "dprelease.privacy.kinds"}} == {}
 
 
 def test_layering_rules_see_synthetic_violations(tmp_path):

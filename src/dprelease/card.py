@@ -1,13 +1,17 @@
 """The model card (``README.md``) of a release folder: generated from the release's own manifest (its
 guarantee record) and the public aggregates in ``metrics/`` and ``reports/``; never hand-edited. What
-it cannot know yet (no comparison, no privacy audit) it says so, with the command that measures it."""
+it cannot know yet (no comparison, no privacy audit) it says so, with the command that measures it.
+
+What it says of the guarantee comes from the record's kind (:func:`dprelease.privacy.guarantee.kind`: its
+sentence, how its figure was measured, its conditions), declared by whoever makes the kind: a mechanism with a
+new kind of claim renders here without an edit."""
 
 from __future__ import annotations
 
 import csv
 from pathlib import Path
 
-from .privacy.guarantee import coverage_sentence, uncertified_text
+from .privacy.guarantee import kind
 
 CARD = "README.md"
 
@@ -78,19 +82,12 @@ def replay_lines(replay: dict | None) -> list[str]:
     return out
 
 
-def _beside(q: dict, key: str) -> str:
-    """" (point estimate 7.145 …)" after the headline figure (the GEV upper bound), when both are recorded."""
-    return (f" (point estimate {q[key]:.3f}, from the measured maximum Δ̂; the headline uses the upper end of the GEV "
-            "interval of Δ's tail quantile, so the point estimate may lie below that interval)"
-            if q.get(key) is not None else "")
-
-
 def implied_interval(g: dict, tail: dict) -> tuple[float, float] | None:
     """The ε implied by the ends of the GEV interval of Δ's tail quantile (as :func:`dprelease.headline.headline`
     computes ``epsilon_ci_low/high``): an interval for the tail quantile's ε, whose upper end the claim uses — NOT
     an interval for the point estimate."""
     q = g.get("quantities", {})
-    if g.get("kind") != "ppm_local_asymptotic" or not tail:
+    if not tail or g.get("kind") is None or not (k := kind(g["kind"])).tail_headline or not k.claims_epsilon:
         return None
     cold = (q["epsilon_point_estimate"] / q["epsilon_at_temperature_one"]
             if q.get("epsilon_point_estimate") and q.get("epsilon_at_temperature_one") else 1.0)
@@ -103,39 +100,15 @@ def _point(g: dict) -> str:
 
 
 def guarantee_sentence(g: dict) -> str:
-    q = g["quantities"]
-    if g["kind"] == "ppm_local_asymptotic":
-        return (f"This model is ONE random draw from a risk-weighted (pseudo) posterior over the classifier's "
-                f"parameters; with respect to its training records it satisfies ε = {g['epsilon']:.3f}"
-                f"{_beside(q, 'epsilon_point_estimate')} differential "
-                "privacy *locally* (the sensitivity Δ̂ is measured on this database, not over all databases) and "
-                "*asymptotically* (δ → 0 as the number of records grows; δ is not quantified), and the bound is only as "
-                "good as the SWAG approximation of the posterior it was sampled from.")
-    if g["kind"] == "ppm_uncertified":
-        return ("This model is ONE random draw from a risk-weighted (pseudo) posterior over the classifier's parameters "
-                f"and it carries NO differential-privacy guarantee: {uncertified_text(q)}{_beside(q, 'uncertified_index_point')}; "
-                "a sampler colder than the posterior in an uncertified direction can reveal more than the index "
-                "suggests, so the index is not an ε.")
-    if g["kind"] == "ppm_censored":
-        return (f"This model is ONE random draw from a (pseudo) posterior with weights that do not depend on the data "
-                f"({q.get('weights')}) and each record's log-likelihood censored at ε/2, so for an exact posterior draw "
-                f"it satisfies ε = {g['epsilon']:.3f} differential privacy for every pair of neighbouring databases; the "
-                "draw comes from a SWAG approximation of that posterior, so the claim is only as good as the "
-                "approximation.")
-    if g["kind"] == "ppm_censored_local":
-        return (f"This model is ONE random draw from a risk-weighted (pseudo) posterior whose per-record weighted "
-                f"log-likelihood is censored at ε/2 (ε = {g['epsilon']:.3f}). The weights ({q.get('weights')}) were "
-                "fitted on the same data, so removing one record can change every weight: the censoring bounds each "
-                "record's contribution on THIS database only, and the claim is local, not a guarantee for every pair of "
-                "neighbouring databases; it is also only as good as the SWAG approximation.")
-    if g["kind"] == "dp_accountant":
-        return f"(ε = {g['epsilon']:.3f}, δ = {g['delta']:.2g})-differential privacy from {q.get('accountant', 'an')} accountant."
-    return "No privacy guarantee."
+    """The card's one-sentence claim: its kind's (:attr:`dprelease.mechanism.Kind.sentence`)."""
+    return kind(g["kind"]).sentence(g)
 
 
 def _conditions(manifest: dict) -> list[str]:
-    """What a SWAG-PPM ε is conditional on: temperature, Monte Carlo error, the re-weighting decision."""
+    """What a SWAG-PPM ε is conditional on: temperature, Monte Carlo error, the re-weighting decision; the
+    kind's own conditions after the approximation's (:attr:`dprelease.mechanism.Kind.conditions`)."""
     g = manifest["guarantee"]
+    k = kind(g["kind"])
     q, out = g["quantities"], []
     if q.get("temperature") is not None:
         out.append(f"* posterior approximation: SWAG's per-direction temperatures against the marginal of a Laplace "
@@ -144,8 +117,8 @@ def _conditions(manifest: dict) -> list[str]:
                    f"T̂ = {q['temperature']:.3g}, smallest T_min = {_g(q.get('temperature_min'))}; over all parameters "
                    f"mean T̂_all = {_g(q.get('temperature_all'))}, certified smallest ≥ {_g(q.get('temperature_min_all'))} "
                    f"(calibration: {manifest.get('calibration')}; 1 = matched)")
-    if g.get("kind") in ("ppm_local_asymptotic", "ppm_uncertified"):
-        out.append(f"* what is certified: {coverage_sentence(q)}")
+    if k.conditions is not None:
+        out += k.conditions(manifest)
     knobs = manifest.get("knobs_that_move_epsilon")
     if knobs:
         rw = knobs["reweighting"]
@@ -160,8 +133,8 @@ def _conditions(manifest: dict) -> list[str]:
                    f"{tail['exceedance_of_max']:.4f}; extreme-value estimate of the {tail['level']:.4f} quantile of the "
                    f"per-draw maximum: {tail['estimate']:.3f} ({tail['confidence']:.0%} interval {tail['ci_low']:.3f}–"
                    f"{tail['ci_high']:.3f}), i.e. 2Δ {2 * tail['estimate']:.3f} ({2 * tail['ci_low']:.3f}–"
-                   f"{2 * tail['ci_high']:.3f})" + ("; the stated figure uses the interval's upper end" if g.get("kind") in
-                                                     ("ppm_local_asymptotic", "ppm_uncertified") else ""))
+                   f"{2 * tail['ci_high']:.3f})" + ("; the stated figure uses the interval's upper end"
+                                                     if k.tail_headline else ""))
         implied = implied_interval(g, tail)
         if implied and g.get("epsilon") is not None:
             out.append(f"* tail-quantile ε, GEV interval: {implied[0]:.3f}–{implied[1]:.3f}. This is the interval of the "
@@ -183,6 +156,7 @@ def _conditions(manifest: dict) -> list[str]:
 def render(manifest: dict, *, data: dict, utility: dict | None, quartiles: list[dict] | None,
            nonprivate: dict | None, audit_rows: list[dict], labels: dict, replay: dict | None = None) -> str:
     g, q = manifest["guarantee"], manifest["guarantee"]["quantities"]
+    k = kind(g["kind"])
     lines = [
         "<!-- Generated by dprelease from release.json and the run's public aggregates; do not edit. -->",
         "# Model card: OIICS nature-of-injury autocoder", "",
@@ -191,20 +165,11 @@ def render(manifest: dict, *, data: dict, utility: dict | None, quartiles: list[
         f"(`labels.json`: codes and titles). Trained on {data['train_rows']:,} narratives of the OSHA Severe "
         f"Injury Reports 2015–2016 (half of a class-stratified sample of {data['rows']:,} rows over "
         f"{data['classes']} classes; the other half is the test split), backend `{manifest.get('backend')}`.", "",
-        "## Privacy guarantee", "", guarantee_sentence(g), "",
+        "## Privacy guarantee", "", k.sentence(g), "",
         f"* mechanism: {g['mechanism']}; kind: `{g['kind']}`; δ: {g['delta'] if g['delta'] is not None else g['delta_reason']}",
     ]
-    if g["kind"] in ("ppm_local_asymptotic", "ppm_uncertified"):
-        what = "ε = 2Δ / min(1, T_min)" if g["kind"] == "ppm_local_asymptotic" else "the index (not an ε) = 2Δ"
-        bound = q.get("local_sensitivity_bound")
-        lines += [f"* how it was measured: {what}, Δ̂ = the largest weighted loss max_i w_i·CE_i over "
-                  f"{q.get('posterior_draws')} posterior draws of round {q.get('round')} and over the released draw "
-                  f"itself; Δ̂ = {q['local_sensitivity']:.3f}"
-                  + (f", Δ = {bound:.3f} ({q.get('claim_basis')})" if bound is not None else "")
-                  + " (no statistic of a round that was not released is published)"]
-        if g["kind"] == "ppm_local_asymptotic":
-            lines.append("* releasing another draw, or a privately selected one, from the same data composes: the "
-                         "plain release (ε) and a selected one (2ε) together cost ε + 2ε.")
+    if k.measured is not None:
+        lines += k.measured(manifest)
     if q.get("released_draw_noise"):
         lines.append(f"* the released draw's randomness: {q['released_draw_noise']}, so nobody without the agency's "
                      "key can re-derive it from the code, the parameters and the data")

@@ -13,11 +13,14 @@ Rules (conservative: a file that might run is in the closure):
 * ``from P import name`` reaches ``P.name`` when that is a module of ours, else ``P`` itself;
 * importing ``a.b.c`` runs ``a/__init__.py`` and ``a/b/__init__.py`` first: they are in the closure;
 * the plug-in list's imports by name count (:func:`implicit_imports`) in the import graph; in a stage's scope
-  (:func:`closure`) the plug-in list's edges to every listed package's ``params`` module do not: what a stage
-  reads of another package's params section is a validated value, hashed in its cache key already. A module
-  that reads the other declarations of those modules (:data:`DECLARATION_READERS`: arms, frontier sources —
-  labels, stage names, ``requires`` tests) keeps the edges, and a stage's own package's ``params`` module is
-  always in its scope (its own package + the shared core it imports);
+  (:func:`closure`) the plug-in list's edges to every listed package's ``params`` and ``kinds`` modules do not:
+  what a stage reads of another package's params section is a validated value, hashed in its cache key already,
+  and a guarantee record's kind is its maker's. A module that reads the other declarations of those modules
+  (:data:`DECLARATION_READERS`: arms, frontier sources — labels, stage names, ``requires`` tests — and every
+  guarantee kind) keeps the edges; a stage's own package's ``params`` module is always in its scope (its own
+  package + the shared core it imports), and its ``kinds`` module whenever the scope holds the guarantee record
+  (:data:`KIND_LOOKUP`, whose look-up of one kind by name is no reader: the kinds a stage makes are its own
+  package's or the core's);
 * a package's data files (``.csv``) are reached only through :data:`DATA` (``importlib.resources`` reads
   are not imports).
 
@@ -140,12 +143,10 @@ def _statements(path: Path, module: str, stamp: tuple[int, int]) -> tuple[tuple[
 
 def implicit_imports(module: str, known: set[str]) -> list[str]:
     """Imports by a computed name, made visible: ``dprelease.plugins`` reads each listed package's ``params``
-    module, ``dprelease.registry`` loads each one's ``plugin`` module (:data:`dprelease.plugins.PACKAGES`,
+    and ``kinds`` modules, ``dprelease.registry`` loads each one's ``plugin`` module (:data:`dprelease.plugins.PACKAGES`,
     read from the source, not imported)."""
-    suffix = {f"{PKG}.plugins": "params", f"{PKG}.registry": "plugin"}.get(module)
-    if suffix is None:
-        return []
-    return [f"{p}.{suffix}" for p in listed_packages() if f"{p}.{suffix}" in known]
+    suffixes = {f"{PKG}.plugins": ("params", "kinds"), f"{PKG}.registry": ("plugin",)}.get(module, ())
+    return [f"{p}.{suffix}" for p in listed_packages() for suffix in suffixes if f"{p}.{suffix}" in known]
 
 
 def listed_packages() -> tuple[str, ...]:
@@ -163,15 +164,17 @@ def _listed_packages(path: Path, stamp: tuple[int, int]) -> tuple[str, ...]:
 
 PLUGINS = f"{PKG}.plugins"
 # the functions of the plug-in list that hand out a params module's declarations beyond its schema (ARMS,
-# FRONTIER: labels, stage names, ``requires`` tests — code a caller runs); a module naming one of them depends
-# on every listed ``params`` module. ``sections`` and ``arm_names`` give the schema only (config.py): values.
-DECLARATION_READERS = frozenset({"arms", "frontier_sources", "check_arms"})
+# FRONTIER: labels, stage names, ``requires`` tests — code a caller runs) or every package's guarantee kinds; a
+# module naming one of them depends on every listed ``params`` and ``kinds`` module. ``sections`` and
+# ``arm_names`` give the schema only (config.py): values.
+DECLARATION_READERS = frozenset({"arms", "frontier_sources", "check_arms", "guarantee_kinds"})
+KIND_LOOKUP = f"{PKG}.privacy.guarantee"  # finds one kind by name (loading every ``kinds`` module on a miss)
 
 
 def reads_declarations(path: Path, module: str) -> bool:
     """True when ``module`` names a :data:`DECLARATION_READERS` function of the plug-in list
     (``plugins.arms()``, ``from ..plugins import arms``)."""
-    return module != PLUGINS and _reads_declarations(path, module, _stamp(path))
+    return module not in (PLUGINS, KIND_LOOKUP) and _reads_declarations(path, module, _stamp(path))
 
 
 @lru_cache(maxsize=None)
@@ -201,10 +204,11 @@ def scope_imports(module: str, path: Path, known: set[str]) -> list[str]:
     return out
 
 
-def own_params(module: str, known: set[str]) -> list[str]:
-    """The ``params`` module of the package ``module`` belongs to (``dprelease.<package>.params``), if any."""
+def own_params(module: str, known: set[str], suffix: str = "params") -> list[str]:
+    """The ``params`` module of the package ``module`` belongs to (``dprelease.<package>.params``), if any
+    (``suffix`` "kinds": its guarantee kinds)."""
     parts = module.split(".")
-    own = f"{parts[0]}.{parts[1]}.params" if len(parts) > 2 else None
+    own = f"{parts[0]}.{parts[1]}.{suffix}" if len(parts) > 2 else None
     return [own] if own in known else []
 
 
@@ -223,12 +227,13 @@ def _closure(module: str) -> tuple[str, ...]:
     todo = [module, *own_params(module, known)]
     while todo:
         m = todo.pop()
-        if m in seen or m not in files:
-            continue
-        seen.add(m)
-        todo += [p for p in _parents(m) if p in files]
-        todo += [i.target for i in raw_imports(files[m], m, known) if i.target in files]
-        todo += scope_imports(m, files[m], known)
+        if m not in seen and m in files:
+            seen.add(m)
+            todo += [p for p in _parents(m) if p in files]
+            todo += [i.target for i in raw_imports(files[m], m, known) if i.target in files]
+            todo += scope_imports(m, files[m], known)
+        if not todo and KIND_LOOKUP in seen:  # it reads or makes guarantee records: its own package's kinds too
+            todo = [k for k in own_params(module, known, "kinds") if k not in seen]
     rel = {files[m].relative_to(PACKAGE_DIR).as_posix() for m in seen}
     rel |= {d for m in seen for d in DATA.get(m, ())}
     return tuple(sorted(rel))

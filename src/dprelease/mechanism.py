@@ -10,14 +10,17 @@ lists those packages (the one line a new mechanism adds). From these objects the
 * MLflow — a flow's ``track`` hook returns a :class:`TrackedRun` (plain data: this package never imports
   MLflow; :mod:`dprelease.tracking` logs it);
 * the comparison's and the audit's arms — ``ARMS`` in the ``params`` module (:class:`Arm`);
-* ``dprelease sanitize`` — :attr:`Mechanism.sanitize` for a sanitizer release.
+* ``dprelease sanitize`` — :attr:`Mechanism.sanitize` for a sanitizer release;
+* the guarantee vocabulary — ``KINDS`` (:class:`Kind`) in the package's ``kinds`` module: the kinds of claim
+  only it makes (:func:`dprelease.privacy.guarantee.kind`; kinds several packages make are the core's,
+  ``dprelease/privacy/kinds.py``).
 
 Nothing here imports a mechanism: plain declarations, arrays and files stay in the packages.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -43,6 +46,27 @@ class Arm:
         if self.requires is None or self.requires[1](params):
             return None
         return f"{section}: {self.name} needs {self.requires[0]}"
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind of privacy claim (docs/guarantees.md, K), declared by whoever makes it in its package's ``kinds``
+    module (``KINDS``; that module imports this one and :mod:`dprelease.privacy.kinds` only, never torch). A
+    guarantee record names its kind; validation, the record's meaning, the model card and the frontier's
+    recommendation read this declaration (:func:`dprelease.privacy.guarantee.kind`)."""
+
+    name: str
+    meaning: str  # one line: what sort of claim it is
+    claims_epsilon: bool  # False: the record has no ε and no δ
+    sentence: Callable[[dict], str]  # (the guarantee dict) -> the card's guarantee sentence
+    _: KW_ONLY
+    conditions: Callable[[dict], list[str]] | None = None  # (manifest) -> card lines among its conditions
+    measured: Callable[[dict], list[str]] | None = None  # (manifest) -> card lines: how its figure was measured
+    describe: Callable[[dict], str] | None = None  # (quantities) -> the record's meaning, with its own numbers
+    claim: Callable[[dict], str] | None = None  # (quantities) -> the claim in a few words, for a kind without ε
+    check: Callable[[dict], str | None] | None = None  # (quantities) -> why a record of this kind is invalid
+    worst_case: bool = False  # ε holds for every pair of neighbouring databases (what the frontier may recommend)
+    tail_headline: bool = False  # its figure is the upper end of the GEV interval of Δ's tail quantile
 
 
 @dataclass(frozen=True, kw_only=True)

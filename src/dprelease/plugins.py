@@ -4,15 +4,18 @@ A package listed here exports ``PLUGIN`` (a :class:`dprelease.mechanism.Mechanis
 module, and may have a ``params`` module whose ``SECTION = (key, Model)`` becomes ``Params.<key>`` and whose
 ``ARMS`` (:class:`dprelease.mechanism.Arm`) become names ``compare.arms`` and ``privacy_audit.arms`` accept.
 A ``params`` module imports pydantic and :mod:`dprelease.mechanism` only (``Params`` is assembled from it),
-and a package's ``__init__`` imports nothing of the project, so reading them can never import a stage. The registry loads the
+and a package's ``__init__`` imports nothing of the project, so reading them can never import a stage. A package
+may have a ``kinds`` module whose ``KINDS`` (:class:`dprelease.mechanism.Kind`) are the guarantee kinds only it
+makes (:func:`guarantee_kinds`; imports :mod:`dprelease.mechanism` and :mod:`dprelease.privacy.kinds` only). The registry loads the
 ``plugin`` modules, each on first use (:func:`dprelease.registry.plugin`). The import-graph analysis reads :data:`PACKAGES`
 (:func:`dprelease.code_scope.implicit_imports`), so these imports by name are edges like any other; a stage's
-code scope leaves this module's edges to the ``params`` modules out (a stage's key hashes the validated values it
-reads) unless its code reads their arms or frontier sources (:func:`arms`, :func:`frontier_sources`,
-:func:`check_arms`: :func:`dprelease.code_scope.scope_imports`).
+code scope leaves this module's edges to the ``params`` and ``kinds`` modules out (a stage's key hashes the validated values it
+reads) unless its code reads their arms, frontier sources or guarantee kinds (:func:`arms`, :func:`frontier_sources`,
+:func:`check_arms`, :func:`guarantee_kinds`: :func:`dprelease.code_scope.scope_imports`).
 
 Adding a mechanism: write its folder (pure maths, run functions, ``stages.declare``, ``params.py`` with its
-section, defaults and arms, ``plugin.py`` with its flow, tracking hook and sanitizer), then add its package
+section, defaults and arms, ``plugin.py`` with its flow, tracking hook and sanitizer, ``kinds.py`` if it makes a
+kind of claim no other mechanism makes), then add its package
 name to :data:`PACKAGES`. Nothing else in the shared code names it. ``dprelease plugin-index`` then records its
 stages and flows in the plug-in index, so ``dprelease stage NAME`` imports its package alone (until then every
 plug-in is imported to find them; a test says when the index is out of date).
@@ -86,6 +89,13 @@ def frontier_sources() -> dict[str, str]:
     points, :mod:`dprelease.frontier.points`); the source is the package's short name, in :data:`PACKAGES` order."""
     return {module.__name__.split(".")[-2]: module.FRONTIER for module in _params_modules()
             if hasattr(module, "FRONTIER")}
+
+
+def guarantee_kinds() -> list:
+    """Every listed package's guarantee kinds (``KINDS`` of its ``kinds`` module, if it has one), in
+    :data:`PACKAGES` order; what :func:`dprelease.privacy.guarantee.kind` looks a name up in."""
+    return [k for package in PACKAGES if importlib.util.find_spec(f"{package}.kinds") is not None
+            for k in importlib.import_module(f"{package}.kinds").KINDS]
 
 
 def check_arms(params, sections: tuple[str, ...]) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .errors import ReleaseError
 from .io import atomic_dir
-from .privacy.guarantee import Guarantee
+from .privacy.guarantee import Guarantee, kind
 from .release import verify_release
 from .release_check import (MANIFEST, UNLISTED, check_release_folder, read_json_object, release_files, shown_as,
                             snapshot)
@@ -57,7 +57,7 @@ def guarantee_text(g) -> str:
         claim = g.get("guarantee")
         return f"{text}; {' '.join(str(claim).split())}" if claim else text
     eps = (f"ε = {r.epsilon:.4g}" if r.epsilon is not None else
-           f"no ε, {r.claim_text}" if r.kind == "ppm_uncertified" else "no ε")
+           f"no ε, {r.claim_text}" if kind(r.kind).claim is not None else "no ε")
     auc = r.quantities.get("adversary_auc") if r.kind == "empirical_probe" else None
     probe = f"; attribute-probe AUC {auc:.3f}" if isinstance(auc, (int, float)) else ""
     return f"{r.mechanism}: {eps}, δ {r.delta_text} ({r.kind}){probe}"

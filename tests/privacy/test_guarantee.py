@@ -5,11 +5,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import subprocess
+import sys
 
 import pytest
 
 from dprelease.privacy import guarantee
-from dprelease.privacy.guarantee import KINDS, NO_DELTA_PPM, NOT_PRIVATE, Guarantee
+from dprelease.privacy.guarantee import NO_DELTA_PPM, NOT_PRIVATE, Guarantee
+from dprelease.swag_ppm.kinds import uncertified_text
+
+KINDS = guarantee.kinds()
 
 
 def _valid(kind: str) -> Guarantee:
@@ -34,7 +39,8 @@ def test_every_kind_constructs_and_has_a_meaning(kind):
     assert g.kind == kind
     assert isinstance(g.meaning, str) and g.meaning.strip()
     # an uncertified record's meaning carries its own numbers (index, r of d); every other kind's is the kind's text
-    assert g.meaning == (guarantee.uncertified_text(g.quantities) if kind == "ppm_uncertified" else KINDS[kind])
+    assert g.meaning == (uncertified_text(g.quantities) if kind == "ppm_uncertified" else KINDS[kind].meaning
+                         if kind != "ppm_censored" else KINDS[kind].describe({}))
 
 
 def test_kinds_are_the_documented_nine():
@@ -43,8 +49,31 @@ def test_kinds_are_the_documented_nine():
 
 
 def test_unknown_kind_is_rejected_and_named():
-    with pytest.raises(ValueError, match="unknown guarantee kind 'pure_dp'"):
+    with pytest.raises(ValueError, match="unknown guarantee kind 'pure_dp'") as e:
         Guarantee("m", "pure_dp", 1.0, 1e-5)
+    assert "\n" not in str(e.value)
+    assert all(name in str(e.value) for name in KINDS)  # the known ones, a mechanism's own (ppm_uncertified) too
+
+
+def test_a_kind_of_a_package_not_imported_yet_is_found_without_its_plug_in():
+    """A release.json read by a fresh process (``dprelease verify``): its kind is found in the packages' light
+    ``kinds`` modules; neither the maker's plug-in nor torch is imported."""
+    code = ("import sys\n"
+            "from dprelease.privacy.guarantee import Guarantee, uncertified\n"
+            "assert 'dprelease.swag_ppm.kinds' not in sys.modules\n"
+            "g = uncertified(7.1, 3.55, certified_directions=19, parameters=126316)\n"
+            "assert Guarantee.from_dict(g.as_dict()).meaning.startswith('index 2')\n"
+            "assert 'dprelease.swag_ppm.kinds' in sys.modules\n"
+            "bad = [m for m in ('torch', 'dprelease.swag_ppm.plugin', 'dprelease.registry') if m in sys.modules]\n"
+            "assert not bad, bad\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_kind_declared_twice_is_refused(monkeypatch):
+    monkeypatch.setattr(guarantee, "_KNOWN", dict(guarantee._KNOWN))
+    twin = dataclasses.replace(guarantee.kind("none"))
+    with pytest.raises(RuntimeError, match="'none' declared twice"):
+        guarantee.register(twin)
 
 
 def test_delta_and_reason_both_is_rejected():

@@ -29,7 +29,7 @@ FOLDER = "metrics/frontier"
 class Point:
     mechanism: str  # the row's name in the frontier (e.g. "dpsgd_linear")
     label: str  # human-readable
-    kind: str  # a guarantee kind (dprelease.privacy.guarantee.KINDS)
+    kind: str  # a guarantee kind (dprelease.privacy.guarantee.kind)
     epsilon: float | None  # what the guarantee claims (None: no ε claimed)
     delta: float | None
     accountant: str  # how ε was computed ("RDP (Opacus conversion)", "PRV", "analytic Gaussian", "2Δ̂", "—")

@@ -1,7 +1,7 @@
 """The frontier's table, plot, report and recommendation (docs/frontier.md), from the sources' point files.
 
 The recommendation names, at the agency's declared budget ``frontier.budget_epsilon``, the point with the best
-VALIDATION weighted F1 among those whose guarantee is a worst-case DP guarantee (:data:`DP_KINDS`) with ε ≤ the
+VALIDATION weighted F1 among those whose guarantee is a worst-case DP guarantee (:func:`dp_kinds`) with ε ≤ the
 budget. Test figures are reported, never used to choose. A SWAG-PPM point's ε is local and measured on this
 database (or absent when uncertified), so it is on the plot but never recommended.
 """
@@ -24,12 +24,17 @@ from ..privacy.stages import key_id_file
 from ..utility.metrics import mean_sd
 from .points import points_file, read_points
 
-DP_KINDS = ("dp_accountant",)  # worst case over neighbouring databases: what the recommendation may name
 COLUMNS = ["mechanism", "label", "epsilon", "target_epsilon", "delta", "kind", "accountant", "weighted_f1_mean",
            "weighted_f1_sd", "macro_f1_mean", "macro_f1_sd", "seeds", "grid_size", "validation_weighted_f1",
            "audit_bound", "source", "config"]
 HEURISTIC_ATTACKS = ("loss", "lira_offline")
 OFF_SCALE = 1e3  # points beyond this ε sit at the plot's right edge (▶, value in the legend's note)  # membership-inference ε figures are heuristic (not lower bounds)
+
+
+def dp_kinds() -> tuple[str, ...]:
+    """The guarantee kinds whose ε holds for every pair of neighbouring databases (``Kind.worst_case``, declared
+    by whoever makes the kind): what the recommendation may name."""
+    return tuple(k.name for k in plugins.guarantee_kinds() if k.worst_case)
 
 
 def sources(params: Params) -> dict[str, str]:
@@ -70,7 +75,7 @@ def table(root: Path, params: Params) -> pd.DataFrame:
 
 def recommend(frame: pd.DataFrame, *, budget: float) -> dict:
     """The DP point with the best validation weighted F1 at ε ≤ ``budget`` (ties: the smaller ε)."""
-    ok = frame[frame["kind"].isin(DP_KINDS) & (frame["epsilon"] <= budget) & frame["validation_weighted_f1"].notna()]
+    ok = frame[frame["kind"].isin(dp_kinds()) & (frame["epsilon"] <= budget) & frame["validation_weighted_f1"].notna()]
     if ok.empty:
         return {"budget_epsilon": budget, "found": False,
                 "line": f"at ε ≤ {budget:g} no mechanism on the frontier has a DP guarantee: release nothing"}
@@ -87,7 +92,7 @@ def recommend(frame: pd.DataFrame, *, budget: float) -> dict:
 
 def winners(frame: pd.DataFrame) -> list[dict]:
     """At each declared level: the DP point with the best TEST weighted F1 (what the closing table reads)."""
-    dp = frame[frame["kind"].isin(DP_KINDS) & frame["target_epsilon"].notna()]
+    dp = frame[frame["kind"].isin(dp_kinds()) & frame["target_epsilon"].notna()]
     out = []
     for level, group in dp.groupby("target_epsilon"):
         best = group.sort_values("weighted_f1_mean", ascending=False, kind="stable").iloc[0]
@@ -163,7 +168,7 @@ def markdown(frame: pd.DataFrame, rec: dict, docs: dict[str, dict]) -> str:
     lines += ["| " + " | ".join(cell(r[c]) for c in cols) + " |" for _, r in frame.iterrows()]
     lines += ["", "How each source chose its configuration (grid sizes in the table):", ""]
     lines += [f"- **{s}**: {d['selection']}" for s, d in docs.items()]
-    lines += ["", "Only kinds in " + ", ".join(DP_KINDS) + " (worst case over neighbouring databases) can be "
+    lines += ["", "Only kinds in " + ", ".join(dp_kinds()) + " (worst case over neighbouring databases) can be "
               "recommended. A SWAG-PPM point's ε is local (this database) and conditional on the posterior "
               "approximation; a point without ε makes no DP claim. Audit bounds are lower bounds from attacks, shown "
               "for points that are exactly an audited arm.", ""]

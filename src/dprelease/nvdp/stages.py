@@ -205,7 +205,7 @@ def sanitize(release_dir: Path, texts: list[str], *, seed: int) -> tuple[pd.Data
     frame = pd.DataFrame({"representation": [r.tolist() for r in reps]})
     q = g["quantities"]
     meta = {"epsilon": g["epsilon"], "delta": g["delta"], "guarantee": g["kind"], "mechanism": g["mechanism"],
-            "meaning": f"{guarantee.KINDS[g['kind']]}: {g['delta_reason']}",
+            "meaning": f"{guarantee.kind(g['kind']).meaning}: {g['delta_reason']}",
             "reference_accountant_epsilon": q.get("reference_accountant_epsilon"),
             "reference_accountant_note": q.get("reference_accountant_note"), "not_covered": q.get("not_covered"),
             "renyi_order": q["renyi_order"], "draws_per_input": 1}

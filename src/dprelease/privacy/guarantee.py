@@ -1,10 +1,15 @@
 """The one shape of a privacy claim. Every arm and every release writes a :class:`Guarantee`; reports,
 MLflow and the release manifest read it instead of re-deriving ε or δ.
 
-* ``kind`` says what sort of claim it is (see :data:`KINDS`);
+* ``kind`` says what sort of claim it is: a :class:`dprelease.mechanism.Kind` found by name (:func:`kind`);
 * ``delta`` is a number, or ``None`` with ``delta_reason`` saying why there is none;
 * ``quantities`` holds the mechanism's own numbers under their own names (SWAG-PPM's local
   sensitivity Δ̂ is ``local_sensitivity``, never ``delta``; DP-SGD's noise multiplier, sampling rate…).
+
+The vocabulary is open: the kinds any mechanism may make are the core's (:mod:`dprelease.privacy.kinds`), a
+kind only one mechanism makes is declared in that package's ``kinds`` module, and a name not known yet loads
+every listed package's ``kinds`` module (:func:`dprelease.plugins.guarantee_kinds`: light modules, no torch), so
+a release's record validates and renders whether or not its maker's plug-in was imported.
 
 A SWAG-PPM sampler whose temperature is certified in only r of its d parameter directions makes no ε claim:
 its kind is ``ppm_uncertified``, ``epsilon`` is None and the number it has — the index 2Δ̂, which is not an ε —
@@ -17,35 +22,10 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
-KINDS = {
-    "ppm_local_asymptotic": (
-        "local, asymptotic ε-DP of the pseudo posterior mechanism: ε = 2Δ̂ with Δ̂ measured on this database "
-        "from posterior draws; δ → 0 as n grows and is not quantified; conditional on the posterior approximation"),
-    "ppm_censored": (
-        "ε-DP of the censored pseudo posterior mechanism for an exact posterior draw: the weights do not depend "
-        "on the data and each record's weighted log-likelihood is censored at ε/2, so Δ ≤ ε/2 for every pair of "
-        "neighbouring databases (Hu, Williams & Savitsky); the draw here comes from SWAG, so the claim is "
-        "conditional on that approximation"),
-    "ppm_censored_local": (
-        "local ε of the censored pseudo posterior mechanism with data-dependent weights: each record's weighted "
-        "log-likelihood is censored at ε/2 on THIS database, but the weights were fitted on the same data, so "
-        "removing one record can change every weight and the bound does not hold for every neighbouring pair; "
-        "conditional on the posterior approximation"),
-    "dp_accountant": "(ε, δ)-differential privacy from a privacy accountant, worst case over neighbouring databases",
-    "bayesian_dp": "(ε, δ)-Bayesian differential privacy from a Rényi-divergence accountant",
-    "ppm_uncertified": (
-        "no differential-privacy guarantee: the pseudo posterior mechanism's index 2Δ̂ (Δ̂ measured on this database "
-        "from posterior draws) for a sampler whose temperature is certified in only some of its parameter "
-        "directions; a sampler colder than the posterior in an uncertified direction can leak without the bound "
-        "the index suggests, so the index is not an ε"),
-    "none": "no privacy guarantee",
-    "empirical_lower_bound": "an empirical lower bound on ε from an attack: evidence about the mechanism, not a guarantee",
-    "empirical_probe": (
-        "no differential-privacy ε: an empirical statement, a fresh attribute probe's AUC on the released "
-        "representations (evidence against that attacker, not a worst-case bound)"),
-}
-NO_EPSILON = {"none", "empirical_probe", "ppm_uncertified"}  # kinds that claim no ε (and so no δ)
-UNCERTIFIED_INDEX = "uncertified_index"  # ppm_uncertified's number: 2Δ̂, never an ε
+from .. import plugins
+from ..mechanism import Kind
+from .kinds import KINDS as CORE, UNCERTIFIED_INDEX, coverage_sentence  # noqa: F401  (coverage_sentence: re-export)
+
 NO_DELTA_PPM = "asymptotic, not quantified"
 NOT_PRIVATE = "none (not private)"
 NO_DP_CLAIM = "none (no differential-privacy claim)"
@@ -53,6 +33,41 @@ NO_DELTA_CENSORED = "0 for exact posterior sampling (not for the SWAG approximat
 NO_DELTA_CENSORED_LOCAL = "asymptotic, not quantified (data-dependent weights)"
 UNIFORM_WEIGHTS = "uniform (w ≡ 1, independent of the data)"
 RISK_WEIGHTS = "risk weights fitted on the same data (round 2)"
+
+_KNOWN: dict[str, Kind] = {}
+
+
+def register(*declared: Kind) -> None:
+    """Add kinds to the vocabulary; a name declared twice by different declarations is an error."""
+    for k in declared:
+        if _KNOWN.setdefault(k.name, k) is not k:
+            raise RuntimeError(f"guarantee kind {k.name!r} declared twice")
+
+
+register(*CORE)
+
+
+def _load() -> None:
+    """Every listed package's kinds (their ``kinds`` modules, imported once each by Python)."""
+    for k in plugins.guarantee_kinds():
+        if _KNOWN.get(k.name) is not k:
+            register(k)
+
+
+def kind(name: str) -> Kind:
+    """The declaration of the kind ``name``; a name not known yet loads every package's ``kinds`` module first,
+    and one still unknown is a one-line error naming the known kinds."""
+    if name not in _KNOWN:
+        _load()
+    if name not in _KNOWN:
+        raise ValueError(f"unknown guarantee kind {name!r} (one of {', '.join(_KNOWN)})")
+    return _KNOWN[name]
+
+
+def kinds() -> dict[str, Kind]:
+    """Every kind of every listed package (imports their ``kinds`` modules)."""
+    _load()
+    return dict(_KNOWN)
 
 
 @dataclass(frozen=True)
@@ -65,11 +80,10 @@ class Guarantee:
     quantities: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"unknown guarantee kind {self.kind!r} (one of {', '.join(KINDS)})")
+        k = kind(self.kind)
         if (self.delta is None) == (self.delta_reason is None):
             raise ValueError("a guarantee has either a δ or the reason there is none, not both or neither")
-        if self.kind in NO_EPSILON:
+        if not k.claims_epsilon:
             if self.epsilon is not None or self.delta is not None:
                 raise ValueError(f"a {self.kind!r} guarantee has no ε and no δ")
         elif self.epsilon is None or not math.isfinite(self.epsilon) or self.epsilon < 0:
@@ -78,21 +92,16 @@ class Guarantee:
             raise ValueError(f"{self.mechanism}: δ must lie in [0, 1), got {self.delta}")
         if "delta" in self.quantities:
             raise ValueError("quantities must name their own meaning; 'delta' is reserved for δ")
-        self._check_coverage()
+        self._check_coverage(k)
 
-    def _check_coverage(self) -> None:
-        """An ε needs a sampler certified in every direction; ``ppm_uncertified`` records how many it is."""
+    def _check_coverage(self, k: Kind) -> None:
+        """The kind's own rule (``ppm_uncertified``: its index and r < d), then: an ε needs a sampler certified in
+        every direction."""
         q = self.quantities
         r, d = q.get("certified_directions"), q.get("parameters")
-        if self.kind == "ppm_uncertified":
-            index = q.get(UNCERTIFIED_INDEX)
-            if not isinstance(index, (int, float)) or not math.isfinite(index) or index < 0:
-                raise ValueError(f"{self.mechanism}: a 'ppm_uncertified' record needs its index 2Δ̂ as a finite "
-                                 f"non-negative quantities[{UNCERTIFIED_INDEX!r}], got {index!r}")
-            if not (_count(r) and _count(d) and d >= 1 and r < d):
-                raise ValueError(f"{self.mechanism}: a 'ppm_uncertified' record needs certified_directions r < "
-                                 f"parameters d (whole numbers), got r={r!r}, d={d!r}")
-        elif self.epsilon is not None and (r is not None or d is not None):
+        if k.check is not None and (why := k.check(q)) is not None:
+            raise ValueError(f"{self.mechanism}: {why}")
+        if self.epsilon is not None and (r is not None or d is not None):
             if not (_count(r) and _count(d)) or r != d:
                 raise ValueError(f"{self.mechanism}: an ε needs the sampler certified in every direction, got "
                                  f"{r!r} of {d!r}: that is a 'ppm_uncertified' record, not a {self.kind!r} one")
@@ -103,9 +112,8 @@ class Guarantee:
 
     @property
     def meaning(self) -> str:
-        if self.kind == "ppm_uncertified":
-            return uncertified_text(self.quantities)
-        return KINDS[self.kind]
+        k = kind(self.kind)
+        return k.describe(self.quantities) if k.describe is not None else k.meaning
 
     @property
     def claim_text(self) -> str:
@@ -113,11 +121,8 @@ class Guarantee:
         "index 2Δ̂ = 7.145 (not DP; certified in 19 of 126,316 directions)", "no ε (none)"."""
         if self.epsilon is not None:
             return f"ε = {self.epsilon:.4g}" + (f", δ = {self.delta:.2g}" if self.delta is not None else "")
-        if self.kind == "ppm_uncertified":
-            q = self.quantities
-            return (f"index 2Δ̂ = {q[UNCERTIFIED_INDEX]:.4g} (not DP; certified in {q['certified_directions']:,} of "
-                    f"{q['parameters']:,} directions)")
-        return f"no ε ({self.kind})"
+        k = kind(self.kind)
+        return k.claim(self.quantities) if k.claim is not None else f"no ε ({self.kind})"
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -140,29 +145,6 @@ def uncertified(index: float, local_sensitivity: float, *, certified_directions:
     return Guarantee(mechanism, "ppm_uncertified", None, None, NO_DP_CLAIM,
                      {UNCERTIFIED_INDEX: float(index), "local_sensitivity": float(local_sensitivity),
                       "certified_directions": int(certified_directions), "parameters": int(parameters), **quantities})
-
-
-def uncertified_text(q: dict) -> str:
-    """The one-line meaning of a ``ppm_uncertified`` record."""
-    return (f"index 2Δ̂ = {q[UNCERTIFIED_INDEX]:.4g}, not a differential-privacy guarantee: the sampler is certified "
-            f"in {q['certified_directions']:,} of {q['parameters']:,} directions")
-
-
-def coverage_sentence(q: dict) -> str:
-    """What is and what is not certified, in one sentence (the model card, the run summary)."""
-    r, d = q.get("certified_directions"), q.get("parameters")
-    if r is None or d is None:
-        return ("Coverage not recorded: this record predates the all-direction check, so the sampler's temperature "
-                "is certified in SWAG's subspace only and its ε does not cover the other directions.")
-    if r >= d:
-        t_all = q.get("temperature_min_all")
-        how = f"ε = 2Δ / min(1, T_min) with T_min ≥ {t_all:.3g} over all of them" if t_all is not None else "ε = 2Δ"
-        return (f"Certified: the sampler's temperature in all {d:,} parameter directions ({how}); not certified: that "
-                "Δ̂ bounds every database and every θ (it is measured here, with a GEV tail bound), a quantified δ, or "
-                "that a Gaussian sampler acts like the exact posterior beyond its temperature.")
-    return (f"Certified: the sampler's temperature in {r:,} of its {d:,} parameter directions (SWAG's subspace); not "
-            f"certified: the other {d - r:,}, where the sampler may be far colder than the posterior, so no ε is "
-            "claimed and the index 2Δ̂ is not one.")
 
 
 def _count(v) -> bool:
