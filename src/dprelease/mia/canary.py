@@ -17,17 +17,25 @@ run with its noise multiplier divided by 4, claiming the accountant's ε for the
 
 Sanity rule: an honest DP-SGD arm whose gate bound exceeds its accountant ε means a bug in the audit or the
 accounting, and the stage fails loudly. Membership stays private; only counts and bounds are written.
+
+The canary run runs only the stages the audited arms need (the plan of their training stages: a retrain that
+audits the round-2 arm runs no re-weighting), each in the audit's worker processes with one torch thread
+(``workers``): stages that do not wait on each other (the SWAG-PPM rounds, the non-private fine-tune, DP-SGD, the
+planted DP-SGD in a sibling root ``planted/`` with the same derived key) run at once. Every stage is seeded from
+the key, so the results are the same whatever the number of workers. When the canary run re-runs a data-dependent
+search (the release arm's re-weighting, declared untimed), this stage is untimed too (:func:`timed`).
 """
 
 from __future__ import annotations
 
+import importlib
 import shutil
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from .. import plugins
+from .. import pipeline, plugins
 from ..backends.base import load_features, save_features
 from ..config import Params, parse_params
 from ..data.splits import backend_for, features
@@ -36,8 +44,8 @@ from ..io import atomic_dir, private_dir, read_json, write_json
 from ..layout import Layout
 from ..privacy import secret
 from ..release import load_release_model
-from ..stage import run_other, stage_names
-from . import onerun
+from ..stage import Runner, Stage
+from . import onerun, workers
 from .attack import arm_folder
 from .population import audit_dir
 from .scores import loss_scores
@@ -140,6 +148,51 @@ def _claim(manifest: dict) -> dict:
     return {"epsilon": g["epsilon"], "delta": g["delta"], "guarantee": g["kind"]}
 
 
+def timed(params: Params) -> bool:
+    """Whether ``canary_runs``' duration may be recorded: not when its canary run re-runs a data-dependent search,
+    the re-weighting (stage ``reweight``, untimed) the release arm's model comes out of. Checked against the
+    canary run's actual plan when it runs (:func:`plan`)."""
+    known = plugins.arms()
+    return not (params.reweighting and any(known[a].release for a in params.privacy_audit.arms))
+
+
+def _stages(sp: Params) -> list[Stage]:
+    """Every stage declaration, read as the registry reads them (each listed package's plug-in, by name): the
+    audit package never imports the registry (it imports every stage module: stage.Runner)."""
+    return [s for package in plugins.PACKAGES for s in importlib.import_module(f"{package}.plugin").PLUGIN.declare(sp)]
+
+
+def plan(params: Params, sp: Params, arm_names: list[str]) -> tuple[list[str], dict[str, set[str]]]:
+    """The canary run's stages: those the audited arms' training stages need (their plan), less the ones whose
+    outputs :func:`_prepare` gives directly; in order, each with the stages it waits on."""
+    stages = _stages(sp)
+    known = plugins.arms()
+    p = pipeline.plan(stages, sp, targets=tuple(dict.fromkeys(known[a].stage for a in arm_names)))
+    order = [n for n in p.order if n not in SKIP]
+    by_name = {s.name: s for s in stages}
+    if timed(params) and not all(by_name[n].timed for n in order):  # the declared flag must hold
+        raise AuditError("canary_runs is declared timed but its canary run runs an untimed stage "
+                         f"({', '.join(n for n in order if not by_name[n].timed)}): mia.canary.timed is out of date")
+    return order, {n: p.waits[n] - SKIP for n in order}
+
+
+def _run_job(job: tuple) -> dict:
+    runner, name, raw, root = job
+    return runner(name, Params.model_validate(raw), root)
+
+
+def _prepare_planted(lay: Layout, sub: Path) -> Path:
+    """A sibling root for the planted DP-SGD bug: the canary run's inputs and the same derived key (so its run is
+    the one it would be in the canary run itself), without replacing the honest DP-SGD arm."""
+    planted = sub / "planted"
+    private_dir(planted / "artifacts")
+    secret.derive_child(lay.artifacts, planted / "artifacts", "canary_run")
+    (planted / "artifacts" / PLANTED_MARKER).write_text("a canary run: planted bugs may run here\n", encoding="utf-8")
+    for rel in ("artifacts/features", "artifacts/data", "metrics"):
+        shutil.copytree(sub / rel, planted / rel)
+    return planted
+
+
 def canary_runs(params: Params, root: str | Path = ".") -> dict:
     lay, a = Layout.from_params(params, root), params.privacy_audit
     sub = audit_dir(lay) / "canary_run"
@@ -147,15 +200,19 @@ def canary_runs(params: Params, root: str | Path = ".") -> dict:
     check_included(sets)
     sp = _sub_params(params)
     added = _prepare(lay, sub, sets)
-    ran = [name for name in stage_names(sp, "release") if name not in SKIP]
-    for name in ran:
-        run_other(name, sp, sub)
     arms = list(a.arms)
     extra = ["nonprivate"] if a.planted_bugs and "nonprivate" not in arms else []  # the planted non-private bug
-    for name, arm in plugins.arms().items():  # each arm's training stage, unless the release stages ran it
-        if (name in arms or name in extra) and arm.stage not in ran:
-            run_other(arm.stage, sp, sub)
+    order, waits = plan(params, sp, arms + extra)
+    raw = sp.model_dump(mode="json")
+    jobs = {name: (Runner.run, name, raw, str(sub)) for name in order}
+    bug = _sub_params(params, **{"dpsgd.planted_noise_divisor": PLANTED_DIVISOR})
+    if a.planted_bugs:
+        planted = _prepare_planted(lay, sub)
+        jobs["planted:dpsgd"] = (Runner.run, "dpsgd", bug.model_dump(mode="json"), str(planted))
+    if Runner.run is None:
+        raise RuntimeError("no stage runner installed (import dprelease.registry first)")
     backend = backend_for(params, lay)
+    workers.run_graph(_run_job, jobs, waits, workers=workers.count(len(jobs), backend.device))
     out = {"canary_sets": {k: {"canaries": len(v[2]), "included": int(v[2].sum())} for k, v in sets.items()},
            "added_to_training": added, "guess_grid": list(a.guess_grid), "alpha": a.alpha, "arms": {}, "planted": {}}
 
@@ -177,9 +234,7 @@ def canary_runs(params: Params, root: str | Path = ".") -> dict:
             sub / arm_folder(sp, "nonprivate"),
             {"epsilon": PLANTED_NONPRIVATE_EPSILON, "delta": 0.0, "guarantee": "planted bug: non-private model "
              f"labelled ε = {PLANTED_NONPRIVATE_EPSILON:g}"})
-        bug = _sub_params(params, **{"dpsgd.planted_noise_divisor": PLANTED_DIVISOR})
-        run_other("dpsgd", bug, sub)  # replaces the honest DP-SGD arm of the canary run (already scored)
-        r = audit(sub / arm_folder(bug, "dpsgd"))
+        r = audit(planted / arm_folder(bug, "dpsgd"))
         out["planted"]["dpsgd_noise_div4"] = r | {"guarantee": f"planted bug: DP-SGD with σ/{PLANTED_DIVISOR:g} "
                                                                 "claiming the accountant's ε for σ"}
     write_json(lay.metrics / "audit_canary.json", out)

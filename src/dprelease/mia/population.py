@@ -18,6 +18,12 @@ only memorising them fits them, and they cost no encoding: thousands give the on
 Whether such an input corresponds to some narrative does not matter to the guarantee, which holds for
 every record of the mechanism's input space. All labels and inclusion coins come from the secret key.
 Membership and per-record data stay in ``artifacts/`` (private).
+
+The pool's embeddings depend on its texts and the public encoder only: they are computed once per pool
+(``audit_cache``: keyed by the texts, in order, and the encoder's identity) and taken from there by every later
+audit with the same pool — another root, another key, a retrain. They are computed in the audit's worker
+processes, one torch thread each (``workers``), in the encoder's own length-sorted batches, so the embeddings are
+the same whatever the number of workers (and whether they came from the cache).
 """
 
 from __future__ import annotations
@@ -28,7 +34,9 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ..backends import make_backend
 from ..backends.base import save_features
+from ..backends.encoder import encoder_reference
 from ..config import Params
 from ..data import records
 from ..data.splits import backend_for, label_info
@@ -36,6 +44,7 @@ from ..io import atomic_dir, write_json
 from ..layout import Layout
 from ..privacy import secret
 from ..seeds import stage_seed
+from . import audit_cache, workers
 
 
 def audit_dir(lay: Layout) -> Path:
@@ -54,6 +63,44 @@ def _pool(params: Params, root: str | Path, codes: list[str]) -> pd.DataFrame:
     return rest.iloc[take].reset_index(drop=True)
 
 
+BATCHES_PER_CHUNK = 4  # embedding batches per piece of work: small pieces keep two workers evenly busy
+
+
+def _start_embedding(raw: dict, n_classes: int) -> None:
+    workers.STATE["backend"] = make_backend(workers.params_of(raw), n_classes)
+
+
+def _embed_chunk(texts: list[str]) -> dict[str, torch.Tensor]:
+    return workers.STATE["backend"].featurize(texts)
+
+
+def pool_features(params: Params, lay: Layout, texts: list[str]) -> dict[str, torch.Tensor]:
+    """The pool's features: from the audit cache, else embedded in the worker processes (then cached). The head
+    backend only (its encoder is the cost); another backend featurises here, uncached."""
+    backend = backend_for(params, lay)
+    if backend.name != "head":
+        return backend.featurize(texts, progress=True)
+    k = audit_cache.key("pool-embeddings", encoder=encoder_reference(), backend=backend.name,
+                        max_length=backend.max_length, batch_size=backend.batch_size, device=backend.device.type,
+                        torch=torch.__version__, rows=len(texts), texts=audit_cache.text_hash(texts))
+    hit = audit_cache.load("embeddings", k)
+    if hit is not None and hit["x"].shape[0] == len(texts):
+        return {"x": hit["x"]}
+    # the encoder's batches: length-sorted (stable), batch_size each; a piece of work is whole batches of that
+    # order, so the encoder re-sorts nothing and every batch (its padding included) is the one it would embed
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    step = backend.batch_size * BATCHES_PER_CHUNK
+    chunks = [order[i : i + step] for i in range(0, len(order), step)]
+    n = workers.count(len(chunks), backend.device)
+    parts = workers.run_all(_embed_chunk, [[texts[i] for i in c] for c in chunks], workers=n,
+                            init=_start_embedding, initargs=(workers.ship(params, n), backend.n_classes))
+    x = torch.empty(len(texts), parts[0]["x"].shape[1]) if parts else torch.empty(0, 0)
+    for c, part in zip(chunks, parts):
+        x[c] = part["x"]
+    audit_cache.save("embeddings", k, {"x": x})
+    return {"x": x}
+
+
 def audit_pool(params: Params, root: str | Path = ".") -> dict:
     lay, a = Layout.from_params(params, root), params.privacy_audit
     labels = label_info(lay)
@@ -70,8 +117,7 @@ def audit_pool(params: Params, root: str | Path = ".") -> dict:
     shift = rng.integers(1, len(codes), size=m)  # a different class, uniformly
     canary_y = (y[:m] + shift) % len(codes)
     member = rng.random(m) < 0.5
-    backend = backend_for(params, lay)
-    feats = backend.featurize(pool["text"].tolist(), progress=True)
+    feats = pool_features(params, lay, pool["text"].tolist())
     with atomic_dir(audit_dir(lay) / "pool", private=True) as tmp:
         head = {k: v[:m] for k, v in feats.items()}
         tail = {k: v[m:] for k, v in feats.items()}

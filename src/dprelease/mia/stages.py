@@ -8,7 +8,7 @@ from ..config import Params
 from ..privacy.stages import key_id_file
 from ..stage import Stage
 from .attack import arm_folder, privacy_audit
-from .canary import canary_runs
+from .canary import canary_runs, timed
 from .nvdp_arm import audit_nvdp
 from .population import audit_pool
 from .references import audit_references
@@ -39,7 +39,7 @@ def declare(params: Params) -> list[Stage]:
         Stage(name="canary_runs", run=canary_runs, params=model + ["ppm", "dpsgd", "compare", "privacy_audit", "evaluation"],
               deps=[key_id_file(params), *split, f"{a}/audit/pool", "metrics/data.json"],
               outs=[f"{a}/audit/canary_run"],
-              metrics=["metrics/audit_canary.json"], group="audit",
+              metrics=["metrics/audit_canary.json"], group="audit", timed=timed(params),  # untimed: it re-weights
               extra_code=["."]),  # it re-runs whole pipelines through the registry: the whole package
         Stage(name="privacy_report", run=privacy_report, params=["data.cap", "privacy_audit"],
               deps=["metrics/privacy_audit.json", "metrics/audit_canary.json", "metrics/audit_pool.json"],
