@@ -42,7 +42,7 @@ def cell_root(root: str, c: float, epochs: int) -> Path:
 
 def _cell(base: dict, root: str, c: float, epochs: int) -> dict:
     """One SWAG-PPM run (all release stages) with c and FT epochs set; returns its outcome (``cell_task``)."""
-    from dprelease.signing import key_folder  # (torch, through the release checks): at run time only
+    from dprelease.release.signing import key_folder  # (torch, through the release checks): at run time only
     from tasks.stages import run
 
     data_path = str((Path(root) / base["data"]["path"]).resolve())

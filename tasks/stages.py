@@ -22,7 +22,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from dprelease import offline  # noqa: F401  (before anything loads transformers)
-from dprelease import cache, registry, signing, stage_store
+from dprelease import cache, registry, stage_store
+from dprelease.release import signing
 from dprelease.config import Params
 from dprelease.io import private_dir
 from dprelease.registry import run_stage

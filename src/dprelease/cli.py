@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
                 summary = run_stage(args.name, params)
             print(f"{args.name}: " + ", ".join(f"{k}={_fmt(v)}" for k, v in summary.items()))
         elif args.command == "predict":
-            from .release import predict
+            from .release.folder import predict
 
             key, check = _signature_options(args)
             n = predict(args.release, args.input, args.output, args.text_column, args.device, args.encoding,
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"coded {n} narratives -> {args.output}")
         elif args.command == "sanitize":
             from .registry import sanitizer
-            from .sanitizer import sanitize_file
+            from .release.sanitizer import sanitize_file
 
             key, check = _signature_options(args)
             n, meta = sanitize_file(args.release, args.input, args.output, lookup=sanitizer,
@@ -109,12 +109,12 @@ def main(argv: list[str] | None = None) -> int:
                    else ", no ε claimed")
             print(f"sanitized {n} narratives with the {meta['mechanism']} release{eps} -> {args.output}")
         elif args.command == "verify":
-            from .signing import key_from_env
-            from .verify import summary, verify_folder
+            from .release.signing import key_from_env
+            from .release.verify import summary, verify_folder
 
             print(summary(verify_folder(args.release, args.key or key_from_env())))
         elif args.command == "key":
-            from .keys_cli import key_command
+            from .release.keys_cli import key_command
 
             for line in key_command(args.action, load_params(args.params), signer=args.signer, output=args.output,
                                     to=args.to, source=args.source, new_key=args.new_key):
@@ -173,7 +173,7 @@ def _signature_options(args) -> tuple[str | None, bool]:
     DPRELEASE_AGENCY_KEY names (the loader refuses when there is neither); ``--no-signature-check`` turns
     the check off, with a one-line warning on stderr every time."""
     from .errors import ConfigError
-    from .signing import key_from_env
+    from .release.signing import key_from_env
 
     if not args.no_signature_check:
         return args.key or key_from_env(), True

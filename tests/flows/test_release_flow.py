@@ -295,7 +295,7 @@ def test_second_root_restores_from_stage_store(flow_env, first, tmp_path):
     # publish (this root has its own agency signing key, made on first use, so the same draw is signed anew)
     assert calls == ["secret", "publish"]
     assert out["draw"]["guarantee"] == first.out["draw"]["guarantee"]
-    from dprelease.signing import PUBLIC, check_signature, key_folder
+    from dprelease.release.signing import PUBLIC, check_signature, key_folder
 
     mine, theirs = (check_signature(r / first.params.release, key_folder(first.params, r) / PUBLIC)
                     for r in (other, first.root))

@@ -73,7 +73,7 @@ def test_versions_tags_and_gates(simulated):
         for key in ("epsilon", "weighted_f1", "macro_f1", "records"):                # one name, same figure
             assert float(v.tags[key]) == pytest.approx(run.data.metrics[key])
     assert [v.tags["gate.decision"] for v in versions[:3]] == ["promoted"] * 3
-    from dprelease.signing import load_signer
+    from dprelease.release.signing import load_signer
 
     agency = load_signer(simulated.root / "artifacts" / "keys")  # every retrain signs with the project's one key
     assert {(v.tags["release.signer"], v.tags["release.key_id"]) for v in versions} == {(agency.name, agency.key_id)}

@@ -14,7 +14,7 @@ from dprelease.errors import ReleaseError
 from dprelease.gpp import stages
 from dprelease.gpp.data import digits_composites
 from dprelease.gpp.federated import DistributedResult
-from dprelease.release_check import ALLOWED
+from dprelease.release.check import ALLOWED
 
 TINY_GPP = {"epochs": 2, "sweep_epochs": 1, "encoder_hidden": [16, 8], "head_hidden": [8], "batch_size": 16,
             "probe": {"epochs": 2, "lr": 0.01, "batch_size": 16}, "noise_grid": [1.0], "sweep_beta": [0.5, 2.0],
@@ -52,7 +52,7 @@ def test_release_is_allow_listed_and_sanitize_follows_the_contract(gpp_run):
     assert files <= ALLOWED and {"release.json", "README.md", "model.safetensors", "model.json"} <= files
     manifest = json.loads((folder / "release.json").read_text())
     assert manifest["kind"] == "sanitizer" and manifest["mechanism"] == "gpp"
-    from dprelease.signing import PUBLIC, check_signature, key_folder
+    from dprelease.release.signing import PUBLIC, check_signature, key_folder
 
     assert "release.sig" in files  # signed by the project's agency key
     assert check_signature(folder, key_folder(params, root) / PUBLIC)["key_id"] == manifest["signed_by"]["key_id"]
@@ -117,13 +117,13 @@ def test_distributed_rows_use_run_distributed(monkeypatch):
 
 def test_dprelease_sanitize_cli_writes_one_draw_per_narrative(gpp_run, tmp_path, capsys):
     from dprelease.cli import main
-    from dprelease.sanitizer import read_metadata
+    from dprelease.release.sanitizer import read_metadata
 
     params, root = gpp_run
     src = tmp_path / "narratives.csv"
     pd.DataFrame({"Final Narrative": ["Worker fell from a ladder.", "Finger amputated by a saw."]}).to_csv(src, index=False)
     out = tmp_path / "z.parquet"
-    from dprelease.signing import PUBLIC, key_folder
+    from dprelease.release.signing import PUBLIC, key_folder
 
     key = str(key_folder(params, root) / PUBLIC)  # the agency's signature checked first
     assert main(["sanitize", "--release", str(root / params.gpp.release), "--input", str(src), "--output", str(out),

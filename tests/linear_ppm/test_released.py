@@ -16,7 +16,7 @@ from dprelease.layout import Layout
 from dprelease.linear_ppm import maths, released
 from dprelease.linear_ppm.diagnostics import DiagnosticsRefused
 from dprelease.privacy import secret
-from dprelease.release import load_release_model, verify_release
+from dprelease.release.folder import load_release_model, verify_release
 from tests.conftest import install_test_key, tiny_problem
 
 FAST = {"chains": 2, "warmup": 25, "draws": 25}

@@ -132,7 +132,7 @@ def test_dpsgd_bound_above_its_accountant_epsilon_fails_loudly(audited, tmp_path
 
 
 def test_model_card_is_in_step_with_the_manifest(audited):
-    from dprelease.release import verify_release
+    from dprelease.release.folder import verify_release
 
     folder = audited.root / audited.params.release
     manifest = verify_release(folder)  # the card is covered by the manifest's sha256 list

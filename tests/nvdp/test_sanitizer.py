@@ -12,7 +12,7 @@ from safetensors import safe_open
 from dprelease.errors import ReleaseError
 from dprelease.nvdp.experiment import module_from
 from dprelease.nvdp.sanitizer import load_sanitizer, privatize, public_state, verify_sanitizer, write_sanitizer
-from dprelease.signing import ensure_key
+from dprelease.release.signing import ensure_key
 
 ARCH = {"dim_in": 384, "dim": 16, "heads": 2, "n_classes": 3, "max_length": 32, "variant": "clipped",
         "pair": False, "clip": {"mu": 1.0, "sigma_order": None, "alpha_min": None, "alpha_max": None}}

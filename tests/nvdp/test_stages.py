@@ -8,7 +8,7 @@ import pytest
 
 from dprelease.errors import ReleaseError
 from dprelease.nvdp.stages import sanitize
-from dprelease.release_check import ALLOWED
+from dprelease.release.check import ALLOWED
 
 pytestmark = pytest.mark.slow
 
@@ -64,7 +64,7 @@ def test_sanitizer_release_holds_only_public_files(nvdp_run):
     assert files == {"model.safetensors", "model.json", "README.md", "release.json", "release.sig"} and files <= ALLOWED
     manifest = json.loads((folder / "release.json").read_text())
     assert manifest["kind"] == "sanitizer" and manifest["mechanism"] == "nvdp"
-    from dprelease.signing import PUBLIC, check_signature, key_folder
+    from dprelease.release.signing import PUBLIC, check_signature, key_folder
 
     signed = check_signature(folder, key_folder(params, root) / PUBLIC)  # signed by the project's agency key
     assert signed["key_id"] == manifest["signed_by"]["key_id"]
@@ -113,7 +113,7 @@ def test_sanitize_refuses_a_tampered_or_foreign_folder(nvdp_run, tmp_path):
 
 def test_dprelease_sanitize_cli_writes_one_draw_per_narrative(nvdp_run, tmp_path, capsys):
     from dprelease.cli import main
-    from dprelease.sanitizer import read_metadata
+    from dprelease.release.sanitizer import read_metadata
 
     params, root, _ = nvdp_run
     folder = tmp_path / "release"
@@ -121,7 +121,7 @@ def test_dprelease_sanitize_cli_writes_one_draw_per_narrative(nvdp_run, tmp_path
     src = tmp_path / "narratives.csv"
     pd.DataFrame({"Final Narrative": ["Employee fell from a ladder.", "Finger amputated by a saw."],
                   "Employer": ["ACME", "Widgets"]}).to_csv(src, index=False)
-    from dprelease.signing import PUBLIC, key_folder
+    from dprelease.release.signing import PUBLIC, key_folder
 
     key = str(key_folder(params, root) / PUBLIC)  # the agency's signature checked first
     assert main(["sanitize", "--release", str(folder), "--input", str(src), "--output", str(tmp_path / "z.parquet"),

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from conftest import SLICE_DATA, make_root, slice_raw
-from dprelease import signing
+from dprelease.release import signing
 from dprelease.config import load_params
 from dprelease.privacy import secret
 from dprelease.service import fingerprint as fpr
@@ -55,7 +55,7 @@ def test_same_inputs_same_hashes_and_each_change_moves_its_own(project, monkeypa
     assert "snapshot_sha256" in _changed(first, _fp(project, other))
     # the code of a release stage
     real = fpr.code_hash
-    monkeypatch.setattr(fpr, "code_hash", lambda paths: real(paths) + ("!" if "release.py" in paths else ""))
+    monkeypatch.setattr(fpr, "code_hash", lambda paths: real(paths) + ("!" if "release/folder.py" in paths else ""))
     assert _changed(first, _fp(project)) == {"code_hash"}
     monkeypatch.setattr(fpr, "code_hash", real)
     # a rotated randomness key, a new agency key

@@ -34,7 +34,7 @@ def test_with_the_agency_key_set_only_a_release_it_signed_loads(tmp_path, monkey
     from types import SimpleNamespace
 
     from dprelease.service.pyfunc_model import KEY_ENV, AutocoderModel
-    from dprelease.signing import PUBLIC, ensure_key
+    from dprelease.release.signing import PUBLIC, ensure_key
     from release_helpers import CODES, tiny_release
 
     agency, _ = ensure_key(tmp_path / "agency")
@@ -52,7 +52,7 @@ def test_with_the_agency_key_set_only_a_release_it_signed_loads(tmp_path, monkey
 @pytest.fixture
 def signed(tmp_path, monkeypatch):
     """(agency key folder, a release it signed); no key or opt-out in the environment to start with."""
-    from dprelease.signing import KEY_ENV, NO_CHECK_ENV, ensure_key
+    from dprelease.release.signing import KEY_ENV, NO_CHECK_ENV, ensure_key
     from release_helpers import tiny_release
 
     monkeypatch.delenv(KEY_ENV, raising=False)
@@ -90,7 +90,7 @@ def _rsa_key(path):
 @pytest.mark.parametrize("wrong", ["another-agency", "rsa", "garbage", "missing"])
 def test_a_wrong_agency_key_is_a_clear_one_line_exception(signed, tmp_path, monkeypatch, wrong):
     from dprelease.service.pyfunc_model import ModelSignatureError
-    from dprelease.signing import KEY_ENV, PUBLIC, ensure_key
+    from dprelease.release.signing import KEY_ENV, PUBLIC, ensure_key
 
     keys, release = signed
     if wrong == "another-agency":
@@ -120,7 +120,7 @@ def test_the_model_s_own_key_checks_integrity_and_says_it_is_not_authenticity(si
     import shutil
 
     from dprelease.service.pyfunc_model import ModelSignatureError
-    from dprelease.signing import PUBLIC
+    from dprelease.release.signing import PUBLIC
     from release_helpers import edit_json, rehash
 
     keys, release = signed
@@ -136,8 +136,8 @@ def test_the_model_s_own_key_checks_integrity_and_says_it_is_not_authenticity(si
 
 
 def test_the_opt_out_loads_and_warns_at_every_load(signed, tmp_path, monkeypatch, capsys):
-    from dprelease.release_check import SIGNATURE
-    from dprelease.signing import NO_CHECK_ENV
+    from dprelease.release.check import SIGNATURE
+    from dprelease.release.signing import NO_CHECK_ENV
 
     _, release = signed
     (release / SIGNATURE).unlink()  # unsigned: only the opt-out loads it
@@ -155,7 +155,7 @@ def test_mlflow_s_loader_raises_the_clear_exception(signed, tmp_path, monkeypatc
 
     from dprelease.service.model_registry import MODEL_NAME  # noqa: F401 - the registry's module loads
     from dprelease.service.pyfunc_model import ARTIFACT, KEY_ARTIFACT, SIGNATURE, ModelSignatureError
-    from dprelease.signing import KEY_ENV, PUBLIC
+    from dprelease.release.signing import KEY_ENV, PUBLIC
 
     keys, release = signed
     code = Path(__file__).resolve().parents[2] / "src" / "dprelease" / "service" / "model_code.py"
@@ -208,7 +208,7 @@ def test_serve_check_of_a_registered_model(store, signed, tmp_path, monkeypatch)
     from dprelease.errors import OneLineError
     from dprelease.service import model_registry as mr
     from dprelease.service.pyfunc_model import ModelSignatureError, serve_check
-    from dprelease.signing import KEY_ENV, PUBLIC, ensure_key
+    from dprelease.release.signing import KEY_ENV, PUBLIC, ensure_key
 
     mlflow, client = store
     keys, release = signed

@@ -7,7 +7,7 @@ import json
 
 from conftest import copy_root
 from dprelease.io import read_json
-from dprelease.release import verify_release
+from dprelease.release.folder import verify_release
 from dprelease.swag_ppm.publish import publish, staged
 
 

@@ -132,7 +132,7 @@ def _theta_dim(run, r: int) -> int:
 
 
 def test_full_release_holds_tokenizer(full_run):
-    from dprelease.release import check_release_folder
+    from dprelease.release.folder import check_release_folder
 
     folder = full_run.path(full_run.params.release)
     check_release_folder(folder)

@@ -15,7 +15,7 @@ from conftest import make_root, run_stages, slice_raw
 from dprelease import registry
 from dprelease.config import parse_params
 from dprelease.io import read_json
-from dprelease.release import check_release_folder
+from dprelease.release.folder import check_release_folder
 
 pytestmark = pytest.mark.slow
 

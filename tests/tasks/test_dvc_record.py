@@ -193,7 +193,7 @@ def test_a_second_operator_imports_the_keys_pulls_and_gets_the_same_release(reco
     `dvc status` and the identical, identically signed release; a clone with keys of its own is refused."""
     import os
 
-    from dprelease import key_transfer
+    from dprelease.release import key_transfer
 
     params, root = recorded
     remote, clone, other, xfer = (tmp_path / n for n in ("remote", "clone", "other", "xfer"))

@@ -19,7 +19,7 @@ from ..layout import Layout
 from ..privacy import guarantee, secret
 from ..privacy.stages import key_id_file
 from ..stage import Stage
-from ..release import arm_model_dir, write_arm_model
+from ..release.folder import arm_model_dir, write_arm_model
 from ..utility.evaluate import evaluate, write_arm
 from ..privacy.target import dpsgd_target
 from .accounting import default_delta

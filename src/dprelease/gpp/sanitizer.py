@@ -4,7 +4,7 @@ z) with its model card, and :func:`sanitize_texts`, which applies it to new narr
 The folder follows the sanitizer contract shared with NVDP: ``release.json`` (``"kind": "sanitizer"``,
 ``"mechanism": "gpp"``, public config, the audit's aggregate figures, the sha256 of every other file),
 ``model.json`` (architecture + the public encoder reference), ``model.safetensors`` and ``README.md``;
-the release allow-list (:mod:`dprelease.release_check`) is enforced on write and on read. No DP ε is
+the release allow-list (:mod:`dprelease.release.check`) is enforced on write and on read. No DP ε is
 claimed: the guarantee is empirical (the probe) plus S003's mutual-information statement.
 """
 
@@ -25,8 +25,8 @@ from ..errors import ReleaseError
 from ..io import atomic_dir, read_json, write_json
 from ..layout import check_release_path
 from ..privacy.guarantee import Guarantee, empirical_probe
-from ..signing import agency_signer, sign_folder
-from ..release_check import (MANIFEST, SANITIZER as KIND, bounded, check_release_folder, file_digests, fit_state,
+from ..release.signing import agency_signer, sign_folder
+from ..release.check import (MANIFEST, SANITIZER as KIND, bounded, check_release_folder, file_digests, fit_state,
                              load_weights, module_shapes, verify_release_folder)
 from ..stage import skip_marker
 from .model import Encoder
@@ -132,7 +132,7 @@ def public_meta(g: dict) -> dict:
 
 
 def load_sanitizer(folder: Path) -> tuple[dict, Encoder]:
-    """A verified GPP sanitizer release: the shared release checks (:func:`dprelease.release_check.
+    """A verified GPP sanitizer release: the shared release checks (:func:`dprelease.release.check.
     verify_release_folder`: manifest, kind and mechanism, allow-list, sha256 of every file, tensor shapes
     from the header against the bounded architecture), the public encoder reference, then finite weights."""
     manifest, arch = verify_release_folder(folder, kind=KIND, mechanism=MECHANISM, architecture=_shapes)

@@ -18,7 +18,7 @@ from ..errors import ConfigError
 from ..io import atomic_dir, private_dir, write_json
 from ..layout import Layout
 from ..seeds import stage_seed
-from ..signing import public_key_dep
+from ..release.signing import public_key_dep
 from ..stage import Stage
 from ..threads import torch_threads
 from .audit import ProbeConfig, audit

@@ -24,9 +24,9 @@ from ..io import atomic_dir, read_json, write_json
 from ..io import private_dir as owner_only
 from ..layout import Layout, check_release_path
 from ..privacy import guarantee, secret
-from ..release import publish as write_published
-from ..release import verify_release, write_release
-from ..signing import agency_signer
+from ..release.folder import publish as write_published
+from ..release.folder import verify_release, write_release
+from ..release.signing import agency_signer
 from ..utility.metrics import f1_summary
 from . import diagnostics, maths, posterior
 from .card import render

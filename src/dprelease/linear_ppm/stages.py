@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..config import Params
 from ..privacy.stages import key_id_file
-from ..signing import public_key_dep
+from ..release.signing import public_key_dep
 from ..stage import Stage
 from . import released
 from .frontier import frontier_linear_ppm

@@ -18,7 +18,7 @@ from ..config import Params
 from ..data.splits import backend_for
 from ..io import write_json
 from ..layout import Layout
-from ..release import arm_model_dir, load_release_model
+from ..release.folder import arm_model_dir, load_release_model
 from ..seeds import stage_seed
 from . import bounds
 from .population import audit_dir

@@ -43,7 +43,7 @@ from ..errors import OneLineError
 from ..io import atomic_dir, private_dir, read_json, write_json
 from ..layout import Layout
 from ..privacy import secret
-from ..release import load_release_model
+from ..release.folder import load_release_model
 from ..stage import Runner, Stage
 from . import onerun, workers
 from .attack import arm_folder

@@ -15,7 +15,7 @@ from ..privacy.stages import key_id_file
 from ..seeds import stage_seed
 from ..stage import Stage
 from ..training import finetune
-from ..release import arm_model_dir, write_arm_model
+from ..release.folder import arm_model_dir, write_arm_model
 from ..utility.evaluate import evaluate, write_arm
 
 

@@ -4,7 +4,7 @@ A sanitizer folder holds ``model.safetensors`` (the NVIB layer and the denoising
 head, nothing per record), ``model.json`` (architecture, clipping, the public encoder's reference),
 ``README.md`` (the model card) and ``release.json`` (``"kind": "sanitizer"``, ``"mechanism": "nvdp"``, the
 guarantee record and every other file's sha256). The same allow-list and hash checks as the classifier
-release (:mod:`dprelease.release_check`) run before anything loads. :func:`privatize` encodes texts with the
+release (:mod:`dprelease.release.check`) run before anything loads. :func:`privatize` encodes texts with the
 installed public MiniLM and returns one privatized draw per text: the pooled output of the denoising block,
 a function of the draw (z, π) alone, so the draw's guarantee carries over (post-processing).
 """
@@ -21,9 +21,9 @@ from .. import __version__
 from ..backends.encoder import encoder_reference
 from ..errors import ReleaseError
 from ..io import atomic_dir, write_json
-from ..release_check import (MANIFEST, SANITIZER, bounded, check_release_folder, file_digests, fit_state,
+from ..release.check import (MANIFEST, SANITIZER, bounded, check_release_folder, file_digests, fit_state,
                              load_weights, module_shapes, verify_release_folder)
-from ..signing import Signer, sign_folder
+from ..release.signing import Signer, sign_folder
 from .experiment import module_from
 from .states import Packed, encode
 from .datasets import Split
@@ -57,7 +57,7 @@ def write_sanitizer(folder: Path, state: dict[str, torch.Tensor], arch: dict, gu
 
 
 def verify_sanitizer(folder: str | Path) -> tuple[dict, dict]:
-    """The shared release checks (:func:`dprelease.release_check.verify_release_folder`: manifest, kind and
+    """The shared release checks (:func:`dprelease.release.check.verify_release_folder`: manifest, kind and
     mechanism, allow-list, sha256 of every file) with the NVDP architecture: bounded dimensions, the
     installed public encoder, tensor shapes from the weights' header; (manifest, model.json)."""
     return verify_release_folder(folder, kind=SANITIZER, mechanism=MECHANISM, architecture=_shapes)

@@ -18,7 +18,7 @@ from ..io import atomic_dir, read_json, write_json
 from ..layout import Layout, check_release_path
 from ..privacy import guarantee
 from ..seeds import stage_seed
-from ..signing import agency_signer, public_key_dep
+from ..release.signing import agency_signer, public_key_dep
 from ..stage import Stage, pick, skip_marker
 from ..threads import torch_threads
 from . import report

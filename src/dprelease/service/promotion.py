@@ -29,7 +29,7 @@ from ..io import file_hash, read_json
 from ..layout import Layout
 from ..locks import Busy, root_lock
 from ..privacy.guarantee import Guarantee
-from ..signing import PUBLIC, key_folder
+from ..release.signing import PUBLIC, key_folder
 from ..tracking import log_pipeline_run, open_store, release_run_name
 from . import fingerprint as fpr
 from . import model_registry as mr
@@ -183,7 +183,7 @@ class NotRegistered(OneLineError):
 
 def current_release(p: Params, top: Path) -> tuple[Layout, str]:
     """The project's release folder, checked, and its released arm; :class:`NotRegistered` says why not."""
-    from ..release_check import check_release_folder
+    from ..release.check import check_release_folder
 
     lay = Layout.from_params(p, top)
     manifest = lay.release / "release.json"

@@ -1,4 +1,4 @@
-"""The release as an MLflow model: a pyfunc wrapper over :class:`dprelease.release.Coder` (the same code
+"""The release as an MLflow model: a pyfunc wrapper over :class:`dprelease.release.folder.Coder` (the same code
 as ``dprelease predict``), so ``mlflow.pyfunc.load_model(uri).predict(frame)`` codes narratives.
 
 Input: a DataFrame with a narrative column (``narrative``, or the extract's own ``Final Narrative``, or
@@ -33,8 +33,8 @@ from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 from mlflow.types import ColSpec, Schema
 
 from ..errors import OneLineError, ReleaseError
-from ..release import NARRATIVE_COLUMNS, Coder
-from ..signing import KEY_ENV, NO_CHECK_ENV, SignatureError, key_from_env, missing_key, opted_out
+from ..release.folder import NARRATIVE_COLUMNS, Coder
+from ..release.signing import KEY_ENV, NO_CHECK_ENV, SignatureError, key_from_env, missing_key, opted_out
 
 ARTIFACT = "release"
 KEY_ARTIFACT = "agency_key"  # the agency's public key, logged with the model (checks integrity, not authenticity)
@@ -150,7 +150,7 @@ def serve_check(model_uri: str) -> str:
     import yaml
     from mlflow.artifacts import download_artifacts
 
-    from ..verify import verify_folder
+    from ..release.verify import verify_folder
 
     uri = mlflow.get_tracking_uri()
     if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():

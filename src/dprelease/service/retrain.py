@@ -15,7 +15,7 @@ from ..config import Params, parse_params
 from ..headline import RELEASED_ARM, markdown
 from ..io import read_json, write_json
 from ..privacy import secret
-from ..signing import key_folder
+from ..release.signing import key_folder
 
 RUNS = Path("runs") / "retrain"
 

@@ -27,7 +27,7 @@ from ..layout import Layout
 from ..privacy import guarantee, secret
 from ..privacy.censor import Censor
 from ..privacy.target import censor_epsilon
-from ..release import write_arm_model
+from ..release.folder import write_arm_model
 from ..code_scope import closure
 from ..utility.evaluate import write_arm
 from . import calibrate, claim, extremes

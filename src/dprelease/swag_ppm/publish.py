@@ -1,5 +1,5 @@
 """Stage ``publish``: the shared release folder = the staged release of ``draw`` + its model card
-(:mod:`dprelease.card`), built from the manifest and whatever public evidence exists: the utility
+(:mod:`dprelease.release.card`), built from the manifest and whatever public evidence exists: the utility
 evaluation, the non-private comparison (``make compare``) and the privacy audit (``make audit``). The
 flows re-run it at their end, so the card always reflects what has been measured."""
 
@@ -8,14 +8,14 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from ..card import audit_rows as release_audit_rows, render
+from ..release.card import audit_rows as release_audit_rows, render
 from ..config import Params
 from ..headline import epsilon_sensitivity_near
 from ..io import read_json
 from ..layout import Layout, check_release_path
-from ..release import publish as write_published
-from ..release import verify_release
-from ..signing import agency_signer
+from ..release.folder import publish as write_published
+from ..release.folder import verify_release
+from ..release.signing import agency_signer
 
 
 def staged(params: Params) -> str:

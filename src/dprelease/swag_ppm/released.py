@@ -1,7 +1,7 @@
 """Writing the SWAG-PPM release (docs/algorithms.md, B.7b): the ``draw`` stage (the ONE released draw θ* of the
 released round, staged as the release folder with its manifest and code version), the manifest itself and the
 comparison arm ``swag_ppm``. The draw and its guarantee are ``rounds.py``'s; this module adds the release format
-and signing code (``release.py``), which the posterior passes' code therefore never holds."""
+and signing code (``release/``), which the posterior passes' code therefore never holds."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from ..data.splits import label_info
 from ..io import atomic_dir, read_json, write_json
 from ..layout import Layout
 from ..privacy import guarantee, secret
-from ..release import write_arm_model, write_release
+from ..release.folder import write_arm_model, write_release
 from ..utility.evaluate import write_arm
 from . import claim
 from .reweighting import released_round

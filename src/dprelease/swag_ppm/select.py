@@ -30,7 +30,7 @@ from ..io import atomic_dir, read_json, write_json
 from ..layout import Layout, check_release_path
 from ..privacy import secret
 from ..privacy.selection import select, selection_budget
-from ..release import write_release
+from ..release.folder import write_release
 from ..code_scope import closure
 from ..stage import skip_marker
 from ..utility.metrics import f1_summary

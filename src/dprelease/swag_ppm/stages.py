@@ -13,8 +13,8 @@ from pathlib import Path
 
 from ..config import Params
 from ..privacy.stages import key_id_file
-from ..release import arm_model_dir
-from ..signing import public_key_dep
+from ..release.folder import arm_model_dir
+from ..release.signing import public_key_dep
 from ..stage import Stage
 from . import arms, evaluate, fit, publish, released, replay, reweighting, rounds, select
 from .frontier import frontier_swag_ppm

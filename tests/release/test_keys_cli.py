@@ -1,4 +1,4 @@
-"""`dprelease key` (dprelease.keys_cli): init once, show, export the public key, and rotation in one command
+"""`dprelease key` (dprelease.release.keys_cli): init once, show, export the public key, and rotation in one command
 (retire, new key, re-sign the project's releases after checking them)."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import yaml
 
 from dprelease.cli import main as cli
 from dprelease.io import read_json
-from dprelease.release_check import MANIFEST
-from dprelease.signing import KEY, PUBLIC, RETIRED, load_signer
+from dprelease.release.check import MANIFEST
+from dprelease.release.signing import KEY, PUBLIC, RETIRED, load_signer
 from release_helpers import agency, published, rehash, verify_cli, verify_refused  # noqa: F401  (fixtures)
 
 

@@ -32,10 +32,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import ConfigError, ReleaseError
-from .io import atomic_path, private_dir, write_json
-from .locks import file_lock
-from .release_check import MANIFEST, SIGNATURE
+from ..errors import ConfigError, ReleaseError
+from ..io import atomic_path, private_dir, write_json
+from ..locks import file_lock
+from .check import MANIFEST, SIGNATURE
 
 KEY, PUBLIC, SIGNER = "agency.key", "agency.pub", "signer.json"
 KEY_ENV = "DPRELEASE_AGENCY_KEY"  # the agency's public key file, where no --key is given
@@ -307,7 +307,7 @@ def opted_out(value: str | None) -> bool:
 
 def agency_signer(params, root: str | Path = ".") -> Signer:
     """The signer a stage that publishes uses (the key is made on first use, unless dvc.lock records another:
-    :mod:`dprelease.key_guard`)."""
+    :mod:`dprelease.release.key_guard`)."""
     from . import key_guard
 
     key_guard.check(params, root, new_key=key_guard.new_key_from_env(), keys=("agency",), use_release=False)

@@ -24,7 +24,7 @@ import os
 import time
 from pathlib import Path
 
-from .errors import OneLineError
+from ..errors import OneLineError
 
 NEW_KEY_ENV = "DPRELEASE_NEW_KEY"  # 1: accept a new key under `dvc repro` (as --new-key does for the flows)
 HISTORY = "history.json"
@@ -95,7 +95,7 @@ def _replaced(folder: Path) -> list[dict]:
 
 def record_replacement(folder: Path, kind: str, recorded: dict, by: str) -> None:
     """Note in ``folder/history.json`` that the recorded key was replaced here on purpose (``--new-key``)."""
-    from .io import write_json
+    from ..io import write_json
 
     h = _read_json(folder / HISTORY)
     h = h if isinstance(h, dict) else {}
@@ -105,14 +105,14 @@ def record_replacement(folder: Path, kind: str, recorded: dict, by: str) -> None
 
 
 def _agency_rel(params) -> str:
-    """The agency key folder, relative to the root (as :func:`dprelease.signing.key_folder`)."""
+    """The agency key folder, relative to the root (as :func:`dprelease.release.signing.key_folder`)."""
     return params.signing_key or f"{params.artifacts}/keys"
 
 
 # the randomness key ------------------------------------------------------------------------------------------------
 def _secret_state(params, root: Path) -> tuple[Path, str | None, set[str], set[str]]:
     """(folder, current key id or None, md5s of key_id.json and ids of keys known here besides the current one)."""
-    from .privacy import secret
+    from ..privacy import secret
 
     folder = root / params.artifacts / "secret"
     current = secret._id(secret._read_key(folder / secret.KEY)) if (folder / secret.KEY).is_file() else None
@@ -168,7 +168,7 @@ def check(params, root: str | Path = ".", *, new_key: bool = False, keys: tuple[
 
 
 def _check_secret(params, root: Path, lock_md5: str | None, release_id: str | None, new_key: bool) -> list[str]:
-    from .privacy import secret
+    from ..privacy import secret
 
     folder, current, known_md5s, known_ids = _secret_state(params, root)
     recorded = {k: v for k, v in (("md5", lock_md5), ("key_id", release_id)) if v}
@@ -207,7 +207,7 @@ def _check_agency(params, root: Path, lock_md5: str | None, release_id: str | No
         if not new_key:
             named = f" (key {release_id[:16]})" if release_id else ""
             raise KeyMismatchError(f"no agency signing key in {folder}, but {where} was signed with one{named}: {HOW}")
-        from .io import private_dir
+        from ..io import private_dir
 
         private_dir(folder)  # the new key itself is made by the caller, or at the first signing (signing.ensure_key)
         record_replacement(folder, "agency", recorded, "a new key")

@@ -1,4 +1,4 @@
-"""`dprelease verify --release DIR --key agency.pub` (dprelease.verify) and `predict --key` / `sanitize --key`:
+"""`dprelease verify --release DIR --key agency.pub` (dprelease.release.verify) and `predict --key` / `sanitize --key`:
 the manifest proves a folder is whole, the signature proves who made it. Each tampering case is one an attacker
 who also rewrites the manifest's sha256 can do: it passes the hash checks, so only the signature can catch it.
 The signature is checked by default: no key (no --key, no DPRELEASE_AGENCY_KEY) is a one-line refusal, and
@@ -16,8 +16,8 @@ from safetensors.torch import load_file, save_file
 
 from dprelease.cli import main as cli
 from dprelease.io import read_json, write_json
-from dprelease.release_check import MANIFEST, SIGNATURE, file_digests
-from dprelease.signing import KEY_ENV, PUBLIC, ensure_key, sign_folder
+from dprelease.release.check import MANIFEST, SIGNATURE, file_digests
+from dprelease.release.signing import KEY_ENV, PUBLIC, ensure_key, sign_folder
 from release_helpers import (AGENCY, CODES, agency, published, rehash, run_predict, signed_copy,  # noqa: F401
                              tiny_release, verify_cli, verify_refused, write_narratives)
 
@@ -89,7 +89,7 @@ def test_a_rewritten_release_with_patched_hashes_is_refused(agency, release, cap
     keys, _ = agency
     tamper(release)
     rehash(release)
-    from dprelease.release import verify_release
+    from dprelease.release.folder import verify_release
 
     verify_release(release)  # whole, as far as the manifest can tell
     verify_refused(capsys, release, keys / PUBLIC, "signature does not match release.json")
@@ -165,7 +165,7 @@ def _rsa_key(tmp_path):
 
 
 def _private_key(tmp_path):
-    from dprelease.signing import KEY
+    from dprelease.release.signing import KEY
 
     ensure_key(tmp_path / "mine")
     return tmp_path / "mine" / KEY  # the private half, given where the public one goes
@@ -288,7 +288,7 @@ def test_sanitize_key_refuses_a_rewritten_sanitizer_release(agency, tmp_path, mo
 
 def test_guarantee_text_of_each_claim_in_one_line():
     from dprelease.privacy import guarantee
-    from dprelease.verify import guarantee_text
+    from dprelease.release.verify import guarantee_text
 
     u = guarantee.uncertified(9.31, 4.655, certified_directions=19, parameters=126_316).as_dict()
     assert guarantee_text(u) == ("SWAG-PPM: no ε, index 2Δ̂ = 9.31 (not DP; certified in 19 of 126,316 directions), "

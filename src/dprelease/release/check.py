@@ -4,7 +4,7 @@ headers, finite weights.
 
 :func:`verify_release_folder` is the one verification of a release folder, for the classifier release and
 every mechanism's sanitizer alike (each passes its architecture's shapes). For the classifier,
-:func:`dprelease.release.verify_release` runs it before any weight is read: the manifest's sha256 of every file, the
+:func:`dprelease.release.folder.verify_release` runs it before any weight is read: the manifest's sha256 of every file, the
 allow-list, the JSON files, the architecture's dimensions against :data:`BOUNDS`, ``n_classes`` against
 ``labels.json``, and every tensor's shape in ``model.safetensors`` (its header only) against the shapes the
 architecture implies (the model is built on the ``meta`` device, which allocates nothing). The hash check
@@ -27,14 +27,14 @@ from typing import Callable, Iterator
 
 import torch
 
-from .errors import ReleaseError
-from .io import file_hash
+from ..errors import ReleaseError
+from ..io import file_hash
 
 ALLOWED = {"model.safetensors", "model.json", "labels.json", "release.json", "release.sig", "README.md", "config.json",
            "tokenizer/tokenizer.json", "tokenizer/tokenizer_config.json", "tokenizer/special_tokens_map.json",
            "tokenizer/vocab.txt"}
 MANIFEST = "release.json"
-SIGNATURE = "release.sig"  # the agency's signature of the manifest (dprelease.signing); not listed in it
+SIGNATURE = "release.sig"  # the agency's signature of the manifest (dprelease.release.signing); not listed in it
 UNLISTED = {MANIFEST, SIGNATURE}
 
 # The one place the dimensions a release may declare are bounded (inclusive). Generous for any

@@ -1,4 +1,4 @@
-"""dprelease.sanitizer + `dprelease sanitize`: folder checks, what the parquet holds, fresh noise by default."""
+"""dprelease.release.sanitizer + `dprelease sanitize`: folder checks, what the parquet holds, fresh noise by default."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from dprelease import registry
 from dprelease.cli import main
 from dprelease.errors import ReleaseError
 from dprelease.io import write_json
-from dprelease.release_check import MANIFEST, file_digests
-from dprelease.sanitizer import read_metadata, sanitize_file, verify_sanitizer
+from dprelease.release.check import MANIFEST, file_digests
+from dprelease.release.sanitizer import read_metadata, sanitize_file, verify_sanitizer
 
 
 def _release(folder, kind="sanitizer", mechanism="toy"):

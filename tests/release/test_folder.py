@@ -15,7 +15,7 @@ from conftest import SliceRun
 from dprelease.cli import main as cli
 from dprelease.io import read_json
 from dprelease.errors import ReleaseError
-from dprelease.release import ALLOWED, check_release_folder, verify_release
+from dprelease.release.folder import ALLOWED, check_release_folder, verify_release
 
 pytestmark = pytest.mark.slow
 
@@ -108,7 +108,7 @@ def test_manifest_lists_every_file_with_its_sha256(request, backend):
     manifest = read_json(folder / "release.json")
     names = {p.relative_to(folder).as_posix() for p in _files(folder)}
     assert set(manifest["files"]) == names - {"release.json", "release.sig"}
-    from dprelease.signing import PUBLIC, check_signature, key_folder
+    from dprelease.release.signing import PUBLIC, check_signature, key_folder
 
     assert check_signature(folder, key_folder(run.params, run.root) / PUBLIC)["key_id"] == manifest["signed_by"]["key_id"]
     for name, digest in manifest["files"].items():

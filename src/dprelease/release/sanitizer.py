@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from .errors import ReleaseError
-from .io import atomic_path, file_hash
+from ..errors import ReleaseError
+from ..io import atomic_path, file_hash
 from .outputs import check_output, require_rows
-from .release import read_narratives
-from .release_check import MANIFEST, SANITIZER as KIND, shown_as, snapshot, verify_release_folder
+from .folder import read_narratives
+from .check import MANIFEST, SANITIZER as KIND, shown_as, snapshot, verify_release_folder
 from .signing import require_signature
 
 METADATA_KEY = b"dprelease"
@@ -36,7 +36,7 @@ Sanitize = Callable[..., tuple[pd.DataFrame, dict]]
 
 def verify_sanitizer(folder: str | Path) -> dict:
     """The manifest of a sanitizer release folder of any mechanism, after the checks every release shares
-    (:func:`dprelease.release_check.verify_release_folder`); the mechanism's loader checks its architecture."""
+    (:func:`dprelease.release.check.verify_release_folder`); the mechanism's loader checks its architecture."""
     return verify_release_folder(folder, kind=KIND)[0]
 
 

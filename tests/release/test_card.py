@@ -8,7 +8,7 @@ import io
 import pandas as pd
 import pytest
 
-from dprelease.card import audit_rows, guarantee_sentence, render
+from dprelease.release.card import audit_rows, guarantee_sentence, render
 from dprelease.privacy import guarantee
 from dprelease.utility.metrics import quartile_table
 
@@ -237,7 +237,7 @@ def test_card_renders_quartiles_csv_with_empty_quartiles():
 
 
 def test_ppm_card_states_what_epsilon_is_conditional_on():
-    from dprelease.card import _conditions
+    from dprelease.release.card import _conditions
 
     manifest = {"guarantee": {"kind": "ppm_local_asymptotic",
                               "quantities": {"temperature": 1.7, "temperature_min": 1.0, "temperature_all": 0.0004}},
@@ -304,7 +304,7 @@ def test_audit_line_of_an_uncertified_release_names_no_epsilon():
 
 
 def test_the_card_shows_the_replay_audit_with_what_each_view_covers():
-    from dprelease.card import replay_lines
+    from dprelease.release.card import replay_lines
 
     replay = {"views": {
         "public": {"targets": 10, "reproduces_release": False, "correct": 10, "decisions": 20, "convicted": False},
@@ -320,7 +320,7 @@ def test_the_epsilon_interval_is_labelled_as_the_tail_quantiles_and_contains_the
     interval is the GEV interval of Δ's tail quantile as an ε: the claimed ε is its upper end, and the card (and the
     MLflow labels) say it is not an interval for the point estimate."""
     from dprelease import headline
-    from dprelease.card import implied_interval
+    from dprelease.release.card import implied_interval
 
     tail = {"exceedance_of_max": 1 / 501, "level": 0.9998, "estimate": 4.3, "confidence": 0.95, "ci_low": 4.025,
             "ci_high": 4.655}

@@ -1,4 +1,4 @@
-"""The safetensors header reader and the dimension bounds of dprelease.release_check (no release needed)."""
+"""The safetensors header reader and the dimension bounds of dprelease.release.check (no release needed)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import save_file
 
 from dprelease.errors import ReleaseError
-from dprelease.release_check import BOUNDS, safetensors_header
+from dprelease.release.check import BOUNDS, safetensors_header
 
 
 # the header reader alone (no release needed) -----------------------------------------------------------------------
@@ -66,7 +66,7 @@ NVDP_ARCH = {"dim_in": 384, "dim": 16, "heads": 2, "n_classes": 3, "max_length":
 
 @pytest.fixture(scope="module")
 def signer(tmp_path_factory):
-    from dprelease.signing import ensure_key
+    from dprelease.release.signing import ensure_key
 
     return ensure_key(tmp_path_factory.mktemp("agency") / "keys")[0]
 
@@ -74,12 +74,12 @@ def signer(tmp_path_factory):
 def _classifier(folder, signer):
     from conftest import tiny_head_backend
     from dprelease.privacy.guarantee import ppm
-    from dprelease.release import publish, write_release
+    from dprelease.release.folder import publish, write_release
 
     backend = tiny_head_backend(classes=3, hidden=0)
     staging = folder.parent / "staging"
     write_release(staging, backend, backend.build_model(384), ["1", "2", "3"], ["a", "b", "c"],
-                  {"guarantee": ppm(1.5, 0.75).as_dict()}, ["release.py"])
+                  {"guarantee": ppm(1.5, 0.75).as_dict()}, ["release/folder.py"])
     publish(staging, folder, "# card\n", signer=signer)
 
 
@@ -95,8 +95,8 @@ def _gpp(folder, signer):
     from dprelease.backends.encoder import encoder_reference
     from dprelease.gpp.model import Encoder
     from dprelease.io import write_json
-    from dprelease.release_check import file_digests
-    from dprelease.signing import sign_folder
+    from dprelease.release.check import file_digests
+    from dprelease.release.signing import sign_folder
 
     folder.mkdir()
     save_file(Encoder(384, 4, (8,)).state_dict(), str(folder / "model.safetensors"))
@@ -108,7 +108,7 @@ def _gpp(folder, signer):
 
 
 def _load_classifier(folder):
-    from dprelease.release import load_release_model
+    from dprelease.release.folder import load_release_model
 
     return load_release_model(folder)
 
@@ -139,7 +139,7 @@ def release(request, tmp_path, signer):
 
 
 def _same_refusal(folder, load, kind, *needles):
-    from dprelease.release_check import verify_release_folder
+    from dprelease.release.check import verify_release_folder
 
     with pytest.raises(ReleaseError) as shared:
         verify_release_folder(folder, **kind)
@@ -152,7 +152,7 @@ def _same_refusal(folder, load, kind, *needles):
 
 def test_a_written_release_of_each_kind_loads(release):
     folder, load, kind = release
-    from dprelease.release_check import verify_release_folder
+    from dprelease.release.check import verify_release_folder
 
     manifest, _ = verify_release_folder(folder, **kind)
     assert manifest.get("kind", "classifier") == kind["kind"]
@@ -193,7 +193,7 @@ def test_a_link_a_stray_file_or_a_foreign_kind_is_refused(release, tmp_path):
 def test_weights_of_another_shape_are_refused_even_with_a_rehashed_manifest(release):
     """An attacker who rewrites the manifest's sha256 list: the header's shapes must still fit model.json."""
     from dprelease.io import write_json
-    from dprelease.release_check import file_digests, verify_release_folder
+    from dprelease.release.check import file_digests, verify_release_folder
 
     folder, load, kind = release
     weights = folder / "model.safetensors"

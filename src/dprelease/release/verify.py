@@ -14,11 +14,11 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .errors import ReleaseError
-from .io import atomic_dir
-from .privacy.guarantee import Guarantee, kind
-from .release import verify_release
-from .release_check import (MANIFEST, UNLISTED, check_release_folder, read_json_object, release_files, shown_as,
+from ..errors import ReleaseError
+from ..io import atomic_dir
+from ..privacy.guarantee import Guarantee, kind
+from .folder import verify_release
+from .check import (MANIFEST, UNLISTED, check_release_folder, read_json_object, release_files, shown_as,
                             snapshot)
 from .sanitizer import KIND as SANITIZER, verify_sanitizer
 from .signing import Signer, check_signature, missing_key, sign_folder

@@ -1,6 +1,6 @@
 """`predict` on a release: the round trip (head and full backends), its input and output handling
 (strict UTF-8 with a cp1252 fallback, one-line errors, no partial output) and batched scoring with a
-progress bar only where it helps. Tampered releases: tests/test_verify_release.py."""
+progress bar only where it helps. Tampered releases: tests/release/test_verify_release.py."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 import torch
 
-from dprelease import release as release_mod
+from dprelease.release import folder as release_mod
 from dprelease.cli import main as cli
 from dprelease.errors import ReleaseError
 from dprelease.io import read_json
-from dprelease.release import verify_release
+from dprelease.release.folder import verify_release
 from release_helpers import NARRATIVES, copy_release, fails, run_key, run_predict, write_narratives
 
 

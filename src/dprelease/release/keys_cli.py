@@ -1,4 +1,4 @@
-"""`dprelease key ACTION`: the agency signing key (:mod:`dprelease.signing`) from the command line.
+"""`dprelease key ACTION`: the agency signing key (:mod:`dprelease.release.signing`) from the command line.
 
 * ``init`` — make the key if there is none (the pipeline also makes it the first time it signs; run this
   once before a first ``dvc repro``, whose signing stages list the public key as an input);
@@ -11,19 +11,19 @@
   finds them up to date;
 * ``export-private --to DIR`` / ``import-private --from DIR`` — both private keys (the randomness key and the
   agency key), encrypted with a passphrase (``DPRELEASE_KEY_PASSPHRASE`` or a prompt), for a second operator's
-  clone (:mod:`dprelease.key_transfer`).
+  clone (:mod:`dprelease.release.key_transfer`).
 
 ``init`` refuses to make an agency key where ``dvc.lock`` records one and none is here (import it, or
-``--new-key``: :mod:`dprelease.key_guard`).
+``--new-key``: :mod:`dprelease.release.key_guard`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from .config import Params
-from .errors import ConfigError
-from .locks import root_lock
+from ..config import Params
+from ..errors import ConfigError
+from ..locks import root_lock
 from .signing import DEFAULT_SIGNER, PUBLIC, RETIRED, ensure_key, export_public, key_folder, load_signer, rotate
 
 

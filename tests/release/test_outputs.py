@@ -1,4 +1,4 @@
-"""`predict` (and `sanitize`) never harm the user's files (dprelease.outputs): the output path is refused when
+"""`predict` (and `sanitize`) never harm the user's files (dprelease.release.outputs): the output path is refused when
 it is the input, a link, a device or a FIFO; an input column is never overwritten; an input with no rows is
 an error; and the weights coded with are the ones verified, even if the folder changes meanwhile."""
 
@@ -12,9 +12,9 @@ import stat
 import pandas as pd
 import pytest
 
-from dprelease import release as release_mod
+from dprelease.release import folder as release_mod
 from dprelease.cli import main as cli
-from dprelease.signing import PUBLIC, ensure_key
+from dprelease.release.signing import PUBLIC, ensure_key
 from release_helpers import CODES, NARRATIVES, run_predict, tiny_release, write_narratives
 
 

@@ -24,7 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 PASSPHRASE_ENV = "DPRELEASE_KEY_PASSPHRASE"
 SECRET_FILE, AGENCY_FILE, INFO = "randomness.key.enc", "agency.key.pem", "keys.json"
@@ -74,7 +74,7 @@ def export_private(params, root: str | Path, to: str | Path, pw: bytes) -> list[
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
     from cryptography.hazmat.primitives.serialization import BestAvailableEncryption, Encoding, PrivateFormat
 
-    from .privacy import secret
+    from ..privacy import secret
     from .signing import PUBLIC, SIGNER, load_signer
 
     root, to = Path(root), Path(to)
@@ -129,8 +129,8 @@ def import_private(params, root: str | Path, src: str | Path, pw: bytes) -> list
     from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, \
         load_pem_private_key
 
-    from .io import private_dir, write_json
-    from .privacy import secret
+    from ..io import private_dir, write_json
+    from ..privacy import secret
     from .signing import KEY, PUBLIC, SIGNER, _install, _locked, key_id, load_signer
 
     root, src = Path(root), Path(src)

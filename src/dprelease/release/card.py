@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from .privacy.guarantee import kind
+from ..privacy.guarantee import kind
 
 CARD = "README.md"
 

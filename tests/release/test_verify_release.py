@@ -13,7 +13,7 @@ from safetensors.torch import load_file, save_file
 
 from dprelease.errors import ReleaseError
 from dprelease.io import read_json, write_json
-from dprelease.release import verify_release
+from dprelease.release.folder import verify_release
 from release_helpers import copy_release, edit_json, fails, rehash, write_narratives
 
 

@@ -1,6 +1,6 @@
-"""The agency key and release signatures (dprelease.signing): made once, private, never in a release; the
+"""The agency key and release signatures (dprelease.release.signing): made once, private, never in a release; the
 signature is Ed25519 over the manifest's exact bytes, checkable with OpenSSL alone. The partner's command
-(`dprelease verify`, `--key`): tests/test_verify.py; rotation: tests/test_keys_cli.py."""
+(`dprelease verify`, `--key`): tests/release/test_verify.py; rotation: tests/release/test_keys_cli.py."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pytest
 
 from dprelease.errors import ConfigError, ReleaseError
 from dprelease.io import read_json
-from dprelease.release_check import MANIFEST, SIGNATURE
-from dprelease.signing import KEY, PUBLIC, check_signature, ensure_key, load_signer
+from dprelease.release.check import MANIFEST, SIGNATURE
+from dprelease.release.signing import KEY, PUBLIC, check_signature, ensure_key, load_signer
 from release_helpers import AGENCY, agency, published, signed_copy  # noqa: F401  (fixtures)
 
 

@@ -5,7 +5,7 @@ public encoder reference), ``labels.json`` (OIICS codes and titles), ``tokenizer
 for the full backend, and ``release.json`` (the manifest). It never holds SWAG moments, risks, weights,
 losses or training text; :func:`check_release_folder` enforces that. The manifest's ``files`` maps every
 other file to its sha256, so a partner can tell a tampered or corrupt release from the real one:
-:func:`verify_release` checks it (with the file checks of :mod:`dprelease.release_check`), and everything else that can be
+:func:`verify_release` checks it (with the file checks of :mod:`dprelease.release.check`), and everything else that can be
 checked without loading the weights, before `predict` loads anything.
 """
 
@@ -20,15 +20,15 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from . import __version__
-from .backends import backend_class
-from .cache import code_hash
-from .data.records import read_csv
-from .data.splits import label_info
-from .errors import ReleaseError
-from .io import atomic_dir, atomic_path, write_json
+from .. import __version__
+from ..backends import backend_class
+from ..cache import code_hash
+from ..data.records import read_csv
+from ..data.splits import label_info
+from ..errors import ReleaseError
+from ..io import atomic_dir, atomic_path, write_json
 from .outputs import check_output, new_columns, require_rows
-from .release_check import (ALLOWED, CLASSIFIER, MANIFEST, UNLISTED, check_labels, check_release_folder,
+from .check import (ALLOWED, CLASSIFIER, MANIFEST, UNLISTED, check_labels, check_release_folder,
                             file_digests, read_json_object, release_files, shown_as, snapshot, verify_release_folder)
 from .signing import Signer, require_signature, sign_folder
 
@@ -152,7 +152,7 @@ def predict(release: str | Path, input_csv: str | Path, output_csv: str | Path, 
     after ``column_prefix``). Returns the row count. The release is verified (``key``: its signature, required
     unless ``signature_check`` is False; then manifest hashes, allow-list, dimensions, tensor shapes) before
     any weight is loaded; the output path and the new columns are checked before anything is coded
-    (:mod:`dprelease.outputs`); every problem is a one-line :class:`ReleaseError` (or ``DataError`` for the
+    (:mod:`dprelease.release.outputs`); every problem is a one-line :class:`ReleaseError` (or ``DataError`` for the
     input), with nothing written."""
     output_csv = check_output(output_csv, input_file=input_csv, release=release)
     coder = Coder(release, device, key=key, signature_check=signature_check)  # checked; no weight loaded yet
