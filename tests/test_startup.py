@@ -95,9 +95,12 @@ def test_unknown_stage_is_answered_from_the_index(tmp_path):
     """With an index newer than every plug-in source (as ``dprelease plugin-index`` leaves it), an unknown name is
     a one-line error without importing any plug-in."""
     (tmp_path / "params.yaml").write_bytes((ROOT / "params.yaml").read_bytes())  # its own root (and root lock)
-    (tmp_path / "index.json").write_bytes(registry.INDEX_FILE.read_bytes())  # written now: current
+    for package in plugins.PACKAGES:  # written now: current
+        copy = registry.index_file(package, tmp_path / "ix")
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_bytes(registry.index_file(package).read_bytes())
     script = ("import json, sys; from pathlib import Path; from dprelease import registry; "
-              "registry.INDEX_FILE = Path('index.json'); from dprelease.cli import main; "
+              "registry.INDEX_ROOT = Path('ix'); from dprelease.cli import main; "
               "rc = main(['stage', 'no_such_stage']); print(json.dumps([rc, sorted(sys.modules)]))")
     proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     rc, modules = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -109,10 +112,11 @@ def test_unknown_stage_is_answered_from_the_index(tmp_path):
 
 
 def test_plugin_index_is_in_sync_with_the_registry():
-    written = json.loads(registry.INDEX_FILE.read_text(encoding="utf-8"))
+    written = registry.read_index()
+    assert written is not None, "a listed package has no plug-in index fragment: run `dprelease plugin-index`"
     assert written == registry.build_index(load_params(ROOT / "params.yaml")), \
-        f"{registry.INDEX_FILE.name} is out of date; regenerate it with `dprelease plugin-index`"
-    assert registry.plugin_index() == written  # the package list matches: the index is used
+        "the plug-in index is out of date; regenerate it with `dprelease plugin-index`"
+    assert registry.plugin_index() == written  # every fragment is there: the index is used
     # stage names never depend on params (every stage is always declared): any params give the same index
     assert registry.build_index(parse_params({"nvdp": {"tasks": ["osha"]}, "ppm": {"reweight": False}})) == written
     assert list(written["stages"]) == [s.name for s in registry.stages(load_params(ROOT / "params.yaml"))]
@@ -121,10 +125,13 @@ def test_plugin_index_is_in_sync_with_the_registry():
 
 def test_a_stale_or_missing_index_falls_back_to_every_plug_in(monkeypatch, tmp_path):
     params = load_params(ROOT / "params.yaml")
-    stale = registry.build_index(params) | {"packages": ["dprelease.privacy"]}  # another package list: not used
-    (tmp_path / "index.json").write_text(json.dumps(stale), encoding="utf-8")
-    for path in (tmp_path / "index.json", tmp_path / "missing.json"):
-        monkeypatch.setattr(registry, "INDEX_FILE", path)
+    registry.write_index(params, root=tmp_path / "lacking")
+    registry.index_file("dprelease.gpp", tmp_path / "lacking").unlink()  # a package without its fragment: not used
+    registry.write_index(params, root=tmp_path / "foreign")
+    registry.index_file("dprelease.gpp", tmp_path / "foreign").write_text(  # a fragment of another package
+        registry.index_file("dprelease.nvdp", tmp_path / "foreign").read_text(encoding="utf-8"), encoding="utf-8")
+    for root in (tmp_path / "lacking", tmp_path / "foreign", tmp_path / "missing"):
+        monkeypatch.setattr(registry, "INDEX_ROOT", root)
         registry.plugin_index.cache_clear()
         try:
             assert registry.plugin_index() is None
@@ -144,14 +151,14 @@ def test_a_name_the_index_lacks_is_looked_up_everywhere_once_a_source_changed(mo
     params = load_params(ROOT / "params.yaml")
     lacking = registry.build_index(params)
     del lacking["stages"]["publish"]
-    path = tmp_path / "index.json"
-    path.write_text(json.dumps(lacking), encoding="utf-8")
-    monkeypatch.setattr(registry, "INDEX_FILE", path)
+    paths = registry.write_index(params, root=tmp_path)
+    monkeypatch.setattr(registry, "INDEX_ROOT", tmp_path)
     monkeypatch.setattr(registry, "plugin_index", lambda: lacking)
-    os.utime(path, ns=(0, 0))  # older than every source file
+    os.utime(registry.index_file("dprelease.swag_ppm", tmp_path), ns=(0, 0))  # older than its package's sources
     assert not registry.index_is_current()
     assert registry.get(params, "publish").name == "publish"
-    os.utime(path, ns=(2**62, 2**62))  # newer than every source file
+    for path in paths:
+        os.utime(path, ns=(2**62, 2**62))  # newer than every source file
     assert registry.index_is_current()
     with pytest.raises(KeyError, match="unknown stage 'publish'"):
         registry.get(params, "publish")
@@ -170,7 +177,7 @@ def test_an_index_naming_the_wrong_package_is_corrected_by_the_registry(monkeypa
 def test_sanitizers_come_from_the_index():
     from dprelease.errors import ReleaseError
 
-    assert set(json.loads(registry.INDEX_FILE.read_text(encoding="utf-8"))["sanitizers"]) == {"gpp", "nvdp"}
+    assert set(registry.read_index()["sanitizers"]) == {"gpp", "nvdp"}
     assert registry.sanitizer("gpp") is registry.plugin("dprelease.gpp").sanitize
     with pytest.raises(ReleaseError, match=r"sanitizers: gpp, nvdp\)"):
         registry.sanitizer("swag_ppm")
@@ -179,9 +186,9 @@ def test_sanitizers_come_from_the_index():
 def test_plugin_index_command_writes_the_index(tmp_path, capsys):
     from dprelease.cli import main
 
-    out = tmp_path / "index.json"
-    assert main(["plugin-index", "--params", str(ROOT / "params.yaml"), "--output", str(out)]) == 0
-    assert json.loads(out.read_text(encoding="utf-8")) == json.loads(registry.INDEX_FILE.read_text(encoding="utf-8"))
+    assert main(["plugin-index", "--params", str(ROOT / "params.yaml"), "--output", str(tmp_path)]) == 0
+    assert registry.read_index(tmp_path) == registry.read_index() is not None
+    assert json.loads(registry.index_file("dprelease.gpp", tmp_path).read_text(encoding="utf-8"))["sanitizer"] == "gpp"
     assert "wrote" in capsys.readouterr().out
 
 

@@ -71,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     ix = sub.add_parser("plugin-index", help="regenerate the plug-in index (which package declares each stage, "
                                              "flow and sanitizer) from the plug-ins")
     ix.add_argument("--params", default="params.yaml", help="the params file (default: params.yaml)")
-    ix.add_argument("--output", default=None, help="where to write it (default: the package's plugin_index.json)")
+    ix.add_argument("--output", default=None,
+                    help="a folder to write the fragments under (default: each package's own folder)")
     tr = sub.add_parser("track", help="log the finished pipeline run to MLflow")
     tr.add_argument("--params", default="params.yaml", help="the params file (default: params.yaml)")
     se = sub.add_parser("secret", help="the randomness key the guarantees' noise comes from (private artifacts)")
@@ -131,9 +132,10 @@ def main(argv: list[str] | None = None) -> int:
                 tmp.write_text(text, encoding="utf-8")
             print(f"wrote {args.output}")
         elif args.command == "plugin-index":
-            from .registry import INDEX_FILE, write_index
+            from .registry import write_index
 
-            print(f"wrote {write_index(load_params(args.params), path=args.output or INDEX_FILE)}")
+            written = write_index(load_params(args.params), root=args.output)
+            print(f"wrote {len(written)} plug-in index fragments ({written[0].name} in each package's folder)")
         elif args.command == "secret":
             from .privacy import secret
 

@@ -15,10 +15,11 @@ reads) unless its code reads their arms, frontier sources or guarantee kinds (:f
 
 Adding a mechanism: write its folder (pure maths, run functions, ``stages.declare``, ``params.py`` with its
 section, defaults and arms, ``plugin.py`` with its flow, tracking hook and sanitizer, ``kinds.py`` if it makes a
-kind of claim no other mechanism makes), then add its package
-name to :data:`PACKAGES`. Nothing else in the shared code names it. ``dprelease plugin-index`` then records its
-stages and flows in the plug-in index, so ``dprelease stage NAME`` imports its package alone (until then every
-plug-in is imported to find them; a test says when the index is out of date).
+kind of claim no other mechanism makes), then add its package name to :data:`PACKAGES` and its section to
+``params.yaml``. Nothing else in the shared code names it. ``dprelease plugin-index`` then records its stages and
+flows in its own fragment of the plug-in index (``<package>/plugin_index.json``), so ``dprelease stage NAME``
+imports its package alone (until then every plug-in is imported to find them; a test says when the index is out
+of date).
 """
 
 from __future__ import annotations

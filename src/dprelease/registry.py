@@ -6,11 +6,13 @@ generated ``dvc.yaml`` (:func:`dvc_yaml`: the release pipeline; kept in sync by 
 The stages come from the plug-ins (:mod:`dprelease.plugins`): adding a mechanism changes nothing here.
 
 Loading is lazy: importing this module imports no plug-in. One stage by name (:func:`get`: ``dprelease stage
-NAME``, the Prefect tasks), a sanitizer and the flows' one-line help are found in the plug-in index
-(:data:`INDEX_FILE`, written from the plug-ins by ``dprelease plugin-index``, kept in sync by a test), so only
+NAME``, the Prefect tasks), a sanitizer and the flows' one-line help are found in the plug-in index, so only
 that package's ``plugin`` (and ``stages``) module is imported; the full list (:func:`stages`) imports them all.
-The index only ever saves imports: one written for another package list is not used, and a name it lacks is
-looked up in every plug-in unless no plug-in source file changed since it was written (:func:`index_is_current`).
+The index is one fragment per listed package, in the package's own folder (:func:`index_file`: its stages, flows
+and sanitizer), written from the plug-ins by ``dprelease plugin-index`` and kept in sync by a test: a new
+mechanism's fragment is a file of its own folder, no shared file. The index only ever saves imports: with a
+package's fragment missing it is not used, and a name it lacks is looked up in every plug-in unless no plug-in
+source file changed since its package's fragment was written (:func:`index_is_current`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from .mechanism import FlowSpec, Mechanism
 from .stage import Runner, Stage
 
 PACKAGE_ROOT = "src/dprelease"
-INDEX_FILE = Path(__file__).with_name("plugin_index.json")
+INDEX_ROOT = Path(__file__).parent  # the package folders holding the index fragments (another tree: tests)
+INDEX_NAME = "plugin_index.json"
 
 
 @cache
@@ -122,30 +125,53 @@ def flow_help() -> dict[str, tuple[str, str]]:
     return {name: (f["title"], f["doc"]) for name, f in index["flows"].items()}
 
 
+def index_file(package: str, root: str | Path | None = None) -> Path:
+    """Where a listed package's fragment of the plug-in index lives: ``<its folder>/plugin_index.json``."""
+    top, _, sub = package.partition(".")
+    if top != "dprelease" or not sub:
+        raise ValueError(f"a listed package is a subpackage of dprelease, not {package!r}")
+    return Path(root if root is not None else INDEX_ROOT).joinpath(*sub.split(".")) / INDEX_NAME
+
+
+def read_index(root: str | Path | None = None) -> dict | None:
+    """The plug-in index (:func:`build_index`'s shape) from every listed package's fragment; None when one is
+    missing, unreadable or names another package (then every lookup imports every plug-in, as :func:`stages` does)."""
+    out: dict = {"packages": list(plugins.PACKAGES), "stages": {}, "flows": {}, "sanitizers": {}}
+    for package in plugins.PACKAGES:
+        try:
+            part = json.loads(index_file(package, root).read_text(encoding="utf-8"))
+        except (FileNotFoundError, ValueError):
+            return None
+        if not isinstance(part, dict) or part.get("package") != package:
+            return None
+        out["stages"] |= {name: package for name in part["stages"]}
+        out["flows"] |= part["flows"]
+        if part.get("sanitizer") is not None:
+            out["sanitizers"][part["sanitizer"]] = package
+    return out
+
+
 @cache
 def plugin_index() -> dict | None:
-    """The plug-in index (:func:`build_index`) as written in :data:`INDEX_FILE`; None when it is missing or was
-    written for another package list (then every lookup imports every plug-in, as :func:`stages` does)."""
-    try:
-        index = json.loads(INDEX_FILE.read_text(encoding="utf-8"))
-    except (FileNotFoundError, ValueError):
-        return None
-    return index if tuple(index.get("packages", ())) == plugins.PACKAGES else None
+    """:func:`read_index` of the package folders, read once per process."""
+    return read_index()
 
 
 def index_is_current() -> bool:
-    """True when no source file of a listed package is newer than :data:`INDEX_FILE`: a name the index lacks is
-    then no stage (else, e.g. a stage just added, every plug-in is asked: slower, never wrong)."""
-    written = INDEX_FILE.stat().st_mtime_ns
-    folders = [Path(p) for package in plugins.PACKAGES
-               for p in importlib.util.find_spec(package).submodule_search_locations]
-    return all(f.stat().st_mtime_ns <= written for folder in folders for f in folder.rglob("*.py"))
+    """True when no source file of a listed package is newer than that package's index fragment: a name the index
+    lacks is then no stage (else, e.g. a stage just added, every plug-in is asked: slower, never wrong)."""
+    for package in plugins.PACKAGES:
+        written = index_file(package).stat().st_mtime_ns
+        folders = [Path(p) for p in importlib.util.find_spec(package).submodule_search_locations]
+        if any(f.stat().st_mtime_ns > written for folder in folders for f in folder.rglob("*.py")):
+            return False
+    return True
 
 
 def build_index(params: Params) -> dict:
-    """What :data:`INDEX_FILE` holds, from the plug-ins themselves (imports them all): the package list, each
-    stage's package in execution order (stage names do not depend on params: every stage is always declared),
-    each flow's title and doc, and each sanitizer's package."""
+    """The plug-in index, from the plug-ins themselves (imports them all): the package list, each stage's package
+    in execution order (stage names do not depend on params: every stage is always declared), each flow's title
+    and doc, and each sanitizer's package."""
     owner = {s.name: package for package in plugins.PACKAGES for s in plugin(package).declare(params)}
     return {"packages": list(plugins.PACKAGES),
             "stages": {s.name: owner[s.name] for s in stages(params)},  # stages(): fails on a name declared twice
@@ -154,13 +180,22 @@ def build_index(params: Params) -> dict:
                            if plugin(package).sanitize is not None}}
 
 
-def write_index(params: Params, *, path: str | Path = INDEX_FILE) -> Path:
-    """Write :func:`build_index` to ``path`` (``dprelease plugin-index``)."""
-    text = json.dumps(build_index(params), indent=1, ensure_ascii=False) + "\n"
-    with atomic_path(path) as tmp:
-        tmp.write_text(text, encoding="utf-8")
+def write_index(params: Params, *, root: str | Path | None = None) -> list[Path]:
+    """Write :func:`build_index` as one fragment per listed package, in its folder (``root``: under another tree),
+    ``dprelease plugin-index``."""
+    index, written = build_index(params), []
+    for package in plugins.PACKAGES:
+        m = plugin(package)
+        part = {"package": package, "stages": [n for n, p in index["stages"].items() if p == package],
+                "flows": {f.name: index["flows"][f.name] for f in m.flows},
+                "sanitizer": m.name if m.sanitize is not None else None}
+        path = index_file(package, root)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(path) as tmp:
+            tmp.write_text(json.dumps(part, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        written.append(path)
     plugin_index.cache_clear()
-    return Path(path)
+    return written
 
 
 def arms() -> dict:
