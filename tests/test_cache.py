@@ -140,5 +140,5 @@ def test_code_a_stage_runs_is_code_it_declares(backend, tmp_path, monkeypatch):
     assert "plots.py" in used["evaluate"] and "plots.py" not in used["risk"]
     assert {"dpsgd/train.py", "dpsgd/accounting.py", "privacy/rdp.py"} <= used["dpsgd"]
     assert {"swag_ppm/select.py", "privacy/selection.py", "release/folder.py"} <= used["select"]
-    assert {"mia/attack.py", "mia/scores.py", "mia/bounds.py", "release_check.py"} <= used["privacy_audit"]
+    assert {"mia/attack.py", "mia/scores.py", "mia/bounds.py", "release/check.py"} <= used["privacy_audit"]
     assert {"swag_ppm/rounds.py", "dpsgd/train.py", "registry.py"} <= used["canary_runs"]
