@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dprelease import code_scope
+from dprelease import code_scope, plugins
 
 
 def test_closure_follows_imports_parents_and_data():
@@ -46,6 +46,16 @@ def test_a_scope_holds_its_own_kinds_and_every_packages_only_where_it_reads_them
     assert "swag_ppm/kinds.py" not in code_scope.closure("dprelease.dpsgd.stages")
     assert "swag_ppm/kinds.py" in code_scope.closure("dprelease.frontier.report")  # plugins.guarantee_kinds()
     assert "dprelease.swag_ppm.kinds" in code_scope.implicit_imports("dprelease.plugins", set(code_scope.module_files()))
+
+
+def test_the_list_of_packages_is_configuration_in_no_stages_scope():
+    """Adding a mechanism to ``packages.py`` re-runs no other stage: the list is in the import graph (the plug-in
+    list imports it) but, like another package's params section, in no stage's scope."""
+    assert code_scope.listed_packages() == plugins.PACKAGES
+    assert "packages.py" not in code_scope.closure("dprelease.config", "dprelease.swag_ppm.rounds", "dprelease.registry")
+    assert "plugins.py" in code_scope.closure("dprelease.config")
+    assert any(i.target == "dprelease.packages" for i in code_scope.raw_imports(
+        code_scope.PACKAGE_DIR / "plugins.py", "dprelease.plugins", set(code_scope.module_files())))
 
 
 def test_declaration_readers_are_seen_in_every_form(tmp_path):

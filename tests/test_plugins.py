@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from dprelease import code_scope, plugins, registry
+from dprelease import cache, code_scope, plugins, registry
 from dprelease.config import load_params
 
 TOY = {
@@ -59,7 +59,7 @@ TOY = {
 
 CHECK = """
 import json, sys
-from dprelease import pipeline, registry
+from dprelease import cache, pipeline, registry
 from dprelease.config import parse_params
 p = parse_params({"toy": {"scale": 3}, "compare": {"arms": ["nonprivate", "toy"]}})
 plan = pipeline.plan(registry.stages(p), p, **{"groups": registry.flows()["toy"].groups})
@@ -73,6 +73,7 @@ print(json.dumps({"scale": p.toy.scale, "order": plan.order, "summary": summary,
                   "flows": sorted(registry.flows()), "code": registry.get(p, "toy_total").code,
                   "report_deps": registry.get(p, "compare_report").deps, "audit": audit,
                   "release_code": {s.name: s.code for s in registry.group(p, "release", active_only=False)},
+                  "release_hash": {s.name: cache.code_hash(s.code) for s in registry.group(p, "release", active_only=False)},
                   "report_code": registry.get(p, "compare_report").code}))
 """
 
@@ -99,7 +100,7 @@ def test_a_new_mechanism_is_one_folder_and_one_line(tmp_path):
     for name, text in TOY.items():
         (src / "dprelease" / "toy").mkdir(exist_ok=True)
         (src / "dprelease" / "toy" / name).write_text(textwrap.dedent(text), encoding="utf-8")
-    add_package(src / "dprelease" / "plugins.py", "dprelease.toy")
+    add_package(src / "dprelease" / "packages.py", "dprelease.toy")
     root = tmp_path / "root"
     proc = subprocess.run([sys.executable, "-c", CHECK, str(root)], cwd=tmp_path, capture_output=True, text=True,
                           env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, timeout=300)
@@ -118,13 +119,17 @@ def test_a_new_mechanism_is_one_folder_and_one_line(tmp_path):
     # its params section is in no other package's stage's scope (their keys hash the values they read) ...
     params = load_params(ROOT / "params.yaml")
     assert got["release_code"] == {s.name: s.code for s in registry.group(params, "release", active_only=False)}
+    # nor is the list of packages it was added to (configuration): every release stage's key and dvc.yaml deps,
+    # hence dvc.lock, are as they were
+    assert got["release_hash"] == {s.name: cache.code_hash(s.code) for s in registry.group(params, "release",
+                                                                                         active_only=False)}
     # ... except where its declarations are read: the comparison report reads its arm's label
     assert "toy/params.py" in got["report_code"]
 
 
 def test_the_plug_in_list_is_rewritten_by_ast(tmp_path):
-    listing = tmp_path / "plugins.py"
-    listing.write_text((code_scope.PACKAGE_DIR / "plugins.py").read_text(encoding="utf-8"), encoding="utf-8")
+    listing = tmp_path / "packages.py"
+    listing.write_text((code_scope.PACKAGE_DIR / "packages.py").read_text(encoding="utf-8"), encoding="utf-8")
     add_package(listing, "dprelease.toy")
     compile(listing.read_text(encoding="utf-8"), str(listing), "exec")  # still Python
     assert code_scope._listed_packages(listing, code_scope._stamp(listing)) == (*plugins.PACKAGES, "dprelease.toy")

@@ -21,6 +21,8 @@ Rules (conservative: a file that might run is in the closure):
   package + the shared core it imports), and its ``kinds`` module whenever the scope holds the guarantee record
   (:data:`KIND_LOOKUP`, whose look-up of one kind by name is no reader: the kinds a stage makes are its own
   package's or the core's);
+* the list of packages itself (:data:`PACKAGE_LIST`, ``packages.py``) is configuration: in the graph, in no stage's
+  scope — adding a mechanism there changes no other stage's key or ``dvc.yaml`` deps;
 * a package's data files (``.csv``) are reached only through :data:`DATA` (``importlib.resources`` reads
   are not imports).
 
@@ -150,9 +152,10 @@ def implicit_imports(module: str, known: set[str]) -> list[str]:
 
 
 def listed_packages() -> tuple[str, ...]:
-    """:data:`dprelease.plugins.PACKAGES`, read from the source (nothing imported): the one list of packages."""
-    plugins = PACKAGE_DIR / "plugins.py"
-    return _listed_packages(plugins, _stamp(plugins))
+    """:data:`dprelease.plugins.PACKAGES`, read from its source, ``packages.py`` (nothing imported): the one list of
+    packages."""
+    listing = PACKAGE_DIR / "packages.py"
+    return _listed_packages(listing, _stamp(listing))
 
 
 @lru_cache(maxsize=None)
@@ -163,6 +166,7 @@ def _listed_packages(path: Path, stamp: tuple[int, int]) -> tuple[str, ...]:
 
 
 PLUGINS = f"{PKG}.plugins"
+PACKAGE_LIST = f"{PKG}.packages"  # the list of packages: configuration, in no stage's scope (as a params module)
 # the functions of the plug-in list that hand out a params module's declarations beyond its schema (ARMS,
 # FRONTIER: labels, stage names, ``requires`` tests — code a caller runs) or every package's guarantee kinds; a
 # module naming one of them depends on every listed ``params`` and ``kinds`` module. ``sections`` and
@@ -227,7 +231,7 @@ def _closure(module: str) -> tuple[str, ...]:
     todo = [module, *own_params(module, known)]
     while todo:
         m = todo.pop()
-        if m not in seen and m in files:
+        if m not in seen and m in files and (m != PACKAGE_LIST or m == module):
             seen.add(m)
             todo += [p for p in _parents(m) if p in files]
             todo += [i.target for i in raw_imports(files[m], m, known) if i.target in files]

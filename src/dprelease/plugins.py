@@ -1,4 +1,5 @@
-"""The packages that make up this dprelease, in execution order: the ONE list a new mechanism is added to.
+"""The packages that make up this dprelease, in execution order (:data:`PACKAGES`, kept in :mod:`dprelease.packages`:
+the ONE list a new mechanism is added to), and what is read from them.
 
 A package listed here exports ``PLUGIN`` (a :class:`dprelease.mechanism.Mechanism`) from its ``plugin``
 module, and may have a ``params`` module whose ``SECTION = (key, Model)`` becomes ``Params.<key>`` and whose
@@ -15,8 +16,8 @@ reads) unless its code reads their arms, frontier sources or guarantee kinds (:f
 
 Adding a mechanism: write its folder (pure maths, run functions, ``stages.declare``, ``params.py`` with its
 section, defaults and arms, ``plugin.py`` with its flow, tracking hook and sanitizer, ``kinds.py`` if it makes a
-kind of claim no other mechanism makes), then add its package name to :data:`PACKAGES` and its section to
-``params.yaml``. Nothing else in the shared code names it. ``dprelease plugin-index`` then records its stages and
+kind of claim no other mechanism makes), then add its package name to :data:`PACKAGES` (``packages.py``) and its
+section to ``params.yaml``. Nothing else in the shared code names it. ``dprelease plugin-index`` then records its stages and
 flows in its own fragment of the plug-in index (``<package>/plugin_index.json``), so ``dprelease stage NAME``
 imports its package alone (until then every plug-in is imported to find them; a test says when the index is out
 of date).
@@ -29,21 +30,7 @@ import importlib.util
 from functools import cache
 
 from .errors import ConfigError
-
-PACKAGES = (
-    "dprelease.privacy",
-    "dprelease.data",
-    "dprelease.nonprivate",  # before SWAG-PPM: the arms' default order (rows of the reports) follows this list
-    "dprelease.swag_ppm",
-    "dprelease.dpsgd",
-    "dprelease.ncm",
-    "dprelease.linear_ppm",
-    "dprelease.reports",
-    "dprelease.frontier",  # after every mechanism whose points it reads (their params modules' FRONTIER)
-    "dprelease.nvdp",
-    "dprelease.mia",  # the audit package: after every arm it audits (its NVDP arm reads NVDP's scores)
-    "dprelease.gpp",
-)
+from .packages import PACKAGES  # the list itself: configuration, in its own module (packages.py)
 
 
 @cache
