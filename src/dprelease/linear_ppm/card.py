@@ -47,7 +47,7 @@ def render(manifest: dict, *, data: dict) -> str:
         f"- divergent transitions {s['divergences']}; declared ≤ {th['divergences_max']}",
         f"- acceptance {_f(s['acceptance_min'], 2)}–{_f(s['acceptance_max'], 2)}",
         f"- temperature over ALL {s['parameters']:,} parameter directions (equipartition, E[(z−z̄)·∂U/∂z] = 1 for "
-        f"exact draws): {_f(s['temperature_all'])} (5–95% of directions {_f(s['temperature_all_q05'], 2)}–"
+        f"exact draws): mean {_f(s['temperature_all'])} (5–95% of directions {_f(s['temperature_all_q05'], 2)}–"
         f"{_f(s['temperature_all_q95'], 2)}); declared |T̂ − 1| ≤ {th['temperature_tolerance']:g}",
         f"- sampling time {s['seconds']:.0f} s", "",
         "## Utility (test split)", "",
