@@ -72,6 +72,8 @@ def run(args: argparse.Namespace, check: Callable[[Params], None], go: Callable[
     give :data:`EXIT_ERROR`."""
     offline.quiet()
     previous = signal.signal(signal.SIGTERM, _terminate)
+    import prefect  # noqa: F401  (Prefect configures logging when first imported: quiet its loggers after that)
+
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
