@@ -207,7 +207,8 @@ def main() -> None:
     ap.add_argument("--from", dest="source", default=None,
                     help="copy the release and the comparison arms from this project folder (no warm-up)")
     ap.add_argument("--skip", nargs="*", default=[], help="stages to leave out (e.g. audit_replay)")
-    ap.add_argument("--only", choices=("make", "retrain"), default=None)
+    ap.add_argument("--only", choices=("make", "retrain"), default=None,
+                    help="only make audit's stages, or only the scheduled retrain's audit (default: both)")
     ap.add_argument("--warm", action="store_true", help="also the retrain's audit with the audit cache of step 1")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--root", default=None, help=argparse.SUPPRESS)
