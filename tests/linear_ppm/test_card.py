@@ -14,7 +14,8 @@ F1 = {"map": {"weighted_f1": 0.55, "macro_f1": 0.2}, "released_draw": {"weighted
 
 
 def _manifest(kind, eps, **q):
-    return {"guarantee": {"kind": kind, "epsilon": eps, "quantities": q}, "sampling": SAMPLING,
+    q = {"sampler": "NUTS (Pyro) Markov chain", "weights": "uniform (w ≡ 1, independent of the data)"} | q
+    return {"guarantee": {"kind": kind, "epsilon": eps, "delta": None, "quantities": q}, "sampling": SAMPLING,
             "diagnostics_thresholds": THRESH, "test_f1": F1, "prior_precision": 100.0, "temperature": 1.0}
 
 
@@ -33,5 +34,6 @@ def test_risk_claim_is_local_and_measured():
 def test_card_shows_diagnostics_thresholds_temperature_and_f1():
     card = render(_manifest("ppm_censored", 8.0, censor_level=4.0), data={"train_rows": 2626, "classes": 108})
     for text in ("split R-hat", "≤ 1.05", "ESS bulk ≥ 210", "divergent transitions 0", "ALL 41,580 parameter",
-                 "1.003", "| released draw | 0.450 | 0.170 |", "NUTS (Pyro)", "kept private"):
+                 "1.003", "| released draw | 0.450 | 0.170 |", "NUTS (Pyro)", "kept private",
+                 "a NUTS (Pyro) Markov chain approximation"):  # the registered kind's sentence
         assert text in card, text

@@ -63,7 +63,7 @@ def test_risk_release_is_staged_published_signed_and_carded(tmp_path, one_torch_
     assert out["kind"] == "ppm_local_asymptotic" and out["epsilon"] > 0
     manifest = verify_release(root / released.staged(params))
     g = manifest["guarantee"]["quantities"]
-    assert g["sampler"] == "NUTS (Pyro)" and g["dimension"] == 3 * 385 and "certified_directions" not in g
+    assert g["sampler"] == "NUTS (Pyro) Markov chain" and g["dimension"] == 3 * 385 and "certified_directions" not in g
     assert {"rhat_max", "ess_bulk_min", "divergences", "temperature_all"} <= set(g)
     assert manifest["first_run"]["parameters"] == 3 * 385
     released.publish(params, root)

@@ -1,10 +1,13 @@
 """The linear PPM release's model card (``README.md``), rendered from its own manifest: the guarantee, the sampler,
 its diagnostics and the all-direction temperature, the test F1 of the released draw. Aggregates only.
 
-(The shared card, dprelease/card.py, renders SWAG-PPM's manifest; this mechanism writes its own until the
-guarantee kinds carry their card sentences per mechanism.)"""
+The guarantee's sentence is the one its kind registers (:func:`dprelease.privacy.guarantee.kind`; the pseudo
+posterior kinds are the core's and name the record's ``sampler``); the lines after it say what this mechanism
+adds: the declared censoring level or the measured Δ̂, and that the chain's error is a diagnostic, not a δ."""
 
 from __future__ import annotations
+
+from ..privacy.guarantee import kind
 
 
 def _f(v, digits: int = 3) -> str:
@@ -35,7 +38,7 @@ def render(manifest: dict, *, data: dict) -> str:
         "# OIICS nature coder — linear PPM release", "",
         "A softmax head (with bias) on the frozen public MiniLM encoder's sentence embeddings. The released weights "
         "are ONE draw from the pseudo posterior, sampled by NUTS (Pyro), chosen with the agency's secret key.", "",
-        "## Privacy", "", claim(g), "",
+        "## Privacy", "", kind(g["kind"]).sentence(g), "", claim(g), "",
         f"Prior N(0, I/λ) with λ = {manifest['prior_precision']:g}; temperature T = {manifest['temperature']:g} "
         "(declared: the likelihood is raised to 1/T).", "",
         "## Sampler and diagnostics", "",

@@ -127,7 +127,7 @@ def quantities(run: posterior.Run) -> dict:
     # no per-direction certificate is claimed, so no ``certified_directions``/``parameters`` pair is recorded
     return {"prior_precision": run.target.prior_precision, "dimension": s["parameters"],
             "temperature_all": s["temperature_all"], "temperature_all_q05": s["temperature_all_q05"],
-            "temperature_all_q95": s["temperature_all_q95"], "sampler": s["sampler"]["sampler"],
+            "temperature_all_q95": s["temperature_all_q95"], "sampler": f"{s['sampler']['sampler']} Markov chain",
             "kept_draws": int(run.max_loss.size), "rhat_max": s["rhat_max"], "ess_bulk_min": s["ess_bulk_min"],
             "ess_tail_min": s["ess_tail_min"], "divergences": s["divergences"]}
 
