@@ -79,6 +79,8 @@ def test_risk_release_is_staged_published_signed_and_carded(tmp_path, one_torch_
     private = root / released.private_dir(params)
     assert stat.S_IMODE(private.stat().st_mode) == 0o700
     assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in (private / "chains").rglob("*") if p.is_file())
+    for run in ("risk", "risk-unweighted"):  # both runs' private detail
+        assert (private / "chains" / "release" / run / "diagnostics.json").is_file()
     assert "record_risk" not in json.dumps(manifest) and "weights" not in manifest
 
 

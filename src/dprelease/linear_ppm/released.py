@@ -103,7 +103,7 @@ def sample_variant(params: Params, lay: Layout, *, prior_precision: float, tempe
     first = unweighted or sample_run(params, lay, maths.Target(xa=xa, y=y, n_classes=k,
                                                                prior_precision=prior_precision), f"{tag}/unweighted")
     if private is not None and unweighted is None:
-        write_private(private, f"{tag}/unweighted", first)
+        write_private(private, f"{tag}-unweighted", first)  # beside the weighted run's folder, not inside it
     require(params, first, "linear PPM risk (unweighted run)")
     if keep_first is not None:
         keep_first[prior_precision] = first
