@@ -46,7 +46,7 @@ from dprelease.errors import ConfigError, OneLineError
 from flows import cli
 
 # imported once the arguments are parsed (:func:`_load`), so ``--help`` never imports Prefect, torch or the service
-HEAVY = {"registry": "dprelease", "signing": "dprelease", "file_hash": "dprelease.io", "secret": "dprelease.privacy",
+HEAVY = {"registry": "dprelease", "signing": "dprelease.release", "file_hash": "dprelease.io", "secret": "dprelease.privacy",
          "headline": "dprelease.headline", "Busy": "dprelease.locks", "root_lock": "dprelease.locks",
          "svc": "dprelease.service", "fingerprint": "dprelease.service.fingerprint",
          "Ledger": "dprelease.service.ledger", "report_table": "dprelease.service.ledger",
