@@ -197,7 +197,6 @@ COMPARE = {  # tiny DP-SGD runs and a short δ sweep (the slice has 24 training 
               "delta_sweep": [1e-3, 0.5]},
     "compare": {"nonprivate_epochs": 3},
 }
-ARM_STAGES = ["nonprivate", "swag_ppm", "swag_ppm_uncalibrated", "swag_ppm_censored", "dpsgd", "dpsgd_sweep"]
 
 
 def compare_raw(backend: str = "head", **overrides) -> dict:
@@ -205,6 +204,18 @@ def compare_raw(backend: str = "head", **overrides) -> dict:
     raw = slice_raw(backend)
     raw.update(copy.deepcopy(COMPARE))
     return _override(raw, overrides)
+
+
+def _arm_stages() -> list[str]:
+    """The comparison group's arm stages in the registry's order (nonprivate, the SWAG-PPM arms, DP-SGD, …):
+    derived from the listed packages, so a new mechanism's arm joins without an edit here."""
+    from dprelease import registry
+    from dprelease.config import parse_params
+
+    return [s.name for s in registry.group(parse_params(compare_raw()), "compare") if s.name != "compare_report"]
+
+
+ARM_STAGES = _arm_stages()
 
 
 def copy_root(src: Path, dst: Path) -> Path:
