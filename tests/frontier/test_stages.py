@@ -17,12 +17,17 @@ FRONTIER = {"epsilons": [2.0, 8.0], "seeds": 3, "budget_epsilon": 8.0,
             "dpsgd": {"batch_sizes": [0, 8], "epochs": [3], "max_grad_norms": [1.0], "sgd_lrs": [1.0, 10.0],
                       "adamw_lrs": [0.01]},
             "ppm": {"temperatures": [1.0, 2.0], "c": [1.0]}}
+# the linear PPM's chains, short (its own tests check the sampler): a point per declared configuration
+LINEAR_PPM = {"sampler": {"chains": 2, "warmup": 25, "draws": 25},
+              "diagnostics": {"rhat_max": 10.0, "ess_min": 1.0, "divergences_max": 1000, "temperature_tolerance": 10.0},
+              "frontier": {"risk": [{"prior_precision": 100.0, "temperature": 1.0}], "censored_epsilons": [8.0]}}
 
 
 @pytest.fixture(scope="module")
 def frontier_run(head_run, tmp_path_factory):
     raw = slice_raw("head")
     raw["frontier"] = FRONTIER
+    raw["linear_ppm"] = LINEAR_PPM
     params = parse_params(raw)
     root = copy_root(head_run.root, tmp_path_factory.mktemp("frontier"))
     plan = pipeline.plan(registry.stages(params), params, targets=("frontier_report",))
@@ -33,7 +38,7 @@ def frontier_run(head_run, tmp_path_factory):
 def test_plan_holds_every_source_and_the_report(frontier_run):
     params, _, plan = frontier_run
     sources = plugins.frontier_sources()
-    assert set(sources) == {"nonprivate", "swag_ppm", "dpsgd", "ncm"}
+    assert {"nonprivate", "swag_ppm", "dpsgd", "ncm", "linear_ppm"} <= set(sources)  # the packages that name one
     assert set(sources.values()) <= set(plan.order) and plan.order[-1] == "frontier_report"
     assert registry.flows()["frontier"].targets == ("frontier_report",)
 
@@ -66,7 +71,7 @@ def test_report_table_and_recommendation(frontier_run):
     params, root, _ = frontier_run
     folder = root / "reports/frontier"
     frame = pd.read_csv(folder / "frontier.csv")
-    assert set(frame["source"]) == {"nonprivate", "swag_ppm", "dpsgd", "ncm"}
+    assert set(frame["source"]) == set(plugins.frontier_sources())  # every source's points are in the report
     assert (frame["seeds"] >= 3).all()
     assert (folder / "frontier.png").stat().st_size > 0 and (folder / "frontier.svg").stat().st_size > 0
     from dprelease.frontier.report import recommendation_line
