@@ -182,9 +182,7 @@ def _check_secret(params, root: Path, lock_md5: str | None, release_id: str | No
         _, kid = secret.rotate(root / params.artifacts)
         record_replacement(folder, "randomness", recorded, kid)
         return [f"--new-key: new randomness key {kid}; {where} was made with another (recorded in {folder / HISTORY})"]
-    differs = ((lock_md5 and lock_md5 != _md5(secret_id_bytes(current)) and lock_md5 not in known_md5s)
-               or (release_id and release_id != current and release_id not in known_ids))
-    if not differs:
+    if not _differs(lock_md5, _md5(secret_id_bytes(current)), known_md5s, release_id, current, known_ids):
         return []
     if not new_key:
         named = f" {release_id}" if release_id else ""
@@ -195,6 +193,13 @@ def _check_secret(params, root: Path, lock_md5: str | None, release_id: str | No
     record_replacement(folder, "randomness", recorded, current)
     return [f"--new-key: randomness key {current} replaces the one {where} was made with (recorded in "
             f"{folder / HISTORY})"]
+
+
+def _differs(lock_md5: str | None, md5: str, known_md5s, release_id: str | None, current: str, known_ids) -> bool:
+    """Whether a recorded key (dvc.lock's md5, the release's key id) is neither the current key nor one of its
+    recorded predecessors."""
+    return bool((lock_md5 and lock_md5 != md5 and lock_md5 not in known_md5s)
+                or (release_id and release_id != current and release_id not in known_ids))
 
 
 def _check_agency(params, root: Path, lock_md5: str | None, release_id: str | None, new_key: bool) -> list[str]:
@@ -213,9 +218,7 @@ def _check_agency(params, root: Path, lock_md5: str | None, release_id: str | No
         record_replacement(folder, "agency", recorded, "a new key")
         return [f"--new-key: a new agency key; {where} was signed with another (recorded in {folder / HISTORY}; "
                 "give partners the new agency.pub)"]
-    differs = ((lock_md5 and lock_md5 != md5 and lock_md5 not in known_md5s)
-               or (release_id and release_id != current and release_id not in known_ids))
-    if not differs:
+    if not _differs(lock_md5, md5, known_md5s, release_id, current, known_ids):
         return []
     if not new_key:
         named = f" {release_id[:16]}" if release_id else ""
