@@ -54,12 +54,13 @@ def _timed_pass(params, root: str) -> tuple[float, str]:
     import numpy as np
 
     from dprelease.layout import Layout
+    from dprelease.swag_ppm.fit import release_censor
     from dprelease.swag_ppm.passes import posterior_pass
 
     lay = Layout.from_params(params, root)
     w = np.load(lay.weights(2) / "weights.npy")
     start = time.perf_counter()
-    record_max, max_deltas = posterior_pass(params, lay, 2, w, "sensitivity", censor=params.censor)
+    record_max, max_deltas = posterior_pass(params, lay, 2, w, "sensitivity", censor=release_censor(params))
     seconds = time.perf_counter() - start
     return seconds, hashlib.sha256(record_max.tobytes() + max_deltas.tobytes()).hexdigest()
 

@@ -1,7 +1,7 @@
 """The SWAG-PPM release flow: the registry's ``release`` stages as cached Prefect tasks, then one
 MLflow run. ``python -m flows.release [--params params.yaml] [--set ppm.c=0.8] [--no-track] [--new-key]``.
 Before anything runs, the randomness and agency keys are compared with those dvc.lock and the existing release
-were made with (dprelease.release.key_guard): another key is refused in one line unless ``--new-key`` (a new release).
+were made with (dprelease.privacy.key_guard): another key is refused in one line unless ``--new-key`` (a new release).
 With ``dask.enabled`` the posterior passes run their seeded chunks on a Dask cluster (flows/runners.py)."""
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def __getattr__(name: str):
 def _keys(args):
     """The cheap check before Prefect starts: the keys are those the recorded release was made with."""
     def check(p: Params) -> None:
-        from dprelease.release import key_guard
+        from dprelease.privacy import key_guard
 
         for line in key_guard.check(p, args.root, new_key=args.new_key):
             print(line, file=sys.stderr)

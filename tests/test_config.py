@@ -29,7 +29,7 @@ def test_repo_params_yaml_loads_with_expected_values():
     assert p.ppm.reweight_form == "power" and p.ppm.risk_norm == "minmax"
     assert p.data.cap == 200
     assert p.model.head.swag.rank == 20 and p.model.head.swag.epochs == 20
-    assert p.rounds == [1, 2, 3] and p.reweighting and p.censor is None
+    assert p.rounds == [1, 2, 3] and p.reweighting and p.ppm.mechanism == "asymptotic"
 
 
 def test_repo_params_yaml_equals_defaults_for_shared_sections():

@@ -343,13 +343,6 @@ class CoreParams(_Strict):
         """Rounds that are fitted (the released one is ``reweighting.released_round``)."""
         return [1, 2, 3] if self.reweighting else [1, 2]
 
-    @property
-    def censor(self):
-        """The censored mechanism's per-record censoring at κ = ε/2 (None for the asymptotic PPM)."""
-        from .privacy.censor import Censor
-
-        return Censor(self.ppm.censor_epsilon / 2, self.ppm.censor_form) if self.ppm.mechanism == "censored" else None
-
 
 # Params = the shared sections + one section per package that has a ``params`` module (dprelease.plugins)
 Params = create_model("Params", __base__=CoreParams, __module__=__name__,

@@ -1,6 +1,6 @@
 """A second operator's path (issue 38): the private keys exported and imported under a passphrase
 (dprelease.release.key_transfer), and the refusal to make a release with keys other than the recorded ones
-(dprelease.release.key_guard) — in the flow, the `secret` stage and `dprelease key init`. The DVC push/pull between two
+(dprelease.privacy.key_guard) — in the flow, the `secret` stage and `dprelease key init`. The DVC push/pull between two
 clones is tests/tasks/test_dvc_record.py."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from conftest import make_root, slice_raw
-from dprelease.release import key_guard
+from dprelease.privacy import key_guard
 from dprelease.release import key_transfer
 from dprelease.release import signing
 from dprelease.cli import main as dprelease

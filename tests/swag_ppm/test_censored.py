@@ -16,6 +16,7 @@ from dprelease.config import HeadParams, parse_params
 from dprelease.io import read_json
 from dprelease.privacy.censor import Censor
 from dprelease.swag_ppm import ppm
+from dprelease.swag_ppm.fit import release_censor
 from dprelease.training import epoch
 
 
@@ -80,7 +81,7 @@ def test_censored_records_contribute_no_gradient():
 @pytest.mark.slow
 def test_censored_release_reports_the_fixed_epsilon(tmp_path):
     params = parse_params(slice_raw(ppm__mechanism="censored", ppm__censor_epsilon=1.0))
-    assert not params.reweighting and params.censor == Censor(0.5, "soft")
+    assert not params.reweighting and release_censor(params) == Censor(0.5, "soft")
     names = [s.name for s in registry.group(params, "release")]
     assert "reweight" not in names
     root = make_root(tmp_path)
@@ -100,7 +101,8 @@ def test_censored_mechanism_needs_its_epsilon():
     """The level is declared (default 8.0, fixed before any run); null is a one-line error, not ε(D)."""
     from dprelease.errors import ConfigError
 
-    assert parse_params(slice_raw(ppm__mechanism="censored")).censor.level == 4.0  # κ = 8.0 / 2
+    assert release_censor(parse_params(slice_raw(ppm__mechanism="censored"))).level == 4.0  # κ = 8.0 / 2
+    assert release_censor(parse_params(slice_raw())) is None  # the asymptotic PPM censors nothing
     with pytest.raises(ConfigError, match="censor_epsilon") as info:
         parse_params(slice_raw(ppm__mechanism="censored", ppm__censor_epsilon=None))
     assert "\n" not in str(info.value)

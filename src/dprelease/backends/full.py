@@ -17,7 +17,7 @@ from torch import nn
 
 from ..config import FullParams
 from ..errors import ReleaseError
-from ..release.check import BOUNDS, bounded, fit_state, load_weights, module_shapes, read_json_object
+from ..untrusted import BOUNDS, bounded, fit_state, load_weights, module_shapes, read_json_object
 from . import full_curvature
 from .base import Backend, Features, eval_autocast, length_sorted_batches, n_records, save_state, set_flat, trainable
 from .encoder import encoder_dir, encoder_reference, load_tokenizer

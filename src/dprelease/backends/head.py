@@ -17,7 +17,7 @@ from tqdm.auto import tqdm
 
 from ..config import HeadParams
 from ..errors import ReleaseError
-from ..release.check import BOUNDS, bounded, fit_state, load_weights, module_shapes
+from ..untrusted import BOUNDS, bounded, fit_state, load_weights, module_shapes
 from . import head_curvature
 from .base import Backend, Features, save_state, trainable
 from .encoder import encoder_dir, encoder_reference, load_encoder, load_tokenizer, mean_pool

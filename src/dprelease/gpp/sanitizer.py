@@ -26,9 +26,9 @@ from ..io import atomic_dir, read_json, write_json
 from ..layout import check_release_path
 from ..privacy.guarantee import Guarantee, empirical_probe
 from ..release.signing import agency_signer, sign_folder
-from ..release.check import (MANIFEST, SANITIZER as KIND, bounded, check_release_folder, file_digests, fit_state,
-                             load_weights, module_shapes, verify_release_folder)
+from ..release.check import MANIFEST, SANITIZER as KIND, check_release_folder, file_digests, verify_release_folder
 from ..stage import skip_marker
+from ..untrusted import bounded, fit_state, load_weights, module_shapes
 from .model import Encoder
 from .train import TrainConfig
 

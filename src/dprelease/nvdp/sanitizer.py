@@ -21,9 +21,9 @@ from .. import __version__
 from ..backends.encoder import encoder_reference
 from ..errors import ReleaseError
 from ..io import atomic_dir, write_json
-from ..release.check import (MANIFEST, SANITIZER, bounded, check_release_folder, file_digests, fit_state,
-                             load_weights, module_shapes, verify_release_folder)
+from ..release.check import MANIFEST, SANITIZER, check_release_folder, file_digests, verify_release_folder
 from ..release.signing import Signer, sign_folder
+from ..untrusted import bounded, fit_state, load_weights, module_shapes
 from .experiment import module_from
 from .states import Packed, encode
 from .datasets import Split

@@ -1,2 +1,3 @@
 """Privacy building blocks shared by the mechanisms: the guarantee record, RDP → (ε, δ) conversions,
-and Liu–Talwar private selection. No mechanism-specific code lives here."""
+Liu–Talwar private selection, the randomness key (``secret``) and the
+check that a run's keys are those recorded (``key_guard``). No mechanism-specific code lives here."""

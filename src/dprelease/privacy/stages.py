@@ -23,7 +23,7 @@ def key_id_file(params: Params) -> str:
 
 
 def ensure(params: Params, root: str | Path = ".") -> dict:
-    from ..release import key_guard
+    from . import key_guard
 
     # in a DVC project (`dvc repro`): refuse keys other than those dvc.lock records (DPRELEASE_NEW_KEY=1 accepts)
     for line in key_guard.check(params, root, new_key=key_guard.new_key_from_env(), use_release=False):

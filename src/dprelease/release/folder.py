@@ -28,8 +28,9 @@ from ..data.splits import label_info
 from ..errors import ReleaseError
 from ..io import atomic_dir, atomic_path, write_json
 from .outputs import check_output, new_columns, require_rows
+from ..untrusted import read_json_object
 from .check import (ALLOWED, CLASSIFIER, MANIFEST, UNLISTED, check_labels, check_release_folder,
-                            file_digests, read_json_object, release_files, shown_as, snapshot, verify_release_folder)
+                    file_digests, release_files, shown_as, snapshot, verify_release_folder)
 from .signing import Signer, require_signature, sign_folder
 
 CARD = "README.md"

@@ -14,7 +14,7 @@
   clone (:mod:`dprelease.release.key_transfer`).
 
 ``init`` refuses to make an agency key where ``dvc.lock`` records one and none is here (import it, or
-``--new-key``: :mod:`dprelease.release.key_guard`).
+``--new-key``: :mod:`dprelease.privacy.key_guard`).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def key_command(action: str, params: Params, *, signer: str | None = None, outpu
         return [f"agency key {s.key_id} (signer {s.name}) in {folder}; public key {folder / PUBLIC}"]
     with root_lock(root, f"dprelease key {action}"):
         if action == "init":
-            from . import key_guard
+            from ..privacy import key_guard
 
             done = key_guard.check(params, root, new_key=new_key, keys=("agency",), use_release=False)
             s, made = ensure_key(folder, signer=signer or DEFAULT_SIGNER)

@@ -307,8 +307,8 @@ def opted_out(value: str | None) -> bool:
 
 def agency_signer(params, root: str | Path = ".") -> Signer:
     """The signer a stage that publishes uses (the key is made on first use, unless dvc.lock records another:
-    :mod:`dprelease.release.key_guard`)."""
-    from . import key_guard
+    :mod:`dprelease.privacy.key_guard`)."""
+    from ..privacy import key_guard
 
     key_guard.check(params, root, new_key=key_guard.new_key_from_env(), keys=("agency",), use_release=False)
     return ensure_key(key_folder(params, root))[0]

@@ -18,8 +18,8 @@ from ..errors import ReleaseError
 from ..io import atomic_dir
 from ..privacy.guarantee import Guarantee, kind
 from .folder import verify_release
-from .check import (MANIFEST, UNLISTED, check_release_folder, read_json_object, release_files, shown_as,
-                            snapshot)
+from ..untrusted import read_json_object
+from .check import MANIFEST, UNLISTED, check_release_folder, release_files, shown_as, snapshot
 from .sanitizer import KIND as SANITIZER, verify_sanitizer
 from .signing import Signer, check_signature, missing_key, sign_folder
 

@@ -29,6 +29,12 @@ from . import calibrate
 UNCALIBRATED = "uncalibrated.safetensors"  # a weighted round's SWAG moments before calibration (private)
 
 
+def release_censor(params: Params) -> Censor | None:
+    """The censored mechanism's per-record censoring at κ = ε/2 (None for the asymptotic PPM)."""
+    ppm = params.ppm
+    return Censor(ppm.censor_epsilon / 2, ppm.censor_form) if ppm.mechanism == "censored" else None
+
+
 def round_weights(lay: Layout, r: int) -> np.ndarray | None:
     return None if r == 1 else np.load(lay.weights(r) / "weights.npy")
 
@@ -46,7 +52,8 @@ def finetune(params: Params, root: str | Path = ".", r: int = 1) -> dict:
     backend = backend_for(params, lay)
     feats, y = features(lay)
     model, hist = _finetune(params, backend, feats, y, round_weights_tensor(lay, r), r=r,
-                            seeds=secret.training_seeds(lay.artifacts), censor=params.censor if r >= 2 else None)
+                            seeds=secret.training_seeds(lay.artifacts),
+                            censor=release_censor(params) if r >= 2 else None)
     with atomic_dir(lay.finetune(r), private=True) as tmp:
         save_file({"theta": get_flat(model).cpu().contiguous()}, str(tmp / "theta.safetensors"))
         write_json(tmp / "history.json", {"epoch_loss": hist.losses})
@@ -63,7 +70,7 @@ def swag(params: Params, root: str | Path = ".", r: int = 1) -> dict:
     set_flat(model, load_file(str(lay.finetune(r) / "theta.safetensors"))["theta"])
     moments, losses, temp, raw = _swag(params, backend, model, feats, y, round_weights_tensor(lay, r), r=r,
                                        seeds=secret.training_seeds(lay.artifacts),
-                                       censor=params.censor if r >= 2 else None)
+                                       censor=release_censor(params) if r >= 2 else None)
     with atomic_dir(lay.swag(r), private=True) as tmp:
         moments.save(tmp / "moments.safetensors")
         if raw is not moments:  # SWAG as fitted, for the uncalibrated comparison arm

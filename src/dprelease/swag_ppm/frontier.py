@@ -54,7 +54,7 @@ from ..layout import Layout
 from ..privacy import guarantee, secret
 from ..utility.metrics import f1_summary
 from . import claim, extremes, ppm
-from .fit import refit, round_weights
+from .fit import refit, release_censor, round_weights
 from .passes import PassJob, posterior_pass, run_pass
 from .rounds import SECRET_NOISE, release_tail
 from .swag import SwagMoments, sample
@@ -91,7 +91,7 @@ class Sampler:
 
 def frontier_swag_ppm(params: Params, root: str | Path = ".") -> dict:
     """Every (c, τ) point of ``frontier.ppm`` (module docstring), written with :func:`write_points`."""
-    if params.censor is not None:
+    if release_censor(params) is not None:
         raise ConfigError("frontier_swag_ppm traces the asymptotic PPM; ppm.mechanism: censored has a declared ε "
                           "(its comparison arm swag_ppm_censored), not a measured one")
     lay, fr = Layout.from_params(params, root), params.frontier

@@ -46,7 +46,7 @@ from ..layout import Layout
 from ..privacy import guarantee, secret
 from ..seeds import SeedFn, public_seeds, stage_seed
 from . import gaussian
-from .fit import refit, round_weights
+from .fit import refit, release_censor, round_weights
 from .reweighting import attempt_tag, decision_file, released_round
 from .swag import SwagMoments, sample
 
@@ -109,7 +109,7 @@ def audit_replay(params: Params, root: str | Path = ".") -> dict:
     backend = backend_for(params, lay)
     feats, y = features(lay)
     w = round_weights(lay, r)
-    censor = params.censor
+    censor = release_censor(params)
     released = SwagMoments.load(lay.swag(r) / "moments.safetensors")
     theta_star = load_file(str(lay.draw / "theta.safetensors"))["theta"].double().numpy()
     k = min(a.replay_targets, len(y))

@@ -18,7 +18,7 @@ from ..io import atomic_dir, read_json, write_json
 from ..layout import Layout
 from ..privacy import guarantee, secret
 from . import claim, extremes, ppm
-from .fit import round_weights
+from .fit import release_censor, round_weights
 from .passes import posterior_pass
 from .swag import SwagMoments, iter_samples
 
@@ -44,7 +44,8 @@ def sensitivity(params: Params, root: str | Path = ".", r: int = 2) -> dict:
     """M_s = max_i w_i CE_i(θ^(s)) over S draws of SWAG_r; Δ̂ = max_s M_s; ε = 2Δ̂ (docs/algorithms.md, B.6); for the
     censored mechanism M_s = max_i min(w_i CE_i, ε_c/2)."""
     lay = Layout.from_params(params, root)
-    record_max, max_deltas = posterior_pass(params, lay, r, round_weights(lay, r), "sensitivity", censor=params.censor)
+    record_max, max_deltas = posterior_pass(params, lay, r, round_weights(lay, r), "sensitivity",
+                                            censor=release_censor(params))
     local_sensitivity, eps = ppm.epsilon(max_deltas)
     with atomic_dir(lay.sensitivity(r), private=True) as tmp:
         np.save(tmp / "record_max_loss.npy", record_max)  # private: per-record, feeds re-weighting
@@ -91,14 +92,14 @@ def _draw(params: Params, lay: Layout, r: int, tag: str):
     moments = SwagMoments.load(lay.swag(r) / "moments.safetensors", device=backend.device)
     model = backend.new_model(feats)
     theta, m_star = draw_one(backend, model, moments, feats, y, round_weights(lay, r),
-                             seed=secret.seed(lay.artifacts, f"{tag}/round{r}"), censor=params.censor)
+                             seed=secret.seed(lay.artifacts, f"{tag}/round{r}"), censor=release_censor(params))
     sens = read_json(lay.metrics / f"sensitivity_r{r}.json")
     temp = read_json(lay.metrics / f"temperature_r{r}.json")["temperature"]
     local_sensitivity = max(sens["local_sensitivity"], m_star)
     q = {"posterior_draws": sens["draws"], "round": r, "calibration": params.ppm.calibration,
          "released_draw_noise": SECRET_NOISE}
     tail = release_tail(params, lay, r)
-    if params.censor is not None:
+    if release_censor(params) is not None:
         g = guarantee.censored(params.ppm.censor_epsilon, local_sensitivity,
                                weights=guarantee.RISK_WEIGHTS if r >= 2 else guarantee.UNIFORM_WEIGHTS,
                                temperature=temp["subspace"], temperature_min=temp["subspace_min"],

@@ -112,7 +112,7 @@ def _agency_rel(params) -> str:
 # the randomness key ------------------------------------------------------------------------------------------------
 def _secret_state(params, root: Path) -> tuple[Path, str | None, set[str], set[str]]:
     """(folder, current key id or None, md5s of key_id.json and ids of keys known here besides the current one)."""
-    from ..privacy import secret
+    from . import secret
 
     folder = root / params.artifacts / "secret"
     current = secret._id(secret._read_key(folder / secret.KEY)) if (folder / secret.KEY).is_file() else None
@@ -168,7 +168,7 @@ def check(params, root: str | Path = ".", *, new_key: bool = False, keys: tuple[
 
 
 def _check_secret(params, root: Path, lock_md5: str | None, release_id: str | None, new_key: bool) -> list[str]:
-    from ..privacy import secret
+    from . import secret
 
     folder, current, known_md5s, known_ids = _secret_state(params, root)
     recorded = {k: v for k, v in (("md5", lock_md5), ("key_id", release_id)) if v}
