@@ -134,6 +134,23 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+def part_of(module: str) -> str:
+    """The part a module belongs to: a subpackage or a top-level module (``dprelease.release.check`` →
+    ``dprelease.release``)."""
+    return ".".join(module.split(".")[:2])
+
+
+def part_graph(graph: dict[str, set[str]], packages: tuple[str, ...] = ()) -> dict[str, set[str]]:
+    """``graph`` with every module collapsed into its part, less the edges to a plug-in package's declarations
+    (``<package>.params``, ``<package>.kinds`` of ``packages``: read by name through the plug-in list)."""
+    declarations = {f"{p}.{name}" for p in packages for name in ("params", "kinds")}
+    parts: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        edges = parts.setdefault(part_of(module), set())
+        edges.update(part_of(t) for t in targets if t not in declarations and part_of(t) != part_of(module))
+    return parts
+
+
 def mechanism_of(module: str) -> str | None:
     return next((m for m in MECHANISMS if inside(module, m)), None)
 

@@ -10,7 +10,7 @@ import pytest
 
 from import_graph import (MECHANISMS, Import, MAX_LINES, PKG, REGISTRY, SHARED, SRC, inside, is_declaration, is_kinds,
                           is_params, resolve_relative,
-                          cross_mechanism_violations, describe_cycle, find_cycle, import_graph, init_has_code,
+                          cross_mechanism_violations, describe_cycle, find_cycle, import_graph, init_has_code, part_graph,
                           internal_imports, mechanism_of, module_files, orchestration_imports, raw_imports,
                           registry_violations, run_module_violations, shared_violations, top_level)
 
@@ -120,6 +120,31 @@ def test_real_graph_has_known_edges(graph):
 def test_no_import_cycle(graph, imports):
     cycle = find_cycle(graph)
     assert cycle is None, describe_cycle(cycle, imports)
+
+
+def test_parts_form_layers_none_imports_one_that_imports_it(graph):
+    """Collapsed into its parts (``dprelease.backends``, ``dprelease.release``, ``dprelease.config`` …) the graph
+    still has no cycle: a part never imports one that imports it, directly or through others, so the parts stack
+    in layers (the backends below the release, ``config`` below ``privacy``). Reading a plug-in package's
+    declarations by name (its ``params`` and ``kinds``, through the plug-in list) is the one exception."""
+    from dprelease import code_scope
+
+    cycle = find_cycle(part_graph(graph, code_scope.listed_packages()))
+    assert cycle is None, "parts import each other: " + " → ".join(cycle)
+
+
+def test_part_layering_sees_a_loop_between_two_folders_without_a_module_cycle(tmp_path):
+    _write(tmp_path, "dprelease/__init__.py", '"""doc"""\n')
+    for pkg in ("backends", "release"):
+        _write(tmp_path, f"dprelease/{pkg}/__init__.py", '"""doc"""\n')
+    _write(tmp_path, "dprelease/backends/head.py", "from ..release.check import bounded\n")
+    _write(tmp_path, "dprelease/release/check.py", "")
+    _write(tmp_path, "dprelease/release/folder.py", "from ..backends import head\n")
+    graph = import_graph(tmp_path)
+    assert find_cycle(graph) is None                                   # no module imports itself back ...
+    assert find_cycle(part_graph(graph)) == ["dprelease.backends", "dprelease.release", "dprelease.backends"]
+    _write(tmp_path, "dprelease/backends/head.py", "")                 # ... and once the loop is cut, none
+    assert find_cycle(part_graph(import_graph(tmp_path))) is None
 
 
 def test_mechanism_packages_never_import_each_other(imports):
