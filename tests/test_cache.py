@@ -123,7 +123,7 @@ def test_code_a_stage_runs_is_code_it_declares(backend, tmp_path, monkeypatch):
     raw = slice_raw(backend, data__validation_size=0.3, selection__tau=0.0, selection__gamma=1e-6,
                     selection__enabled=True,
                     privacy_audit={"pool_size": 300, "references": 3, "canaries": 40, "input_canaries": 60,
-                                   "guess_grid": [10]})
+                                   "guess_grid": [10], "replay_targets": 1})  # the replay's code, not its power
     raw.update(COMPARE)
     params = parse_params(raw)
     root = make_root(tmp_path)

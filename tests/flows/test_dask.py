@@ -1,11 +1,12 @@
 """The comparison flow on Prefect's Dask task runner (prefect-dask, a local cluster of worker processes) on the
-head slice: with 1 and with 2 workers every private array, model and metric is byte for byte the in-process
-run's. On Dask the posterior passes of risk, sensitivity and the two SWAG-PPM variant arms run as seeded
-chunk tasks on the workers, and the non-private arm runs as a stage task on a worker.
+head slice: with 2 workers every private array, model and metric is byte for byte the in-process run's (the
+reference is itself the one-process schedule; two workers split the chunks between processes). On Dask the
+posterior passes of risk, sensitivity and the two SWAG-PPM variant arms run as seeded chunk tasks on the
+workers, and the non-private arm runs as a stage task on a worker.
 
-The reference runs the same stages in-process (no Prefect). Each Dask run has a Prefect home of its own (an
+The reference runs the same stages in-process (no Prefect). The Dask run has a Prefect home of its own (an
 empty stage store: every stage recomputed) and the code version is frozen, as in test_release_flow.py. One
-temporary Prefect server serves the module; each flow run starts its own local cluster.
+temporary Prefect server serves the module; the flow run starts its own local cluster.
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ def _chunk_runs(flow_run_id) -> list:
     return [r for r in runs if r.name.startswith("chunk ")]
 
 
-@pytest.fixture(scope="module", params=[1, 2], ids=["1-worker", "2-workers"])
+@pytest.fixture(scope="module", params=[2], ids=["2-workers"])
 def on_dask(request, env, keys, randomness, tmp_path_factory):
     from prefect.settings import PREFECT_HOME, temporary_settings
 

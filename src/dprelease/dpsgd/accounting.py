@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from functools import lru_cache
 
 from opacus.accountants import PRVAccountant, RDPAccountant
 from opacus.accountants.analysis.rdp import compute_rdp
@@ -31,6 +32,14 @@ def spent_epsilon(sigma: float, sample_rate: float, steps: int, delta: float, co
     """ε after ``steps`` Poisson-sampled Gaussian steps with noise multiplier ``sigma`` (the accountant's bound)."""
     if conversion not in CONVERSIONS:
         raise ValueError(f"unknown conversion {conversion!r} (one of {', '.join(CONVERSIONS)})")
+    return _spent(float(sigma), float(sample_rate), int(steps), float(delta), conversion)
+
+
+@lru_cache(maxsize=1 << 14)
+def _spent(sigma: float, sample_rate: float, steps: int, delta: float, conversion: str) -> float:
+    """:func:`spent_epsilon`, remembered: a pure function of public numbers. The noise searches bisect from the
+    same brackets, so searches for nearby targets (private selection's calibration nests one per level it
+    tries) evaluate the same σ again; Opacus's RDP over fractional orders is pure Python (~0.1 s a call)."""
     if conversion != "prv":
         with warnings.catch_warnings():  # "optimal order is the largest alpha": the bound holds at any order
             warnings.filterwarnings("ignore", message="Optimal order is the largest alpha")
