@@ -1,7 +1,8 @@
 """Shared fixtures: a tiny OSHA slice run end to end once per session (head, full-tiny, no re-weighting).
 
 Everything is written under pytest's tmp roots; Prefect gets its own throw-away home so tests never
-touch the project's ``.prefect/`` (or contend with a flow running there).
+touch the project's ``.prefect/`` (or contend with a flow running there). The audit's fits run in the test
+process unless a test asks for worker processes (``DPRELEASE_AUDIT_WORKERS``, set here when unset).
 """
 
 from __future__ import annotations
@@ -55,6 +56,10 @@ def pytest_configure(config):
     offline.apply()
     _PREFECT_TMP = tempfile.mkdtemp(prefix="dprelease-test-prefect-")
     os.environ["PREFECT_HOME"] = _PREFECT_TMP
+    # the audit's fits in the test process (and in the flows the tests start): on the tiny slice, starting worker
+    # processes costs more than the fits; tests/mia/test_workers.py runs the audit stages with two worker
+    # processes and checks their outputs are the one-worker outputs, byte for byte
+    os.environ.setdefault("DPRELEASE_AUDIT_WORKERS", "1")
 
 
 def pytest_unconfigure(config):
