@@ -86,9 +86,9 @@ def test_stop_ends_process_groups_and_kills_one_ignoring_sigterm(tmp_path):
     try:
         t0 = time.monotonic()
         assert sorted(sv.stop(tmp_path, grace_s=1.0)) == sorted([worker, server])
-        assert time.monotonic() - t0 < 10
+        assert time.monotonic() - t0 < 15
+        assert not sv.alive(worker) and not sv.alive(server)  # gone when stop returns (the killed one reaped too)
         assert _ended(worker) and _ended(server)
-        assert not sv.alive(worker) and not sv.alive(server)
         assert not (tmp_path / sv.STATE / sv.PIDS).exists()
         assert sv.stop(tmp_path) == []                                       # nothing left to stop
     finally:

@@ -168,15 +168,27 @@ def stop(root: Path, *, grace_s: float = 15.0) -> list[int]:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    _wait_gone(pids, grace_s)
     for pid in pids:
         if alive(pid):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
+    _wait_gone(pids, 10.0)  # a killed process is gone only once the kernel has torn it down (and it is reaped)
     (root / STATE / PIDS).unlink(missing_ok=True)
     return pids
+
+
+def _wait_gone(pids: list[int], timeout_s: float) -> None:
+    """Until none of ``pids`` is alive, at most ``timeout_s``; a child of this process is reaped on the way (a
+    zombie still answers a signal)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for pid in pids:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+        if not any(alive(pid) for pid in pids):
+            return
+        time.sleep(0.1)
 
 
 def api(url: str, path: str, body: dict | None = None):
