@@ -167,14 +167,20 @@ def check(params, root: str | Path = ".", *, new_key: bool = False, keys: tuple[
     return lines
 
 
+def _recorded(params, lock_md5: str | None, release_id: str | None) -> tuple[dict, str]:
+    """What recorded a key (dvc.lock's md5, the release's key id) and where, as the messages name it."""
+    recorded = {k: v for k, v in (("md5", lock_md5), ("key_id", release_id)) if v}
+    where = " and ".join(w for w, v in (("dvc.lock", lock_md5), (f"the release in {params.release}/", release_id)) if v)
+    return recorded, where
+
+
 def _check_secret(params, root: Path, lock_md5: str | None, release_id: str | None, new_key: bool) -> list[str]:
     from . import secret
 
     folder, current, known_md5s, known_ids = _secret_state(params, root)
-    recorded = {k: v for k, v in (("md5", lock_md5), ("key_id", release_id)) if v}
+    recorded, where = _recorded(params, lock_md5, release_id)
     if not recorded:
         return []
-    where = " and ".join(w for w, v in (("dvc.lock", lock_md5), (f"the release in {params.release}/", release_id)) if v)
     if current is None:
         if not new_key:
             named = f" (id {release_id})" if release_id else ""
@@ -204,10 +210,9 @@ def _differs(lock_md5: str | None, md5: str, known_md5s, release_id: str | None,
 
 def _check_agency(params, root: Path, lock_md5: str | None, release_id: str | None, new_key: bool) -> list[str]:
     folder, current, md5, known_md5s, known_ids = _agency_state(params, root)
-    recorded = {k: v for k, v in (("md5", lock_md5), ("key_id", release_id)) if v}
+    recorded, where = _recorded(params, lock_md5, release_id)
     if not recorded:
         return []
-    where = " and ".join(w for w, v in (("dvc.lock", lock_md5), (f"the release in {params.release}/", release_id)) if v)
     if current is None:
         if not new_key:
             named = f" (key {release_id[:16]})" if release_id else ""
