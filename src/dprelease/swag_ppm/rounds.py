@@ -90,16 +90,16 @@ def _draw(params: Params, lay: Layout, r: int, tag: str):
     backend = backend_for(params, lay)
     feats, y = features(lay)
     moments = SwagMoments.load(lay.swag(r) / "moments.safetensors", device=backend.device)
-    model = backend.new_model(feats)
+    model, censor = backend.new_model(feats), release_censor(params)
     theta, m_star = draw_one(backend, model, moments, feats, y, round_weights(lay, r),
-                             seed=secret.seed(lay.artifacts, f"{tag}/round{r}"), censor=release_censor(params))
+                             seed=secret.seed(lay.artifacts, f"{tag}/round{r}"), censor=censor)
     sens = read_json(lay.metrics / f"sensitivity_r{r}.json")
     temp = read_json(lay.metrics / f"temperature_r{r}.json")["temperature"]
     local_sensitivity = max(sens["local_sensitivity"], m_star)
     q = {"posterior_draws": sens["draws"], "round": r, "calibration": params.ppm.calibration,
          "released_draw_noise": SECRET_NOISE}
     tail = release_tail(params, lay, r)
-    if release_censor(params) is not None:
+    if censor is not None:
         g = guarantee.censored(params.ppm.censor_epsilon, local_sensitivity,
                                weights=guarantee.RISK_WEIGHTS if r >= 2 else guarantee.UNIFORM_WEIGHTS,
                                temperature=temp["subspace"], temperature_min=temp["subspace_min"],
