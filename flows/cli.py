@@ -17,7 +17,7 @@ from typing import Callable
 import yaml
 
 from dprelease import offline, stage_store
-from dprelease.config import Params, load_params
+from dprelease.config import Params, load_params, params_file
 from dprelease.errors import ConfigError, OneLineError
 from dprelease.io import LEFTOVER_SUFFIXES, clean_leftovers
 from dprelease.layout import check_release_path
@@ -26,7 +26,7 @@ from dprelease.locks import root_lock
 
 def parser(doc: str | None) -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--params", default="params.yaml", help="the params file, relative to --root (default: params.yaml)")
+    ap.add_argument("--params", default=params_file(), help="the params file, relative to --root (default: $DPRELEASE_PARAMS or params.yaml)")
     ap.add_argument("--root", default=".", help="the project folder the run reads and writes (default: .)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a param, e.g. --set ppm.c=0.8 (repeatable)")
     ap.add_argument("--no-track", action="store_true", help="do not log the run to MLflow")

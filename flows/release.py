@@ -1,5 +1,5 @@
-"""The SWAG-PPM release flow: the registry's ``release`` stages as cached Prefect tasks, then one
-MLflow run. ``python -m flows.release [--params params.yaml] [--set ppm.c=0.8] [--no-track] [--new-key]``.
+"""The release flow: the registry's ``release`` stages as cached Prefect tasks (the declared mechanism,
+``released.mechanism``, published; SWAG-PPM's chain measured beside it), then one MLflow run. ``python -m flows.release [--params params.yaml] [--set ppm.c=0.8] [--no-track] [--new-key]``.
 Before anything runs, the randomness and agency keys are compared with those dvc.lock and the existing release
 were made with (dprelease.privacy.key_guard): another key is refused in one line unless ``--new-key`` (a new release).
 With ``dask.enabled`` the posterior passes run their seeded chunks on a Dask cluster (flows/runners.py)."""
@@ -40,7 +40,7 @@ def _release_flow(params: dict, root: str = ".", track: bool = True) -> dict:
 
 def __getattr__(name: str):
     if name == "release_flow":  # the Prefect flow, built on first use (flows.cli.prefect_flow)
-        return cli.prefect_flow(globals(), name, _release_flow, name="swag-ppm-release", log_prints=False,
+        return cli.prefect_flow(globals(), name, _release_flow, name="dprelease-release", log_prints=False,
                                 persist_result=False)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
@@ -49,9 +49,18 @@ def _keys(args):
     """The cheap check before Prefect starts: the keys are those the recorded release was made with."""
     def check(p: Params) -> None:
         from dprelease.privacy import key_guard
+        from dprelease.release.stages import check as releasing
+
+        releasing(p, args.root)  # released.mechanism names a mechanism that releases (one line, nothing run)
 
         for line in key_guard.check(p, args.root, new_key=args.new_key):
             print(line, file=sys.stderr)
+        if args.new_key:  # make both keys now: every stage that re-checks them finds the replacement recorded
+            from dprelease.privacy import secret
+            from dprelease.release.signing import ensure_key, key_folder
+
+            secret.init(Path(args.root) / p.artifacts)
+            ensure_key(key_folder(p, args.root))
     return check
 
 

@@ -42,6 +42,7 @@ from pathlib import Path
 
 from dprelease import offline  # noqa: F401  (offline switches before transformers loads)
 from dprelease.config import Params, load_params, parse_params
+from dprelease.config import params_file as default_params_file
 from dprelease.errors import ConfigError, OneLineError
 from flows import cli
 
@@ -106,7 +107,7 @@ def run_name() -> str:
     args = flow_run.parameters
     try:
         top = Path(args.get("root") or ".").resolve()
-        p = load_params(top / args.get("params_file", "params.yaml"), args.get("overrides"))
+        p = load_params(top / (args.get("params_file") or default_params_file()), args.get("overrides"))
         return f"retrain {snapshot_id(_snapshot_path(top, p, args.get('snapshot')))}"
     except Exception:  # noqa: BLE001 - the flow body reports the problem itself, in one line
         return "retrain (snapshot or params unreadable)"
@@ -118,7 +119,7 @@ def pipeline_run_name() -> str:
     return f"stages {Path(flow_run.parameters.get('where', '?')).name}"
 
 
-def _retrain_flow(snapshot: str | None = None, root: str = ".", params_file: str = "params.yaml",
+def _retrain_flow(snapshot: str | None = None, root: str = ".", params_file: str | None = None,
                  overrides: dict | None = None, track: bool = True) -> dict:
     """Retrain on ``snapshot`` (default ``service.snapshot``, else ``data.path``). Parameters are public
     (Prefect stores them): paths and public settings only."""
@@ -126,7 +127,7 @@ def _retrain_flow(snapshot: str | None = None, root: str = ".", params_file: str
     from prefect.states import Completed
 
     top = Path(root).resolve()
-    p = load_params(top / params_file, overrides)
+    p = load_params(top / (params_file or default_params_file()), overrides)
     with contextlib.ExitStack() as held:
         try:
             held.enter_context(root_lock(top, "retrain"))
@@ -232,9 +233,11 @@ def _pipeline_flow(params: dict, where: str, audit: bool) -> tuple[str, dict]:
     with runners.on_dask():
         for spec in registry.group(rp, "release"):
             timed(spec.name, rp)
-        rnd, arm = svc.released(where)
-        progress(f"released round {rnd} ({arm})" + ("; auditing it" if audit else "; no audit (service.audit: false)"))
-        if audit:
+        what, arm = svc.released(where)
+        progress(f"released {what}" + (f" ({arm}); auditing it" if audit and arm else
+                                       "; no audit (service.audit: false)" if not audit else
+                                       "; no audit arm runs it as released"))
+        if audit and arm:
             # the released arm only; the planted bugs are the audit's own self-test (make audit), not a retrain's
             ap = parse_params(params, {"privacy_audit.arms": [arm], "privacy_audit.planted_bugs": False})
             # not the replay audit: its 2(k + 1) re-fits of the release take ~20 minutes on the default data, more
@@ -248,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("snapshot", nargs="?", help="the extract to retrain on (default: service.snapshot or data.path)")
     ap.add_argument("--simulate", action="store_true", help="retrain on each EventDate window of data.path")
-    ap.add_argument("--params", default="params.yaml", help="the params file, relative to --root (default: params.yaml)")
+    ap.add_argument("--params", default=default_params_file(), help="the params file, relative to --root (default: $DPRELEASE_PARAMS or params.yaml)")
     ap.add_argument("--root", default=".", help="the project folder (default: .)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a param, e.g. --set service.audit=false (repeatable)")
     ap.add_argument("--no-track", action="store_true", help="skip MLflow and the registry")

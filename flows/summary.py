@@ -9,15 +9,45 @@ from dprelease.layout import Layout
 from dprelease.privacy.guarantee import Guarantee, coverage_sentence
 
 
+def _num(v, fmt: str = ".3f") -> str:
+    return "–" if v is None else format(v, fmt)
+
+
+def released_lines(params: Params, root: str) -> list[str]:
+    """The declared release (``metrics/released.json``, the shared publish step's record): mechanism, kind, ε, δ,
+    F1, diagnostics, how it was configured, where the signed folder is and how to check and use it."""
+    lay = Layout.from_params(params, root)
+    rec = read_json(lay.metrics / "released.json")
+    g = Guarantee.from_dict(rec["guarantee"])
+    diag = ", ".join(f"{k} {_num(v, '.4g') if isinstance(v, (int, float)) and not isinstance(v, bool) else v}"
+                     for k, v in (rec.get("diagnostics") or {}).items())
+    return [
+        f"  mechanism  {g.mechanism} (released.mechanism: {rec['mechanism']}, declared before the data were seen)",
+        f"  claim      {g.claim_text} [{g.kind}]" + ("" if g.delta is not None else f", δ {g.delta_text}"),
+        f"  utility    weighted F1 {_num(rec.get('weighted_f1'))}, macro F1 {_num(rec.get('macro_f1'))} (test split)",
+        *([f"  diagnostics {diag}"] if diag else []),
+        *([f"  tuning     {rec['tuning']}"] if rec.get("tuning") else []),
+        f"  release    {lay.release}/ (signed; check: dprelease verify --release {lay.release} --key agency.pub; "
+        f"code narratives: dprelease predict --release {lay.release} --input narratives.csv --output coded.csv "
+        "--key agency.pub)",
+    ]
+
+
 def print_summary(params: Params, root: str, result: dict, seconds: float) -> None:
     lay = Layout.from_params(params, root)
     data, ev, rel = (read_json(lay.metrics / f"{n}.json") for n in ("data", "evaluation", "release"))
     g = Guarantee.from_dict(rel["guarantee"])
+    declared = params.released.mechanism
     lines = [
         "",
-        "SWAG-PPM release",
+        f"Release ({declared})",
         f"  data       {data['rows']:,} rows, {data['classes']} classes "
         f"(train {data['train_rows']:,} / test {data['test_rows']:,}; train class-size Gini {data['train_class_gini']:.3f})",
+        *released_lines(params, root),
+        f"  frontier   {recommendation_line(params, root)}",
+        "",
+        "SWAG-PPM, the design's chain" + (" (the release above)" if declared == "swag_ppm" else
+                                          ", measured beside the release (not released)"),
     ]
     for r in params.rounds:
         if r >= 2 and r != rel["round"]:  # an unreleased round: its outcome only, never its statistics
@@ -39,7 +69,7 @@ def print_summary(params: Params, root: str, result: dict, seconds: float) -> No
     t_rel, q = g.quantities.get("temperature"), g.quantities
     point = q.get("epsilon_point_estimate", q.get("uncertified_index_point"))
     lines += [
-        f"  released   {g.claim_text} [{g.kind}], δ {g.delta_text}; one draw from round {rel['round']}"
+        f"  drawn      {g.claim_text} [{g.kind}], δ {g.delta_text}; one draw from round {rel['round']}"
         + (f"; point estimate {point:.4g}" if point is not None else ""),
         f"             {tail_txt}",
         f"             conditional on: this database (local), large n (asymptotic), the SWAG approximation "
@@ -50,8 +80,6 @@ def print_summary(params: Params, root: str, result: dict, seconds: float) -> No
         f"  utility    released draw: weighted F1 {ev['released_weighted_f1']:.3f}, macro F1 {ev['released_macro_f1']:.3f}",
         f"             over {ev['draws']} draws: weighted {ev['weighted_f1_mean']:.3f} ± {ev['weighted_f1_sd']:.3f}, "
         f"macro {ev['macro_f1_mean']:.3f} ± {ev['macro_f1_sd']:.3f}",
-        f"  frontier   {recommendation_line(params, root)}",
-        f"  release    {lay.release}/  (predict: dprelease predict --release {lay.release} --input narratives.csv --output coded.csv)",
         f"  plots      {lay.plots}/max_delta.png, {lay.plots}/f1_violin.png; per-class F1: {lay.evaluation}/per_class_f1.csv",
     ]
     if result.get("mlflow_run_id"):

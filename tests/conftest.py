@@ -41,6 +41,9 @@ SLICE = {
     "evaluation": {"draws": 3},
     "privacy_audit": {"replay_targets": 4},  # the replay audit's re-fits: 2 × (4 + 1) on the slice
     "tracking": {"mlflow_uri": "sqlite:///mlflow.db"},
+    # the suite's release fixtures release SWAG-PPM (the chain most tests examine); the declared default, DP-SGD,
+    # has its own end-to-end tests (tests/release/test_stages.py, tests/test_quickstart.py)
+    "released": {"mechanism": "swag_ppm"},
 }
 
 _PREFECT_TMP: str | None = None

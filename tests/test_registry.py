@@ -36,9 +36,13 @@ def test_dvc_yaml_is_the_release_pipeline_plus_track():
     others = {p for s in registry.stages(DEFAULT) if s.group != "release" for p in s.produced}
     deps = {d for entry in _dvc()["stages"].values() for d in entry["deps"]}
     assert deps.isdisjoint(others)
-    publish = registry.get(DEFAULT, "publish")  # the comparison and the audit are its evidence, not its deps
-    assert {"metrics/nonprivate.json", "reports/privacy"} <= set(publish.evidence) & others
+    publish = registry.get(DEFAULT, "publish")  # the audit is its evidence, not its deps (DP-SGD's card)
+    assert {"reports/privacy"} <= set(publish.evidence) & others
     assert set(publish.deps).isdisjoint(others) and set(publish.evidence) <= set(publish.inputs)
+    swag = parse_params({"released": {"mechanism": "swag_ppm"}})  # SWAG-PPM's card: the comparison and the audit
+    publish = registry.get(swag, "publish")
+    swag_others = {p for s in registry.stages(swag) if s.group != "release" for p in s.produced}
+    assert {"metrics/nonprivate.json", "reports/privacy"} <= set(publish.evidence) & swag_others
 
 
 def test_every_dvc_stage_lists_its_code():
@@ -85,7 +89,7 @@ def test_stage_names_unique_and_groups_known():
     # the stage set and order the release flow runs with the default params (select needs a validation split)
     assert [s.name for s in registry.group(DEFAULT, "release")] == [
         "secret", "stratify", "featurize", "finetune_r1", "swag_r1", "risk", "finetune_r2", "swag_r2", "sensitivity_r2",
-        "reweight", "draw", "evaluate", "publish"]
+        "reweight", "draw", "evaluate", "dpsgd_release", "publish"]
     # the comparison's and the audit's: these, in this order (a new mechanism's arm joins them: not listed here)
     compare = [s.name for s in registry.group(DEFAULT, "compare")]
     assert [n for n in compare if n in COMPARE] == COMPARE

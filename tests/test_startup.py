@@ -202,7 +202,7 @@ def test_flow_modules_build_their_prefect_flows_on_first_use(monkeypatch):
     from prefect import Flow, Task
 
     assert {fr.release_flow.name, fc.compare_flow.name, frun.graph_flow.name, ft.tune_flow.name} == {
-        "swag-ppm-release", "swag-ppm-compare", "dprelease-flow", "swag-ppm-tune"}
+        "dprelease-release", "swag-ppm-compare", "dprelease-flow", "swag-ppm-tune"}
     assert all(isinstance(f, Flow) for f in (fr.release_flow, fc.compare_flow, frun.graph_flow, ft.tune_flow))
     assert isinstance(ft.cell_task, Task) and ft.cell_task is ft.cell_task  # built once
     assert fr.release_flow is fr.__getattr__("release_flow")

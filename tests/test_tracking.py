@@ -306,8 +306,9 @@ def test_release_sections_are_what_the_release_stages_read():
 def test_mechanism_params_keep_what_the_mechanism_reads():
     iterative = tracking.mechanism_params(parse_params({}))
     assert {"seed", "ppm.c", "ppm.reweight_step", "model.backend", "model.head.hidden", "evaluation.draws"} <= set(iterative)
-    assert not any(k.startswith(("model.full.", "ppm.censor_", "dpsgd", "nvdp", "gpp", "service", "tune"))
-                   for k in iterative)
+    assert not any(k.startswith(("model.full.", "ppm.censor_", "dpsgd.full.", "dpsgd.delta_sweep", "nvdp", "gpp",
+                                 "service", "tune")) for k in iterative)
+    assert {"released.mechanism", "released.epsilon", "dpsgd.head.lr", "dpsgd.target_epsilon"} <= set(iterative)
     assert "ppm.k" not in iterative                                   # one-shot strength: not read when iterative
     oneshot = tracking.mechanism_params(parse_params({"ppm": {"reweight_mode": "oneshot"}}))
     assert "ppm.k" in oneshot and "ppm.reweight_step" not in oneshot

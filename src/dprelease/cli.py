@@ -11,7 +11,7 @@ import argparse
 import sys
 
 from . import offline
-from .config import load_params
+from .config import load_params, params_file
 from .errors import OneLineError
 
 
@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     st = sub.add_parser("stage", help="run one pipeline stage (as dvc.yaml does)")
     st.add_argument("name", help="the stage to run (its name in dvc.yaml)")
-    st.add_argument("--params", default="params.yaml", help="the params file (default: params.yaml)")
+    st.add_argument("--params", default=params_file(), help="the params file (default: $DPRELEASE_PARAMS or params.yaml)")
     pr = sub.add_parser("predict", help="code narratives with a release folder")
     pr.add_argument("--release", required=True, help="the release folder (holds release.json)")
     pr.add_argument("--input", required=True, help="a CSV of narratives (bundled or OSHA format)")
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
                          "rotate: retire it, make a new one and re-sign the release folders; export-private --to DIR: "
                          "the randomness and agency keys, encrypted with a passphrase (DPRELEASE_KEY_PASSPHRASE or a "
                          "prompt); import-private --from DIR: install them in this clone")
-    ke.add_argument("--params", default="params.yaml", help="the params file naming the artifacts folder")
+    ke.add_argument("--params", default=params_file(), help="the params file naming the artifacts folder (default: $DPRELEASE_PARAMS or params.yaml)")
     ke.add_argument("--signer", default=None, help="the name releases are signed as (init, rotate)")
     ke.add_argument("--output", default=None, help="export: where to write the public key (e.g. agency.pub)")
     ke.add_argument("--to", default=None, help="export-private: a new folder for the encrypted keys (made 0700)")
@@ -66,20 +66,20 @@ def main(argv: list[str] | None = None) -> int:
     ke.add_argument("--new-key", action="store_true",
                     help="init: make a new agency key even where dvc.lock records another (a rotation, recorded)")
     dv = sub.add_parser("dvc-yaml", help="regenerate dvc.yaml from the stage registry")
-    dv.add_argument("--params", default="params.yaml", help="the params file (default: params.yaml)")
+    dv.add_argument("--params", default=params_file(), help="the params file (default: $DPRELEASE_PARAMS or params.yaml)")
     dv.add_argument("--output", default="dvc.yaml", help="where to write it (default: dvc.yaml)")
     ix = sub.add_parser("plugin-index", help="regenerate the plug-in index (which package declares each stage, "
                                              "flow and sanitizer) from the plug-ins")
-    ix.add_argument("--params", default="params.yaml", help="the params file (default: params.yaml)")
+    ix.add_argument("--params", default=params_file(), help="the params file (default: $DPRELEASE_PARAMS or params.yaml)")
     ix.add_argument("--output", default=None,
                     help="a folder to write the fragments under (default: each package's own folder)")
     tr = sub.add_parser("track", help="log the finished pipeline run to MLflow")
-    tr.add_argument("--params", default="params.yaml", help="the params file (default: params.yaml)")
+    tr.add_argument("--params", default=params_file(), help="the params file (default: $DPRELEASE_PARAMS or params.yaml)")
     se = sub.add_parser("secret", help="the randomness key the guarantees' noise comes from (private artifacts)")
     se.add_argument("action", choices=("init", "rotate", "show"),
                     help="init: create it if missing; rotate: retire it and start a new one (the next release is a "
                          "new release); show: print its public id")
-    se.add_argument("--params", default="params.yaml", help="the params file naming the artifacts folder")
+    se.add_argument("--params", default=params_file(), help="the params file naming the artifacts folder (default: $DPRELEASE_PARAMS or params.yaml)")
     args = parser.parse_args(argv)
     offline.quiet()
     try:

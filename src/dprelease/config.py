@@ -5,6 +5,7 @@ values; ``load_params`` turns the first validation problem into a one-line :clas
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -380,8 +381,13 @@ def parse_params(raw: dict | None, overrides: dict | None = None) -> Params:
         raise ConfigError(_one_line(err)) from None
 
 
-def load_params(path: str | Path = "params.yaml", overrides: dict | None = None) -> Params:
-    path = Path(path)
+def params_file() -> str:
+    """The params file commands read by default: ``$DPRELEASE_PARAMS`` (e.g. a tiny slice), else ``params.yaml``."""
+    return os.environ.get("DPRELEASE_PARAMS") or "params.yaml"
+
+
+def load_params(path: str | Path | None = None, overrides: dict | None = None) -> Params:
+    path = Path(path if path is not None else params_file())
     if not path.is_file():
         raise ConfigError(f"params file not found: {path}")
     try:

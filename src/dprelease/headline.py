@@ -53,8 +53,11 @@ def _number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v
 
 
-def released_arm(metrics: Path) -> str:
-    """The privacy-audit arm of the released round."""
+def released_arm(metrics: Path) -> str | None:
+    """The privacy-audit arm of the declared release (``metrics/released.json``), else of SWAG-PPM's released round."""
+    record = released_record(metrics)
+    if record is not None:
+        return record.get("arm")
     return RELEASED_ARM[read_json(Path(metrics) / "release.json")["round"]]
 
 
@@ -78,11 +81,37 @@ def audit_bound(metrics: str | Path, arm: str | None) -> tuple[float, str] | Non
                                               f"{gate.get('guesses', '?')} guesses")
 
 
-def headline(metrics: str | Path, *, canary: bool = True) -> dict[str, float]:
-    """The headline figures of the run whose ``metrics/`` folder is ``metrics`` (absent ones left out);
+def released_record(metrics: str | Path) -> dict | None:
+    """``metrics/released.json``: the declared mechanism's release record (the shared publish step's), or None."""
+    path = Path(metrics) / "released.json"
+    return read_json(path) if path.is_file() else None
+
+
+def headline(metrics: str | Path, *, canary: bool = True, released: bool = True) -> dict[str, float]:
+    """The headline figures of the run whose ``metrics/`` folder is ``metrics`` (absent ones left out): those of
+    the declared mechanism's release (``metrics/released.json``) when there is one and ``released``, else the
+    SWAG-PPM draw's (``metrics/release.json``: ``released=False`` is SWAG-PPM's own, ``metrics/headline.json``).
     ``canary=False``: without the canary audit's bound (``metrics/headline.json``, written by the release's
     ``evaluate`` stage, whose inputs the canary audit is not)."""
     metrics = Path(metrics)
+    record = released_record(metrics) if released else None
+    if record is not None and record.get("mechanism") != "swag_ppm":
+        g = record["guarantee"]
+        out = {"epsilon": g.get("epsilon"), "weighted_f1": record.get("weighted_f1"),
+               "macro_f1": record.get("macro_f1")}
+        arm = record.get("arm")
+    else:
+        out, arm = _swag_ppm(metrics)
+    bound = audit_bound(metrics, arm) if canary and arm else None
+    if bound is not None:
+        out["epsilon_lb"] = bound[0]
+    if (metrics / "data.json").is_file():
+        out["records"] = read_json(metrics / "data.json").get("train_rows")
+    return {k: out[k] for k in NAMES if _number(out.get(k))}
+
+
+def _swag_ppm(metrics: Path) -> tuple[dict, str | None]:
+    """SWAG-PPM's figures (its draw's record and evaluation) and the audit arm of its released round."""
     rel = read_json(metrics / "release.json")
     g = rel["guarantee"]
     q = g.get("quantities", {})
@@ -98,12 +127,7 @@ def headline(metrics: str | Path, *, canary: bool = True) -> dict[str, float]:
         a = read_json(metrics / "evaluation.json")
         out |= {"weighted_f1": a.get("released_weighted_f1"), "macro_f1": a.get("released_macro_f1"),
                 "weighted_f1_mean": a.get("weighted_f1_mean"), "macro_f1_mean": a.get("macro_f1_mean")}
-    bound = audit_bound(metrics, RELEASED_ARM.get(rel["round"])) if canary else None
-    if bound is not None:
-        out["epsilon_lb"] = bound[0]
-    if (metrics / "data.json").is_file():
-        out["records"] = read_json(metrics / "data.json").get("train_rows")
-    return {k: out[k] for k in NAMES if _number(out.get(k))}
+    return out, RELEASED_ARM.get(rel["round"])
 
 
 SENSITIVITY_TABLE = "reports/epsilon_sensitivity/table.csv"  # ``make epsilon-sensitivity`` (owner-only)

@@ -103,9 +103,28 @@ class FlowSpec:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ReleaseSpec:
+    """What a mechanism releases through the one shared publish step (:mod:`dprelease.release.stages`): its stage
+    stages a release-format folder (model, labels, a manifest holding the guarantee record), and the publish step
+    signs it into ``params.release`` with the card and records ``metrics/released.json``. The mechanism named by
+    ``released.mechanism`` (declared before the data are seen) is the one published."""
+
+    mechanism: str  # the name ``released.mechanism`` gives it (its package's short name)
+    stage: str  # the stage that writes the staged folder (in the ``release`` group while declared)
+    staged: Callable[[Any], str]  # (params) -> the staged release folder, relative to the root
+    card: Callable[[Any, Any, dict], tuple[str, dict]]  # (params, root, manifest) -> (model card, manifest additions)
+    figures: Callable[[Any, Any, dict], dict]  # (params, root, manifest) -> weighted_f1, macro_f1, diagnostics, arm
+    deps: Callable[[Any], list[str]] = lambda params: []  # further files the card and figures read
+    evidence: Callable[[Any], list[str]] = lambda params: []  # read when present (comparison, audit)
+    params: tuple[str, ...] = ()  # params keys the card and figures read
+    code: Callable[[], list[str]] = lambda: []  # package-relative files of the card and figures (publish's scope)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Mechanism:
     name: str
     declare: Callable  # (params) -> list[Stage]
     flows: tuple[FlowSpec, ...] = ()
     sanitize: Callable | None = None  # (release_dir, texts, *, seed) -> array, for a sanitizer release
     check: Callable | None = None  # (params, root) -> None: preflight of any flow that plans one of its stages
+    release: ReleaseSpec | None = None  # what it releases when ``released.mechanism`` names it

@@ -16,6 +16,7 @@ PACKAGES = (
     "dprelease.dpsgd",
     "dprelease.ncm",
     "dprelease.linear_ppm",
+    "dprelease.release",  # the shared publish step: signs the declared mechanism's staged release (released.mechanism)
     "dprelease.reports",
     "dprelease.frontier",  # after every mechanism whose points it reads (their params modules' FRONTIER)
     "dprelease.nvdp",

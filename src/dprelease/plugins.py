@@ -79,6 +79,12 @@ def frontier_sources() -> dict[str, str]:
             if hasattr(module, "FRONTIER")}
 
 
+def releasing() -> list[str]:
+    """The short names of the packages whose ``params`` module declares ``RELEASES = True`` (their plug-in has a
+    :class:`dprelease.mechanism.ReleaseSpec`): what ``released.mechanism`` may name, in :data:`PACKAGES` order."""
+    return [module.__name__.split(".")[-2] for module in _params_modules() if getattr(module, "RELEASES", False)]
+
+
 def guarantee_kinds() -> list:
     """Every listed package's guarantee kinds (``KINDS`` of its ``kinds`` module, if it has one), in
     :data:`PACKAGES` order; what :func:`dprelease.privacy.guarantee.kind` looks a name up in."""

@@ -234,7 +234,8 @@ def dvc_yaml(params: Params) -> dict:
         entries[s.name] = entry
         code_files(s.code)  # fails loudly on an extra_code path that does not exist
     evaluate = get(params, "evaluate")
-    track_deps = ["metrics/evaluation.json", "metrics/release.json", *evaluate.plots, "reports/release", params.release]
+    track_deps = ["metrics/evaluation.json", "metrics/release.json", "metrics/released.json", *evaluate.plots,
+                  "reports/release", params.release]
     entries["track"] = {"cmd": "dprelease track", "deps": track_deps, "params": ["tracking"],
                         "outs": [{"metrics/mlflow_run.json": {"cache": False}}]}  # a new run id each time
     return {"stages": entries}

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from . import plugins
 from .config import Params
+from .headline import released_record
 from .io import read_json, write_json
 from .layout import Layout
 from .locks import file_lock
@@ -37,11 +38,7 @@ EXPERIMENT_KIND, MODEL_TRAINING = "mlflow.experimentKind", "custom_model_develop
 def _flatten(d: dict, prefix: str = "") -> dict:
     out = {}
     for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(_flatten(v, key + "."))
-        else:
-            out[key] = v
+        out |= _flatten(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v}
     return out
 
 
@@ -157,10 +154,13 @@ def _source_tags(root: Path) -> dict:
 
 
 def release_run_name(params: Params, g: Guarantee) -> str:
-    """What ran, in the runs table: mechanism, backend, released round, ε and the key public settings."""
+    """What ran, in the runs table: mechanism, backend, ε and the key public settings (SWAG-PPM: its round)."""
     q, p = g.quantities, params.ppm
     claim = (f"ε={g.epsilon:.3f}" if g.epsilon is not None else
              f"index={q['uncertified_index']:.3f} (not DP)" if g.kind == "ppm_uncertified" else "no ε")
+    if q.get("round") is None:  # not a SWAG-PPM round: the mechanism, its kind and δ
+        return " · ".join([g.mechanism, params.model.backend, claim, g.kind] +
+                          ([f"δ={g.delta:.2g}"] if g.delta is not None else []))
     parts = [g.mechanism, params.model.backend, f"round {q.get('round')}", claim, f"c={p.c:g}",
              f"calibration={p.calibration}"]
     if params.reweighting:
@@ -170,7 +170,13 @@ def release_run_name(params: Params, g: Guarantee) -> str:
 
 # the params sections the release's stages read (their declarations; tests/test_tracking.py checks the
 # list against the registry, which this shared module may not import), output paths left out
-RELEASE_SECTIONS = ("data", "evaluation", "features", "model", "ppm", "seed")
+RELEASE_SECTIONS = ("data", "dpsgd", "evaluation", "features", "model", "ppm", "released", "seed")
+
+
+def _released(lay: Layout) -> tuple[Guarantee, dict | None]:
+    """The released guarantee and the declared release's record (SWAG-PPM's draw's when no publish step ran)."""
+    rec = released_record(lay.metrics)
+    return Guarantee.from_dict((rec or read_json(lay.metrics / "release.json"))["guarantee"]), rec
 
 
 def mechanism_params(params: Params) -> dict:
@@ -179,7 +185,7 @@ def mechanism_params(params: Params) -> dict:
     raw = params.model_dump(mode="json")
     out = _flatten({k: raw[k] for k in RELEASE_SECTIONS})
     other = {"head", "full"} - {params.model.backend}
-    drop = {f"model.{b}." for b in other}
+    drop = {f"model.{b}." for b in other} | {f"dpsgd.{b}." for b in other} | {"dpsgd.delta_sweep", "dpsgd.planted"}
     if params.ppm.mechanism != "censored":
         drop |= {"ppm.censor_"}
     if not params.reweighting:
@@ -211,7 +217,12 @@ def details(params: Params, lay: Layout, timings: dict | None = None) -> dict:
                                 "temperature": temp["temperature"]["subspace"],
                                 "temperature_uncalibrated": temp["temperature_uncalibrated"]["subspace"]}
     release = read_json(lay.metrics / "release.json")
-    out["guarantee"] = _guarantee_metrics(Guarantee.from_dict(release["guarantee"]))
+    g, rec = _released(lay)
+    out["guarantee"] = _guarantee_metrics(g)
+    if rec is not None:  # the declared release's figures (aggregates)
+        out["released"] = {k: v for k, v in rec.items() if k in ("weighted_f1", "macro_f1") and _is_number(v)} | {
+            f"diagnostics.{k}": v for k, v in (rec.get("diagnostics") or {}).items() if _is_number(v)}
+        out["swag_ppm_guarantee"] = _guarantee_metrics(Guarantee.from_dict(release["guarantee"]))
     if release.get("local_sensitivity_tail"):  # aggregates of the per-draw maxima
         out["delta_hat_tail"] = {k: release["local_sensitivity_tail"][k] for k in ("estimate", "ci_low", "ci_high",
                                                                                    "level")}
@@ -239,7 +250,7 @@ def log_pipeline_run(params: Params, root: str | Path = ".", run_name: str | Non
     store_root = root if store_root is None else store_root
     mlflow = _setup(params, store_root)
     name = params.tracking.experiment
-    g = Guarantee.from_dict(read_json(lay.metrics / "release.json")["guarantee"])
+    g, rec = _released(lay)
     if run_name is None:
         run_name = release_run_name(params, g)
     with _run(mlflow, store_root, run_name=run_name) as run:
@@ -262,10 +273,14 @@ def log_pipeline_run(params: Params, root: str | Path = ".", run_name: str | Non
         _guarantee_tags(mlflow, g)
         if "epsilon_ci_high" in figures:  # what the interval is (and is not): beside the metrics it labels
             mlflow.set_tag("epsilon_interval", INTERVAL_NOTE)
-        ev = read_json(lay.metrics / "evaluation.json")
+        ev = read_json(lay.metrics / "evaluation.json") if rec is None else {
+            "released_weighted_f1": rec["weighted_f1"], "released_macro_f1": rec["macro_f1"]}
+        what = (f"round {g.quantities.get('round')} of {g.mechanism}" if g.quantities.get("round") is not None
+                else g.mechanism)
+        mlflow.set_tag("released.mechanism", rec["mechanism"] if rec else "swag_ppm")
         mlflow.set_tag("mlflow.note.content", (  # the run's description: what was released, in one line
-            f"Released round {g.quantities.get('round')} of {g.mechanism} ({params.model.backend} backend): "
-            f"{g.claim_text} ({g.kind}; δ {g.delta_text}); released draw weighted F1 "
+            f"Released {what} ({params.model.backend} backend): "
+            f"{g.claim_text} ({g.kind}; δ {g.delta_text}); released model weighted F1 "
             f"{ev['released_weighted_f1']:.4f}, macro F1 {ev['released_macro_f1']:.4f}; "
             f"{read_json(lay.metrics / 'data.json')['train_rows']} training records. Metrics: the headline "
             "figures; everything else in details.json."))
@@ -283,9 +298,7 @@ def _log_datasets(mlflow, params: Params, root: str | Path, lay: Layout) -> None
     from mlflow.data.dataset_source_registry import resolve_dataset_source
     from mlflow.data.meta_dataset import MetaDataset
     from mlflow.types import ColSpec, Schema
-
     import warnings
-
     from .io import file_hash
 
     source = Path(root) / params.data.path
@@ -304,18 +317,14 @@ def _log_datasets(mlflow, params: Params, root: str | Path, lay: Layout) -> None
         mlflow.log_input(ds, context=context)
 
 
-def _is_number(v) -> bool:
+def _is_number(v) -> bool:  # a real number (not a bool)
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def _guarantee_metrics(g: Guarantee, prefix: str = "") -> dict:
     """ε, δ (when a number) and the mechanism's own numeric quantities under their own names."""
     out = {f"{prefix}{k}": v for k, v in g.quantities.items() if _is_number(v)}
-    if g.epsilon is not None:
-        out[f"{prefix}epsilon"] = g.epsilon
-    if g.delta is not None:
-        out[f"{prefix}delta"] = g.delta
-    return out
+    return out | {f"{prefix}{k}": v for k, v in (("epsilon", g.epsilon), ("delta", g.delta)) if v is not None}
 
 
 def _guarantee_tags(mlflow, g: Guarantee) -> None:

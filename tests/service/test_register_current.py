@@ -76,10 +76,10 @@ def test_nothing_to_register_is_one_line(project, tmp_path):
     root, p = project
     with root_lock(root, "make run"):                                                 # a run holds the root
         assert register_current(p, root)["skipped"].startswith(f"{root} is in use by another dprelease run: pid ")
-    manifest = read_json(root / "metrics" / "release.json")
-    write_json(root / "metrics" / "release.json", manifest | {"guarantee": manifest["guarantee"] | {"epsilon": 1.0}})
-    assert register_current(p, root) == {"skipped": "release/ is not the release metrics/ describes (run `make run` "
-                                                     "again)"}
+    manifest = read_json(root / "metrics" / "released.json")
+    write_json(root / "metrics" / "released.json", manifest | {"guarantee": manifest["guarantee"] | {"epsilon": 1.0}})
+    assert register_current(p, root) == {"skipped": "release/ is not the release metrics/released.json describes "
+                                                     "(run `make run` again)"}
     empty = tmp_path / "empty"
     empty.mkdir()
     assert serve.register_current(empty, "../project/params.yaml")["line"] == (

@@ -50,10 +50,15 @@ def test_run_key_is_derived_from_the_project_key_and_re_derived_the_same(project
     assert secret.key_id(other / orp.artifacts) not in (child, secret.key_id(root / p.artifacts))
 
 
-def test_released_round_names_its_audit_arm(tmp_path):
-    for rnd, arm in ((2, "swag_ppm"), (3, "swag_ppm_reweighted")):
-        write_json(tmp_path / "metrics" / "release.json", {"round": rnd})
-        assert svc.released(tmp_path) == (rnd, arm)
+def test_released_names_the_mechanism_and_its_audit_arm(tmp_path):
+    with pytest.raises(FileNotFoundError, match="published nothing"):
+        svc.released(tmp_path)
+    for rec, expected in (({"mechanism": "swag_ppm", "arm": "swag_ppm_reweighted", "guarantee": {"quantities": {"round": 3}}},
+                           ("swag_ppm round 3", "swag_ppm_reweighted")),
+                          ({"mechanism": "dpsgd", "arm": "dpsgd", "guarantee": {"quantities": {}}}, ("dpsgd", "dpsgd")),
+                          ({"mechanism": "linear_ppm", "arm": None, "guarantee": {"quantities": {}}}, ("linear_ppm", None))):
+        write_json(tmp_path / "metrics" / "released.json", rec)
+        assert svc.released(tmp_path) == expected
 
 
 def test_report_leaves_out_the_run_folder(tmp_path):

@@ -1,4 +1,4 @@
-"""Stage ``publish``: the shared release folder is the staged draw plus a card built from the evidence on disk,
+"""Stage ``publish`` releasing SWAG-PPM (``released.mechanism: swag_ppm``): the shared release folder is the staged draw plus a card built from the evidence on disk,
 verified and signed; re-run after a comparison, the card shows it, and the release's files stay the draw's."""
 
 from __future__ import annotations
@@ -8,7 +8,12 @@ import json
 from conftest import copy_root
 from dprelease.io import read_json
 from dprelease.release.folder import verify_release
-from dprelease.swag_ppm.publish import publish, staged
+from dprelease import registry
+from dprelease.swag_ppm.publish import staged
+
+
+def publish(params, root):
+    return registry.run_stage("publish", params, root)
 
 
 def test_publish_rebuilds_the_card_from_the_evidence_on_disk(head_run, tmp_path):
@@ -16,7 +21,7 @@ def test_publish_rebuilds_the_card_from_the_evidence_on_disk(head_run, tmp_path)
     params = head_run.params
     (root / "metrics" / "nonprivate.json").unlink(missing_ok=True)
     first = publish(params, root)
-    assert first["compared"] is False and first["audited"] is False
+    assert first["mechanism"] == "swag_ppm" and first["kind"] == read_json(root / "metrics/release.json")["guarantee"]["kind"]
     release = root / params.release
     manifest = verify_release(release)
     card = (release / "README.md").read_text(encoding="utf-8")
@@ -26,8 +31,7 @@ def test_publish_rebuilds_the_card_from_the_evidence_on_disk(head_run, tmp_path)
     (root / "metrics" / "nonprivate.json").write_text(json.dumps({
         "weighted_f1": 0.8123, "macro_f1": 0.4567, "top_quartile_weighted_f1": 0.9012, "top_quartile_macro_f1": 0.8899,
         "bottom_quartile_weighted_f1": 0.1234, "bottom_quartile_macro_f1": 0.0987}), encoding="utf-8")
-    second = publish(params, root)
-    assert second["compared"] is True
+    publish(params, root)
     card = (release / "README.md").read_text(encoding="utf-8")
     assert "0.901 / 0.890" in card and "0.123 / 0.099" in card and "0.812 / 0.457" in card
     staged_files = read_json(root / staged(params) / "release.json")["files"]

@@ -10,3 +10,5 @@ ARMS = (Arm(name="dpsgd", stage="dpsgd", label="DP-SGD (Opacus) at the declared 
             files=("metrics/dpsgd_sweep.json",)),)
 
 FRONTIER = "frontier_dpsgd"  # the stage that writes its frontier points (dprelease.frontier.points)
+
+RELEASES = True  # its plug-in releases through the shared publish step (released.mechanism may name it)

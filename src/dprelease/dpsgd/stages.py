@@ -19,13 +19,15 @@ from ..layout import Layout
 from ..privacy import guarantee, secret
 from ..privacy.stages import key_id_file
 from ..stage import Stage
-from ..release.folder import arm_model_dir, write_arm_model
+from ..release.folder import arm_model_dir, write_arm_model, write_release
 from ..utility.evaluate import evaluate, write_arm
 from ..privacy.target import dpsgd_target
+from ..mechanism import ReleaseSpec
+from ..release.stages import publish_stage
+from . import card
 from .accounting import default_delta
 from .frontier import frontier_dpsgd
 from .train import check_setting, train_dpsgd
-
 
 
 NOISE_SOURCE = ("Gaussian noise and Poisson sampling seeded from the project's secret key (OS entropy), not the "
@@ -99,6 +101,51 @@ def dpsgd(params: Params, root: str | Path = ".") -> dict:
     return write_arm(lay, "dpsgd", backend, model, label_info(lay), g, {"final_loss": res.final_loss})
 
 
+RELEASE_FOLDER = "dpsgd_release"  # under the artifacts: the staged (unsigned, private) release
+TUNING = "private validation (not covered)"  # how the declared configuration was chosen (frontier's vocabulary)
+CONFIGURATION_SOURCE = ("declared in params.yaml (dpsgd.head) before this run: the frontier's validation choice at "
+                        "ε 8 on an earlier run of this data (docs/frontier.md), a choice on private records that no ε "
+                        "covers; the public-proxy choice replaces it once it lands")
+
+
+def staged(params: Params) -> str:
+    return f"{params.artifacts}/{RELEASE_FOLDER}/release"
+
+
+def dpsgd_release(params: Params, root: str | Path = ".") -> dict:
+    """DP-SGD as the agency's release (``released.mechanism: dpsgd``): one model trained at the declared
+    ``released.epsilon`` (δ = ``released.delta`` or ≤ n^-1.1), its noise, sampling and initialisation from the
+    secret key, staged as a release-format folder whose manifest holds the accountant's guarantee record."""
+    lay = Layout.from_params(params, root)
+    eps, n = params.released.epsilon, n_train(lay)
+    delta = params.released.delta or default_delta(n)
+    check_setting(n, params.dpsgd_run.batch_size or n, eps, delta)
+    backend, model, res = _dpsgd_once(params, lay, eps, delta, "release")
+    run = params.dpsgd_run
+    g = guarantee.accountant("DP-SGD (Opacus)", res.epsilon, delta, target_epsilon=eps,
+                             noise_multiplier=res.noise_multiplier, steps=res.steps, sample_rate=res.sample_rate,
+                             max_grad_norm=run.max_grad_norm, conversion=params.dpsgd.conversion,
+                             accountant="PRV" if params.dpsgd.conversion == "prv" else "RDP",
+                             optimizer=run.optimizer, noise_and_sampling=NOISE_SOURCE)
+    labels = label_info(lay)
+    feats, y = features(lay, "test")
+    f1, _, _ = evaluate(backend, model, feats, y, labels)
+    hidden = run.hidden if run.hidden is not None else params.model.head.hidden
+    manifest = {"guarantee": g.as_dict(), "mechanism": "dpsgd", "backend": params.model.backend,
+                "configuration": {**run.model_dump(mode="json"), "hidden": hidden, "conversion": params.dpsgd.conversion,
+                                  "source": CONFIGURATION_SOURCE},
+                "tuning": TUNING, "test_f1": {"weighted_f1": f1["weighted_f1"], "macro_f1": f1["macro_f1"]},
+                "training": {"steps": res.steps, "noise_multiplier": res.noise_multiplier,
+                             "sample_rate": res.sample_rate, "records": n},
+                "randomness": {"public_seed": params.seed, "public_seed_drives": "the stratified split only",
+                               "secret_key_drives": "initialisation, Poisson sampling, dropout and the Gaussian noise",
+                               "secret_key_id": secret.key_id(lay.artifacts)}}
+    write_release(Path(root) / staged(params), backend, model, labels["codes"], labels["titles"], manifest,
+                  closure(__name__), private=True)
+    return {"epsilon": g.epsilon, "delta": delta, "weighted_f1": round(f1["weighted_f1"], 4),
+            "macro_f1": round(f1["macro_f1"], 4)}
+
+
 def dpsgd_sweep(params: Params, root: str | Path = ".") -> dict:
     """DP-SGD at the same declared target ε for each δ of ``dpsgd.delta_sweep`` (seed 004 Table 4)."""
     lay = Layout.from_params(params, root)
@@ -116,6 +163,12 @@ def dpsgd_sweep(params: Params, root: str | Path = ".") -> dict:
     return summary
 
 
+# released by the shared publish step when ``released.mechanism: dpsgd`` (the default)
+SPEC = ReleaseSpec(mechanism="dpsgd", stage="dpsgd_release", staged=staged, card=card.card, figures=card.figures,
+                   evidence=lambda params: ["reports/privacy"], params=("dpsgd.target_epsilon", "dpsgd.delta"),
+                   code=lambda: closure(card.__name__))
+
+
 def declare(params: Params) -> list[Stage]:
     a = params.artifacts
     deps = [key_id_file(params), f"{a}/data", f"{a}/features"]  # the target is declared: no release to read
@@ -125,6 +178,10 @@ def declare(params: Params) -> list[Stage]:
               group="compare"),
         Stage(name="dpsgd_sweep", run=dpsgd_sweep, params=["seed", "model", "dpsgd"], deps=deps, outs=[],
               metrics=["metrics/dpsgd_sweep.json"], group="compare"),
+        Stage(name="dpsgd_release", run=dpsgd_release, params=["seed", "model", "dpsgd", "released"], deps=deps,
+              outs=[f"{a}/{RELEASE_FOLDER}"],
+              group="release" if params.released.mechanism == "dpsgd" else "dpsgd_release"),
+        *publish_stage(params, SPEC),
         Stage(name="frontier_dpsgd", run=frontier_dpsgd, params=["seed", "model.backend", "dpsgd.delta", "frontier"],
               deps=deps, outs=[], metrics=["metrics/frontier/dpsgd.json"], group="frontier"),
     ]

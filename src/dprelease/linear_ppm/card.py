@@ -62,3 +62,20 @@ def render(manifest: dict, *, data: dict) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def release_card(params, root, manifest: dict) -> tuple[str, dict]:
+    """The card when the shared publish step releases the linear PPM (``released.mechanism: linear_ppm``)."""
+    from pathlib import Path
+
+    from ..io import read_json
+
+    return render(manifest, data=read_json(Path(root) / "metrics" / "data.json")), {}
+
+
+def figures(params, root, manifest: dict) -> dict:
+    """The release record's figures: the released draw's test F1 and the chains' worst diagnostics."""
+    s = manifest["sampling"]
+    return {**manifest["test_f1"]["released_draw"], "arm": None,
+            "diagnostics": {k: s.get(k) for k in ("rhat_max", "ess_bulk_min", "ess_tail_min", "divergences",
+                                                   "temperature_all")}}

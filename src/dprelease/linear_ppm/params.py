@@ -71,3 +71,5 @@ class LinearPPMParams(_Strict):
 
 
 SECTION = ("linear_ppm", LinearPPMParams)  # Params.linear_ppm (dprelease.plugins)
+
+RELEASES = True  # its plug-in releases through the shared publish step (released.mechanism may name it)

@@ -8,4 +8,4 @@ RELEASE = FlowSpec(name="linear-ppm", title="linear-ppm-release", groups=("linea
                        "its pseudo posterior (risk-weighted or censored), refused when the diagnostics fail, signed "
                        "into linear_ppm.release with its card.")
 
-PLUGIN = Mechanism(name="linear_ppm", declare=stages.declare, flows=(RELEASE,))
+PLUGIN = Mechanism(name="linear_ppm", declare=stages.declare, flows=(RELEASE,), release=stages.SPEC)

@@ -31,7 +31,8 @@ HISTORY = "history.json"
 SECRET_ID = "key_id.json"
 AGENCY_PUB, AGENCY_KEY, AGENCY_SIGNER, RETIRED = "agency.pub", "agency.key", "signer.json", "retired"
 HOW = ("import it (`dprelease key import-private --from DIR`, from the operator's `dprelease key export-private`) "
-       "or start a new one with --new-key (`make run ARGS=--new-key`, `make repro NEW_KEY=1`: a new release)")
+       "or start a new one with --new-key (`make run ARGS=--new-key`, `dprelease key init --new-key`, "
+       "`make repro NEW_KEY=1`: a new release)")
 
 
 class KeyMismatchError(OneLineError):

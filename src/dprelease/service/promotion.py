@@ -24,7 +24,7 @@ import pandas as pd
 
 from ..config import Params
 from ..errors import OneLineError
-from ..headline import NAMES, RELEASED_ARM, audit_bound, headline, markdown
+from ..headline import NAMES, audit_bound, headline, markdown, released_record
 from ..io import file_hash, read_json
 from ..layout import Layout
 from ..locks import Busy, root_lock
@@ -43,11 +43,13 @@ COMPOSITION = "basic (per-record sum over published versions)"
 def figures_tags(lay: Layout, arm: str) -> dict:
     """The version's tags: the headline figures (named as the run's metrics), the guarantee and, when the
     audit ran, its loss-attack AUC. Aggregates only."""
-    rel = read_json(lay.metrics / "release.json")
-    g = rel["guarantee"]
-    tags = headline(lay.metrics) | {"guarantee": g["kind"], "delta": g.get("delta"), "round": rel["round"]}
+    rec = released_record(lay.metrics)  # the declared mechanism's release record (the shared publish step's)
+    g = rec["guarantee"]
+    rnd = g.get("quantities", {}).get("round") if rec.get("mechanism") == "swag_ppm" else None
+    tags = headline(lay.metrics) | {"guarantee": g["kind"], "delta": g.get("delta"), "mechanism": rec["mechanism"],
+                                    "round": rnd}
     mia = lay.metrics / "privacy_audit.json"
-    if "epsilon_lb" in tags and mia.is_file() and arm in read_json(mia)["arms"]:
+    if "epsilon_lb" in tags and arm and mia.is_file() and arm in read_json(mia)["arms"]:
         tags["audit_loss_auc"] = read_json(mia)["arms"][arm]["attacks"]["loss"]["auc"]
     bound = audit_bound(lay.metrics, arm) if "epsilon_lb" in tags else None
     if bound is not None:  # which audit the gate's bound comes from (headline.audit_bound)
@@ -105,7 +107,7 @@ def register_release(p: Params, rp: Params, top: Path, where: Path, arm: str, sn
                 client.set_model_version_tag(name, known.version, k, v)
         return {"registry": summary(client.get_model_version(name, known.version), mr.production(client, name),
                                     unchanged=True) | {"attached": attached}}
-    g = Guarantee.from_dict(read_json(lay.metrics / "release.json")["guarantee"])
+    g = Guarantee.from_dict(released_record(lay.metrics)["guarantee"])
     run_name = f"{source} {snapshot_file.name.split('.')[0]} · {release_run_name(rp, g)}"
     run_id = log_pipeline_run(rp, where, run_name=run_name, store_root=top, timings=timings)
     with mlflow.start_run(run_id=run_id):
@@ -181,7 +183,7 @@ class NotRegistered(OneLineError):
     """The project's release folder cannot be registered (none, incomplete, or not the metrics' release)."""
 
 
-def current_release(p: Params, top: Path) -> tuple[Layout, str]:
+def current_release(p: Params, top: Path) -> tuple[Layout, str | None]:
     """The project's release folder, checked, and its released arm; :class:`NotRegistered` says why not."""
     from ..release.check import check_release_folder
 
@@ -190,12 +192,12 @@ def current_release(p: Params, top: Path) -> tuple[Layout, str]:
     if not manifest.is_file():
         raise NotRegistered(f"no release in {p.release}/ (`make run` makes one)")
     check_release_folder(lay.release)  # the manifest's hashes and allow-list (a ReleaseError names the file)
-    metrics = lay.metrics / "release.json"
-    if not metrics.is_file() or read_json(metrics).get("guarantee") != read_json(manifest).get("guarantee"):
-        raise NotRegistered(f"{p.release}/ is not the release metrics/ describes (run `make run` again)")
+    rec = released_record(lay.metrics)
+    if rec is None or rec.get("guarantee") != read_json(manifest).get("guarantee"):
+        raise NotRegistered(f"{p.release}/ is not the release metrics/released.json describes (run `make run` again)")
     if not (lay.data / "train.csv").is_file():
         raise NotRegistered(f"{lay.data.relative_to(top)}/train.csv is missing: the ledger needs the training records")
-    return lay, RELEASED_ARM[read_json(metrics)["round"]]
+    return lay, rec.get("arm")
 
 
 def register_current(p: Params, top: Path) -> dict:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import Params, parse_params
-from ..headline import RELEASED_ARM, markdown
+from ..headline import markdown, released_record
 from ..io import read_json, write_json
 from ..privacy import secret
 from ..release.signing import key_folder
@@ -45,10 +45,15 @@ def prepare_run(p: Params, top: Path, rel: Path) -> tuple[Path, Params]:
     return where, rp
 
 
-def released(where: str | Path) -> tuple[int, str]:
-    """The round the release stages released in ``where`` and its arm in the privacy audit."""
-    rnd = read_json(Path(where) / "metrics" / "release.json")["round"]
-    return rnd, RELEASED_ARM[rnd]
+def released(where: str | Path) -> tuple[str, str | None]:
+    """What the release stages released in ``where`` (the declared mechanism, with SWAG-PPM's round) and its arm
+    in the privacy audit (None: no audit arm runs this mechanism as released)."""
+    rec = released_record(Path(where) / "metrics")
+    if rec is None:
+        raise FileNotFoundError(f"{Path(where) / 'metrics' / 'released.json'}: the release stages published nothing")
+    rnd = rec["guarantee"].get("quantities", {}).get("round")
+    what = rec["mechanism"] + (f" round {rnd}" if rec["mechanism"] == "swag_ppm" and rnd is not None else "")
+    return what, rec.get("arm")
 
 
 def write_report(where: Path, out: dict) -> None:

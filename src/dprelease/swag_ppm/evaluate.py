@@ -78,7 +78,7 @@ def evaluate_release(params: Params, root: str | Path = ".") -> dict:
     }
     write_json(lay.metrics / "evaluation.json", summary)
     # the headline figures under their one set of names (ε, F1, …): what `dvc exp show` compares side by side
-    write_json(lay.metrics / "headline.json", headline(lay.metrics, canary=False))
+    write_json(lay.metrics / "headline.json", headline(lay.metrics, canary=False, released=False))
     return summary
 
 

@@ -22,3 +22,5 @@ ARMS = (
         audited=False),
     Arm(name="swag_ppm_censored", stage="swag_ppm_censored", label="SWAG-PPM censored (strict)", audited=False),
 )
+
+RELEASES = True  # its plug-in releases through the shared publish step (released.mechanism may name it)

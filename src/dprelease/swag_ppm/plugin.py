@@ -11,4 +11,4 @@ REPLAY = FlowSpec(name="audit-replay", title="swag-ppm-audit-replay", targets=("
                   doc="The replay audit: the standard adversary re-fits the released mechanism on D and D∖{x} "
                       "(public seed) and scores the released draw; the operator's view beside it.")
 
-PLUGIN = Mechanism(name="swag_ppm", declare=stages.declare, flows=(RELEASE, REPLAY))
+PLUGIN = Mechanism(name="swag_ppm", declare=stages.declare, flows=(RELEASE, REPLAY), release=stages.SPEC)

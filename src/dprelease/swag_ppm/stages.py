@@ -11,10 +11,12 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
+from ..code_scope import closure
 from ..config import Params
+from ..mechanism import ReleaseSpec
+from ..release.stages import publish_stage
 from ..privacy.stages import key_id_file
 from ..release.folder import arm_model_dir
-from ..release.signing import public_key_dep
 from ..stage import Stage
 from . import arms, evaluate, fit, publish, released, replay, reweighting, rounds, select
 from .frontier import frontier_swag_ppm
@@ -27,6 +29,12 @@ SAMPLING = ["ppm.draws", "ppm.draw_batch"]
 CALIBRATION = ["ppm.calibration", "ppm.prior_precision", "ppm.mechanism", "ppm.censor_epsilon", "ppm.censor_form"]
 REWEIGHT_PARAMS = ["ppm.reweight", "ppm.reweight_mode", "ppm.k", "ppm.reweight_form", "ppm.reweight_step",
                    "ppm.reweight_target", "ppm.reweight_tolerance", "ppm.reweight_aim", "ppm.max_refits", "ppm.validation_draws"]
+
+
+# released when ``released.mechanism: swag_ppm``: ONE draw from the released round, signed by the shared publish step
+SPEC = ReleaseSpec(mechanism="swag_ppm", stage="draw", staged=publish.staged, card=publish.card,
+                   figures=publish.figures, deps=lambda params: publish.DEPS, evidence=lambda params: publish.EVIDENCE,
+                   params=("ppm.reweight",), code=lambda: closure(publish.__name__))
 
 
 def declare(params: Params) -> list[Stage]:
@@ -75,13 +83,7 @@ def declare(params: Params) -> list[Stage]:
                      params=MODEL + ["ppm", "privacy_audit.replay_targets", "privacy_audit.alpha"],
                      deps=[key, labels, feats, *finals, *sens, f"{a}/draw", f"{a}/round3/decision.json"],
                      outs=[f"{a}/audit/replay"], metrics=["metrics/audit_replay.json"], group="audit"))
-    out.append(Stage(name="publish", run=publish.publish, params=["release", "force_release_path", "ppm.reweight"],
-                     deps=[f"{a}/draw", "metrics/data.json", "metrics/evaluation.json", "reports/release",
-                           public_key_dep(params)],
-                     evidence=["metrics/nonprivate.json", "reports/privacy",  # added by the comparison / audit flows
-                               "metrics/audit_replay.json",
-                               "reports/epsilon_sensitivity"],  # make epsilon-sensitivity: its max, in the manifest
-                     outs=[params.release]))
+    out += publish_stage(params, SPEC)
     selected = Path(params.release)
     out.append(Stage(name="select", run=select.private_select,
                      params=MODEL + ["ppm", "evaluation.draws", "selection", "data.validation_size", "release"],
