@@ -35,10 +35,11 @@ def run_plan(plan: pipeline.Plan, params: Params, root: str, out: dict, *, worke
 
     timings = out.setdefault("timings", {})
     if workers <= 1:
-        for name in plan.order:
+        for i, name in enumerate(plan.order, 1):
+            print(f"[{i}/{len(plan.order)}] {name} …", file=sys.stderr, flush=True)  # progress: a long stage is visible
             start = time.perf_counter()
             out[name] = run_stage_task(name, params, root)
-            cli.record_time(timings, params, name, time.perf_counter() - start)
+            _done(name, cli.record_time(timings, params, name, time.perf_counter() - start))
         return out
     inline = in_flow_process(plan, params)
     pending, running, done = list(plan.order), {}, set()
@@ -58,7 +59,7 @@ def run_plan(plan: pipeline.Plan, params: Params, root: str, out: dict, *, worke
             pending.remove(ready)
             start = time.perf_counter()
             out[ready] = run_stage_task(ready, params, root)
-            cli.record_time(timings, params, ready, time.perf_counter() - start)
+            _done(ready, cli.record_time(timings, params, ready, time.perf_counter() - start))
             done.add(ready)
             continue
         if not running:
@@ -68,11 +69,16 @@ def run_plan(plan: pipeline.Plan, params: Params, root: str, out: dict, *, worke
         future = next(as_completed(list(running)))
         name, start = running.pop(future)
         out[name] = future.result()
-        cli.record_time(timings, params, name, time.perf_counter() - start)
+        _done(name, cli.record_time(timings, params, name, time.perf_counter() - start))
         done.add(name)
     if pending:  # pragma: no cover - a plan is a DAG, so everything becomes ready
         raise RuntimeError(f"stages never became ready: {pending}")
     return out
+
+
+def _done(name: str, seconds: float) -> None:
+    """A finished stage's progress line (an untimed stage's duration is never shown: it depends on the data)."""
+    print(f"      {name} done" + (f" ({seconds:.1f} s)" if seconds else ""), file=sys.stderr, flush=True)
 
 
 def in_flow_process(plan: pipeline.Plan, params: Params) -> set[str]:
@@ -166,6 +172,10 @@ def main(argv: list[str] | None = None, name: str | None = None, prefect_flow=No
     if spec.report:
         report = Layout.from_params(params, args.root).reports / spec.report
         cli.print_report(report, result, time.perf_counter() - start, spec.children)
+    from flows.summary import release_blocks
+
+    for line in release_blocks(params, args.root, plan_of(spec, params).order):  # every release folder it signed
+        print(line)
     print("per stage: " + ", ".join(f"{k} {v:.1f}s" for k, v in result["timings"].items()))
     return cli.tracking_status(result, f"{spec.name} report")
 

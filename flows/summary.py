@@ -13,6 +13,34 @@ def _num(v, fmt: str = ".3f") -> str:
     return "–" if v is None else format(v, fmt)
 
 
+def release_blocks(params: Params, root: str, stages: list[str]) -> list[str]:
+    """The same summary for every release folder one of ``stages`` wrote (a signed ``release.json`` with a
+    guarantee record): mechanism, kind, ε, δ, test F1, diagnostics, where the folder is."""
+    from pathlib import Path
+
+    from dprelease import registry
+
+    lines = []
+    for name in stages:
+        for out in registry.get(params, name).outs:
+            manifest = Path(root) / out / "release.json"
+            if not manifest.is_file() or "guarantee" not in (m := read_json(manifest)) or not m.get("signed_by"):
+                continue
+            g = Guarantee.from_dict(m["guarantee"])
+            f1 = m.get("test_f1") or {}
+            f1 = f1.get("released_draw", f1)
+            s = m.get("sampling") or {}
+            diag = ", ".join(f"{k} {s[k]:.4g}" for k in ("rhat_max", "ess_bulk_min", "divergences", "temperature_all")
+                             if isinstance(s.get(k), (int, float)))
+            lines += ["", f"Release ({m.get('mechanism', name)})",
+                      f"  mechanism  {g.mechanism}",
+                      f"  claim      {g.claim_text} [{g.kind}]" + ("" if g.delta is not None else f", δ {g.delta_text}"),
+                      f"  utility    weighted F1 {_num(f1.get('weighted_f1'))}, macro F1 {_num(f1.get('macro_f1'))} "
+                      "(test split)", *([f"  diagnostics {diag}"] if diag else []),
+                      f"  release    {out}/ (signed; check: dprelease verify --release {out} --key agency.pub)"]
+    return lines
+
+
 def released_lines(params: Params, root: str) -> list[str]:
     """The declared release (``metrics/released.json``, the shared publish step's record): mechanism, kind, ε, δ,
     F1, diagnostics, how it was configured, where the signed folder is and how to check and use it."""

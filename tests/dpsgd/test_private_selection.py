@@ -57,10 +57,12 @@ def test_points_refuse_an_infeasible_level_with_a_note(calibrated, tmp_path, mon
     feats, y = tiny_problem(120, classes=3, dim=16)
     x = feats["x"]
     splits = {"train": (x[:60], y[:60]), "validation": (x[60:90], y[60:90]), "test": (x[90:], y[90:])}
-    points, notes = P.private_points(F.configurations(GRID, n=60), splits, 3, grid=GRID, epsilons=[0.3, 8.0],
+    grid = F.configurations(GRID, n=60)  # no proxy: every ε draws from the whole grid
+    points, notes = P.private_points({0.3: grid, 8.0: grid}, splits, 3, grid=GRID, epsilons=[0.3, 8.0],
                                      seeds=3, delta=1e-3, fit=F.fit, predict=F.predict,
                                      artifacts=tmp_path / "artifacts")
     assert asked == [0.3, 8.0]
     assert [p.target_epsilon for p in points] == [8.0] and points[0].epsilon <= 8.0
+    assert points[0].tuning == "private selection" and points[0].config["candidates"] == len(grid)
     assert len(points[0].weighted_f1) == 3 and notes == ["private selection cannot meet ε 0.3: its own cost exceeds it"]
     assert pytest.approx(points[0].config["per_run_epsilon"], rel=1e-9) == points[0].config["per_run_epsilon"]

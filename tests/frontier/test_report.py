@@ -15,11 +15,12 @@ from dprelease.frontier.points import Point, read_points, write_points
 from conftest import slice_raw
 
 
-def _pt(mech, eps, val, test, *, kind="dp_accountant", arm=None, config=None):
+def _pt(mech, eps, val, test, *, kind="dp_accountant", arm=None, config=None, tuning="private selection",
+        proxy=None):
     return Point(mechanism=mech, label=mech.upper(), kind=kind, epsilon=eps, delta=1e-4 if eps else None,
                  accountant="RDP", weighted_f1=[test, test + 0.01, test - 0.01], macro_f1=[test / 2] * 3,
                  target_epsilon=eps if kind == "dp_accountant" else None, validation_weighted_f1=val,
-                 config=config or {}, arm=arm)
+                 config=config or {}, arm=arm, tuning=tuning, proxy_weighted_f1=proxy)
 
 
 @pytest.fixture
@@ -43,6 +44,23 @@ def _params(**frontier):
     raw = slice_raw("head")
     raw["frontier"] = {"sources": ["dpsgd", "swag_ppm", "nonprivate"], **frontier}
     return parse_params(raw)
+
+
+def test_an_uncovered_tuning_is_never_recommended_and_the_proxy_score_ranks_first(root):
+    """A point chosen on the private validation split (tuning not covered) is never recommended, however good; when
+    covered points carry a public-proxy score, the choice among them reads that score, not the validation split."""
+    write_points(root, "dpsgd", [_pt("a", 8.0, 0.60, 0.45), _pt("v", 8.0, 0.95, 0.70, tuning="private validation"),
+                                 _pt("p", 8.0, 0.50, 0.44, tuning="public proxy", proxy=0.52),
+                                 _pt("q", 8.0, 0.58, 0.46, tuning="public proxy", proxy=0.49)],
+                 grid_size=40, selection="-")
+    frame = report.table(root, _params())
+    assert set(frame["tuning"].dropna()) >= {"private validation", "public proxy", "private selection"}
+    rec = report.recommend(frame, budget=8.0)
+    assert rec["mechanism"] == "p" and rec["tuning"] == "public proxy" and "public proxy weighted F1 0.520" in rec["line"]
+    write_points(root, "dpsgd", [_pt("v", 8.0, 0.95, 0.70, tuning="private validation")], grid_size=40, selection="-")
+    assert not report.recommend(report.table(root, _params()), budget=8.0)["found"]
+    with pytest.raises(ValueError, match="tuning 'tuned on test'"):
+        _pt("x", 8.0, 0.5, 0.5, tuning="tuned on test")
 
 
 def test_recommendation_reads_validation_within_budget_and_dp_kinds_only(root):

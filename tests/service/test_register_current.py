@@ -85,3 +85,41 @@ def test_nothing_to_register_is_one_line(project, tmp_path):
     assert serve.register_current(empty, "../project/params.yaml")["line"] == (
         "registry: nothing registered (no release in release/ (`make run` makes one))")
     assert not (empty / "mlflow.db").exists() and not _versions(root)[1]
+
+
+def test_the_declared_dpsgd_release_becomes_production_and_answers(head_run, tmp_path, monkeypatch):
+    """The default declaration (DP-SGD at ε 8, kind dp_accountant) passes the gates at once: right after `make
+    serve`'s registration the registry has a `production` version, whose model (loaded as `make serve-model` loads
+    it) codes a narrative; the ledger holds the declared ε."""
+    import mlflow
+
+    from conftest import compare_raw
+    from dprelease import registry
+    from dprelease.config import parse_params
+    from dprelease.io import read_json
+    from dprelease.service.ledger import Ledger
+    from dprelease.service.promotion import register_current
+
+    root = copy_root(head_run.root, tmp_path / "project")
+    raw = compare_raw(released__mechanism="dpsgd")
+    (root / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    p = parse_params(raw)
+    for name in ("dpsgd_release", "publish"):
+        registry.run_stage(name, p, root)
+    g = read_json(root / "release" / "release.json")["guarantee"]
+    assert g["kind"] == "dp_accountant" and g["epsilon"] <= p.service.gates.epsilon_budget
+    monkeypatch.setenv("DPRELEASE_AGENCY_KEY", str(root / "artifacts" / "keys" / "agency.pub"))
+    with mlflow_globals():
+        reg = register_current(p, root)["registry"]
+        assert reg["decision"] == "promoted" and reg["production"] == reg["version"] == "1", reg
+        client, versions = _versions(root)
+        tags = versions[0].tags
+        assert tags["guarantee"] == "dp_accountant" and tags["mechanism"] == "dpsgd" and "round" not in tags
+        assert float(tags["epsilon"]) == pytest.approx(g["epsilon"]) and float(tags["delta"]) == pytest.approx(g["delta"])
+        assert [e.epsilon for e in Ledger(root / "artifacts" / "ledger").entries] == [pytest.approx(g["epsilon"])]
+        mlflow.set_tracking_uri(f"sqlite:///{root / 'mlflow.db'}")
+        model = mlflow.pyfunc.load_model(f"models:/{NAME}@production")
+        import pandas as pd
+
+        coded = model.predict(pd.DataFrame({"narrative": ["An employee fell from a ladder and fractured his wrist."]}))
+    assert len(coded) == 1 and coded["code"][0] in read_json(root / "release" / "labels.json")["codes"]

@@ -121,9 +121,11 @@ def _find_column(frame: pd.DataFrame, name: str, path: Path, role: str) -> str:
 
 
 def read_records(
-    path: str | Path, text_column: str = "Final Narrative", label_column: str = "Nature", encoding: str = "auto"
+    path: str | Path, text_column: str = "Final Narrative", label_column: str = "Nature", encoding: str = "auto",
+    date_column: str | None = None,
 ) -> pd.DataFrame:
-    """Read a SIR CSV (``.csv`` or ``.csv.gz``) into a frame with columns ``text`` and ``label``.
+    """Read a SIR CSV (``.csv`` or ``.csv.gz``) into a frame with columns ``text`` and ``label`` (and ``date``,
+    parsed, when ``date_column`` is given: a row without a date is a one-line error).
 
     Both columns are stripped strings; the index is 0..n-1 in file order.
     """
@@ -147,7 +149,14 @@ def read_records(
         raise DataError(
             f"{path}: label column {label_column!r} has {n_classes} distinct class(es); need at least 2"
         )
-    return pd.DataFrame({"text": texts.to_numpy(), "label": labels.to_numpy()}, dtype="str")
+    out = pd.DataFrame({"text": texts.to_numpy(), "label": labels.to_numpy()}, dtype="str")
+    if date_column is not None:
+        dcol = _find_column(frame, date_column, path, "date")
+        dates = pd.to_datetime(frame[dcol].astype("str").str.strip(), errors="coerce")
+        if dates.isna().any():
+            raise DataError(f"{path}: no readable date in column {date_column!r}: {_rows(dates.isna())}")
+        out["date"] = dates.to_numpy()
+    return out
 
 
 def _check_frame(df: pd.DataFrame, what: str) -> None:

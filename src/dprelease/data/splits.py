@@ -10,7 +10,7 @@ from ..config import Params
 from ..io import read_json
 from ..layout import Layout
 
-SPLITS = ("train", "test", "validation")
+SPLITS = ("train", "test", "validation", "proxy_train", "proxy_validation")  # proxy_*: the public proxy
 
 
 def label_info(lay: Layout) -> dict:

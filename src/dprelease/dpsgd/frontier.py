@@ -25,7 +25,7 @@ import torch
 
 from ..config import Params
 from ..data.splits import features, label_info
-from ..frontier.points import Point, write_points
+from ..frontier.points import PRIVATE_VALIDATION, PUBLIC_PROXY, Point, write_points
 from ..layout import Layout
 from ..privacy import secret
 from ..utility.metrics import f1_summary, mean_sd
@@ -37,6 +37,9 @@ SOURCE = "dpsgd"
 ACCOUNTANTS = {"rdp": ("opacus", "RDP (Opacus conversion)"), "prv": ("prv", "PRV (Opacus)")}
 PRIVATE_SELECTION = ("the private-selection points choose among the same grid with Papernot & Steinke's random "
                      "repetitions and noisy validation counts: their ε covers the search (dpsgd/private_selection.py)")
+PROXY = ("the proxy-tuned points: the grid's best weighted F1 on the public proxy's validation part after one run "
+         "per configuration on its training part (of the private training set's size) at the same ε: zero ε, no "
+         "private record read; the private selection's shortlist is the proxy's best few")
 SELECTION = ("best validation weighted F1 over the declared grid, one secret-seeded run per configuration and ε; "
              "not private: the validation split's influence on the choice is not covered by ε")
 
@@ -86,18 +89,39 @@ class _Sigmas:
                            sigma=self.cache[key])
 
 
+def scores(configs: list[dict], accountant: str, xt, yt, xv, yv, n_classes: int, *, epsilon: float, delta: float,
+           artifacts: Path, label: str) -> list[float]:
+    """Each configuration's weighted F1 on (xv, yv) after one DP-SGD run on (xt, yt) at ``epsilon`` (σ from
+    ``accountant``): the scores a choice is made from (kept in this process)."""
+    sigmas = _Sigmas(epsilon=epsilon, delta=delta, conversion=ACCOUNTANTS[accountant][0])
+    out = []
+    for i, cfg in enumerate(configs):
+        w, b = fit(sigmas.setting(cfg, len(yt)), xt, yt, n_classes, artifacts=artifacts, label=f"{label}/{i}")
+        out.append(f1_summary(yv.numpy(), predict(w, b, xv).numpy(), range(n_classes))["weighted_f1"])
+    return out
+
+
 def select(configs: list[dict], accountant: str, xt, yt, xv, yv, n_classes: int, *, epsilon: float, delta: float,
            artifacts: Path) -> tuple[int, float]:
     """The configuration with the best validation weighted F1 at ``epsilon`` (σ from ``accountant``), and its score."""
-    sigmas = _Sigmas(epsilon=epsilon, delta=delta, conversion=ACCOUNTANTS[accountant][0])
-    best, best_score = 0, -1.0
-    for i, cfg in enumerate(configs):
-        w, b = fit(sigmas.setting(cfg, len(yt)), xt, yt, n_classes, artifacts=artifacts,
-                   label=f"frontier/dpsgd/{accountant}/{epsilon:g}/select/{i}")
-        score = f1_summary(yv.numpy(), predict(w, b, xv).numpy(), range(n_classes))["weighted_f1"]
-        if score > best_score:
-            best, best_score = i, score
-    return best, best_score
+    s = scores(configs, accountant, xt, yt, xv, yv, n_classes, epsilon=epsilon, delta=delta, artifacts=artifacts,
+               label=f"frontier/dpsgd/{accountant}/{epsilon:g}/select")
+    best = max(range(len(s)), key=lambda i: (s[i], -i))
+    return best, s[best]
+
+
+def proxy_ranking(params: Params, lay: Layout, *, epsilon: float, delta: float) -> list[tuple[int, float]] | None:
+    """The declared grid ranked on the PUBLIC proxy at ``epsilon`` (zero ε: no private record is read): (index into
+    :func:`configurations`, proxy weighted F1), best first; None without a proxy (``proxy.until: null``). The
+    proxy's training set is at most the private one's size; a configuration keeps its grid index on both."""
+    if not (lay.features / "proxy_train.safetensors").is_file():
+        return None
+    (xt, yt), (xv, yv) = _xy(lay, "proxy_train"), _xy(lay, "proxy_validation")
+    grid = params.frontier.dpsgd
+    s = scores(configurations(grid, n=len(yt)), params.frontier.accountants[0], xt, yt, xv, yv,
+               len(label_info(lay)["codes"]), epsilon=epsilon, delta=delta, artifacts=lay.artifacts,
+               label=f"proxy/dpsgd/{epsilon:g}")
+    return sorted(enumerate(s), key=lambda t: (-t[1], t[0]))
 
 
 def frontier_dpsgd(params: Params, root: str | Path = ".") -> dict:
@@ -110,33 +134,42 @@ def frontier_dpsgd(params: Params, root: str | Path = ".") -> dict:
     delta = params.dpsgd.delta or default_delta(n)
     classes = range(n_classes)
     configs = configurations(fp.dpsgd, n=n)
-    points = []
+    points, shortlists = [], {}
     for eps in fp.epsilons:
         best, best_score = select(configs, fp.accountants[0], xt, yt, xv, yv, n_classes, epsilon=eps, delta=delta,
                                   artifacts=lay.artifacts)
-        for acc in fp.accountants:  # the chosen configuration, σ from each accountant: side by side
-            conversion, accountant = ACCOUNTANTS[acc]
-            setting = _Sigmas(epsilon=eps, delta=delta, conversion=conversion).setting(configs[best], n)
-            models = [fit(setting, xt, yt, n_classes, artifacts=lay.artifacts,
-                          label=f"frontier/dpsgd/{acc}/{eps:g}/refit/{k}") for k in range(fp.seeds)]
-            scores = [f1_summary(ys.numpy(), predict(*m, xs).numpy(), classes) for m in models]
-            val = mean_sd([f1_summary(yv.numpy(), predict(*m, xv).numpy(), classes)["weighted_f1"] for m in models])[0]
-            points.append(Point(
-                mechanism=f"dpsgd_linear_{acc}", label=f"DP-SGD linear head · {acc.upper()}", kind="dp_accountant",
-                epsilon=setting.epsilon(delta, conversion), delta=delta, accountant=accountant,
-                weighted_f1=[s["weighted_f1"] for s in scores], macro_f1=[s["macro_f1"] for s in scores],
-                target_epsilon=eps, validation_weighted_f1=val,
-                config={**configs[best], "noise_multiplier": setting.noise_multiplier, "steps": setting.steps,
-                        "sample_rate": setting.sample_rate, "selected_with": fp.accountants[0],
-                        "selection_score": best_score}))
+        ranked = proxy_ranking(params, lay, epsilon=eps, delta=delta)
+        shortlists[eps] = [configs[i] for i, _ in ranked[:fp.dpsgd.private_selection.shortlist]] if ranked else configs
+        chosen = [("", "", best, PRIVATE_VALIDATION, {"selection_score": best_score})]
+        if ranked:
+            chosen.append(("_proxy", " · proxy-tuned", ranked[0][0], PUBLIC_PROXY, {"proxy_score": ranked[0][1]}))
+        for suffix, tag, index, tuning, extra in chosen:
+            for acc in fp.accountants:  # the chosen configuration, σ from each accountant: side by side
+                conversion, accountant = ACCOUNTANTS[acc]
+                setting = _Sigmas(epsilon=eps, delta=delta, conversion=conversion).setting(configs[index], n)
+                models = [fit(setting, xt, yt, n_classes, artifacts=lay.artifacts,
+                              label=f"frontier/dpsgd{suffix}/{acc}/{eps:g}/refit/{k}") for k in range(fp.seeds)]
+                test = [f1_summary(ys.numpy(), predict(*m, xs).numpy(), classes) for m in models]
+                val = mean_sd([f1_summary(yv.numpy(), predict(*m, xv).numpy(), classes)["weighted_f1"]
+                               for m in models])[0]
+                points.append(Point(
+                    mechanism=f"dpsgd_linear{suffix}_{acc}", label=f"DP-SGD linear head{tag} · {acc.upper()}",
+                    kind="dp_accountant", epsilon=setting.epsilon(delta, conversion), delta=delta, accountant=accountant,
+                    weighted_f1=[t["weighted_f1"] for t in test], macro_f1=[t["macro_f1"] for t in test],
+                    target_epsilon=eps, validation_weighted_f1=val, tuning=tuning,
+                    proxy_weighted_f1=extra.get("proxy_score"),
+                    config={**configs[index], "noise_multiplier": setting.noise_multiplier, "steps": setting.steps,
+                            "sample_rate": setting.sample_rate, "selected_with": fp.accountants[0], **extra}))
     notes = []
     if fp.dpsgd.private_selection.enabled:
-        private, notes = private_points(configs, {"train": (xt, yt), "validation": (xv, yv), "test": (xs, ys)},
+        private, notes = private_points(shortlists, {"train": (xt, yt), "validation": (xv, yv), "test": (xs, ys)},
                                         n_classes, grid=fp.dpsgd, epsilons=fp.epsilons, seeds=fp.seeds, delta=delta,
                                         fit=fit, predict=predict, artifacts=lay.artifacts)
         points += private
     write_points(root, SOURCE, points, grid_size=len(configs),
-                 selection="; ".join([SELECTION, PRIVATE_SELECTION if fp.dpsgd.private_selection.enabled else
+                 selection="; ".join([SELECTION, PROXY if shortlists and any(
+                     len(v) < len(configs) for v in shortlists.values()) else "no public proxy (proxy.until: null)",
+                                      PRIVATE_SELECTION if fp.dpsgd.private_selection.enabled else
                                       "no private selection (frontier.dpsgd.private_selection.enabled: false)",
                                       *notes]))
     return {"points": len(points), "grid_size": len(configs),

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from opacus.accountants.analysis.rdp import compute_rdp
 
-from ..frontier.points import Point
+from ..frontier.points import PRIVATE_SELECTION, Point
 from ..privacy import secret
 from ..privacy.rdp import ORDERS, rdp_to_epsilon
 from ..privacy.tuning import draw_repetitions, gaussian_rdp, selection_rdp
@@ -81,12 +81,14 @@ def run_selection(configs: list[dict], sigmas: dict, data: tuple, n_classes: int
     return best
 
 
-def private_points(configs: list[dict], splits: dict, n_classes: int, *, grid, epsilons, seeds: int, delta: float,
+def private_points(shortlists: dict, splits: dict, n_classes: int, *, grid, epsilons, seeds: int, delta: float,
                    fit, predict, artifacts: Path) -> tuple[list[Point], list[str]]:
-    """One point per declared ε the selection can meet (``seeds`` independent selections each), and notes."""
+    """One point per declared ε the selection can meet (``seeds`` independent selections each), and notes.
+    ``shortlists``: per ε, the configurations the selection draws from (the public proxy's best few, or the grid)."""
     (xt, yt), (xv, yv), (xs, ys) = splits["train"], splits["validation"], splits["test"]
     ps, points, notes = grid.private_selection, [], []
     for eps in epsilons:
+        configs = shortlists[eps]
         found = calibrate(configs, n=len(yt), epsilon=eps, delta=delta, eta=ps.eta, gamma=ps.gamma,
                           score_sigma=ps.score_sigma)
         if found is None:
@@ -103,7 +105,7 @@ def private_points(configs: list[dict], splits: dict, n_classes: int, *, grid, e
             kind="dp_accountant", epsilon=total, delta=delta,
             accountant=f"RDP (Opacus conversion) + Papernot–Steinke selection (η {ps.eta:g}, γ {ps.gamma:g})",
             weighted_f1=[t["weighted_f1"] for t in test], macro_f1=[t["macro_f1"] for t in test],
-            target_epsilon=eps, validation_weighted_f1=mean_sd(val)[0],
-            config={"per_run_epsilon": s, "eta": ps.eta, "gamma": ps.gamma, "score_sigma": ps.score_sigma,
+            target_epsilon=eps, validation_weighted_f1=mean_sd(val)[0], tuning=PRIVATE_SELECTION,
+            config={"candidates": len(configs), "per_run_epsilon": s, "eta": ps.eta, "gamma": ps.gamma, "score_sigma": ps.score_sigma,
                     "chosen": [c for _, c in chosen]}))
     return points, notes

@@ -13,6 +13,7 @@ from pathlib import Path
 from ..code_scope import closure
 from ..config import Params
 from ..data import records
+from ..data.stages import period_split
 from ..data.splits import backend_for, features, label_info, n_train
 from ..io import write_json
 from ..layout import Layout
@@ -26,7 +27,8 @@ from ..mechanism import ReleaseSpec
 from ..release.stages import publish_stage
 from . import card
 from .accounting import default_delta
-from .frontier import frontier_dpsgd
+from ..frontier.points import PRIVATE_VALIDATION, PUBLIC_PROXY
+from .frontier import configurations, frontier_dpsgd, proxy_ranking
 from .train import check_setting, train_dpsgd
 
 
@@ -38,7 +40,7 @@ target_epsilon = dpsgd_target  # the declared target (privacy/target.py)
 def preview_train_size(params: Params, root: str | Path = ".") -> int:
     """Training-set size the stratify stage will produce (read + sample + split in memory, ~1 s)."""
     d = params.data
-    df = records.read_records(Path(root) / d.path, d.text_column, d.label_column, d.encoding)
+    df, _ = period_split(params, root)  # the private period only, when there is a public proxy
     sample = records.stratified_sample(df, cap=d.cap, min_class_size=d.min_class_size, seed=params.seed,
                                        limit_classes=d.limit_classes)
     return len(records.split(sample, test_size=d.test_size, seed=params.seed)[0])
@@ -56,11 +58,11 @@ def check_dpsgd(params: Params, lay: Layout | None = None, eps: float | None = N
 PLANTED_MARKER = "planted_bugs_allowed"  # written only into a canary run's artifacts (mia/canary.py)
 
 
-def _dpsgd_once(params: Params, lay: Layout, eps: float, delta: float, tag: str):
+def _dpsgd_once(params: Params, lay: Layout, eps: float, delta: float, tag: str, run=None):
     divisor = params.dpsgd.planted_noise_divisor
     if divisor != 1.0 and not (lay.artifacts / PLANTED_MARKER).is_file():
         raise ValueError("dpsgd.planted_noise_divisor is a planted bug for the privacy audit's canary runs only")
-    run = params.dpsgd_run
+    run = run or params.dpsgd_run
     backend = backend_for(_with_head(params), lay)
     feats, y = features(lay)
     seeds = secret.training_seeds(lay.artifacts)  # initialisation and dropout: secret, like the noise
@@ -89,12 +91,13 @@ def dpsgd(params: Params, root: str | Path = ".") -> dict:
     eps = target_epsilon(params)
     check_dpsgd(params, lay, eps)
     delta = params.dpsgd.delta or default_delta(n_train(lay))
-    backend, model, res = _dpsgd_once(params, lay, eps, delta, "dpsgd")
+    run, tuning, _ = release_configuration(params, lay, epsilon=eps, delta=delta)  # as the release chooses it
+    backend, model, res = _dpsgd_once(params, lay, eps, delta, "dpsgd", run=run)
     g = guarantee.accountant("DP-SGD (Opacus)", res.epsilon, delta, target_epsilon=eps,
                              noise_multiplier=res.noise_multiplier, steps=res.steps, sample_rate=res.sample_rate,
-                             max_grad_norm=params.dpsgd_run.max_grad_norm, conversion=params.dpsgd.conversion,
+                             max_grad_norm=run.max_grad_norm, conversion=params.dpsgd.conversion,
                              accountant="PRV" if params.dpsgd.conversion == "prv" else "RDP",
-                             optimizer=params.dpsgd_run.optimizer, noise_and_sampling=NOISE_SOURCE,
+                             optimizer=run.optimizer, noise_and_sampling=NOISE_SOURCE, tuning=tuning,
                              **({"planted_bug": f"noise multiplier divided by {params.dpsgd.planted_noise_divisor:g}"}
                                 if params.dpsgd.planted_noise_divisor != 1.0 else {}))
     write_arm_model(lay, "dpsgd", backend, model, g, closure(__name__))
@@ -102,10 +105,29 @@ def dpsgd(params: Params, root: str | Path = ".") -> dict:
 
 
 RELEASE_FOLDER = "dpsgd_release"  # under the artifacts: the staged (unsigned, private) release
-TUNING = "private validation (not covered)"  # how the declared configuration was chosen (frontier's vocabulary)
-CONFIGURATION_SOURCE = ("declared in params.yaml (dpsgd.head) before this run: the frontier's validation choice at "
-                        "ε 8 on an earlier run of this data (docs/frontier.md), a choice on private records that no ε "
-                        "covers; the public-proxy choice replaces it once it lands")
+DECLARED_RECIPE = ("declared in params.yaml (dpsgd.head) before this run: the frontier's validation choice at ε 8 on "
+                   "an earlier run of this data (docs/frontier.md), a choice on private records that no ε covers")
+
+
+def release_configuration(params: Params, lay: Layout, *, epsilon: float, delta: float):
+    """(the DP-SGD run settings, how they were chosen, in words): the PUBLIC proxy's best configuration of the
+    declared grid ``frontier.dpsgd`` at ``epsilon`` (zero ε) for a linear head when there is a proxy; otherwise
+    the declared recipe ``dpsgd.head``, whose values were chosen on this data's validation split (not covered)."""
+    run = params.dpsgd_run
+    hidden = run.hidden if run.hidden is not None else params.model.head.hidden
+    ranked = proxy_ranking(params, lay, epsilon=epsilon, delta=delta) if params.model.backend == "head" and not hidden \
+        else None
+    if not ranked:
+        return run, PRIVATE_VALIDATION + " (not covered)", DECLARED_RECIPE
+    n = n_train(lay)
+    grid = params.frontier.dpsgd
+    cfg = configurations(grid, n=n)[ranked[0][0]]
+    chosen = run.model_copy(update={"epochs": cfg["epochs"], "batch_size": 0 if cfg["batch_size"] >= n else
+                                    cfg["batch_size"], "lr": cfg["lr"], "max_grad_norm": cfg["max_grad_norm"],
+                                    "optimizer": cfg["optimizer"], "momentum": cfg["momentum"], "hidden": 0})
+    return chosen, PUBLIC_PROXY, (f"the best of the declared {len(ranked)}-configuration grid (frontier.dpsgd) on the "
+                                  f"public proxy (reports up to {params.proxy.until}) at ε {epsilon:g}: weighted F1 "
+                                  f"{ranked[0][1]:.3f} on its validation part, zero ε (no private record read)")
 
 
 def staged(params: Params) -> str:
@@ -119,9 +141,9 @@ def dpsgd_release(params: Params, root: str | Path = ".") -> dict:
     lay = Layout.from_params(params, root)
     eps, n = params.released.epsilon, n_train(lay)
     delta = params.released.delta or default_delta(n)
-    check_setting(n, params.dpsgd_run.batch_size or n, eps, delta)
-    backend, model, res = _dpsgd_once(params, lay, eps, delta, "release")
-    run = params.dpsgd_run
+    run, tuning, source = release_configuration(params, lay, epsilon=eps, delta=delta)
+    check_setting(n, run.batch_size or n, eps, delta)
+    backend, model, res = _dpsgd_once(params, lay, eps, delta, "release", run=run)
     g = guarantee.accountant("DP-SGD (Opacus)", res.epsilon, delta, target_epsilon=eps,
                              noise_multiplier=res.noise_multiplier, steps=res.steps, sample_rate=res.sample_rate,
                              max_grad_norm=run.max_grad_norm, conversion=params.dpsgd.conversion,
@@ -133,8 +155,8 @@ def dpsgd_release(params: Params, root: str | Path = ".") -> dict:
     hidden = run.hidden if run.hidden is not None else params.model.head.hidden
     manifest = {"guarantee": g.as_dict(), "mechanism": "dpsgd", "backend": params.model.backend,
                 "configuration": {**run.model_dump(mode="json"), "hidden": hidden, "conversion": params.dpsgd.conversion,
-                                  "source": CONFIGURATION_SOURCE},
-                "tuning": TUNING, "test_f1": {"weighted_f1": f1["weighted_f1"], "macro_f1": f1["macro_f1"]},
+                                  "source": source},
+                "tuning": tuning, "test_f1": {"weighted_f1": f1["weighted_f1"], "macro_f1": f1["macro_f1"]},
                 "training": {"steps": res.steps, "noise_multiplier": res.noise_multiplier,
                              "sample_rate": res.sample_rate, "records": n},
                 "randomness": {"public_seed": params.seed, "public_seed_drives": "the stratified split only",
@@ -173,12 +195,14 @@ def declare(params: Params) -> list[Stage]:
     a = params.artifacts
     deps = [key_id_file(params), f"{a}/data", f"{a}/features"]  # the target is declared: no release to read
     return [
-        Stage(name="dpsgd", run=dpsgd, params=["seed", "model", "dpsgd"], deps=deps,
+        Stage(name="dpsgd", run=dpsgd, params=["seed", "model", "dpsgd", "proxy", "frontier.dpsgd", "frontier.accountants"],
+              deps=deps,
               outs=["reports/arms/dpsgd", arm_model_dir(params, "dpsgd")], metrics=["metrics/dpsgd.json"],
               group="compare"),
         Stage(name="dpsgd_sweep", run=dpsgd_sweep, params=["seed", "model", "dpsgd"], deps=deps, outs=[],
               metrics=["metrics/dpsgd_sweep.json"], group="compare"),
-        Stage(name="dpsgd_release", run=dpsgd_release, params=["seed", "model", "dpsgd", "released"], deps=deps,
+        Stage(name="dpsgd_release", run=dpsgd_release,
+              params=["seed", "model", "dpsgd", "released", "proxy", "frontier.dpsgd", "frontier.accountants"], deps=deps,
               outs=[f"{a}/{RELEASE_FOLDER}"],
               group="release" if params.released.mechanism == "dpsgd" else "dpsgd_release"),
         *publish_stage(params, SPEC),

@@ -21,6 +21,7 @@ class PrivateSelection(_Strict):
     eta: float = Field(1.0, gt=0.0)  # η = 1: K geometric
     gamma: float = Field(0.1, gt=0.0, lt=1.0)  # E[K] = η(1−γ)/(γ(1−γ^η)): 10 at η = 1, γ = 0.1
     score_sigma: float = Field(5.0, gt=0.0)  # noise on the count of correct validation predictions
+    shortlist: int = Field(3, ge=1)  # candidates: the public proxy's best few at each ε (the whole grid without a proxy)
 
 
 class DPSGDGrid(_Strict):

@@ -23,6 +23,12 @@ from typing import Any
 from ..io import read_json, write_json
 
 FOLDER = "metrics/frontier"
+# how a point's configuration was chosen: on the public proxy (zero ε), by private selection (its ε covers the
+# search), on the private validation split (NOT covered: plotted, never recommended), declared (no search)
+PUBLIC_PROXY, PRIVATE_SELECTION, PRIVATE_VALIDATION, DECLARED = (
+    "public proxy", "private selection", "private validation", "declared")
+TUNINGS = (PUBLIC_PROXY, PRIVATE_SELECTION, PRIVATE_VALIDATION, DECLARED)
+COVERED = (PUBLIC_PROXY, PRIVATE_SELECTION, DECLARED)  # the choice is public, or its ε covers it
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,8 +45,12 @@ class Point:
     validation_weighted_f1: float | None = None  # the chosen configuration's validation score (selection)
     config: dict[str, Any] = field(default_factory=dict)  # public hyper-parameters of the chosen configuration
     arm: str | None = None  # the audited arm this point IS (same configuration), for the audit bound
+    tuning: str | None = None  # how its configuration was chosen: TUNINGS (None: an older file, not stated)
+    proxy_weighted_f1: float | None = None  # the chosen configuration's score on the public proxy (zero ε)
 
     def __post_init__(self) -> None:
+        if self.tuning is not None and self.tuning not in TUNINGS:
+            raise ValueError(f"frontier point {self.mechanism}: tuning {self.tuning!r} is not one of {', '.join(TUNINGS)}")
         if len(self.weighted_f1) != len(self.macro_f1) or not self.weighted_f1:
             raise ValueError(f"frontier point {self.mechanism}: one weighted and one macro F1 per seed")
         for v in (*self.weighted_f1, *self.macro_f1):

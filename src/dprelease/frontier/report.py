@@ -22,11 +22,11 @@ from ..io import atomic_dir, read_json, write_json
 from ..layout import Layout
 from ..privacy.stages import key_id_file
 from ..utility.metrics import mean_sd
-from .points import points_file, read_points
+from .points import COVERED, PRIVATE_VALIDATION, points_file, read_points
 
-COLUMNS = ["mechanism", "label", "epsilon", "target_epsilon", "delta", "kind", "accountant", "weighted_f1_mean",
-           "weighted_f1_sd", "macro_f1_mean", "macro_f1_sd", "seeds", "grid_size", "validation_weighted_f1",
-           "audit_bound", "source", "config"]
+COLUMNS = ["mechanism", "label", "epsilon", "target_epsilon", "delta", "kind", "tuning", "accountant",
+           "weighted_f1_mean", "weighted_f1_sd", "macro_f1_mean", "macro_f1_sd", "seeds", "grid_size",
+           "validation_weighted_f1", "proxy_weighted_f1", "audit_bound", "source", "config"]
 HEURISTIC_ATTACKS = ("loss", "lira_offline")
 OFF_SCALE = 1e3  # points beyond this ε sit at the plot's right edge (▶, value in the legend's note)  # membership-inference ε figures are heuristic (not lower bounds)
 
@@ -63,7 +63,8 @@ def table(root: Path, params: Params) -> pd.DataFrame:
         for p in points:
             (wm, ws), (mm, ms) = mean_sd(p.weighted_f1), mean_sd(p.macro_f1)
             rows.append({"mechanism": p.mechanism, "label": p.label, "epsilon": p.epsilon,
-                         "target_epsilon": p.target_epsilon, "delta": p.delta, "kind": p.kind,
+                         "target_epsilon": p.target_epsilon, "delta": p.delta, "kind": p.kind, "tuning": p.tuning,
+                         "proxy_weighted_f1": p.proxy_weighted_f1,
                          "accountant": p.accountant, "weighted_f1_mean": wm, "weighted_f1_sd": ws,
                          "macro_f1_mean": mm, "macro_f1_sd": ms, "seeds": len(p.weighted_f1),
                          "grid_size": doc["grid_size"], "validation_weighted_f1": p.validation_weighted_f1,
@@ -74,19 +75,28 @@ def table(root: Path, params: Params) -> pd.DataFrame:
 
 
 def recommend(frame: pd.DataFrame, *, budget: float) -> dict:
-    """The DP point with the best validation weighted F1 at ε ≤ ``budget`` (ties: the smaller ε)."""
-    ok = frame[frame["kind"].isin(dp_kinds()) & (frame["epsilon"] <= budget) & frame["validation_weighted_f1"].notna()]
+    """The covered DP point (its tuning public or covered by its ε: never ``private validation``) at ε ≤ ``budget``
+    with the best PUBLIC-PROXY weighted F1 when such points exist (the choice among mechanisms then reads no
+    private record), else the best validation weighted F1 (said so: that choice reads the validation split);
+    ties: the smaller ε."""
+    ok = frame[frame["kind"].isin(dp_kinds()) & (frame["epsilon"] <= budget) & frame["validation_weighted_f1"].notna()
+               & frame["tuning"].isin(COVERED)]
     if ok.empty:
         return {"budget_epsilon": budget, "found": False,
-                "line": f"at ε ≤ {budget:g} no mechanism on the frontier has a DP guarantee: release nothing"}
-    best = ok.sort_values(["validation_weighted_f1", "epsilon"], ascending=[False, True], kind="stable").iloc[0]
+                "line": f"at ε ≤ {budget:g} no mechanism on the frontier has a DP guarantee that covers its tuning: "
+                        "release nothing"}
+    by = "proxy_weighted_f1" if ok["proxy_weighted_f1"].notna().any() else "validation_weighted_f1"
+    ok = ok[ok[by].notna()]
+    best = ok.sort_values([by, "epsilon"], ascending=[False, True], kind="stable").iloc[0]
+    how = ("public proxy weighted F1 " if by == "proxy_weighted_f1" else
+           "validation weighted F1 (this choice among mechanisms reads the validation split) ")
     line = (f"at ε ≤ {budget:g} the best defensible release on this data is {best['label']} at ε "
-            f"{best['epsilon']:.3g} (δ {best['delta']:.2g}): validation weighted F1 "
-            f"{best['validation_weighted_f1']:.3f}, test {best['weighted_f1_mean']:.3f} ± {best['weighted_f1_sd']:.3f} "
+            f"{best['epsilon']:.3g} (δ {best['delta']:.2g}; tuning: {best['tuning']}): {how}"
+            f"{best[by]:.3f}, test {best['weighted_f1_mean']:.3f} ± {best['weighted_f1_sd']:.3f} "
             f"/ macro {best['macro_f1_mean']:.3f} over {best['seeds']} seeds")
     return {"budget_epsilon": budget, "found": True, "mechanism": best["mechanism"], "label": best["label"],
             "epsilon": float(best["epsilon"]), "delta": float(best["delta"]), "kind": best["kind"],
-            "validation_weighted_f1": float(best["validation_weighted_f1"]),
+            "validation_weighted_f1": float(best["validation_weighted_f1"]), "tuning": best["tuning"],
             "test_weighted_f1": float(best["weighted_f1_mean"]), "config": json.loads(best["config"]), "line": line}
 
 
@@ -127,8 +137,12 @@ def plot(frame: pd.DataFrame, folder: Path, *, budget: float) -> None:
                 ax.axhline(r["weighted_f1_mean"], ls="--", c="grey", lw=1, label=f"{r['label']} (no privacy)")
             continue
         xs, ys = [_clamped(p[0]) for p in placed], [p[2]["weighted_f1_mean"] for p in placed]
+        uncovered = placed[0][2].get("tuning") == PRIVATE_VALIDATION  # dashed: its tuning is not covered by ε
         line = ax.errorbar(xs, ys, yerr=[p[2]["weighted_f1_sd"] for p in placed], marker="o", ms=4, capsize=2,
-                           label=placed[0][2]["label"].split(" (τ")[0], mfc="white" if not placed[0][1] else None)
+                           ls="--" if uncovered else "-",
+                           label=placed[0][2]["label"].split(" (τ")[0] + (" [tuning not covered]" if uncovered else
+                                                                           ""),
+                           mfc="white" if not placed[0][1] else None)
         for x, certified, r in placed:
             if not certified:
                 ax.plot([_clamped(x)], [r["weighted_f1_mean"]], "o", mfc="white", c=line[0].get_color())
@@ -161,15 +175,18 @@ def markdown(frame: pd.DataFrame, rec: dict, docs: dict[str, dict]) -> str:
             return "—"
         return f"{v:.3g}" if isinstance(v, float) else str(v)
 
-    cols = ["label", "epsilon", "target_epsilon", "kind", "accountant", "weighted_f1_mean", "weighted_f1_sd",
-            "macro_f1_mean", "validation_weighted_f1", "seeds", "grid_size", "audit_bound"]
+    cols = ["label", "epsilon", "target_epsilon", "kind", "tuning", "accountant", "weighted_f1_mean", "weighted_f1_sd",
+            "macro_f1_mean", "validation_weighted_f1", "proxy_weighted_f1", "seeds", "grid_size", "audit_bound"]
     lines = ["# The frontier: test utility against ε", "", f"**Recommendation:** {rec['line']}.", "",
              "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(cell(r[c]) for c in cols) + " |" for _, r in frame.iterrows()]
     lines += ["", "How each source chose its configuration (grid sizes in the table):", ""]
     lines += [f"- **{s}**: {d['selection']}" for s, d in docs.items()]
+    lines += ["", "Tuning: `public proxy` (chosen on the earlier, published period at zero ε), `private selection` "
+              "(its ε covers the search), `declared` (no search), `private validation` (chosen on the private "
+              "validation split: NOT covered by any ε — plotted dashed, never recommended).", ""]
     lines += ["", "Only kinds in " + ", ".join(dp_kinds()) + " (worst case over neighbouring databases) can be "
-              "recommended. A SWAG-PPM point's ε is local (this database) and conditional on the posterior "
+              "recommended, and only points whose tuning is covered. A SWAG-PPM point's ε is local (this database) and conditional on the posterior "
               "approximation; a point without ε makes no DP claim. Audit bounds are lower bounds from attacks, shown "
               "for points that are exactly an audited arm.", ""]
     return "\n".join(lines)

@@ -35,7 +35,8 @@ def point_run(row: dict) -> TrackedRun:
     return TrackedRun(name=name,
                       params={"mechanism": row["mechanism"], "kind": row["kind"], "accountant": row["accountant"],
                               "config": row["config"]},
-                      tags={"mechanism": row["mechanism"], "kind": row["kind"], "label": row["label"]},
+                      tags={"mechanism": row["mechanism"], "kind": row["kind"], "label": row["label"],
+                            "tuning": str(row.get("tuning") or "not stated")},
                       metrics={name: float(row[k]) for k, name in METRICS.items() if _number(row.get(k))}
                       | ({"uncertified_index": float(index)} if _number(index) else {}))
 

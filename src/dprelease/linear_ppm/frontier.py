@@ -47,7 +47,7 @@ def _point(params: Params, lay: Layout, run: posterior.Run, g, *, name: str, lab
                  accountant="declared (κ = ε/2)" if g.kind == "ppm_censored" else "2Δ̂/T",
                  weighted_f1=[t["weighted_f1"] for t in test], macro_f1=[t["macro_f1"] for t in test],
                  target_epsilon=g.epsilon if g.kind == "ppm_censored" else None,
-                 validation_weighted_f1=sum(val) / len(val), config=cfg)
+                 validation_weighted_f1=sum(val) / len(val), config=cfg, tuning="declared")
 
 
 def frontier_linear_ppm(params: Params, root: str | Path = ".") -> dict:

@@ -119,8 +119,9 @@ def _prepare(lay: Layout, sub: Path, sets: dict) -> int:
     with atomic_dir(sub / "artifacts" / "features", private=True) as tmp:
         save_features(tmp / "train.safetensors", {k: torch.cat([x[k] for x in xs]) for k in train}, torch.cat(ys))
         save_features(tmp / "test.safetensors", test, y_test)
-        if (lay.features / "validation.safetensors").is_file():  # re-weighting's acceptance check scores on it
-            save_features(tmp / "validation.safetensors", *features(lay, "validation"))
+        for split in ("validation", "proxy_train", "proxy_validation"):  # re-weighting's acceptance; the public proxy
+            if (lay.features / f"{split}.safetensors").is_file():  # (the configuration the audited arm releases with)
+                save_features(tmp / f"{split}.safetensors", *features(lay, split))
     with atomic_dir(sub / "artifacts" / "data", private=True) as tmp:
         write_json(tmp / "labels.json", read_json(lay.data / "labels.json"))
     data = read_json(lay.metrics / "data.json")

@@ -51,7 +51,7 @@ def frontier_nonprivate(params: Params, root: str | Path = ".") -> dict:
         val.append(evaluate(backend, model, val_feats, val_y, label_info(lay))[0]["weighted_f1"])
     point = Point(mechanism="nonprivate", label="Non-private (ceiling)", kind="none", epsilon=None, delta=None,
                   accountant="—", weighted_f1=[t["weighted_f1"] for t in test],
-                  macro_f1=[t["macro_f1"] for t in test], validation_weighted_f1=sum(val) / len(val),
+                  macro_f1=[t["macro_f1"] for t in test], validation_weighted_f1=sum(val) / len(val), tuning="declared",
                   config={"epochs": opt.epochs, "lr": opt.lr, "batch_size": opt.batch_size})
     write_points(root, "nonprivate", [point], grid_size=1, selection="no search: the non-private arm's settings")
     return {"weighted_f1": round(sum(point.weighted_f1) / len(test), 4)}

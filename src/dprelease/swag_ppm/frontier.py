@@ -206,5 +206,5 @@ def trace_point(params: Params, lay: Layout, backend, model, s: Sampler, feats, 
     exact = s.release and tau == 1.0
     return Point(mechanism=MECHANISM, label=f"SWAG-PPM (τ={tau:g}, c={s.c:g})", kind=g.kind, epsilon=g.epsilon,
                  delta=None, accountant=ACCOUNTANT, weighted_f1=u["weighted_f1"], macro_f1=u["macro_f1"],
-                 validation_weighted_f1=float(np.mean(val)) if val else None, config=config,
+                 validation_weighted_f1=float(np.mean(val)) if val else None, config=config, tuning="declared",
                  arm=RELEASE_ARM if exact else None)
