@@ -77,8 +77,13 @@ def run_plan(plan: pipeline.Plan, params: Params, root: str, out: dict, *, worke
 
 
 def _done(name: str, seconds: float) -> None:
-    """A finished stage's progress line (an untimed stage's duration is never shown: it depends on the data)."""
-    print(f"      {name} done" + (f" ({seconds:.1f} s)" if seconds else ""), file=sys.stderr, flush=True)
+    """A finished stage's progress line: cached (its outputs current, restored from the stage store or as
+    ``dvc.lock`` records them) or run; an untimed stage's duration is never shown (it depends on the data)."""
+    from tasks.stages import HOW
+
+    how = {"current": "cached", "store": "restored from the stage store", "dvc.lock": "as dvc.lock records it"}
+    what = how.get(HOW.get(name, ""), "done")
+    print(f"      {name} {what}" + (f" ({seconds:.1f} s)" if seconds else ""), file=sys.stderr, flush=True)
 
 
 def in_flow_process(plan: pipeline.Plan, params: Params) -> set[str]:

@@ -131,6 +131,22 @@ def record(name: str, params: Params, root: str | Path, key: str | None = None) 
     return None
 
 
+def restored(name: str, params: Params, root: str | Path) -> bool:
+    """Whether stage ``name``'s outputs on disk are exactly what ``dvc.lock`` records for its current inputs:
+    DVC's own status of the stage is clean (same deps, params, code and outputs), as after ``dvc pull`` in a second
+    clone with the keys imported. Then the outputs count as done: nothing is recomputed. False outside a DVC root,
+    for a stage DVC does not describe with these params, or when DVC cannot say."""
+    if why_not(name, params, root) is not None or not _lock_entry(Path(root).resolve(), name):
+        return False
+    from dvc.repo import Repo
+
+    try:
+        with _LOCK, Repo(str(Path(root).resolve())) as repo:
+            return repo.status(targets=[name]) == {}
+    except Exception:  # noqa: BLE001 - any DVC failure: not known to be current, so the stage runs
+        return False
+
+
 def pipeline(params: Params, group: str, root: str | Path) -> list[str]:
     """The stages of ``group`` a flow runs: the active ones; in a DVC project root with ``params.yaml``'s
     params, every one (an inactive stage writes only its marker, as under ``dvc repro``), so that all of

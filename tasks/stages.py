@@ -37,6 +37,9 @@ server_guard.install()
 prefect_home.make_private()  # before the temporary server creates its database (0600, not the umask's 0644)
 
 
+HOW: dict[str, str] = {}  # how each stage of this process's flows finished: current | store | dvc.lock | ran
+
+
 def store_dir() -> Path:
     """Finished stage outputs by input key, shared by every root this Prefect home serves."""
     return Path(PREFECT_HOME.value()) / "stage-store"
@@ -51,10 +54,18 @@ def stage_task(name: str, params: dict, root: str, key: str) -> dict:
     stage = registry.get(p, name)
     private_dir(Path(root) / p.artifacts)
     summary = cache.current_summary(stage, p, key, root)
-    current = summary is not None
+    current, HOW[name] = summary is not None, "current"
+    # outputs DVC describes as current (e.g. `dvc pull`ed into a second clone with the keys imported); not for a stage
+    # whose evidence is present (read when present, not a DVC dep: a new audit must still rebuild the card)
+    if (summary is None and stage.shared and not any((Path(root) / e).exists() for e in stage.evidence)
+            and dvc_record.restored(name, p, root)):
+        summary, HOW[name] = {"restored": "dvc.lock"}, "dvc.lock"
+        cache.mark_done(stage, p, key, root, summary)
+        current = True
     if summary is None:
-        summary = stage_store.restore(store_dir(), key, Path(root)) if stage.shared else None
+        summary, HOW[name] = (stage_store.restore(store_dir(), key, Path(root)) if stage.shared else None), "store"
         if summary is None:
+            HOW[name] = "ran"
             summary = run_stage(name, p, root)
             if stage.shared:  # a stage standing for a private file outside its key (the secret) is never shared
                 objects = dvc_record.objects_dir(root, store_dir())

@@ -234,8 +234,11 @@ def dvc_yaml(params: Params) -> dict:
         entries[s.name] = entry
         code_files(s.code)  # fails loudly on an extra_code path that does not exist
     evaluate = get(params, "evaluate")
+    from .code_scope import closure
+
+    tracking_code = [f"{PACKAGE_ROOT}/{p}" for p in closure("dprelease.tracking")]  # a change to the logging re-runs it
     track_deps = ["metrics/evaluation.json", "metrics/release.json", "metrics/released.json", *evaluate.plots,
-                  "reports/release", params.release]
+                  "reports/release", params.release, *tracking_code]
     entries["track"] = {"cmd": "dprelease track", "deps": track_deps, "params": ["tracking"],
                         "outs": [{"metrics/mlflow_run.json": {"cache": False}}]}  # a new run id each time
     return {"stages": entries}

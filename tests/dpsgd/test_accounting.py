@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from dprelease.dpsgd.accounting import (ConvertedRDPAccountant, default_delta, noise_multiplier, spent_epsilon,
+from dprelease.privacy import accountants
+from dprelease.dpsgd.accounting import (default_delta, noise_multiplier, spent_epsilon,
                                         steps_for)
 from dprelease.privacy.rdp import sampled_gaussian_epsilon
 from dprelease.privacy.rdp import sampled_gaussian_epsilon as epsilon_for
@@ -75,7 +76,7 @@ def test_mironov_conversion_by_hand():
 
 
 def test_accountant_reports_the_same_epsilon():
-    acc = ConvertedRDPAccountant("mironov")
+    acc = accountants.get("mironov").opacus()
     assert acc.get_epsilon(1e-5) == 0.0
     steps = steps_for(EPOCHS, Q)
     for _ in range(steps):

@@ -221,3 +221,15 @@ def test_a_second_operator_imports_the_keys_pulls_and_gets_the_same_release(reco
                           text=True, timeout=300)
     assert done.returncode != 0 and "is not the key dvc.lock was made with" in done.stdout + done.stderr
     assert _lock(other)["secret"] == _lock(root)["secret"]  # nothing recorded
+
+    # issue 44: in the clone with the keys imported, the pulled outputs count as done: the release flow, with an
+    # empty stage store (nothing to restore from), recomputes no stage whose outputs dvc.lock describes
+    import flows.release as fr
+    import tasks.stages as ts
+
+    monkeypatch.setattr(ts, "store_dir", lambda: tmp_path / "clone-store")
+    ts.HOW.clear()
+    fr.release_flow(params.model_dump(mode="json"), str(clone), False)
+    assert {n for n, how in ts.HOW.items() if how == "ran"} == {"secret"}  # the key's id file only (never in DVC)
+    assert {n for n, how in ts.HOW.items() if how == "dvc.lock"} >= {"stratify", "featurize", "draw", "publish"}
+    assert all((root / params.release / f).read_bytes() == (clone / params.release / f).read_bytes() for f in files)

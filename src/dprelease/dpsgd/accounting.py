@@ -10,13 +10,9 @@ With n = 5,346, B = 512, 30 epochs and ε = 4, the Mironov conversion gives σ �
 from __future__ import annotations
 
 import math
-import warnings
 from functools import lru_cache
 
-from opacus.accountants import PRVAccountant, RDPAccountant
-from opacus.accountants.analysis.rdp import compute_rdp
-
-from ..privacy.rdp import ORDERS, mironov_epsilon, sampled_gaussian_epsilon
+from ..privacy import accountants
 from ..privacy.target import DELTA_EXPONENT, default_delta  # noqa: F401  (the shared δ rule, re-exported)
 
 
@@ -25,13 +21,13 @@ def steps_for(epochs: int, sample_rate: float) -> int:
     return math.ceil(epochs / sample_rate)
 
 
-CONVERSIONS = ("mironov", "opacus", "prv")  # RDP with Mironov's or Opacus's conversion, or the PRV accountant
+CONVERSIONS = accountants.names()  # RDP with Mironov's or Opacus's conversion, or the PRV accountant (one registry)
 
 
 def spent_epsilon(sigma: float, sample_rate: float, steps: int, delta: float, conversion: str = "mironov") -> float:
     """ε after ``steps`` Poisson-sampled Gaussian steps with noise multiplier ``sigma`` (the accountant's bound)."""
-    if conversion not in CONVERSIONS:
-        raise ValueError(f"unknown conversion {conversion!r} (one of {', '.join(CONVERSIONS)})")
+    if conversion not in accountants.names():
+        raise ValueError(f"unknown conversion {conversion!r} (one of {', '.join(accountants.names())})")
     return _spent(float(sigma), float(sample_rate), int(steps), float(delta), conversion)
 
 
@@ -40,20 +36,12 @@ def _spent(sigma: float, sample_rate: float, steps: int, delta: float, conversio
     """:func:`spent_epsilon`, remembered: a pure function of public numbers. The noise searches bisect from the
     same brackets, so searches for nearby targets (private selection's calibration nests one per level it
     tries) evaluate the same σ again; Opacus's RDP over fractional orders is pure Python (~0.1 s a call)."""
-    if conversion != "prv":
-        with warnings.catch_warnings():  # "optimal order is the largest alpha": the bound holds at any order
-            warnings.filterwarnings("ignore", message="Optimal order is the largest alpha")
-            return sampled_gaussian_epsilon(sigma, sample_rate, steps, delta, conversion)
-    acc = PRVAccountant()
-    acc.history = [(sigma, sample_rate, steps)]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # log(1 - q) at q = 1 (full batch): handled by Opacus
-        return float(acc.get_epsilon(delta))
+    return accountants.get(conversion).epsilon(sigma, sample_rate, steps, delta)
 
 
 def accountant_for(conversion: str = "mironov"):
-    """The Opacus accountant that reports ``conversion``'s ε (RDP with a conversion, or PRV)."""
-    return _PRV() if conversion == "prv" else ConvertedRDPAccountant(conversion)
+    """The Opacus accountant that reports ``conversion``'s ε (RDP with a conversion, or PRV): the registry's."""
+    return accountants.get(conversion).opacus()
 
 
 def noise_multiplier(target_epsilon: float, target_delta: float, sample_rate: float, steps: int,
@@ -79,29 +67,3 @@ def noise_multiplier(target_epsilon: float, target_delta: float, sample_rate: fl
         else:
             hi = mid
     return hi
-
-
-class ConvertedRDPAccountant(RDPAccountant):
-    """Opacus's RDP accountant, reporting ε with the chosen conversion."""
-
-    def __init__(self, conversion: str = "mironov") -> None:
-        super().__init__()
-        self.conversion = conversion
-
-    def get_epsilon(self, delta: float, alphas=None) -> float:  # noqa: D401 - Opacus signature
-        if self.conversion == "opacus":
-            return super().get_epsilon(delta, alphas)
-        if not self.history:
-            return 0.0
-        orders = alphas or ORDERS
-        rdp = sum(compute_rdp(q=q, noise_multiplier=s, steps=n, orders=orders) for s, q, n in self.history)
-        return mironov_epsilon(rdp, orders, delta)
-
-
-class _PRV(PRVAccountant):
-    """Opacus's PRV accountant, quiet at q = 1 (full batch)."""
-
-    def get_epsilon(self, delta: float, **kwargs) -> float:  # noqa: D401 - Opacus signature
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            return float(super().get_epsilon(delta, **kwargs))

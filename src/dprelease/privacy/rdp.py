@@ -14,22 +14,25 @@ from opacus.accountants import RDPAccountant
 from opacus.accountants.analysis.rdp import compute_rdp, get_privacy_spent
 
 ORDERS = tuple(RDPAccountant.DEFAULT_ALPHAS)  # 1.1 … 10.9, 12 … 63 (same grid as docs/algorithms.md, E.3)
-CONVERSIONS = ("mironov", "opacus")
-
-
 def mironov_epsilon(rdp: np.ndarray, orders, delta: float) -> float:
     orders = np.asarray(orders, dtype=float)
     return float(np.min(np.asarray(rdp) + math.log(1.0 / delta) / (orders - 1.0)))
 
 
+def opacus_epsilon(rdp: np.ndarray, orders, delta: float) -> float:
+    return float(get_privacy_spent(orders=orders, rdp=rdp, delta=delta)[0])
+
+
+CONVERTERS = {"mironov": mironov_epsilon, "opacus": opacus_epsilon}  # one name → one conversion
+CONVERSIONS = tuple(CONVERTERS)
+
+
 def rdp_to_epsilon(rdp: np.ndarray, orders, delta: float, conversion: str = "mironov") -> float:
     if not 0 < delta < 1:
         raise ValueError(f"δ must lie in (0, 1) for an RDP conversion, got {delta}")
-    if conversion == "mironov":
-        return mironov_epsilon(rdp, orders, delta)
-    if conversion == "opacus":
-        return float(get_privacy_spent(orders=orders, rdp=rdp, delta=delta)[0])
-    raise ValueError(f"unknown RDP conversion {conversion!r} (mironov | opacus)")
+    if conversion not in CONVERTERS:
+        raise ValueError(f"unknown RDP conversion {conversion!r} ({' | '.join(CONVERTERS)})")
+    return CONVERTERS[conversion](rdp, orders, delta)
 
 
 def sampled_gaussian_epsilon(sigma: float, sample_rate: float, steps: int, delta: float,
