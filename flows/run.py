@@ -36,7 +36,7 @@ def run_plan(plan: pipeline.Plan, params: Params, root: str, out: dict, *, worke
     timings = out.setdefault("timings", {})
     if workers <= 1:
         for i, name in enumerate(plan.order, 1):
-            print(f"[{i}/{len(plan.order)}] {name} …", file=sys.stderr, flush=True)  # progress: a long stage is visible
+            print(f"[{i}/{len(plan.order)}] {name} …", flush=True)  # progress: a long stage is visible
             start = time.perf_counter()
             out[name] = run_stage_task(name, params, root)
             _done(name, cli.record_time(timings, params, name, time.perf_counter() - start))
@@ -83,7 +83,7 @@ def _done(name: str, seconds: float) -> None:
 
     how = {"current": "cached", "store": "restored from the stage store", "dvc.lock": "as dvc.lock records it"}
     what = how.get(HOW.get(name, ""), "done")
-    print(f"      {name} {what}" + (f" ({seconds:.1f} s)" if seconds else ""), file=sys.stderr, flush=True)
+    print(f"      {name} {what}" + (f" ({seconds:.1f} s)" if seconds else ""), flush=True)
 
 
 def in_flow_process(plan: pipeline.Plan, params: Params) -> set[str]:

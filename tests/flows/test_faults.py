@@ -186,7 +186,7 @@ def test_mlflow_unreachable_still_releases_and_says_so(clean, copy, monkeypatch)
     assert res.rc == 3, res.err
     warnings = [ln for ln in res.err.splitlines() if ln.strip()]
     assert len(warnings) == 1 and "dprelease track" in warnings[0] and "release is written" in warnings[0]
-    assert "SWAG-PPM release" in res.out  # the summary is still printed
+    assert "Release (swag_ppm)" in res.out and "SWAG-PPM, the design's chain" in res.out  # the summary is still printed
     assert _outcome(copy) == clean.outcome
     assert not (copy / "metrics/mlflow_run.json").exists()  # never names an older run
     assert seconds < 90, f"tracking failure took {seconds:.0f} s"

@@ -347,6 +347,6 @@ def test_summary_states_t_min_and_the_conservative_epsilon(first, capsys, t_min)
         metrics.write_text(original, encoding="utf-8")
     text = capsys.readouterr().out
     assert f"T_min = {t_min:.2f} in SWAG's subspace, ≥ {q['temperature_min_all']:.3g} over all parameters" in text
-    assert f"released   ε = {rel['guarantee']['epsilon']:.4g} [ppm_local_asymptotic]" in text
+    assert f"drawn      ε = {rel['guarantee']['epsilon']:.4g} [ppm_local_asymptotic]" in text
     assert f"Certified: the sampler's temperature in all {q['parameters']:,} parameter directions" in text
     assert first.params.ppm.calibration == "subspace"  # the default: T_min a hair below 1 is its usual reading
