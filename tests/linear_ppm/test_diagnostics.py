@@ -35,10 +35,10 @@ def test_chains_stuck_at_different_modes_are_refused_in_one_line():
     assert "\n" not in message and "refused" in message and "R-hat of log_posterior" in message
 
 
-def test_a_deliberately_unmixed_nuts_run_is_refused(one_torch_thread):
+def test_a_deliberately_unmixed_run_is_refused(one_torch_thread):
     """Two separated modes, chains started in different ones, 2 warm-up steps: R-hat catches it."""
-    def bimodal(z):
-        return -torch.logsumexp(torch.stack([-0.5 * ((z - 6) ** 2).sum(), -0.5 * ((z + 6) ** 2).sum()]), 0)
+    def bimodal(z):  # [chains, 2] → [chains], or [2] → a scalar
+        return -torch.logsumexp(torch.stack([-0.5 * ((z - 6) ** 2).sum(-1), -0.5 * ((z + 6) ** 2).sum(-1)]), 0)
 
     starts = torch.tensor([[6.0, 6.0], [6.0, 6.0], [-6.0, -6.0], [-6.0, -6.0]])
     ch = run_chains(bimodal, starts, [1, 2, 3, 4], warmup=2, draws=50)

@@ -63,7 +63,8 @@ def test_risk_release_is_staged_published_signed_and_carded(tmp_path, one_torch_
     assert out["kind"] == "ppm_local_asymptotic" and out["epsilon"] > 0
     manifest = verify_release(root / released.staged(params))
     g = manifest["guarantee"]["quantities"]
-    assert g["sampler"] == "NUTS (Pyro) Markov chain" and g["dimension"] == 3 * 385 and "certified_directions" not in g
+    assert g["sampler"] == "batched split HMC Markov chain" and g["dimension"] == 3 * 385
+    assert "certified_directions" not in g
     assert {"rhat_max", "ess_bulk_min", "divergences", "temperature_all"} <= set(g)
     assert manifest["first_run"]["parameters"] == 3 * 385
     released.publish(params, root)
@@ -71,6 +72,7 @@ def test_risk_release_is_staged_published_signed_and_carded(tmp_path, one_torch_
     assert (folder / "release.sig").is_file()
     card = (folder / "README.md").read_text(encoding="utf-8")
     assert "split R-hat" in card and "temperature over ALL 1,155 parameter directions" in card
+    assert "sampled by batched split HMC, chosen" in card
     _, arch, model = load_release_model(folder)
     assert arch["hidden"] == 0
     xs, _ = released.load(Layout.from_params(params, root), "test")
@@ -96,3 +98,12 @@ def test_the_secret_key_decides_the_draw(tmp_path, one_torch_thread):
         thetas.append(run.draw(secret.numpy_rng(lay.artifacts, "draw"))[1])
     assert torch.equal(thetas[0], thetas[1])  # same key: the same draw
     assert not torch.allclose(thetas[0], thetas[2])  # another key: another draw
+
+
+def test_the_declared_sampler_kind_is_the_one_that_runs(tmp_path, one_torch_thread):
+    """``linear_ppm.sampler.kind: nuts_pyro`` runs Pyro's NUTS (the reference) and the record names it."""
+    root = _root(tmp_path)
+    params = _params(variant="censored", sampler={**FAST, "kind": "nuts_pyro", "warmup": 10, "draws": 10})
+    released.draw(params, root)
+    g = verify_release(root / released.staged(params))["guarantee"]["quantities"]
+    assert g["sampler"] == "NUTS (Pyro) Markov chain"

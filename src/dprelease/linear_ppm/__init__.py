@@ -1,1 +1,1 @@
-"""The linear PPM (docs/linear_ppm.md): a softmax head on the frozen public encoder's features whose released draw is sampled from the (risk-weighted or censored) pseudo posterior by NUTS, with diagnostics."""
+"""The linear PPM (docs/linear_ppm.md): a softmax head on the frozen public encoder's features whose released draw is sampled from the (risk-weighted or censored) pseudo posterior by MCMC (batched split HMC), with diagnostics."""

@@ -37,7 +37,8 @@ def render(manifest: dict, *, data: dict) -> str:
     lines = [
         "# OIICS nature coder — linear PPM release", "",
         "A softmax head (with bias) on the frozen public MiniLM encoder's sentence embeddings. The released weights "
-        "are ONE draw from the pseudo posterior, sampled by NUTS (Pyro), chosen with the agency's secret key.", "",
+        f"are ONE draw from the pseudo posterior, sampled by {sm['sampler']}, chosen with the agency's secret "
+        "key.", "",
         "## Privacy", "", kind(g["kind"]).sentence(g), "", claim(g), "",
         f"Prior N(0, I/λ) with λ = {manifest['prior_precision']:g}; temperature T = {manifest['temperature']:g} "
         "(declared: the likelihood is raised to 1/T).", "",

@@ -1,7 +1,8 @@
 """Convergence diagnostics of the chains and the refusal rule: ArviZ's rank-normalised split R-hat and bulk/tail
 ESS (Vehtari, Gelman, Simpson, Carpenter & Bürkner 2021) of two scalar statistics per draw — the log pseudo
-posterior and the per-draw max-loss M_s = max_i w_i·c(CE_i) that Δ̂ is the maximum of — plus NUTS's divergent
-transitions. Each threshold is declared in params before any run; a configuration that fails one is refused.
+posterior and the per-draw max-loss M_s = max_i w_i·c(CE_i) that Δ̂ is the maximum of — plus the sampler's
+divergent transitions. Each threshold is declared in params before any run; a configuration that fails one is
+refused.
 
 The per-chain values are private (they are statistics of the data's posterior); :func:`summary` is the
 aggregate that goes to the card and the metrics.

@@ -93,5 +93,5 @@ def run_guarantee(run: posterior.Run):
     from ..privacy import guarantee
     from .released import quantities
 
-    return guarantee.ppm(posterior.epsilon(run), run.delta_hat, mechanism="linear PPM, no weights (NUTS)",
+    return guarantee.ppm(posterior.epsilon(run), run.delta_hat, mechanism="linear PPM, no weights (MCMC)",
                          **quantities(run), weights=guarantee.UNIFORM_WEIGHTS, temperature_declared=1.0)

@@ -135,6 +135,28 @@ class Preconditioner:
         return zm.reshape(*zm.shape[:-2], -1)
 
 
+def whitened_potential(target: Target, pre: Preconditioner):
+    """z ↦ U(θ(z)) for a batch z [S, K·D] → [S], the same function as ``target.potential(pre.theta(z))`` computed
+    with one GEMM for all S: logits = x̃θ₀ᵀ + (x̃U_A)(U_G M)ᵀ with M = Z ⊙ S, and, U_G and U_A being orthogonal,
+    |θ|² = |θ₀|² + 2⟨U_Gᵀθ₀U_A, M⟩ + |M|² (no K×D×D product per draw)."""
+    k, d = pre.scale.shape
+    x_rot, base = target.xa @ pre.u_a, target.xa @ pre.center.T  # [n, D], [n, K]
+    center_rot, center_sq = pre.u_g.T @ pre.center @ pre.u_a, pre.center.double().pow(2).sum().item()
+    index = target.y.long().view(-1, 1, 1)
+
+    def potential(z: torch.Tensor) -> torch.Tensor:
+        s = z.shape[0]
+        m = z.reshape(s, k, d) * pre.scale
+        logits = (x_rot @ (pre.u_g @ m).permute(2, 0, 1).reshape(d, s * k)).view(-1, s, k) + base[:, None, :]
+        ce = torch.logsumexp(logits, -1) - logits.gather(-1, index.expand(-1, s, 1)).squeeze(-1)  # [n, S]
+        c = censor(ce, target.kappa)
+        c = c if target.weights is None else c * target.weights[:, None]
+        prior = center_sq + 2 * (m * center_rot).sum((-1, -2)) + m.pow(2).sum((-1, -2))
+        return c.sum(0) / target.temperature + 0.5 * target.prior_precision * prior
+
+    return potential
+
+
 def kfac(target: Target, theta: torch.Tensor) -> Preconditioner:
     """K-FAC at ``theta``: A = Σ_i x̃_i x̃_iᵀ / n, G = Σ_i a_i (diag p_i − p_i p_iᵀ) with a_i = w_i·c'(CE_i)/T,
     so G⊗A ≈ the weighted (censored) Gauss–Newton matrix Σ_i a_i H_i ⊗ x̃_i x̃_iᵀ. Computed on the data; it

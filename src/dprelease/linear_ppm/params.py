@@ -25,11 +25,14 @@ class Thresholds(_Strict):
 
 
 class Sampler(_Strict):
+    # hmc_split: all chains in one batched computation, split integrator (exact N(0, I) part; linear_ppm/hmc.py);
+    # hmc_leapfrog: the same with the leapfrog integrator; nuts_pyro: Pyro's NUTS, chain after chain (reference)
+    kind: Literal["hmc_split", "hmc_leapfrog", "nuts_pyro"] = "hmc_split"
     chains: int = Field(4, ge=2, le=16)
     warmup: int = Field(100, ge=10)  # per chain (step-size adaptation; discarded)
     draws: int = Field(100, ge=10)  # kept per chain
     start_spread: float = Field(2.0, ge=1.0)  # over-dispersed starts: z₀ ~ N(0, spread²·I) on the whitened scale
-    max_tree_depth: int = Field(6, ge=1, le=10)
+    max_tree_depth: int = Field(6, ge=1, le=10)  # NUTS's tree depth; HMC: at most 2^depth − 1 steps per transition
     target_accept: float = Field(0.8, gt=0.0, lt=1.0)
 
 

@@ -4,7 +4,7 @@ from ..mechanism import FlowSpec, Mechanism
 from . import stages
 
 RELEASE = FlowSpec(name="linear-ppm", title="linear-ppm-release", groups=("linear_ppm",),
-                   doc="The linear PPM release: a softmax head on the frozen encoder's features, one NUTS draw from "
+                   doc="The linear PPM release: a softmax head on the frozen encoder's features, one MCMC draw from "
                        "its pseudo posterior (risk-weighted or censored), refused when the diagnostics fail, signed "
                        "into linear_ppm.release with its card.")
 

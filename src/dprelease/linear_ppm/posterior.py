@@ -1,4 +1,4 @@
-"""One linear PPM configuration, sampled and measured: the MAP, the K-FAC whitening, NUTS chains from over-dispersed
+"""One linear PPM configuration, sampled and measured: the MAP, the K-FAC whitening, Markov chains from over-dispersed
 secret starts, the per-draw statistics (log ξ, max-loss M_s), Δ̂, the all-parameter temperature, the diagnostics,
 and the released draw chosen with the secret key. Tensors and a ``seeds`` function in, a :class:`Run` out; the
 callers (:mod:`.released`, :mod:`.frontier`) bring the data and the key and decide what is written where.
@@ -78,19 +78,17 @@ def statistics(target: maths.Target, pre: maths.Preconditioner, z: torch.Tensor)
 
 def sample(target: maths.Target, *, seeds: Callable[[str], int], starts_rng: np.random.Generator, chains: int,
            warmup: int, draws: int, start_spread: float = 2.0, max_tree_depth: int = 6,
-           target_accept: float = 0.8) -> Run:
-    """Sample ξ_T (``target``) with ``chains`` NUTS chains on the K-FAC-whitened coordinates; ``seeds(label)``
-    gives each chain's seed and ``starts_rng`` the over-dispersed starts (both from the secret key)."""
+           target_accept: float = 0.8, kind: str = "hmc_split") -> Run:
+    """Sample ξ_T (``target``) with ``chains`` chains of the sampler ``kind`` (:mod:`.sampler`) on the
+    K-FAC-whitened coordinates; ``seeds(label)`` gives each chain's seed and ``starts_rng`` the over-dispersed
+    starts (both from the secret key)."""
     begin = time.perf_counter()
     theta_map = maths.fit_map(target)
     pre = maths.kfac(target, theta_map)
     starts = overdispersed_starts(starts_rng, chains, target.dim, spread=start_spread)
 
-    def potential(z: torch.Tensor) -> torch.Tensor:
-        return target.potential(pre.theta(z))
-
-    ch = run_chains(potential, starts, [seeds(f"chain{c}") for c in range(chains)], warmup=warmup, draws=draws,
-                    max_tree_depth=max_tree_depth, target_accept=target_accept)
+    ch = run_chains(maths.whitened_potential(target, pre), starts, [seeds(f"chain{c}") for c in range(chains)],
+                    warmup=warmup, draws=draws, max_tree_depth=max_tree_depth, target_accept=target_accept, kind=kind)
     z = ch.z.reshape(chains * draws, -1)
     st = statistics(target, pre, z)
     shaped = {k: st[k].reshape(chains, draws) for k in ("log_posterior", "max_loss")}

@@ -57,7 +57,7 @@ def sample_run(params: Params, lay: Layout, target: maths.Target, tag: str) -> p
     return posterior.sample(target, seeds=lambda what: secret.seed(lay.artifacts, f"linear_ppm/{tag}/{what}"),
                             starts_rng=secret.numpy_rng(lay.artifacts, f"linear_ppm/{tag}/starts"),
                             chains=s.chains, warmup=s.warmup, draws=s.draws, start_spread=s.start_spread,
-                            max_tree_depth=s.max_tree_depth, target_accept=s.target_accept)
+                            max_tree_depth=s.max_tree_depth, target_accept=s.target_accept, kind=s.kind)
 
 
 def require(params: Params, run: posterior.Run, what: str) -> None:
@@ -96,7 +96,7 @@ def sample_variant(params: Params, lay: Layout, *, prior_precision: float, tempe
             write_private(private, tag, run)
         require(params, run, f"linear PPM censored ε {epsilon:g}")
         g = guarantee.censored(epsilon, run.delta_hat, weights=guarantee.UNIFORM_WEIGHTS,
-                               mechanism="linear PPM censored (NUTS)", **quantities(run),
+                               mechanism="linear PPM censored (MCMC)", **quantities(run),
                                censor_level=kappa, temperature_declared=temperature,
                                sampler_error="diagnostics only (R-hat, ESS, divergences): not a δ")
         return run, g, {}
@@ -114,7 +114,7 @@ def sample_variant(params: Params, lay: Layout, *, prior_precision: float, tempe
         write_private(private, tag, run, weights=w)
     require(params, run, f"linear PPM risk λ {prior_precision:g} T {temperature:g}")
     eps = posterior.epsilon(run)
-    g = guarantee.ppm(eps, run.delta_hat, mechanism="linear PPM (NUTS)", **quantities(run),
+    g = guarantee.ppm(eps, run.delta_hat, mechanism="linear PPM (MCMC)", **quantities(run),
                       weights=guarantee.RISK_WEIGHTS.replace("(round 2)", "(an unweighted run's draws)"),
                       temperature_declared=temperature, weight_mean=float(w.mean()),
                       sampler_error="diagnostics only (R-hat, ESS, divergences): not a δ")
@@ -169,8 +169,9 @@ def draw(params: Params, root: str | Path = ".") -> dict:
                 "sampling": run.summary, **extra, "diagnostics_thresholds": p.diagnostics.model_dump(),
                 "test_f1": utility, "backend": "head (linear, hidden 0)",
                 "randomness": {"public_seed": params.seed, "public_seed_drives": "the stratified split only",
-                               "secret_key_drives": "chain starts, momenta, NUTS directions, Metropolis coins, the "
-                                                    "released draw", "released_draw": SECRET_DRAW,
+                               "secret_key_drives": "chain starts, momenta, trajectory jitter (HMC) or directions "
+                                                    "(NUTS), Metropolis coins, the released draw",
+                               "released_draw": SECRET_DRAW,
                                "secret_key_id": secret.key_id(lay.artifacts)}}
     backend = _linear_backend(params, lay)
     with atomic_dir(Path(root) / private_dir(params) / "draw", private=True) as tmp:
