@@ -107,7 +107,8 @@ def test_real_graph_has_known_edges(graph):
     assert "dprelease.dpsgd.plugin" in graph["dprelease.registry"]
     assert "dprelease.data.plugin" in graph["dprelease.registry"]          # from .data import stages as …
     assert "dprelease.data.records" in graph["dprelease.dpsgd.stages"]     # from ..data import records
-    assert "dprelease.privacy.rdp" in graph["dprelease.dpsgd.accounting"]
+    assert "dprelease.privacy.accountants" in graph["dprelease.dpsgd.accounting"]  # names → accountants
+    assert "dprelease.privacy.rdp" in graph["dprelease.privacy.accountants"]
     assert "dprelease.backends" in graph["dprelease.data.splits"]          # from ..backends import make_backend
     assert "dprelease.backends" in graph["dprelease.training"]             # implicit: backends/__init__ has code
     assert "dprelease.privacy" not in graph["dprelease.swag_ppm.rounds"]   # privacy/__init__ is a docstring
