@@ -61,10 +61,10 @@ def main(argv: list[str] | None = None) -> int:
     from dprelease.linear_ppm.params import LinearPPMParams
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--configs", nargs="+", default=["risk"], choices=list(CONFIGS))
+    ap.add_argument("--configs", nargs="+", default=["risk"], choices=list(CONFIGS), help="configurations to time")
     ap.add_argument("--kind", default=None, help="linear_ppm.sampler.kind (default: the declared default)")
-    ap.add_argument("--threads", type=int, default=torch.get_num_threads())
-    ap.add_argument("--root", type=Path, default=Path("."))
+    ap.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch threads (default: torch's)")
+    ap.add_argument("--root", type=Path, default=Path("."), help="project root holding the cached embeddings")
     ap.add_argument("--seed", type=int, default=1000, help="chain c's seed is SEED + c (the starts' too: SEED)")
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)

@@ -131,20 +131,35 @@ def record(name: str, params: Params, root: str | Path, key: str | None = None) 
     return None
 
 
+_STATUS: dict[Path, dict] = {}  # `dvc status --json` of a root, while no stage has run there since
+
+
 def restored(name: str, params: Params, root: str | Path) -> bool:
     """Whether stage ``name``'s outputs on disk are exactly what ``dvc.lock`` records for its current inputs:
     DVC's own status of the stage is clean (same deps, params, code and outputs), as after ``dvc pull`` in a second
     clone with the keys imported. Then the outputs count as done: nothing is recomputed. False outside a DVC root,
-    for a stage DVC does not describe with these params, or when DVC cannot say."""
-    if why_not(name, params, root) is not None or not _lock_entry(Path(root).resolve(), name):
+    for a stage DVC does not describe with these params, or when DVC cannot say. One ``dvc status`` of the whole
+    pipeline answers every stage until a stage runs there (:func:`forget_status`)."""
+    top = Path(root).resolve()
+    if why_not(name, params, root) is not None or not _lock_entry(top, name):
         return False
-    from dvc.repo import Repo
+    if top not in _STATUS:
+        with _LOCK:  # as `dvc commit`: a subprocess in the root (DVC's in-process API wants the main thread)
+            done = subprocess.run([sys.executable, "-m", "dvc", "status", "--json"], cwd=top, capture_output=True,
+                                  text=True)
+        try:
+            status = json.loads(done.stdout or "{}") if done.returncode == 0 else None
+        except ValueError:
+            status = None
+        if not isinstance(status, dict):
+            return False
+        _STATUS[top] = status
+    return name not in _STATUS[top]
 
-    try:
-        with _LOCK, Repo(str(Path(root).resolve())) as repo:
-            return repo.status(targets=[name]) == {}
-    except Exception:  # noqa: BLE001 - any DVC failure: not known to be current, so the stage runs
-        return False
+
+def forget_status(root: str | Path) -> None:
+    """A stage ran in ``root``: its outputs, hence the status of what follows, may have changed."""
+    _STATUS.pop(Path(root).resolve(), None)
 
 
 def pipeline(params: Params, group: str, root: str | Path) -> list[str]:

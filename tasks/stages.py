@@ -57,7 +57,9 @@ def stage_task(name: str, params: dict, root: str, key: str) -> dict:
     current, HOW[name] = summary is not None, "current"
     # outputs DVC describes as current (e.g. `dvc pull`ed into a second clone with the keys imported); not for a stage
     # whose evidence is present (read when present, not a DVC dep: a new audit must still rebuild the card)
+    # only for outputs this clone's flows never stamped (a normal re-run with changed inputs asks DVC nothing)
     if (summary is None and stage.shared and not any((Path(root) / e).exists() for e in stage.evidence)
+            and not (Path(root) / p.artifacts / ".stamps" / f"{name}.json").exists()
             and dvc_record.restored(name, p, root)):
         summary, HOW[name] = {"restored": "dvc.lock"}, "dvc.lock"
         cache.mark_done(stage, p, key, root, summary)
@@ -67,6 +69,7 @@ def stage_task(name: str, params: dict, root: str, key: str) -> dict:
         if summary is None:
             HOW[name] = "ran"
             summary = run_stage(name, p, root)
+            dvc_record.forget_status(root)
             if stage.shared:  # a stage standing for a private file outside its key (the secret) is never shared
                 objects = dvc_record.objects_dir(root, store_dir())
                 stage_store.save(store_dir(), key, stage.produced, Path(root), summary, objects)

@@ -39,4 +39,4 @@ def test_dprelease_subcommand_help_shows_it(sub, capsys):
     assert e.value.code == 0
     out = capsys.readouterr().out
     assert "--params" in out or "--release" in out
-    assert "(default: params.yaml)" in out or "release folder" in out
+    assert "(default: $DPRELEASE_PARAMS or params.yaml)" in out or "release folder" in out

@@ -77,7 +77,7 @@ print(json.dumps({"run": stage.module, "modules": sorted(sys.modules)}))
 """
 
 
-@pytest.mark.parametrize("name, package", [("secret", "dprelease.privacy"), ("publish", "dprelease.swag_ppm")])
+@pytest.mark.parametrize("name, package", [("secret", "dprelease.privacy"), ("draw", "dprelease.swag_ppm")])
 def test_resolving_a_stage_imports_its_package_only(name, package):
     proc = subprocess.run([sys.executable, "-c", RESOLVE, name], cwd=ROOT, capture_output=True, text=True,
                           timeout=300)
@@ -167,9 +167,9 @@ def test_a_name_the_index_lacks_is_looked_up_everywhere_once_a_source_changed(mo
 def test_an_index_naming_the_wrong_package_is_corrected_by_the_registry(monkeypatch):
     params = load_params(ROOT / "params.yaml")
     wrong = registry.build_index(params)
-    wrong["stages"]["publish"] = "dprelease.privacy"  # e.g. a stage moved since the index was written
+    wrong["stages"]["draw"] = "dprelease.privacy"  # e.g. a stage moved since the index was written
     monkeypatch.setattr(registry, "plugin_index", lambda: wrong)
-    assert registry.get(params, "publish").module.startswith("dprelease.swag_ppm.")
+    assert registry.get(params, "draw").module.startswith("dprelease.swag_ppm.")
     with pytest.raises(KeyError, match="unknown stage 'nope'"):
         registry.get(params, "nope")
 

@@ -29,8 +29,7 @@ from .utility.evaluate import quartile_summary
 from .utility.metrics import quartile_table
 
 PUBLIC_METRIC_FILES = ("data", "reweight", "release", "evaluation")
-HTTP_LIMITS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "10", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",
-               "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
+HTTP_LIMITS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "10", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
 PENDING = ".mlflow-pending.json"
 EXPERIMENT_KIND, MODEL_TRAINING = "mlflow.experimentKind", "custom_model_development"
 
@@ -142,7 +141,6 @@ def _source_tags(root: Path) -> dict:
     """The code version a run ran (MLflow fills these only when started from a script inside a git
     checkout, not from the ``dprelease`` console script or a Prefect worker)."""
     import subprocess
-
     try:  # one call: the commit, then the branch name
         out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD", "--abbrev-ref", "HEAD"],
                              capture_output=True, text=True, timeout=5).stdout.split()
@@ -170,7 +168,7 @@ def release_run_name(params: Params, g: Guarantee) -> str:
 
 # the params sections the release's stages read (their declarations; tests/test_tracking.py checks the
 # list against the registry, which this shared module may not import), output paths left out
-RELEASE_SECTIONS = ("data", "dpsgd", "evaluation", "features", "model", "ppm", "released", "seed")
+RELEASE_SECTIONS = ("data", "dpsgd", "evaluation", "features", "frontier", "model", "ppm", "proxy", "released", "seed")
 
 
 def _released(lay: Layout) -> tuple[Guarantee, dict | None]:
@@ -186,6 +184,9 @@ def mechanism_params(params: Params) -> dict:
     out = _flatten({k: raw[k] for k in RELEASE_SECTIONS})
     other = {"head", "full"} - {params.model.backend}
     drop = {f"model.{b}." for b in other} | {f"dpsgd.{b}." for b in other} | {"dpsgd.delta_sweep", "dpsgd.planted"}
+    drop |= ({"dpsgd.", "frontier."} if params.released.mechanism != "dpsgd" else  # DP-SGD's, where it is released
+             {"frontier.epsilons", "frontier.budget", "frontier.seeds", "frontier.sources", "frontier.ppm",
+              "frontier.dpsgd.private_selection"})
     if params.ppm.mechanism != "censored":
         drop |= {"ppm.censor_"}
     if not params.reweighting:
@@ -273,8 +274,8 @@ def log_pipeline_run(params: Params, root: str | Path = ".", run_name: str | Non
         _guarantee_tags(mlflow, g)
         if "epsilon_ci_high" in figures:  # what the interval is (and is not): beside the metrics it labels
             mlflow.set_tag("epsilon_interval", INTERVAL_NOTE)
-        ev = read_json(lay.metrics / "evaluation.json") if rec is None else {
-            "released_weighted_f1": rec["weighted_f1"], "released_macro_f1": rec["macro_f1"]}
+        ev = read_json(lay.metrics / "evaluation.json") if rec is None else {"released_weighted_f1": rec["weighted_f1"],
+                                                                          "released_macro_f1": rec["macro_f1"]}
         what = (f"round {g.quantities.get('round')} of {g.mechanism}" if g.quantities.get("round") is not None
                 else g.mechanism)
         mlflow.set_tag("released.mechanism", rec["mechanism"] if rec else "swag_ppm")
@@ -317,8 +318,7 @@ def _log_datasets(mlflow, params: Params, root: str | Path, lay: Layout) -> None
         mlflow.log_input(ds, context=context)
 
 
-def _is_number(v) -> bool:  # a real number (not a bool)
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+_is_number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731 - a real number, not a bool
 
 
 def _guarantee_metrics(g: Guarantee, prefix: str = "") -> dict:

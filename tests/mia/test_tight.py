@@ -104,7 +104,8 @@ def test_planted_nonprivate_labelled_eps1_is_convicted(bench):
 
 
 POISSON = {"dpsgd.head.batch_size": 512, "dpsgd.head.epochs": 30, "dpsgd.head.lr": 0.01, "dpsgd.head.max_grad_norm": 1.0,
-           "dpsgd.head.optimizer": "adamw", "dpsgd.head.momentum": 0.0}  # the golden numbers' setting (q = 512/n)
+           "dpsgd.head.optimizer": "adamw", "dpsgd.head.momentum": 0.0,  # the golden numbers' setting (q = 512/n)
+           "dpsgd.conversion": "mironov"}  # and accountant (params.yaml's is now PRV)
 
 
 def test_planted_dpsgd_noise_div4_is_convicted_and_honest_dpsgd_is_not(bench):

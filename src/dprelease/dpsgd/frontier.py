@@ -45,9 +45,10 @@ SELECTION = ("best validation weighted F1 over the declared grid, one secret-see
 
 
 def configurations(grid, *, n: int) -> list[dict]:
-    """The declared grid as configurations (batch size 0: full batch, n)."""
+    """The declared grid as configurations (batch size 0, or one beyond the n records: full batch, n). The same
+    grid index is the same declared configuration whatever n (the proxy's training set and the private one)."""
     optimisers = [("sgd", lr, grid.momentum) for lr in grid.sgd_lrs] + [("adamw", lr, 0.0) for lr in grid.adamw_lrs]
-    return [{"batch_size": b or n, "epochs": e, "max_grad_norm": c, "optimizer": o, "lr": lr, "momentum": m}
+    return [{"batch_size": min(b, n) if b else n, "epochs": e, "max_grad_norm": c, "optimizer": o, "lr": lr, "momentum": m}
             for b, e, c, (o, lr, m) in product(grid.batch_sizes, grid.epochs, grid.max_grad_norms, optimisers)]
 
 
