@@ -69,16 +69,41 @@ def test_swag_ppm_is_released_through_the_same_stage(head_run, tmp_path):
     assert record["arm"] in ("swag_ppm", "swag_ppm_reweighted") and record["mechanism"] == "swag_ppm"
 
 
+def test_nearest_class_mean_is_released_through_the_same_stage(head_run, tmp_path):
+    """The released head's argmax is the cosine rule of the noisy class sums (dprelease.ncm.maths.predict)."""
+    import torch
+
+    from dprelease.ncm import maths
+    from dprelease.ncm.released import head
+
+    root = copy_root(head_run.root, tmp_path / "root")
+    params = _declared("ncm")
+    out = _release(params, root)
+    manifest = verify_release(root / params.release)
+    g = manifest["guarantee"]
+    assert out["mechanism"] == "ncm" and g["kind"] == "dp_accountant" and g["epsilon"] == params.released.epsilon
+    assert manifest["tuning"] == "declared" and "nearest class mean" in (root / params.release / "README.md").read_text()
+    record = read_json(root / "metrics" / "released.json")
+    assert record["mechanism"] == "ncm" and record["weighted_f1"] == manifest["test_f1"]["weighted_f1"]
+    gen = torch.Generator().manual_seed(0)
+    sums, x = torch.randn(5, 8, dtype=torch.float64, generator=gen), torch.randn(30, 8, generator=gen)
+    shift = torch.randn(8, dtype=torch.float64, generator=gen)
+    centres = sums / sums.norm(dim=1, keepdim=True)
+    with torch.no_grad():
+        assert torch.equal(head(centres, None)(x).argmax(1), maths.predict(sums, x))
+        assert torch.equal(head(centres, shift)(x).argmax(1), maths.predict(sums, x.double() - shift))
+
+
 def test_exactly_one_mechanism_declares_the_publish_stage():
-    for mechanism in ("dpsgd", "swag_ppm", "linear_ppm"):
+    for mechanism in ("dpsgd", "swag_ppm", "linear_ppm", "ncm"):
         params = _declared(mechanism)
         publishing = [s for s in registry.stages(params) if s.name == "publish"]
         assert len(publishing) == 1 and params.release in publishing[0].outs
 
 
 def test_a_mechanism_that_releases_nothing_is_refused_in_one_line(tmp_path):
-    params = _declared("ncm")
-    with pytest.raises(ConfigError, match=r"released.mechanism: 'ncm' releases nothing here .*dpsgd") as err:
+    params = _declared("nonprivate")
+    with pytest.raises(ConfigError, match=r"released.mechanism: 'nonprivate' releases nothing here .*dpsgd") as err:
         check(params, tmp_path)
     assert "\n" not in str(err.value)
     assert not [s for s in registry.stages(params) if s.name == "publish"]

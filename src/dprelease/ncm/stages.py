@@ -18,7 +18,14 @@ from ..privacy.stages import key_id_file
 from ..privacy.target import default_delta
 from ..stage import Stage
 from ..utility.metrics import f1_summary, mean_sd
-from . import maths
+from ..code_scope import closure
+from ..mechanism import ReleaseSpec
+from ..release.stages import publish_stage
+from . import maths, released
+
+# released by the shared publish step when ``released.mechanism: ncm``
+SPEC = ReleaseSpec(mechanism="ncm", stage="ncm_release", staged=released.staged, card=released.card,
+                   figures=released.figures, code=lambda: closure(released.__name__))
 
 SOURCE = "ncm"
 SELECTION = ("no search: nearest class mean has no hyper-parameter (grid size 1); with a public proxy, a second "
@@ -86,6 +93,10 @@ def frontier_ncm(params: Params, root: str | Path = ".") -> dict:
 
 def declare(params: Params) -> list[Stage]:
     a = params.artifacts
+    deps = [key_id_file(params), f"{a}/data", f"{a}/features"]
     return [Stage(name="frontier_ncm", run=frontier_ncm, params=["seed", "model.backend", "dpsgd.delta", "frontier", "proxy"],
-                  deps=[key_id_file(params), f"{a}/data", f"{a}/features"], outs=[],
-                  metrics=["metrics/frontier/ncm.json"], group="frontier")]
+                  deps=deps, outs=[], metrics=["metrics/frontier/ncm.json"], group="frontier"),
+            Stage(name="ncm_release", run=released.ncm_release, params=["seed", "model", "released", "proxy"],
+                  deps=deps, outs=[f"{a}/{released.FOLDER}"],
+                  group="release" if params.released.mechanism == "ncm" else "ncm"),  # `make flow FLOW=ncm` otherwise
+            *publish_stage(params, SPEC)]
