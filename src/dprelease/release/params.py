@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 class ReleasedParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
-    mechanism: str = Field("dpsgd", min_length=1)  # a plug-in with a release: dpsgd | swag_ppm | linear_ppm
+    mechanism: str = Field("dpsgd", min_length=1)  # a plug-in with a release: dpsgd | swag_ppm | linear_ppm | ncm
     epsilon: float = Field(8.0, gt=0.0)  # declared target ε of a mechanism that targets one (DP-SGD)
     delta: float | None = Field(None, gt=0.0, lt=1.0)  # None: min(n^-1.1, 1/(2n)) (docs/algorithms.md, E.1)
 
