@@ -28,11 +28,20 @@ def staged(params: Params) -> str:
     return f"{params.artifacts}/{FOLDER}/release"
 
 
-def _x(lay: Layout, split: str) -> tuple[torch.Tensor, torch.Tensor]:
+def embeddings(lay: Layout, split: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """One split's cached encoder embeddings and labels (the head backend's; one line otherwise)."""
     feats, y = features(lay, split)
     if set(feats) != {"x"}:
-        raise ValueError("released.mechanism ncm needs the head backend's embeddings (model.backend: head)")
+        raise ValueError("DP nearest class mean needs the head backend's embeddings (model.backend: head)")
     return feats["x"], y.long()
+
+
+def proxy_centre(lay: Layout) -> torch.Tensor | None:
+    """The PUBLIC proxy's mean embedding (None without a proxy): subtracting it before clipping is data-independent
+    for the private records, so the guarantee is unchanged."""
+    if not (lay.features / "proxy_train.safetensors").is_file():
+        return None
+    return embeddings(lay, "proxy_train")[0].double().mean(0)
 
 
 def head(centres: torch.Tensor, shift: torch.Tensor | None):
@@ -51,11 +60,11 @@ def ncm_release(params: Params, root: str | Path = ".") -> dict:
     lay = Layout.from_params(params, root)
     labels = label_info(lay)
     k = len(labels["codes"])
-    (xt, yt), (xs, ys) = _x(lay, "train"), _x(lay, "test")
+    (xt, yt), (xs, ys) = embeddings(lay, "train"), embeddings(lay, "test")
     eps, n = params.released.epsilon, len(yt)
     delta = params.released.delta or default_delta(n)
     sigma = maths.gaussian_sigma(eps, delta)
-    shift = _x(lay, "proxy_train")[0].double().mean(0) if (lay.features / "proxy_train.safetensors").is_file() else None
+    shift = proxy_centre(lay)
     gen = torch.Generator().manual_seed(secret.seed(lay.artifacts, "ncm/release"))
     noisy = maths.release(xt.double() - shift if shift is not None else xt, yt, k, sigma=sigma, generator=gen)
     centres = noisy / noisy.norm(dim=1, keepdim=True).clamp(min=1e-12)

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from ..config import Params
-from ..data.splits import features, label_info
+from ..data.splits import label_info
 from ..frontier.points import DECLARED, PUBLIC_PROXY, Point, write_points
 from ..layout import Layout
 from ..privacy import secret
@@ -22,6 +22,7 @@ from ..code_scope import closure
 from ..mechanism import ReleaseSpec
 from ..release.stages import publish_stage
 from . import maths, released
+from .released import embeddings, proxy_centre
 
 # released by the shared publish step when ``released.mechanism: ncm``
 SPEC = ReleaseSpec(mechanism="ncm", stage="ncm_release", staged=released.staged, card=released.card,
@@ -30,21 +31,6 @@ SPEC = ReleaseSpec(mechanism="ncm", stage="ncm_release", staged=released.staged,
 SOURCE = "ncm"
 SELECTION = ("no search: nearest class mean has no hyper-parameter (grid size 1); with a public proxy, a second "
              "variant centres every embedding on the proxy's mean before clipping (a public, data-independent shift)")
-
-
-def _xy(lay: Layout, split: str):
-    feats, y = features(lay, split)
-    if set(feats) != {"x"}:
-        raise ValueError("frontier: DP nearest class mean needs the head backend's embeddings (model.backend: head)")
-    return feats["x"], y.long()
-
-
-def _centre(lay: Layout) -> torch.Tensor | None:
-    """The PUBLIC proxy's mean embedding (None without a proxy): subtracting it before clipping is data-independent
-    for the private records, so the guarantee is unchanged."""
-    if not (lay.features / "proxy_train.safetensors").is_file():
-        return None
-    return _xy(lay, "proxy_train")[0].double().mean(0)
 
 
 def _score(x, y, xv, yv, k: int, *, sigma: float, centre, generator) -> dict:
@@ -57,9 +43,9 @@ def _score(x, y, xv, yv, k: int, *, sigma: float, centre, generator) -> dict:
 def frontier_ncm(params: Params, root: str | Path = ".") -> dict:
     lay = Layout.from_params(params, root)
     k = len(label_info(lay)["codes"])
-    (xt, yt), (xv, yv), (xs, ys) = (_xy(lay, s) for s in ("train", "validation", "test"))
-    centre = _centre(lay)
-    proxy = (_xy(lay, "proxy_train"), _xy(lay, "proxy_validation")) if centre is not None else None
+    (xt, yt), (xv, yv), (xs, ys) = (embeddings(lay, s) for s in ("train", "validation", "test"))
+    centre = proxy_centre(lay)
+    proxy = (embeddings(lay, "proxy_train"), embeddings(lay, "proxy_validation")) if centre is not None else None
     delta = params.dpsgd.delta or default_delta(len(yt))
     variants = [("dp_ncm", "DP nearest class mean (no tuning)", None, DECLARED)]
     if centre is not None:
