@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-# Prefect settings live in prefect.toml; the offline switches in src/dprelease/offline.py.
+# Prefect settings live in prefect.toml; the offline switches in src/dprelease/core/offline.py.
 export MLFLOW_SERVER_ENABLE_JOB_EXECUTION := false
 MLFLOW_URI ?= sqlite:///mlflow.db
 MODEL ?= oiics-autocoder
@@ -143,7 +143,7 @@ repro: env  ## dvc repro: every stage of dvc.yaml (makes the agency's signing ke
 rotate-key: env  ## key rotation, one command: retire the agency signing key, make a new one, re-sign the releases
 	$(VENV)/bin/dprelease key rotate $(ARGS)
 
-# MLflow's UI with first-visit defaults (src/dprelease/mlflow_app.py): the model-training view, the headline
+# MLflow's UI with first-visit defaults (src/dprelease/pipeline/mlflow_app.py): the model-training view, the headline
 # figures (ε, F1, …) as runs-table columns, no assistant panel
 ui: env  ## the MLflow UI on 127.0.0.1:5000, opening on the model-training view with ε and F1 columns
 	@echo "open http://127.0.0.1:5000 (experiment dprelease: its runs table shows ε and F1)"
@@ -156,7 +156,7 @@ ui: env  ## the MLflow UI on 127.0.0.1:5000, opening on the model-training view 
 AGENCY_KEY ?= $(wildcard $(abspath artifacts/keys/agency.pub))
 SERVE_ENV = MLFLOW_TRACKING_URI=$(MLFLOW_URI) $(if $(AGENCY_KEY),DPRELEASE_AGENCY_KEY="$${DPRELEASE_AGENCY_KEY:-$(AGENCY_KEY)}")
 serve-model: env  ## the production model over HTTP on 127.0.0.1:5001 (mlflow models serve)
-	@$(SERVE_ENV) MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR=false $(PY) -m dprelease.service.pyfunc_model "models:/$(MODEL)@production"
+	@$(SERVE_ENV) MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR=false $(PY) -m dprelease.pipeline.service.pyfunc_model "models:/$(MODEL)@production"
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(SERVE_ENV) $(VENV)/bin/mlflow models serve -m "models:/$(MODEL)@production" \
 	    --env-manager local --host 127.0.0.1 -p 5001
 
@@ -169,7 +169,7 @@ epsilon-sensitivity: env  ## ε over a grid of SWAG lr × prior λ × seeds (+ r
 	$(PY) benchmarks/epsilon_sensitivity.py $(ARGS)
 
 results: env  ## the result tables, rendered from metrics/ and reports/ → docs/results.md (ARGS="--root DIR --out FILE")
-	$(PY) -m dprelease.reports.results $(ARGS)
+	$(PY) -m dprelease.compare.reports.results $(ARGS)
 
 bench: env  ## the benchmark scripts (speed figures)
 	$(PY) benchmarks/bench_release.py

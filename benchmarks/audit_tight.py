@@ -1,13 +1,13 @@
 """`make audit-tight`: the tight multi-run privacy audit (a benchmark: not part of `make test`).
 
 Many independent training runs, each with or without ONE worst-case canary (secret coin per run), and a
-valid ε lower bound with its confidence from the runs (``dprelease.mia.tight``: a test fixed before the
+valid ε lower bound with its confidence from the runs (``dprelease.compare.mia.tight``: a test fixed before the
 evaluated runs are seen — on runs simulated from the claimed mechanism, or on calibration runs kept out —
 and Clopper–Pearson bounds on its error rates over the independent runs). Three arms, each against its own claim:
 
 * ``dpsgd`` — honest DP-SGD at the declared target ``dpsgd.target_epsilon`` (q = B/n, T = ⌈E/q⌉ and σ of the
-  DP-SGD stage, δ from params): the vectorised trainer ``dprelease.dpsgd.batched`` (checked weight for weight against the Opacus path
-  in tests/dpsgd/test_batched.py), a linear head on a subsample of the training embeddings with the SAME
+  DP-SGD stage, δ from params): the vectorised trainer ``dprelease.mechanisms.dpsgd.batched`` (checked weight for weight against the Opacus path
+  in tests/mechanisms/dpsgd/test_batched.py), a linear head on a subsample of the training embeddings with the SAME
   q and T (so the same accountant ε; the expected batch is q·records), and a gradient canary (Nasr et al.
   2023): norm 10·C on a weight of an input column that is zero in every real record, so no record's
   gradient lands there. Threat model: the attacker sees every iterate (hence every privatised gradient
@@ -38,18 +38,18 @@ import numpy as np
 import pandas as pd
 import torch
 
-from dprelease.backends.base import load_features
-from dprelease.backends.head import Head, HeadBackend
-from dprelease.config import load_params
-from dprelease.dpsgd.accounting import default_delta
-from dprelease.dpsgd.batched import Canary, setting_for, train_batched
-from dprelease.errors import OneLineError
-from dprelease.io import atomic_dir, write_json
-from dprelease.layout import Layout
-from dprelease.mia import tight
-from dprelease.privacy import secret
-from dprelease.privacy.target import dpsgd_target
-from dprelease.training import finetune
+from dprelease.core.backends.base import load_features
+from dprelease.core.backends.head import Head, HeadBackend
+from dprelease.core.config import load_params
+from dprelease.mechanisms.dpsgd.accounting import default_delta
+from dprelease.mechanisms.dpsgd.batched import Canary, setting_for, train_batched
+from dprelease.core.errors import OneLineError
+from dprelease.core.io import atomic_dir, write_json
+from dprelease.pipeline.layout import Layout
+from dprelease.compare.mia import tight
+from dprelease.core.privacy import secret
+from dprelease.core.privacy.target import dpsgd_target
+from dprelease.core.training import finetune
 
 CANARY_NORM = 10.0  # × C: clipping must bring it down to C
 PLANTED_DIVISOR = 4.0
@@ -261,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     with atomic_dir(Path(args.root) / "reports" / "privacy_tight") as out:
         table.to_csv(out / "audit_tight.csv", index=False)
     if all((lay.metrics / f).is_file() for f in ("privacy_audit.json", "audit_canary.json", "audit_pool.json")):
-        from dprelease.mia.report import privacy_report
+        from dprelease.compare.mia.report import privacy_report
 
         privacy_report(params, args.root)  # audit.csv and report.md with these rows
     print(table.to_string(index=False))

@@ -47,11 +47,11 @@ def child(root: str, stage: str, overrides: str) -> None:
     """One stage in this process; prints one JSON line (threads, workers, peak RSS: no stage output)."""
     import resource
 
-    from dprelease import offline  # noqa: F401
+    from dprelease.core import offline  # noqa: F401
     import torch
 
-    from dprelease import registry
-    from dprelease.config import load_params, parse_params
+    from dprelease.pipeline import registry
+    from dprelease.core.config import load_params, parse_params
 
     p = load_params(Path(root) / "params.yaml")
     if overrides:
@@ -63,7 +63,7 @@ def child(root: str, stage: str, overrides: str) -> None:
     seconds = time.perf_counter() - start
     peak.stop()
     try:  # the audit's process pool (absent before issue 34: everything ran in the stage process)
-        from dprelease.mia import workers
+        from dprelease.compare.mia import workers
 
         used = workers.used()
     except ImportError:
@@ -141,10 +141,10 @@ def run_stage(work: Path, home: Path, stage: str, overrides: dict) -> dict:
 def load(root: Path):
     sys.path.insert(0, str(ROOT / "src"))
     sys.path.insert(0, str(ROOT))
-    from dprelease import offline  # noqa: F401
-    from dprelease.config import load_params, parse_params
-    from dprelease.headline import RELEASED_ARM
-    from dprelease import registry
+    from dprelease.core import offline  # noqa: F401
+    from dprelease.core.config import load_params, parse_params
+    from dprelease.core.headline import RELEASED_ARM
+    from dprelease.pipeline import registry
     from flows.audit import audit_stages
     from flows.run import plan_of
 

@@ -41,7 +41,7 @@ FULL = ["data.cap=1000000", "ppm.reweight=false"]
 def _params(work: Path, workers: int | None = None):
     import yaml
 
-    from dprelease.config import load_params
+    from dprelease.core.config import load_params
 
     sets = {k: yaml.safe_load(v) for k, v in (s.split("=", 1) for s in FULL)}
     if workers:
@@ -53,9 +53,9 @@ def _timed_pass(params, root: str) -> tuple[float, str]:
     """One sensitivity pass of round 2 → (seconds, digest of its arrays): public aggregates only."""
     import numpy as np
 
-    from dprelease.layout import Layout
-    from dprelease.swag_ppm.fit import release_censor
-    from dprelease.swag_ppm.passes import posterior_pass
+    from dprelease.pipeline.layout import Layout
+    from dprelease.mechanisms.swag_ppm.fit import release_censor
+    from dprelease.mechanisms.swag_ppm.passes import posterior_pass
 
     lay = Layout.from_params(params, root)
     w = np.load(lay.weights(2) / "weights.npy")
@@ -83,7 +83,7 @@ def on_dask(work: Path, workers: int, repeats: int) -> dict:
     from prefect import flow
     from prefect.context import FlowRunContext
 
-    from dprelease.config import Params
+    from dprelease.core.config import Params
     from flows import runners
 
     @flow(name="bench-dask-pass", persist_result=False, log_prints=False)
@@ -108,8 +108,8 @@ def replay_seconds(work: Path) -> float:
     """The coordinator's share of a mapped pass: the generator states of every chunk (normals only)."""
     import torch
 
-    from dprelease.layout import Layout
-    from dprelease.swag_ppm.swag import SwagMoments, chunk_states
+    from dprelease.pipeline.layout import Layout
+    from dprelease.mechanisms.swag_ppm.swag import SwagMoments, chunk_states
 
     params = _params(work)
     moments = SwagMoments.load(Layout.from_params(params, work).swag(2) / "moments.safetensors")
@@ -138,7 +138,7 @@ def main() -> None:
 
     import torch
 
-    from dprelease.io import read_json
+    from dprelease.core.io import read_json
 
     data = read_json(work / "metrics" / "data.json")
     params = _params(work)

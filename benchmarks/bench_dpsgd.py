@@ -16,11 +16,11 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from dprelease.backends import make_backend
-from dprelease.backends.base import load_features, trainable
-from dprelease.config import load_params
-from dprelease.dpsgd.accounting import default_delta
-from dprelease.dpsgd.train import train_dpsgd
+from dprelease.core.backends import make_backend
+from dprelease.core.backends.base import load_features, trainable
+from dprelease.core.config import load_params
+from dprelease.mechanisms.dpsgd.accounting import default_delta
+from dprelease.mechanisms.dpsgd.train import train_dpsgd
 
 
 def nonprivate_steps_per_s(backend, feats, y, steps: int, batch: int, lr: float) -> float:

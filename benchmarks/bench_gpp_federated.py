@@ -18,7 +18,7 @@ import numpy as np
 import psutil
 from sklearn.datasets import load_digits
 
-from dprelease.gpp.federated import run_distributed
+from dprelease.mechanisms.gpp.federated import run_distributed
 
 
 def composites(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

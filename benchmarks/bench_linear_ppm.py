@@ -42,13 +42,13 @@ def surrogate(n: int = 2626, d: int = 384, k: int = 108, seed: int = 0) -> tuple
 
 
 def data(root: Path) -> tuple[torch.Tensor, torch.Tensor, int, str]:
-    from dprelease.config import load_params
-    from dprelease.layout import Layout
+    from dprelease.core.config import load_params
+    from dprelease.pipeline.layout import Layout
 
     lay = Layout.from_params(load_params(root / "params.yaml"), root)
     if (lay.features / "train.safetensors").exists():
-        from dprelease.data.splits import label_info
-        from dprelease.linear_ppm.released import load
+        from dprelease.core.data.splits import label_info
+        from dprelease.mechanisms.linear_ppm.released import load
 
         xa, y = load(lay, "train")
         return xa, y, len(label_info(lay)["codes"]), "the project's cached embeddings (train split)"
@@ -57,8 +57,8 @@ def data(root: Path) -> tuple[torch.Tensor, torch.Tensor, int, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from dprelease.linear_ppm import maths, posterior
-    from dprelease.linear_ppm.params import LinearPPMParams
+    from dprelease.mechanisms.linear_ppm import maths, posterior
+    from dprelease.mechanisms.linear_ppm.params import LinearPPMParams
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--configs", nargs="+", default=["risk"], choices=list(CONFIGS), help="configurations to time")

@@ -3,7 +3,7 @@
     python benchmarks/bench_startup.py [-n 5] [--only SUBSTRING]
 
 Timed: ``dprelease --help``, every subcommand's ``--help``, ``dprelease stage NAME`` up to the point the stage
-would start (its :class:`dprelease.stage.Stage`, run function included, resolved by the registry; the stage is
+would start (its :class:`dprelease.pipeline.stage.Stage`, run function included, resolved by the registry; the stage is
 not run), an unknown stage's one-line error, and ``python -m flows.<name> --help`` for every module of
 ``flows/`` with a command line. Nothing is written to the project: the stage commands run in a scratch folder
 holding a copy of ``params.yaml``. A benchmark, not a test: no time limit is asserted anywhere.
@@ -28,7 +28,7 @@ SUBCOMMANDS = ("stage", "predict", "sanitize", "verify", "key", "dvc-yaml", "tra
 
 # `dprelease stage NAME` up to the stage's start: the CLI's own path, with the registry's run_stage replaced by one
 # that resolves the stage (what the real one does first) and returns without running it
-UNTIL_START = ("import sys; import dprelease.registry as r; "
+UNTIL_START = ("import sys; import dprelease.pipeline.registry as r; "
                "r.run_stage = lambda name, params, root='.': {'resolved': r.get(params, name).run.__name__}; "
                "from dprelease.cli import main; sys.exit(main(['stage', sys.argv[1]]))")
 

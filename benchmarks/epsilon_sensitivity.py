@@ -39,9 +39,9 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from dprelease.config import parse_params  # noqa: E402
-from dprelease.io import read_json  # noqa: E402
-from dprelease.registry import run_stage  # noqa: E402
+from dprelease.core.config import parse_params  # noqa: E402
+from dprelease.core.io import read_json  # noqa: E402
+from dprelease.pipeline.registry import run_stage  # noqa: E402
 
 LRS = (0.003, 0.01, 0.03)
 PRIOR_FACTORS = (0.1, 1.0, 10.0)  # × the configured λ (the objective's λ/(2N)·|θ|²)

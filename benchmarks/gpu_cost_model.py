@@ -23,8 +23,8 @@ def probe(params, lay) -> dict:
     import numpy as np
     import torch
 
-    from dprelease.data.splits import backend_for, features
-    from dprelease.training import epoch
+    from dprelease.core.data.splits import backend_for, features
+    from dprelease.core.training import epoch
 
     backend = backend_for(params, lay)
     feats, y = features(lay)

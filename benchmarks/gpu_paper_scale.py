@@ -7,7 +7,7 @@
 
 It copies params.yaml and the data into a temporary project root (``--root`` to choose it, ``--keep`` to
 keep it), sets ``model.backend: full`` and runs every stage of the release group through the project's
-own stage functions (``dprelease.registry.run_stage``, as tests/conftest.py ``run_stages`` does), under a
+own stage functions (``dprelease.pipeline.registry.run_stage``, as tests/conftest.py ``run_stages`` does), under a
 fresh secret key. It prints per stage: wall time, GPU memory peak (torch.cuda.max_memory_allocated) and
 mean GPU utilisation (``nvidia-smi`` sampled in a thread, else "n/a"); the draws per second of every
 posterior pass; test F1 of the round-1 (non-private) fine-tune, of the released draw and over the
@@ -114,7 +114,7 @@ PASSES: list[tuple[str, int, float]] = []
 
 def instrument_passes() -> None:
     """Time every posterior pass (``passes.draw_pass``, wherever it is called from): draws and seconds."""
-    from dprelease.swag_ppm import passes, reweighting
+    from dprelease.mechanisms.swag_ppm import passes, reweighting
 
     inner = passes.draw_pass
 
@@ -155,18 +155,18 @@ def main(argv=None) -> int:
         os.environ["DPRELEASE_FULL_AMP"] = "0"
     import yaml
 
-    from dprelease import offline
+    from dprelease.core import offline
 
     offline.apply()
     import torch
     from safetensors.torch import load_file
     from sklearn.metrics import f1_score
 
-    from dprelease import registry
-    from dprelease.backends.base import set_flat
-    from dprelease.config import parse_params
-    from dprelease.data.splits import backend_for, features
-    from dprelease.layout import Layout
+    from dprelease.pipeline import registry
+    from dprelease.core.backends.base import set_flat
+    from dprelease.core.config import parse_params
+    from dprelease.core.data.splits import backend_for, features
+    from dprelease.pipeline.layout import Layout
 
     began = time.perf_counter()
     raw = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))

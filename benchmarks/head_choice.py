@@ -15,11 +15,11 @@ import numpy as np
 import torch
 from sklearn.linear_model import LogisticRegression
 
-from dprelease.backends.base import load_features
-from dprelease.backends.head import HeadBackend
-from dprelease.config import HeadParams, OptimParams, load_params
-from dprelease.utility.metrics import f1_summary
-from dprelease.training import finetune
+from dprelease.core.backends.base import load_features
+from dprelease.core.backends.head import HeadBackend
+from dprelease.core.config import HeadParams, OptimParams, load_params
+from dprelease.core.utility.metrics import f1_summary
+from dprelease.core.training import finetune
 
 
 def main() -> None:

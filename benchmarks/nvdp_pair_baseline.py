@@ -20,11 +20,11 @@ from sklearn.linear_model import LogisticRegressionCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from dprelease import offline  # noqa: F401
-from dprelease.backends.encoder import load_encoder, load_tokenizer
-from dprelease.config import load_params
-from dprelease.nvdp.states import load_states, nvdp_dir
-from dprelease.nvdp.datasets import glue_task
+from dprelease.core import offline  # noqa: F401
+from dprelease.core.backends.encoder import load_encoder, load_tokenizer
+from dprelease.core.config import load_params
+from dprelease.mechanisms.nvdp.states import load_states, nvdp_dir
+from dprelease.mechanisms.nvdp.datasets import glue_task
 
 CS = [1e-3, 1e-2, 1e-1, 1.0]
 

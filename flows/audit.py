@@ -15,7 +15,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def audit_stages(params) -> list[str]:
     """What the audit adds after the release stages (the retrain flow audits the arm it released)."""
-    from dprelease import registry
+    from dprelease.pipeline import registry
     from flows.run import plan_of
 
     release = {s.name for s in registry.group(params, "release", active_only=False)} - {"publish"}

@@ -16,12 +16,13 @@ from typing import Callable
 
 import yaml
 
-from dprelease import offline, stage_store
-from dprelease.config import Params, load_params, params_file
-from dprelease.errors import ConfigError, OneLineError
-from dprelease.io import LEFTOVER_SUFFIXES, clean_leftovers
-from dprelease.layout import check_release_path
-from dprelease.locks import root_lock
+from dprelease.core import offline
+from dprelease.pipeline import stage_store
+from dprelease.core.config import Params, load_params, params_file
+from dprelease.core.errors import ConfigError, OneLineError
+from dprelease.core.io import LEFTOVER_SUFFIXES, clean_leftovers
+from dprelease.pipeline.layout import check_release_path
+from dprelease.pipeline.locks import root_lock
 
 
 def parser(doc: str | None) -> argparse.ArgumentParser:
@@ -139,7 +140,7 @@ def record_time(timings: dict, params: Params, name: str, seconds: float) -> flo
     """Keep a stage's duration in ``timings`` unless the stage is declared untimed (its duration grows with
     a data-dependent search no guarantee covers: private selection's tries, re-weighting's refits). Returns
     the seconds that may be reported (0 for an untimed stage), so flow totals leave them out too."""
-    from dprelease import registry
+    from dprelease.pipeline import registry
 
     if not registry.get(params, name).timed:
         return 0.0

@@ -1,7 +1,7 @@
 """The release flow: the registry's ``release`` stages as cached Prefect tasks (the declared mechanism,
 ``released.mechanism``, published; SWAG-PPM's chain measured beside it), then one MLflow run. ``python -m flows.release [--params params.yaml] [--set ppm.c=0.8] [--no-track] [--new-key]``.
 Before anything runs, the randomness and agency keys are compared with those dvc.lock and the existing release
-were made with (dprelease.privacy.key_guard): another key is refused in one line unless ``--new-key`` (a new release).
+were made with (dprelease.core.privacy.key_guard): another key is refused in one line unless ``--new-key`` (a new release).
 With ``dask.enabled`` the posterior passes run their seeded chunks on a Dask cluster (flows/runners.py)."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import sys
 import time
 from pathlib import Path
 
-from dprelease import offline  # noqa: F401  (offline switches before transformers loads)
-from dprelease import pipeline, registry
-from dprelease.config import Params
-from dprelease.io import write_json
+from dprelease.core import offline  # noqa: F401  (offline switches before transformers loads)
+from dprelease.pipeline import plan as pipeline, registry
+from dprelease.core.config import Params
+from dprelease.core.io import write_json
 from flows import cli, runners
 from flows.run import run_plan
 from tasks import dvc_record
@@ -48,16 +48,16 @@ def __getattr__(name: str):
 def _keys(args):
     """The cheap check before Prefect starts: the keys are those the recorded release was made with."""
     def check(p: Params) -> None:
-        from dprelease.privacy import key_guard
-        from dprelease.release.stages import check as releasing
+        from dprelease.core.privacy import key_guard
+        from dprelease.core.release.stages import check as releasing
 
         releasing(p, args.root)  # released.mechanism names a mechanism that releases (one line, nothing run)
 
         for line in key_guard.check(p, args.root, new_key=args.new_key):
             print(line, file=sys.stderr)
         if args.new_key:  # make both keys now: every stage that re-checks them finds the replacement recorded
-            from dprelease.privacy import secret
-            from dprelease.release.signing import ensure_key, key_folder
+            from dprelease.core.privacy import secret
+            from dprelease.core.release.signing import ensure_key, key_folder
 
             secret.init(Path(args.root) / p.artifacts)
             ensure_key(key_folder(p, args.root))

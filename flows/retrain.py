@@ -14,7 +14,7 @@ a subflow on the task runner params ask for (``dask.enabled``: posterior-pass ch
 The deployment that ``make serve`` schedules runs this same flow.
 
 Before any of that, the retrain compares the snapshot's sha256, the release stages' code and the params
-they read (``dprelease.service.fingerprint``) with the tags of the ``production`` (else the newest)
+they read (``dprelease.pipeline.service.fingerprint``) with the tags of the ``production`` (else the newest)
 version: when they are the same (and that version was audited, if ``service.audit``), the retrain ends
 at once, Completed with the message ``unchanged: …``, and registers nothing (nothing is copied, versioned
 or run). A deployment run that finds the project root held by another run (the other deployment, a
@@ -26,7 +26,7 @@ the registry outcome) is logged to the run (the UI's Logs tab; the console too),
 Markdown artifact ``retrain-summary`` with the headline figures (ε, its interval, ε lower bound of the
 audit, F1) and the gate decision.
 
-This module holds the Prefect flows and the command line only; the logic is in ``dprelease.service``:
+This module holds the Prefect flows and the command line only; the logic is in ``dprelease.pipeline.service``:
 ``snapshots`` (windows, DVC), ``retrain`` (the run folder and its reports), ``promotion`` (registry, ledger,
 gates).
 """
@@ -40,46 +40,21 @@ import sys
 import time
 from pathlib import Path
 
-from dprelease import offline  # noqa: F401  (offline switches before transformers loads)
-from dprelease.config import Params, load_params, parse_params
-from dprelease.config import params_file as default_params_file
-from dprelease.errors import ConfigError, OneLineError
+from dprelease.core import offline  # noqa: F401  (offline switches before transformers loads)
+from dprelease.core.config import Params, load_params, parse_params
+from dprelease.core.config import params_file as default_params_file
+from dprelease.core.errors import ConfigError, OneLineError
 from flows import cli
 
-# imported once the arguments are parsed (:func:`_load`), so ``--help`` never imports Prefect, torch or the service
-HEAVY = {"registry": "dprelease", "signing": "dprelease.release", "file_hash": "dprelease.io", "secret": "dprelease.privacy",
-         "headline": "dprelease.headline", "Busy": "dprelease.locks", "root_lock": "dprelease.locks",
-         "svc": "dprelease.service", "fingerprint": "dprelease.service.fingerprint",
-         "Ledger": "dprelease.service.ledger", "report_table": "dprelease.service.ledger",
-         "register_release": "dprelease.service.promotion", "unchanged": "dprelease.service.promotion",
-         **{n: "dprelease.service.snapshots" for n in ("cut_windows", "push_snapshot", "snapshot_id", "snapshot_path",
-                                                        "snapshot_rel", "version_snapshot")},
-         "runners": "flows", "audit_stages": "flows.audit", "run": "tasks.stages"}
-ALIASES = {"svc": "retrain"}
-
-
-def _load() -> None:
-    """The heavy names into this module's globals (those a test has replaced are kept)."""
-    import importlib
-
-    g = globals()
-    for name, module in HEAVY.items():
-        if name not in g:
-            m = importlib.import_module(module)
-            attr = ALIASES.get(name, name)
-            g[name] = getattr(m, attr) if hasattr(m, attr) else importlib.import_module(f"{module}.{attr}")
+# Prefect, torch and the service are imported inside the functions that use them: ``--help`` imports none of them
 
 
 def __getattr__(name: str):
-    """The Prefect flows (built on first use: :func:`flows.cli.prefect_flow`) and the heavy names, on demand: the
-    deployments' entrypoint ``flows/retrain.py:retrain_flow`` and ``monkeypatch.setattr`` find them as before."""
+    """The Prefect flows, built on first use (:func:`flows.cli.prefect_flow`): the deployments' entrypoint
+    ``flows/retrain.py:retrain_flow`` finds them."""
     if name in FLOWS:
-        _load()
         fn, options = FLOWS[name]
         return cli.prefect_flow(globals(), name, fn, **options)
-    if name in HEAVY:
-        _load()
-        return globals()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -96,13 +71,16 @@ def progress(message: str) -> None:
 
 
 def _snapshot_path(top: Path, p: Params, snapshot: str | None) -> Path:
-    _load()
+    from dprelease.pipeline.service.snapshots import snapshot_path
+
     return snapshot_path(top, snapshot, default=p.service.snapshot or p.data.path)
 
 
 def run_name() -> str:
     """``retrain <snapshot id>``: the Prefect run's name, from its parameters (before the flow body runs)."""
     from prefect.runtime import flow_run
+
+    from dprelease.pipeline.service.snapshots import snapshot_id
 
     args = flow_run.parameters
     try:
@@ -125,6 +103,8 @@ def _retrain_flow(snapshot: str | None = None, root: str = ".", params_file: str
     (Prefect stores them): paths and public settings only."""
     from prefect.runtime import deployment
     from prefect.states import Completed
+
+    from dprelease.pipeline.locks import Busy, root_lock
 
     top = Path(root).resolve()
     p = load_params(top / (params_file or default_params_file()), overrides)
@@ -160,7 +140,14 @@ def _end_cancelled(why: str) -> None:
 def _unchanged(p: Params, top: Path, snapshot: Path) -> tuple[dict, dict | None]:
     """(the fingerprint of what this retrain would make, the registry summary of the production or newest
     version made from exactly that, or None). Reads and hashes only: nothing is copied or run."""
-    _load()
+    from dprelease.core.io import file_hash
+    from dprelease.core.privacy import secret
+    from dprelease.core.release import signing
+    from dprelease.pipeline.service import retrain as svc
+    from dprelease.pipeline.service.fingerprint import fingerprint
+    from dprelease.pipeline.service.promotion import unchanged
+    from dprelease.pipeline.service.snapshots import snapshot_rel
+
     if not snapshot.is_file():
         raise ConfigError(f"snapshot not found: {snapshot}")
     rel = snapshot_rel(snapshot, file_hash(snapshot))
@@ -171,13 +158,17 @@ def _unchanged(p: Params, top: Path, snapshot: Path) -> tuple[dict, dict | None]
 
 
 def _retrain(p: Params, top: Path, snapshot: Path, track: bool) -> dict:
-    _load()
+    from dprelease.core.headline import headline
+    from dprelease.pipeline.service import retrain as svc, snapshots
+    from dprelease.pipeline.service.promotion import register_release
+    from flows import runners
+
     start, fp, checked = time.perf_counter(), None, {}
     if track:
         fp, same = _unchanged(p, top, snapshot)
         checked["check"] = seconds = round(time.perf_counter() - start, 2)
         if same is not None:
-            name = snapshot_rel(snapshot, fp["snapshot_sha256"]).name
+            name = snapshots.snapshot_rel(snapshot, fp["snapshot_sha256"]).name
             message = (f"unchanged: snapshot {name}, the release stages' code and params are those of version "
                        f"{same['version']} ({same['decision'].removeprefix('unchanged, already ')}); nothing "
                        f"registered, nothing run ({seconds:.1f} s)")
@@ -185,9 +176,9 @@ def _retrain(p: Params, top: Path, snapshot: Path, track: bool) -> dict:
             return {"snapshot": name, "unchanged": True, "message": message, "registry": same,
                     "timings": checked, "seconds": seconds}
     start = time.perf_counter()
-    rel = version_snapshot(top, snapshot)
+    rel = snapshots.version_snapshot(top, snapshot)
     out: dict = {"snapshot": rel.name, "timings": checked | {"snapshot": round(time.perf_counter() - start, 2)}}
-    if pushed := push_snapshot(top, rel, warn=PROGRESS.warning):
+    if pushed := snapshots.push_snapshot(top, rel, warn=PROGRESS.warning):
         out["dvc_remote"] = pushed
     progress(f"snapshot {rel.name} versioned with DVC ({out['timings']['snapshot']:.1f} s)"
              + (f", pushed to remote {pushed}" if pushed else ""))
@@ -213,6 +204,8 @@ def summary_artifact(out: dict) -> None:
     """The run's Markdown artifact (key ``retrain-summary``): headline figures and the gate decision."""
     from prefect.artifacts import create_markdown_artifact
 
+    from dprelease.pipeline.service import retrain as svc
+
     create_markdown_artifact(svc.summary_markdown(out), key=ARTIFACT_KEY,
                              description=f"ε, F1 and the gate decision of {out['snapshot']}")
 
@@ -220,6 +213,12 @@ def summary_artifact(out: dict) -> None:
 def _pipeline_flow(params: dict, where: str, audit: bool) -> tuple[str, dict]:
     """The release stages in the run folder, then (``audit``) the privacy audit of the released arm; on a
     Dask task runner the posterior passes run their seeded chunks on the cluster. Returns (arm, timings)."""
+    from dprelease.pipeline import registry
+    from dprelease.pipeline.service import retrain as svc
+    from flows import runners
+    from flows.audit import audit_stages
+    from tasks.stages import run
+
     rp, timings = Params.model_validate(params), {}
 
     def timed(name: str, params: Params) -> None:
@@ -258,7 +257,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ledger", action="store_true", help="print the privacy ledger's per-version figures and stop")
     args = ap.parse_args(argv)
     offline.quiet()
-    _load()
+    from dprelease.pipeline.service import retrain as svc
+    from dprelease.pipeline.service.ledger import Ledger, report_table
+    from dprelease.pipeline.service.snapshots import cut_windows
+
     try:
         if args.ledger:
             p = load_params(Path(args.root) / args.params, cli.parse_overrides(args.set))

@@ -1,8 +1,8 @@
-"""The one generic flow: run a plug-in's flow (a :class:`dprelease.mechanism.FlowSpec`) from the stage graph.
+"""The one generic flow: run a plug-in's flow (a :class:`dprelease.pipeline.mechanism.FlowSpec`) from the stage graph.
 
 ``python -m flows.run NAME [--params params.yaml] [--set KEY=VALUE] [--no-track]``  (``make flow FLOW=NAME``;
 ``python -m flows.run --list`` names them). The plan — which stages, in which order, which may run at once —
-comes from the stages' declared deps and outs (:mod:`dprelease.pipeline`); every stage is the same cached
+comes from the stages' declared deps and outs (:mod:`dprelease.pipeline.plan`); every stage is the same cached
 Prefect task as everywhere else (:mod:`tasks.stages`), so finished stages are reused. :func:`run_plan` is
 the one timed stage loop every flow uses.
 """
@@ -12,11 +12,11 @@ from __future__ import annotations
 import sys
 import time
 
-from dprelease import offline  # noqa: F401  (offline switches before transformers loads)
-from dprelease import parallel, pipeline, registry
-from dprelease.config import Params
-from dprelease.layout import Layout
-from dprelease.mechanism import FlowSpec
+from dprelease.core import offline  # noqa: F401  (offline switches before transformers loads)
+from dprelease.pipeline import parallel, plan as pipeline, registry
+from dprelease.core.config import Params
+from dprelease.pipeline.layout import Layout
+from dprelease.pipeline.mechanism import FlowSpec
 from flows import cli, runners
 
 
@@ -88,12 +88,12 @@ def _done(name: str, seconds: float) -> None:
 
 def in_flow_process(plan: pipeline.Plan, params: Params) -> set[str]:
     """Stages that run in the flow process rather than as submitted tasks: with a chunk mapper installed
-    (a Dask runner, :func:`flows.runners.on_dask`), every stage whose code reaches :mod:`dprelease.parallel`,
+    (a Dask runner, :func:`flows.runners.on_dask`), every stage whose code reaches :mod:`dprelease.pipeline.parallel`,
     so its posterior-pass chunks spread over the cluster (inside a worker they would run as one task)."""
     if not parallel.active():
         return set()
     by_name = {s.name: s for s in registry.stages(params)}
-    return {n for n in plan.order if {".", "parallel.py"} & set(by_name[n].code)}
+    return {n for n in plan.order if {".", "pipeline/parallel.py"} & set(by_name[n].code)}
 
 
 def preflight(spec: FlowSpec, params: Params, root: str) -> None:
@@ -131,10 +131,10 @@ def run_flow(name: str, params: dict, root: str = ".", track: bool = True) -> di
 
 def track_flow(spec: FlowSpec, params: Params, root: str, timings: dict) -> str:
     if callable(spec.track):  # a plug-in's record as plain data
-        from dprelease.tracking_experiments import log_tracked
+        from dprelease.pipeline.tracking_experiments import log_tracked
 
         return log_tracked(params, root, spec.track(params, root, timings))
-    from dprelease import tracking, tracking_experiments
+    from dprelease.pipeline import tracking, tracking_experiments
 
     shared = {"pipeline": lambda: tracking.log_pipeline_run(params, root, None, timings=timings),
               "compare": lambda: tracking.log_compare_run(params, root),

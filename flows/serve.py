@@ -21,11 +21,11 @@ the holder (flows/retrain.py).
 
 Before the worker starts (so before any scheduled run can), the project's current release folder
 (``release``, from ``make run``) is registered in the MLflow registry as a retrain's release is — figures
-as tags, the ledger, the gates (``dprelease.service.promotion.register_current``) — once: a second
+as tags, the ledger, the gates (``dprelease.pipeline.service.promotion.register_current``) — once: a second
 ``make serve`` adds no version of the same release. No release folder: nothing is registered, one line
 says so.
 
-The processes are started, health-checked and stopped by ``dprelease.service.supervisor``; this module
+The processes are started, health-checked and stopped by ``dprelease.pipeline.service.supervisor``; this module
 holds the Prefect side (pools, deployments, a triggered run) and the command line.
 """
 
@@ -39,10 +39,10 @@ import sys
 import time
 from pathlib import Path
 
-from dprelease.config import load_params
-from dprelease.errors import ConfigError, OneLineError
-from dprelease.service import supervisor as sv
-from dprelease.service.supervisor import FULL, SCHEDULED, STATE
+from dprelease.core.config import load_params
+from dprelease.core.errors import ConfigError, OneLineError
+from dprelease.pipeline.service import supervisor as sv
+from dprelease.pipeline.service.supervisor import FULL, SCHEDULED, STATE
 
 CODE = Path(__file__).resolve().parents[1]  # where flows/ and tasks/ live (the data root may be elsewhere)
 EXIT_ERROR = 2  # one line on stderr (flows.cli.EXIT_ERROR; not imported here: it loads Prefect)
@@ -60,13 +60,13 @@ def start(root: Path, params_file: str, timeout_s: float = 120.0, cron: str | No
 
 def register_current(root: Path, params_file: str) -> dict:
     """The project's release folder registered (or found registered), as
-    :func:`dprelease.service.promotion.register_current`; a failure is reported, not raised (serving goes
+    :func:`dprelease.pipeline.service.promotion.register_current`; a failure is reported, not raised (serving goes
     on: the first retrain registers a version). Returns ``{"line": what to print}`` (and ``"warning"``)."""
-    from dprelease import offline
+    from dprelease.core import offline
 
     offline.apply()  # before MLflow, torch or transformers load here
     try:
-        from dprelease.service.promotion import register_current as register
+        from dprelease.pipeline.service.promotion import register_current as register
 
         out = register(load_params(root / params_file), root)
     except Exception as err:  # noqa: BLE001 - anything MLflow or a bad release raises: one line, serving goes on

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dprelease.config import Params
-from dprelease.frontier.report import recommendation_line
-from dprelease.io import read_json
-from dprelease.layout import Layout
-from dprelease.privacy.guarantee import Guarantee, coverage_sentence
+from dprelease.core.config import Params
+from dprelease.compare.frontier.report import recommendation_line
+from dprelease.core.io import read_json
+from dprelease.pipeline.layout import Layout
+from dprelease.core.privacy.guarantee import Guarantee, coverage_sentence
 
 
 def _num(v, fmt: str = ".3f") -> str:
@@ -18,7 +18,7 @@ def release_blocks(params: Params, root: str, stages: list[str]) -> list[str]:
     guarantee record): mechanism, kind, ε, δ, test F1, diagnostics, where the folder is."""
     from pathlib import Path
 
-    from dprelease import registry
+    from dprelease.pipeline import registry
 
     lines = []
     for name in stages:
@@ -112,7 +112,7 @@ def print_summary(params: Params, root: str, result: dict, seconds: float) -> No
     ]
     if result.get("mlflow_run_id"):
         lines.append(f"  MLflow     run {result['mlflow_run_id']}  (UI: make ui  or  mlflow ui --backend-store-uri {params.tracking.mlflow_uri} --workers 1)")
-    from dprelease import registry
+    from dprelease.pipeline import registry
 
     # ``seconds``: the flow's own wall time, start to end (every stage, re-weighting's refits included); the
     # per-stage list leaves out the untimed stages, whose duration depends on the data and is never recorded

@@ -3,7 +3,7 @@
 ``python -m flows.tune [--mode search|grid] [--set tune.target_epsilon=8] [--no-track]``
 
 search: start at (tune.start_c, tune.start_epochs); after each run apply the decision rules of
-        ``dprelease.swag_ppm.tuning`` to the fit verdict, ε and utility, until accept / stop / budget.
+        ``dprelease.mechanisms.swag_ppm.tuning`` to the fit verdict, ε and utility, until accept / stop / budget.
 grid:   every (c, epochs) of tune.grid_c × tune.grid_epochs, cells concurrently on the task runner (a
         pool of tune.workers threads; with dask.enabled, the Dask cluster: one cell per worker process,
         its posterior passes in that worker). In search mode with dask.enabled the cells run in the flow
@@ -19,12 +19,12 @@ import sys
 import time
 from pathlib import Path
 
-from dprelease import offline  # noqa: F401  (offline switches before transformers loads)
-from dprelease import registry
-from dprelease.config import Params, parse_params
-from dprelease.io import read_json
-from dprelease.privacy import secret
-from dprelease.swag_ppm.tuning import Outcome, Requirements, Steps, choose, decide
+from dprelease.core import offline  # noqa: F401  (offline switches before transformers loads)
+from dprelease.pipeline import registry
+from dprelease.core.config import Params, parse_params
+from dprelease.core.io import read_json
+from dprelease.core.privacy import secret
+from dprelease.mechanisms.swag_ppm.tuning import Outcome, Requirements, Steps, choose, decide
 from flows import cli, runners
 
 
@@ -42,7 +42,7 @@ def cell_root(root: str, c: float, epochs: int) -> Path:
 
 def _cell(base: dict, root: str, c: float, epochs: int) -> dict:
     """One SWAG-PPM run (all release stages) with c and FT epochs set; returns its outcome (``cell_task``)."""
-    from dprelease.release.signing import key_folder  # (torch, through the release checks): at run time only
+    from dprelease.core.release.signing import key_folder  # (torch, through the release checks): at run time only
     from tasks.stages import run
 
     data_path = str((Path(root) / base["data"]["path"]).resolve())
@@ -77,7 +77,7 @@ def _setup(p: Params, root: str) -> tuple[Requirements, Steps, dict]:
 
 
 def _tune_flow(params: dict, root: str = ".", mode: str = "search", track: bool = True) -> dict:
-    from dprelease.reports.tune import write_tune_report
+    from dprelease.compare.reports.tune import write_tune_report
 
     cell_task = __getattr__("cell_task")
     p = Params.model_validate(params)
@@ -108,7 +108,7 @@ def _tune_flow(params: dict, root: str = ".", mode: str = "search", track: bool 
               "trail": trail, "chosen": chosen.as_dict() if chosen else None}
     write_tune_report(p, root, result)
     if track:
-        from dprelease.tracking import log_tune_run
+        from dprelease.pipeline.tracking import log_tune_run
 
         cli.tracked(result, lambda: log_tune_run(p, root, result))
     return result

@@ -10,7 +10,7 @@ with artifacts served from its ``mlartifacts/`` (as ``make ui`` does), finds the
 server. Needs Chromium on PATH (Debian: ``apt-get install -y chromium``).
 
 Every page is opened as a first-time visitor would (a fresh browser profile, the plain URL): what it shows
-is what ``--app-name dprelease`` (src/dprelease/mlflow_app.py) sets up — the model-training view, no
+is what ``--app-name dprelease`` (src/dprelease/pipeline/mlflow_app.py) sets up — the model-training view, no
 assistant panel, the headline figures as runs-table columns — not something the URL asks for.
 """
 

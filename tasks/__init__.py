@@ -1,1 +1,1 @@
-"""Prefect tasks: one cached task per stage of the registry (``dprelease.registry``)."""
+"""Prefect tasks: one cached task per stage of the registry (``dprelease.pipeline.registry``)."""

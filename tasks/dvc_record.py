@@ -2,7 +2,7 @@
 
 Where a flow runs in a DVC project's root, every stage it runs (or restores, or finds current) is committed
 to DVC as ``dvc commit STAGE`` would: DVC hashes the stage's deps, params and outputs, keeps the outputs in
-its cache (the same objects the stage store indexes: :mod:`dprelease.stage_store`) and writes the stage's
+its cache (the same objects the stage store indexes: :mod:`dprelease.pipeline.stage_store`) and writes the stage's
 entry in ``dvc.lock``. ``dvc status`` then agrees with the flow, ``dvc push`` sends exactly what the flow
 stored, and ``dvc exp show`` sees the flow's metrics.
 
@@ -25,11 +25,11 @@ from pathlib import Path
 
 import yaml
 
-from dprelease import registry
-from dprelease.config import Params, load_params
-from dprelease.io import private_dir, read_json, write_json
-from dprelease.stage import pick
-from dprelease.stage_store import default_objects
+from dprelease.pipeline import registry
+from dprelease.core.config import Params, load_params
+from dprelease.core.io import private_dir, read_json, write_json
+from dprelease.pipeline.stage import pick
+from dprelease.pipeline.stage_store import default_objects
 
 _LOCK = threading.Lock()  # DVC locks its repository: one commit at a time (stage tasks may finish on several threads)
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: dvc.lock is read once per stage, and is large

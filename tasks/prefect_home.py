@@ -1,10 +1,10 @@
-"""This process's Prefect home and SQLite database, made operator-only (:mod:`dprelease.prefect_home`: why)."""
+"""This process's Prefect home and SQLite database, made operator-only (:mod:`dprelease.pipeline.prefect_home`: why)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from dprelease import prefect_home
+from dprelease.pipeline import prefect_home
 
 
 def database_path() -> Path | None:

@@ -1,6 +1,6 @@
-"""One cached Prefect task per registered stage (:mod:`dprelease.registry`).
+"""One cached Prefect task per registered stage (:mod:`dprelease.pipeline.registry`).
 
-The cache key is :func:`dprelease.cache.input_key` (params the stage reads, content hashes of its
+The cache key is :func:`dprelease.pipeline.cache.input_key` (params the stage reads, content hashes of its
 inputs, its declared code). A completion stamp next to the artifacts says which key produced the
 outputs on disk (and the summary that run returned): if they are current, the task returns that summary;
 if they are missing or came from another key, it restores them from the stage store (verified) or runs
@@ -21,12 +21,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dprelease import offline  # noqa: F401  (before anything loads transformers)
-from dprelease import cache, registry, stage_store
-from dprelease.release import signing
-from dprelease.config import Params
-from dprelease.io import private_dir
-from dprelease.registry import run_stage
+from dprelease.core import offline  # noqa: F401  (before anything loads transformers)
+from dprelease.pipeline import cache, registry, stage_store
+from dprelease.core.release import signing
+from dprelease.core.config import Params
+from dprelease.core.io import private_dir
+from dprelease.pipeline.registry import run_stage
 from prefect import task
 from prefect.cache_policies import NONE
 from prefect.settings import PREFECT_HOME
@@ -81,14 +81,14 @@ def stage_task(name: str, params: dict, root: str, key: str) -> dict:
 
 @task(persist_result=False, cache_policy=NONE)
 def track_task(params: dict, root: str, run_name: str | None = None, timings: dict | None = None) -> str:
-    from dprelease.tracking import log_pipeline_run
+    from dprelease.pipeline.tracking import log_pipeline_run
 
     return log_pipeline_run(Params.model_validate(params), root, run_name, timings=timings)
 
 
 @task(persist_result=False, cache_policy=NONE)
 def track_compare_task(params: dict, root: str) -> str:
-    from dprelease.tracking import log_compare_run
+    from dprelease.pipeline.tracking import log_compare_run
 
     return log_compare_run(Params.model_validate(params), root)
 

@@ -42,10 +42,10 @@ SLICE = {
     "privacy_audit": {"replay_targets": 4},  # the replay audit's re-fits: 2 × (4 + 1) on the slice
     "tracking": {"mlflow_uri": "sqlite:///mlflow.db"},
     # the suite's release fixtures release SWAG-PPM (the chain most tests examine); the declared default, DP-SGD,
-    # has its own end-to-end tests (tests/release/test_stages.py, tests/test_quickstart.py)
+    # has its own end-to-end tests (tests/core/release/test_stages.py, tests/test_quickstart.py)
     "released": {"mechanism": "swag_ppm"},
     # the earlier split (no public proxy): the slice's classes and sizes as before; the proxy's own tests
-    # (tests/data/test_proxy.py, tests/test_quickstart.py) run with it
+    # (tests/core/data/test_proxy.py, tests/test_quickstart.py) run with it
     "proxy": {"until": None},
 }
 
@@ -57,13 +57,13 @@ def pytest_configure(config):
     project's .prefect/ nor share its sqlite DB with a running flow. Every other Prefect setting comes
     from prefect.toml (its database and results paths follow the home)."""
     global _PREFECT_TMP
-    from dprelease import offline
+    from dprelease.core import offline
 
     offline.apply()
     _PREFECT_TMP = tempfile.mkdtemp(prefix="dprelease-test-prefect-")
     os.environ["PREFECT_HOME"] = _PREFECT_TMP
     # the audit's fits in the test process (and in the flows the tests start): on the tiny slice, starting worker
-    # processes costs more than the fits; tests/mia/test_workers.py runs the audit stages with two worker
+    # processes costs more than the fits; tests/compare/mia/test_workers.py runs the audit stages with two worker
     # processes and checks their outputs are the one-worker outputs, byte for byte
     os.environ.setdefault("DPRELEASE_AUDIT_WORKERS", "1")
 
@@ -99,7 +99,7 @@ def _override(raw: dict, overrides: dict) -> dict:
 
 # The suite runs under one fixed randomness key, so a CI run is reproducible (a release's training, draws and
 # canaries all come from the key: privacy/secret.py); the tests that vary the key on purpose delete it or
-# rotate it (tests/privacy/test_secret*.py). Never a key outside tests: it is public by construction.
+# rotate it (tests/core/privacy/test_secret*.py). Never a key outside tests: it is public by construction.
 TEST_KEY = hashlib.sha256(b"dprelease: the test suite's fixed, public randomness key").hexdigest()
 
 
@@ -142,7 +142,7 @@ def copy_key(secret_dir: Path, root: Path, artifacts: str = "artifacts") -> Path
 def trace_package(fn) -> set[str]:
     """Package-relative source files in which a function ran while ``fn`` ran (this thread): what a stage's
     code declaration is checked against."""
-    from dprelease import cache
+    from dprelease.pipeline import cache
 
     pkg = str(cache.PACKAGE_DIR) + "/"
     seen: set[str] = set()
@@ -160,7 +160,7 @@ def trace_package(fn) -> set[str]:
 
 
 def run_stages(params, root: Path, names: list[str]) -> dict:
-    from dprelease.registry import run_stage
+    from dprelease.pipeline.registry import run_stage
 
     return {name: run_stage(name, params, root) for name in names}
 
@@ -174,8 +174,8 @@ class SliceRun:
 
 
 def _slice_run(tmp_path_factory, name: str, backend: str, all_specs: bool = False, **overrides) -> SliceRun:
-    from dprelease import registry
-    from dprelease.config import parse_params
+    from dprelease.pipeline import registry
+    from dprelease.core.config import parse_params
 
     params = parse_params(slice_raw(backend, **overrides))
     root = make_root(tmp_path_factory.mktemp(name))
@@ -220,8 +220,8 @@ def compare_raw(backend: str = "head", **overrides) -> dict:
 def _arm_stages() -> list[str]:
     """The comparison group's arm stages in the registry's order (nonprivate, the SWAG-PPM arms, DP-SGD, …):
     derived from the listed packages, so a new mechanism's arm joins without an edit here."""
-    from dprelease import registry
-    from dprelease.config import parse_params
+    from dprelease.pipeline import registry
+    from dprelease.core.config import parse_params
 
     return [s.name for s in registry.group(parse_params(compare_raw()), "compare") if s.name != "compare_report"]
 
@@ -239,7 +239,7 @@ def copy_root(src: Path, dst: Path) -> Path:
 def arms_run(head_run, tmp_path_factory) -> SliceRun:
     """The comparison arms (non-private, SWAG-PPM round 2, DP-SGD, δ sweep) on a copy of the head slice;
     the SWAG-PPM release there is reused, not re-run. Tests that write must copy this root too."""
-    from dprelease.config import parse_params
+    from dprelease.core.config import parse_params
 
     params = parse_params(compare_raw())
     root = copy_root(head_run.root, tmp_path_factory.mktemp("arms"))
@@ -249,11 +249,11 @@ def arms_run(head_run, tmp_path_factory) -> SliceRun:
 @pytest.fixture
 def no_training(monkeypatch):
     """Any training (DP-SGD or ordinary fine-tuning) fails the test: input errors must come first."""
-    import dprelease.dpsgd.stages as dpsgd_stages
-    import dprelease.dpsgd.train as dpsgd_train
-    import dprelease.nonprivate.stages as nonprivate_stages
-    import dprelease.swag_ppm.fit as fit
-    import dprelease.training as training
+    import dprelease.mechanisms.dpsgd.stages as dpsgd_stages
+    import dprelease.mechanisms.dpsgd.train as dpsgd_train
+    import dprelease.mechanisms.nonprivate.stages as nonprivate_stages
+    import dprelease.mechanisms.swag_ppm.fit as fit
+    import dprelease.core.training as training
 
     def trained(*a, **k):  # pragma: no cover - only reached on failure
         raise AssertionError("training started despite invalid input")
@@ -289,8 +289,8 @@ def tiny_problem(n: int, classes: int = 3, seed: int = 0, dim: int = 384):
 def tiny_head_backend(classes: int = 3, hidden: int = 8):
     import torch
 
-    from dprelease.backends.head import HeadBackend
-    from dprelease.config import HeadParams
+    from dprelease.core.backends.head import HeadBackend
+    from dprelease.core.config import HeadParams
 
     return HeadBackend(n_classes=classes, device=torch.device("cpu"), seed=1, params=HeadParams(hidden=hidden))
 
@@ -320,7 +320,7 @@ def mlflow_globals():
     import mlflow.tracking._tracking_service.utils as tracking_utils
     import mlflow.tracking.fluent as fluent
 
-    from dprelease.tracking import HTTP_LIMITS
+    from dprelease.pipeline.tracking import HTTP_LIMITS
 
     names = ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_ID", "MLFLOW_RUN_ID", *HTTP_LIMITS)
     env = {k: os.environ.get(k) for k in names}

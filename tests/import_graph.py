@@ -10,7 +10,7 @@ How the import graph is built (kept deliberately simple):
   ``if TYPE_CHECKING`` …), plus ``importlib.import_module("x")`` / ``__import__("x")`` with a constant
   string;
 * relative imports are resolved against the importing module's package (``from . import x`` in
-  ``dprelease/swag_ppm/rounds.py`` is ``dprelease.swag_ppm.x``; in a package ``__init__`` the package
+  ``dprelease/mechanisms/swag_ppm/rounds.py`` is ``dprelease.mechanisms.swag_ppm.x``; in a package ``__init__`` the package
   is the module itself);
 * ``from P import name`` is an edge to ``P.name`` when that is a module or subpackage of ours, otherwise
   an edge to ``P`` itself (``name`` is an attribute of ``P``);
@@ -27,8 +27,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from dprelease import code_scope
-from dprelease.code_scope import Import, raw_imports, resolve_relative  # noqa: F401  (one analysis: the package's)
+from dprelease.pipeline import code_scope
+from dprelease.pipeline.code_scope import Import, raw_imports, resolve_relative  # noqa: F401  (one analysis: the package's)
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,20 +36,16 @@ SRC = ROOT / "src"
 PKG = "dprelease"
 MAX_LINES = 400
 
-REGISTRY = "dprelease.registry"
-# listed in the project's rules; every other non-mechanism module is held to the same rule as well. The first
-# four are plug-in packages too (they declare stages) but shared steps a mechanism may import (the data, the
-# secret key and guarantees, the comparison report's arm files, the frontier's point format).
-SHARED = (
-    "dprelease.data", "dprelease.privacy", "dprelease.reports", "dprelease.frontier", "dprelease.utility",
-    "dprelease.backends",
-    "dprelease.training", "dprelease.release", "dprelease.plots", "dprelease.cache", "dprelease.stage",
-    "dprelease.io", "dprelease.config", "dprelease.tracking",
-)
-# every other package of the plug-in list (dprelease.plugins.PACKAGES, read from its source: the one list) is a
-# mechanism, the audit package ``mia`` included: none imports another, shared code reads one only through its
-# ``params`` section
-MECHANISMS = tuple(p for p in code_scope.listed_packages() if p not in SHARED)
+REGISTRY = "dprelease.pipeline.registry"
+# the floors are the folders under src/dprelease (nothing here lists them by hand): each package of the
+# ``mechanisms`` floor is a mechanism (none imports another, shared code reads one only through its ``params``
+# section and ``kinds``); ``core`` and ``compare`` (and every other module but the registry's callers) are shared.
+FLOORS = tuple(sorted(p.name for p in (SRC / PKG).iterdir() if (p / "__init__.py").is_file()))
+MECHANISM_FLOOR = f"{PKG}.mechanisms"
+MECHANISMS = tuple(sorted(f"{MECHANISM_FLOOR}.{p.name}" for p in (SRC / PKG / "mechanisms").iterdir()
+                          if (p / "__init__.py").is_file()))
+# the floors that never reach a mechanism's code, even indirectly (its declarations aside)
+SHARED = (f"{PKG}.core", f"{PKG}.compare")
 # modules of a mechanism that hold its loops/run functions: orchestration reaches them only via the registry
 RUN_MODULES = {"rounds", "released", "fit", "evaluate", "select", "passes", "train"}
 
@@ -135,9 +131,10 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 
 def part_of(module: str) -> str:
-    """The part a module belongs to: a subpackage or a top-level module (``dprelease.release.check`` →
-    ``dprelease.release``)."""
-    return ".".join(module.split(".")[:2])
+    """The part a module belongs to: a subpackage or module of a floor (``dprelease.core.release.check`` →
+    ``dprelease.core.release``), or a top-level module (``dprelease.cli``)."""
+    parts = module.split(".")
+    return ".".join(parts[:3] if len(parts) > 2 and parts[1] in FLOORS else parts[:2])
 
 
 def part_graph(graph: dict[str, set[str]], packages: tuple[str, ...] = ()) -> dict[str, set[str]]:
@@ -192,7 +189,7 @@ def cross_mechanism_violations(imports: list[Import]) -> list[str]:
             and mechanism_of(i.importer) != mechanism_of(i.target)]
 
 
-PLUGINS = "dprelease.plugins"  # reads each package's params section (pydantic models only)
+PLUGINS = "dprelease.pipeline.plugins"  # reads each package's params section (pydantic models only)
 
 
 def is_params(module: str) -> bool:

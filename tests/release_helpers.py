@@ -8,8 +8,8 @@ import shutil
 import pandas as pd
 import pytest
 from dprelease.cli import main as cli
-from dprelease.io import read_json, write_json
-from dprelease.release.folder import file_digests
+from dprelease.core.io import read_json, write_json
+from dprelease.core.release.folder import file_digests
 
 NARRATIVES = [
     "An employee fell from a ladder and fractured his left wrist.",
@@ -54,7 +54,7 @@ def run_predict(capsys, release, input_csv, output, *extra) -> tuple[int, str, s
 
 def run_key(run):
     """The public key of the agency key a session run signed its releases with (what its partners hold)."""
-    from dprelease.release.signing import PUBLIC, key_folder
+    from dprelease.core.release.signing import PUBLIC, key_folder
 
     return key_folder(run.params, run.root) / PUBLIC
 
@@ -91,8 +91,8 @@ def tiny_release(folder, *, signer, favour: int = 0):
     import torch
 
     from conftest import tiny_head_backend
-    from dprelease.privacy.guarantee import ppm
-    from dprelease.release.folder import publish, write_release
+    from dprelease.core.privacy.guarantee import ppm
+    from dprelease.core.release.folder import publish, write_release
 
     backend = tiny_head_backend(classes=3, hidden=0)
     model = backend.build_model(384)
@@ -101,7 +101,7 @@ def tiny_release(folder, *, signer, favour: int = 0):
         model.net[-1].bias.fill_(-4.0)
         model.net[-1].bias[favour] = 4.0
     staging = folder.parent / f"{folder.name}-staging"
-    write_release(staging, backend, model, CODES, TITLES, {"guarantee": ppm(1.5, 0.75).as_dict()}, ["release/folder.py"])
+    write_release(staging, backend, model, CODES, TITLES, {"guarantee": ppm(1.5, 0.75).as_dict()}, ["core/release/folder.py"])
     publish(staging, folder, "# a tiny release\n", signer=signer)
     shutil.rmtree(staging)
     return folder
@@ -115,7 +115,7 @@ AGENCY = "Test Safety Agency"
 @pytest.fixture(scope="module")
 def agency(tmp_path_factory):
     """(key folder, signer) of a fresh agency key."""
-    from dprelease.release.signing import ensure_key
+    from dprelease.core.release.signing import ensure_key
 
     keys = tmp_path_factory.mktemp("agency") / "keys"
     signer, made = ensure_key(keys, signer=AGENCY)

@@ -17,12 +17,12 @@ import pytest
 import torch
 
 from conftest import ARM_STAGES, compare_raw, copy_root, run_stages
-from dprelease.dpsgd import stages as baselines
-from dprelease.backends.base import get_flat
-from dprelease.config import ConfigError, parse_params
-from dprelease.io import read_json
-from dprelease.layout import Layout
-from dprelease.utility.metrics import PER_CLASS_COLUMNS
+from dprelease.mechanisms.dpsgd import stages as baselines
+from dprelease.core.backends.base import get_flat
+from dprelease.core.config import ConfigError, parse_params
+from dprelease.core.io import read_json
+from dprelease.pipeline.layout import Layout
+from dprelease.core.utility.metrics import PER_CLASS_COLUMNS
 
 pytestmark = pytest.mark.slow
 
@@ -105,7 +105,7 @@ def test_nonprivate_is_not_private(arms_run):
 
 def test_swag_ppm_arm_epsilon_includes_its_own_draw(arms_run):
     """ε = 2·max(Δ̂_2, M*) with M* the arm's own draw's max weighted loss, so ≥ the round-2 sensitivity ε."""
-    from dprelease.swag_ppm.rounds import draw_from_round
+    from dprelease.mechanisms.swag_ppm.rounds import draw_from_round
 
     m = _flat(arms_run.path("metrics/swag_ppm.json"))
     sens = read_json(arms_run.path("metrics/sensitivity_r2.json"))
@@ -236,7 +236,7 @@ def test_dpsgd_full_tiny_trains(full_run, tmp_path, spy, mode):
     q = params.dpsgd.full.batch_size / n
     assert m["steps"] == math.ceil(params.dpsgd.full.epochs / q)
     # σ depends only on (ε, δ, q, steps), never on the clipping mode
-    from dprelease.dpsgd.accounting import noise_multiplier
+    from dprelease.mechanisms.dpsgd.accounting import noise_multiplier
 
     assert m["noise_multiplier"] == noise_multiplier(target, _default_delta(n), q, m["steps"], params.dpsgd.conversion)
 
@@ -304,7 +304,7 @@ def test_a_null_target_is_one_line_before_training(head_run, tmp_path, no_traini
 
 def test_declared_levels_make_the_arms_independent_of_the_release():
     """DP-SGD's stages and the censored arm read no release record and no level but their own."""
-    from dprelease import registry
+    from dprelease.pipeline import registry
 
     params = parse_params(compare_raw())
     stages = {s.name: s for s in registry.stages(params)}
@@ -321,7 +321,7 @@ def test_bad_arms_rejected(arms):
 
 
 def test_reweighted_arm_needs_reweighting():
-    from dprelease.reports.stages import check as check_arms
+    from dprelease.compare.reports.stages import check as check_arms
 
     params = parse_params(compare_raw(ppm__reweight=False, compare__arms=["nonprivate", "swag_ppm_reweighted"]))
     with pytest.raises(ConfigError, match="compare.arms") as info:
@@ -332,7 +332,7 @@ def test_reweighted_arm_needs_reweighting():
 
 
 def test_arm_stage_names_match_the_stage_graph(arms_run):
-    from dprelease import registry
+    from dprelease.pipeline import registry
 
     names = [s.name for s in registry.group(arms_run.params, "compare")]
     assert sorted(names) == sorted([*ARM_STAGES, "compare_report"]) and names[-1] == "compare_report"
@@ -342,9 +342,9 @@ def test_arm_stage_names_match_the_stage_graph(arms_run):
 def test_dpsgd_full_tiny_batches_narrower_than_the_padding(full_run, mode):
     """The full backend drops all-padding columns per batch; with the real max_length most batches are narrower
     than the split's padded width, so the model sees sliced (non-contiguous) token ids. Both modes must train."""
-    from dprelease.backends.base import load_features
-    from dprelease.data.splits import backend_for
-    from dprelease.dpsgd.train import train_dpsgd
+    from dprelease.core.backends.base import load_features
+    from dprelease.core.data.splits import backend_for
+    from dprelease.mechanisms.dpsgd.train import train_dpsgd
 
     params = full_run.params
     lay = Layout.from_params(params, full_run.root)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from dprelease import registry
+from dprelease.pipeline import registry
 from dprelease.cli import main
-from dprelease.config import load_params
+from dprelease.core.config import load_params
 
 
 @pytest.fixture
@@ -65,7 +65,7 @@ def test_dvc_yaml_matches_registry(params_file, tmp_path, capsys):
 
 
 def test_predict_missing_release_is_one_line(tmp_path, capsys):
-    """The release folder is verified before the input is read (input problems: tests/release/test_predict.py)."""
+    """The release folder is verified before the input is read (input problems: tests/core/release/test_predict.py)."""
     missing, output = tmp_path / "missing.csv", tmp_path / "out.csv"
     code = main(["predict", "--release", str(tmp_path / "no_release"), "--input", str(missing),
                  "--output", str(output)])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from import_graph import (MECHANISMS, Import, MAX_LINES, PKG, REGISTRY, SHARED, SRC, inside, is_declaration, is_kinds,
+from import_graph import (FLOORS, MECHANISM_FLOOR, MECHANISMS, Import, MAX_LINES, PKG, REGISTRY, SHARED, SRC, inside, is_declaration, is_kinds,
                           is_params, resolve_relative,
                           cross_mechanism_violations, describe_cycle, find_cycle, import_graph, init_has_code, part_graph,
                           internal_imports, mechanism_of, module_files, orchestration_imports, raw_imports,
@@ -43,17 +43,17 @@ def _write(root: Path, rel: str, text: str = "") -> None:
 
 def test_analysis_sees_the_whole_package(files):
     assert len(files) > 40
-    for name in ("dprelease", "dprelease.registry", "dprelease.swag_ppm.rounds", "dprelease.dpsgd.stages",
-                 "dprelease.gpp.federated", "dprelease.mia"):
+    for name in ("dprelease", "dprelease.pipeline.registry", "dprelease.mechanisms.swag_ppm.rounds", "dprelease.mechanisms.dpsgd.stages",
+                 "dprelease.mechanisms.gpp.federated", "dprelease.compare.mia"):
         assert name in files, name
 
 
 def test_relative_imports_resolve():
-    assert resolve_relative("dprelease.swag_ppm.rounds", False, 1, "ppm") == "dprelease.swag_ppm.ppm"
-    assert resolve_relative("dprelease.swag_ppm.rounds", False, 2, "a.b") == "dprelease.a.b"
-    assert resolve_relative("dprelease.swag_ppm.rounds", False, 1, None) == "dprelease.swag_ppm"
-    assert resolve_relative("dprelease.backends", True, 1, "base") == "dprelease.backends.base"
-    assert resolve_relative("dprelease.backends", True, 2, "config") == "dprelease.config"
+    assert resolve_relative("dprelease.mechanisms.swag_ppm.rounds", False, 1, "ppm") == "dprelease.mechanisms.swag_ppm.ppm"
+    assert resolve_relative("dprelease.mechanisms.swag_ppm.rounds", False, 2, "a.b") == "dprelease.mechanisms.a.b"
+    assert resolve_relative("dprelease.mechanisms.swag_ppm.rounds", False, 1, None) == "dprelease.mechanisms.swag_ppm"
+    assert resolve_relative("dprelease.core.backends", True, 1, "base") == "dprelease.core.backends.base"
+    assert resolve_relative("dprelease.core.backends", True, 2, "config") == "dprelease.core.config"
     with pytest.raises(ValueError):
         resolve_relative("dprelease.x", False, 3, "y")
 
@@ -99,20 +99,20 @@ def test_cycle_through_a_package_init_is_detected(tmp_path):
 
 
 def test_real_graph_has_known_edges(graph):
-    assert "dprelease.swag_ppm.ppm" in graph["dprelease.swag_ppm.rounds"]
-    assert "dprelease.swag_ppm.passes" in graph["dprelease.swag_ppm.rounds"]
-    assert "dprelease.swag_ppm.plugin" in graph["dprelease.registry"]  # the plug-in list's imports by name
-    assert "dprelease.swag_ppm.stages" in graph["dprelease.swag_ppm.plugin"]
-    assert "dprelease.gpp.params" in graph["dprelease.plugins"] and "dprelease.plugins" in graph["dprelease.config"]
-    assert "dprelease.dpsgd.plugin" in graph["dprelease.registry"]
-    assert "dprelease.data.plugin" in graph["dprelease.registry"]          # from .data import stages as …
-    assert "dprelease.data.records" in graph["dprelease.dpsgd.stages"]     # from ..data import records
-    assert "dprelease.privacy.accountants" in graph["dprelease.dpsgd.accounting"]  # names → accountants
-    assert "dprelease.privacy.rdp" in graph["dprelease.privacy.accountants"]
-    assert "dprelease.backends" in graph["dprelease.data.splits"]          # from ..backends import make_backend
-    assert "dprelease.backends" in graph["dprelease.training"]             # implicit: backends/__init__ has code
-    assert "dprelease.privacy" not in graph["dprelease.swag_ppm.rounds"]   # privacy/__init__ is a docstring
-    assert "dprelease.registry" in graph["dprelease.cli"]                  # a function-level import
+    assert "dprelease.mechanisms.swag_ppm.ppm" in graph["dprelease.mechanisms.swag_ppm.rounds"]
+    assert "dprelease.mechanisms.swag_ppm.passes" in graph["dprelease.mechanisms.swag_ppm.rounds"]
+    assert "dprelease.mechanisms.swag_ppm.plugin" in graph["dprelease.pipeline.registry"]  # the plug-in list's imports by name
+    assert "dprelease.mechanisms.swag_ppm.stages" in graph["dprelease.mechanisms.swag_ppm.plugin"]
+    assert "dprelease.mechanisms.gpp.params" in graph["dprelease.pipeline.plugins"] and "dprelease.pipeline.plugins" in graph["dprelease.core.config"]
+    assert "dprelease.mechanisms.dpsgd.plugin" in graph["dprelease.pipeline.registry"]
+    assert "dprelease.core.data.plugin" in graph["dprelease.pipeline.registry"]          # from .data import stages as …
+    assert "dprelease.core.data.records" in graph["dprelease.mechanisms.dpsgd.stages"]     # from ..data import records
+    assert "dprelease.core.privacy.accountants" in graph["dprelease.mechanisms.dpsgd.accounting"]  # names → accountants
+    assert "dprelease.core.privacy.rdp" in graph["dprelease.core.privacy.accountants"]
+    assert "dprelease.core.backends" in graph["dprelease.core.data.splits"]          # from ..backends import make_backend
+    assert "dprelease.core.backends" in graph["dprelease.core.training"]             # implicit: backends/__init__ has code
+    assert "dprelease.core.privacy" not in graph["dprelease.mechanisms.swag_ppm.rounds"]   # privacy/__init__ is a docstring
+    assert "dprelease.pipeline.registry" in graph["dprelease.cli"]                  # a function-level import
 
 
 # ------------------------------------------------------------------------------------------------- rules
@@ -124,11 +124,11 @@ def test_no_import_cycle(graph, imports):
 
 
 def test_parts_form_layers_none_imports_one_that_imports_it(graph):
-    """Collapsed into its parts (``dprelease.backends``, ``dprelease.release``, ``dprelease.config`` …) the graph
+    """Collapsed into its parts (``dprelease.core.backends``, ``dprelease.core.release``, ``dprelease.core.config`` …) the graph
     still has no cycle: a part never imports one that imports it, directly or through others, so the parts stack
     in layers (the backends below the release, ``config`` below ``privacy``). Reading a plug-in package's
     declarations by name (its ``params`` and ``kinds``, through the plug-in list) is the one exception."""
-    from dprelease import code_scope
+    from dprelease.pipeline import code_scope
 
     cycle = find_cycle(part_graph(graph, code_scope.listed_packages()))
     assert cycle is None, "parts import each other: " + " → ".join(cycle)
@@ -136,15 +136,15 @@ def test_parts_form_layers_none_imports_one_that_imports_it(graph):
 
 def test_part_layering_sees_a_loop_between_two_folders_without_a_module_cycle(tmp_path):
     _write(tmp_path, "dprelease/__init__.py", '"""doc"""\n')
-    for pkg in ("backends", "release"):
+    for pkg in ("core", "core/backends", "core/release"):
         _write(tmp_path, f"dprelease/{pkg}/__init__.py", '"""doc"""\n')
-    _write(tmp_path, "dprelease/backends/head.py", "from ..release.check import bounded\n")
-    _write(tmp_path, "dprelease/release/check.py", "")
-    _write(tmp_path, "dprelease/release/folder.py", "from ..backends import head\n")
+    _write(tmp_path, "dprelease/core/backends/head.py", "from ..release.check import bounded\n")
+    _write(tmp_path, "dprelease/core/release/check.py", "")
+    _write(tmp_path, "dprelease/core/release/folder.py", "from ..backends import head\n")
     graph = import_graph(tmp_path)
     assert find_cycle(graph) is None                                   # no module imports itself back ...
-    assert find_cycle(part_graph(graph)) == ["dprelease.backends", "dprelease.release", "dprelease.backends"]
-    _write(tmp_path, "dprelease/backends/head.py", "")                 # ... and once the loop is cut, none
+    assert find_cycle(part_graph(graph)) == ["dprelease.core.backends", "dprelease.core.release", "dprelease.core.backends"]
+    _write(tmp_path, "dprelease/core/backends/head.py", "")                 # ... and once the loop is cut, none
     assert find_cycle(part_graph(import_graph(tmp_path))) is None
 
 
@@ -179,54 +179,72 @@ def test_listed_shared_modules_do_not_reach_a_mechanism_even_indirectly(graph):
 
 def test_registry_imports_only_the_stages_module_of_a_mechanism(imports):
     targets = {i.target for i in imports if i.importer == REGISTRY and mechanism_of(i.target)}
-    assert {f"{m}.plugin" for m in ("dprelease.swag_ppm", "dprelease.dpsgd", "dprelease.nonprivate")} <= targets
+    assert {f"{m}.plugin" for m in ("dprelease.mechanisms.swag_ppm", "dprelease.mechanisms.dpsgd", "dprelease.mechanisms.nonprivate")} <= targets
     bad = registry_violations(imports)
     assert not bad, bad
 
 
 def test_a_params_module_imports_only_the_plug_in_declarations(graph):
     """``Params`` is assembled from them at import time: a project import there could start a cycle. A params
-    module may import :mod:`dprelease.mechanism` (its ``Arm`` declarations), which imports nothing of the project."""
+    module may import :mod:`dprelease.pipeline.mechanism` (its ``Arm`` declarations), which imports nothing of the project."""
     sections = [m for m in graph if is_params(m)]
-    assert {"dprelease.gpp.params", "dprelease.swag_ppm.params"} <= set(sections)
-    assert graph["dprelease.mechanism"] == set()
-    assert {m: graph[m] for m in sections if graph[m] - {"dprelease.mechanism"}} == {}
+    assert {"dprelease.mechanisms.gpp.params", "dprelease.mechanisms.swag_ppm.params"} <= set(sections)
+    assert graph["dprelease.pipeline.mechanism"] == set()
+    assert {m: graph[m] for m in sections if graph[m] - {"dprelease.pipeline.mechanism"}} == {}
 
 
 def test_a_kinds_module_imports_only_the_declarations(graph):
     """Looked up whenever a record's kind is not known yet (``dprelease verify`` of any release): the kind
-    declaration (:mod:`dprelease.mechanism`) and the core kinds' helpers, nothing that could import torch."""
+    declaration (:mod:`dprelease.pipeline.mechanism`) and the core kinds' helpers, nothing that could import torch."""
     kinds = [m for m in graph if is_kinds(m)]
-    assert "dprelease.swag_ppm.kinds" in kinds
-    assert "dprelease.swag_ppm.kinds" in graph["dprelease.plugins"]  # the plug-in list's imports by name
-    assert graph["dprelease.privacy.kinds"] == {"dprelease.mechanism"}
-    assert {m: graph[m] for m in kinds if graph[m] - {"dprelease.mechanism", "dprelease.privacy.kinds"}} == {}
+    assert "dprelease.mechanisms.swag_ppm.kinds" in kinds
+    assert "dprelease.mechanisms.swag_ppm.kinds" in graph["dprelease.pipeline.plugins"]  # the plug-in list's imports by name
+    assert graph["dprelease.core.privacy.kinds"] == {"dprelease.pipeline.mechanism"}
+    assert {m: graph[m] for m in kinds if graph[m] - {"dprelease.pipeline.mechanism", "dprelease.core.privacy.kinds"}} == {}
 
 
 def test_layering_rules_see_synthetic_violations(tmp_path):
     _write(tmp_path, "dprelease/__init__.py", '"""doc"""\n')
-    for pkg in ("swag_ppm", "dpsgd", "mia", "utility"):
+    for pkg in ("mechanisms", "mechanisms/swag_ppm", "mechanisms/dpsgd", "compare", "compare/mia", "core",
+                "core/utility", "pipeline"):
         _write(tmp_path, f"dprelease/{pkg}/__init__.py", '"""doc"""\n')
-    _write(tmp_path, "dprelease/swag_ppm/stages.py", "")
-    _write(tmp_path, "dprelease/swag_ppm/rounds.py", "")
-    _write(tmp_path, "dprelease/dpsgd/stages.py", "def f():\n    from ..swag_ppm import rounds\n")
-    _write(tmp_path, "dprelease/mia/audit.py", "import dprelease.dpsgd.stages\n")
-    _write(tmp_path, "dprelease/utility/evaluate.py", "from ..swag_ppm.stages import x\n")
-    _write(tmp_path, "dprelease/swag_ppm/plugin.py", "from . import stages\n")
-    _write(tmp_path, "dprelease/dpsgd/plugin.py", "from . import stages\n")
-    _write(tmp_path, "dprelease/registry.py", "from .swag_ppm import plugin, rounds\nfrom .dpsgd import plugin\n")
+    _write(tmp_path, "dprelease/mechanisms/swag_ppm/stages.py", "")
+    _write(tmp_path, "dprelease/mechanisms/swag_ppm/rounds.py", "")
+    _write(tmp_path, "dprelease/mechanisms/dpsgd/stages.py", "def f():\n    from ..swag_ppm import rounds\n")
+    _write(tmp_path, "dprelease/compare/mia/audit.py", "import dprelease.mechanisms.dpsgd.stages\n")
+    _write(tmp_path, "dprelease/core/utility/evaluate.py", "from ...mechanisms.swag_ppm.stages import x\n")
+    _write(tmp_path, "dprelease/mechanisms/swag_ppm/plugin.py", "from . import stages\n")
+    _write(tmp_path, "dprelease/mechanisms/dpsgd/plugin.py", "from . import stages\n")
+    _write(tmp_path, "dprelease/pipeline/registry.py",
+           "from ..mechanisms.swag_ppm import plugin, rounds\nfrom ..mechanisms.dpsgd import plugin\n")
     imports = internal_imports(tmp_path)
     cross = cross_mechanism_violations(imports)
-    assert len(cross) == 2
-    assert any("dprelease.dpsgd.stages imports dprelease.swag_ppm.rounds" in b for b in cross)
-    assert any("dprelease.mia.audit imports dprelease.dpsgd.stages" in b for b in cross)
+    assert len(cross) == 1 and "dprelease.mechanisms.dpsgd.stages imports dprelease.mechanisms.swag_ppm.rounds" in cross[0]
     shared = shared_violations(imports)
-    assert len(shared) == 1 and "dprelease.utility.evaluate imports dprelease.swag_ppm.stages" in shared[0]
-    assert registry_violations(imports) == ["dprelease.swag_ppm.rounds"]
+    assert len(shared) == 2
+    assert any("dprelease.compare.mia.audit imports dprelease.mechanisms.dpsgd.stages" in b for b in shared)
+    assert any("dprelease.core.utility.evaluate imports dprelease.mechanisms.swag_ppm.stages" in b for b in shared)
+    assert registry_violations(imports) == ["dprelease.mechanisms.swag_ppm.rounds"]
 
 
-MLFLOW_ALLOWED = ("dprelease/tracking.py", "dprelease/service/pyfunc_model.py", "dprelease/service/model_code.py",
-                  "dprelease/mlflow_app.py")  # the last: the MLflow UI server plugin (mlflow ui --app-name dprelease)
+def test_the_package_is_four_floors_and_the_command_line():
+    """``src/dprelease`` holds the floors (``core``, ``mechanisms``, ``compare``, ``pipeline``: folders) and the
+    command line, nothing else: at most 10 entries, every mechanism a package of the ``mechanisms`` floor."""
+    entries = sorted(p.name for p in (SRC / PKG).iterdir() if p.name != "__pycache__")
+    assert len(entries) <= 10, entries
+    assert set(entries) == {*FLOORS, "__init__.py", "cli.py", "py.typed"}, entries
+    assert FLOORS == ("compare", "core", "mechanisms", "pipeline")
+    assert {"dprelease.mechanisms.dpsgd", "dprelease.mechanisms.swag_ppm", "dprelease.mechanisms.ncm"} <= set(MECHANISMS)
+    from dprelease.pipeline import code_scope
+
+    # every package of the plug-in list lives on a floor; the mechanisms are exactly the mechanisms floor's packages
+    listed = code_scope.listed_packages()
+    assert all(p.split(".")[1] in FLOORS for p in listed)
+    assert {p for p in listed if p.startswith(MECHANISM_FLOOR + ".")} == set(MECHANISMS)
+
+
+MLFLOW_ALLOWED = ("dprelease/pipeline/tracking.py", "dprelease/pipeline/service/pyfunc_model.py", "dprelease/pipeline/service/model_code.py",
+                  "dprelease/pipeline/mlflow_app.py")  # the last: the MLflow UI server plugin (mlflow ui --app-name dprelease)
 
 
 def test_mlflow_flwr_prefect_dvc(files):
@@ -238,13 +256,13 @@ def test_mlflow_flwr_prefect_dvc(files):
             top = top_level(imp.target)
             if top == "mlflow" and rel not in MLFLOW_ALLOWED:
                 bad.append(f"{imp.where()}: mlflow outside {', '.join(MLFLOW_ALLOWED)}")
-            if top == "flwr" and not rel.startswith("dprelease/gpp/federated/"):
-                bad.append(f"{imp.where()}: flwr outside dprelease/gpp/federated/")
+            if top == "flwr" and not rel.startswith("dprelease/mechanisms/gpp/federated/"):
+                bad.append(f"{imp.where()}: flwr outside dprelease/mechanisms/gpp/federated/")
             if top in ("prefect", "dvc"):
                 bad.append(f"{imp.where()}: {top} imported in the core package (orchestration is tasks/, flows/)")
     assert not bad, "\n".join(bad)
     # not vacuous: the one allowed mlflow import is seen
-    tracking = raw_imports(files["dprelease.tracking"], "dprelease.tracking")
+    tracking = raw_imports(files["dprelease.pipeline.tracking"], "dprelease.pipeline.tracking")
     assert "mlflow" in {top_level(i.target) for i in tracking}
 
 
@@ -269,38 +287,38 @@ def test_orchestration_imports_are_seen():
     by_file = {}
     for i in imports:
         by_file.setdefault(i.importer, set()).add(i.target)
-    assert "dprelease.registry" in by_file["tasks.stages"]
-    assert "dprelease.swag_ppm.tuning" in by_file["flows.tune"]
-    assert {"dprelease.pipeline", "dprelease.registry"} <= by_file["flows.run"]
-    assert "dprelease.reports.tune" in by_file["flows.tune"]
+    assert "dprelease.pipeline.registry" in by_file["tasks.stages"]
+    assert "dprelease.mechanisms.swag_ppm.tuning" in by_file["flows.tune"]
+    assert {"dprelease.pipeline.plan", "dprelease.pipeline.registry"} <= by_file["flows.run"]
+    assert "dprelease.compare.reports.tune" in by_file["flows.tune"]
 
 
 def test_tasks_and_flows_never_import_a_mechanism_run_module():
     bad = run_module_violations(orchestration_imports())
-    assert not bad, "stage functions are reached through dprelease.registry only:\n" + "\n".join(bad)
+    assert not bad, "stage functions are reached through dprelease.pipeline.registry only:\n" + "\n".join(bad)
 
 
 def test_tasks_and_flows_reach_mechanisms_only_through_stages_declarations_or_tuning():
     """What is legitimately there: the registry for every stage, ``<mechanism>.stages`` for pre-flight
     checks (``check_dpsgd``, ``preview_train_size``) and SWAG-PPM's pure tuning rules."""
-    allowed = {"dprelease.swag_ppm.tuning"}
+    allowed = {"dprelease.mechanisms.swag_ppm.tuning"}
     bad = [f"{i.where()}: {i.target}" for i in orchestration_imports()
            if mechanism_of(i.target) and i.target != f"{mechanism_of(i.target)}.stages" and i.target not in allowed]
     assert not bad, "\n".join(bad)
 
 
 def test_run_module_rule_flags_synthetic_imports(tmp_path):
-    _write(tmp_path, "flows/bad.py", "from dprelease.swag_ppm.rounds import finetune\n"
-                                     "from dprelease.dpsgd import train\n"
-                                     "def f():\n    import dprelease.swag_ppm.select as s\n"
-                                     "from dprelease.swag_ppm import tuning\n"
-                                     "from dprelease.utility.evaluate import write_arm\n")
+    _write(tmp_path, "flows/bad.py", "from dprelease.mechanisms.swag_ppm.rounds import finetune\n"
+                                     "from dprelease.mechanisms.dpsgd import train\n"
+                                     "def f():\n    import dprelease.mechanisms.swag_ppm.select as s\n"
+                                     "from dprelease.mechanisms.swag_ppm import tuning\n"
+                                     "from dprelease.core.utility.evaluate import write_arm\n")
     known = set(module_files(SRC))
     imports = [i for i in raw_imports(tmp_path / "flows/bad.py", "flows.bad", known) if inside(i.target, PKG)]
     bad = run_module_violations(imports)
     assert len(bad) == 3
-    assert any("dprelease.swag_ppm.rounds" in b for b in bad)
-    assert any("dprelease.dpsgd.train" in b for b in bad)
-    assert any("dprelease.swag_ppm.select" in b for b in bad)
+    assert any("dprelease.mechanisms.swag_ppm.rounds" in b for b in bad)
+    assert any("dprelease.mechanisms.dpsgd.train" in b for b in bad)
+    assert any("dprelease.mechanisms.swag_ppm.select" in b for b in bad)
     # utility.evaluate is shared, not a mechanism's run module; tuning is pure maths
     assert not any("utility" in b or "tuning" in b for b in bad)

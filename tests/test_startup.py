@@ -11,9 +11,9 @@ import sys
 import pytest
 
 from conftest import ROOT
-from dprelease import plugins, registry
-from dprelease.code_scope import PKG, closure
-from dprelease.config import load_params, parse_params
+from dprelease.pipeline import plugins, registry
+from dprelease.pipeline.code_scope import PKG, closure
+from dprelease.core.config import load_params, parse_params
 
 HEAVY = ("torch", "opacus", "pandas", "prefect", "mlflow", "transformers", "sklearn", "scipy", "flwr", "dask")
 SUBCOMMANDS = ("stage", "predict", "sanitize", "verify", "key", "dvc-yaml", "plugin-index", "track", "secret")
@@ -70,14 +70,14 @@ def test_flow_help_imports_nothing_heavy(module, request):
 
 RESOLVE = """
 import json, sys
-from dprelease import registry
-from dprelease.config import load_params
+from dprelease.pipeline import registry
+from dprelease.core.config import load_params
 stage = registry.get(load_params("params.yaml"), sys.argv[1])
 print(json.dumps({"run": stage.module, "modules": sorted(sys.modules)}))
 """
 
 
-@pytest.mark.parametrize("name, package", [("secret", "dprelease.privacy"), ("draw", "dprelease.swag_ppm")])
+@pytest.mark.parametrize("name, package", [("secret", "dprelease.core.privacy"), ("draw", "dprelease.mechanisms.swag_ppm")])
 def test_resolving_a_stage_imports_its_package_only(name, package):
     proc = subprocess.run([sys.executable, "-c", RESOLVE, name], cwd=ROOT, capture_output=True, text=True,
                           timeout=300)
@@ -87,7 +87,7 @@ def test_resolving_a_stage_imports_its_package_only(name, package):
     # its own plug-in, plus the shared ``stages`` modules its own code imports (e.g. privacy's key_id_file)
     needed = {f"{PKG}.{path[:-3].replace('/', '.')}" for path in closure(f"{package}.plugin")}
     assert _plug_in_modules(got["modules"]) == _plug_in_modules(needed) >= {f"{package}.stages", f"{package}.plugin"}
-    if package == "dprelease.privacy":  # the randomness key: no numerical library beyond numpy
+    if package == "dprelease.core.privacy":  # the randomness key: no numerical library beyond numpy
         assert _heavy(set(got["modules"])) == []
 
 
@@ -99,7 +99,7 @@ def test_unknown_stage_is_answered_from_the_index(tmp_path):
         copy = registry.index_file(package, tmp_path / "ix")
         copy.parent.mkdir(parents=True, exist_ok=True)
         copy.write_bytes(registry.index_file(package).read_bytes())
-    script = ("import json, sys; from pathlib import Path; from dprelease import registry; "
+    script = ("import json, sys; from pathlib import Path; from dprelease.pipeline import registry; "
               "registry.INDEX_ROOT = Path('ix'); from dprelease.cli import main; "
               "rc = main(['stage', 'no_such_stage']); print(json.dumps([rc, sorted(sys.modules)]))")
     proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300)
@@ -126,10 +126,10 @@ def test_plugin_index_is_in_sync_with_the_registry():
 def test_a_stale_or_missing_index_falls_back_to_every_plug_in(monkeypatch, tmp_path):
     params = load_params(ROOT / "params.yaml")
     registry.write_index(params, root=tmp_path / "lacking")
-    registry.index_file("dprelease.gpp", tmp_path / "lacking").unlink()  # a package without its fragment: not used
+    registry.index_file("dprelease.mechanisms.gpp", tmp_path / "lacking").unlink()  # a package without its fragment: not used
     registry.write_index(params, root=tmp_path / "foreign")
-    registry.index_file("dprelease.gpp", tmp_path / "foreign").write_text(  # a fragment of another package
-        registry.index_file("dprelease.nvdp", tmp_path / "foreign").read_text(encoding="utf-8"), encoding="utf-8")
+    registry.index_file("dprelease.mechanisms.gpp", tmp_path / "foreign").write_text(  # a fragment of another package
+        registry.index_file("dprelease.mechanisms.nvdp", tmp_path / "foreign").read_text(encoding="utf-8"), encoding="utf-8")
     for root in (tmp_path / "lacking", tmp_path / "foreign", tmp_path / "missing"):
         monkeypatch.setattr(registry, "INDEX_ROOT", root)
         registry.plugin_index.cache_clear()
@@ -154,7 +154,7 @@ def test_a_name_the_index_lacks_is_looked_up_everywhere_once_a_source_changed(mo
     paths = registry.write_index(params, root=tmp_path)
     monkeypatch.setattr(registry, "INDEX_ROOT", tmp_path)
     monkeypatch.setattr(registry, "plugin_index", lambda: lacking)
-    os.utime(registry.index_file("dprelease.swag_ppm", tmp_path), ns=(0, 0))  # older than its package's sources
+    os.utime(registry.index_file("dprelease.mechanisms.swag_ppm", tmp_path), ns=(0, 0))  # older than its package's sources
     assert not registry.index_is_current()
     assert registry.get(params, "publish").name == "publish"
     for path in paths:
@@ -167,18 +167,18 @@ def test_a_name_the_index_lacks_is_looked_up_everywhere_once_a_source_changed(mo
 def test_an_index_naming_the_wrong_package_is_corrected_by_the_registry(monkeypatch):
     params = load_params(ROOT / "params.yaml")
     wrong = registry.build_index(params)
-    wrong["stages"]["draw"] = "dprelease.privacy"  # e.g. a stage moved since the index was written
+    wrong["stages"]["draw"] = "dprelease.core.privacy"  # e.g. a stage moved since the index was written
     monkeypatch.setattr(registry, "plugin_index", lambda: wrong)
-    assert registry.get(params, "draw").module.startswith("dprelease.swag_ppm.")
+    assert registry.get(params, "draw").module.startswith("dprelease.mechanisms.swag_ppm.")
     with pytest.raises(KeyError, match="unknown stage 'nope'"):
         registry.get(params, "nope")
 
 
 def test_sanitizers_come_from_the_index():
-    from dprelease.errors import ReleaseError
+    from dprelease.core.errors import ReleaseError
 
     assert set(registry.read_index()["sanitizers"]) == {"gpp", "nvdp"}
-    assert registry.sanitizer("gpp") is registry.plugin("dprelease.gpp").sanitize
+    assert registry.sanitizer("gpp") is registry.plugin("dprelease.mechanisms.gpp").sanitize
     with pytest.raises(ReleaseError, match=r"sanitizers: gpp, nvdp\)"):
         registry.sanitizer("swag_ppm")
 
@@ -188,7 +188,7 @@ def test_plugin_index_command_writes_the_index(tmp_path, capsys):
 
     assert main(["plugin-index", "--params", str(ROOT / "params.yaml"), "--output", str(tmp_path)]) == 0
     assert registry.read_index(tmp_path) == registry.read_index() is not None
-    assert json.loads(registry.index_file("dprelease.gpp", tmp_path).read_text(encoding="utf-8"))["sanitizer"] == "gpp"
+    assert json.loads(registry.index_file("dprelease.mechanisms.gpp", tmp_path).read_text(encoding="utf-8"))["sanitizer"] == "gpp"
     assert "wrote" in capsys.readouterr().out
 
 

@@ -19,9 +19,9 @@ import pytest
 import yaml
 
 from conftest import ARM_STAGES, compare_raw, make_root, written
-from dprelease import cache, registry
-from dprelease.config import parse_params
-from dprelease.io import read_json
+from dprelease.pipeline import cache, registry
+from dprelease.core.config import parse_params
+from dprelease.core.io import read_json
 
 pytestmark = pytest.mark.slow
 

@@ -18,8 +18,8 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import compare_raw, copy_key, make_root, run_stages
-from dprelease import cache, registry
-from dprelease.config import parse_params
+from dprelease.pipeline import cache, registry
+from dprelease.core.config import parse_params
 
 pytestmark = pytest.mark.slow
 
@@ -75,7 +75,7 @@ def keys(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def randomness(tmp_path_factory) -> Path:
     """One project randomness key for every run: the released draws are then the same wherever they ran."""
-    from dprelease.privacy import secret
+    from dprelease.core.privacy import secret
 
     artifacts = tmp_path_factory.mktemp("randomness") / "artifacts"
     secret.init(artifacts)

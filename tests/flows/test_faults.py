@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, copy_key, make_root, slice_raw
-from dprelease.io import read_json
+from dprelease.core.io import read_json
 
 pytestmark = pytest.mark.slow
 
@@ -112,7 +112,7 @@ def test_truncated_output_is_recomputed(clean, copy):
 
 
 def test_corrupt_store_entry_is_discarded_never_reused(clean, copy):
-    from dprelease import stage_store
+    from dprelease.pipeline import stage_store
 
     key = read_json(copy / "artifacts/.stamps/swag_r2.json")["key"]
     stored = stage_store.stored_file(_store(), key, "artifacts/round2/swag/moments.safetensors")
@@ -129,7 +129,7 @@ def test_corrupt_store_entry_is_discarded_never_reused(clean, copy):
 
 # 2. one run per root ----------------------------------------------------------------------------------------------
 def test_second_run_on_a_busy_root_is_refused(copy):
-    from dprelease.locks import root_lock
+    from dprelease.pipeline.locks import root_lock
 
     before = {p: p.stat().st_mtime_ns for p in copy.rglob("*") if p.is_file() and p.name != ".dprelease.lock"}
     with root_lock(copy, "the first run"):
@@ -141,7 +141,7 @@ def test_second_run_on_a_busy_root_is_refused(copy):
 
 def test_concurrent_mlflow_store_creation(tmp_path):
     """Two processes creating mlflow.db at once (the probe saw `_alembic_tmp_experiments already exists`)."""
-    code = ("import sys; from dprelease.config import parse_params; from dprelease.tracking import _setup; "
+    code = ("import sys; from dprelease.core.config import parse_params; from dprelease.pipeline.tracking import _setup; "
             "_setup(parse_params({}), sys.argv[1]); print('ok')")
     procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
@@ -195,8 +195,8 @@ def test_mlflow_unreachable_still_releases_and_says_so(clean, copy, monkeypatch)
 def test_a_run_left_running_by_a_killed_logger_is_closed(clean, copy):
     import mlflow
 
-    from dprelease.config import load_params
-    from dprelease.tracking import PENDING, log_pipeline_run, tracking_uri
+    from dprelease.core.config import load_params
+    from dprelease.pipeline.tracking import PENDING, log_pipeline_run, tracking_uri
 
     params = load_params(copy / "params.yaml")
     log_pipeline_run(params, copy)  # creates the store and the experiment
@@ -213,8 +213,8 @@ def test_a_run_left_running_by_a_killed_logger_is_closed(clean, copy):
 def test_a_copied_project_logs_into_its_own_artifact_folder(clean, copy, tmp_path):
     import mlflow
 
-    from dprelease.config import load_params
-    from dprelease.tracking import log_pipeline_run, tracking_uri
+    from dprelease.core.config import load_params
+    from dprelease.pipeline.tracking import log_pipeline_run, tracking_uri
 
     params = load_params(copy / "params.yaml")
     log_pipeline_run(params, copy)

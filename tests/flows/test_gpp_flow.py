@@ -1,6 +1,6 @@
 """``make gpp`` (``flows.gpp.main``) end to end on the head slice with tiny GPP settings and MLflow on: the
 data stages then the gpp group, the report printed, a parent MLflow run with one child per dataset holding
-aggregates only; a re-run executes no stage. The Flower run is off here (tested in tests/gpp/federated/)."""
+aggregates only; a re-run executes no stage. The Flower run is off here (tested in tests/mechanisms/gpp/federated/)."""
 
 from __future__ import annotations
 

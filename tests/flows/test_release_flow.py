@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 
 from conftest import copy_key, make_root, slice_raw
-from dprelease import cache, headline, registry
-from dprelease.config import parse_params
-from dprelease.io import read_json
+from dprelease.pipeline import cache, registry
+from dprelease.core import headline
+from dprelease.core.config import parse_params
+from dprelease.core.io import read_json
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +32,7 @@ def flow_env():
 
     ``cache.code_hash`` is frozen for the module: it hashes source files, which other people may be editing
     while the suite runs (code-scoped keys have their own tests in test_cache.py)."""
-    import dprelease.swag_ppm.rounds as stages_mod
+    import dprelease.mechanisms.swag_ppm.rounds as stages_mod
     import flows.release as fr
     import tasks.stages as ts
 
@@ -116,7 +117,7 @@ def test_first_run_writes_outputs_and_stamps(first):
 def test_first_run_tracks_to_mlflow_under_root(first):
     import mlflow
 
-    from dprelease.tracking import tracking_uri
+    from dprelease.pipeline.tracking import tracking_uri
 
     uri = tracking_uri(first.params, first.root)
     assert uri == "sqlite:///" + str((first.root / "mlflow.db").resolve())
@@ -265,7 +266,7 @@ def test_changing_audit_draws_reruns_audit_only(flow_env, first, tmp_path):
 def test_outputs_rewritten_outside_the_flow_are_not_trusted(flow_env, first, tmp_path):
     """`dprelease stage risk` (as `dvc repro` runs it) with c = 0.8 rewrites the weights but no stamp;
     the flow with c = 1.0 must not release a model trained on the c = 0.8 weights."""
-    from dprelease.registry import run_stage
+    from dprelease.pipeline.registry import run_stage
 
     root = tmp_path / "copy"
     shutil.copytree(first.root, root)
@@ -295,7 +296,7 @@ def test_second_root_restores_from_stage_store(flow_env, first, tmp_path):
     # publish (this root has its own agency signing key, made on first use, so the same draw is signed anew)
     assert calls == ["secret", "publish"]
     assert out["draw"]["guarantee"] == first.out["draw"]["guarantee"]
-    from dprelease.release.signing import PUBLIC, check_signature, key_folder
+    from dprelease.core.release.signing import PUBLIC, check_signature, key_folder
 
     mine, theirs = (check_signature(r / first.params.release, key_folder(first.params, r) / PUBLIC)
                     for r in (other, first.root))

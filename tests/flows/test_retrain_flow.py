@@ -73,7 +73,7 @@ def test_versions_tags_and_gates(simulated):
         for key in ("epsilon", "weighted_f1", "macro_f1", "records"):                # one name, same figure
             assert float(v.tags[key]) == pytest.approx(run.data.metrics[key])
     assert [v.tags["gate.decision"] for v in versions[:3]] == ["promoted"] * 3
-    from dprelease.release.signing import load_signer
+    from dprelease.core.release.signing import load_signer
 
     agency = load_signer(simulated.root / "artifacts" / "keys")  # every retrain signs with the project's one key
     assert {(v.tags["release.signer"], v.tags["release.key_id"]) for v in versions} == {(agency.name, agency.key_id)}
@@ -117,7 +117,7 @@ def test_unchanged_retrain_attaches_its_audit(simulated):
 
 
 def test_ledger_composes_published_versions(simulated):
-    from dprelease.service.ledger import Ledger
+    from dprelease.pipeline.service.ledger import Ledger
 
     _, client = _client(simulated.root)
     led = Ledger(simulated.root / "artifacts" / "ledger")

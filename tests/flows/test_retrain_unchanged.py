@@ -2,7 +2,7 @@
 version ends at once — Completed, message ``unchanged: …`` — and registers, copies, versions and runs
 nothing; any change (a param of a release stage, the audit asked of an unaudited version) goes on to a real
 retrain (here it stops at the first step that would run: the snapshot's DVC versioning). The fingerprint
-itself: tests/service/test_fingerprint.py; a real retrain leaves it in its version's tags:
+itself: tests/pipeline/service/test_fingerprint.py; a real retrain leaves it in its version's tags:
 tests/flows/test_retrain_flow.py."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from conftest import SLICE_DATA, make_root, slice_raw
-from dprelease.config import load_params
+from dprelease.core.config import load_params
 
 
 class WouldRun(Exception):
@@ -25,8 +25,8 @@ def served(tmp_path, monkeypatch):
     """A project whose registry holds one promoted version made from exactly its current snapshot, code and
     params (tags as a retrain writes them), and the retrain's first real step replaced by :class:`WouldRun`."""
     import flows.retrain as fr
-    from dprelease.service import model_registry as mr
-    from dprelease.tracking import open_store
+    from dprelease.pipeline.service import model_registry as mr
+    from dprelease.pipeline.tracking import open_store
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     root = make_root(tmp_path)
@@ -47,7 +47,9 @@ def served(tmp_path, monkeypatch):
     def would_run(*args, **kwargs):
         raise WouldRun("version_snapshot")
 
-    monkeypatch.setattr(fr, "version_snapshot", would_run)
+    from dprelease.pipeline.service import snapshots
+
+    monkeypatch.setattr(snapshots, "version_snapshot", would_run)  # what the retrain calls to copy the snapshot
     return root, p, mlflow.MlflowClient()
 
 
@@ -91,7 +93,7 @@ def test_a_changed_param_or_a_missing_audit_goes_on_to_retrain(served):
 def test_a_busy_root_on_the_command_line_is_still_one_line_exit_2(served, capsys):
     """Only a deployment run turns a busy root into a Cancelled state (tests/flows/test_serve.py)."""
     import flows.retrain as fr
-    from dprelease.locks import root_lock
+    from dprelease.pipeline.locks import root_lock
 
     root, _, _ = served
     with root_lock(root, "make run"):

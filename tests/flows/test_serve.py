@@ -24,10 +24,10 @@ import pytest
 import yaml
 
 from conftest import GATED, ROOT, SLICE_DATA, make_root, slice_raw
-from dprelease.locks import root_lock
-from dprelease.service import supervisor as sv
-from dprelease.service.snapshots import snapshot_id
-from dprelease.service.supervisor import alive, api, flow_runs
+from dprelease.pipeline.locks import root_lock
+from dprelease.pipeline.service import supervisor as sv
+from dprelease.pipeline.service.snapshots import snapshot_id
+from dprelease.pipeline.service.supervisor import alive, api, flow_runs
 
 EVERY_MINUTE = "* * * * *"
 
@@ -115,7 +115,7 @@ def test_scheduled_retrain_fires_completes_and_reports(tmp_path):
     try:
         assert started.returncode == 0, started.stderr[-2000:]
         assert "serving: Prefect API http://127.0.0.1:" in started.stdout
-        # no release folder yet: `make serve` says so (a release is registered: tests/service/test_register_current.py)
+        # no release folder yet: `make serve` says so (a release is registered: tests/pipeline/service/test_register_current.py)
         assert "registry: nothing registered (no release in release/ (`make run` makes one))" in started.stdout
         assert (root / ".prefect" / "prefect.db").is_file()                      # its database is in the project
         url = state["url"]

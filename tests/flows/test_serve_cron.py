@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from conftest import make_root, slice_raw
-from dprelease.config import parse_params
-from dprelease.errors import ConfigError
+from dprelease.core.config import parse_params
+from dprelease.core.errors import ConfigError
 
 
 def test_cron_reaches_the_deployment_and_params_stay_unchanged(tmp_path, monkeypatch):
@@ -54,4 +54,4 @@ def test_the_printed_wall_time_is_the_flows(tmp_path, monkeypatch):
     monkeypatch.setattr(summary, "print_summary", lambda p, root, result, seconds: printed.update(seconds=seconds))
     assert fr.main(["--root", str(tmp_path), "--no-track"]) == 0
     assert printed["seconds"] >= 0.5
-    assert any(not s.timed for s in __import__("dprelease.registry", fromlist=["group"]).group(params, "release"))
+    assert any(not s.timed for s in __import__("dprelease.pipeline.registry", fromlist=["group"]).group(params, "release"))

@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from conftest import GATED, make_root, slice_raw
-from dprelease import cache, registry
-from dprelease.io import read_json
+from dprelease.pipeline import cache, registry
+from dprelease.core.io import read_json
 
 pytestmark = pytest.mark.slow
 

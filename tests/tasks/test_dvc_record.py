@@ -21,8 +21,8 @@ import pytest
 import yaml
 
 from conftest import ROOT, copy_key, make_root, slice_raw
-from dprelease import registry, stage_store
-from dprelease.config import parse_params
+from dprelease.pipeline import registry, stage_store
+from dprelease.core.config import parse_params
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("git") is None, reason="no git on PATH")]
 
@@ -193,7 +193,7 @@ def test_a_second_operator_imports_the_keys_pulls_and_gets_the_same_release(reco
     `dvc status` and the identical, identically signed release; a clone with keys of its own is refused."""
     import os
 
-    from dprelease.release import key_transfer
+    from dprelease.core.release import key_transfer
 
     params, root = recorded
     remote, clone, other, xfer = (tmp_path / n for n in ("remote", "clone", "other", "xfer"))

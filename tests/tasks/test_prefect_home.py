@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dprelease.prefect_home import make_private
+from dprelease.pipeline.prefect_home import make_private
 
 
 def _mode(path: Path) -> int:

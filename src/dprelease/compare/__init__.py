@@ -1,0 +1,1 @@
+"""Shared steps that compare mechanisms: the privacy audits (``mia``), the privacy/utility frontier (``frontier``) and the comparison reports (``reports``). They read a mechanism only through its declarations (params section, arms, frontier points)."""

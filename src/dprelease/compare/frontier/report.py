@@ -1,0 +1,229 @@
+"""The frontier's table, plot, report and recommendation (docs/frontier.md), from the sources' point files.
+
+The recommendation names, at the agency's declared budget ``frontier.budget_epsilon``, the point with the best
+VALIDATION weighted F1 among those whose guarantee is a worst-case DP guarantee (:func:`dp_kinds`) with ε ≤ the
+budget. Test figures are reported, never used to choose. A SWAG-PPM point's ε is local and measured on this
+database (or absent when uncertified), so it is on the plot but never recommended.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from dprelease.pipeline import plugins
+from dprelease.core.config import Params
+from dprelease.core.io import atomic_dir, read_json, write_json
+from dprelease.pipeline.layout import Layout
+from dprelease.core.privacy.stages import key_id_file
+from dprelease.core.utility.metrics import mean_sd
+from .points import COVERED, PRIVATE_VALIDATION, points_file, read_points
+
+COLUMNS = ["mechanism", "label", "epsilon", "target_epsilon", "delta", "kind", "tuning", "accountant",
+           "weighted_f1_mean", "weighted_f1_sd", "macro_f1_mean", "macro_f1_sd", "seeds", "grid_size",
+           "validation_weighted_f1", "proxy_weighted_f1", "audit_bound", "source", "config"]
+HEURISTIC_ATTACKS = ("loss", "lira_offline")
+OFF_SCALE = 1e3  # points beyond this ε sit at the plot's right edge (▶, value in the legend's note)  # membership-inference ε figures are heuristic (not lower bounds)
+
+
+def dp_kinds() -> tuple[str, ...]:
+    """The guarantee kinds whose ε holds for every pair of neighbouring databases (``Kind.worst_case``, declared
+    by whoever makes the kind): what the recommendation may name."""
+    return tuple(k.name for k in plugins.guarantee_kinds() if k.worst_case)
+
+
+def sources(params: Params) -> dict[str, str]:
+    """``{source: stage}`` the frontier reads: ``frontier.sources`` or every package's ``FRONTIER``."""
+    known = plugins.frontier_sources()
+    wanted = params.frontier.sources
+    return known if wanted is None else {s: known[s] for s in wanted if s in known}
+
+
+def audit_bounds(path: Path) -> dict[str, float]:
+    """The strongest audit lower bound on ε per audited arm (one-run canary and replay bounds; the heuristic
+    membership-inference figures are left out)."""
+    if not path.is_file():
+        return {}
+    audit = pd.read_csv(path)
+    rows = audit[~audit["attack"].isin(HEURISTIC_ATTACKS) & audit["epsilon_lower_bound"].notna()]
+    return {arm: float(v) for arm, v in rows.groupby("arm")["epsilon_lower_bound"].max().items()}
+
+
+def table(root: Path, params: Params) -> pd.DataFrame:
+    """One row per point of every source, sorted by mechanism and ε."""
+    bounds = audit_bounds(root / "reports/privacy/audit.csv")
+    rows = []
+    for source in sources(params):
+        doc, points = read_points(points_file(root, source))
+        for p in points:
+            (wm, ws), (mm, ms) = mean_sd(p.weighted_f1), mean_sd(p.macro_f1)
+            rows.append({"mechanism": p.mechanism, "label": p.label, "epsilon": p.epsilon,
+                         "target_epsilon": p.target_epsilon, "delta": p.delta, "kind": p.kind, "tuning": p.tuning,
+                         "proxy_weighted_f1": p.proxy_weighted_f1,
+                         "accountant": p.accountant, "weighted_f1_mean": wm, "weighted_f1_sd": ws,
+                         "macro_f1_mean": mm, "macro_f1_sd": ms, "seeds": len(p.weighted_f1),
+                         "grid_size": doc["grid_size"], "validation_weighted_f1": p.validation_weighted_f1,
+                         "audit_bound": bounds.get(p.arm) if p.arm else None, "source": source,
+                         "config": json.dumps(p.config, sort_keys=True)})
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    return frame.sort_values(["mechanism", "epsilon"], na_position="last", kind="stable").reset_index(drop=True)
+
+
+def recommend(frame: pd.DataFrame, *, budget: float) -> dict:
+    """The covered DP point (its tuning public or covered by its ε: never ``private validation``) at ε ≤ ``budget``
+    with the best PUBLIC-PROXY weighted F1 when such points exist (the choice among mechanisms then reads no
+    private record), else the best validation weighted F1 (said so: that choice reads the validation split);
+    ties: the smaller ε."""
+    ok = frame[frame["kind"].isin(dp_kinds()) & (frame["epsilon"] <= budget) & frame["validation_weighted_f1"].notna()
+               & frame["tuning"].isin(COVERED)]
+    if ok.empty:
+        return {"budget_epsilon": budget, "found": False,
+                "line": f"at ε ≤ {budget:g} no mechanism on the frontier has a DP guarantee that covers its tuning: "
+                        "release nothing"}
+    by = "proxy_weighted_f1" if ok["proxy_weighted_f1"].notna().any() else "validation_weighted_f1"
+    ok = ok[ok[by].notna()]
+    best = ok.sort_values([by, "epsilon"], ascending=[False, True], kind="stable").iloc[0]
+    how = ("public proxy weighted F1 " if by == "proxy_weighted_f1" else
+           "validation weighted F1 (this choice among mechanisms reads the validation split) ")
+    line = (f"at ε ≤ {budget:g} the best defensible release on this data is {best['label']} at ε "
+            f"{best['epsilon']:.3g} (δ {best['delta']:.2g}; tuning: {best['tuning']}): {how}"
+            f"{best[by]:.3f}, test {best['weighted_f1_mean']:.3f} ± {best['weighted_f1_sd']:.3f} "
+            f"/ macro {best['macro_f1_mean']:.3f} over {best['seeds']} seeds")
+    return {"budget_epsilon": budget, "found": True, "mechanism": best["mechanism"], "label": best["label"],
+            "epsilon": float(best["epsilon"]), "delta": float(best["delta"]), "kind": best["kind"],
+            "validation_weighted_f1": float(best["validation_weighted_f1"]), "tuning": best["tuning"],
+            "test_weighted_f1": float(best["weighted_f1_mean"]), "config": json.loads(best["config"]), "line": line}
+
+
+def winners(frame: pd.DataFrame) -> list[dict]:
+    """At each declared level: the DP point with the best TEST weighted F1 (what the closing table reads)."""
+    dp = frame[frame["kind"].isin(dp_kinds()) & frame["target_epsilon"].notna()]
+    out = []
+    for level, group in dp.groupby("target_epsilon"):
+        best = group.sort_values("weighted_f1_mean", ascending=False, kind="stable").iloc[0]
+        out.append({"target_epsilon": float(level), "mechanism": best["mechanism"],
+                    "weighted_f1_mean": float(best["weighted_f1_mean"])})
+    return out
+
+
+def _x(row) -> tuple[float | None, bool]:
+    """Where a point sits on the ε axis: its ε, or (hollow) the uncertified index 2Δ̂ it carries instead."""
+    if row["epsilon"] is not None and not pd.isna(row["epsilon"]):
+        return float(row["epsilon"]), True
+    index = json.loads(row["config"]).get("uncertified_index")
+    return (float(index), False) if index else (None, False)
+
+
+def _clamped(x: float) -> float:
+    return min(x, OFF_SCALE)
+
+
+def plot(frame: pd.DataFrame, folder: Path, *, budget: float) -> None:
+    """frontier.png and .svg: test weighted F1 (mean ± sd) against ε (log), one line per mechanism; the ceiling
+    dashed; hollow markers for a point that claims no ε (placed at its index); ▷ at an audit's lower bound."""
+    fig = Figure(figsize=(8, 5), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    for mechanism, group in frame.groupby("mechanism", sort=False):
+        placed = [(*_x(r), r) for _, r in group.iterrows()]
+        placed = sorted((p for p in placed if p[0] is not None), key=lambda p: p[0])
+        if not placed:
+            for _, r in group.iterrows():  # no ε at all (non-private): the ceiling
+                ax.axhline(r["weighted_f1_mean"], ls="--", c="grey", lw=1, label=f"{r['label']} (no privacy)")
+            continue
+        xs, ys = [_clamped(p[0]) for p in placed], [p[2]["weighted_f1_mean"] for p in placed]
+        uncovered = placed[0][2].get("tuning") == PRIVATE_VALIDATION  # dashed: its tuning is not covered by ε
+        line = ax.errorbar(xs, ys, yerr=[p[2]["weighted_f1_sd"] for p in placed], marker="o", ms=4, capsize=2,
+                           ls="--" if uncovered else "-",
+                           label=placed[0][2]["label"].split(" (τ")[0] + (" [tuning not covered]" if uncovered else
+                                                                           ""),
+                           mfc="white" if not placed[0][1] else None)
+        for x, certified, r in placed:
+            if not certified:
+                ax.plot([_clamped(x)], [r["weighted_f1_mean"]], "o", mfc="white", c=line[0].get_color())
+            if x > OFF_SCALE:
+                ax.plot([OFF_SCALE], [r["weighted_f1_mean"]], ">", ms=9, c=line[0].get_color())
+                ax.annotate(f"ε {x:.2g}", (OFF_SCALE, r["weighted_f1_mean"]), fontsize=6, xytext=(-40, 4),
+                            textcoords="offset points")
+            if r["audit_bound"] is not None and not pd.isna(r["audit_bound"]) and r["audit_bound"] > 0:
+                ax.plot([r["audit_bound"]], [r["weighted_f1_mean"]], ">", c=line[0].get_color())
+        index = [(2 * json.loads(r["config"])["local_sensitivity"], r["weighted_f1_mean"]) for _, r in group.iterrows()
+                 if r["kind"].startswith("ppm") and "local_sensitivity" in json.loads(r["config"])]
+        if index:  # a PPM point granted its index 2Δ̂ as if it were an ε: where it would sit, hollow (not an ε)
+            ax.plot(*zip(*sorted(index)), ls="none", marker="D", mfc="white", c=line[0].get_color(),
+                    label=f"{placed[0][2]['label'].split(' (τ')[0]} at its index 2Δ̂ (not an ε)")
+    ax.axvline(budget, ls=":", c="black", lw=1, label=f"budget ε = {budget:g}")
+    ax.set_xscale("log")
+    ax.set_xlabel(f"ε (log scale; hollow: no ε claimed, placed at its index 2Δ̂; ▶: beyond {OFF_SCALE:g})")
+    ax.set_ylabel("test weighted F1 (mean ± sd over seeds)")
+    ax.legend(fontsize=7, loc="lower right")
+    try:
+        for fmt in ("png", "svg"):
+            fig.savefig(folder / f"frontier.{fmt}", format=fmt, dpi=120)
+    finally:
+        fig.clear()
+
+
+def markdown(frame: pd.DataFrame, rec: dict, docs: dict[str, dict]) -> str:
+    def cell(v) -> str:
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            return "—"
+        return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+    cols = ["label", "epsilon", "target_epsilon", "kind", "tuning", "accountant", "weighted_f1_mean", "weighted_f1_sd",
+            "macro_f1_mean", "validation_weighted_f1", "proxy_weighted_f1", "seeds", "grid_size", "audit_bound"]
+    lines = ["# The frontier: test utility against ε", "", f"**Recommendation:** {rec['line']}.", "",
+             "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(cell(r[c]) for c in cols) + " |" for _, r in frame.iterrows()]
+    lines += ["", "How each source chose its configuration (grid sizes in the table):", ""]
+    lines += [f"- **{s}**: {d['selection']}" for s, d in docs.items()]
+    lines += ["", "Tuning: `public proxy` (chosen on the earlier, published period at zero ε), `private selection` "
+              "(its ε covers the search), `declared` (no search), `private validation` (chosen on the private "
+              "validation split: NOT covered by any ε — plotted dashed, never recommended).", ""]
+    lines += ["", "Only kinds in " + ", ".join(dp_kinds()) + " (worst case over neighbouring databases) can be "
+              "recommended, and only points whose tuning is covered. A SWAG-PPM point's ε is local (this database) and conditional on the posterior "
+              "approximation; a point without ε makes no DP claim. Audit bounds are lower bounds from attacks, shown "
+              "for points that are exactly an audited arm.", ""]
+    return "\n".join(lines)
+
+
+def provenance(params: Params, root: str | Path) -> dict:
+    """What the frontier was computed on — the key's public id and the data summary — so that ``make run`` prints
+    its recommendation only beside a release made on the same data with the same key."""
+    lay = Layout.from_params(params, root)
+    key, data = Path(root) / key_id_file(params), lay.metrics / "data.json"
+    return {"key_id": read_json(key) if key.is_file() else None, "data": read_json(data) if data.is_file() else None}
+
+
+def frontier_report(params: Params, root: str | Path = ".") -> dict:
+    lay = Layout.from_params(params, root)
+    frame = table(Path(root), params)
+    if frame.empty:
+        raise ValueError("frontier: no points (run the sources' stages: make frontier)")
+    rec = {**recommend(frame, budget=params.frontier.budget_epsilon), **provenance(params, root)}
+    docs = {s: read_json(points_file(root, s)) for s in sources(params)}
+    with atomic_dir(lay.reports / "frontier") as out:
+        frame.to_csv(out / "frontier.csv", index=False)
+        plot(frame, out, budget=params.frontier.budget_epsilon)
+        write_json(out / "recommendation.json", {**rec, "winners": winners(frame)})
+        (out / "report.md").write_text(markdown(frame, rec, docs), encoding="utf-8")
+    return {"points": len(frame), "recommendation": rec["line"]}
+
+
+def recommendation_line(params: Params, root: str | Path = ".") -> str:
+    """The line ``make run`` prints beside its release: the frontier's recommendation at the declared budget when a
+    frontier exists for this data and key, else what to run to get one."""
+    budget = params.frontier.budget_epsilon
+    folder = Layout.from_params(params, root).reports / "frontier"
+    if not (folder / "recommendation.json").is_file():
+        return (f"at ε ≤ {budget:g}: no frontier for this data yet; `make frontier` compares every mechanism at "
+                "declared ε levels and names the best defensible release")
+    if {k: read_json(folder / "recommendation.json").get(k) for k in ("key_id", "data")} != provenance(params, root):
+        return f"at ε ≤ {budget:g}: the frontier in {folder} was computed on other data or another key: `make frontier`"
+    frame = pd.read_csv(folder / "frontier.csv")
+    return recommend(frame.astype({"epsilon": float}), budget=budget)["line"]

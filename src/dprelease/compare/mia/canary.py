@@ -1,0 +1,243 @@
+"""Stage ``canary_runs``: the one-run canary audit (docs/guarantees.md, L.4, R.3; Steinke, Nasr & Jagielski 2023;
+Mahloujifar, Melis & Chaudhuri 2024).
+
+Two canary sets (``audit_pool``), each canary included independently with probability ½ by a secret coin:
+*input-space* canaries (head backend: random unit embeddings with random labels, thousands of them — the
+power) and *mislabelled narratives* (pool records with re-drawn labels). The included ones are added to
+the training split of a sub-project in ``artifacts/audit/canary_run/`` and every audited arm's pipeline
+runs there ONCE: the SWAG-PPM chain (its round-2 arm draws from the same run), the non-private fine-tune
+and DP-SGD at its declared target ε (dpsgd.target_epsilon). Each arm's model is loaded from its release-format folder and
+scores every canary (log-probability of the canary's label; the attacker holds the released weights).
+Per arm and canary set, both one-run bounds at 95 % (``onerun.canary_audit``: guess counts from
+``privacy_audit.guess_grid``, Bonferroni over the grid) against the arm's own claim of the canary run.
+
+Planted bugs (``privacy_audit.planted_bugs``), which the audit must convict (ε_LB above the claim):
+(a) the canary run's non-private model labelled "ε = 1" (δ = 0); (b) DP-SGD trained in the same canary
+run with its noise multiplier divided by 4, claiming the accountant's ε for the undivided one.
+
+Sanity rule: an honest DP-SGD arm whose gate bound exceeds its accountant ε means a bug in the audit or the
+accounting, and the stage fails loudly. Membership stays private; only counts and bounds are written.
+
+The canary run runs only the stages the audited arms need (the plan of their training stages: a retrain that
+audits the round-2 arm runs no re-weighting), each in the audit's worker processes with one torch thread
+(``workers``): stages that do not wait on each other (the SWAG-PPM rounds, the non-private fine-tune, DP-SGD, the
+planted DP-SGD in a sibling root ``planted/`` with the same derived key) run at once. Every stage is seeded from
+the key, so the results are the same whatever the number of workers. When the canary run re-runs a data-dependent
+search (the release arm's re-weighting, declared untimed), this stage is untimed too (:func:`timed`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from dprelease.pipeline import plan as pipeline, plugins
+from dprelease.core.backends.base import load_features, save_features
+from dprelease.core.config import Params, parse_params
+from dprelease.core.data.splits import backend_for, features
+from dprelease.core.errors import OneLineError
+from dprelease.core.io import atomic_dir, private_dir, read_json, write_json
+from dprelease.pipeline.layout import Layout
+from dprelease.core.privacy import secret
+from dprelease.core.release.folder import load_release_model
+from dprelease.pipeline.stage import Runner, Stage
+from . import onerun, workers
+from .attack import arm_folder
+from .population import audit_dir
+from .scores import loss_scores
+
+SKIP = {"stratify", "featurize", "evaluate", "audit_replay", "select", "publish"}  # data given directly; no utility
+# eval, no replay audit (of the release itself, not of a canary run), no card
+SETS = {"input": ("input_canaries.safetensors", "input_member.npy"),
+        "mislabelled": ("canaries.safetensors", "canary_member.npy")}
+PLANTED_MARKER = "planted_bugs_allowed"  # read by the dpsgd stage: only a canary run may plant its bug
+PLANTED_DIVISOR = 4.0
+PLANTED_NONPRIVATE_EPSILON = 1.0
+
+
+class AuditError(OneLineError):
+    """An audit result that contradicts a proven guarantee (a bug somewhere)."""
+
+
+def gate_method(delta: float) -> str:
+    """The bound fixed in advance for the gate and the sanity rule: Steinke et al.'s exact binomial test
+    for a claim without δ; the f-DP test's Gaussian reading for an (ε, δ) claim (Steinke's δ term grows
+    with 2mδ and leaves thousands of canaries no power)."""
+    return "fdp" if delta > 0 else "steinke"
+
+
+def _sub_params(params: Params, **extra) -> Params:
+    """The canary run's params: the project's, its declared DP-SGD target included (never a measured ε)."""
+    raw = params.model_dump(mode="json")
+    overrides = {"artifacts": "artifacts", "release": "release", "force_release_path": False, **extra}
+    return parse_params(raw, overrides)
+
+
+def load_sets(lay: Layout) -> dict:
+    """Canary set → (features, labels, membership); an empty set is left out."""
+    pool = audit_dir(lay) / "pool"
+    out = {}
+    for kind, (feats, member) in SETS.items():
+        if (pool / feats).is_file():
+            x, y = load_features(pool / feats)
+            if len(y):
+                out[kind] = (x, y, np.load(pool / member))
+    return out
+
+
+def check_included(sets: dict) -> None:
+    """A canary run needs at least one canary in it: when the secret coins left every set's included subset
+    empty (probability 2^-m), the run would train on the plain split and audit nothing: a one-line error
+    (no result is possible) rather than bounds with no canary behind them. A set with none included among
+    others that have some is still audited (its bound is valid, only powerless)."""
+    if not any(int(member.sum()) for _, _, member in sets.values()):
+        total = sum(len(member) for _, _, member in sets.values())
+        raise AuditError(f"canary_runs: none of the {total} canaries was drawn into the canary run (each is "
+                         "included with probability 1/2 by a secret coin): nothing to audit; re-draw the pool "
+                         "(audit_pool) with more privacy_audit.canaries")
+
+
+def _prepare(lay: Layout, sub: Path, sets: dict) -> int:
+    """The sub-project's split: training features + every included canary; test and validation as they
+    are. Returns the number of canaries added."""
+    train, y_train = features(lay, "train")
+    test, y_test = features(lay, "test")
+    shutil.rmtree(sub, ignore_errors=True)
+    private_dir(sub / "artifacts")
+    secret.derive_child(lay.artifacts, sub / "artifacts", "canary_run")  # its draws and DP-SGD noise: secret too
+    (sub / "artifacts" / PLANTED_MARKER).write_text("a canary run: planted bugs may run here\n", encoding="utf-8")
+    xs, ys = [train], [y_train]
+    for x, y, member in sets.values():
+        inc = torch.from_numpy(np.flatnonzero(member))
+        xs.append({k: v[inc] for k, v in x.items()})
+        ys.append(y[inc])
+    added = sum(len(y) for y in ys[1:])
+    with atomic_dir(sub / "artifacts" / "features", private=True) as tmp:
+        save_features(tmp / "train.safetensors", {k: torch.cat([x[k] for x in xs]) for k in train}, torch.cat(ys))
+        save_features(tmp / "test.safetensors", test, y_test)
+        for split in ("validation", "proxy_train", "proxy_validation"):  # re-weighting's acceptance; the public proxy
+            if (lay.features / f"{split}.safetensors").is_file():  # (the configuration the audited arm releases with)
+                save_features(tmp / f"{split}.safetensors", *features(lay, split))
+    with atomic_dir(sub / "artifacts" / "data", private=True) as tmp:
+        write_json(tmp / "labels.json", read_json(lay.data / "labels.json"))
+    data = read_json(lay.metrics / "data.json")
+    write_json(sub / "metrics" / "data.json", data | {"train_rows": data["train_rows"] + added,
+                                                      "rows": data["rows"] + added})
+    return added
+
+
+def _audits(backend, model, sets: dict, claim: dict, a) -> dict:
+    """Both bounds on every canary set against one claim {epsilon, delta}."""
+    out = {}
+    delta = claim["delta"] or 0.0
+    for kind, (x, y, member) in sets.items():
+        s = loss_scores(backend.predict_proba(model, x).numpy(), y.numpy())
+        r = onerun.canary_audit(s, member, guess_grid=a.guess_grid, alpha=a.alpha, delta=delta)
+        g = r[gate_method(delta)]
+        r["gate"] = {"method": gate_method(delta), **g,
+                     "convicted": claim["epsilon"] is not None and g["epsilon_lower_bound"] > claim["epsilon"]}
+        out[kind] = r
+    return out
+
+
+def _claim(manifest: dict) -> dict:
+    g = manifest["guarantee"]
+    return {"epsilon": g["epsilon"], "delta": g["delta"], "guarantee": g["kind"]}
+
+
+def timed(params: Params) -> bool:
+    """Whether ``canary_runs``' duration may be recorded: not when its canary run re-runs a data-dependent search,
+    the re-weighting (stage ``reweight``, untimed) the release arm's model comes out of. Checked against the
+    canary run's actual plan when it runs (:func:`plan`)."""
+    known = plugins.arms()
+    return not (params.reweighting and any(known[a].release for a in params.privacy_audit.arms))
+
+
+def _stages(sp: Params) -> list[Stage]:
+    """Every stage declaration, read as the registry reads them (each listed package's plug-in, by name): the
+    audit package never imports the registry (it imports every stage module: stage.Runner)."""
+    return [s for package in plugins.PACKAGES for s in importlib.import_module(f"{package}.plugin").PLUGIN.declare(sp)]
+
+
+def plan(params: Params, sp: Params, arm_names: list[str]) -> tuple[list[str], dict[str, set[str]]]:
+    """The canary run's stages: those the audited arms' training stages need (their plan), less the ones whose
+    outputs :func:`_prepare` gives directly; in order, each with the stages it waits on."""
+    stages = _stages(sp)
+    known = plugins.arms()
+    p = pipeline.plan(stages, sp, targets=tuple(dict.fromkeys(known[a].stage for a in arm_names)))
+    order = [n for n in p.order if n not in SKIP]
+    by_name = {s.name: s for s in stages}
+    if timed(params) and not all(by_name[n].timed for n in order):  # the declared flag must hold
+        raise AuditError("canary_runs is declared timed but its canary run runs an untimed stage "
+                         f"({', '.join(n for n in order if not by_name[n].timed)}): mia.canary.timed is out of date")
+    return order, {n: p.waits[n] - SKIP for n in order}
+
+
+def _run_job(job: tuple) -> dict:
+    runner, name, raw, root = job
+    return runner(name, Params.model_validate(raw), root)
+
+
+def _prepare_planted(lay: Layout, sub: Path) -> Path:
+    """A sibling root for the planted DP-SGD bug: the canary run's inputs and the same derived key (so its run is
+    the one it would be in the canary run itself), without replacing the honest DP-SGD arm."""
+    planted = sub / "planted"
+    private_dir(planted / "artifacts")
+    secret.derive_child(lay.artifacts, planted / "artifacts", "canary_run")
+    (planted / "artifacts" / PLANTED_MARKER).write_text("a canary run: planted bugs may run here\n", encoding="utf-8")
+    for rel in ("artifacts/features", "artifacts/data", "metrics"):
+        shutil.copytree(sub / rel, planted / rel)
+    return planted
+
+
+def canary_runs(params: Params, root: str | Path = ".") -> dict:
+    lay, a = Layout.from_params(params, root), params.privacy_audit
+    sub = audit_dir(lay) / "canary_run"
+    sets = load_sets(lay)
+    check_included(sets)
+    sp = _sub_params(params)
+    added = _prepare(lay, sub, sets)
+    arms = list(a.arms)
+    extra = ["nonprivate"] if a.planted_bugs and "nonprivate" not in arms else []  # the planted non-private bug
+    order, waits = plan(params, sp, arms + extra)
+    raw = sp.model_dump(mode="json")
+    jobs = {name: (Runner.run, name, raw, str(sub)) for name in order}
+    bug = _sub_params(params, **{"dpsgd.planted_noise_divisor": PLANTED_DIVISOR})
+    if a.planted_bugs:
+        planted = _prepare_planted(lay, sub)
+        jobs["planted:dpsgd"] = (Runner.run, "dpsgd", bug.model_dump(mode="json"), str(planted))
+    if Runner.run is None:
+        raise RuntimeError("no stage runner installed (import dprelease.pipeline.registry first)")
+    backend = backend_for(params, lay)
+    workers.run_graph(_run_job, jobs, waits, workers=workers.count(len(jobs), backend.device))
+    out = {"canary_sets": {k: {"canaries": len(v[2]), "included": int(v[2].sum())} for k, v in sets.items()},
+           "added_to_training": added, "guess_grid": list(a.guess_grid), "alpha": a.alpha, "arms": {}, "planted": {}}
+
+    def audit(folder: Path, claim: dict | None = None) -> dict:
+        manifest, _, model = load_release_model(folder, backend.device)
+        c = claim or _claim(manifest)
+        return {**c, "audits": _audits(backend, model, sets, c, a)}
+
+    for arm in arms:
+        r = audit(sub / arm_folder(sp, arm))
+        if r["guarantee"] == "dp_accountant":
+            for kind, d in r["audits"].items():
+                if d["gate"]["convicted"]:
+                    raise AuditError(f"canary audit ({kind}): {arm} ε_LB {d['gate']['epsilon_lower_bound']:.3f} exceeds "
+                                     f"its accountant ε {r['epsilon']:.3f}: a bug in the audit or in the accounting")
+        out["arms"][arm] = r
+    if a.planted_bugs:
+        out["planted"]["nonprivate_labelled_eps1"] = audit(
+            sub / arm_folder(sp, "nonprivate"),
+            {"epsilon": PLANTED_NONPRIVATE_EPSILON, "delta": 0.0, "guarantee": "planted bug: non-private model "
+             f"labelled ε = {PLANTED_NONPRIVATE_EPSILON:g}"})
+        r = audit(planted / arm_folder(bug, "dpsgd"))
+        out["planted"]["dpsgd_noise_div4"] = r | {"guarantee": f"planted bug: DP-SGD with σ/{PLANTED_DIVISOR:g} "
+                                                                "claiming the accountant's ε for σ"}
+    write_json(lay.metrics / "audit_canary.json", out)
+    return {name: {k: round(d["gate"]["epsilon_lower_bound"], 3) for k, d in r["audits"].items()}
+            for name, r in {**out["arms"], **out["planted"]}.items()}

@@ -1,0 +1,27 @@
+"""Report stages: ``compare_report`` (the comparison of every arm of ``compare.arms``, from their guarantee
+records). Its deps are the arms' files, so the compare flow's plan holds exactly the arms asked for."""
+
+from __future__ import annotations
+
+from dprelease.pipeline import plugins
+from dprelease.core.config import Params
+from dprelease.pipeline.stage import Stage
+from .compare import compare_report
+
+RELEASE_FILES = ["reports/release", "metrics/evaluation.json", "metrics/release.json", "metrics/data.json"]
+
+
+def arm_files(name: str) -> list[str]:
+    """What the report reads of one arm (an arm that is the release itself: the release's files)."""
+    arm = plugins.arms()[name]
+    return [] if arm.release else [f"reports/arms/{name}", f"metrics/{name}.json", *arm.files]
+
+
+def check(params: Params) -> None:
+    plugins.check_arms(params, ("compare",))
+
+
+def declare(params: Params) -> list[Stage]:
+    deps = sorted({f for arm in params.compare.arms for f in arm_files(arm)} | set(RELEASE_FILES))
+    return [Stage(name="compare_report", run=compare_report, params=["seed", "model.backend", "compare"], deps=deps,
+                  outs=["reports/compare"], group="compare")]

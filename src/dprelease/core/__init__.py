@@ -1,0 +1,1 @@
+"""The core floor: what every mechanism shares and no mechanism owns: the privacy maths and keys (``privacy``), the release format, signing and verification (``release``), the data (``data``), the models (``backends``), utility metrics (``utility``), configuration, files and errors. It imports nothing from the floors above it."""

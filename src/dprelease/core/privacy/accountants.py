@@ -1,0 +1,117 @@
+"""One name → one accountant (the model: Opacus's ``accountants/registry.py`` and ``create_accountant``).
+
+An :class:`Accountant` answers the two questions every DP-SGD user here asks — ε after T Poisson-sampled Gaussian
+steps with noise multiplier σ at sampling rate q (:meth:`Accountant.epsilon`), and an Opacus accountant object
+that reports the same ε while Opacus trains (:meth:`Accountant.opacus`) — under the name ``dpsgd.conversion``
+gives (``mironov``: Opacus's RDP analysis with Mironov's conversion; ``opacus``: with Opacus's; ``prv``: Opacus's
+PRV accountant). DP-SGD, the batched trainer, private selection, the frontier and the tight audit all look a name
+up here; a new accountant is one :func:`register` call (its module imported by whoever uses it) and its name in
+the params' ``conversion`` choices.
+
+Why the noise search is not Opacus's ``get_noise_multiplier``: that function builds its accountant from a name
+with ``create_accountant``, which knows ``rdp``, ``gdp`` and ``prv`` only — not the Mironov conversion, the
+project's default (the paper's baseline); ``tests/core/privacy/test_accountants.py`` shows it refusing the name.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Callable
+
+from ..errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Accountant:
+    name: str
+    label: str  # how a record names it ("RDP (Mironov conversion)", "PRV (Opacus)")
+    spent: Callable[[float, float, int, float], float]  # (σ, q, T, δ) -> ε
+    make: Callable[[], object]  # a fresh Opacus accountant reporting the same ε
+
+    def epsilon(self, sigma: float, sample_rate: float, steps: int, delta: float) -> float:
+        """ε after ``steps`` Poisson-sampled Gaussian steps (noise multiplier ``sigma``, rate ``sample_rate``)."""
+        return float(self.spent(float(sigma), float(sample_rate), int(steps), float(delta)))
+
+    def opacus(self):
+        """A fresh Opacus accountant whose ``get_epsilon(delta)`` is this accountant's ε."""
+        return self.make()
+
+
+_REGISTRY: dict[str, Accountant] = {}
+
+
+def register(accountant: Accountant) -> Accountant:
+    if accountant.name in _REGISTRY:
+        raise RuntimeError(f"accountant {accountant.name!r} registered twice")
+    _REGISTRY[accountant.name] = accountant
+    return accountant
+
+
+def names() -> tuple[str, ...]:
+    return tuple(_REGISTRY)
+
+
+def get(name: str) -> Accountant:
+    """The accountant registered under ``name``; a one-line :class:`ConfigError` naming the known ones."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ConfigError(f"unknown accountant {name!r} (one of {', '.join(_REGISTRY)})") from None
+
+
+# the project's three ---------------------------------------------------------------------------------------------
+def _rdp(conversion: str) -> Callable[[float, float, int, float], float]:
+    def spent(sigma: float, q: float, steps: int, delta: float) -> float:
+        from .rdp import sampled_gaussian_epsilon
+
+        with warnings.catch_warnings():  # "optimal order is the largest alpha": the bound holds at any order
+            warnings.filterwarnings("ignore", message="Optimal order is the largest alpha")
+            return sampled_gaussian_epsilon(sigma, q, steps, delta, conversion)
+    return spent
+
+
+def _converted_rdp(conversion: str):
+    from opacus.accountants import RDPAccountant
+    from opacus.accountants.analysis.rdp import compute_rdp
+
+    from .rdp import ORDERS, rdp_to_epsilon
+
+    class ConvertedRDPAccountant(RDPAccountant):
+        """Opacus's RDP accountant, reporting ε with the chosen conversion."""
+
+        def get_epsilon(self, delta: float, alphas=None) -> float:  # noqa: D401 - Opacus signature
+            if conversion == "opacus":
+                return super().get_epsilon(delta, alphas)
+            if not self.history:
+                return 0.0
+            orders = alphas or ORDERS
+            rdp = sum(compute_rdp(q=q, noise_multiplier=s, steps=n, orders=orders) for s, q, n in self.history)
+            return rdp_to_epsilon(rdp, orders, delta, conversion)
+
+    return ConvertedRDPAccountant()
+
+
+def _prv_spent(sigma: float, q: float, steps: int, delta: float) -> float:
+    acc = _prv()
+    acc.history = [(sigma, q, steps)]
+    return acc.get_epsilon(delta)
+
+
+def _prv():
+    from opacus.accountants import PRVAccountant
+
+    class QuietPRV(PRVAccountant):
+        """Opacus's PRV accountant, quiet at q = 1 (full batch: log(1 − q) is handled by Opacus)."""
+
+        def get_epsilon(self, delta: float, **kwargs) -> float:  # noqa: D401 - Opacus signature
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                return float(super().get_epsilon(delta, **kwargs))
+
+    return QuietPRV()
+
+
+register(Accountant("mironov", "RDP (Mironov conversion)", _rdp("mironov"), lambda: _converted_rdp("mironov")))
+register(Accountant("opacus", "RDP (Opacus conversion)", _rdp("opacus"), lambda: _converted_rdp("opacus")))
+register(Accountant("prv", "PRV (Opacus)", _prv_spent, _prv))

@@ -1,0 +1,237 @@
+"""Refuse to make a release with keys other than the ones the recorded release was made with.
+
+A fresh clone that pulls the pipeline's data (``dvc pull``) has neither the randomness key
+(``<artifacts>/secret/key``) nor the agency signing key (``<artifacts>/keys``): neither ever enters DVC's cache
+or remote. Making them anew would give a *different* release (other noise), signed by a *different* key, with
+nothing telling the operator. So before anything is made, the keys here are compared with what was recorded:
+
+* ``dvc.lock`` (the project root's): the md5 of ``<artifacts>/secret/key_id.json`` (the randomness key's public
+  id, the ``secret`` stage's output) and of ``<artifacts>/keys/agency.pub`` (the signing stages' input);
+* the existing release (``release/release.json``): ``randomness.secret_key_id`` and ``signed_by.key_id``.
+
+A key that differs from a recorded one is accepted only when the recorded key was replaced *here* on purpose:
+a rotation (``dprelease secret rotate``, ``dprelease key rotate``: the old key stays under ``retired/``) or an
+explicit ``--new-key`` (``DPRELEASE_NEW_KEY=1`` under ``dvc repro``), which records the replaced key in the key
+folder's ``history.json``. Otherwise: one line, nothing made. A missing key where one is recorded: one line
+saying to import it (``dprelease key import-private``) or start a new one (``--new-key``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+
+from ..errors import OneLineError
+
+NEW_KEY_ENV = "DPRELEASE_NEW_KEY"  # 1: accept a new key under `dvc repro` (as --new-key does for the flows)
+HISTORY = "history.json"
+SECRET_ID = "key_id.json"
+AGENCY_PUB, AGENCY_KEY, AGENCY_SIGNER, RETIRED = "agency.pub", "agency.key", "signer.json", "retired"
+HOW = ("import it (`dprelease key import-private --from DIR`, from the operator's `dprelease key export-private`) "
+       "or start a new one with --new-key (`make run ARGS=--new-key`, `dprelease key init --new-key`, "
+       "`make repro NEW_KEY=1`: a new release)")
+
+
+class KeyMismatchError(OneLineError):
+    """The keys here are not the ones the recorded release was made with."""
+
+
+def new_key_from_env() -> bool:
+    return (os.environ.get(NEW_KEY_ENV) or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _md5(data: bytes) -> str:
+    return hashlib.md5(data).hexdigest()
+
+
+def secret_id_bytes(kid: str) -> bytes:
+    """``key_id.json`` as :func:`dprelease.core.io.write_json` writes it (what dvc.lock hashes)."""
+    return (json.dumps({"key_id": kid}, indent=2, sort_keys=True) + "\n").encode("utf-8")
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def lock_md5s(root: Path, paths: set[str]) -> dict[str, str]:
+    """The md5 ``dvc.lock`` records for each of ``paths`` (as an output or an input of any stage)."""
+    lock = root / "dvc.lock"
+    if not lock.is_file():
+        return {}
+    import yaml
+
+    try:
+        stages = (yaml.load(lock.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+                  or {}).get("stages", {})
+    except (OSError, yaml.YAMLError):
+        return {}
+    found: dict[str, str] = {}
+    for stage in stages.values():
+        for entry in [*(stage.get("outs") or []), *(stage.get("deps") or [])]:
+            if isinstance(entry, dict) and entry.get("path") in paths and entry.get("md5"):
+                found.setdefault(entry["path"], entry["md5"])
+    return found
+
+
+def _release_ids(params, root: Path) -> tuple[str | None, str | None]:
+    """(randomness key id, agency key id) the existing release folder names, if any."""
+    manifest = _read_json(root / params.release / "release.json")
+    if not isinstance(manifest, dict):
+        return None, None
+    rnd, signed = manifest.get("randomness"), manifest.get("signed_by")
+    return (rnd.get("secret_key_id") if isinstance(rnd, dict) else None,
+            signed.get("key_id") if isinstance(signed, dict) else None)
+
+
+def _replaced(folder: Path) -> list[dict]:
+    h = _read_json(folder / HISTORY)
+    return h.get("replaced", []) if isinstance(h, dict) else []
+
+
+def record_replacement(folder: Path, kind: str, recorded: dict, by: str) -> None:
+    """Note in ``folder/history.json`` that the recorded key was replaced here on purpose (``--new-key``)."""
+    from ..io import write_json
+
+    h = _read_json(folder / HISTORY)
+    h = h if isinstance(h, dict) else {}
+    entry = {"key": kind, "replaced": recorded, "by": by, "how": "--new-key",
+             "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    write_json(folder / HISTORY, h | {"replaced": [*h.get("replaced", []), entry]}, private=True)
+
+
+def _agency_rel(params) -> str:
+    """The agency key folder, relative to the root (as :func:`dprelease.core.release.signing.key_folder`)."""
+    return params.signing_key or f"{params.artifacts}/keys"
+
+
+# the randomness key ------------------------------------------------------------------------------------------------
+def _secret_state(params, root: Path) -> tuple[Path, str | None, set[str], set[str]]:
+    """(folder, current key id or None, md5s of key_id.json and ids of keys known here besides the current one)."""
+    from . import secret
+
+    folder = root / params.artifacts / "secret"
+    current = secret._id(secret._read_key(folder / secret.KEY)) if (folder / secret.KEY).is_file() else None
+    h = _read_json(folder / HISTORY)
+    ids = set(h.get("key_ids", [])) if isinstance(h, dict) else set()
+    retired = folder / secret.RETIRED  # rotated here: `<key id>-<n>`
+    ids |= {p.name.rsplit("-", 1)[0] for p in retired.iterdir()} if retired.is_dir() else set()
+    for r in _replaced(folder):
+        ids |= {v for k, v in r.get("replaced", {}).items() if k == "key_id"}
+    md5s = {_md5(secret_id_bytes(k)) for k in ids} | {v for r in _replaced(folder)
+                                                     for k, v in r.get("replaced", {}).items() if k == "md5"}
+    return folder, current, md5s, ids
+
+
+def _agency_state(params, root: Path) -> tuple[Path, str | None, str | None, set[str], set[str]]:
+    """(folder, current key id, md5 of its agency.pub, md5s and ids of keys retired or replaced here)."""
+    folder = root / _agency_rel(params)
+    current = md5 = None
+    if (folder / AGENCY_KEY).is_file() and (folder / AGENCY_PUB).is_file():
+        info = _read_json(folder / AGENCY_SIGNER)
+        current = info.get("key_id") if isinstance(info, dict) else None
+        md5 = _md5((folder / AGENCY_PUB).read_bytes())
+    md5s, ids = set(), set()
+    for old in (folder / RETIRED).glob("*/") if (folder / RETIRED).is_dir() else []:
+        if (old / AGENCY_PUB).is_file():
+            md5s.add(_md5((old / AGENCY_PUB).read_bytes()))
+        info = _read_json(old / AGENCY_SIGNER)
+        if isinstance(info, dict) and info.get("key_id"):
+            ids.add(info["key_id"])
+    for r in _replaced(folder):
+        md5s |= {v for k, v in r.get("replaced", {}).items() if k == "md5"}
+        ids |= {v for k, v in r.get("replaced", {}).items() if k == "key_id"}
+    return folder, current, md5, md5s, ids
+
+
+def check(params, root: str | Path = ".", *, new_key: bool = False, keys: tuple[str, ...] = ("randomness", "agency"),
+          use_release: bool = True) -> list[str]:
+    """Raise :class:`KeyMismatchError` (one line) unless the keys here are those the recorded release was made
+    with (module docstring; ``use_release=False``: against dvc.lock only, as the stages check). With ``new_key`` a
+    differing or missing key is accepted: the missing one is made
+    and the replaced one recorded in its folder's history. Returns the lines to print (what ``new_key`` did)."""
+    root = Path(root)
+    rel_secret, rel_agency = _release_ids(params, root) if use_release else (None, None)
+    secret_path = f"{params.artifacts}/secret/{SECRET_ID}"
+    agency_path = f"{_agency_rel(params)}/{AGENCY_PUB}"  # signing.public_key_dep (not imported: signing imports us)
+    lock = lock_md5s(root, {secret_path, agency_path})
+    lines: list[str] = []
+    if "randomness" in keys:
+        lines += _check_secret(params, root, lock.get(secret_path), rel_secret, new_key)
+    if "agency" in keys:
+        lines += _check_agency(params, root, lock.get(agency_path), rel_agency, new_key)
+    return lines
+
+
+def _recorded(params, lock_md5: str | None, release_id: str | None) -> tuple[dict, str]:
+    """What recorded a key (dvc.lock's md5, the release's key id) and where, as the messages name it."""
+    recorded = {k: v for k, v in (("md5", lock_md5), ("key_id", release_id)) if v}
+    where = " and ".join(w for w, v in (("dvc.lock", lock_md5), (f"the release in {params.release}/", release_id)) if v)
+    return recorded, where
+
+
+def _check_secret(params, root: Path, lock_md5: str | None, release_id: str | None, new_key: bool) -> list[str]:
+    from . import secret
+
+    folder, current, known_md5s, known_ids = _secret_state(params, root)
+    recorded, where = _recorded(params, lock_md5, release_id)
+    if not recorded:
+        return []
+    if current is None:
+        if not new_key:
+            named = f" (id {release_id})" if release_id else ""
+            raise KeyMismatchError(f"no randomness key in {folder}, but {where} was made with one{named}: {HOW}")
+        _, kid = secret.rotate(root / params.artifacts)
+        record_replacement(folder, "randomness", recorded, kid)
+        return [f"--new-key: new randomness key {kid}; {where} was made with another (recorded in {folder / HISTORY})"]
+    if not _differs(lock_md5, _md5(secret_id_bytes(current)), known_md5s, release_id, current, known_ids):
+        return []
+    if not new_key:
+        named = f" {release_id}" if release_id else ""
+        raise KeyMismatchError(f"the randomness key in {folder} (id {current}) is not the key{named} {where} was made "
+                               f"with: refused (a different release); import the recorded key (`dprelease key "
+                               f"import-private`) or accept this one as a new release with --new-key (`make run ARGS=--new-key`, "
+                               f"`make repro NEW_KEY=1`)")
+    record_replacement(folder, "randomness", recorded, current)
+    return [f"--new-key: randomness key {current} replaces the one {where} was made with (recorded in "
+            f"{folder / HISTORY})"]
+
+
+def _differs(lock_md5: str | None, md5: str, known_md5s, release_id: str | None, current: str, known_ids) -> bool:
+    """Whether a recorded key (dvc.lock's md5, the release's key id) is neither the current key nor one of its
+    recorded predecessors."""
+    return bool((lock_md5 and lock_md5 != md5 and lock_md5 not in known_md5s)
+                or (release_id and release_id != current and release_id not in known_ids))
+
+
+def _check_agency(params, root: Path, lock_md5: str | None, release_id: str | None, new_key: bool) -> list[str]:
+    folder, current, md5, known_md5s, known_ids = _agency_state(params, root)
+    recorded, where = _recorded(params, lock_md5, release_id)
+    if not recorded:
+        return []
+    if current is None:
+        if not new_key:
+            named = f" (key {release_id[:16]})" if release_id else ""
+            raise KeyMismatchError(f"no agency signing key in {folder}, but {where} was signed with one{named}: {HOW}")
+        from ..io import private_dir
+
+        private_dir(folder)  # the new key itself is made by the caller, or at the first signing (signing.ensure_key)
+        record_replacement(folder, "agency", recorded, "a new key")
+        return [f"--new-key: a new agency key; {where} was signed with another (recorded in {folder / HISTORY}; "
+                "give partners the new agency.pub)"]
+    if not _differs(lock_md5, md5, known_md5s, release_id, current, known_ids):
+        return []
+    if not new_key:
+        named = f" {release_id[:16]}" if release_id else ""
+        raise KeyMismatchError(f"the agency key in {folder} (key {current[:16]}) is not the key{named} {where} was "
+                               f"signed with: refused (a release signed by another key); import the recorded key "
+                               f"(`dprelease key import-private`), rotate (`dprelease key rotate`), or pass --new-key "
+                               f"(`make run ARGS=--new-key`, `make repro NEW_KEY=1`)")
+    record_replacement(folder, "agency", recorded, current)
+    return [f"--new-key: agency key {current[:16]} replaces the one {where} was signed with (recorded in "
+            f"{folder / HISTORY}; give partners the new agency.pub)"]

@@ -1,0 +1,81 @@
+"""`dprelease key ACTION`: the agency signing key (:mod:`dprelease.core.release.signing`) from the command line.
+
+* ``init`` — make the key if there is none (the pipeline also makes it the first time it signs; run this
+  once before a first ``dvc repro``, whose signing stages list the public key as an input);
+* ``show`` — the key id, the signer's name and where the key lives;
+* ``export --output agency.pub`` — the public key, to hand to partners (never the folder's other files);
+* ``rotate [--signer NAME]`` — one command: retire the key pair to ``retired/<key id>/``, make a new one,
+  re-sign the project's release folders (``release``, ``nvdp.release_dir``, ``gpp.release``) after checking
+  their files and old signatures. Partners need the new public key for releases signed from now on, and
+  keep the old one for older releases; the signing stages list the public key as an input, so a later run
+  finds them up to date;
+* ``export-private --to DIR`` / ``import-private --from DIR`` — both private keys (the randomness key and the
+  agency key), encrypted with a passphrase (``DPRELEASE_KEY_PASSPHRASE`` or a prompt), for a second operator's
+  clone (:mod:`dprelease.core.release.key_transfer`).
+
+``init`` refuses to make an agency key where ``dvc.lock`` records one and none is here (import it, or
+``--new-key``: :mod:`dprelease.core.privacy.key_guard`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import Params
+from ..errors import ConfigError
+from dprelease.pipeline.locks import root_lock
+from .signing import DEFAULT_SIGNER, PUBLIC, RETIRED, ensure_key, export_public, key_folder, load_signer, rotate
+
+
+def release_folders(params: Params, root: Path) -> list[Path]:
+    return [root / params.release, root / params.nvdp.release_dir, root / params.gpp.release]
+
+
+def key_command(action: str, params: Params, *, signer: str | None = None, output: str | None = None,
+                root: str | Path = ".", to: str | None = None, source: str | None = None,
+                new_key: bool = False) -> list[str]:
+    """Run ``action``; the lines to print."""
+    root = Path(root)
+    folder = key_folder(params, root)
+    if action in ("export-private", "import-private"):
+        from . import key_transfer
+
+        where = to if action == "export-private" else source
+        if not where:
+            raise ConfigError(f"dprelease key {action}: give {'--to' if action == 'export-private' else '--from'} DIR")
+        pw = key_transfer.passphrase(confirm=action == "export-private")
+        with root_lock(root, f"dprelease key {action}"):
+            if action == "export-private":
+                return key_transfer.export_private(params, root, where, pw)
+            return key_transfer.import_private(params, root, where, pw)
+    if action == "export":
+        if not output:
+            raise ConfigError("dprelease key export: give --output (e.g. --output agency.pub)")
+        kid = export_public(folder, output)
+        return [f"wrote {output}: the agency public key {kid[:16]} (signer {load_signer(folder).name}); partners "
+                f"check a release with `dprelease verify --release DIR --key {Path(output).name}`"]
+    if action == "show":
+        s = load_signer(folder)
+        return [f"agency key {s.key_id} (signer {s.name}) in {folder}; public key {folder / PUBLIC}"]
+    with root_lock(root, f"dprelease key {action}"):
+        if action == "init":
+            from ..privacy import key_guard
+
+            done = key_guard.check(params, root, new_key=new_key, keys=("agency",), use_release=False)
+            s, made = ensure_key(folder, signer=signer or DEFAULT_SIGNER)
+            if done:
+                return done
+            if not made and signer and signer != s.name:
+                raise ConfigError(f"{folder}: a key exists already (signer {s.name}); `dprelease key rotate "
+                                  f"--signer {signer!r}` makes a new one")
+            return [f"{'made' if made else 'kept'} agency key {s.key_id[:16]} (signer {s.name}) in {folder}"]
+        from .verify import resign_all
+
+        old, new = rotate(folder, signer=signer)
+        retired = folder / RETIRED / old.key_id[:16]
+        done, skipped = resign_all(release_folders(params, root), old_key=retired / PUBLIC, signer=new)
+        lines = [f"retired key {old.key_id[:16]} to {retired}; new agency key {new.key_id[:16]} (signer {new.name})",
+                 f"re-signed: {', '.join(done) or 'no release folder'}"]
+        lines += [f"not re-signed: {s}" for s in skipped]
+        lines.append("give partners the new public key: dprelease key export --output agency.pub")
+        return lines

@@ -1,0 +1,101 @@
+"""Sanitizer releases and `dprelease sanitize`: a partner privatizes its own narratives from a release folder alone.
+
+A sanitizer release (NVDP or GPP) is a folder like the classifier release (``release.json`` manifest with every
+file's sha256, the same allow-list, a model card) whose manifest says ``"kind": "sanitizer"`` and which
+``"mechanism"`` wrote it. The mechanism's ``stages.sanitize(release_dir, texts, *, seed)`` turns texts into one
+privatized draw per text; this module verifies the folder first, reads the input, and writes a parquet file
+holding only the input row number and the draws, with the release's public guarantee in the file's metadata.
+The other input columns are not copied: they are not privatized.
+
+The draw's noise must be unpredictable to whoever receives the file (with a known seed the noise could be
+subtracted), so by default the generator is seeded from the operating system's entropy and the seed is never
+written anywhere; ``seed=`` exists for tests and reproducible demonstrations only.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+
+from ..errors import ReleaseError
+from ..io import atomic_path, file_hash
+from .outputs import check_output, require_rows
+from .folder import read_narratives
+from .check import MANIFEST, SANITIZER as KIND, shown_as, snapshot, verify_release_folder
+from .signing import require_signature
+
+METADATA_KEY = b"dprelease"
+
+Sanitize = Callable[..., tuple[pd.DataFrame, dict]]
+
+
+def verify_sanitizer(folder: str | Path) -> dict:
+    """The manifest of a sanitizer release folder of any mechanism, after the checks every release shares
+    (:func:`dprelease.core.release.check.verify_release_folder`); the mechanism's loader checks its architecture."""
+    return verify_release_folder(folder, kind=KIND)[0]
+
+
+def sanitize_file(release: str | Path, input_csv: str | Path, output: str | Path, *, lookup: Callable[[str], Sanitize],
+                  text_column: str | None = None, encoding: str = "auto", seed: int | None = None,
+                  key: str | Path | None = None, signature_check: bool = True) -> tuple[int, dict]:
+    """Privatize every narrative of ``input_csv`` with the release's mechanism (found by ``lookup``); write
+    ``output`` (parquet) atomically. Returns the row count and the public guarantee metadata. The release's
+    files are read once into a private copy, which is checked (the agency's signature with ``key`` first: no
+    key is refused unless ``signature_check`` is False, the caller's explicit opt-out) and is what the
+    mechanism loads."""
+    output = check_output(output, input_file=input_csv, release=release)
+    if output.suffix != ".parquet":
+        raise ReleaseError(f"{output}: the output is written as parquet; name it *.parquet")
+    with tempfile.TemporaryDirectory(prefix="dprelease-release-") as tmp, shown_as(Path(tmp), Path(release)):
+        return _sanitize(Path(release), Path(tmp), Path(input_csv), output, lookup=lookup, text_column=text_column,
+                         encoding=encoding, seed=seed, key=key, signature_check=signature_check)
+
+
+def _sanitize(release: Path, copy: Path, input_csv: Path, output: Path, *, lookup, text_column, encoding, seed,
+              key, signature_check) -> tuple[int, dict]:
+    snapshot(release, copy)
+    require_signature(copy, key, shown=release, check=signature_check)
+    manifest = verify_sanitizer(copy)
+    sanitize = lookup(manifest["mechanism"])
+    _, texts = read_narratives(input_csv, text_column, encoding)
+    require_rows(len(texts), input_csv)
+    draws, guarantee = sanitize(copy, texts, seed=secrets.randbits(63) if seed is None else seed)
+    if len(draws) != len(texts):
+        raise ReleaseError(f"{release}: the {manifest['mechanism']} sanitizer returned {len(draws)} rows for "
+                           f"{len(texts)} narratives")
+    table = pd.concat([pd.DataFrame({"row": range(1, len(texts) + 1)}), draws.reset_index(drop=True)], axis=1)
+    meta = {**{("mechanism_label" if k == "mechanism" else k): v for k, v in guarantee.items()},
+            "mechanism": manifest["mechanism"], "release_manifest_sha256": file_hash(copy / MANIFEST),
+            "rows": len(texts)}
+    check_output(output, input_file=input_csv, release=release)  # again: the path may have changed since
+    _write_parquet(table, output, meta)
+    return len(texts), meta
+
+
+def read_metadata(path: str | Path) -> dict:
+    """The public metadata a sanitized parquet file carries (mechanism, release, guarantee)."""
+    import pyarrow.parquet as pq
+
+    raw = pq.read_schema(path).metadata or {}
+    if METADATA_KEY not in raw:
+        raise ReleaseError(f"{path}: not written by `dprelease sanitize` (no {METADATA_KEY.decode()} metadata)")
+    return json.loads(raw[METADATA_KEY])
+
+
+def _write_parquet(table: pd.DataFrame, output: Path, meta: dict) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    arrow = pa.Table.from_pandas(table, preserve_index=False)
+    arrow = arrow.replace_schema_metadata({**(arrow.schema.metadata or {}),
+                                           METADATA_KEY: json.dumps(meta, sort_keys=True).encode()})
+    try:
+        with atomic_path(output) as tmp:
+            pq.write_table(arrow, tmp)
+    except OSError as e:
+        raise ReleaseError(f"{output}: cannot write the output ({e.strerror or e})") from None

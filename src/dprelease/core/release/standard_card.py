@@ -1,0 +1,48 @@
+"""The model card of a declared release that is not SWAG-PPM's (DP-SGD, the linear PPM, …): one layout for every
+mechanism, rendered from the release's own manifest. What it says of the guarantee comes from the record's kind
+(:func:`dprelease.core.privacy.guarantee.kind`: its sentence, conditions and how its figure was measured); the mechanism
+adds what only it knows (its model, its configuration and how that was chosen, its diagnostics) as plain lines.
+Aggregates only: never a per-record quantity."""
+
+from __future__ import annotations
+
+from ..privacy.guarantee import kind
+from .card import audit_lines, audit_rows
+
+
+def _f(v, digits: int = 3) -> str:
+    return "–" if v is None or v != v else f"{v:.{digits}f}"
+
+
+def render(manifest: dict, *, title: str, about: str, data: dict, utility: dict, sections: dict[str, list[str]],
+           audit_csv=None, arm: str | None = None) -> str:
+    """The card: title, what the model is, the guarantee (from its kind), the mechanism's own ``sections``
+    (heading → lines), the test-split utility, the data, the audit when it ran (``audit_csv`` rows of ``arm``)."""
+    g = manifest["guarantee"]
+    k = kind(g["kind"])
+    delta = ("δ: none" if g.get("delta") is None and k.claims_epsilon else
+             f"δ = {g['delta']:.3g}" if g.get("delta") is not None else "no ε, no δ")
+    lines = [f"# {title}", "", about, "", "## Privacy", "", k.sentence(g), "", f"Kind `{g['kind']}` ({k.meaning}); {delta}.",
+             ""]
+    if k.conditions is not None:
+        lines += [*k.conditions(manifest), ""]
+    if k.measured is not None:
+        lines += [*k.measured(manifest), ""]
+    for heading, body in sections.items():
+        lines += [f"## {heading}", "", *body, ""]
+    lines += ["## Utility (test split)", "", "| model | weighted F1 | macro F1 |", "|---|---|---|",
+              f"| the released model | {_f(utility.get('weighted_f1'))} | {_f(utility.get('macro_f1'))} |", "",
+              f"Data: {data.get('train_rows')} training records, {data.get('classes')} classes "
+              f"(test split: {data.get('test_rows')} records).", ""]
+    rows = audit_rows(audit_csv, arm) if audit_csv is not None and arm else []
+    lines += ["## Privacy audit", ""]
+    lines += (audit_lines(rows, g) if rows else
+              ["Not audited yet: `make audit` runs membership inference and the one-run canary audit of this "
+               "mechanism's arm and adds the bounds here.", ""])
+    r = manifest.get("randomness") or {}
+    if r:
+        lines += ["## Randomness", "", f"Public seed {r.get('public_seed')} drives {r.get('public_seed_drives')}; "
+                  f"the agency's secret key (id {str(r.get('secret_key_id'))[:16]}) drives {r.get('secret_key_drives')}.",
+                  ""]
+    lines += ["Per-record quantities, gradients and training text are kept private by the agency.", ""]
+    return "\n".join(lines)

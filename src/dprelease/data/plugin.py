@@ -1,6 +1,0 @@
-"""The data package's plug-in: ``stratify`` (the split) and ``featurize`` (the cached encoder features)."""
-
-from ..mechanism import Mechanism
-from . import stages
-
-PLUGIN = Mechanism(name="data", declare=stages.declare)

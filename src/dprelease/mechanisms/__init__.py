@@ -1,0 +1,1 @@
+"""The mechanisms floor: one self-contained package per mechanism (pure maths, run functions, its stages, its params section and its plug-in). A mechanism imports the core and the pipeline's declarations, never another mechanism."""

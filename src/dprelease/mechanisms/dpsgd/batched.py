@@ -1,0 +1,172 @@
+"""DP-SGD of a linear head for many independent runs at once: the trainer of the tight audit
+(``benchmarks/audit_tight.py``).
+
+The same mechanism as :func:`dprelease.mechanisms.dpsgd.train.train_dpsgd` (Opacus), written out in closed form and
+vectorised over R runs: each step, every record is in the batch with probability q (Poisson sampling,
+one coin per record and run), each sampled record's gradient is clipped to norm C (factor
+``min(1, C/(‖g‖ + 1e-6))``, Opacus's), the clipped gradients are summed, Gaussian noise N(0, (σC)²) is
+added to every coordinate, the sum is divided by the expected batch size and AdamW (weight decay 0,
+torch's update rule) or SGD with momentum (torch.optim.SGD's rule, no dampening) takes the step. q, the step count T = ⌈E/q⌉ and σ come from the project's
+accounting functions, so the accountant's ε is the DP-SGD stage's. ``tests/mechanisms/dpsgd/test_batched.py``
+checks a run of this trainer against ``train_dpsgd`` weight for weight (Opacus's batches replayed, the same
+noise draws; equal to float rounding) and the accountant's ε against the DP-SGD result's.
+
+The model is the head with ``hidden = 0``: logits = (x·√d) Wᵀ + b, whose per-sample gradient is
+(softmax − onehot) ⊗ (x·√d, 1), norm ‖softmax − onehot‖·√(d‖x‖² + 1) — no per-sample gradient is
+materialised. With R = 1 and no canary the noise draws are exactly Opacus's (``normal`` of each
+parameter's shape, weight then bias, from the noise generator), and a batch is Opacus's
+UniformWithReplacementSampler's ``rand(n) < q`` (the comparison replays Opacus's batches: its DataLoader
+also spends draws of the sampling generator on worker seeds).
+
+**Gradient canary** (Nasr et al. 2023, "Tight auditing of differentially private machine learning"):
+a record whose per-sample gradient is ``norm``·e_j for one weight j = (row, col) of an input column that is
+zero in every real record, so no other record's gradient ever lands there. It is clipped like any record
+(``norm`` > C: an implementation that skipped clipping would show it) and sampled by its own Poisson
+coin each step (its own generator: a canary-free run's draws stay Opacus's). The trainer returns the
+privatised gradient sum of coordinate j at every step (in units of C): the output DP-SGD's accountant
+bounds, which an attacker holding every iterate can recover.
+
+``planted_noise_divisor`` > 1 is the PLANTED BUG of the audit (as in ``train_dpsgd``): noise σ/divisor,
+while the claim stays the accountant's ε for σ.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from .accounting import noise_multiplier, spent_epsilon, steps_for
+
+OPTIMIZERS = ("adamw", "sgd")
+BETAS = (0.9, 0.999)
+ADAM_EPS = 1e-8
+CLIP_EPS = 1e-6  # Opacus: C / (‖g‖ + 1e-6)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One DP-SGD configuration: what the accountant sees (q, T, σ) and what the trainer does."""
+
+    sample_rate: float
+    steps: int
+    noise_multiplier: float
+    max_grad_norm: float
+    lr: float
+    expected_batch_size: float
+    planted_noise_divisor: float = 1.0
+    optimizer: str = "adamw"  # adamw | sgd (with ``momentum``)
+    momentum: float = 0.0
+
+    def epsilon(self, delta: float, conversion: str = "mironov") -> float:
+        """The accountant's ε for (σ, q, T) — the claim (for a planted bug too: σ, not σ/divisor)."""
+        return spent_epsilon(self.noise_multiplier, self.sample_rate, self.steps, delta, conversion)
+
+
+def setting_for(*, n: int, epochs: int, batch_size: int, lr: float, max_grad_norm: float, target_epsilon: float,
+                delta: float, conversion: str = "mironov", records: int | None = None,
+                planted_noise_divisor: float = 1.0, optimizer: str = "adamw", momentum: float = 0.0,
+                sigma: float | None = None) -> Setting:
+    """The DP-SGD stage's setting for n training records (q = B/n, T = ⌈E/q⌉, σ for the target ε), run on
+    ``records`` records (default n) with the same q and T: the expected batch is q·records. ``sigma``: σ already
+    calibrated for (target ε, δ, q, T) with ``conversion`` (a caller that tries many configurations per level)."""
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)} (got {optimizer!r})")
+    if not 0 < batch_size <= n:
+        raise ValueError(f"batch size {batch_size} must lie in (0, {n}]")
+    if planted_noise_divisor < 1:
+        raise ValueError(f"planted_noise_divisor must be ≥ 1, got {planted_noise_divisor}")
+    q = batch_size / n
+    steps = steps_for(epochs, q)
+    sigma = sigma if sigma is not None else noise_multiplier(target_epsilon, delta, q, steps, conversion)
+    return Setting(sample_rate=q, steps=steps, noise_multiplier=sigma, max_grad_norm=max_grad_norm, lr=lr,
+                   expected_batch_size=q * (records or n), planted_noise_divisor=planted_noise_divisor,
+                   optimizer=optimizer, momentum=momentum)
+
+
+@dataclass(frozen=True)
+class Canary:
+    """A gradient canary at weight (row, col), included in run r when ``included[r]``."""
+
+    row: int
+    col: int
+    norm: float
+    included: torch.Tensor  # [R] bool
+    generator: torch.Generator  # its Poisson coins
+
+
+def _adamw(p: torch.Tensor, g: torch.Tensor, m: torch.Tensor, v: torch.Tensor, step: int, lr: float) -> None:
+    """torch.optim.AdamW's update with weight decay 0 (the DP-SGD stage's optimizer), in place."""
+    m.lerp_(g, 1 - BETAS[0])
+    v.mul_(BETAS[1]).addcmul_(g, g, value=1 - BETAS[1])
+    bc1, bc2 = 1 - BETAS[0] ** step, 1 - BETAS[1] ** step
+    denom = (v.sqrt() / math.sqrt(bc2)).add_(ADAM_EPS)
+    p.addcdiv_(m, denom, value=-lr / bc1)
+
+
+def _sgd(p: torch.Tensor, g: torch.Tensor, buf: torch.Tensor, step: int, lr: float, momentum: float) -> None:
+    """torch.optim.SGD's update (weight decay 0, dampening 0, no Nesterov), in place: the buffer starts at g."""
+    if momentum:
+        if step == 1:
+            buf.copy_(g)
+        else:
+            buf.mul_(momentum).add_(g)
+        g = buf
+    p.add_(g, alpha=-lr)
+
+
+def train_batched(weight: torch.Tensor, bias: torch.Tensor, x: torch.Tensor, y: torch.Tensor, setting: Setting, *,
+                  sample_generator: torch.Generator, noise_generator: torch.Generator,
+                  canary: Canary | None = None, batches: torch.Tensor | None = None
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """R runs of DP-SGD from ``weight`` [R, K, d] and ``bias`` [R, K] on records ``x`` [m, d] (raw
+    embeddings; the head scales them by √d) with labels ``y`` [m]. Returns the final weights, biases and,
+    with a canary, its privatised gradient sum per run and step [R, T] in units of C (else None).
+    ``batches`` [T, R, m] (bool) replays given Poisson batches instead of drawing them (the comparison
+    with Opacus, whose loader also spends draws of its generator on DataLoader seeds). One run without a
+    canary computes the gradients of the sampled rows only (the others' clipped gradients are zero): the
+    same update, about 1/q times cheaper."""
+    if weight.dim() != 3 or bias.shape != weight.shape[:2] or x.shape[1] != weight.shape[2] or len(y) != len(x):
+        raise ValueError(f"shapes: weight {tuple(weight.shape)}, bias {tuple(bias.shape)}, x {tuple(x.shape)}, "
+                         f"y {tuple(y.shape)}")
+    s = setting
+    w, b = weight.detach().clone().float(), bias.detach().clone().float()
+    runs, classes, dim = w.shape
+    xs = x.float() * dim**0.5
+    feat_sq = (xs * xs).sum(1) + 1.0  # ‖(x√d, 1)‖² per record
+    onehot = torch.nn.functional.one_hot(y.long(), classes).float()
+    mw, vw, mb, vb = (torch.zeros_like(t) for t in (w, w, b, b))
+    std = s.noise_multiplier / s.planted_noise_divisor * s.max_grad_norm
+    trace = torch.empty(runs, s.steps) if canary is not None else None
+    if canary is not None:
+        if canary.included.shape != (runs,):
+            raise ValueError(f"canary inclusion must have one entry per run ({runs})")
+        clipped = canary.norm * min(1.0, s.max_grad_norm / (canary.norm + CLIP_EPS))
+    for t in range(s.steps):
+        mask = (torch.rand(runs, len(x), generator=sample_generator) < s.sample_rate if batches is None
+                else batches[t])  # [R, m]: Opacus's UniformWithReplacementSampler, one coin per record
+        rows = mask[0].nonzero().squeeze(1) if runs == 1 and canary is None else slice(None)
+        xr = xs[rows]
+        g = torch.softmax(torch.einsum("md,rkd->rmk", xr, w) + b[:, None, :], dim=-1) - onehot[rows]  # dCE/dlogits
+        norms = (g * g).sum(-1).mul_(feat_sq[rows]).sqrt_()
+        factor = (s.max_grad_norm / (norms + CLIP_EPS)).clamp(max=1.0) * mask[:, rows]
+        gc = g * factor[..., None]
+        gw = torch.einsum("rmk,md->rkd", gc, xr)
+        gb = gc.sum(1)
+        if canary is not None:
+            coin = (torch.rand(runs, generator=canary.generator) < s.sample_rate) & canary.included
+            gw[:, canary.row, canary.col] += coin.float() * clipped
+        gw += torch.normal(mean=0, std=std, size=gw.shape, generator=noise_generator) if std else 0.0
+        gb += torch.normal(mean=0, std=std, size=gb.shape, generator=noise_generator) if std else 0.0
+        if trace is not None:
+            trace[:, t] = gw[:, canary.row, canary.col] / s.max_grad_norm
+        gw /= s.expected_batch_size
+        gb /= s.expected_batch_size
+        if s.optimizer == "sgd":
+            _sgd(w, gw, mw, t + 1, s.lr, s.momentum)
+            _sgd(b, gb, mb, t + 1, s.lr, s.momentum)
+        else:
+            _adamw(w, gw, mw, vw, t + 1, s.lr)
+            _adamw(b, gb, mb, vb, t + 1, s.lr)
+    return w, b, trace

@@ -1,0 +1,177 @@
+"""DP-SGD's points on the frontier (docs/frontier.md): a linear head on the frozen encoder's embeddings, at each
+declared ε of ``frontier.epsilons``, its configuration chosen on the VALIDATION split from the declared grid
+``frontier.dpsgd`` and refit with ``frontier.seeds`` secret seeds, scored on the test split.
+
+The trainer is :func:`dprelease.mechanisms.dpsgd.batched.train_batched`: Opacus's algorithm (Poisson sampling, per-sample
+clipping, Gaussian noise σC, expected-batch scaling, AdamW or SGD with momentum) in closed form, checked against
+Opacus weight for weight (tests/mechanisms/dpsgd/test_batched.py). Initialisation is zero (data-independent, no randomness:
+the softmax regression is convex); batches and noise come from the secret key, one label per (accountant, ε,
+configuration or refit). The configuration is chosen once per ε, with σ from the first of ``frontier.accountants``;
+it is then refit with σ from each accountant — ``rdp`` (Opacus's RDP accountant with Opacus's conversion) and
+``prv`` (Opacus's PRV accountant) — the smallest σ that meets the target: side by side, the same configuration.
+
+What a point promises: the refits' (ε, δ) is the accountant's, worst case over neighbouring databases, for the
+TRAINING records. What it does not: choosing the configuration looked at the validation split, so the
+validation records' influence on that choice is not covered by ε (the grid size is reported; private selection
+is a declared option the frontier states, not this file's). Per-configuration scores stay in this process.
+"""
+
+from __future__ import annotations
+
+from itertools import product
+from pathlib import Path
+
+import torch
+
+from dprelease.core.config import Params
+from dprelease.core.data.splits import features, label_info
+from dprelease.compare.frontier.points import PRIVATE_VALIDATION, PUBLIC_PROXY, Point, write_points
+from dprelease.pipeline.layout import Layout
+from dprelease.core.privacy import secret
+from dprelease.core.utility.metrics import f1_summary, mean_sd
+from .accounting import default_delta, noise_multiplier, steps_for
+from .batched import Setting, setting_for, train_batched
+from .private_selection import private_points
+
+SOURCE = "dpsgd"
+ACCOUNTANTS = {"rdp": ("opacus", "RDP (Opacus conversion)"), "prv": ("prv", "PRV (Opacus)")}
+PRIVATE_SELECTION = ("the private-selection points choose among the same grid with Papernot & Steinke's random "
+                     "repetitions and noisy validation counts: their ε covers the search (dpsgd/private_selection.py)")
+PROXY = ("the proxy-tuned points: the grid's best weighted F1 on the public proxy's validation part after one run "
+         "per configuration on its training part (of the private training set's size) at the same ε: zero ε, no "
+         "private record read; the private selection's shortlist is the proxy's best few")
+SELECTION = ("best validation weighted F1 over the declared grid, one secret-seeded run per configuration and ε; "
+             "not private: the validation split's influence on the choice is not covered by ε")
+
+
+def configurations(grid, *, n: int) -> list[dict]:
+    """The declared grid as configurations (batch size 0, or one beyond the n records: full batch, n). The same
+    grid index is the same declared configuration whatever n (the proxy's training set and the private one)."""
+    optimisers = [("sgd", lr, grid.momentum) for lr in grid.sgd_lrs] + [("adamw", lr, 0.0) for lr in grid.adamw_lrs]
+    return [{"batch_size": min(b, n) if b else n, "epochs": e, "max_grad_norm": c, "optimizer": o, "lr": lr, "momentum": m}
+            for b, e, c, (o, lr, m) in product(grid.batch_sizes, grid.epochs, grid.max_grad_norms, optimisers)]
+
+
+def _xy(lay: Layout, split: str) -> tuple[torch.Tensor, torch.Tensor]:
+    feats, y = features(lay, split)
+    if set(feats) != {"x"}:
+        raise ValueError("frontier: DP-SGD's points need the head backend's embeddings (model.backend: head)")
+    return feats["x"].float(), y.long()
+
+
+def predict(w: torch.Tensor, b: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """The linear head's classes for one run's weights [K, d] and biases [K] (the head scales x by √d)."""
+    return ((x * x.shape[1] ** 0.5) @ w.T + b).argmax(1)
+
+
+def fit(setting: Setting, x: torch.Tensor, y: torch.Tensor, n_classes: int, *, artifacts: Path, label: str
+        ) -> tuple[torch.Tensor, torch.Tensor]:
+    """One DP-SGD run from zero, its batches and noise from the secret key (``label`` names the run)."""
+    w, b, _ = train_batched(torch.zeros(1, n_classes, x.shape[1]), torch.zeros(1, n_classes), x, y, setting,
+                            sample_generator=torch.Generator().manual_seed(secret.seed(artifacts, label + "/batches")),
+                            noise_generator=torch.Generator().manual_seed(secret.seed(artifacts, label + "/noise")))
+    return w[0], b[0]
+
+
+class _Sigmas:
+    """σ per (q, T) for one (ε, δ, accountant): the search is shared by every configuration with that (q, T)."""
+
+    def __init__(self, *, epsilon: float, delta: float, conversion: str) -> None:
+        self.epsilon, self.delta, self.conversion, self.cache = epsilon, delta, conversion, {}
+
+    def setting(self, cfg: dict, n: int) -> Setting:
+        q = cfg["batch_size"] / n
+        key = (q, steps_for(cfg["epochs"], q))
+        if key not in self.cache:
+            self.cache[key] = noise_multiplier(self.epsilon, self.delta, *key, self.conversion)
+        return setting_for(n=n, epochs=cfg["epochs"], batch_size=cfg["batch_size"], lr=cfg["lr"],
+                           max_grad_norm=cfg["max_grad_norm"], target_epsilon=self.epsilon, delta=self.delta,
+                           conversion=self.conversion, optimizer=cfg["optimizer"], momentum=cfg["momentum"],
+                           sigma=self.cache[key])
+
+
+def scores(configs: list[dict], accountant: str, xt, yt, xv, yv, n_classes: int, *, epsilon: float, delta: float,
+           artifacts: Path, label: str) -> list[float]:
+    """Each configuration's weighted F1 on (xv, yv) after one DP-SGD run on (xt, yt) at ``epsilon`` (σ from
+    ``accountant``): the scores a choice is made from (kept in this process)."""
+    sigmas = _Sigmas(epsilon=epsilon, delta=delta, conversion=ACCOUNTANTS[accountant][0])
+    out = []
+    for i, cfg in enumerate(configs):
+        w, b = fit(sigmas.setting(cfg, len(yt)), xt, yt, n_classes, artifacts=artifacts, label=f"{label}/{i}")
+        out.append(f1_summary(yv.numpy(), predict(w, b, xv).numpy(), range(n_classes))["weighted_f1"])
+    return out
+
+
+def select(configs: list[dict], accountant: str, xt, yt, xv, yv, n_classes: int, *, epsilon: float, delta: float,
+           artifacts: Path) -> tuple[int, float]:
+    """The configuration with the best validation weighted F1 at ``epsilon`` (σ from ``accountant``), and its score."""
+    s = scores(configs, accountant, xt, yt, xv, yv, n_classes, epsilon=epsilon, delta=delta, artifacts=artifacts,
+               label=f"frontier/dpsgd/{accountant}/{epsilon:g}/select")
+    best = max(range(len(s)), key=lambda i: (s[i], -i))
+    return best, s[best]
+
+
+def proxy_ranking(params: Params, lay: Layout, *, epsilon: float, delta: float) -> list[tuple[int, float]] | None:
+    """The declared grid ranked on the PUBLIC proxy at ``epsilon`` (zero ε: no private record is read): (index into
+    :func:`configurations`, proxy weighted F1), best first; None without a proxy (``proxy.until: null``). The
+    proxy's training set is at most the private one's size; a configuration keeps its grid index on both."""
+    if not (lay.features / "proxy_train.safetensors").is_file():
+        return None
+    (xt, yt), (xv, yv) = _xy(lay, "proxy_train"), _xy(lay, "proxy_validation")
+    grid = params.frontier.dpsgd
+    s = scores(configurations(grid, n=len(yt)), params.frontier.accountants[0], xt, yt, xv, yv,
+               len(label_info(lay)["codes"]), epsilon=epsilon, delta=delta, artifacts=lay.artifacts,
+               label=f"proxy/dpsgd/{epsilon:g}")
+    return sorted(enumerate(s), key=lambda t: (-t[1], t[0]))
+
+
+def frontier_dpsgd(params: Params, root: str | Path = ".") -> dict:
+    """DP-SGD's frontier points (module docstring)."""
+    lay = Layout.from_params(params, root)
+    fp = params.frontier
+    n_classes = len(label_info(lay)["codes"])
+    (xt, yt), (xv, yv), (xs, ys) = (_xy(lay, s) for s in ("train", "validation", "test"))
+    n = len(yt)
+    delta = params.dpsgd.delta or default_delta(n)
+    classes = range(n_classes)
+    configs = configurations(fp.dpsgd, n=n)
+    points, shortlists = [], {}
+    for eps in fp.epsilons:
+        best, best_score = select(configs, fp.accountants[0], xt, yt, xv, yv, n_classes, epsilon=eps, delta=delta,
+                                  artifacts=lay.artifacts)
+        ranked = proxy_ranking(params, lay, epsilon=eps, delta=delta)
+        shortlists[eps] = [configs[i] for i, _ in ranked[:fp.dpsgd.private_selection.shortlist]] if ranked else configs
+        chosen = [("", "", best, PRIVATE_VALIDATION, {"selection_score": best_score})]
+        if ranked:
+            chosen.append(("_proxy", " · proxy-tuned", ranked[0][0], PUBLIC_PROXY, {"proxy_score": ranked[0][1]}))
+        for suffix, tag, index, tuning, extra in chosen:
+            for acc in fp.accountants:  # the chosen configuration, σ from each accountant: side by side
+                conversion, accountant = ACCOUNTANTS[acc]
+                setting = _Sigmas(epsilon=eps, delta=delta, conversion=conversion).setting(configs[index], n)
+                models = [fit(setting, xt, yt, n_classes, artifacts=lay.artifacts,
+                              label=f"frontier/dpsgd{suffix}/{acc}/{eps:g}/refit/{k}") for k in range(fp.seeds)]
+                test = [f1_summary(ys.numpy(), predict(*m, xs).numpy(), classes) for m in models]
+                val = mean_sd([f1_summary(yv.numpy(), predict(*m, xv).numpy(), classes)["weighted_f1"]
+                               for m in models])[0]
+                points.append(Point(
+                    mechanism=f"dpsgd_linear{suffix}_{acc}", label=f"DP-SGD linear head{tag} · {acc.upper()}",
+                    kind="dp_accountant", epsilon=setting.epsilon(delta, conversion), delta=delta, accountant=accountant,
+                    weighted_f1=[t["weighted_f1"] for t in test], macro_f1=[t["macro_f1"] for t in test],
+                    target_epsilon=eps, validation_weighted_f1=val, tuning=tuning,
+                    proxy_weighted_f1=extra.get("proxy_score"),
+                    config={**configs[index], "noise_multiplier": setting.noise_multiplier, "steps": setting.steps,
+                            "sample_rate": setting.sample_rate, "selected_with": fp.accountants[0], **extra}))
+    notes = []
+    if fp.dpsgd.private_selection.enabled:
+        private, notes = private_points(shortlists, {"train": (xt, yt), "validation": (xv, yv), "test": (xs, ys)},
+                                        n_classes, grid=fp.dpsgd, epsilons=fp.epsilons, seeds=fp.seeds, delta=delta,
+                                        fit=fit, predict=predict, artifacts=lay.artifacts)
+        points += private
+    write_points(root, SOURCE, points, grid_size=len(configs),
+                 selection="; ".join([SELECTION, PROXY if shortlists and any(
+                     len(v) < len(configs) for v in shortlists.values()) else "no public proxy (proxy.until: null)",
+                                      PRIVATE_SELECTION if fp.dpsgd.private_selection.enabled else
+                                      "no private selection (frontier.dpsgd.private_selection.enabled: false)",
+                                      *notes]))
+    return {"points": len(points), "grid_size": len(configs),
+            **{f"{p.mechanism}@{p.target_epsilon:g}": round(mean_sd(p.weighted_f1)[0], 4) for p in points}}

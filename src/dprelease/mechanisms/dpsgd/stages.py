@@ -1,0 +1,211 @@
+"""DP-SGD comparison arms (docs/algorithms.md, E, H.1): ``dpsgd`` at the declared target ε and ``dpsgd_sweep``
+over δ.
+
+The target ε is ``dpsgd.target_epsilon``, a number declared in params.yaml before any run (privacy/target.py):
+never the SWAG-PPM release's measured ε, so nothing here reads ``metrics/release.json``. δ is ``dpsgd.delta``
+or min(n^-1.1, 1/(2n)) ≤ n^-1.1 (:func:`.accounting.default_delta`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dprelease.pipeline.code_scope import closure
+from dprelease.core.config import Params
+from dprelease.core.data import records
+from dprelease.core.data.stages import period_split
+from dprelease.core.data.splits import backend_for, features, label_info, n_train
+from dprelease.core.io import write_json
+from dprelease.pipeline.layout import Layout
+from dprelease.core.privacy import guarantee, secret
+from dprelease.core.privacy.stages import key_id_file
+from dprelease.pipeline.stage import Stage
+from dprelease.core.release.folder import arm_model_dir, write_arm_model, write_release
+from dprelease.core.utility.evaluate import evaluate, write_arm
+from dprelease.core.privacy.target import dpsgd_target
+from dprelease.pipeline.mechanism import ReleaseSpec
+from dprelease.core.release.stages import publish_stage
+from . import card
+from .accounting import default_delta
+from dprelease.compare.frontier.points import PRIVATE_VALIDATION, PUBLIC_PROXY
+from .frontier import configurations, frontier_dpsgd, proxy_ranking
+from .train import check_setting, train_dpsgd
+
+
+NOISE_SOURCE = ("Gaussian noise and Poisson sampling seeded from the project's secret key (OS entropy), not the "
+                "public seed; Opacus secure_mode not used")
+target_epsilon = dpsgd_target  # the declared target (privacy/target.py)
+
+
+def preview_train_size(params: Params, root: str | Path = ".") -> int:
+    """Training-set size the stratify stage will produce (read + sample + split in memory, ~1 s)."""
+    d = params.data
+    df, _ = period_split(params, root)  # the private period only, when there is a public proxy
+    sample = records.stratified_sample(df, cap=d.cap, min_class_size=d.min_class_size, seed=params.seed,
+                                       limit_classes=d.limit_classes)
+    return len(records.split(sample, test_size=d.test_size, seed=params.seed)[0])
+
+
+def check_dpsgd(params: Params, lay: Layout | None = None, eps: float | None = None, n: int | None = None) -> None:
+    """Validate the DP-SGD setting against the data before any training (one-line ValueError)."""
+    n = n if n is not None else n_train(lay)
+    run = params.dpsgd_run
+    eps = eps if eps is not None else dpsgd_target(params)
+    for delta in [params.dpsgd.delta or default_delta(n), *params.dpsgd.delta_sweep]:
+        check_setting(n, run.batch_size or n, eps, delta)
+
+
+PLANTED_MARKER = "planted_bugs_allowed"  # written only into a canary run's artifacts (mia/canary.py)
+
+
+def _dpsgd_once(params: Params, lay: Layout, eps: float, delta: float, tag: str, run=None):
+    divisor = params.dpsgd.planted_noise_divisor
+    if divisor != 1.0 and not (lay.artifacts / PLANTED_MARKER).is_file():
+        raise ValueError("dpsgd.planted_noise_divisor is a planted bug for the privacy audit's canary runs only")
+    run = run or params.dpsgd_run
+    backend = backend_for(_with_head(params), lay)
+    feats, y = features(lay)
+    seeds = secret.training_seeds(lay.artifacts)  # initialisation and dropout: secret, like the noise
+    model = backend.new_model(feats, init_seed=seeds("dpsgd-init/" + tag, 0))
+    batch = run.batch_size or n_train(lay)  # 0: full batch
+    result = train_dpsgd(backend, model, feats, y, epochs=run.epochs, batch_size=batch, lr=run.lr,
+                         max_grad_norm=run.max_grad_norm, target_epsilon=eps, delta=delta,
+                         conversion=params.dpsgd.conversion, grad_sample_mode=run.grad_sample_mode,
+                         seed=seeds("dpsgd/" + tag, 0), noise_seed=secret.seed(lay.artifacts, f"dpsgd/{tag}"),
+                         progress=True, planted_noise_divisor=divisor, optimizer=run.optimizer, momentum=run.momentum)
+    return backend, model, result
+
+
+def _with_head(params: Params) -> Params:
+    """``params`` whose head is DP-SGD's (``dpsgd.head.hidden``: 0 is a linear head; None keeps ``model.head``)."""
+    hidden = params.dpsgd_run.hidden
+    if hidden is None or params.model.backend != "head":
+        return params
+    head = params.model.head.model_copy(update={"hidden": hidden})
+    return params.model_copy(update={"model": params.model.model_copy(update={"head": head})})
+
+
+def dpsgd(params: Params, root: str | Path = ".") -> dict:
+    """DP-SGD (Opacus) at the declared target ε with δ = ``dpsgd.delta`` or ≤ n^-1.1 (docs/algorithms.md, E)."""
+    lay = Layout.from_params(params, root)
+    eps = target_epsilon(params)
+    check_dpsgd(params, lay, eps)
+    delta = params.dpsgd.delta or default_delta(n_train(lay))
+    run, tuning, _ = release_configuration(params, lay, epsilon=eps, delta=delta)  # as the release chooses it
+    backend, model, res = _dpsgd_once(params, lay, eps, delta, "dpsgd", run=run)
+    g = guarantee.accountant("DP-SGD (Opacus)", res.epsilon, delta, target_epsilon=eps,
+                             noise_multiplier=res.noise_multiplier, steps=res.steps, sample_rate=res.sample_rate,
+                             max_grad_norm=run.max_grad_norm, conversion=params.dpsgd.conversion,
+                             accountant="PRV" if params.dpsgd.conversion == "prv" else "RDP",
+                             optimizer=run.optimizer, noise_and_sampling=NOISE_SOURCE, tuning=tuning,
+                             **({"planted_bug": f"noise multiplier divided by {params.dpsgd.planted_noise_divisor:g}"}
+                                if params.dpsgd.planted_noise_divisor != 1.0 else {}))
+    write_arm_model(lay, "dpsgd", backend, model, g, closure(__name__))
+    return write_arm(lay, "dpsgd", backend, model, label_info(lay), g, {"final_loss": res.final_loss})
+
+
+RELEASE_FOLDER = "dpsgd_release"  # under the artifacts: the staged (unsigned, private) release
+DECLARED_RECIPE = ("declared in params.yaml (dpsgd.head) before this run: the frontier's validation choice at ε 8 on "
+                   "an earlier run of this data (docs/frontier.md), a choice on private records that no ε covers")
+
+
+def release_configuration(params: Params, lay: Layout, *, epsilon: float, delta: float):
+    """(the DP-SGD run settings, how they were chosen, in words): the PUBLIC proxy's best configuration of the
+    declared grid ``frontier.dpsgd`` at ``epsilon`` (zero ε) for a linear head when there is a proxy; otherwise
+    the declared recipe ``dpsgd.head``, whose values were chosen on this data's validation split (not covered)."""
+    run = params.dpsgd_run
+    hidden = run.hidden if run.hidden is not None else params.model.head.hidden
+    ranked = proxy_ranking(params, lay, epsilon=epsilon, delta=delta) if params.model.backend == "head" and not hidden \
+        else None
+    if not ranked:
+        return run, PRIVATE_VALIDATION + " (not covered)", DECLARED_RECIPE
+    n = n_train(lay)
+    grid = params.frontier.dpsgd
+    cfg = configurations(grid, n=n)[ranked[0][0]]
+    chosen = run.model_copy(update={"epochs": cfg["epochs"], "batch_size": 0 if cfg["batch_size"] >= n else
+                                    cfg["batch_size"], "lr": cfg["lr"], "max_grad_norm": cfg["max_grad_norm"],
+                                    "optimizer": cfg["optimizer"], "momentum": cfg["momentum"], "hidden": 0})
+    return chosen, PUBLIC_PROXY, (f"the best of the declared {len(ranked)}-configuration grid (frontier.dpsgd) on the "
+                                  f"public proxy (reports up to {params.proxy.until}) at ε {epsilon:g}: weighted F1 "
+                                  f"{ranked[0][1]:.3f} on its validation part, zero ε (no private record read)")
+
+
+def staged(params: Params) -> str:
+    return f"{params.artifacts}/{RELEASE_FOLDER}/release"
+
+
+def dpsgd_release(params: Params, root: str | Path = ".") -> dict:
+    """DP-SGD as the agency's release (``released.mechanism: dpsgd``): one model trained at the declared
+    ``released.epsilon`` (δ = ``released.delta`` or ≤ n^-1.1), its noise, sampling and initialisation from the
+    secret key, staged as a release-format folder whose manifest holds the accountant's guarantee record."""
+    lay = Layout.from_params(params, root)
+    eps, n = params.released.epsilon, n_train(lay)
+    delta = params.released.delta or default_delta(n)
+    run, tuning, source = release_configuration(params, lay, epsilon=eps, delta=delta)
+    check_setting(n, run.batch_size or n, eps, delta)
+    backend, model, res = _dpsgd_once(params, lay, eps, delta, "release", run=run)
+    g = guarantee.accountant("DP-SGD (Opacus)", res.epsilon, delta, target_epsilon=eps,
+                             noise_multiplier=res.noise_multiplier, steps=res.steps, sample_rate=res.sample_rate,
+                             max_grad_norm=run.max_grad_norm, conversion=params.dpsgd.conversion,
+                             accountant="PRV" if params.dpsgd.conversion == "prv" else "RDP",
+                             optimizer=run.optimizer, noise_and_sampling=NOISE_SOURCE)
+    labels = label_info(lay)
+    feats, y = features(lay, "test")
+    f1, _, _ = evaluate(backend, model, feats, y, labels)
+    hidden = run.hidden if run.hidden is not None else params.model.head.hidden
+    manifest = {"guarantee": g.as_dict(), "mechanism": "dpsgd", "backend": params.model.backend,
+                "configuration": {**run.model_dump(mode="json"), "hidden": hidden, "conversion": params.dpsgd.conversion,
+                                  "source": source},
+                "tuning": tuning, "test_f1": {"weighted_f1": f1["weighted_f1"], "macro_f1": f1["macro_f1"]},
+                "training": {"steps": res.steps, "noise_multiplier": res.noise_multiplier,
+                             "sample_rate": res.sample_rate, "records": n},
+                "randomness": {"public_seed": params.seed, "public_seed_drives": "the stratified split only",
+                               "secret_key_drives": "initialisation, Poisson sampling, dropout and the Gaussian noise",
+                               "secret_key_id": secret.key_id(lay.artifacts)}}
+    write_release(Path(root) / staged(params), backend, model, labels["codes"], labels["titles"], manifest,
+                  closure(__name__), private=True)
+    return {"epsilon": g.epsilon, "delta": delta, "weighted_f1": round(f1["weighted_f1"], 4),
+            "macro_f1": round(f1["macro_f1"], 4)}
+
+
+def dpsgd_sweep(params: Params, root: str | Path = ".") -> dict:
+    """DP-SGD at the same declared target ε for each δ of ``dpsgd.delta_sweep`` (seed 004 Table 4)."""
+    lay = Layout.from_params(params, root)
+    eps = target_epsilon(params)
+    check_dpsgd(params, lay, eps)
+    feats, y = features(lay, "test")
+    rows = []
+    for delta in params.dpsgd.delta_sweep:
+        backend, model, res = _dpsgd_once(params, lay, eps, delta, f"dpsgd-sweep-{delta}")
+        f1, _, _ = evaluate(backend, model, feats, y, label_info(lay))
+        rows.append({"delta": delta, "target_epsilon": eps, "epsilon": res.epsilon,
+                     "noise_multiplier": res.noise_multiplier, **f1})
+    summary = {"target_epsilon": eps, "rows": rows}
+    write_json(lay.metrics / "dpsgd_sweep.json", summary)
+    return summary
+
+
+# released by the shared publish step when ``released.mechanism: dpsgd`` (the default)
+SPEC = ReleaseSpec(mechanism="dpsgd", stage="dpsgd_release", staged=staged, card=card.card, figures=card.figures,
+                   evidence=lambda params: ["reports/privacy"], params=("dpsgd.target_epsilon", "dpsgd.delta"),
+                   code=lambda: closure(card.__name__))
+
+
+def declare(params: Params) -> list[Stage]:
+    a = params.artifacts
+    deps = [key_id_file(params), f"{a}/data", f"{a}/features"]  # the target is declared: no release to read
+    return [
+        Stage(name="dpsgd", run=dpsgd, params=["seed", "model", "dpsgd", "proxy", "frontier.dpsgd", "frontier.accountants"],
+              deps=deps,
+              outs=["reports/arms/dpsgd", arm_model_dir(params, "dpsgd")], metrics=["metrics/dpsgd.json"],
+              group="compare"),
+        Stage(name="dpsgd_sweep", run=dpsgd_sweep, params=["seed", "model", "dpsgd"], deps=deps, outs=[],
+              metrics=["metrics/dpsgd_sweep.json"], group="compare"),
+        Stage(name="dpsgd_release", run=dpsgd_release,
+              params=["seed", "model", "dpsgd", "released", "proxy", "frontier.dpsgd", "frontier.accountants"], deps=deps,
+              outs=[f"{a}/{RELEASE_FOLDER}"],
+              group="release" if params.released.mechanism == "dpsgd" else "dpsgd_release"),
+        *publish_stage(params, SPEC),
+        Stage(name="frontier_dpsgd", run=frontier_dpsgd, params=["seed", "model.backend", "dpsgd.delta", "frontier"],
+              deps=deps, outs=[], metrics=["metrics/frontier/dpsgd.json"], group="frontier"),
+    ]

@@ -1,0 +1,39 @@
+"""The linear PPM's stages (docs/linear_ppm.md): ``linear_ppm_draw`` (sample, check the diagnostics, stage one
+secret-chosen draw), ``linear_ppm_publish`` (the signed release folder with its card) and ``frontier_linear_ppm``
+(its frontier points)."""
+
+from __future__ import annotations
+
+from dprelease.pipeline.code_scope import closure
+from dprelease.core.config import Params
+from dprelease.pipeline.mechanism import ReleaseSpec
+from dprelease.core.release.stages import publish_stage
+from dprelease.core.privacy.stages import key_id_file
+from dprelease.core.release.signing import public_key_dep
+from dprelease.pipeline.stage import Stage
+from . import card, released
+from .frontier import frontier_linear_ppm
+from .params import FRONTIER
+
+
+# released by the shared publish step when ``released.mechanism: linear_ppm`` (its own flow signs linear_ppm.release)
+SPEC = ReleaseSpec(mechanism="linear_ppm", stage="linear_ppm_draw", staged=released.staged, card=card.release_card,
+                   figures=card.figures, code=lambda: closure(card.__name__))
+
+
+def declare(params: Params) -> list[Stage]:
+    a = params.artifacts
+    deps = [key_id_file(params), f"{a}/data", f"{a}/features"]
+    folder = released.private_dir(params)
+    return [
+        Stage(name="linear_ppm_draw", run=released.draw, params=["seed", "model.backend", "linear_ppm"], deps=deps,
+              outs=[f"{folder}/draw", f"{folder}/chains"], metrics=["metrics/linear_ppm.json"],
+              group="release" if params.released.mechanism == "linear_ppm" else "linear_ppm"),
+        Stage(name="linear_ppm_publish", run=released.publish, params=["linear_ppm.release", "force_release_path"],
+              deps=[f"{folder}/draw", "metrics/data.json", public_key_dep(params)], outs=[params.linear_ppm.release],
+              group="linear_ppm"),
+        Stage(name=FRONTIER, run=frontier_linear_ppm,
+              params=["seed", "model.backend", "linear_ppm", "frontier.seeds"], deps=deps, outs=[],
+              metrics=["metrics/frontier/linear_ppm.json"], group="frontier"),
+        *publish_stage(params, SPEC),
+    ]

@@ -1,0 +1,114 @@
+"""DP nearest class mean as the agency's release (``released.mechanism: ncm``): the noisy class sums of the
+clipped training embeddings (the analytic Gaussian mechanism at ``released.epsilon``, δ = ``released.delta`` or
+≤ n^-1.1; :mod:`.maths`), centred on the PUBLIC proxy's mean when there is one, released as the head backend's
+linear head: logits = x·c_k − μ·c_k with c_k = S̃_k/‖S̃_k‖ (its argmax is the cosine rule of :func:`.maths.predict`;
+its softmax is a score, not a calibrated probability). The noise comes from the secret key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from dprelease.pipeline.code_scope import closure
+from dprelease.core.config import Params
+from dprelease.core.data.splits import backend_for, features, label_info
+from dprelease.compare.frontier.points import DECLARED, PUBLIC_PROXY
+from dprelease.pipeline.layout import Layout
+from dprelease.core.privacy import guarantee, secret
+from dprelease.core.privacy.target import default_delta
+from dprelease.core.release.folder import write_release
+from dprelease.core.utility.metrics import f1_summary
+from . import maths
+
+FOLDER = "ncm_release"  # under the artifacts: the staged (unsigned, private) release
+
+
+def staged(params: Params) -> str:
+    return f"{params.artifacts}/{FOLDER}/release"
+
+
+def embeddings(lay: Layout, split: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """One split's cached encoder embeddings and labels (the head backend's; one line otherwise)."""
+    feats, y = features(lay, split)
+    if set(feats) != {"x"}:
+        raise ValueError("DP nearest class mean needs the head backend's embeddings (model.backend: head)")
+    return feats["x"], y.long()
+
+
+def proxy_centre(lay: Layout) -> torch.Tensor | None:
+    """The PUBLIC proxy's mean embedding (None without a proxy): subtracting it before clipping is data-independent
+    for the private records, so the guarantee is unchanged."""
+    if not (lay.features / "proxy_train.safetensors").is_file():
+        return None
+    return embeddings(lay, "proxy_train")[0].double().mean(0)
+
+
+def head(centres: torch.Tensor, shift: torch.Tensor | None):
+    """The linear head (hidden 0) whose logits are (x − shift)·c_k: the head scales x by √d, so W = c/√d."""
+    from dprelease.core.backends.head import Head
+
+    k, d = centres.shape
+    model = Head(d, k, 0, 0.0)
+    with torch.no_grad():
+        model.net[-1].weight.copy_((centres / d**0.5).float())
+        model.net[-1].bias.copy_((-(centres @ shift) if shift is not None else torch.zeros(k)).float())
+    return model.eval()
+
+
+def ncm_release(params: Params, root: str | Path = ".") -> dict:
+    lay = Layout.from_params(params, root)
+    labels = label_info(lay)
+    k = len(labels["codes"])
+    (xt, yt), (xs, ys) = embeddings(lay, "train"), embeddings(lay, "test")
+    eps, n = params.released.epsilon, len(yt)
+    delta = params.released.delta or default_delta(n)
+    sigma = maths.gaussian_sigma(eps, delta)
+    shift = proxy_centre(lay)
+    gen = torch.Generator().manual_seed(secret.seed(lay.artifacts, "ncm/release"))
+    noisy = maths.release(xt.double() - shift if shift is not None else xt, yt, k, sigma=sigma, generator=gen)
+    centres = noisy / noisy.norm(dim=1, keepdim=True).clamp(min=1e-12)
+    model = head(centres, shift)
+    with torch.no_grad():
+        pred = model(xs.float()).argmax(1)
+    f1 = f1_summary(ys.numpy(), pred.numpy(), range(k))
+    g = guarantee.accountant("DP nearest class mean", eps, delta, target_epsilon=eps, noise_multiplier=sigma,
+                             sensitivity=1.0, accountant="analytic Gaussian (Balle & Wang 2018)",
+                             noise_and_sampling="Gaussian noise on the class sums, seeded from the project's secret key")
+    tuning = PUBLIC_PROXY if shift is not None else DECLARED
+    manifest = {"guarantee": g.as_dict(), "mechanism": "ncm", "backend": "head (linear, hidden 0)",
+                "configuration": {"sigma": sigma, "clip_norm": 1.0, "centred": shift is not None,
+                                  "source": ("embeddings centred on the public proxy's mean (zero ε); no other "
+                                             "setting") if shift is not None else "no setting: nothing chosen"},
+                "tuning": tuning, "test_f1": {"weighted_f1": f1["weighted_f1"], "macro_f1": f1["macro_f1"]},
+                "randomness": {"public_seed": params.seed, "public_seed_drives": "the stratified split only",
+                               "secret_key_drives": "the Gaussian noise on the class sums",
+                               "secret_key_id": secret.key_id(lay.artifacts)}}
+    hp = params.model.head.model_copy(update={"hidden": 0, "dropout": 0.0})
+    backend = backend_for(params.model_copy(update={"model": params.model.model_copy(update={"head": hp})}), lay)
+    write_release(Path(root) / staged(params), backend, model, labels["codes"], labels["titles"], manifest,
+                  closure(__name__), private=True)
+    return {"epsilon": eps, "delta": delta, "weighted_f1": round(f1["weighted_f1"], 4)}
+
+
+def card(params, root: str | Path, manifest: dict) -> tuple[str, dict]:
+    from dprelease.core.io import read_json
+    from dprelease.core.release.standard_card import render
+
+    c, g = manifest["configuration"], manifest["guarantee"]
+    sections = {"Mechanism and configuration": [
+        f"- the analytic Gaussian mechanism (Balle & Wang 2018) at the declared ε = {g['epsilon']:g} "
+        f"(`released.epsilon`), δ = {g['delta']:.3g}: noise σ = {c['sigma']:.4g} on the per-class sums of the "
+        "training embeddings, each clipped to norm ≤ 1 (sensitivity 1)",
+        f"- how the configuration was chosen: **{manifest['tuning']}** — {c['source']}",
+        "- the probability column of `predict` is the softmax of cosine scores: a ranking, not a calibrated probability"]}
+    text = render(manifest, title="OIICS nature coder — DP nearest class mean release",
+                  about="The released model: the noisy class means of the frozen public MiniLM-L6 encoder's sentence "
+                        "embeddings; a narrative gets the code of the nearest mean by cosine.",
+                  data=read_json(Path(root) / "metrics" / "data.json"), utility=manifest["test_f1"],
+                  sections=sections)
+    return text, {}
+
+
+def figures(params, root: str | Path, manifest: dict) -> dict:
+    return {**manifest["test_f1"], "arm": None, "diagnostics": {"sigma": manifest["configuration"]["sigma"]}}

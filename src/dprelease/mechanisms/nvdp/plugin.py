@@ -1,0 +1,12 @@
+"""NVDP's plug-in: token-state cache, every task's (variant, λ) grid, the probe, the membership scores for the
+audit's NVDP arm, the sanitizer release and the report; ``sanitize`` for ``dprelease sanitize``."""
+
+from dprelease.pipeline.mechanism import FlowSpec, Mechanism
+from . import stages
+
+NVDP = FlowSpec(name="nvdp", title="nvdp", groups=("nvdp",), workers=2, track="nvdp", report="nvdp/report.md",
+                children="task × variant",
+                doc="NVDP with parameter clipping: token states once per dataset, the task grids two at a time "
+                    "(one torch thread each), probe, membership audit, sanitizer release, report.")
+
+PLUGIN = Mechanism(name="nvdp", declare=stages.declare, flows=(NVDP,), sanitize=stages.sanitize)

@@ -1,0 +1,14 @@
+"""SWAG-PPM's plug-in: its stages and the release flow (its arms are in :mod:`.params`)."""
+
+from dprelease.pipeline.mechanism import FlowSpec, Mechanism
+from . import stages
+
+RELEASE = FlowSpec(name="release", title="swag-ppm-release", groups=("release",), track="pipeline",
+                   doc="The SWAG-PPM release: the registry's release stages as cached Prefect tasks, then one "
+                       "MLflow run.")
+
+REPLAY = FlowSpec(name="audit-replay", title="swag-ppm-audit-replay", targets=("audit_replay",), then=("publish",),
+                  doc="The replay audit: the standard adversary re-fits the released mechanism on D and D∖{x} "
+                      "(public seed) and scores the released draw; the operator's view beside it.")
+
+PLUGIN = Mechanism(name="swag_ppm", declare=stages.declare, flows=(RELEASE, REPLAY), release=stages.SPEC)

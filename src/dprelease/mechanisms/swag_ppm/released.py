@@ -1,0 +1,96 @@
+"""Writing the SWAG-PPM release (docs/algorithms.md, B.7b): the ``draw`` stage (the ONE released draw θ* of the
+released round, staged as the release folder with its manifest and code version), the manifest itself and the
+comparison arm ``swag_ppm``. The draw and its guarantee are ``rounds.py``'s; this module adds the release format
+and signing code (``release/``), which the posterior passes' code therefore never holds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from safetensors.torch import save_file
+
+from dprelease.core.config import Params
+from dprelease.pipeline.code_scope import closure
+from dprelease.core.data.splits import label_info
+from dprelease.core.io import atomic_dir, read_json, write_json
+from dprelease.pipeline.layout import Layout
+from dprelease.core.privacy import guarantee, secret
+from dprelease.core.release.folder import write_arm_model, write_release
+from dprelease.core.utility.evaluate import write_arm
+from . import claim
+from .reweighting import released_round
+from .rounds import SECRET_NOISE, _draw, draw_from_round
+
+
+def draw(params: Params, root: str | Path = ".") -> dict:
+    """ONE independent draw θ* from the released round's SWAG; its own M* enters Δ̂ (docs/algorithms.md, B.7b step 7)."""
+    lay = Layout.from_params(params, root)
+    r = released_round(params, lay)
+    backend, model, theta, m_star, g, tail = _draw(params, lay, r, "release")
+    labels = label_info(lay)
+    with atomic_dir(lay.draw, private=True) as tmp:
+        save_file({"theta": theta.cpu().contiguous()}, str(tmp / "theta.safetensors"))
+        # the release as it will be shared, staged privately: the privacy audit loads it from here and
+        # the `publish` stage adds the model card and writes it to params.release
+        write_release(tmp / "release", backend, model, labels["codes"], labels["titles"],
+                      release_manifest(params, lay, g, tail), closure(__name__))
+    summary = {"round": r, "released_draw_max_loss": m_star, "guarantee": g.as_dict(),
+               "local_sensitivity_tail": tail}
+    write_json(lay.metrics / "release.json", summary)
+    return summary
+
+
+def release_manifest(params: Params, lay: Layout, g: guarantee.Guarantee, tail: dict | None = None) -> dict:
+    """The public manifest of a SWAG-PPM release: its guarantee record plus public config and aggregates."""
+    p, data = params.ppm, read_json(lay.metrics / "data.json")
+    r = g.quantities["round"]  # statistics of the released round only: an unreleased round's stay private
+    out = {
+        "guarantee": g.as_dict(), "released_from_round": r,
+        "temperature": read_json(lay.metrics / f"temperature_r{r}.json")["temperature"],
+        "calibration": p.calibration, "prior_precision": p.prior_precision,
+        "mechanism": p.mechanism, "censor_epsilon": p.censor_epsilon,
+        "c": p.c, "g": p.g, "reweight": params.reweighting, "risk_norm": p.risk_norm,
+        "draws": p.draws, "smoke_test": p.smoke_test, "backend": params.model.backend,
+        "randomness": {"public_seed": params.seed, "public_seed_drives": "the stratified split and the audit's choice of target records only",
+                       "secret_key_drives": "initialisation, batch order, dropout, SWAG's SGD, re-weighting refits, "
+                                            "Δ̂ and evaluation passes, the released draw",
+                       "released_draw": SECRET_NOISE, "secret_key_id": secret.key_id(lay.artifacts)},
+        "dataset": {key: data[key] for key in ("rows", "classes", "train_rows", "test_rows", "train_class_gini")},
+        "knobs_that_move_epsilon": epsilon_knobs(params),
+    }
+    if params.reweighting:
+        rw = read_json(lay.metrics / "reweight.json")
+        out["reweighting"] = {"mode": p.reweight_mode, "k": p.k if p.reweight_mode == "oneshot" else None,
+                              "step": p.reweight_step if p.reweight_mode == "iterative" else None,
+                              "tolerance": p.reweight_tolerance if p.reweight_mode == "iterative" else None,
+                              "max_refits": p.max_refits if p.reweight_mode == "iterative" else 1,
+                              **{key: rw[key] for key in ("accepted", "released_round", "reason")}}
+    if tail is not None:
+        out["local_sensitivity_uncertainty"] = tail
+    if g.kind in claim.KINDS:  # the headline as quoted (card, MLflow), the point figure beside it, the coverage
+        out["claim"] = claim.summary(g)
+    return out
+
+
+def epsilon_knobs(params: Params) -> dict:
+    """The settings that are not the data but move Δ̂ and so ε (``make epsilon-sensitivity`` measures how much);
+    a reviewer checks that they were fixed before ε was seen."""
+    sw, ft, p = params.backend.swag, params.ppm_finetune, params.ppm
+    out = {"swag_lr": sw.lr, "swag_epochs": sw.epochs, "swag_batch_size": sw.batch_size, "swag_momentum": sw.momentum,
+           "swag_rank": sw.rank, "finetune_epochs": ft.epochs, "finetune_lr": ft.lr, "finetune_batch_size": ft.batch_size,
+           "calibration": p.calibration, "prior_precision": p.prior_precision, "c": p.c, "g": p.g,
+           "risk_norm": p.risk_norm, "draws": p.draws, "reweighting": None}
+    if params.reweighting:
+        out["reweighting"] = {"mode": p.reweight_mode, "step": p.reweight_step, "aim": p.reweight_aim,
+                              "tolerance": p.reweight_tolerance, "target": p.reweight_target,
+                              "max_refits": p.max_refits, "k": p.k, "form": p.reweight_form}
+    return out
+
+
+def round2_arm(params: Params, root: str | Path = ".") -> dict:
+    """Comparison arm ``swag_ppm``: an independent draw from SWAG 2 (what the release is with
+    ``ppm.reweight: false``), with its own M* in Δ̂, evaluated on the test split."""
+    lay = Layout.from_params(params, root)
+    backend, model, _, _, g = draw_from_round(params, lay, 2, tag="swag_ppm")  # not the release's draw
+    write_arm_model(lay, "swag_ppm", backend, model, g, closure(__name__))
+    return write_arm(lay, "swag_ppm", backend, model, label_info(lay), g, {"round": 2})

@@ -1,5 +1,0 @@
-"""What DP nearest class mean contributes to ``Params`` (:mod:`dprelease.plugins`): its frontier stage. It has no
-section of its own: it reads ``frontier.epsilons``, ``frontier.seeds`` and the shared δ (``dpsgd.delta``)."""
-
-FRONTIER = "frontier_ncm"  # the stage that writes its frontier points (dprelease.frontier.points)
-RELEASES = True  # its plug-in releases through the shared publish step (released.mechanism may name it)

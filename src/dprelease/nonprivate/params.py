@@ -1,9 +1,0 @@
-"""What the non-private baseline contributes to ``Params`` (:mod:`dprelease.plugins`): its arm."""
-
-from __future__ import annotations
-
-from ..mechanism import Arm
-
-ARMS = (Arm(name="nonprivate", stage="nonprivate", label="Non-private"),)
-
-FRONTIER = "frontier_nonprivate"  # the frontier's ceiling (dprelease.frontier.points)

@@ -1,6 +1,0 @@
-"""The non-private baseline's plug-in: its stage (its arm is in :mod:`.params`), trained like the released model without any privacy."""
-
-from ..mechanism import Mechanism
-from . import stages
-
-PLUGIN = Mechanism(name="nonprivate", declare=stages.declare)

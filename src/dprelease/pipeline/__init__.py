@@ -1,0 +1,1 @@
+"""The pipeline floor: how the stages run: the plug-in list and registry, stage declarations and plans, the stage store, cache and code scope, locks, layout, MLflow tracking and the service (model registry, scheduled retrains)."""

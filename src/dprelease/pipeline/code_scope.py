@@ -1,0 +1,256 @@
+"""A stage's code, computed: the static import closure of the module that defines its run function.
+
+Nothing is declared by hand: a stage's cache key, its ``dvc.yaml`` code deps and a release manifest's
+code version all hash the files this module finds by reading ``import`` statements (``ast``; nothing is
+imported). The same analysis draws the package's import graph for the architecture tests
+(``tests/import_graph.py``: no cycle, mechanisms apart).
+
+Rules (conservative: a file that might run is in the closure):
+
+* every ``import`` / ``from … import`` statement counts, at any depth (inside functions, ``try``, ``if``),
+  plus ``importlib.import_module("x")`` / ``__import__("x")`` with a constant string;
+* relative imports are resolved against the importing module's package;
+* ``from P import name`` reaches ``P.name`` when that is a module of ours, else ``P`` itself;
+* importing ``a.b.c`` runs ``a/__init__.py`` and ``a/b/__init__.py`` first: they are in the closure;
+* the plug-in list's imports by name count (:func:`implicit_imports`) in the import graph; in a stage's scope
+  (:func:`closure`) the plug-in list's edges to every listed package's ``params`` and ``kinds`` modules do not:
+  what a stage reads of another package's params section is a validated value, hashed in its cache key already,
+  and a guarantee record's kind is its maker's. A module that reads the other declarations of those modules
+  (:data:`DECLARATION_READERS`: arms, frontier sources — labels, stage names, ``requires`` tests — and every
+  guarantee kind) keeps the edges; a stage's own package's ``params`` module is always in its scope (its own
+  package + the shared core it imports), and its ``kinds`` module whenever the scope holds the guarantee record
+  (:data:`KIND_LOOKUP`, whose look-up of one kind by name is no reader: the kinds a stage makes are its own
+  package's or the core's);
+* the list of packages itself (:data:`PACKAGE_LIST`, ``packages.py``) is configuration: in the graph, in no stage's
+  scope — adding a mechanism there changes no other stage's key or ``dvc.yaml`` deps;
+* a package's data files (``.csv``) are reached only through :data:`DATA` (``importlib.resources`` reads
+  are not imports).
+
+What the static closure cannot see — a module found by a computed name — a stage names in its
+``extra_code``; the tracing test (``tests/pipeline/test_cache.py``) checks on real runs that every package file
+whose functions executed is inside the computed code.
+"""
+
+from __future__ import annotations
+
+import ast
+import threading
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[2]
+PKG = "dprelease"
+PACKAGE_DIR = SRC / PKG
+_PARSE = threading.Lock()  # CPython 3.11's parser is not thread-safe ("AST constructor recursion depth mismatch"),
+#                          and flows run stages in threads: one parse at a time
+DATA = {"dprelease.core.data.records": ("core/resources/__init__.py", "core/resources/oiics_201_nature.csv")}  # files a module reads as data
+
+
+@dataclass(frozen=True)
+class Import:
+    importer: str  # module name of the file holding the statement
+    target: str  # dotted module name imported (resolved, absolute)
+    path: Path
+    lineno: int
+
+    def where(self) -> str:
+        """``path:line``, relative to the checkout when the file is in it."""
+        try:
+            path = self.path.relative_to(SRC.parent).as_posix()
+        except ValueError:  # a synthetic file elsewhere (tests)
+            path = self.path.name
+        return f"{path}:{self.lineno}"
+
+
+def module_files(src: Path = SRC, package: str = PKG) -> dict[str, Path]:
+    """``{module name: file}`` for every ``.py`` file of ``package`` under ``src``."""
+    out = {}
+    for path in sorted((src / package).rglob("*.py")):
+        if "__pycache__" in path.parts:
+            continue
+        parts = list(path.relative_to(src).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def resolve_relative(module: str, is_package: bool, level: int, name: str | None) -> str:
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    if level > 1:
+        if level - 1 > len(base):
+            raise ValueError(f"{module}: relative import beyond the top-level package")
+        base = base[: len(base) - (level - 1)]
+    return ".".join(base + ([name] if name else []))
+
+
+def _dynamic_target(node: ast.Call) -> str | None:
+    """``importlib.import_module("x")`` / ``import_module("x")`` / ``__import__("x")`` with a constant."""
+    f = node.func
+    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+    if name in ("import_module", "__import__") and node.args:
+        arg = node.args[0]
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and not arg.value.startswith("."):
+            return arg.value
+    return None
+
+
+def _parse(text: str, filename: str) -> ast.Module:
+    with _PARSE:
+        return ast.parse(text, filename=filename)
+
+
+def raw_imports(path: Path, module: str, known: set[str] | None = None) -> list[Import]:
+    """Every import in one file as absolute dotted names; ``from P import n`` gives ``P.n`` when that is
+    in ``known`` (a module of ours), else ``P``."""
+    known = known or set()
+    out = []
+    for lineno, base, names in _statements(path, module, _stamp(path)):
+        if names is None:
+            out.append(Import(module, base, path, lineno))
+        else:
+            for name in names:
+                sub = f"{base}.{name}" if base else name
+                out.append(Import(module, sub if sub in known else base, path, lineno))
+    return out
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return st.st_mtime_ns, st.st_size
+
+
+@lru_cache(maxsize=None)
+def _statements(path: Path, module: str, stamp: tuple[int, int]) -> tuple[tuple[int, str, tuple[str, ...] | None], ...]:
+    """One file's imports as ``(line, absolute base, names of a from-import or None)``, parsed once per
+    version of the file (``stamp``: its mtime and size) and process: every stage's closure reads them."""
+    tree = _parse(path.read_text(encoding="utf-8"), str(path))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name, None) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.module == "__future__":
+                continue
+            base = (resolve_relative(module, path.name == "__init__.py", node.level, node.module) if node.level
+                    else node.module or "")
+            out.append((node.lineno, base, tuple(a.name for a in node.names)))
+        elif isinstance(node, ast.Call):
+            target = _dynamic_target(node)
+            if target:
+                out.append((node.lineno, target, None))
+    return tuple(out)
+
+
+def implicit_imports(module: str, known: set[str]) -> list[str]:
+    """Imports by a computed name, made visible: ``dprelease.pipeline.plugins`` reads each listed package's ``params``
+    and ``kinds`` modules, ``dprelease.pipeline.registry`` loads each one's ``plugin`` module (:data:`dprelease.pipeline.plugins.PACKAGES`,
+    read from the source, not imported)."""
+    suffixes = {PLUGINS: ("params", "kinds"), REGISTRY: ("plugin",)}.get(module, ())
+    return [f"{p}.{suffix}" for p in listed_packages() for suffix in suffixes if f"{p}.{suffix}" in known]
+
+
+def listed_packages() -> tuple[str, ...]:
+    """:data:`dprelease.pipeline.plugins.PACKAGES`, read from its source, ``packages.py`` (nothing imported): the one list of
+    packages."""
+    listing = PACKAGE_DIR / "pipeline" / "packages.py"
+    return _listed_packages(listing, _stamp(listing))
+
+
+@lru_cache(maxsize=None)
+def _listed_packages(path: Path, stamp: tuple[int, int]) -> tuple[str, ...]:
+    tree = _parse(path.read_text(encoding="utf-8"), path.name)
+    return tuple(next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                      and any(getattr(t, "id", None) == "PACKAGES" for t in n.targets)))
+
+
+PLUGINS = f"{PKG}.pipeline.plugins"
+REGISTRY = f"{PKG}.pipeline.registry"
+PACKAGE_LIST = f"{PKG}.pipeline.packages"  # the list of packages: configuration, in no stage's scope (as a params module)
+# the functions of the plug-in list that hand out a params module's declarations beyond its schema (ARMS,
+# FRONTIER: labels, stage names, ``requires`` tests — code a caller runs) or every package's guarantee kinds; a
+# module naming one of them depends on every listed ``params`` and ``kinds`` module. ``sections`` and
+# ``arm_names`` give the schema only (config.py): values.
+DECLARATION_READERS = frozenset({"arms", "frontier_sources", "check_arms", "guarantee_kinds"})
+KIND_LOOKUP = f"{PKG}.core.privacy.guarantee"  # finds one kind by name (loading every ``kinds`` module on a miss)
+
+
+def reads_declarations(path: Path, module: str) -> bool:
+    """True when ``module`` names a :data:`DECLARATION_READERS` function of the plug-in list
+    (``plugins.arms()``, ``from ..plugins import arms``)."""
+    return module not in (PLUGINS, KIND_LOOKUP) and _reads_declarations(path, module, _stamp(path))
+
+
+@lru_cache(maxsize=None)
+def _reads_declarations(path: Path, module: str, stamp: tuple[int, int]) -> bool:
+    imports_plugins = any(base == PLUGINS or (names and base == PLUGINS.rpartition(".")[0] and "plugins" in names)
+                          for _, base, names in _statements(path, module, stamp))
+    if not imports_plugins:
+        return False
+    tree = _parse(path.read_text(encoding="utf-8"), str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in DECLARATION_READERS \
+                and isinstance(node.value, ast.Name) and node.value.id == "plugins":
+            return True
+    return any(base == PLUGINS and names and DECLARATION_READERS & set(names)
+               for _, base, names in _statements(path, module, stamp))
+
+
+def scope_imports(module: str, path: Path, known: set[str]) -> list[str]:
+    """The imports by a computed name that enter a stage's scope: the registry's plug-ins, and every listed
+    ``params`` module for a module that reads their declarations (:func:`reads_declarations`); the plug-in
+    list's own edges to them stay in the graph only (:func:`implicit_imports`)."""
+    if module == PLUGINS:
+        return []
+    out = implicit_imports(module, known)
+    if reads_declarations(path, module):
+        out += implicit_imports(PLUGINS, known)
+    return out
+
+
+def own_params(module: str, known: set[str], suffix: str = "params") -> list[str]:
+    """The ``params`` module of the listed package ``module`` belongs to (``<package>.params``), if any
+    (``suffix`` "kinds": its guarantee kinds)."""
+    package = next((p for p in listed_packages() if module.startswith(p + ".")), None)
+    own = f"{package}.{suffix}" if package else None
+    return [own] if own in known else []
+
+
+def _parents(module: str) -> list[str]:
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+@lru_cache(maxsize=None)
+def _closure(module: str) -> tuple[str, ...]:
+    files = module_files()
+    if module not in files:
+        raise KeyError(f"not a module of {PKG}: {module}")
+    known = set(files)
+    seen: set[str] = set()
+    todo = [module, *own_params(module, known)]
+    while todo:
+        m = todo.pop()
+        if m not in seen and m in files and (m != PACKAGE_LIST or m == module):
+            seen.add(m)
+            todo += [p for p in _parents(m) if p in files]
+            todo += [i.target for i in raw_imports(files[m], m, known) if i.target in files]
+            todo += scope_imports(m, files[m], known)
+        if not todo and KIND_LOOKUP in seen:  # it reads or makes guarantee records: its own package's kinds too
+            todo = [k for k in own_params(module, known, "kinds") if k not in seen]
+    rel = {files[m].relative_to(PACKAGE_DIR).as_posix() for m in seen}
+    rel |= {d for m in seen for d in DATA.get(m, ())}
+    return tuple(sorted(rel))
+
+
+def closure(*modules: str) -> list[str]:
+    """Package-relative paths of every file the modules may run (or read as data), sorted: a stage's scope —
+    its own package's files it imports (and its ``params`` module), the shared core they import, and other
+    packages' ``params`` modules only where their declarations are read (:func:`scope_imports`)."""
+    return sorted({f for m in modules for f in _closure(m)})
+
+
+def module_of(fn) -> str:
+    """The module that defines ``fn`` (``functools.partial`` unwrapped)."""
+    return getattr(fn, "func", fn).__module__

@@ -1,0 +1,130 @@
+"""The plug-in surface: what a package of dprelease contributes, as ONE object.
+
+Each package that declares stages (a mechanism such as ``swag_ppm`` or ``gpp``, or a shared step such as
+``data`` or the audit package ``mia``) exports ``PLUGIN`` from its ``plugin`` module; :mod:`dprelease.pipeline.plugins`
+lists those packages (the one line a new mechanism adds). From these objects the rest is assembled:
+
+* ``Params`` — a package's ``params`` module, when it has one, gives its section (:data:`SECTION`);
+* the stage registry (``dprelease stage``, the Prefect tasks, ``dvc.yaml``) — :attr:`Mechanism.declare`;
+* the flows — :attr:`Mechanism.flows`, run by the one generic graph runner (``python -m flows.run NAME``);
+* MLflow — a flow's ``track`` hook returns a :class:`TrackedRun` (plain data: this package never imports
+  MLflow; :mod:`dprelease.pipeline.tracking` logs it);
+* the comparison's and the audit's arms — ``ARMS`` in the ``params`` module (:class:`Arm`);
+* ``dprelease sanitize`` — :attr:`Mechanism.sanitize` for a sanitizer release;
+* the guarantee vocabulary — ``KINDS`` (:class:`Kind`) in the package's ``kinds`` module: the kinds of claim
+  only it makes (:func:`dprelease.core.privacy.guarantee.kind`; kinds several packages make are the core's,
+  ``dprelease/core/privacy/kinds.py``).
+
+Nothing here imports a mechanism: plain declarations, arrays and files stay in the packages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import KW_ONLY, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+
+@dataclass(frozen=True, kw_only=True)
+class Arm:
+    """A model a package contributes to the comparison and (``audited``) to the membership audit. Declared in
+    the package's ``params`` module (``ARMS``), so that ``compare.arms`` and ``privacy_audit.arms`` accept its
+    name when ``Params`` is assembled (:func:`dprelease.pipeline.plugins.arms`)."""
+
+    name: str
+    stage: str  # the stage that trains it
+    label: str  # its row in the reports
+    audited: bool = True
+    release: bool = False  # the release itself: its figures are the release's, its model the staged release folder
+    model: str | None = None  # its release-format model folder under ``artifacts`` (None: ``arms/<name>/model``)
+    files: tuple[str, ...] = ()  # further files the comparison report reads
+    suffix: Callable[[dict], str] | None = None  # (its guarantee's quantities) -> text appended to its label
+    requires: tuple[str, Callable[[Any], bool]] | None = None  # (what, test of the params): when it can be named
+
+    def refusal(self, params, section: str) -> str | None:
+        """The one-line reason ``section`` cannot name this arm with these params, or None."""
+        if self.requires is None or self.requires[1](params):
+            return None
+        return f"{section}: {self.name} needs {self.requires[0]}"
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind of privacy claim (docs/guarantees.md, K), declared by whoever makes it in its package's ``kinds``
+    module (``KINDS``; that module imports this one and :mod:`dprelease.core.privacy.kinds` only, never torch). A
+    guarantee record names its kind; validation, the record's meaning, the model card and the frontier's
+    recommendation read this declaration (:func:`dprelease.core.privacy.guarantee.kind`)."""
+
+    name: str
+    meaning: str  # one line: what sort of claim it is
+    claims_epsilon: bool  # False: the record has no ε and no δ
+    sentence: Callable[[dict], str]  # (the guarantee dict) -> the card's guarantee sentence
+    _: KW_ONLY
+    conditions: Callable[[dict], list[str]] | None = None  # (manifest) -> card lines among its conditions
+    measured: Callable[[dict], list[str]] | None = None  # (manifest) -> card lines: how its figure was measured
+    describe: Callable[[dict], str] | None = None  # (quantities) -> the record's meaning, with its own numbers
+    claim: Callable[[dict], str] | None = None  # (quantities) -> the claim in a few words, for a kind without ε
+    check: Callable[[dict], str | None] | None = None  # (quantities) -> why a record of this kind is invalid
+    worst_case: bool = False  # ε holds for every pair of neighbouring databases (what the frontier may recommend)
+    tail_headline: bool = False  # its figure is the upper end of the GEV interval of Δ's tail quantile
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrackedRun:
+    """One MLflow run as plain data (aggregates and public config only): ``metrics`` logged once, each dict
+    of ``steps`` as one step; ``artifacts`` are (file, artifact folder) pairs; ``children`` nested runs."""
+
+    name: str
+    params: dict[str, Any] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+    steps: list[dict[str, float]] = field(default_factory=list)
+    artifacts: list[tuple[Path, str]] = field(default_factory=list)
+    children: list["TrackedRun"] = field(default_factory=list)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FlowSpec:
+    """A flow, named by the stages it must finish: the active stages of ``groups`` and the ``targets``, every
+    stage that produces one of their deps (recursively), then ``then``. Order and concurrency come from the
+    stages' declared deps and outs (:mod:`dprelease.pipeline.plan`); nothing else is written down."""
+
+    name: str  # `python -m flows.run NAME`, `make flow FLOW=NAME`
+    title: str  # the Prefect flow's name
+    doc: str
+    groups: tuple[str, ...] = ()
+    targets: tuple[str, ...] = ()  # stage names
+    then: tuple[str, ...] = ()  # run after everything else (e.g. ``publish``: the card shows the new evidence)
+    workers: int = 1  # stages at once (1: one after another, in declaration order where the graph allows)
+    check: Callable | None = None  # (params) -> None: a one-line error before Prefect starts (flow-level rules)
+    track: Callable | str | None = None  # (params, root, timings) -> TrackedRun, or a shared tracker's name
+    report: str | None = None  # the Markdown report the flow prints, relative to the reports folder
+    children: str = "stage"  # what the MLflow parent run's children are, for the printed line
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReleaseSpec:
+    """What a mechanism releases through the one shared publish step (:mod:`dprelease.core.release.stages`): its stage
+    stages a release-format folder (model, labels, a manifest holding the guarantee record), and the publish step
+    signs it into ``params.release`` with the card and records ``metrics/released.json``. The mechanism named by
+    ``released.mechanism`` (declared before the data are seen) is the one published."""
+
+    mechanism: str  # the name ``released.mechanism`` gives it (its package's short name)
+    stage: str  # the stage that writes the staged folder (in the ``release`` group while declared)
+    staged: Callable[[Any], str]  # (params) -> the staged release folder, relative to the root
+    card: Callable[[Any, Any, dict], tuple[str, dict]]  # (params, root, manifest) -> (model card, manifest additions)
+    figures: Callable[[Any, Any, dict], dict]  # (params, root, manifest) -> weighted_f1, macro_f1, diagnostics, arm
+    deps: Callable[[Any], list[str]] = lambda params: []  # further files the card and figures read
+    evidence: Callable[[Any], list[str]] = lambda params: []  # read when present (comparison, audit)
+    params: tuple[str, ...] = ()  # params keys the card and figures read
+    code: Callable[[], list[str]] = lambda: []  # package-relative files of the card and figures (publish's scope)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Mechanism:
+    name: str
+    declare: Callable  # (params) -> list[Stage]
+    flows: tuple[FlowSpec, ...] = ()
+    sanitize: Callable | None = None  # (release_dir, texts, *, seed) -> array, for a sanitizer release
+    check: Callable | None = None  # (params, root) -> None: preflight of any flow that plans one of its stages
+    release: ReleaseSpec | None = None  # what it releases when ``released.mechanism`` names it

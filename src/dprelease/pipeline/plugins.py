@@ -1,0 +1,101 @@
+"""The packages that make up this dprelease, in execution order (:data:`PACKAGES`, kept in :mod:`dprelease.pipeline.packages`:
+the ONE list a new mechanism is added to), and what is read from them.
+
+A package listed here exports ``PLUGIN`` (a :class:`dprelease.pipeline.mechanism.Mechanism`) from its ``plugin``
+module, and may have a ``params`` module whose ``SECTION = (key, Model)`` becomes ``Params.<key>`` and whose
+``ARMS`` (:class:`dprelease.pipeline.mechanism.Arm`) become names ``compare.arms`` and ``privacy_audit.arms`` accept.
+A ``params`` module imports pydantic and :mod:`dprelease.pipeline.mechanism` only (``Params`` is assembled from it),
+and a package's ``__init__`` imports nothing of the project, so reading them can never import a stage. A package
+may have a ``kinds`` module whose ``KINDS`` (:class:`dprelease.pipeline.mechanism.Kind`) are the guarantee kinds only it
+makes (:func:`guarantee_kinds`; imports :mod:`dprelease.pipeline.mechanism` and :mod:`dprelease.core.privacy.kinds` only). The registry loads the
+``plugin`` modules, each on first use (:func:`dprelease.pipeline.registry.plugin`). The import-graph analysis reads :data:`PACKAGES`
+(:func:`dprelease.pipeline.code_scope.implicit_imports`), so these imports by name are edges like any other; a stage's
+code scope leaves this module's edges to the ``params`` and ``kinds`` modules out (a stage's key hashes the validated values it
+reads) unless its code reads their arms, frontier sources or guarantee kinds (:func:`arms`, :func:`frontier_sources`,
+:func:`check_arms`, :func:`guarantee_kinds`: :func:`dprelease.pipeline.code_scope.scope_imports`).
+
+Adding a mechanism: write its folder (pure maths, run functions, ``stages.declare``, ``params.py`` with its
+section, defaults and arms, ``plugin.py`` with its flow, tracking hook and sanitizer, ``kinds.py`` if it makes a
+kind of claim no other mechanism makes), then add its package name to :data:`PACKAGES` (``packages.py``) and its
+section to ``params.yaml``. Nothing else in the shared code names it. ``dprelease plugin-index`` then records its stages and
+flows in its own fragment of the plug-in index (``<package>/plugin_index.json``), so ``dprelease stage NAME``
+imports its package alone (until then every plug-in is imported to find them; a test says when the index is out
+of date).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from functools import cache
+
+from dprelease.core.errors import ConfigError
+from .packages import PACKAGES  # the list itself: configuration, in its own module (packages.py)
+
+
+@cache
+def _params_modules() -> tuple:
+    """The listed packages' ``params`` modules (found once per process: flows ask for the arms per stage)."""
+    return tuple(importlib.import_module(f"{package}.params") for package in PACKAGES
+                 if importlib.util.find_spec(f"{package}.params") is not None)
+
+
+def sections() -> dict[str, type]:
+    """``{key: pydantic model}`` of every package's ``params`` module that declares a ``SECTION``."""
+    out: dict[str, type] = {}
+    for module in _params_modules():
+        if not hasattr(module, "SECTION"):
+            continue
+        key, model = module.SECTION
+        package = module.__name__.rsplit(".", 1)[0]
+        if key in out:
+            raise RuntimeError(f"params section {key!r} declared twice ({package})")
+        out[key] = model
+    return out
+
+
+def arms() -> dict:
+    """``{name: Arm}`` of every package's ``ARMS``, in :data:`PACKAGES` order (the default order of the arms)."""
+    out: dict = {}
+    for module in _params_modules():
+        for arm in getattr(module, "ARMS", ()):
+            if arm.name in out:
+                raise RuntimeError(f"arm {arm.name!r} declared twice ({module.__name__})")
+            out[arm.name] = arm
+    return out
+
+
+def arm_names(*, audited: bool = False) -> list[str]:
+    """The names ``compare.arms`` (``audited``: ``privacy_audit.arms``) accept, in :data:`PACKAGES` order: the
+    schema only. A module that calls this and not :func:`arms` reads no declaration beyond the validated values
+    (:data:`dprelease.pipeline.code_scope.DECLARATION_READERS`), so no other package's ``params`` module is in its scope."""
+    return [name for name, arm in arms().items() if arm.audited or not audited]
+
+
+def frontier_sources() -> dict[str, str]:
+    """``{source: stage}`` of every package whose ``params`` module declares ``FRONTIER`` (the stage writing its
+    points, :mod:`dprelease.compare.frontier.points`); the source is the package's short name, in :data:`PACKAGES` order."""
+    return {module.__name__.split(".")[-2]: module.FRONTIER for module in _params_modules()
+            if hasattr(module, "FRONTIER")}
+
+
+def releasing() -> list[str]:
+    """The short names of the packages whose ``params`` module declares ``RELEASES = True`` (their plug-in has a
+    :class:`dprelease.pipeline.mechanism.ReleaseSpec`): what ``released.mechanism`` may name, in :data:`PACKAGES` order."""
+    return [module.__name__.split(".")[-2] for module in _params_modules() if getattr(module, "RELEASES", False)]
+
+
+def guarantee_kinds() -> list:
+    """Every listed package's guarantee kinds (``KINDS`` of its ``kinds`` module, if it has one), in
+    :data:`PACKAGES` order; what :func:`dprelease.core.privacy.guarantee.kind` looks a name up in."""
+    return [k for package in PACKAGES if importlib.util.find_spec(f"{package}.kinds") is not None
+            for k in importlib.import_module(f"{package}.kinds").KINDS]
+
+
+def check_arms(params, sections: tuple[str, ...]) -> None:
+    """A one-line error when an arm named in ``sections``' arm lists cannot run with these params."""
+    known = arms()
+    for section in sections:
+        for name in getattr(params, section).arms:
+            if (why := known[name].refusal(params, f"{section}.arms")) is not None:
+                raise ConfigError(why)

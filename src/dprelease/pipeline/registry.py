@@ -1,0 +1,244 @@
+"""The one stage registry. Every stage of every mechanism is declared once, in its package's
+``stages`` module; this module gathers them, in execution order, for the three consumers:
+``dprelease stage NAME`` (:func:`run_stage`), the Prefect tasks (``tasks/stages.py``) and the
+generated ``dvc.yaml`` (:func:`dvc_yaml`: the release pipeline; kept in sync by a test).
+
+The stages come from the plug-ins (:mod:`dprelease.pipeline.plugins`): adding a mechanism changes nothing here.
+
+Loading is lazy: importing this module imports no plug-in. One stage by name (:func:`get`: ``dprelease stage
+NAME``, the Prefect tasks), a sanitizer and the flows' one-line help are found in the plug-in index, so only
+that package's ``plugin`` (and ``stages``) module is imported; the full list (:func:`stages`) imports them all.
+The index is one fragment per listed package, in the package's own folder (:func:`index_file`: its stages, flows
+and sanitizer), written from the plug-ins by ``dprelease plugin-index`` and kept in sync by a test: a new
+mechanism's fragment is a file of its own folder, no shared file. The index only ever saves imports: with a
+package's fragment missing it is not used, and a name it lacks is looked up in every plug-in unless no plug-in
+source file changed since its package's fragment was written (:func:`index_is_current`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+from functools import cache
+from pathlib import Path
+
+from dprelease.pipeline import plugins
+from .cache import code_files
+from dprelease.core.config import Params
+from dprelease.core.errors import ReleaseError
+from dprelease.core.io import atomic_path, make_private_within, private_dir
+from .mechanism import FlowSpec, Mechanism
+from .stage import Runner, Stage
+
+PACKAGE_ROOT = "src/dprelease"
+INDEX_ROOT = Path(__file__).parents[1]  # the package folders holding the index fragments (another tree: tests)
+INDEX_NAME = "plugin_index.json"
+
+
+@cache
+def plugin(package: str) -> Mechanism:
+    """The ``PLUGIN`` of one listed package (its ``plugin`` module, hence its stages, imported on first use)."""
+    return importlib.import_module(f"{package}.plugin").PLUGIN
+
+
+def mechanisms() -> list[Mechanism]:
+    """Every listed package's plug-in, in :data:`dprelease.pipeline.plugins.PACKAGES` order (imports them all)."""
+    return [plugin(package) for package in plugins.PACKAGES]
+
+
+def __getattr__(name: str):
+    if name == "MECHANISMS":  # the former eager list: every plug-in, loaded on first use
+        return mechanisms()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def stages(params: Params) -> list[Stage]:
+    """Every stage, in execution order (stages a run does not need included: DVC runs them all)."""
+    out = [s for m in mechanisms() for s in m.declare(params)]
+    names = [s.name for s in out]
+    if len(set(names)) != len(names):
+        raise RuntimeError(f"stage declared twice: {sorted({n for n in names if names.count(n) > 1})}")
+    return out
+
+
+def get(params: Params, name: str) -> Stage:
+    """One stage by name: from its own package's plug-in only (the index names it), else from every plug-in."""
+    index = plugin_index()
+    package = index["stages"].get(name) if index else None
+    if package is not None:
+        found = [s for s in plugin(package).declare(params) if s.name == name]
+        if found:
+            return found[0]
+    elif index is not None and index_is_current():  # nothing changed since it was written: no such stage
+        raise KeyError(f"unknown stage {name!r} (known: {', '.join(index['stages'])})")
+    everything = stages(params)  # no usable index, one older than a plug-in's sources, or a stage moved: all decide
+    for s in everything:
+        if s.name == name:
+            return s
+    raise KeyError(f"unknown stage {name!r} (known: {', '.join(s.name for s in everything)})")
+
+
+def group(params: Params, name: str, active_only: bool = True) -> list[Stage]:
+    """The stages of one flow (``release`` | ``compare``), only those these params need by default."""
+    return [s for s in stages(params) if s.group == name and (s.active(params) or not active_only)]
+
+
+def run_stage(name: str, params: Params, root: str | Path = ".") -> dict:
+    """Run one stage by name (what ``dprelease stage NAME`` and the Prefect tasks call)."""
+    stage = get(params, name)
+    artifacts = private_dir(Path(root) / params.artifacts)  # owner-only: narratives, embeddings, moments, weights
+    summary = stage.run(params, root)
+    for out in stage.produced:  # whatever wrote them: every output under the artifacts 0700 / 0600
+        make_private_within(artifacts, Path(root) / out)
+    return summary
+
+
+Runner.run = run_stage
+Runner.names = lambda params, name: [s.name for s in group(params, name)]
+
+
+def sanitizer(mechanism: str):
+    """The ``sanitize(release_dir, texts, *, seed)`` of the plug-in named ``mechanism`` (what ``dprelease
+    sanitize`` calls for a sanitizer release naming that mechanism); only that package is imported."""
+    index = plugin_index()
+    package = index["sanitizers"].get(mechanism) if index else None
+    if package is not None:
+        return plugin(package).sanitize
+    found = {m.name: m.sanitize for m in mechanisms() if m.sanitize is not None}  # not indexed: every plug-in
+    if mechanism not in found:
+        raise ReleaseError(f"no sanitizer for mechanism {mechanism!r} in this dprelease "
+                           f"(sanitizers: {', '.join(sorted(found)) or 'none'})")
+    return found[mechanism]
+
+
+def flows() -> dict[str, FlowSpec]:
+    """Every plug-in's flows by name."""
+    return {f.name: f for m in mechanisms() for f in m.flows}
+
+
+def flow_help() -> dict[str, tuple[str, str]]:
+    """``{flow name: (title, doc)}`` for command-line help: from the index (no plug-in imported) when usable."""
+    index = plugin_index()
+    if index is None:
+        return {name: (f.title, f.doc) for name, f in flows().items()}
+    return {name: (f["title"], f["doc"]) for name, f in index["flows"].items()}
+
+
+def index_file(package: str, root: str | Path | None = None) -> Path:
+    """Where a listed package's fragment of the plug-in index lives: ``<its folder>/plugin_index.json``."""
+    top, _, sub = package.partition(".")
+    if top != "dprelease" or not sub:
+        raise ValueError(f"a listed package is a subpackage of dprelease, not {package!r}")
+    return Path(root if root is not None else INDEX_ROOT).joinpath(*sub.split(".")) / INDEX_NAME
+
+
+def read_index(root: str | Path | None = None) -> dict | None:
+    """The plug-in index (:func:`build_index`'s shape) from every listed package's fragment; None when one is
+    missing, unreadable or names another package (then every lookup imports every plug-in, as :func:`stages` does)."""
+    out: dict = {"packages": list(plugins.PACKAGES), "stages": {}, "flows": {}, "sanitizers": {}}
+    for package in plugins.PACKAGES:
+        try:
+            part = json.loads(index_file(package, root).read_text(encoding="utf-8"))
+        except (FileNotFoundError, ValueError):
+            return None
+        if not isinstance(part, dict) or part.get("package") != package:
+            return None
+        out["stages"] |= {name: package for name in part["stages"]}
+        out["flows"] |= part["flows"]
+        if part.get("sanitizer") is not None:
+            out["sanitizers"][part["sanitizer"]] = package
+    return out
+
+
+@cache
+def plugin_index() -> dict | None:
+    """:func:`read_index` of the package folders, read once per process."""
+    return read_index()
+
+
+def index_is_current() -> bool:
+    """True when no source file of a listed package is newer than that package's index fragment: a name the index
+    lacks is then no stage (else, e.g. a stage just added, every plug-in is asked: slower, never wrong)."""
+    for package in plugins.PACKAGES:
+        written = index_file(package).stat().st_mtime_ns
+        folders = [Path(p) for p in importlib.util.find_spec(package).submodule_search_locations]
+        if any(f.stat().st_mtime_ns > written for folder in folders for f in folder.rglob("*.py")):
+            return False
+    return True
+
+
+def build_index(params: Params) -> dict:
+    """The plug-in index, from the plug-ins themselves (imports them all): the package list, each stage's package
+    in execution order (stage names do not depend on params: every stage is always declared), each flow's title
+    and doc, and each sanitizer's package."""
+    owner = {s.name: package for package in plugins.PACKAGES for s in plugin(package).declare(params)}
+    return {"packages": list(plugins.PACKAGES),
+            "stages": {s.name: owner[s.name] for s in stages(params)},  # stages(): fails on a name declared twice
+            "flows": {f.name: {"title": f.title, "doc": f.doc} for m in mechanisms() for f in m.flows},
+            "sanitizers": {plugin(package).name: package for package in plugins.PACKAGES
+                           if plugin(package).sanitize is not None}}
+
+
+def write_index(params: Params, *, root: str | Path | None = None) -> list[Path]:
+    """Write :func:`build_index` as one fragment per listed package, in its folder (``root``: under another tree),
+    ``dprelease plugin-index``."""
+    index, written = build_index(params), []
+    for package in plugins.PACKAGES:
+        m = plugin(package)
+        part = {"package": package, "stages": [n for n, p in index["stages"].items() if p == package],
+                "flows": {f.name: index["flows"][f.name] for f in m.flows},
+                "sanitizer": m.name if m.sanitize is not None else None}
+        path = index_file(package, root)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(path) as tmp:
+            tmp.write_text(json.dumps(part, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        written.append(path)
+    plugin_index.cache_clear()
+    return written
+
+
+def arms() -> dict:
+    """Every package's arms by name (declared in its ``params`` module: :func:`dprelease.pipeline.plugins.arms`)."""
+    return plugins.arms()
+
+
+def _unique(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+PIPELINE = "release"  # the group dvc.yaml holds: what `make run` runs, so `make run` leaves `dvc status` clean
+
+
+def dvc_yaml(params: Params) -> dict:
+    """``dvc.yaml`` from the registry: the release pipeline (every stage of :data:`PIPELINE`, needed or not,
+    then ``track``) with each stage's inputs, declared code, params and outputs. The other flows' stages
+    (comparison, audit, NVDP, GPP) run under their flows only, their outputs in the same cache; an input one
+    of them produces (the comparison and the privacy audit that ``publish`` puts on the card when present)
+    is evidence added by that flow, which re-runs ``publish`` itself, so it is no DVC input here."""
+    entries = {}
+    pipeline = group(params, PIPELINE, active_only=False)
+    elsewhere = [p for s in stages(params) if s.group != PIPELINE for p in s.produced]
+    for s in pipeline:
+        code = [PACKAGE_ROOT] if s.code == ["."] else [f"{PACKAGE_ROOT}/{p}" for p in s.code]
+        deps = [d for d in s.deps if d not in elsewhere]
+        entry: dict = {"cmd": f"dprelease stage {s.name}", "deps": _unique(deps + code)}
+        if s.params:
+            entry["params"] = _unique(list(s.params))
+        if s.outs:  # a stage that is not shared stands for a private file: DVC never caches (or pushes) it
+            entry["outs"] = list(s.outs) if s.shared else [{o: {"cache": False}} for o in s.outs]
+        if s.metrics:
+            entry["metrics"] = list(s.metrics)  # cached by DVC, so `dvc checkout` / experiments restore them
+        if s.plots:
+            entry["plots"] = list(s.plots)
+        entries[s.name] = entry
+        code_files(s.code)  # fails loudly on an extra_code path that does not exist
+    evaluate = get(params, "evaluate")
+    from .code_scope import closure
+
+    tracking_code = [f"{PACKAGE_ROOT}/{p}" for p in closure("dprelease.pipeline.tracking")]  # a change to the logging re-runs it
+    track_deps = ["metrics/evaluation.json", "metrics/release.json", "metrics/released.json", *evaluate.plots,
+                  "reports/release", params.release, *tracking_code]
+    entries["track"] = {"cmd": "dprelease track", "deps": track_deps, "params": ["tracking"],
+                        "outs": [{"metrics/mlflow_run.json": {"cache": False}}]}  # a new run id each time
+    return {"stages": entries}

@@ -1,0 +1,58 @@
+"""What a release was made from, in three public hashes: the registry's record of it, and what a retrain
+compares before it runs anything.
+
+* ``snapshot_sha256`` the extract's bytes;
+* ``code_hash``       the code of every release stage (each stage's declared code, :attr:`Stage.code`, hashed
+                      as its cache key hashes it: :func:`dprelease.pipeline.cache.code_hash`);
+* ``params_hash``     the params each release stage reads (the run folder's, so the snapshot's path too),
+                      the contents of the stages' inputs from outside the run (the agency's public key), and
+                      the id of the project's randomness key (a one-way hash; the run folder's key is derived
+                      from it and the folder's name, which is the snapshot's id).
+
+Same three hashes, same release: every stage's cache key is a function of them (the stages' inputs made
+inside the run follow from the snapshot, the params, the code and the key). A retrain whose hashes equal
+those of the ``production`` (or newest) version therefore has nothing new to register and stops at once
+(:func:`dprelease.pipeline.service.promotion.unchanged_since`). The audit is not in them: whether a version was
+audited is its ``audited`` tag.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from ..cache import code_hash
+from dprelease.core.config import Params
+from dprelease.core.io import file_hash
+from dprelease.core.privacy import secret
+from ..stage import pick
+
+TAGS = ("snapshot_sha256", "code_hash", "params_hash")
+
+
+def _digest(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
+
+
+def fingerprint(rp: Params, where: Path, snapshot: Path, key_artifacts: Path) -> dict[str, str]:
+    """The three hashes of the release that the release stages make in ``where`` with params ``rp`` from
+    the extract ``snapshot``; ``key_artifacts``: the project's artifacts folder (its randomness key)."""
+    from dprelease.pipeline import registry  # every plug-in's stages: imported when needed only
+
+    stages = registry.group(rp, "release")
+    made = {out for s in stages for out in s.produced}
+    outside = sorted({d for s in stages for d in s.deps if d not in made and d != rp.data.path})
+    # resolved first: the run folder need not exist yet (``../../../artifacts/keys/agency.pub`` from it)
+    paths = {d: Path(os.path.realpath(where / d)) for d in outside}
+    inputs = {d: file_hash(path) if path.exists() else None for d, path in paths.items()}
+    return {"snapshot_sha256": file_hash(snapshot),
+            "code_hash": _digest({s.name: code_hash(s.code) for s in stages}),
+            "params_hash": _digest({"params": {s.name: pick(rp, s.params) for s in stages}, "inputs": inputs,
+                                    "key_id": secret.key_id(key_artifacts)})}
+
+
+def matches(tags: dict, fp: dict) -> bool:
+    """Whether a version's tags record exactly the hashes ``fp``."""
+    return all(tags.get(k) == fp[k] for k in TAGS)

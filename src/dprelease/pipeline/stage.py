@@ -1,0 +1,112 @@
+"""What a pipeline stage is: a declaration (name, run function, params it reads, files in and out,
+and the code it depends on). Each mechanism package declares its own stages in its ``stages``
+module; :mod:`dprelease.pipeline.registry` gathers them into the one list that ``dprelease stage NAME``,
+the Prefect tasks and the generated ``dvc.yaml`` all read.
+
+A run function is ``fn(params, root) -> summary``: it reads its inputs from files, writes its outputs
+atomically and returns public aggregates only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from .code_scope import closure, module_of
+from dprelease.core.config import Params
+from dprelease.core.io import atomic_dir, write_json
+
+@dataclass(frozen=True, kw_only=True)
+class Stage:
+    """One stage, read like a DVC stage: ``name``, the function it runs, the ``params`` keys it reads, the
+    files it reads (``deps``) and writes (``outs``, ``metrics``, ``plots``). Paths are relative to the
+    project root. Its code is computed, not declared: the static import closure of the run function's
+    module (:mod:`dprelease.pipeline.code_scope`), plus ``extra_code`` for what no import statement shows
+    (package-relative paths; ``"."`` = the whole package)."""
+
+    name: str
+    run: Callable[[Params, str | Path], dict]
+    params: list[str]
+    deps: list[str]
+    outs: list[str]
+    metrics: list[str] = field(default_factory=list)
+    plots: list[str] = field(default_factory=list)
+    extra_code: list[str] = field(default_factory=list)
+    group: str = "release"  # which flow's group: release | select | compare | audit | nvdp | gpp | ...
+    evidence: list[str] = field(default_factory=list)  # deps used when present, never produced for this stage:
+    #   a flow that adds the evidence (the comparison, the audit) re-runs this stage itself
+    when: Callable[[Params], bool] | None = None  # None: always needed; else the flow runs it only when true
+    timed: bool = True  # False: its run time grows with a data-dependent search (selection's tries, re-weighting's
+    #                     refits), which no guarantee covers: flows never record, print or log its duration
+    shared: bool = True  # False: never restored from (nor saved to) the stage store shared between roots,
+    #                      and not cached by DVC: its output stands for a private file outside its key (the secret)
+
+    def active(self, params: Params) -> bool:
+        return self.when is None or self.when(params)
+
+    @property
+    def code(self) -> list[str]:
+        """Package-relative source files that may change the outputs (``["."]`` for the whole package)."""
+        if "." in self.extra_code:
+            return ["."]
+        return sorted(set(closure(self.module)) | set(self.extra_code))
+
+    @property
+    def inputs(self) -> list[str]:
+        """Every file the stage reads: its deps, then its evidence."""
+        return self.deps + [e for e in self.evidence if e not in self.deps]
+
+    @property
+    def produced(self) -> list[str]:
+        """Every path the stage writes (outputs, metrics and plots)."""
+        return self.outs + self.metrics + self.plots
+
+    @property
+    def module(self) -> str:
+        """The module that defines the run function (``functools.partial`` unwrapped)."""
+        return module_of(self.run)
+
+
+class Runner:
+    """How a stage runs OTHER stages by name (the canary audit re-runs whole pipelines in a sub-root).
+    The registry installs itself here at import, so no stage module imports the registry (which imports
+    every stage module): no import cycle."""
+
+    run: Callable[[str, Params, str | Path], dict] | None = None
+    names: Callable[[Params, str], list[str]] | None = None
+
+
+def run_other(name: str, params: Params, root: str | Path) -> dict:
+    if Runner.run is None:
+        raise RuntimeError("no stage runner installed (import dprelease.pipeline.registry first)")
+    return Runner.run(name, params, root)
+
+
+def stage_names(params: Params, group: str) -> list[str]:
+    """Names of the active stages of ``group``, in execution order."""
+    if Runner.names is None:
+        raise RuntimeError("no stage runner installed (import dprelease.pipeline.registry first)")
+    return Runner.names(params, group)
+
+
+def skip_marker(folder: Path, why: str, metrics: Path | None = None) -> dict:
+    """What a stage that is not needed with these params writes, so its declared outputs still exist
+    (DVC runs every stage of ``dvc.yaml``)."""
+    with atomic_dir(folder) as tmp:
+        write_json(tmp / "skipped.json", {"skipped": why})
+    if metrics is not None:
+        write_json(metrics, {"skipped": why})
+    return {"skipped": why}
+
+
+def pick(params: Params, dotted: list[str]) -> dict:
+    """The values of ``dotted`` params keys (e.g. ``["seed", "ppm.c"]``)."""
+    raw = params.model_dump(mode="json")
+    picked = {}
+    for key in dotted:
+        node = raw
+        for part in key.split("."):
+            node = node[part]
+        picked[key] = node
+    return picked

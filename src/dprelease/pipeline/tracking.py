@@ -1,0 +1,400 @@
+"""MLflow: one run per pipeline run with public params, ε per round, Δ̂, utility, plots and the
+release manifest. Only aggregates from ``metrics/`` are read; per-record artifacts are never touched.
+
+Tracking never endangers a release: HTTP calls have bounded timeouts and retries; the store is
+initialised under a file lock (two runs creating ``mlflow.db`` at once would race); a project copied
+elsewhere logs into its own ``mlartifacts/``; a run killed mid-logging is closed as KILLED by the next
+tracking call (its id waits in ``.mlflow-pending.json``), so no run stays RUNNING.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import sqlite3
+import tempfile
+from pathlib import Path
+
+from dprelease.pipeline import plugins
+from dprelease.core.config import Params
+from dprelease.core.headline import released_record
+from dprelease.core.io import read_json, write_json
+from .layout import Layout
+from .locks import file_lock
+from dprelease.core.privacy.guarantee import Guarantee
+from dprelease.compare.reports.compare import arm_metrics
+from dprelease.core.utility.evaluate import quartile_summary
+from dprelease.core.utility.metrics import quartile_table
+
+PUBLIC_METRIC_FILES = ("data", "reweight", "release", "evaluation")
+HTTP_LIMITS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "10", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
+PENDING = ".mlflow-pending.json"
+EXPERIMENT_KIND, MODEL_TRAINING = "mlflow.experimentKind", "custom_model_development"
+
+
+def _flatten(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        out |= _flatten(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v}
+    return out
+
+
+def tracking_uri(params: Params, root: str | Path = ".") -> str:
+    """The configured URI; a relative ``sqlite:///file`` is anchored at the project root."""
+    uri = os.environ.get("MLFLOW_TRACKING_URI") or params.tracking.mlflow_uri
+    prefix = "sqlite:///"
+    if uri.startswith(prefix) and not uri[len(prefix):].startswith("/"):
+        uri = prefix + str((Path(root) / uri[len(prefix):]).resolve())
+    return uri
+
+
+def _setup(params: Params, root: str | Path):
+    import logging
+
+    for key, value in HTTP_LIMITS.items():
+        os.environ.setdefault(key, value)
+    import mlflow
+
+    logging.getLogger("mlflow").setLevel(logging.WARNING)
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    logging.getLogger("urllib3").setLevel(logging.ERROR)  # retry chatter; a failure is reported once, by the caller
+    uri = tracking_uri(params, root)
+    artifacts = (Path(root) / "mlartifacts").resolve()
+    with file_lock(Path(root) / ".mlflow.lock"):
+        if uri.startswith("sqlite:///"):
+            _relocate(Path(uri[len("sqlite:///"):]), artifacts)
+        user_uri = os.environ.get("MLFLOW_TRACKING_URI")
+        mlflow.set_tracking_uri(uri)
+        # MLflow also exports the URI to the environment; keep the user's value (or none), or a later
+        # run for another project root in this process would log into this root's store
+        os.environ.pop("MLFLOW_TRACKING_URI", None) if user_uri is None else os.environ.update(
+            MLFLOW_TRACKING_URI=user_uri)
+        name = params.tracking.experiment
+        if mlflow.get_experiment_by_name(name) is None:
+            # marked as model training, so MLflow 3's UI opens it on its runs, not on the GenAI overview
+            mlflow.create_experiment(name, artifact_location=artifacts.as_uri(), tags={EXPERIMENT_KIND: MODEL_TRAINING})
+        exp = mlflow.set_experiment(name)
+        if exp.tags.get(EXPERIMENT_KIND) != MODEL_TRAINING:  # an experiment created by an earlier version
+            mlflow.set_experiment_tag(EXPERIMENT_KIND, MODEL_TRAINING)
+        _close_abandoned(mlflow, Path(root))
+    return mlflow
+
+
+def open_store(params: Params, root: str | Path = "."):
+    """The ``mlflow`` module pointed at the project's store (experiment set, abandoned runs closed)."""
+    return _setup(params, root)
+
+
+def _relocate(db: Path, artifacts: Path) -> None:
+    """A project copied (or moved) elsewhere keeps an ``mlflow.db`` whose experiments point at the old
+    project's ``mlartifacts/``: point them (and their runs) at this project's instead."""
+    if not db.is_file():
+        return
+    new = artifacts.as_uri()
+    with contextlib.closing(sqlite3.connect(db)) as con:
+        try:
+            rows = con.execute("SELECT experiment_id, artifact_location FROM experiments").fetchall()
+        except sqlite3.DatabaseError:
+            return  # not initialised yet, or not an MLflow store: MLflow will say so
+        for exp_id, old in rows:
+            if old and old != new and old.rstrip("/").endswith("/mlartifacts") and old.startswith("file:"):
+                con.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?", (new, exp_id))
+                con.execute("UPDATE runs SET artifact_uri = ? || substr(artifact_uri, ?) "
+                            "WHERE experiment_id = ? AND artifact_uri LIKE ? || '%'", (new, len(old) + 1, exp_id, old))
+        con.commit()
+
+
+def _pending(root: Path) -> list[str]:
+    try:
+        return json.loads((root / PENDING).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+
+
+def _close_abandoned(mlflow, root: Path) -> None:
+    """Runs a killed process left RUNNING are closed as KILLED."""
+    client = mlflow.MlflowClient()
+    for run_id in _pending(root):
+        with contextlib.suppress(Exception):
+            if client.get_run(run_id).info.status == "RUNNING":
+                client.set_terminated(run_id, "KILLED")
+    write_json(root / PENDING, [])
+
+
+@contextlib.contextmanager
+def _run(mlflow, root: str | Path, **kwargs):
+    """``mlflow.start_run`` whose id waits in the pending list until the run is closed."""
+    root = Path(root)
+    if not kwargs.get("nested"):
+        kwargs["tags"] = _source_tags(root) | kwargs.get("tags", {})
+    with mlflow.start_run(**kwargs) as run:
+        write_json(root / PENDING, [*_pending(root), run.info.run_id])
+        try:
+            yield run
+        finally:
+            write_json(root / PENDING, [r for r in _pending(root) if r != run.info.run_id])
+
+
+def _source_tags(root: Path) -> dict:
+    """The code version a run ran (MLflow fills these only when started from a script inside a git
+    checkout, not from the ``dprelease`` console script or a Prefect worker)."""
+    import subprocess
+    try:  # one call: the commit, then the branch name
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD", "--abbrev-ref", "HEAD"],
+                             capture_output=True, text=True, timeout=5).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    commit, branch = (out + ["", ""])[:2]
+    tags = {"mlflow.source.git.commit": commit} if len(commit) == 40 else {}
+    return tags | ({"mlflow.source.git.branch": branch} if tags and branch and branch != "HEAD" else {})
+
+
+def release_run_name(params: Params, g: Guarantee) -> str:
+    """What ran, in the runs table: mechanism, backend, ε and the key public settings (SWAG-PPM: its round)."""
+    q, p = g.quantities, params.ppm
+    claim = (f"ε={g.epsilon:.3f}" if g.epsilon is not None else
+             f"index={q['uncertified_index']:.3f} (not DP)" if g.kind == "ppm_uncertified" else "no ε")
+    if q.get("round") is None:  # not a SWAG-PPM round: the mechanism, its kind and δ
+        return " · ".join([g.mechanism, params.model.backend, claim, g.kind] +
+                          ([f"δ={g.delta:.2g}"] if g.delta is not None else []))
+    parts = [g.mechanism, params.model.backend, f"round {q.get('round')}", claim, f"c={p.c:g}",
+             f"calibration={p.calibration}"]
+    if params.reweighting:
+        parts.append(f"reweight={p.reweight_mode}")
+    return " · ".join(parts)
+
+
+# the params sections the release's stages read (their declarations; tests/pipeline/test_tracking.py checks the
+# list against the registry, which this shared module may not import), output paths left out
+RELEASE_SECTIONS = ("data", "dpsgd", "evaluation", "features", "frontier", "model", "ppm", "proxy", "released", "seed")
+
+
+def _released(lay: Layout) -> tuple[Guarantee, dict | None]:
+    """The released guarantee and the declared release's record (SWAG-PPM's draw's when no publish step ran)."""
+    rec = released_record(lay.metrics)
+    return Guarantee.from_dict((rec or read_json(lay.metrics / "release.json"))["guarantee"]), rec
+
+
+def mechanism_params(params: Params) -> dict:
+    """The settings the release's stages read, flattened: of ``model`` only the backend in use, of ``ppm``
+    only what its mechanism and re-weighting mode read."""
+    raw = params.model_dump(mode="json")
+    out = _flatten({k: raw[k] for k in RELEASE_SECTIONS})
+    other = {"head", "full"} - {params.model.backend}
+    drop = {f"model.{b}." for b in other} | {f"dpsgd.{b}." for b in other} | {"dpsgd.delta_sweep", "dpsgd.planted"}
+    drop |= ({"dpsgd.", "frontier."} if params.released.mechanism != "dpsgd" else  # DP-SGD's, where it is released
+             {"frontier.epsilons", "frontier.budget", "frontier.seeds", "frontier.sources", "frontier.ppm",
+              "frontier.dpsgd.private_selection"})
+    if params.ppm.mechanism != "censored":
+        drop |= {"ppm.censor_"}
+    if not params.reweighting:
+        drop |= {"ppm.reweight_", "ppm.k", "ppm.max_refits", "ppm.validation_draws"}
+    elif params.ppm.reweight_mode == "iterative":
+        drop |= {"ppm.k"}
+    else:
+        drop |= {"ppm.reweight_step", "ppm.reweight_target", "ppm.reweight_tolerance", "ppm.reweight_aim",
+                 "ppm.max_refits", "ppm.validation_draws"}
+    return {k: v for k, v in sorted(out.items()) if not k.startswith(tuple(drop))}
+
+
+def details(params: Params, lay: Layout, timings: dict | None = None) -> dict:
+    """Every public aggregate of the run beyond the headline figures (logged as ``details.json``): the
+    metric files, ε / Δ̂ / temperature of the released round, Δ̂'s tail interval, weight aggregates, fit
+    diagnostics, the released round's training-loss curves and the timed stages' durations. No statistic
+    of a round that was not released (its Δ̂, ε, temperature, losses, fit verdict) is logged."""
+    out: dict = {}
+    for stem in PUBLIC_METRIC_FILES:
+        path = lay.metrics / f"{stem}.json"
+        if path.is_file():
+            out[stem] = {k: v for k, v in read_json(path).items() if _is_number(v)}
+    released = read_json(lay.metrics / "release.json")["round"]
+    for r in params.rounds:
+        if r >= 2 and r == released:
+            sens = read_json(lay.metrics / f"sensitivity_r{r}.json")
+            temp = read_json(lay.metrics / f"temperature_r{r}.json")
+            out[f"round{r}"] = {"two_delta_hat": 2 * sens["local_sensitivity"], "delta_hat": sens["local_sensitivity"],
+                                "temperature": temp["temperature"]["subspace"],
+                                "temperature_uncalibrated": temp["temperature_uncalibrated"]["subspace"]}
+    release = read_json(lay.metrics / "release.json")
+    g, rec = _released(lay)
+    out["guarantee"] = _guarantee_metrics(g)
+    if rec is not None:  # the declared release's figures (aggregates)
+        out["released"] = {k: v for k, v in rec.items() if k in ("weighted_f1", "macro_f1") and _is_number(v)} | {
+            f"diagnostics.{k}": v for k, v in (rec.get("diagnostics") or {}).items() if _is_number(v)}
+        out["swag_ppm_guarantee"] = _guarantee_metrics(Guarantee.from_dict(release["guarantee"]))
+    if release.get("local_sensitivity_tail"):  # aggregates of the per-draw maxima
+        out["delta_hat_tail"] = {k: release["local_sensitivity_tail"][k] for k in ("estimate", "ci_low", "ci_high",
+                                                                                   "level")}
+    risk = read_json(lay.metrics / "risk.json")  # weight aggregates only (no single-record risk values)
+    out["weights_round2"] = {k: v for k, v in risk.items() if k.startswith("weight")}
+    diag_path = lay.metrics / "diagnostics.json"
+    if diag_path.is_file():
+        out["diagnostics"] = {k: d for k, d in read_json(diag_path).items() if k.endswith(str(released))}
+    out["train_loss"] = {f"{phase}_round{released}": read_json(lay.round(released) / phase / "history.json")["epoch_loss"]
+                         for phase in ("finetune", "swag")}
+    out["timings_s"] = {k: v for k, v in (timings or {}).items() if _is_number(v)}
+    return out
+
+
+def log_pipeline_run(params: Params, root: str | Path = ".", run_name: str | None = None,
+                     store_root: str | Path | None = None, timings: dict | None = None) -> str:
+    """One run of the release at ``root``, logged into the MLflow store of ``store_root`` (default: the
+    same root; a retrain's run folder logs into its project's store). Metrics: the headline figures only
+    (:mod:`dprelease.core.headline`, the names the registry's version tags use); params: the settings the
+    release's stages read; everything else in ``details.json``."""
+    from dprelease.core.headline import INTERVAL_NOTE, headline
+
+    lay = Layout.from_params(params, root)
+    (lay.metrics / "mlflow_run.json").unlink(missing_ok=True)  # never name an older run if this one fails
+    store_root = root if store_root is None else store_root
+    mlflow = _setup(params, store_root)
+    name = params.tracking.experiment
+    g, rec = _released(lay)
+    if run_name is None:
+        run_name = release_run_name(params, g)
+    with _run(mlflow, store_root, run_name=run_name) as run:
+        mlflow.log_params(mechanism_params(params))
+        figures = headline(lay.metrics)
+        mlflow.log_metrics(figures)
+        mlflow.log_dict(details(params, lay, timings), "details.json")
+        diag_path = lay.metrics / "diagnostics.json"
+        if diag_path.is_file():
+            mlflow.set_tags({f"verdict_{k.replace(' ', '')}": d["verdict"] for k, d in read_json(diag_path).items()
+                             if k == f"round {g.quantities.get('round')}"})  # the released round's only
+        for png in sorted(lay.plots.glob("*.png")):
+            mlflow.log_artifact(str(png), "plots")
+        for csv in sorted(lay.evaluation.glob("*.csv")):
+            mlflow.log_artifact(str(csv), "reports")
+        _log_datasets(mlflow, params, root, lay)
+        if (lay.release / "README.md").is_file():  # the model card, readable on the run page
+            mlflow.log_artifact(str(lay.release / "README.md"), "release")
+        mlflow.log_artifact(str(lay.release / "release.json"), "release")
+        _guarantee_tags(mlflow, g)
+        if "epsilon_ci_high" in figures:  # what the interval is (and is not): beside the metrics it labels
+            mlflow.set_tag("epsilon_interval", INTERVAL_NOTE)
+        ev = read_json(lay.metrics / "evaluation.json") if rec is None else {"released_weighted_f1": rec["weighted_f1"],
+                                                                          "released_macro_f1": rec["macro_f1"]}
+        what = (f"round {g.quantities.get('round')} of {g.mechanism}" if g.quantities.get("round") is not None
+                else g.mechanism)
+        mlflow.set_tag("released.mechanism", rec["mechanism"] if rec else "swag_ppm")
+        mlflow.set_tag("mlflow.note.content", (  # the run's description: what was released, in one line
+            f"Released {what} ({params.model.backend} backend): "
+            f"{g.claim_text} ({g.kind}; δ {g.delta_text}); released model weighted F1 "
+            f"{ev['released_weighted_f1']:.4f}, macro F1 {ev['released_macro_f1']:.4f}; "
+            f"{read_json(lay.metrics / 'data.json')['train_rows']} training records. Metrics: the headline "
+            "figures; everything else in details.json."))
+        run_id = run.info.run_id
+    write_json(lay.metrics / "mlflow_run.json", {"run_id": run_id, "experiment": name})
+    return run_id
+
+
+SPLIT_CONTEXT = {"train": "training", "validation": "validation", "test": "testing"}
+
+
+def _log_datasets(mlflow, params: Params, root: str | Path, lay: Layout) -> None:
+    """The extract and each split as MLflow dataset inputs: name, row count and a content digest only
+    (no rows, no profile of values)."""
+    from mlflow.data.dataset_source_registry import resolve_dataset_source
+    from mlflow.data.meta_dataset import MetaDataset
+    from mlflow.types import ColSpec, Schema
+    import warnings
+    from dprelease.core.io import file_hash
+
+    source = Path(root) / params.data.path
+    extract = Path(params.data.path).name
+    inputs = [(source, f"{extract}", "source", None)]
+    inputs += [(lay.data / f"{split}.csv", f"{extract} · {split}", SPLIT_CONTEXT[split], Schema([
+        ColSpec("string", "text"), ColSpec("string", "label")])) for split in SPLIT_CONTEXT
+        if (lay.data / f"{split}.csv").is_file()]
+    for path, name, context, schema in inputs:
+        if not path.is_file():
+            continue
+        with warnings.catch_warnings():  # "can be interpreted in multiple ways": both are the local-file source
+            warnings.simplefilter("ignore")
+            src = resolve_dataset_source(extract)
+        ds = MetaDataset(src, name=name, digest=file_hash(path)[:16], schema=schema)
+        mlflow.log_input(ds, context=context)
+
+
+_is_number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731 - a real number, not a bool
+
+
+def _guarantee_metrics(g: Guarantee, prefix: str = "") -> dict:
+    """ε, δ (when a number) and the mechanism's own numeric quantities under their own names."""
+    out = {f"{prefix}{k}": v for k, v in g.quantities.items() if _is_number(v)}
+    return out | {f"{prefix}{k}": v for k, v in (("epsilon", g.epsilon), ("delta", g.delta)) if v is not None}
+
+
+def _guarantee_tags(mlflow, g: Guarantee) -> None:
+    mlflow.set_tags({"mechanism": g.mechanism, "guarantee": g.kind, "delta": g.delta_text, "claim": g.claim_text})
+
+
+def log_compare_run(params: Params, root: str | Path = ".") -> str:
+    """One parent run for the comparison, a child run per arm (ε, δ, F1, quartile F1, per-class table)."""
+    mlflow = _setup(params, root)
+    lay = Layout.from_params(params, root)
+    out = lay.reports / "compare"
+    with _run(mlflow, root, run_name="compare") as parent:
+        mlflow.log_params({k: v for k, v in _flatten(params.model_dump(mode="json")).items()
+                           if k.startswith(("compare.", "dpsgd.", "model.backend", "seed", "ppm."))})
+        for arm in params.compare.arms:
+            m, g, per_class = arm_metrics(lay, arm)
+            with _run(mlflow, root, run_name=plugins.arms()[arm].label, nested=True):
+                mlflow.set_tag("arm", arm)
+                _guarantee_tags(mlflow, g)
+                mlflow.log_metrics({"weighted_f1": m["weighted_f1"], "macro_f1": m["macro_f1"],
+                                    **quartile_summary(quartile_table(per_class)), **_guarantee_metrics(g)})
+                with tempfile.TemporaryDirectory() as tmp:  # per-class aggregates of this arm
+                    per_class.to_csv(Path(tmp) / "per_class_f1.csv", index=False)
+                    mlflow.log_artifact(str(Path(tmp) / "per_class_f1.csv"))
+        for path in sorted(out.glob("*")):
+            mlflow.log_artifact(str(path), "compare")
+        mlflow.set_tag("guarantees", "SWAG-PPM: local ε, asymptotic δ; DP-SGD: (ε, δ) from the RDP accountant")
+        return parent.info.run_id
+
+
+def log_tune_run(params: Params, root: str | Path, result: dict) -> str:
+    """A parent run for the tuning procedure and a child run per (c, FT epochs) run."""
+    mlflow = _setup(params, root)
+    out = Path(root) / "reports" / "tune"
+    with _run(mlflow, root, run_name=f"tune-{result['mode']}") as parent:
+        mlflow.log_params({f"tune.{k}": v for k, v in params.tune.model_dump().items()})
+        mlflow.log_metrics({f"baseline_{k}": v for k, v in result["baseline"].items()})
+        for i, row in enumerate(result["trail"]):
+            with _run(mlflow, root, run_name=f"c={row['c']:g} FT={row['epochs']}", nested=True):
+                mlflow.log_params({"c": row["c"], "ft_epochs": row["epochs"], "step": i})
+                mlflow.set_tag("verdict", row["verdict"])
+                if "decision" in row:
+                    mlflow.set_tag("decision", row["decision"])
+                mlflow.log_metrics({k: row[k] for k in ("epsilon", "weighted_f1", "macro_f1")
+                                    if row.get(k) is not None and math.isfinite(row[k])})  # no ε: not logged
+        if result["chosen"]:
+            mlflow.log_params({"chosen_c": result["chosen"]["c"], "chosen_epochs": result["chosen"]["epochs"]})
+        for path in sorted(out.glob(f"{result['mode']}*")):
+            mlflow.log_artifact(str(path), "tune")
+        return parent.info.run_id
+
+
+def log_audit_run(params: Params, root: str | Path = ".") -> str:
+    """A parent run for the privacy audit (figures, table) and a child run per arm: claimed ε, each
+    attack's AUC / TPR at low FPR / heuristic ε figure, and the canary ε lower bound. Aggregates only."""
+    mlflow = _setup(params, root)
+    lay = Layout.from_params(params, root)
+    mia, canary = read_json(lay.metrics / "privacy_audit.json"), read_json(lay.metrics / "audit_canary.json")
+    with _run(mlflow, root, run_name="privacy-audit") as parent:
+        mlflow.log_params({f"privacy_audit.{k}": v for k, v in params.privacy_audit.model_dump().items()})
+        mlflow.set_tag("mlflow.note.content", "Membership inference (loss, LiRA offline) and one-run canary audit")
+        for arm, d in mia["arms"].items():
+            with _run(mlflow, root, run_name=f"audit {arm}", nested=True):
+                mlflow.set_tags({"arm": arm, "guarantee": d["guarantee"]})
+                values = {f"{atk}.{k}": v for atk, r in d["attacks"].items() for k, v in r.items() if _is_number(v)}
+                if d["claimed_epsilon"] is not None:
+                    values["claimed_epsilon"] = d["claimed_epsilon"]
+                for kind, c in canary["arms"].get(arm, {}).get("audits", {}).items():
+                    values |= {f"canary_{kind}.{k}": c["gate"][k] for k in ("epsilon_lower_bound", "ceiling")}
+                mlflow.log_metrics(values)
+        for path in sorted((lay.reports / "privacy").glob("*")):
+            mlflow.log_artifact(str(path), "privacy")
+        return parent.info.run_id

@@ -1,0 +1,88 @@
+"""The frontier flow on a copy of the head slice's release: its plan holds every source's stage and the report,
+each source writes valid points at the declared levels, and the report, plot and recommendation come out."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from conftest import copy_root, run_stages, slice_raw
+from dprelease.pipeline import plan as pipeline, plugins, registry
+from dprelease.core.config import parse_params
+from dprelease.compare.frontier.points import points_file, read_points
+
+pytestmark = pytest.mark.slow
+
+FRONTIER = {"epsilons": [2.0, 8.0], "seeds": 3, "budget_epsilon": 8.0,
+            "dpsgd": {"batch_sizes": [0, 8], "epochs": [3], "max_grad_norms": [1.0], "sgd_lrs": [1.0, 10.0],
+                      "adamw_lrs": [0.01]},
+            "ppm": {"temperatures": [1.0, 2.0], "c": [1.0]}}
+# the linear PPM's chains, short (its own tests check the sampler): a point per declared configuration
+LINEAR_PPM = {"sampler": {"chains": 2, "warmup": 25, "draws": 25},
+              "diagnostics": {"rhat_max": 10.0, "ess_min": 1.0, "divergences_max": 1000, "temperature_tolerance": 10.0},
+              "frontier": {"risk": [{"prior_precision": 100.0, "temperature": 1.0}], "censored_epsilons": [8.0]}}
+
+
+@pytest.fixture(scope="module")
+def frontier_run(head_run, tmp_path_factory):
+    raw = slice_raw("head")
+    raw["frontier"] = FRONTIER
+    raw["linear_ppm"] = LINEAR_PPM
+    params = parse_params(raw)
+    root = copy_root(head_run.root, tmp_path_factory.mktemp("frontier"))
+    plan = pipeline.plan(registry.stages(params), params, targets=("frontier_report",))
+    run_stages(params, root, plan.order)
+    return params, root, plan
+
+
+def test_plan_holds_every_source_and_the_report(frontier_run):
+    params, _, plan = frontier_run
+    sources = plugins.frontier_sources()
+    assert {"nonprivate", "swag_ppm", "dpsgd", "ncm", "linear_ppm"} <= set(sources)  # the packages that name one
+    assert set(sources.values()) <= set(plan.order) and plan.order[-1] == "frontier_report"
+    assert registry.flows()["frontier"].targets == ("frontier_report",)
+
+
+def test_each_source_writes_points_at_the_declared_levels(frontier_run):
+    params, root, _ = frontier_run
+    doc, dpsgd = read_points(points_file(root, "dpsgd"))
+    assert doc["grid_size"] == 2 * 1 * 1 * 3 and "validation" in doc["selection"]
+    by = {(p.mechanism, p.target_epsilon): p for p in dpsgd}
+    assert set(by) == {(f"dpsgd_linear_{a}", e) for a in ("rdp", "prv", "private_selection") for e in (2.0, 8.0)}
+    private = by[("dpsgd_linear_private_selection", 8.0)]
+    assert private.epsilon <= 8.0 and private.config["per_run_epsilon"] < 8.0  # the search's cost is inside ε
+    for eps in (2.0, 8.0):
+        rdp, prv = by[("dpsgd_linear_rdp", eps)], by[("dpsgd_linear_prv", eps)]
+        assert rdp.epsilon <= eps and prv.epsilon <= eps and rdp.kind == prv.kind == "dp_accountant"
+        # side by side: the same chosen configuration, σ from each accountant (PRV is tighter: less noise)
+        assert {k: v for k, v in rdp.config.items() if k != "noise_multiplier"} == \
+               {k: v for k, v in prv.config.items() if k != "noise_multiplier"}
+        assert prv.config["noise_multiplier"] < rdp.config["noise_multiplier"]
+        assert len(rdp.weighted_f1) == params.frontier.seeds
+    _, ncm = read_points(points_file(root, "ncm"))
+    assert [p.epsilon for p in ncm] == [2.0, 8.0] and ncm[0].config["sigma"] > ncm[1].config["sigma"]
+    _, (ceiling,) = read_points(points_file(root, "nonprivate"))
+    assert ceiling.kind == "none" and ceiling.epsilon is None and len(ceiling.weighted_f1) == 3
+    _, ppm = read_points(points_file(root, "swag_ppm"))
+    assert {p.config["temperature"] for p in ppm} == {1.0, 2.0}
+
+
+def test_report_table_and_recommendation(frontier_run):
+    params, root, _ = frontier_run
+    folder = root / "reports/frontier"
+    frame = pd.read_csv(folder / "frontier.csv")
+    assert set(frame["source"]) == set(plugins.frontier_sources())  # every source's points are in the report
+    assert (frame["seeds"] >= 3).all()
+    assert (folder / "frontier.png").stat().st_size > 0 and (folder / "frontier.svg").stat().st_size > 0
+    from dprelease.compare.frontier.report import recommendation_line
+
+    line = recommendation_line(params, root)
+    assert line.startswith("at ε ≤ 8 the best defensible release on this data is ")
+    assert "SWAG-PPM" not in line and "Non-private" not in line  # only worst-case DP kinds are recommended
+
+
+def test_the_same_key_reproduces_the_points(frontier_run):
+    params, root, _ = frontier_run
+    before = points_file(root, "ncm").read_text()
+    run_stages(params, root, ["frontier_ncm"])
+    assert points_file(root, "ncm").read_text() == before
