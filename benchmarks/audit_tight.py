@@ -48,7 +48,7 @@ from dprelease.core.io import atomic_dir, write_json
 from dprelease.pipeline.layout import Layout
 from dprelease.compare.mia import tight
 from dprelease.core.privacy import secret
-from dprelease.core.privacy.target import dpsgd_target
+from dprelease.mechanisms.dpsgd.stages import dpsgd_target
 from dprelease.core.training import finetune
 
 CANARY_NORM = 10.0  # × C: clipping must bring it down to C
@@ -92,7 +92,7 @@ def dpsgd_arm(params, lay: Layout, x, y, n: int, *, label: str, runs: int, chunk
     the evaluated runs are seen: one for the CLAIMED mechanism (σ, q, T), one for the noise σ̂ measured on
     a share ``calibration`` of the runs (kept out of the evaluation: it adapts to an implementation that
     adds less noise than it claims)."""
-    run = params.dpsgd_run
+    run = params.dpsgd.run_for(params.model.backend)
     delta = params.dpsgd.delta or default_delta(n)
     eps_target = dpsgd_target(params)  # the declared target (params.yaml), never the release's ε
     s = setting_for(n=n, epochs=run.epochs, batch_size=run.batch_size or n, lr=run.lr,  # 0: full batch
@@ -151,7 +151,7 @@ def nonprivate_arm(params, lay: Layout, x, y, *, runs: int) -> dict:
     (AdamW's decay keeps 0 at 0), so "in" iff its norm is > 0."""
     classes, dim = int(y.max()) + 1, x.shape[1]
     backend = HeadBackend(classes, torch.device("cpu"), params.seed, params.model.head)
-    opt = params.backend.finetune.model_copy(update={"epochs": params.compare.nonprivate_epochs})
+    opt = params.backend.finetune.model_copy(update={"epochs": params.nonprivate.epochs})
     xc = torch.zeros(1, dim)
     xc[0, -1] = 1.0  # a unit embedding on the column no record uses
     member = coins(lay, "nonprivate", runs)

@@ -64,7 +64,7 @@ def main() -> None:
         feats, y = load_features(f"{params.artifacts}/features/train.safetensors")
         n_classes = int(y.max()) + 1
     backend = make_backend(params, n_classes)
-    lr = params.dpsgd_run.lr
+    lr = params.dpsgd.run_for(params.model.backend).lr
     base = nonprivate_steps_per_s(backend, feats, y, args.steps, args.batch, lr)
     print(f"backend {params.model.backend}, batch {args.batch}, n {len(y)}")
     print(f"non-private AdamW     {base:8.1f} steps/s")

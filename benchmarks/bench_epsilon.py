@@ -28,7 +28,7 @@ SETTINGS = {
     "uncalibrated": ["ppm.calibration=none"],
     "oneshot": ["ppm.calibration=none", "ppm.reweight_mode=oneshot"],  # the paper's procedure, uncalibrated SWAG
 }
-LR_SWEEP = {f"lr {lr} {cal}": [f"model.head.swag.lr={lr}", f"ppm.calibration={cal}", "ppm.reweight=false"]
+LR_SWEEP = {f"lr {lr} {cal}": [f"swag.head.lr={lr}", f"ppm.calibration={cal}", "ppm.reweight=false"]
             for lr in ("0.003", "0.01", "0.03") for cal in ("none", "scale")}
 
 

@@ -70,9 +70,9 @@ def predict(params, pr: dict, ft: int, sw: int, draws: int, refits: int) -> dict
     """Seconds per part of the release (a model, not a measurement: printed beside the measured times)."""
     p = params.ppm
     steps = math.ceil(pr["n_train"] / params.backend.finetune.batch_size)
-    refits = refits if params.reweighting else 0
+    refits = refits if params.ppm.reweighting else 0
     fits = 2 + refits
-    k = min(params.backend.swag.rank, sw)
+    k = min(getattr(params.swag, params.model.backend).rank, sw)
     r, cg_iters = max(k - 1, 1), 40 + 2
     # curvature of one weighted fit, in fp32 evaluation passes: per-record gradients (~3 passes, plus
     # materialising them), the K-row J B block (~2K), CG's J v + Jᵀ e for r = K − 1 rows per iteration (~3r);
@@ -91,7 +91,7 @@ def plan(params, pr: dict, budget: float) -> tuple[dict, list[str], dict, dict]:
     re-weighting refits (the fits and the calibration, which grows with SWAG's rank = its snapshots) are scaled
     down together first; the posterior draws (cheap) only once those are at their minimum, to 100 (the least
     with a meaningful ε) and then to 20."""
-    ft0, sw0 = params.backend.finetune.epochs, params.backend.swag.epochs
+    ft0, sw0 = params.backend.finetune.epochs, getattr(params.swag, params.model.backend).epochs
     d0, r0 = params.ppm.draws, params.ppm.max_refits
     full = predict(params, pr, ft0, sw0, d0, r0)
     fits = lambda c: SAFETY * sum(c.values()) <= budget  # noqa: E731

@@ -238,9 +238,9 @@ def main(argv=None) -> int:
         if params.ppm.smoke_test:
             print(f"NOTE: {params.ppm.draws} posterior draws (< {MIN_DRAWS_EPSILON}): ppm.smoke_test is on, "
                   "the ε below is NOT meaningful")
-        print(f"settings: fine-tune {params.backend.finetune.epochs} epochs, SWAG {params.backend.swag.epochs} epochs "
-              f"(rank {params.backend.swag.rank}), {params.ppm.draws} draws, calibration {params.ppm.calibration}, "
-              f"re-weighting {params.ppm.reweight_mode if params.reweighting else 'off'} "
+        print(f"settings: fine-tune {params.backend.finetune.epochs} epochs, SWAG {getattr(params.swag, params.model.backend).epochs} epochs "
+              f"(rank {getattr(params.swag, params.model.backend).rank}), {params.ppm.draws} draws, calibration {params.ppm.calibration}, "
+              f"re-weighting {params.ppm.reweight_mode if params.ppm.reweighting else 'off'} "
               f"(≤ {params.ppm.max_refits} refits)")
         t_stages = time.perf_counter()
         for name in names[first_fit:]:

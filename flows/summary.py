@@ -77,7 +77,7 @@ def print_summary(params: Params, root: str, result: dict, seconds: float) -> No
         "SWAG-PPM, the design's chain" + (" (the release above)" if declared == "swag_ppm" else
                                           ", measured beside the release (not released)"),
     ]
-    for r in params.rounds:
+    for r in params.ppm.rounds:
         if r >= 2 and r != rel["round"]:  # an unreleased round: its outcome only, never its statistics
             lines.append(f"  round {r}    not released")
         elif r >= 2:
@@ -87,7 +87,7 @@ def print_summary(params: Params, root: str, result: dict, seconds: float) -> No
             cmp = "≥" if s["draws"] < params.ppm.draws else "="  # a refit pass stopped early above the bound
             lines.append(f"  round {r}    2Δ̂ {cmp} {2 * s['local_sensitivity']:.3f}  (Δ̂ {cmp} {s['local_sensitivity']:.3f}, {s['draws']} draws, "
                          f"{label}; SWAG temperature T̂ = {t['temperature']['subspace']:.2f}, calibration {t['calibration']})")
-    if params.reweighting:
+    if params.ppm.reweighting:
         rw = read_json(lay.metrics / "reweight.json")
         lines.append(f"  reweight   {rw['mode']}: {rw['reason']}")
     tail = rel["local_sensitivity_tail"]

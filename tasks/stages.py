@@ -95,7 +95,7 @@ def track_compare_task(params: dict, root: str) -> str:
 
 def _prepared(name: str, params: Params, root: str | Path):
     stage = registry.get(params, name)
-    if signing.public_key_dep(params) in stage.deps:  # it signs: the key exists before its hash enters the key
+    if stage.signs:  # the agency key exists before its public half's hash enters the stage's key
         signing.ensure_key(signing.key_folder(params, root))
     key = cache.input_key(stage, params, root)
     t = stage_task.with_options(name=name, task_run_name=name)

@@ -34,9 +34,10 @@ SLICE = {
     "features": {"max_length": 32},
     "model": {
         "backend": "head",
-        "head": {"hidden": 16, "finetune": _OPT, "swag": _SWAG},
-        "full": {"tiny": True, "finetune": _OPT, "swag": _SWAG},
+        "head": {"hidden": 16, "finetune": _OPT},
+        "full": {"tiny": True, "finetune": _OPT},
     },
+    "swag": {"head": _SWAG, "full": _SWAG},
     "ppm": {"draws": 6, "draw_batch": 4, "smoke_test": True, "max_refits": 2},  # 6 draws: ε not meaningful, tests only
     "evaluation": {"draws": 3},
     "privacy_audit": {"replay_targets": 4},  # the replay audit's re-fits: 2 × (4 + 1) on the slice
@@ -206,7 +207,7 @@ def noreweight_run(tmp_path_factory) -> SliceRun:
 COMPARE = {  # tiny DP-SGD runs and a short δ sweep (the slice has 24 training records)
     "dpsgd": {"head": {"epochs": 2, "batch_size": 8}, "full": {"epochs": 1, "batch_size": 8},
               "delta_sweep": [1e-3, 0.5]},
-    "compare": {"nonprivate_epochs": 3},
+    "nonprivate": {"epochs": 3},
 }
 
 

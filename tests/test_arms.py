@@ -99,7 +99,7 @@ def test_nonprivate_is_not_private(arms_run):
     m = _flat(arms_run.path("metrics/nonprivate.json"))
     assert m["epsilon"] is None and m["guarantee"]["kind"] == "none"
     assert "not private" in m["delta"]
-    assert m["epochs"] == arms_run.params.compare.nonprivate_epochs
+    assert m["epochs"] == arms_run.params.nonprivate.epochs
     assert math.isfinite(m["final_loss"])
 
 

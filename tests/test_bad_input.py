@@ -198,7 +198,7 @@ def test_out_of_range(project, capsys, dotted, value):
 
 def test_swag_rank_above_epochs(project, capsys):
     raw = slice_raw(data__path="data/input.csv")
-    raw["model"]["head"]["swag"]["rank"] = 5
+    raw["swag"]["head"]["rank"] = 5
     project(raw, _csv(GOOD_ROWS))
     _assert_one_line_error(project.root, capsys, "rank")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from import_graph import (FLOORS, MECHANISM_FLOOR, MECHANISMS, Import, MAX_LINES, PKG, REGISTRY, SHARED, SRC, inside, is_declaration, is_kinds,
+from import_graph import (orchestration_files, FLOORS, MECHANISM_FLOOR, MECHANISMS, Import, MAX_LINES, PKG, REGISTRY, SHARED, SRC, inside, is_declaration, is_kinds,
                           is_params, resolve_relative,
                           cross_mechanism_violations, describe_cycle, find_cycle, import_graph, init_has_code, part_graph,
                           internal_imports, mechanism_of, module_files, orchestration_imports, raw_imports,
@@ -272,6 +272,20 @@ def test_third_party_rule_sees_synthetic_violations(tmp_path):
                                        "    __import__('dvc.api')\n")
     tops = {top_level(i.target) for i in raw_imports(tmp_path / "dprelease/x.py", "dprelease.x")}
     assert {"mlflow", "prefect", "dvc"} <= tops
+
+
+def test_only_the_plug_in_loader_imports_by_a_computed_name(files):
+    """``import_module`` / ``__import__`` only where the plug-in list is read (``plugins``: params and kinds
+    modules; ``registry``: plug-ins), which the import-graph analysis sees by name (code_scope.implicit_imports);
+    code_scope itself only parses such calls. No name-to-module table, no loader elsewhere (flows, tasks)."""
+    import re
+
+    pattern = re.compile(r"\b(import_module|__import__)\(")
+    callers = {module for module, path in files.items()
+               if pattern.search(path.read_text(encoding="utf-8")) and module != "dprelease.pipeline.code_scope"}
+    assert callers == {"dprelease.pipeline.plugins", "dprelease.pipeline.registry"}, callers
+    outside = [m for m, path in orchestration_files().items() if pattern.search(path.read_text(encoding="utf-8"))]
+    assert outside == [], outside
 
 
 def test_no_module_is_over_400_lines(files):

@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import re
+
 import pytest
 import yaml
 
@@ -28,8 +30,8 @@ def test_repo_params_yaml_loads_with_expected_values():
     assert p.ppm.k == 0.95
     assert p.ppm.reweight_form == "power" and p.ppm.risk_norm == "minmax"
     assert p.data.cap == 200
-    assert p.model.head.swag.rank == 20 and p.model.head.swag.epochs == 20
-    assert p.rounds == [1, 2, 3] and p.reweighting and p.ppm.mechanism == "asymptotic"
+    assert p.swag.head.rank == 20 and p.swag.head.epochs == 20
+    assert p.ppm.rounds == [1, 2, 3] and p.ppm.reweighting and p.ppm.mechanism == "asymptotic"
 
 
 def test_repo_params_yaml_equals_defaults_for_shared_sections():
@@ -51,7 +53,7 @@ def test_empty_mapping_gives_defaults():
     [
         ({"colour": 1}, "colour"),
         ({"ppm": {"cc": 1.0}}, "ppm.cc"),
-        ({"model": {"head": {"swag": {"rnak": 5}}}}, "model.head.swag.rnak"),
+        ({"swag": {"head": {"rnak": 5}}}, "swag.head.rnak"),
     ],
 )
 def test_unknown_key_is_one_line_error_naming_it(raw, key):
@@ -75,7 +77,7 @@ def test_unknown_key_is_one_line_error_naming_it(raw, key):
         ("data.cap", 0),
         ("data.test_size", 1.0),
         ("data.test_size", 0.0),
-        ("model.head.swag.epochs", 1),
+        ("swag.head.epochs", 1),
         ("seed", -1),
     ],
 )
@@ -107,10 +109,10 @@ def test_several_errors_reported_on_one_line_with_count():
 
 @pytest.mark.parametrize("backend", ["head", "full"])
 def test_swag_rank_above_epochs_is_rejected(backend):
-    msg = _error({}, {f"model.{backend}.swag.rank": 25})
-    assert f"model.{backend}.swag.rank" in msg
+    msg = _error({}, {f"swag.{backend}.rank": 25})
+    assert f"swag.{backend}.rank" in msg
     # rank == epochs is fine
-    assert parse_params({}, {f"model.{backend}.swag.rank": 20}).model.head.swag.epochs == 20
+    assert parse_params({}, {f"swag.{backend}.rank": 20}).swag.head.epochs == 20
 
 
 def test_missing_file_raises(tmp_path):
@@ -141,12 +143,12 @@ def test_empty_file_gives_defaults(tmp_path):
 
 
 def test_overrides():
-    p = parse_params({"ppm": {"k": 0.5}}, {"ppm.c": 0.8, "model.head.swag.rank": 10, "seed": 7})
+    p = parse_params({"ppm": {"k": 0.5}}, {"ppm.c": 0.8, "swag.head.rank": 10, "seed": 7})
     assert p.ppm.c == 0.8
     assert p.ppm.k == 0.5  # untouched sibling keeps its value
-    assert p.model.head.swag.rank == 10
+    assert p.swag.head.rank == 10
     assert p.seed == 7
-    assert parse_params({}, {"ppm.reweight": False}).rounds == [1, 2]
+    assert parse_params({}, {"ppm.reweight": False}).ppm.rounds == [1, 2]
 
 
 def test_overrides_via_load_params(tmp_path):
@@ -197,3 +199,28 @@ def test_a_renamed_section_names_its_new_name():
     with pytest.raises(ConfigError, match=r"^params\.yaml: section 'audit' is now 'evaluation' \(the release's utility"):
         parse_params({"audit": {"draws": 3}})
     assert parse_params({"evaluation": {"draws": 3}}).evaluation.draws == 3
+
+
+@pytest.mark.parametrize("raw, old, new", [
+    ({"model": {"head": {"swag": {"epochs": 5}}}}, "model.head.swag", "swag.head"),
+    ({"compare": {"nonprivate_epochs": 5}}, "compare.nonprivate_epochs", "nonprivate.epochs"),
+])
+def test_a_moved_key_names_its_new_place(raw, old, new):
+    """A key a package moved into its own section (its params module's ``MOVED``): one line naming the new place."""
+    with pytest.raises(ConfigError, match=rf"^params\.yaml: '{re.escape(old)}' is now '{re.escape(new)}' \("):
+        parse_params(raw)
+
+
+def test_the_core_configuration_names_no_mechanism():
+    """config.py holds the shared sections only: each mechanism's section, level checks and moved keys are in its
+    own package's params module (read through the plug-in list), so no mechanism's name or section key is here."""
+    from dprelease.pipeline import code_scope, plugins
+
+    mechanisms = sorted(p.name for p in (code_scope.PACKAGE_DIR / "mechanisms").iterdir() if (p / "params.py").is_file())
+    keys = {key for module in plugins._params_modules() if ".mechanisms." in module.__name__
+            for key, _ in ((module.SECTION,) if hasattr(module, "SECTION") else ()) + tuple(getattr(module, "SECTIONS", ()))}
+    assert {"dpsgd", "swag_ppm", "ncm"} <= set(mechanisms) and {"ppm", "swag", "dpsgd", "tune"} <= keys
+    text = (code_scope.PACKAGE_DIR / "core" / "config.py").read_text(encoding="utf-8")
+    found = {w for w in {*mechanisms, *keys, "swag_ppm_censored"} if re.search(rf"\b{w}\b", text, re.IGNORECASE)}
+    assert not found, found
+    assert set(keys) <= set(parse_params({}).model_fields_set | set(type(parse_params({})).model_fields))

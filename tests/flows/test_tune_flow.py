@@ -26,7 +26,7 @@ TUNE = {"grid_c": GRID_C, "grid_epochs": GRID_EPOCHS, "target_epsilon": 100.0,
 
 
 def _raw() -> dict:
-    return slice_raw(**GATED, ppm__draws=6, ppm__draw_batch=6, compare__nonprivate_epochs=2, tune=TUNE)
+    return slice_raw(**GATED, ppm__draws=6, ppm__draw_batch=6, nonprivate__epochs=2, tune=TUNE)
 
 
 @pytest.fixture(scope="module")

@@ -151,7 +151,8 @@ def test_the_real_list_loads_every_package_once():
     assert len(names) == len(set(names)) == len(plugins.PACKAGES)
     assert names == [p.rsplit(".", 1)[1] for p in plugins.PACKAGES]  # each plugin.py names its own folder
     modules = [m for p in plugins.PACKAGES if (m := _params_module(p)) is not None]
-    sections = [m.SECTION[0] for m in modules if hasattr(m, "SECTION")]
+    sections = [key for m in modules for key, _ in ((m.SECTION,) if hasattr(m, "SECTION") else ()) +
+                tuple(getattr(m, "SECTIONS", ()))]
     assert list(plugins.sections()) == sections and sections  # every declared section, once, in package order
     raw = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
     assert set(sections) <= set(raw), f"params.yaml lacks the sections {sorted(set(sections) - set(raw))}"

@@ -78,6 +78,18 @@ def test_the_run_functions_module_is_part_of_the_declared_code():
         assert PACKAGE_DIR / rel in code_files(s.code), (s.name, rel)
 
 
+def test_a_stage_declares_that_it_signs_exactly_when_it_reads_the_agency_key():
+    """``signs=True`` is what the Prefect task reads to make the agency key before hashing the stage's inputs (no
+    search of a stage's deps for the key's path): each signing stage lists the public key, and only they do."""
+    from dprelease.core.release.signing import public_key_dep
+
+    everything = parse_params({"gpp": {"osha": {"enabled": True}}})
+    for params in (DEFAULT, everything):
+        stages = registry.stages(params)
+        assert {s.name for s in stages if s.signs} >= {"publish", "nvdp_sanitizer", "linear_ppm_publish"}
+        assert {s.name for s in stages if s.signs} == {s.name for s in stages if public_key_dep(params) in s.deps}
+
+
 def test_stage_names_unique_and_groups_known():
     names = [s.name for s in registry.stages(DEFAULT)]
     assert len(names) == len(set(names))

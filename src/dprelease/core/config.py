@@ -28,7 +28,7 @@ class DataParams(_Strict):
     min_class_size: int = Field(2, ge=2, description="drop classes with fewer rows (D.2)")
     test_size: float = Field(0.5, gt=0.0, lt=1.0)
     validation_size: float = Field(0.2, ge=0.0, lt=1.0, description="fraction of the held-out half kept as the "
-                                   "validation split (re-weighting acceptance, private selection); never the test split")
+                                   "validation split (a mechanism's choices on private records); never the test split")
     limit_classes: int | None = Field(None, ge=2, description="keep only the N largest classes (small slices for tests)")
     encoding: Literal["auto", "utf-8", "cp1252"] = Field(
         "auto", description="auto: strict UTF-8, or cp1252 for a file with no UTF-8 multi-byte sequence at all")
@@ -46,19 +46,10 @@ class OptimParams(_Strict):
     weight_decay: float = Field(0.0, ge=0.0)
 
 
-class SwagParams(_Strict):
-    epochs: int = Field(20, ge=2, description="SWAG snapshots T (one per epoch)")
-    lr: float = Field(0.01, gt=0.0)
-    momentum: float = Field(0.0, ge=0.0, lt=1.0)
-    batch_size: int = Field(8, ge=1)
-    rank: int = Field(20, ge=2, description="low-rank K (deviation columns kept)")
-
-
 class HeadParams(_Strict):
     hidden: int = Field(256, ge=0, description="hidden width of the MLP head; 0 = linear")
     dropout: float = Field(0.1, ge=0.0, lt=1.0)
     finetune: OptimParams = OptimParams(epochs=10, lr=1e-3, batch_size=32, weight_decay=0.01)
-    swag: SwagParams = SwagParams(epochs=20, lr=0.01, batch_size=32)
 
 
 class FullParams(_Strict):
@@ -66,7 +57,6 @@ class FullParams(_Strict):
 
     tiny: bool = Field(False, description="randomly initialised 1-layer transformer (CPU tests)")
     finetune: OptimParams = OptimParams(epochs=10, lr=5e-5, batch_size=8, weight_decay=0.01)
-    swag: SwagParams = SwagParams(epochs=20, lr=0.01, batch_size=8)
 
 
 class ModelParams(_Strict):
@@ -74,91 +64,6 @@ class ModelParams(_Strict):
     device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
     head: HeadParams = HeadParams()
     full: FullParams = FullParams()
-
-MIN_DRAWS = 100  # a fresh draw exceeds the max of S exchangeable draws with probability 1/(S + 1) (docs/guarantees.md, O)
-
-
-class PPMParams(_Strict):
-    draws: int = Field(500, ge=2, description="posterior draws for risk and sensitivity")
-    smoke_test: bool = Field(False, description="allow fewer than MIN_DRAWS draws (tests only: ε not meaningful)")
-    c: float = Field(1.0, gt=0.0, le=2.0, description="weight slope")
-    g: float = Field(0.0, ge=-1.0, le=1.0, description="weight offset")
-    risk_norm: Literal["minmax", "divmax"] = "minmax"
-    reweight: bool = True
-    reweight_mode: Literal["iterative", "oneshot"] = Field(
-        "iterative", description="iterative: damped refits to a target, accepted on validation utility; "
-                                 "oneshot: the paper's single C.2 step (k, reweight_form), always released")
-    k: float = Field(0.95, ge=0.0, le=1.0, description="one-shot re-weighting strength (C.2)")
-    reweight_form: Literal["power", "additive"] = "power"
-    reweight_step: float = Field(0.5, gt=0.0, le=1.0, description="iterative: damping (log-scale step to target)")
-    reweight_target: float | None = Field(None, gt=0.0, description="iterative: target Δ (null: round 2's Δ̂)")
-    reweight_tolerance: float = Field(0.10, ge=0.0, le=1.0, description="iterative: accept Δ̂ ≤ target·(1 + tol)")
-    reweight_aim: float = Field(0.9, gt=0.0, le=1.0, description="iterative: each step aims at aim·target (a "
-                                                                 "margin for the drift of the refitted posterior)")
-    max_refits: int = Field(3, ge=1, le=20, description="iterative: refits before giving up")
-    validation_draws: int = Field(30, ge=1, description="iterative: draws per round scored on the validation split")
-    calibration: Literal["none", "scale", "subspace", "lr", "prior"] = Field(
-        "subspace", description="weighted SWAG: none | scale (T_min = 1) | subspace (every T = 1 in SWAG's subspace) | "
-                                "lr (Mandt) | prior (subspace, and the diagonal ≥ 1/(λ·scale): T ≥ 1 in all directions)")
-    prior_precision: float = Field(100.0, gt=0.0, description="λ of the N(θ₀, I/λ) prior (θ₀: 0 for the head, the public "
-                                                               "pretrained weights for full): λ/(2N)·|θ − θ₀|², Laplace")
-    mechanism: Literal["asymptotic", "censored"] = Field(
-        "asymptotic", description="censored: per-record w·CE censored at censor_epsilon/2 (strict ε for exact sampling)")
-    censor_epsilon: float | None = Field(8.0, gt=0.0, description="declared ε of the censored mechanism (κ = ε/2), "
-                                         "fixed before any run; never the release's measured ε")
-    censor_form: Literal["hard", "soft"] = Field("soft", description="hard: min(w·CE, ε/2); soft: ε/2·tanh(w·CE/(ε/2))")
-    draw_batch: int = Field(50, ge=1, description="draws evaluated together when the backend batches")
-
-    @model_validator(mode="after")
-    def _enough_draws(self) -> "PPMParams":
-        # Δ̂ = max over S draws understates the supremum: a fresh draw's M exceeds it with probability
-        # 1/(S + 1) (order statistics, docs/guarantees.md, O), 33 % at S = 2 and under 1 % from S = 100.
-        if self.mechanism == "censored" and self.censor_epsilon is None:
-            raise ValueError("ppm.censor_epsilon: the censored mechanism needs a declared ε (e.g. 8.0), fixed "
-                             "before any run")
-        if self.draws < MIN_DRAWS and not self.smoke_test:
-            raise ValueError(f"ppm.draws: at least {MIN_DRAWS} posterior draws are needed for an ε (a new draw "
-                             f"exceeds the max of S draws with probability 1/(S+1)); got {self.draws} "
-                             "(ppm.smoke_test: true allows fewer, for tests only)")
-        return self
-
-
-class EvaluationParams(_Strict):
-    """The release's utility evaluation (stage ``evaluate``): not the privacy audit (``privacy_audit``)."""
-
-    draws: int = Field(30, ge=1, description="further draws for the utility distribution")
-
-
-class DPSGDRun(_Strict):
-    epochs: int = Field(30, ge=1)
-    batch_size: int = Field(512, ge=0, description="expected (Poisson) batch size; 0: full batch (q = 1)")
-    lr: float = Field(1e-3, gt=0.0)
-    max_grad_norm: float = Field(1.0, gt=0.0, description="per-sample clipping bound C")
-    grad_sample_mode: Literal["ghost", "hooks"] = Field(
-        "ghost", description="Opacus fast gradient clipping (ghost) or per-sample gradient hooks")
-    hidden: int | None = Field(None, ge=0, description="head backend: hidden width (0: linear; null: model.head's)")
-    optimizer: Literal["adamw", "sgd"] = Field("adamw", description="adamw (weight decay 0) | sgd (with momentum)")
-    momentum: float = Field(0.0, ge=0.0, lt=1.0, description="sgd only")
-
-
-class DPSGDParams(_Strict):
-    """DP-SGD baseline (docs/algorithms.md, E): Opacus, Poisson sampling, per-sample clipping, RDP accountant."""
-
-    target_epsilon: float | None = Field(8.0, gt=0.0, description="declared target ε, fixed before any run; never "
-                                         "the release's measured ε (null: an error when a DP-SGD arm runs)")
-    delta: float | None = Field(None, gt=0.0, lt=1.0, description="None: min(n^-1.1, 1/(2n)) ≤ n^-1.1 (docs/algorithms.md, E.1)")
-    delta_sweep: list[float] = [1e-3, 1e-2, 0.1, 0.99]
-    conversion: Literal["mironov", "opacus", "prv"] = "mironov"  # RDP → (ε, δ) conversion, or the PRV accountant
-    planted_noise_divisor: float = Field(1.0, ge=1.0, description="AUDIT ONLY, a planted bug: σ/divisor, same claim")
-    head: DPSGDRun = DPSGDRun(lr=1e-2)  # lr picked on a small grid (README); the rest as the paper
-    full: DPSGDRun = DPSGDRun()  # the paper's settings: batch 512, lr 1e-3, C = 1, 30 epochs
-
-    @model_validator(mode="after")
-    def _sweep_range(self) -> "DPSGDParams":
-        for d in self.delta_sweep:
-            if not 0.0 < d < 1.0:
-                raise ValueError(f"dpsgd.delta_sweep: δ must lie in (0, 1), got {d}")
-        return self
 
 
 # the arms the packages declare (their ``params`` modules' ARMS, dprelease.pipeline.plugins), in package order
@@ -170,7 +75,6 @@ AuditArmName = Literal[tuple(AUDIT_ARMS)]
 
 class CompareParams(_Strict):
     arms: list[ArmName] = ARMS
-    nonprivate_epochs: int = Field(30, ge=1, description="non-private baseline epochs (docs/algorithms.md, D.5)")
 
     @model_validator(mode="after")
     def _arms(self) -> "CompareParams":
@@ -178,42 +82,6 @@ class CompareParams(_Strict):
             raise ValueError("compare.arms: give at least one arm")
         if len(set(self.arms)) != len(self.arms):
             raise ValueError("compare.arms: an arm is listed twice")
-        return self
-
-
-class SelectionParams(_Strict):
-    """Private selection of the released draw (Liu–Talwar, docs/algorithms.md, D.10)."""
-
-    enabled: bool = Field(False, description="run private selection (needs data.validation_size > 0)")
-    tau: float = Field(0.25, ge=0.0, le=1.0, description="utility threshold a draw must reach")
-    gamma: float = Field(0.1, gt=0.0, le=1.0, description="stop probability after each failed try")
-    metric: Literal["macro_f1", "weighted_f1"] = "macro_f1"
-    split: Literal["validation", "test"] = "validation"  # "test" is refused at run time, with the reason
-
-
-class TuneParams(_Strict):
-    """The practical guide's tuning procedure over (c, fine-tune epochs) (seed 001)."""
-
-    target_epsilon: float = Field(10.0, gt=0.0)
-    max_drop_weighted: float = Field(0.10, gt=0.0, lt=1.0, description="max relative F1 drop vs non-private")
-    max_drop_macro: float = Field(0.10, gt=0.0, lt=1.0)
-    start_c: float = Field(1.0, gt=0.0, le=2.0)
-    start_epochs: int = Field(7, ge=1)
-    c_step: float = Field(0.15, gt=0.0)
-    epoch_step: int = Field(3, ge=1)
-    c_min: float = Field(0.1, gt=0.0)
-    max_epochs: int = Field(40, ge=1)
-    budget: int = Field(8, ge=1, description="maximum number of runs in search mode")
-    grid_c: list[float] = [1.0, 0.85, 0.7]
-    grid_epochs: list[int] = [7, 10, 13]
-    workers: int = Field(2, ge=1, description="grid cells run concurrently on a thread-pool task runner")
-
-    @model_validator(mode="after")
-    def _grid(self) -> "TuneParams":
-        if not self.grid_c or not self.grid_epochs:
-            raise ValueError("tune.grid_c and tune.grid_epochs must not be empty")
-        if any(not 0 < c <= 2 for c in self.grid_c) or any(e < 1 for e in self.grid_epochs):
-            raise ValueError("tune grid: c must lie in (0, 2] and epochs be >= 1")
         return self
 
 
@@ -225,7 +93,7 @@ class PrivacyAuditParams(_Strict):
     canaries: int = Field(500, ge=20, description="mislabelled-narrative canaries (re-drawn labels), in w.p. 1/2")
     input_canaries: int = Field(4000, ge=0, description="head backend: random unit embeddings, random labels, in w.p. 1/2")
     guess_grid: list[int] = Field([100, 300, 1000, 3000], min_length=1, description="guesses r (r/2 in, r/2 out)")
-    planted_bugs: bool = Field(True, description="audit the planted bugs too (non-private 'ε = 1'; DP-SGD with σ/4)")
+    planted_bugs: bool = Field(True, description="audit the planted bugs too (the arms' declared bugs)")
     alpha: float = Field(0.05, gt=0.0, lt=0.5, description="1 - confidence of every bound")
     replay_targets: int = Field(10, ge=1, description="replay audit: training records (public seed) the adversary "
                                                       "re-fits the released mechanism without")
@@ -290,59 +158,25 @@ class CoreParams(_Strict):
     data: DataParams = DataParams()
     features: FeatureParams = FeatureParams()
     model: ModelParams = ModelParams()
-    ppm: PPMParams = PPMParams()
-    evaluation: EvaluationParams = Field(EvaluationParams(), description="the release's utility evaluation; the "
-                                         "privacy audit is 'privacy_audit'")
-    dpsgd: DPSGDParams = DPSGDParams()
     compare: CompareParams = CompareParams()
-    tune: TuneParams = TuneParams()
-    selection: SelectionParams = SelectionParams()
     privacy_audit: PrivacyAuditParams = PrivacyAuditParams()
     tracking: TrackingParams = TrackingParams()
     service: ServiceParams = ServiceParams()
     dask: DaskParams = DaskParams()
 
     @model_validator(mode="after")
-    def _swag_rank(self) -> "CoreParams":
-        for name in ("head", "full"):
-            swag = getattr(self.model, name).swag
-            if swag.rank > swag.epochs:
-                raise ValueError(f"model.{name}.swag.rank ({swag.rank}) exceeds swag.epochs ({swag.epochs})")
-        return self
-
-    @model_validator(mode="after")
-    def _declared_levels(self) -> "CoreParams":
-        # worst-case claims need levels fixed before the data are seen (privacy/target.py): no fallback to ε(D)
-        if self.dpsgd.target_epsilon is None and "dpsgd" in {*self.compare.arms, *self.privacy_audit.arms}:
-            raise ValueError("dpsgd.target_epsilon: DP-SGD needs a declared target ε (e.g. 8.0), fixed before any "
-                             "run; it is never the release's measured ε")
-        if self.ppm.censor_epsilon is None and "swag_ppm_censored" in self.compare.arms:
-            raise ValueError("ppm.censor_epsilon: the censored arm needs a declared ε (e.g. 8.0), fixed before any "
-                             "run; it is never the release's measured ε")
+    def _packages_checks(self) -> "CoreParams":
+        # each package's CHECKS (its params module): refusals that read more than its own section, e.g. a level a
+        # worst-case claim needs, declared before the data are seen, when one of its arms is listed
+        for check in plugins.checks():
+            if (why := check(self)) is not None:
+                raise ValueError(why)
         return self
 
     # convenience views -------------------------------------------------------------------
     @property
     def backend(self) -> HeadParams | FullParams:
         return getattr(self.model, self.model.backend)
-
-    @property
-    def dpsgd_run(self) -> DPSGDRun:
-        return getattr(self.dpsgd, self.model.backend)
-
-    @property
-    def ppm_finetune(self) -> OptimParams:  # SWAG-PPM's: no decoupled decay, the objective has λ (training.py)
-        return self.backend.finetune.model_copy(update={"weight_decay": 0.0})
-
-    @property
-    def reweighting(self) -> bool:
-        """Round 3 runs: re-weighting on, asymptotic mechanism (the censored one bounds Δ by construction)."""
-        return self.ppm.reweight and self.ppm.mechanism == "asymptotic"
-
-    @property
-    def rounds(self) -> list[int]:
-        """Rounds that are fitted (the released one is ``reweighting.released_round``)."""
-        return [1, 2, 3] if self.reweighting else [1, 2]
 
 
 # Params = the shared sections + one section per package that has a ``params`` module (dprelease.pipeline.plugins)
@@ -358,11 +192,19 @@ def _one_line(err: ValidationError) -> str:
     return f"params.yaml: {loc}: {msg}{extra}"
 
 
-RENAMED = {"audit": "evaluation"}  # sections renamed: an old params.yaml gets the new name, not "extra field"
+def _moved(raw: dict) -> str | None:
+    """The first key an older params.yaml still has where a package moved it (its params module's ``MOVED``)."""
+    for old, (new, why) in plugins.moved().items():
+        node = raw
+        for part in old.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is not None:
+            return f"params.yaml: {'section ' if '.' not in old else ''}{old!r} is now {new!r} ({why})"
+    return None
 
 
 def parse_params(raw: dict | None, overrides: dict | None = None) -> Params:
-    """Validate a parsed params mapping (``overrides`` are dotted keys, e.g. ``{"ppm.c": 0.8}``)."""
+    """Validate a parsed params mapping (``overrides`` are dotted keys, e.g. ``{"data.cap": 150}``)."""
     raw = copy.deepcopy(raw or {})
     for dotted, value in (overrides or {}).items():
         node = raw
@@ -372,9 +214,8 @@ def parse_params(raw: dict | None, overrides: dict | None = None) -> Params:
             if not isinstance(node, dict):
                 raise ConfigError(f"params.yaml: {dotted}: parent is not a section")
         node[leaf] = value
-    for old, new in RENAMED.items():
-        if isinstance(raw, dict) and old in raw:
-            raise ConfigError(f"params.yaml: section {old!r} is now {new!r} ({Params.model_fields[new].description})")
+    if isinstance(raw, dict) and (why := _moved(raw)) is not None:
+        raise ConfigError(why)
     try:
         return Params.model_validate(raw)
     except ValidationError as err:

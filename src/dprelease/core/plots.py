@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 
 from dprelease.core.io import atomic_path
 
@@ -189,7 +190,7 @@ def tune_grid_plot(cells: list[dict], path, chosen: tuple[float, int] | None = N
         x, y = cs.index(cell["c"]), es.index(cell["epochs"])
         colour = VERDICT_COLOURS.get(cell["verdict"], "#cccccc")
         chosen_cell = chosen is not None and (cell["c"], cell["epochs"]) == tuple(chosen)
-        ax.add_patch(__import__("matplotlib.patches", fromlist=["Rectangle"]).Rectangle(
+        ax.add_patch(Rectangle(
             (x - 0.48, y - 0.45), 0.96, 0.9, facecolor=colour, edgecolor="black" if chosen_cell else "white",
             linewidth=2.5 if chosen_cell else 0.5))
         ax.text(x, y, f"{cell['verdict']}\nε = {cell['epsilon']:.2f}\nF1 {cell['weighted_f1']:.3f} / {cell['macro_f1']:.3f}",

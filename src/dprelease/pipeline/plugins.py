@@ -41,17 +41,29 @@ def _params_modules() -> tuple:
 
 
 def sections() -> dict[str, type]:
-    """``{key: pydantic model}`` of every package's ``params`` module that declares a ``SECTION``."""
+    """``{key: pydantic model}`` of every package's ``params`` module: its ``SECTION`` (one ``(key, model)``) or
+    its ``SECTIONS`` (several)."""
     out: dict[str, type] = {}
     for module in _params_modules():
-        if not hasattr(module, "SECTION"):
-            continue
-        key, model = module.SECTION
-        package = module.__name__.rsplit(".", 1)[0]
-        if key in out:
-            raise RuntimeError(f"params section {key!r} declared twice ({package})")
-        out[key] = model
+        declared = ((module.SECTION,) if hasattr(module, "SECTION") else ()) + tuple(getattr(module, "SECTIONS", ()))
+        for key, model in declared:
+            if key in out:
+                raise RuntimeError(f"params section {key!r} declared twice ({module.__name__.rsplit('.', 1)[0]})")
+            out[key] = model
     return out
+
+
+def checks() -> list:
+    """Every package's ``CHECKS``: functions of the whole validated ``Params`` returning a one-line refusal or None,
+    run when params are parsed (a level a worst-case claim needs, when one of the package's arms is listed). A
+    check only refuses: it never changes a value, so, like the schema, it is in no stage's code scope."""
+    return [check for module in _params_modules() for check in getattr(module, "CHECKS", ())]
+
+
+def moved() -> dict[str, tuple[str, str]]:
+    """``{old dotted key: (new dotted key, what it is)}`` of every package's ``MOVED``: an older params.yaml gets the
+    new place in one line, not "unknown key"."""
+    return {old: new for module in _params_modules() for old, new in getattr(module, "MOVED", {}).items()}
 
 
 def arms() -> dict:

@@ -29,7 +29,7 @@ from dprelease.core.config import Params
 from dprelease.core.errors import ReleaseError
 from dprelease.core.io import atomic_path, make_private_within, private_dir
 from .mechanism import FlowSpec, Mechanism
-from .stage import Runner, Stage
+from .stage import Stage, StageAccess
 
 PACKAGE_ROOT = "src/dprelease"
 INDEX_ROOT = Path(__file__).parents[1]  # the package folders holding the index fragments (another tree: tests)
@@ -88,14 +88,13 @@ def run_stage(name: str, params: Params, root: str | Path = ".") -> dict:
     """Run one stage by name (what ``dprelease stage NAME`` and the Prefect tasks call)."""
     stage = get(params, name)
     artifacts = private_dir(Path(root) / params.artifacts)  # owner-only: narratives, embeddings, moments, weights
-    summary = stage.run(params, root)
+    summary = stage.run(params, root, stages=ACCESS) if stage.runs_stages else stage.run(params, root)
     for out in stage.produced:  # whatever wrote them: every output under the artifacts 0700 / 0600
         make_private_within(artifacts, Path(root) / out)
     return summary
 
 
-Runner.run = run_stage
-Runner.names = lambda params, name: [s.name for s in group(params, name)]
+ACCESS = StageAccess(run=run_stage, declared=stages)  # what a stage that runs other stages is handed (runs_stages)
 
 
 def sanitizer(mechanism: str):

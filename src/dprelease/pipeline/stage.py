@@ -4,7 +4,9 @@ module; :mod:`dprelease.pipeline.registry` gathers them into the one list that `
 the Prefect tasks and the generated ``dvc.yaml`` all read.
 
 A run function is ``fn(params, root) -> summary``: it reads its inputs from files, writes its outputs
-atomically and returns public aggregates only.
+atomically and returns public aggregates only. A stage that runs other stages (``runs_stages=True``: the canary
+audit re-runs whole pipelines in a sub-root) is called ``fn(params, root, stages=…)`` with a :class:`StageAccess`:
+the registry's functions, passed in by the registry at the call, never installed anywhere at import.
 """
 
 from __future__ import annotations
@@ -16,6 +18,17 @@ from typing import Callable
 from .code_scope import closure, module_of
 from dprelease.core.config import Params
 from dprelease.core.io import atomic_dir, write_json
+
+
+@dataclass(frozen=True, kw_only=True)
+class StageAccess:
+    """What the registry hands a stage declared ``runs_stages=True``, at the call: ``run(name, params, root)`` runs
+    one stage by name (a module-level function: picklable for worker processes) and ``declared(params)`` lists
+    every stage declaration. Passed in, so no stage module imports the registry (which imports every one)."""
+
+    run: Callable[[str, Params, str | Path], dict]
+    declared: Callable[[Params], list["Stage"]]
+
 
 @dataclass(frozen=True, kw_only=True)
 class Stage:
@@ -41,6 +54,8 @@ class Stage:
     #                     refits), which no guarantee covers: flows never record, print or log its duration
     shared: bool = True  # False: never restored from (nor saved to) the stage store shared between roots,
     #                      and not cached by DVC: its output stands for a private file outside its key (the secret)
+    runs_stages: bool = False  # True: its run function also takes ``stages`` (a StageAccess) from the registry
+    signs: bool = False  # True: it signs with the agency key, which must exist before its inputs are hashed
 
     def active(self, params: Params) -> bool:
         return self.when is None or self.when(params)
@@ -66,28 +81,6 @@ class Stage:
     def module(self) -> str:
         """The module that defines the run function (``functools.partial`` unwrapped)."""
         return module_of(self.run)
-
-
-class Runner:
-    """How a stage runs OTHER stages by name (the canary audit re-runs whole pipelines in a sub-root).
-    The registry installs itself here at import, so no stage module imports the registry (which imports
-    every stage module): no import cycle."""
-
-    run: Callable[[str, Params, str | Path], dict] | None = None
-    names: Callable[[Params, str], list[str]] | None = None
-
-
-def run_other(name: str, params: Params, root: str | Path) -> dict:
-    if Runner.run is None:
-        raise RuntimeError("no stage runner installed (import dprelease.pipeline.registry first)")
-    return Runner.run(name, params, root)
-
-
-def stage_names(params: Params, group: str) -> list[str]:
-    """Names of the active stages of ``group``, in execution order."""
-    if Runner.names is None:
-        raise RuntimeError("no stage runner installed (import dprelease.pipeline.registry first)")
-    return Runner.names(params, group)
 
 
 def skip_marker(folder: Path, why: str, metrics: Path | None = None) -> dict:

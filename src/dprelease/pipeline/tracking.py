@@ -1,10 +1,9 @@
-"""MLflow: one run per pipeline run with public params, ε per round, Δ̂, utility, plots and the
-release manifest. Only aggregates from ``metrics/`` are read; per-record artifacts are never touched.
+"""MLflow: one run per pipeline run with public params, ε per round, Δ̂, utility, plots and the release manifest.
+Only aggregates from ``metrics/`` are read; per-record artifacts are never touched.
 
-Tracking never endangers a release: HTTP calls have bounded timeouts and retries; the store is
-initialised under a file lock (two runs creating ``mlflow.db`` at once would race); a project copied
-elsewhere logs into its own ``mlartifacts/``; a run killed mid-logging is closed as KILLED by the next
-tracking call (its id waits in ``.mlflow-pending.json``), so no run stays RUNNING.
+Tracking never endangers a release: bounded HTTP timeouts and retries; the store is initialised under a file lock
+(two runs creating ``mlflow.db`` at once would race); a copied project logs into its own ``mlartifacts/``; a run
+killed mid-logging is closed as KILLED by the next tracking call (id in ``.mlflow-pending.json``): none stays RUNNING.
 """
 
 from __future__ import annotations
@@ -161,14 +160,15 @@ def release_run_name(params: Params, g: Guarantee) -> str:
                           ([f"δ={g.delta:.2g}"] if g.delta is not None else []))
     parts = [g.mechanism, params.model.backend, f"round {q.get('round')}", claim, f"c={p.c:g}",
              f"calibration={p.calibration}"]
-    if params.reweighting:
+    if params.ppm.reweighting:
         parts.append(f"reweight={p.reweight_mode}")
     return " · ".join(parts)
 
 
 # the params sections the release's stages read (their declarations; tests/pipeline/test_tracking.py checks the
 # list against the registry, which this shared module may not import), output paths left out
-RELEASE_SECTIONS = ("data", "dpsgd", "evaluation", "features", "frontier", "model", "ppm", "proxy", "released", "seed")
+RELEASE_SECTIONS = ("data", "dpsgd", "evaluation", "features", "frontier", "model", "ppm", "proxy", "released",
+                    "seed", "swag")
 
 
 def _released(lay: Layout) -> tuple[Guarantee, dict | None]:
@@ -183,13 +183,13 @@ def mechanism_params(params: Params) -> dict:
     raw = params.model_dump(mode="json")
     out = _flatten({k: raw[k] for k in RELEASE_SECTIONS})
     other = {"head", "full"} - {params.model.backend}
-    drop = {f"model.{b}." for b in other} | {f"dpsgd.{b}." for b in other} | {"dpsgd.delta_sweep", "dpsgd.planted"}
+    drop = {f"{s}.{b}." for s in ("model", "dpsgd", "swag") for b in other} | {"dpsgd.delta_sweep", "dpsgd.planted"}
     drop |= ({"dpsgd.", "frontier."} if params.released.mechanism != "dpsgd" else  # DP-SGD's, where it is released
              {"frontier.epsilons", "frontier.budget", "frontier.seeds", "frontier.sources", "frontier.ppm",
               "frontier.dpsgd.private_selection"})
     if params.ppm.mechanism != "censored":
         drop |= {"ppm.censor_"}
-    if not params.reweighting:
+    if not params.ppm.reweighting:
         drop |= {"ppm.reweight_", "ppm.k", "ppm.max_refits", "ppm.validation_draws"}
     elif params.ppm.reweight_mode == "iterative":
         drop |= {"ppm.k"}
@@ -210,7 +210,7 @@ def details(params: Params, lay: Layout, timings: dict | None = None) -> dict:
         if path.is_file():
             out[stem] = {k: v for k, v in read_json(path).items() if _is_number(v)}
     released = read_json(lay.metrics / "release.json")["round"]
-    for r in params.rounds:
+    for r in params.ppm.rounds:
         if r >= 2 and r == released:
             sens = read_json(lay.metrics / f"sensitivity_r{r}.json")
             temp = read_json(lay.metrics / f"temperature_r{r}.json")

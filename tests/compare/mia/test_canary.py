@@ -8,6 +8,7 @@ import pytest
 
 from dprelease.core.errors import OneLineError
 from dprelease.compare.mia.canary import AuditError, _claim, gate_method
+from dprelease.pipeline import registry
 
 
 @pytest.mark.parametrize("delta, method", [(0.0, "steinke"), (1.9e-4, "fdp"), (0.5, "fdp")])
@@ -52,7 +53,7 @@ def test_a_canary_run_with_no_included_canary_is_a_one_line_error_before_any_sta
     _pool(tmp_path, params, {"mislabelled": [False] * 5, "input": [False] * 3})
     monkeypatch.setattr(canary.workers, "run_graph", lambda *a, **k: pytest.fail("a stage ran for an empty canary run"))
     with pytest.raises(AuditError, match="none of the 8 canaries was drawn into the canary run") as info:
-        canary.canary_runs(params, tmp_path)
+        canary.canary_runs(params, tmp_path, stages=registry.ACCESS)
     assert "\n" not in str(info.value) and not (tmp_path / params.artifacts / "audit" / "canary_run").exists()
 
 
@@ -73,7 +74,8 @@ def _plan(**audit):
     params = parse_params({"ppm": {"reweight": True}, "privacy_audit": audit})
     sp = canary._sub_params(params)
     extra = ["nonprivate"] if params.privacy_audit.planted_bugs else []
-    return canary.timed(params), *canary.plan(params, sp, list(params.privacy_audit.arms) + extra)
+    return canary.timed(params), *canary.plan(params, sp, list(params.privacy_audit.arms) + extra,
+                                                  declared=registry.stages(sp))
 
 
 def test_the_retrain_audit_runs_only_the_round_2_chain_and_stays_timed():

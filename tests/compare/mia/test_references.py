@@ -20,7 +20,7 @@ def test_reference_models_cover_every_target_and_each_is_in_for_half(head_run, t
     root = copy_root(head_run.root, tmp_path / "root")
     p = head_run.params
     params = p.model_copy(update={"privacy_audit": p.privacy_audit.model_copy(update={"references": 4}),
-                                  "compare": p.compare.model_copy(update={"nonprivate_epochs": 1})})
+                                  "nonprivate": p.nonprivate.model_copy(update={"epochs": 1})})
     lay = Layout.from_params(params, root)
     feats, y, member = targets(lay)
     assert member.sum() == read_json(lay.metrics / "data.json")["train_rows"] and member[0] and not member[-1]

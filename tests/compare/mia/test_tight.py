@@ -133,7 +133,7 @@ def test_the_default_full_batch_arm_is_audited_too(bench):
     mod, params, lay, x, y = bench
     bug = mod.dpsgd_arm(params, lay, x, y, N_TRAIN, label="full_div4", runs=6000, chunk=6000, design=20000,
                         calibration=0.1, divisor=4.0)
-    assert (bug["sample_rate"], bug["steps"]) == (1.0, params.dpsgd_run.epochs)
+    assert (bug["sample_rate"], bug["steps"]) == (1.0, params.dpsgd.run_for(params.model.backend).epochs)
     assert bug["bound"]["epsilon_lower_bound"] > bug["claimed_epsilon"]
     honest = mod.dpsgd_arm(params, lay, x, y, N_TRAIN, label="full_honest", runs=3000, chunk=3000, design=20000,
                            calibration=0.1)

@@ -11,7 +11,8 @@ import torch
 from dprelease.core.backends.base import get_flat
 from dprelease.core.backends.full import FullBackend
 from dprelease.core.backends.head import HeadBackend
-from dprelease.core.config import FullParams, HeadParams, OptimParams, SwagParams
+from dprelease.core.config import FullParams, HeadParams, OptimParams
+from dprelease.mechanisms.swag_ppm.params import SwagParams
 from dprelease.core.errors import DataError, OneLineError
 
 from .test_backend_registry import CPU, TEXTS

@@ -13,7 +13,8 @@ from dprelease.core.io import write_json
 from dprelease.pipeline.layout import Layout
 from dprelease.core.privacy import target
 from dprelease.core.privacy.guarantee import ppm
-from dprelease.core.privacy.target import censor_epsilon, dpsgd_target
+from dprelease.mechanisms.dpsgd.stages import dpsgd_target
+from dprelease.mechanisms.swag_ppm.arms import censor_epsilon
 
 from conftest import ROOT
 

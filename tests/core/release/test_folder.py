@@ -78,8 +78,8 @@ def test_manifest_fields(head_run):
     r = released["round"]
     assert manifest["calibration"] == p.ppm.calibration
     knobs = manifest["knobs_that_move_epsilon"]  # every setting that moves ε, as the release was fitted
-    assert (knobs["swag_lr"], knobs["swag_epochs"], knobs["swag_rank"]) == (p.backend.swag.lr, p.backend.swag.epochs,
-                                                                            p.backend.swag.rank)
+    assert (knobs["swag_lr"], knobs["swag_epochs"], knobs["swag_rank"]) == (getattr(p.swag, p.model.backend).lr, getattr(p.swag, p.model.backend).epochs,
+                                                                            getattr(p.swag, p.model.backend).rank)
     assert knobs["prior_precision"] == p.ppm.prior_precision and knobs["calibration"] == p.ppm.calibration
     assert knobs["finetune_epochs"] == p.backend.finetune.epochs and knobs["reweighting"]["mode"] == "iterative"
     assert manifest["temperature"] == read_json(run.path(f"metrics/temperature_r{r}.json"))["temperature"]

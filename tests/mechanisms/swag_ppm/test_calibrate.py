@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from conftest import tiny_head_backend, tiny_problem
-from dprelease.core.config import SwagParams
+from dprelease.mechanisms.swag_ppm.params import SwagParams
 from dprelease.mechanisms.swag_ppm import calibrate
 
 PARAMS = SwagParams(epochs=6, rank=6, lr=0.05, batch_size=8)

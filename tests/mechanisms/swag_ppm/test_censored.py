@@ -81,7 +81,7 @@ def test_censored_records_contribute_no_gradient():
 @pytest.mark.slow
 def test_censored_release_reports_the_fixed_epsilon(tmp_path):
     params = parse_params(slice_raw(ppm__mechanism="censored", ppm__censor_epsilon=1.0))
-    assert not params.reweighting and release_censor(params) == Censor(0.5, "soft")
+    assert not params.ppm.reweighting and release_censor(params) == Censor(0.5, "soft")
     names = [s.name for s in registry.group(params, "release")]
     assert "reweight" not in names
     root = make_root(tmp_path)

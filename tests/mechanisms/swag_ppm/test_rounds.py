@@ -190,7 +190,7 @@ def test_weighted_rounds_report_a_calibrated_temperature(run):
     from dprelease.mechanisms.swag_ppm.swag import SwagMoments
 
     assert run.params.ppm.calibration == "subspace"
-    for r in run.params.rounds[1:]:
+    for r in run.params.ppm.rounds[1:]:
         t = _metrics(run, f"temperature_r{r}")
         raw, cal = t["temperature_uncalibrated"], t["temperature"]
         assert raw["subspace_min"] > 0 and raw["subspace_min"] < raw["subspace_max"]  # SWAG: uneven across U

@@ -28,7 +28,6 @@ search (the release arm's re-weighting, declared untimed), this stage is untimed
 
 from __future__ import annotations
 
-import importlib
 import shutil
 from pathlib import Path
 
@@ -44,7 +43,7 @@ from dprelease.core.io import atomic_dir, private_dir, read_json, write_json
 from dprelease.pipeline.layout import Layout
 from dprelease.core.privacy import secret
 from dprelease.core.release.folder import load_release_model
-from dprelease.pipeline.stage import Runner, Stage
+from dprelease.pipeline.stage import Stage, StageAccess
 from . import onerun, workers
 from .attack import arm_folder
 from .population import audit_dir
@@ -154,19 +153,15 @@ def timed(params: Params) -> bool:
     the re-weighting (stage ``reweight``, untimed) the release arm's model comes out of. Checked against the
     canary run's actual plan when it runs (:func:`plan`)."""
     known = plugins.arms()
-    return not (params.reweighting and any(known[a].release for a in params.privacy_audit.arms))
+    return not (params.ppm.reweighting and any(known[a].release for a in params.privacy_audit.arms))
 
 
-def _stages(sp: Params) -> list[Stage]:
-    """Every stage declaration, read as the registry reads them (each listed package's plug-in, by name): the
-    audit package never imports the registry (it imports every stage module: stage.Runner)."""
-    return [s for package in plugins.PACKAGES for s in importlib.import_module(f"{package}.plugin").PLUGIN.declare(sp)]
-
-
-def plan(params: Params, sp: Params, arm_names: list[str]) -> tuple[list[str], dict[str, set[str]]]:
-    """The canary run's stages: those the audited arms' training stages need (their plan), less the ones whose
-    outputs :func:`_prepare` gives directly; in order, each with the stages it waits on."""
-    stages = _stages(sp)
+def plan(params: Params, sp: Params, arm_names: list[str], *, declared: list[Stage]
+         ) -> tuple[list[str], dict[str, set[str]]]:
+    """The canary run's stages among ``declared`` (every stage declaration, from the registry): those the audited
+    arms' training stages need (their plan), less the ones whose outputs :func:`_prepare` gives directly; in order,
+    each with the stages it waits on."""
+    stages = declared
     known = plugins.arms()
     p = pipeline.plan(stages, sp, targets=tuple(dict.fromkeys(known[a].stage for a in arm_names)))
     order = [n for n in p.order if n not in SKIP]
@@ -194,7 +189,8 @@ def _prepare_planted(lay: Layout, sub: Path) -> Path:
     return planted
 
 
-def canary_runs(params: Params, root: str | Path = ".") -> dict:
+def canary_runs(params: Params, root: str | Path = ".", *, stages: StageAccess) -> dict:
+    """The canary run (module docstring); ``stages``: the registry's, handed over at the call (runs_stages)."""
     lay, a = Layout.from_params(params, root), params.privacy_audit
     sub = audit_dir(lay) / "canary_run"
     sets = load_sets(lay)
@@ -203,15 +199,13 @@ def canary_runs(params: Params, root: str | Path = ".") -> dict:
     added = _prepare(lay, sub, sets)
     arms = list(a.arms)
     extra = ["nonprivate"] if a.planted_bugs and "nonprivate" not in arms else []  # the planted non-private bug
-    order, waits = plan(params, sp, arms + extra)
+    order, waits = plan(params, sp, arms + extra, declared=stages.declared(sp))
     raw = sp.model_dump(mode="json")
-    jobs = {name: (Runner.run, name, raw, str(sub)) for name in order}
+    jobs = {name: (stages.run, name, raw, str(sub)) for name in order}
     bug = _sub_params(params, **{"dpsgd.planted_noise_divisor": PLANTED_DIVISOR})
     if a.planted_bugs:
         planted = _prepare_planted(lay, sub)
-        jobs["planted:dpsgd"] = (Runner.run, "dpsgd", bug.model_dump(mode="json"), str(planted))
-    if Runner.run is None:
-        raise RuntimeError("no stage runner installed (import dprelease.pipeline.registry first)")
+        jobs["planted:dpsgd"] = (stages.run, "dpsgd", bug.model_dump(mode="json"), str(planted))
     backend = backend_for(params, lay)
     workers.run_graph(_run_job, jobs, waits, workers=workers.count(len(jobs), backend.device))
     out = {"canary_sets": {k: {"canaries": len(v[2]), "included": int(v[2].sum())} for k, v in sets.items()},

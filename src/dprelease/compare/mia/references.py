@@ -1,7 +1,7 @@
 """Stage ``audit_references``: LiRA reference models (docs/guarantees.md, L.2), R offline and R online.
 
 Every reference model is trained like the non-private arm (the backend's fine-tune recipe, unweighted
-AdamW, ``compare.nonprivate_epochs`` epochs: the strongest attacker mimics the leakiest target).
+AdamW, ``nonprivate.epochs`` epochs: the strongest attacker mimics the leakiest target).
 *Offline*: R models on random subsets of the reference pool as large as the training split (or half the
 pool, if smaller); none ever sees a target. *Online*: R models each on a random half of the targets
 (train ∪ test; the attacker holds the candidate records, not their membership), so every target is IN
@@ -54,7 +54,7 @@ def _start(raw: dict, root: str) -> None:
     pool, y_pool = load_features(audit_dir(lay) / "pool" / "reference_pool.safetensors")
     feats, y, _ = targets(lay)
     workers.STATE.update(params=params, backend=backend_for(params, lay), pool=(pool, y_pool), targets=(feats, y),
-                         opt=params.backend.finetune.model_copy(update={"epochs": params.compare.nonprivate_epochs}))
+                         opt=params.backend.finetune.model_copy(update={"epochs": params.nonprivate.epochs}))
 
 
 def _fit(task: tuple) -> np.ndarray:
@@ -87,7 +87,7 @@ def audit_references(params: Params, root: str | Path = ".") -> dict:
     n_train = int(features(lay)[1].shape[0])
     size = min(n_train, len(y_pool) // 2)
     rng = np.random.default_rng(stage_seed(params.seed, "audit-references"))
-    opt = params.backend.finetune.model_copy(update={"epochs": params.compare.nonprivate_epochs})
+    opt = params.backend.finetune.model_copy(update={"epochs": params.nonprivate.epochs})
     # the offline models see pool rows only: cached under everything their weights depend on
     recipe = {"pool": file_hash(pool_file), "model": {"seed": params.seed, "model": params.model.model_dump(mode="json")}, "opt": opt.model_dump(mode="json"),
               "classes": backend.n_classes, "code": code_hash(REFERENCE_CODE), "torch": torch.__version__}

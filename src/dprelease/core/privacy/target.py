@@ -1,7 +1,7 @@
-"""The declared levels that mechanisms with a worst-case claim are run at: ``dpsgd.target_epsilon`` (DP-SGD's
-target ε) and ``ppm.censor_epsilon`` (the censored SWAG-PPM's ε, censoring at κ = ε/2).
+"""The declared levels that mechanisms with a worst-case claim are run at (a mechanism's target ε, a censoring
+level), read through :func:`declared` by the mechanism that needs one, and the default δ.
 
-Both are numbers in params.yaml, fixed before any run (docs/comparison.md). Neither ever falls back to the
+Each is a number in params.yaml, fixed before any run (docs/comparison.md). None ever falls back to the
 release's measured ε: that ε is a function of the data (ε(D)), and a worst-case (ε, δ) or a censoring bound set
 from it would be a level chosen after seeing D, which the claims "every database" assume it is not. Nothing
 here reads ``metrics/release.json``.
@@ -9,25 +9,15 @@ here reads ``metrics/release.json``.
 
 from __future__ import annotations
 
-from ..config import Params
 from ..errors import ConfigError
 
 
-def _declared(value: float | None, key: str, who: str) -> float:
+def declared(value: float | None, *, key: str, who: str) -> float:
+    """A declared level (``key`` in params.yaml, read by ``who``); a one-line :class:`ConfigError` when it is null."""
     if value is None:
         raise ConfigError(f"params.yaml: {key}: {who} needs a declared ε (e.g. 8.0), fixed before any run; it is "
                           "never the release's measured ε")
     return float(value)
-
-
-def dpsgd_target(params: Params) -> float:
-    """DP-SGD's declared target ε (``dpsgd.target_epsilon``); a one-line :class:`ConfigError` when it is null."""
-    return _declared(params.dpsgd.target_epsilon, "dpsgd.target_epsilon", "DP-SGD")
-
-
-def censor_epsilon(params: Params) -> float:
-    """The censored SWAG-PPM's declared ε (``ppm.censor_epsilon``); a one-line :class:`ConfigError` when null."""
-    return _declared(params.ppm.censor_epsilon, "ppm.censor_epsilon", "the censored mechanism")
 
 
 DELTA_EXPONENT = 1.1  # the default δ ≤ n^-1.1: below 1/n by the factor n^0.1 (docs/algorithms.md, E.1)

@@ -56,7 +56,8 @@ def publish_stage(params: Params, spec) -> list[Stage]:
                   params=["release", "force_release_path", "released", *spec.params],
                   deps=[spec.staged(params).rsplit("/", 1)[0], "metrics/data.json", *spec.deps(params),
                         public_key_dep(params)],
-                  evidence=spec.evidence(params), outs=[params.release], metrics=[RECORD], extra_code=spec.code())]
+                  evidence=spec.evidence(params), outs=[params.release], metrics=[RECORD], extra_code=spec.code(),
+                  signs=True)]
 
 
 def check(params: Params, root) -> None:

@@ -7,11 +7,9 @@ Aggregates only: never a per-record quantity."""
 from __future__ import annotations
 
 from ..privacy.guarantee import kind
-from .card import audit_lines, audit_rows
+from .card import audit_lines, audit_rows, fixed as _f
 
 
-def _f(v, digits: int = 3) -> str:
-    return "–" if v is None or v != v else f"{v:.{digits}f}"
 
 
 def render(manifest: dict, *, title: str, about: str, data: dict, utility: dict, sections: dict[str, list[str]],

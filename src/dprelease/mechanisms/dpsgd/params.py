@@ -1,9 +1,56 @@
-"""What DP-SGD contributes to ``Params`` (:mod:`dprelease.pipeline.plugins`): its arm, with the δ sweep the comparison
-report reads. Its ``dpsgd`` section stays in :mod:`dprelease.core.config` for now (shared by name)."""
+"""What DP-SGD contributes to ``Params`` (:mod:`dprelease.pipeline.plugins`): its ``dpsgd`` section, its arm (with
+the δ sweep the comparison report reads) and the declared target ε its arm needs."""
 
 from __future__ import annotations
 
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
 from dprelease.pipeline.mechanism import Arm
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class DPSGDRun(_Strict):
+    epochs: int = Field(30, ge=1)
+    batch_size: int = Field(512, ge=0, description="expected (Poisson) batch size; 0: full batch (q = 1)")
+    lr: float = Field(1e-3, gt=0.0)
+    max_grad_norm: float = Field(1.0, gt=0.0, description="per-sample clipping bound C")
+    grad_sample_mode: Literal["ghost", "hooks"] = Field(
+        "ghost", description="Opacus fast gradient clipping (ghost) or per-sample gradient hooks")
+    hidden: int | None = Field(None, ge=0, description="head backend: hidden width (0: linear; null: model.head's)")
+    optimizer: Literal["adamw", "sgd"] = Field("adamw", description="adamw (weight decay 0) | sgd (with momentum)")
+    momentum: float = Field(0.0, ge=0.0, lt=1.0, description="sgd only")
+
+
+class DPSGDParams(_Strict):
+    """DP-SGD baseline (docs/algorithms.md, E): Opacus, Poisson sampling, per-sample clipping, RDP accountant."""
+
+    target_epsilon: float | None = Field(8.0, gt=0.0, description="declared target ε, fixed before any run; never "
+                                         "the release's measured ε (null: an error when a DP-SGD arm runs)")
+    delta: float | None = Field(None, gt=0.0, lt=1.0, description="None: min(n^-1.1, 1/(2n)) ≤ n^-1.1 (docs/algorithms.md, E.1)")
+    delta_sweep: list[float] = [1e-3, 1e-2, 0.1, 0.99]
+    conversion: Literal["mironov", "opacus", "prv"] = "mironov"  # RDP → (ε, δ) conversion, or the PRV accountant
+    planted_noise_divisor: float = Field(1.0, ge=1.0, description="AUDIT ONLY, a planted bug: σ/divisor, same claim")
+    head: DPSGDRun = DPSGDRun(lr=1e-2)  # lr picked on a small grid (README); the rest as the paper
+    full: DPSGDRun = DPSGDRun()  # the paper's settings: batch 512, lr 1e-3, C = 1, 30 epochs
+
+    def run_for(self, backend: str) -> DPSGDRun:
+        """The run settings of ``backend`` (``dpsgd.head`` or ``dpsgd.full``)."""
+        return getattr(self, backend)
+
+    @model_validator(mode="after")
+    def _sweep_range(self) -> "DPSGDParams":
+        for d in self.delta_sweep:
+            if not 0.0 < d < 1.0:
+                raise ValueError(f"dpsgd.delta_sweep: δ must lie in (0, 1), got {d}")
+        return self
+
+
+SECTION = ("dpsgd", DPSGDParams)  # Params.dpsgd (dprelease.pipeline.plugins)
 
 # its row: DP-SGD at the declared target ε (dpsgd.target_epsilon), not "matched" to the release's measured ε
 ARMS = (Arm(name="dpsgd", stage="dpsgd", label="DP-SGD (Opacus) at the declared target ε",
@@ -12,3 +59,13 @@ ARMS = (Arm(name="dpsgd", stage="dpsgd", label="DP-SGD (Opacus) at the declared 
 FRONTIER = "frontier_dpsgd"  # the stage that writes its frontier points (dprelease.compare.frontier.points)
 
 RELEASES = True  # its plug-in releases through the shared publish step (released.mechanism may name it)
+
+
+def _declared_target(params) -> str | None:
+    if params.dpsgd.target_epsilon is None and "dpsgd" in {*params.compare.arms, *params.privacy_audit.arms}:
+        return ("dpsgd.target_epsilon: DP-SGD needs a declared target ε (e.g. 8.0), fixed before any run; it is never "
+                "the release's measured ε")
+    return None
+
+
+CHECKS = (_declared_target,)  # run when params are parsed (dprelease.pipeline.plugins.checks)

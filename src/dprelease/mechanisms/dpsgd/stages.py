@@ -22,7 +22,7 @@ from dprelease.core.privacy.stages import key_id_file
 from dprelease.pipeline.stage import Stage
 from dprelease.core.release.folder import arm_model_dir, write_arm_model, write_release
 from dprelease.core.utility.evaluate import evaluate, write_arm
-from dprelease.core.privacy.target import dpsgd_target
+from dprelease.core.privacy.target import declared
 from dprelease.pipeline.mechanism import ReleaseSpec
 from dprelease.core.release.stages import publish_stage
 from . import card
@@ -34,6 +34,13 @@ from .train import check_setting, train_dpsgd
 
 NOISE_SOURCE = ("Gaussian noise and Poisson sampling seeded from the project's secret key (OS entropy), not the "
                 "public seed; Opacus secure_mode not used")
+
+
+def dpsgd_target(params: Params) -> float:
+    """DP-SGD's declared target ε (``dpsgd.target_epsilon``); a one-line ConfigError when it is null."""
+    return declared(params.dpsgd.target_epsilon, key="dpsgd.target_epsilon", who="DP-SGD")
+
+
 target_epsilon = dpsgd_target  # the declared target (privacy/target.py)
 
 
@@ -49,7 +56,7 @@ def preview_train_size(params: Params, root: str | Path = ".") -> int:
 def check_dpsgd(params: Params, lay: Layout | None = None, eps: float | None = None, n: int | None = None) -> None:
     """Validate the DP-SGD setting against the data before any training (one-line ValueError)."""
     n = n if n is not None else n_train(lay)
-    run = params.dpsgd_run
+    run = params.dpsgd.run_for(params.model.backend)
     eps = eps if eps is not None else dpsgd_target(params)
     for delta in [params.dpsgd.delta or default_delta(n), *params.dpsgd.delta_sweep]:
         check_setting(n, run.batch_size or n, eps, delta)
@@ -62,7 +69,7 @@ def _dpsgd_once(params: Params, lay: Layout, eps: float, delta: float, tag: str,
     divisor = params.dpsgd.planted_noise_divisor
     if divisor != 1.0 and not (lay.artifacts / PLANTED_MARKER).is_file():
         raise ValueError("dpsgd.planted_noise_divisor is a planted bug for the privacy audit's canary runs only")
-    run = run or params.dpsgd_run
+    run = run or params.dpsgd.run_for(params.model.backend)
     backend = backend_for(_with_head(params), lay)
     feats, y = features(lay)
     seeds = secret.training_seeds(lay.artifacts)  # initialisation and dropout: secret, like the noise
@@ -78,7 +85,7 @@ def _dpsgd_once(params: Params, lay: Layout, eps: float, delta: float, tag: str,
 
 def _with_head(params: Params) -> Params:
     """``params`` whose head is DP-SGD's (``dpsgd.head.hidden``: 0 is a linear head; None keeps ``model.head``)."""
-    hidden = params.dpsgd_run.hidden
+    hidden = params.dpsgd.run_for(params.model.backend).hidden
     if hidden is None or params.model.backend != "head":
         return params
     head = params.model.head.model_copy(update={"hidden": hidden})
@@ -113,7 +120,7 @@ def release_configuration(params: Params, lay: Layout, *, epsilon: float, delta:
     """(the DP-SGD run settings, how they were chosen, in words): the PUBLIC proxy's best configuration of the
     declared grid ``frontier.dpsgd`` at ``epsilon`` (zero ε) for a linear head when there is a proxy; otherwise
     the declared recipe ``dpsgd.head``, whose values were chosen on this data's validation split (not covered)."""
-    run = params.dpsgd_run
+    run = params.dpsgd.run_for(params.model.backend)
     hidden = run.hidden if run.hidden is not None else params.model.head.hidden
     ranked = proxy_ranking(params, lay, epsilon=epsilon, delta=delta) if params.model.backend == "head" and not hidden \
         else None

@@ -166,7 +166,7 @@ def declare(params: Params) -> list[Stage]:
               outs=[f"{a}/gpp/osha"], metrics=["metrics/gpp_osha.json"], group="gpp"),
         Stage(name="gpp_release", run=gpp_release, params=common,
               deps=[f"{a}/gpp/osha", "metrics/gpp_osha.json", public_key_dep(params)], outs=[rel], group="gpp",
-              when=lambda p: p.gpp.osha.enabled),
+              when=lambda p: p.gpp.osha.enabled, signs=True),
         Stage(name="gpp_report", run=gpp_report, params=common, deps=["metrics/gpp_digits.json", "metrics/gpp_osha.json"],
               outs=["reports/gpp"], group="gpp"),
     ]

@@ -31,7 +31,7 @@ def declare(params: Params) -> list[Stage]:
               group="release" if params.released.mechanism == "linear_ppm" else "linear_ppm"),
         Stage(name="linear_ppm_publish", run=released.publish, params=["linear_ppm.release", "force_release_path"],
               deps=[f"{folder}/draw", "metrics/data.json", public_key_dep(params)], outs=[params.linear_ppm.release],
-              group="linear_ppm"),
+              group="linear_ppm", signs=True),
         Stage(name=FRONTIER, run=frontier_linear_ppm,
               params=["seed", "model.backend", "linear_ppm", "frontier.seeds"], deps=deps, outs=[],
               metrics=["metrics/frontier/linear_ppm.json"], group="frontier"),

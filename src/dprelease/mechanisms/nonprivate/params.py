@@ -1,8 +1,21 @@
-"""What the non-private baseline contributes to ``Params`` (:mod:`dprelease.pipeline.plugins`): its arm."""
+"""What the non-private baseline contributes to ``Params`` (:mod:`dprelease.pipeline.plugins`): its section and arm."""
 
 from __future__ import annotations
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from dprelease.pipeline.mechanism import Arm
+
+
+class NonprivateParams(BaseModel):
+    """The non-private baseline (docs/algorithms.md, D.5): the backend's fine-tune, for ``epochs``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    epochs: int = Field(30, ge=1, description="non-private baseline epochs")
+
+
+SECTION = ("nonprivate", NonprivateParams)  # Params.nonprivate (dprelease.pipeline.plugins)
+MOVED = {"compare.nonprivate_epochs": ("nonprivate.epochs", "the non-private baseline's own section")}
 
 ARMS = (Arm(name="nonprivate", stage="nonprivate", label="Non-private"),)
 

@@ -1,4 +1,4 @@
-"""Stage ``nonprivate``: ordinary fine-tuning from the base model for ``compare.nonprivate_epochs``
+"""Stage ``nonprivate``: ordinary fine-tuning from the base model for ``nonprivate.epochs``
 epochs (docs/algorithms.md, D.5), evaluated like every other arm. Its guarantee record says there is none."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def nonprivate(params: Params, root: str | Path = ".") -> dict:
     backend = backend_for(params, lay)
     feats, y = features(lay)
     model = backend.new_model(feats)
-    opt = params.backend.finetune.model_copy(update={"epochs": params.compare.nonprivate_epochs})
+    opt = params.backend.finetune.model_copy(update={"epochs": params.nonprivate.epochs})
     hist = finetune(backend, model, feats, y, None, opt, seed=stage_seed(params.seed, "nonprivate"),
                     progress=True, desc="non-private")
     g = guarantee.none()
@@ -42,7 +42,7 @@ def frontier_nonprivate(params: Params, root: str | Path = ".") -> dict:
     test_feats, test_y = features(lay, "test")
     val_feats, val_y = features(lay, "validation")
     seeds = secret.training_seeds(lay.artifacts)
-    opt = params.backend.finetune.model_copy(update={"epochs": params.compare.nonprivate_epochs})
+    opt = params.backend.finetune.model_copy(update={"epochs": params.nonprivate.epochs})
     test, val = [], []
     for k in range(params.frontier.seeds):
         model = backend.new_model(feats, init_seed=seeds("frontier-nonprivate-init", k))
@@ -59,10 +59,10 @@ def frontier_nonprivate(params: Params, root: str | Path = ".") -> dict:
 
 def declare(params: Params) -> list[Stage]:
     a = params.artifacts
-    return [Stage(name="nonprivate", run=nonprivate, params=["seed", "model", "compare.nonprivate_epochs"],
+    return [Stage(name="nonprivate", run=nonprivate, params=["seed", "model", "nonprivate.epochs"],
                   deps=[f"{a}/data", f"{a}/features"], outs=["reports/arms/nonprivate", arm_model_dir(params, "nonprivate")],
                   metrics=["metrics/nonprivate.json"], group="compare"),
             Stage(name="frontier_nonprivate", run=frontier_nonprivate,
-                  params=["seed", "model", "compare.nonprivate_epochs", "frontier.seeds"],
+                  params=["seed", "model", "nonprivate.epochs", "frontier.seeds"],
                   deps=[key_id_file(params), f"{a}/data", f"{a}/features"], outs=[],
                   metrics=["metrics/frontier/nonprivate.json"], group="frontier")]

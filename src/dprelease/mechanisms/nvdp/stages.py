@@ -228,7 +228,7 @@ def declare(params: Params) -> list[Stage]:
               outs=[f"{a}/nvdp/membership"], group="nvdp"),
         Stage(name="nvdp_sanitizer", run=sanitizer, params=TRAIN_PARAMS + ["nvdp.release_dir"],
               deps=[f"{a}/nvdp/runs/osha", public_key_dep(params)],
-              outs=[n.release_dir], group="nvdp"),
+              outs=[n.release_dir], group="nvdp", signs=True),
         Stage(name="nvdp_report", run=report_stage, params=TRAIN_PARAMS, deps=runs + ["metrics/nvdp_probe.json"], outs=["reports/nvdp"],
               group="nvdp"),
     ]

@@ -26,7 +26,7 @@ from dprelease.core.data.splits import backend_for, features, label_info
 from dprelease.pipeline.layout import Layout
 from dprelease.core.privacy import guarantee, secret
 from dprelease.core.privacy.censor import Censor
-from dprelease.core.privacy.target import censor_epsilon
+from dprelease.core.privacy.target import declared
 from dprelease.core.release.folder import write_arm_model
 from dprelease.pipeline.code_scope import closure
 from dprelease.core.utility.evaluate import write_arm
@@ -38,6 +38,11 @@ from .rounds import SECRET_NOISE, draw_one
 from .swag import SwagMoments
 
 
+
+
+def censor_epsilon(params: Params) -> float:
+    """The censored SWAG-PPM's declared ε (``ppm.censor_epsilon``); a one-line ConfigError when it is null."""
+    return declared(params.ppm.censor_epsilon, key="ppm.censor_epsilon", who="the censored mechanism")
 
 def _release_one(params: Params, lay: Layout, arm: str, backend, model, moments: SwagMoments, feats, y,
                  w: np.ndarray, censor: Censor | None, tag: str, source: Path | None = None, *, tail: bool = False):

@@ -29,7 +29,7 @@ from torch import nn
 
 from dprelease.core.backends import curvature
 from dprelease.core.backends.base import Backend, Features, get_flat
-from dprelease.core.config import SwagParams
+from .params import SwagParams
 from dprelease.core.privacy.censor import Censor
 from . import temperature
 from .swag import SwagMoments

@@ -53,7 +53,7 @@ def evaluate_release(params: Params, root: str | Path = ".") -> dict:
     weighted = np.array([d["weighted_f1"] for d in draws])
     macro = np.array([d["macro_f1"] for d in draws])
 
-    rounds = [k for k in params.rounds if k >= 2]
+    rounds = [k for k in params.ppm.rounds if k >= 2]
     series = {f"round {k}": np.load(lay.sensitivity(k) / "max_deltas.npy") for k in rounds}
     claimed = read_json(lay.metrics / "release.json")["guarantee"]["epsilon"]  # None: no ε claimed (K.9)
     eps = {} if claimed is None else {f"round {r}": claimed}  # other rounds: their 2Δ̂ only, never labelled ε
@@ -64,7 +64,7 @@ def evaluate_release(params: Params, root: str | Path = ".") -> dict:
     per_class_plot(per_class, lay.plots / "per_class_f1.png")
     diagnostics = _diagnostics(params, lay, series)
     histories = {f"round {k} {ph}": read_json(lay.round(k) / ph / "history.json")["epoch_loss"]
-                 for k in params.rounds for ph in ("finetune", "swag")}
+                 for k in params.ppm.rounds for ph in ("finetune", "swag")}
     loss_curves_plot(histories, lay.plots / "loss_curves.png")
     _confusion(labels, y.numpy(), released_pred, lay.plots / "confusion_top_classes.png")
 

@@ -25,6 +25,7 @@ from dprelease.core.privacy.censor import Censor
 from dprelease.core.seeds import SeedFn
 from dprelease.core.training import finetune as run_finetune
 from . import calibrate
+from .params import ppm_finetune, swag_settings
 
 UNCALIBRATED = "uncalibrated.safetensors"  # a weighted round's SWAG moments before calibration (private)
 
@@ -84,7 +85,7 @@ def swag(params: Params, root: str | Path = ".", r: int = 1) -> dict:
 def _finetune(params: Params, backend, feats, y, weights: torch.Tensor | None, *, r: int, seeds: SeedFn,
               censor: Censor | None, tag: str = ""):
     model = backend.new_model(feats, init_seed=seeds("init" + tag, r))
-    hist = run_finetune(backend, model, feats, y, weights, params.ppm_finetune, seed=seeds("finetune" + tag, r),
+    hist = run_finetune(backend, model, feats, y, weights, ppm_finetune(params), seed=seeds("finetune" + tag, r),
                         progress=True, desc=f"fine-tune r{r}{tag}", censor=censor,
                         prior_precision=params.ppm.prior_precision)
     return model, hist
@@ -92,7 +93,7 @@ def _finetune(params: Params, backend, feats, y, weights: torch.Tensor | None, *
 
 def _swag(params: Params, backend, model, feats, y, weights: torch.Tensor | None, *, r: int, seeds: SeedFn,
           censor: Censor | None, tag: str = ""):
-    return calibrate.swag(backend, model, feats, y, weights, params.backend.swag, seed=seeds("swag" + tag, r),
+    return calibrate.swag(backend, model, feats, y, weights, swag_settings(params), seed=seeds("swag" + tag, r),
                           calibration=params.ppm.calibration if r >= 2 else "none",
                           prior_precision=params.ppm.prior_precision, desc=f"SWAG r{r}{tag}", censor=censor,
                           measure=r >= 2)

@@ -18,6 +18,7 @@ from dprelease.core.privacy import guarantee, secret
 from dprelease.core.release.folder import write_arm_model, write_release
 from dprelease.core.utility.evaluate import write_arm
 from . import claim
+from .params import ppm_finetune, swag_settings
 from .reweighting import released_round
 from .rounds import SECRET_NOISE, _draw, draw_from_round
 
@@ -49,7 +50,7 @@ def release_manifest(params: Params, lay: Layout, g: guarantee.Guarantee, tail: 
         "temperature": read_json(lay.metrics / f"temperature_r{r}.json")["temperature"],
         "calibration": p.calibration, "prior_precision": p.prior_precision,
         "mechanism": p.mechanism, "censor_epsilon": p.censor_epsilon,
-        "c": p.c, "g": p.g, "reweight": params.reweighting, "risk_norm": p.risk_norm,
+        "c": p.c, "g": p.g, "reweight": params.ppm.reweighting, "risk_norm": p.risk_norm,
         "draws": p.draws, "smoke_test": p.smoke_test, "backend": params.model.backend,
         "randomness": {"public_seed": params.seed, "public_seed_drives": "the stratified split and the audit's choice of target records only",
                        "secret_key_drives": "initialisation, batch order, dropout, SWAG's SGD, re-weighting refits, "
@@ -58,7 +59,7 @@ def release_manifest(params: Params, lay: Layout, g: guarantee.Guarantee, tail: 
         "dataset": {key: data[key] for key in ("rows", "classes", "train_rows", "test_rows", "train_class_gini")},
         "knobs_that_move_epsilon": epsilon_knobs(params),
     }
-    if params.reweighting:
+    if params.ppm.reweighting:
         rw = read_json(lay.metrics / "reweight.json")
         out["reweighting"] = {"mode": p.reweight_mode, "k": p.k if p.reweight_mode == "oneshot" else None,
                               "step": p.reweight_step if p.reweight_mode == "iterative" else None,
@@ -75,12 +76,12 @@ def release_manifest(params: Params, lay: Layout, g: guarantee.Guarantee, tail: 
 def epsilon_knobs(params: Params) -> dict:
     """The settings that are not the data but move Δ̂ and so ε (``make epsilon-sensitivity`` measures how much);
     a reviewer checks that they were fixed before ε was seen."""
-    sw, ft, p = params.backend.swag, params.ppm_finetune, params.ppm
+    sw, ft, p = swag_settings(params), ppm_finetune(params), params.ppm
     out = {"swag_lr": sw.lr, "swag_epochs": sw.epochs, "swag_batch_size": sw.batch_size, "swag_momentum": sw.momentum,
            "swag_rank": sw.rank, "finetune_epochs": ft.epochs, "finetune_lr": ft.lr, "finetune_batch_size": ft.batch_size,
            "calibration": p.calibration, "prior_precision": p.prior_precision, "c": p.c, "g": p.g,
            "risk_norm": p.risk_norm, "draws": p.draws, "reweighting": None}
-    if params.reweighting:
+    if params.ppm.reweighting:
         out["reweighting"] = {"mode": p.reweight_mode, "step": p.reweight_step, "aim": p.reweight_aim,
                               "tolerance": p.reweight_tolerance, "target": p.reweight_target,
                               "max_refits": p.max_refits, "k": p.k, "form": p.reweight_form}

@@ -100,7 +100,7 @@ def validation_f1(params: Params, lay: Layout, backend, model, moments: SwagMome
 
 def reweight(params: Params, root: str | Path = ".") -> dict:
     lay, p = Layout.from_params(params, root), params.ppm
-    if not params.reweighting:
+    if not params.ppm.reweighting:
         for part in ("weights", "finetune", "swag"):
             skip_marker(lay.round(3) / part, NO_REWEIGHT)
         for name in ("temperature_r3", "reweight"):
@@ -187,6 +187,6 @@ def _save_round3(lay: Layout, w: np.ndarray, fitted: dict, L: np.ndarray, max_de
 
 def released_round(params: Params, lay: Layout) -> int:
     """The round the release is drawn from: 3 when re-weighting ran and was accepted, else 2."""
-    if not params.reweighting:
+    if not params.ppm.reweighting:
         return 2
     return int(read_json(lay.metrics / "reweight.json")["released_round"])

@@ -22,7 +22,7 @@ from . import arms, evaluate, fit, publish, released, replay, reweighting, round
 from .frontier import frontier_swag_ppm
 from .params import FRONTIER
 
-MODEL = ["seed", "model"]
+MODEL = ["seed", "model", "swag"]
 SAMPLING = ["ppm.draws", "ppm.draw_batch"]
 
 
@@ -64,7 +64,7 @@ def declare(params: Params) -> list[Stage]:
                            "metrics/sensitivity_r2.json"],
                      outs=[f"{a}/round3/{x}" for x in ("weights", "finetune", "swag", "sensitivity", "decision.json")],
                      metrics=["metrics/reweight.json", "metrics/sensitivity_r3.json", "metrics/temperature_r3.json"],
-                     when=lambda p: p.reweighting, timed=False))
+                     when=lambda p: p.ppm.reweighting, timed=False))
     finals = [f"{a}/round{r}/{x}" for r in (2, 3) for x in ("weights", "swag")]
     histories = [f"{a}/round{r}/{x}" for r in (1, 2, 3) for x in ("finetune", "swag")]
     sens = ["metrics/sensitivity_r2.json", "metrics/sensitivity_r3.json", "metrics/temperature_r2.json",

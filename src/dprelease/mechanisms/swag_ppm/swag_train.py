@@ -11,7 +11,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from dprelease.core.backends.base import Backend, Features, get_flat, trainable
-from dprelease.core.config import SwagParams
+from .params import SwagParams
 from dprelease.core.privacy.censor import Censor
 from dprelease.core.training import History, epoch as run_epoch, seed_model
 from .swag import SwagCollector, SwagMoments
