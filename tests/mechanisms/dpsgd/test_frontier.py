@@ -41,6 +41,23 @@ def test_select_returns_the_best_validation_configuration(tmp_path):
     assert not torch.equal(w1, w2) and torch.equal(w1, w3)
 
 
+def test_every_level_in_one_call_chooses_as_each_level_alone(tmp_path):
+    """select_all trains the grid at every ε in one trainer call; each ε's choice and score are select's at that ε
+    alone (the same key labels: each run draws the same batches and noise whatever runs share its call)."""
+    from conftest import install_test_key
+
+    install_test_key(tmp_path)
+    feats, labels = tiny_problem(90, classes=3, dim=16)
+    data = (feats["x"][:60], labels[:60], feats["x"][60:], labels[60:])
+    grid = DPSGDGrid(batch_sizes=[0, 20], epochs=[2], max_grad_norms=[1.0], sgd_lrs=[1.0], adamw_lrs=[0.05])
+    configs = F.configurations(grid, n=60)
+    together = F.select_all(configs, "rdp", data, 3, epsilons=[2.0, 8.0], delta=1e-3, artifacts=tmp_path / "artifacts")
+    for eps in (2.0, 8.0):
+        assert together[eps] == F.select(configs, "rdp", *data, 3, epsilon=eps, delta=1e-3,
+                                         artifacts=tmp_path / "artifacts")
+    assert set(together) == {2.0, 8.0}
+
+
 @pytest.mark.parametrize("acc", ["rdp", "prv"])
 def test_sigma_meets_the_level_under_each_accountant(acc):
     conversion = F.ACCOUNTANTS[acc][0]

@@ -35,13 +35,30 @@ def test_selection_releases_a_grid_configuration_reproducibly(calibrated, tmp_pa
     feats, y = tiny_problem(90, classes=3, dim=16)
     data = (feats["x"][:60], y[:60], feats["x"][60:], y[60:])
     configs, (_, sigmas, _) = calibrated
-    kw = dict(fit=F.fit, predict=F.predict, eta=1.0, gamma=0.1, score_sigma=5.0, artifacts=tmp_path / "artifacts")
+    kw = dict(fit_many=F.fit_many, predict=F.predict, eta=1.0, gamma=0.1, score_sigma=5.0,
+              artifacts=tmp_path / "artifacts")
     (w, b), cfg = P.run_selection(configs, sigmas, data, 3, label="a", **kw)
     (w2, _), cfg2 = P.run_selection(configs, sigmas, data, 3, label="a", **kw)
     assert torch.equal(w, w2) and cfg == cfg2  # the operator reproduces it with the key
     assert {k: v for k, v in cfg.items() if k != "noise_multiplier"} in configs
     (w3, _), _ = P.run_selection(configs, sigmas, data, 3, label="b", **kw)
     assert not torch.equal(w, w3)
+
+
+def test_the_batched_selection_releases_what_runs_trained_alone_would(calibrated, tmp_path):
+    """K, the configurations and the score noise are drawn before any training: training the planned runs one by
+    one (``fit``, its own call each) releases the same configuration and, to float rounding, the same model."""
+    install_test_key(tmp_path)
+    feats, y = tiny_problem(90, classes=3, dim=16)
+    xt, yt, xv, yv = feats["x"][:60], y[:60], feats["x"][60:], y[60:]
+    configs, (_, sigmas, _) = calibrated
+    kw = dict(eta=1.0, gamma=0.1, score_sigma=5.0, artifacts=tmp_path / "artifacts", label="c")
+    runs = P.plan_selection(configs, sigmas, 60, **kw)
+    assert runs and all(label == f"c/run/{k}" for k, (_, _, label, _) in enumerate(runs))
+    alone = [F.fit(s, xt, yt, 3, artifacts=tmp_path / "artifacts", label=label) for _, s, label, _ in runs]
+    (w1, b1), cfg1 = P.released(runs, alone, xv, yv, predict=F.predict)
+    (w, b), cfg = P.run_selection(configs, sigmas, (xt, yt, xv, yv), 3, fit_many=F.fit_many, predict=F.predict, **kw)
+    assert cfg == cfg1 and torch.allclose(w, w1, atol=1e-5) and torch.allclose(b, b1, atol=1e-5)
 
 
 def test_points_refuse_an_infeasible_level_with_a_note(calibrated, tmp_path, monkeypatch):
@@ -59,7 +76,7 @@ def test_points_refuse_an_infeasible_level_with_a_note(calibrated, tmp_path, mon
     splits = {"train": (x[:60], y[:60]), "validation": (x[60:90], y[60:90]), "test": (x[90:], y[90:])}
     grid = F.configurations(GRID, n=60)  # no proxy: every ε draws from the whole grid
     points, notes = P.private_points({0.3: grid, 8.0: grid}, splits, 3, grid=GRID, epsilons=[0.3, 8.0],
-                                     seeds=3, delta=1e-3, fit=F.fit, predict=F.predict,
+                                     seeds=3, delta=1e-3, fit_many=F.fit_many, predict=F.predict,
                                      artifacts=tmp_path / "artifacts")
     assert asked == [0.3, 8.0]
     assert [p.target_epsilon for p in points] == [8.0] and points[0].epsilon <= 8.0

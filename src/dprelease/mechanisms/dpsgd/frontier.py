@@ -2,13 +2,15 @@
 declared ε of ``frontier.epsilons``, its configuration chosen on the VALIDATION split from the declared grid
 ``frontier.dpsgd`` and refit with ``frontier.seeds`` secret seeds, scored on the test split.
 
-The trainer is :func:`dprelease.mechanisms.dpsgd.batched.train_batched`: Opacus's algorithm (Poisson sampling, per-sample
-clipping, Gaussian noise σC, expected-batch scaling, AdamW or SGD with momentum) in closed form, checked against
-Opacus weight for weight (tests/mechanisms/dpsgd/test_batched.py). Initialisation is zero (data-independent, no randomness:
-the softmax regression is convex); batches and noise come from the secret key, one label per (accountant, ε,
-configuration or refit). The configuration is chosen once per ε, with σ from the first of ``frontier.accountants``;
-it is then refit with σ from each accountant — ``rdp`` (Opacus's RDP accountant with Opacus's conversion) and
-``prv`` (Opacus's PRV accountant) — the smallest σ that meets the target: side by side, the same configuration.
+The trainer is :func:`dprelease.mechanisms.dpsgd.grid.train_grid`: Opacus's algorithm (Poisson sampling, per-sample
+clipping, Gaussian noise σC, expected-batch scaling, AdamW or SGD with momentum) in closed form, each run as
+:func:`dprelease.mechanisms.dpsgd.batched.train_batched` (checked against Opacus weight for weight, tests/mechanisms/dpsgd/test_batched.py)
+and many runs with their own settings in one call (tests/mechanisms/dpsgd/test_grid.py): the grid at every ε is one call.
+Initialisation is zero (data-independent, no randomness: the softmax regression is convex); batches and noise come
+from the secret key, one label per (accountant, ε, configuration or refit), each run its own generators. The
+configuration is chosen once per ε, with σ from the first of ``frontier.accountants``; it is then refit with σ
+from each accountant — ``rdp`` (Opacus's RDP accountant with Opacus's conversion) and ``prv`` (Opacus's PRV
+accountant) — the smallest σ that meets the target: side by side, the same configuration.
 
 What a point promises: the refits' (ε, δ) is the accountant's, worst case over neighbouring databases, for the
 TRAINING records. What it does not: choosing the configuration looked at the validation split, so the
@@ -18,10 +20,12 @@ is a declared option the frontier states, not this file's). Per-configuration sc
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import product
 from pathlib import Path
 
 import torch
+from sklearn.metrics import f1_score
 
 from dprelease.core.config import Params
 from dprelease.core.data.splits import features, label_info
@@ -30,7 +34,8 @@ from dprelease.pipeline.layout import Layout
 from dprelease.core.privacy import secret
 from dprelease.core.utility.metrics import f1_summary, mean_sd
 from .accounting import default_delta, noise_multiplier, steps_for
-from .batched import Setting, setting_for, train_batched
+from .batched import Setting, setting_for
+from .grid import train_grid
 from .private_selection import private_points
 
 SOURCE = "dpsgd"
@@ -64,13 +69,21 @@ def predict(w: torch.Tensor, b: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     return ((x * x.shape[1] ** 0.5) @ w.T + b).argmax(1)
 
 
+def fit_many(jobs: Sequence[tuple[Setting, str]], x: torch.Tensor, y: torch.Tensor, n_classes: int, *,
+             artifacts: Path) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """DP-SGD runs from zero in one trainer call (:func:`dprelease.mechanisms.dpsgd.grid.train_grid`): run i with
+    ``jobs[i]``'s setting, its batches and noise from the secret key under ``jobs[i]``'s label (each run its own
+    generators: the draws do not depend on the other runs of the call). Returns each run's (weights, biases)."""
+    gens = [(torch.Generator().manual_seed(secret.seed(artifacts, label + "/batches")),
+             torch.Generator().manual_seed(secret.seed(artifacts, label + "/noise"))) for _, label in jobs]
+    w, b = train_grid(x, y, [s for s, _ in jobs], generators=gens, n_classes=n_classes)
+    return list(zip(w, b))
+
+
 def fit(setting: Setting, x: torch.Tensor, y: torch.Tensor, n_classes: int, *, artifacts: Path, label: str
         ) -> tuple[torch.Tensor, torch.Tensor]:
     """One DP-SGD run from zero, its batches and noise from the secret key (``label`` names the run)."""
-    w, b, _ = train_batched(torch.zeros(1, n_classes, x.shape[1]), torch.zeros(1, n_classes), x, y, setting,
-                            sample_generator=torch.Generator().manual_seed(secret.seed(artifacts, label + "/batches")),
-                            noise_generator=torch.Generator().manual_seed(secret.seed(artifacts, label + "/noise")))
-    return w[0], b[0]
+    return fit_many([(setting, label)], x, y, n_classes, artifacts=artifacts)[0]
 
 
 class _Sigmas:
@@ -90,43 +103,80 @@ class _Sigmas:
                            sigma=self.cache[key])
 
 
+def _weighted_f1(model: tuple[torch.Tensor, torch.Tensor], x: torch.Tensor, y: torch.Tensor, n_classes: int) -> float:
+    """f1_summary's weighted F1 of one run's predictions on (x, y), without its macro F1."""
+    return float(f1_score(y.numpy(), predict(*model, x).numpy(), labels=list(range(n_classes)), average="weighted",
+                          zero_division=0))
+
+
+def grid_scores(configs: list[dict], accountant: str, data: tuple, n_classes: int, *, epsilons: Sequence[float],
+                delta: float, artifacts: Path, labels: Sequence[str]) -> dict[float, list[float]]:
+    """Per ε of ``epsilons``: each configuration's weighted F1 on the validation pair of ``data`` = (xt, yt, xv, yv)
+    after one DP-SGD run on (xt, yt) at that ε (σ from ``accountant``), the run of configuration i at
+    ``epsilons[j]`` labelled ``labels[j]/i``; every run of every ε in one trainer call. The scores a choice is made
+    from (kept in this process)."""
+    xt, yt, xv, yv = data
+    jobs = []
+    for eps, label in zip(epsilons, labels, strict=True):
+        sigmas = _Sigmas(epsilon=eps, delta=delta, conversion=ACCOUNTANTS[accountant][0])
+        jobs += [(sigmas.setting(cfg, len(yt)), f"{label}/{i}") for i, cfg in enumerate(configs)]
+    f1 = [_weighted_f1(m, xv, yv, n_classes) for m in fit_many(jobs, xt, yt, n_classes, artifacts=artifacts)]
+    return {eps: f1[j * len(configs):(j + 1) * len(configs)] for j, eps in enumerate(epsilons)}
+
+
 def scores(configs: list[dict], accountant: str, xt, yt, xv, yv, n_classes: int, *, epsilon: float, delta: float,
            artifacts: Path, label: str) -> list[float]:
     """Each configuration's weighted F1 on (xv, yv) after one DP-SGD run on (xt, yt) at ``epsilon`` (σ from
-    ``accountant``): the scores a choice is made from (kept in this process)."""
-    sigmas = _Sigmas(epsilon=epsilon, delta=delta, conversion=ACCOUNTANTS[accountant][0])
-    out = []
-    for i, cfg in enumerate(configs):
-        w, b = fit(sigmas.setting(cfg, len(yt)), xt, yt, n_classes, artifacts=artifacts, label=f"{label}/{i}")
-        out.append(f1_summary(yv.numpy(), predict(w, b, xv).numpy(), range(n_classes))["weighted_f1"])
-    return out
+    ``accountant``): :func:`grid_scores` at one ε."""
+    return grid_scores(configs, accountant, (xt, yt, xv, yv), n_classes, epsilons=[epsilon], delta=delta,
+                       artifacts=artifacts, labels=[label])[epsilon]
+
+
+def _best(s: list[float]) -> tuple[int, float]:
+    best = max(range(len(s)), key=lambda i: (s[i], -i))
+    return best, s[best]
+
+
+def select_all(configs: list[dict], accountant: str, data: tuple, n_classes: int, *, epsilons: Sequence[float],
+               delta: float, artifacts: Path) -> dict[float, tuple[int, float]]:
+    """Per ε: the configuration with the best validation weighted F1 (σ from ``accountant``) and its score; the
+    whole grid at every ε in one trainer call."""
+    found = grid_scores(configs, accountant, data, n_classes, epsilons=epsilons, delta=delta, artifacts=artifacts,
+                        labels=[f"frontier/dpsgd/{accountant}/{eps:g}/select" for eps in epsilons])
+    return {eps: _best(s) for eps, s in found.items()}
 
 
 def select(configs: list[dict], accountant: str, xt, yt, xv, yv, n_classes: int, *, epsilon: float, delta: float,
            artifacts: Path) -> tuple[int, float]:
     """The configuration with the best validation weighted F1 at ``epsilon`` (σ from ``accountant``), and its score."""
-    s = scores(configs, accountant, xt, yt, xv, yv, n_classes, epsilon=epsilon, delta=delta, artifacts=artifacts,
-               label=f"frontier/dpsgd/{accountant}/{epsilon:g}/select")
-    best = max(range(len(s)), key=lambda i: (s[i], -i))
-    return best, s[best]
+    return select_all(configs, accountant, (xt, yt, xv, yv), n_classes, epsilons=[epsilon], delta=delta,
+                      artifacts=artifacts)[epsilon]
 
 
-def proxy_ranking(params: Params, lay: Layout, *, epsilon: float, delta: float) -> list[tuple[int, float]] | None:
-    """The declared grid ranked on the PUBLIC proxy at ``epsilon`` (zero ε: no private record is read): (index into
-    :func:`configurations`, proxy weighted F1), best first; None without a proxy (``proxy.until: null``). The
-    proxy's training set is at most the private one's size; a configuration keeps its grid index on both."""
+def proxy_rankings(params: Params, lay: Layout, *, epsilons: Sequence[float], delta: float
+                   ) -> dict[float, list[tuple[int, float]]] | None:
+    """Per ε: the declared grid ranked on the PUBLIC proxy at that ε (zero ε: no private record is read): (index
+    into :func:`configurations`, proxy weighted F1), best first; None without a proxy (``proxy.until: null``). The
+    proxy's training set is at most the private one's size; a configuration keeps its grid index on both. Every
+    run of every ε in one trainer call."""
     if not (lay.features / "proxy_train.safetensors").is_file():
         return None
     (xt, yt), (xv, yv) = _xy(lay, "proxy_train"), _xy(lay, "proxy_validation")
-    grid = params.frontier.dpsgd
-    s = scores(configurations(grid, n=len(yt)), params.frontier.accountants[0], xt, yt, xv, yv,
-               len(label_info(lay)["codes"]), epsilon=epsilon, delta=delta, artifacts=lay.artifacts,
-               label=f"proxy/dpsgd/{epsilon:g}")
-    return sorted(enumerate(s), key=lambda t: (-t[1], t[0]))
+    found = grid_scores(configurations(params.frontier.dpsgd, n=len(yt)), params.frontier.accountants[0],
+                        (xt, yt, xv, yv), len(label_info(lay)["codes"]), epsilons=epsilons, delta=delta,
+                        artifacts=lay.artifacts, labels=[f"proxy/dpsgd/{eps:g}" for eps in epsilons])
+    return {eps: sorted(enumerate(s), key=lambda t: (-t[1], t[0])) for eps, s in found.items()}
+
+
+def proxy_ranking(params: Params, lay: Layout, *, epsilon: float, delta: float) -> list[tuple[int, float]] | None:
+    """:func:`proxy_rankings` at one ε: the declared grid ranked on the public proxy, best first (None: no proxy)."""
+    ranked = proxy_rankings(params, lay, epsilons=[epsilon], delta=delta)
+    return None if ranked is None else ranked[epsilon]
 
 
 def frontier_dpsgd(params: Params, root: str | Path = ".") -> dict:
-    """DP-SGD's frontier points (module docstring)."""
+    """DP-SGD's frontier points (module docstring): the grid at every ε on the private training split (one trainer
+    call), on the public proxy (one call), the chosen configurations' refits (one call), private selection (one)."""
     lay = Layout.from_params(params, root)
     fp = params.frontier
     n_classes = len(label_info(lay)["codes"])
@@ -135,37 +185,41 @@ def frontier_dpsgd(params: Params, root: str | Path = ".") -> dict:
     delta = params.dpsgd.delta or default_delta(n)
     classes = range(n_classes)
     configs = configurations(fp.dpsgd, n=n)
-    points, shortlists = [], {}
+    selected = select_all(configs, fp.accountants[0], (xt, yt, xv, yv), n_classes, epsilons=fp.epsilons,
+                          delta=delta, artifacts=lay.artifacts)
+    rankings = proxy_rankings(params, lay, epsilons=fp.epsilons, delta=delta)
+    series, jobs, shortlists = [], [], {}  # series: (ε, suffix, tag, grid index, tuning, extra, accountant, setting)
     for eps in fp.epsilons:
-        best, best_score = select(configs, fp.accountants[0], xt, yt, xv, yv, n_classes, epsilon=eps, delta=delta,
-                                  artifacts=lay.artifacts)
-        ranked = proxy_ranking(params, lay, epsilon=eps, delta=delta)
+        best, best_score = selected[eps]
+        ranked = rankings[eps] if rankings else None
         shortlists[eps] = [configs[i] for i, _ in ranked[:fp.dpsgd.private_selection.shortlist]] if ranked else configs
         chosen = [("", "", best, PRIVATE_VALIDATION, {"selection_score": best_score})]
         if ranked:
             chosen.append(("_proxy", " · proxy-tuned", ranked[0][0], PUBLIC_PROXY, {"proxy_score": ranked[0][1]}))
         for suffix, tag, index, tuning, extra in chosen:
             for acc in fp.accountants:  # the chosen configuration, σ from each accountant: side by side
-                conversion, accountant = ACCOUNTANTS[acc]
-                setting = _Sigmas(epsilon=eps, delta=delta, conversion=conversion).setting(configs[index], n)
-                models = [fit(setting, xt, yt, n_classes, artifacts=lay.artifacts,
-                              label=f"frontier/dpsgd{suffix}/{acc}/{eps:g}/refit/{k}") for k in range(fp.seeds)]
-                test = [f1_summary(ys.numpy(), predict(*m, xs).numpy(), classes) for m in models]
-                val = mean_sd([f1_summary(yv.numpy(), predict(*m, xv).numpy(), classes)["weighted_f1"]
-                               for m in models])[0]
-                points.append(Point(
-                    mechanism=f"dpsgd_linear{suffix}_{acc}", label=f"DP-SGD linear head{tag} · {acc.upper()}",
-                    kind="dp_accountant", epsilon=setting.epsilon(delta, conversion), delta=delta, accountant=accountant,
-                    weighted_f1=[t["weighted_f1"] for t in test], macro_f1=[t["macro_f1"] for t in test],
-                    target_epsilon=eps, validation_weighted_f1=val, tuning=tuning,
-                    proxy_weighted_f1=extra.get("proxy_score"),
-                    config={**configs[index], "noise_multiplier": setting.noise_multiplier, "steps": setting.steps,
-                            "sample_rate": setting.sample_rate, "selected_with": fp.accountants[0], **extra}))
+                setting = _Sigmas(epsilon=eps, delta=delta, conversion=ACCOUNTANTS[acc][0]).setting(configs[index], n)
+                series.append((eps, suffix, tag, index, tuning, extra, acc, setting))
+                jobs += [(setting, f"frontier/dpsgd{suffix}/{acc}/{eps:g}/refit/{k}") for k in range(fp.seeds)]
+    models = fit_many(jobs, xt, yt, n_classes, artifacts=lay.artifacts)  # every refit of every series: one call
+    points = []
+    for j, (eps, suffix, tag, index, tuning, extra, acc, setting) in enumerate(series):
+        conversion, accountant = ACCOUNTANTS[acc]
+        refits = models[j * fp.seeds:(j + 1) * fp.seeds]
+        test = [f1_summary(ys.numpy(), predict(*m, xs).numpy(), classes) for m in refits]
+        val = mean_sd([_weighted_f1(m, xv, yv, n_classes) for m in refits])[0]
+        points.append(Point(
+            mechanism=f"dpsgd_linear{suffix}_{acc}", label=f"DP-SGD linear head{tag} · {acc.upper()}",
+            kind="dp_accountant", epsilon=setting.epsilon(delta, conversion), delta=delta, accountant=accountant,
+            weighted_f1=[t["weighted_f1"] for t in test], macro_f1=[t["macro_f1"] for t in test],
+            target_epsilon=eps, validation_weighted_f1=val, tuning=tuning, proxy_weighted_f1=extra.get("proxy_score"),
+            config={**configs[index], "noise_multiplier": setting.noise_multiplier, "steps": setting.steps,
+                    "sample_rate": setting.sample_rate, "selected_with": fp.accountants[0], **extra}))
     notes = []
     if fp.dpsgd.private_selection.enabled:
         private, notes = private_points(shortlists, {"train": (xt, yt), "validation": (xv, yv), "test": (xs, ys)},
                                         n_classes, grid=fp.dpsgd, epsilons=fp.epsilons, seeds=fp.seeds, delta=delta,
-                                        fit=fit, predict=predict, artifacts=lay.artifacts)
+                                        fit_many=fit_many, predict=predict, artifacts=lay.artifacts)
         points += private
     write_points(root, SOURCE, points, grid_size=len(configs),
                  selection="; ".join([SELECTION, PROXY if shortlists and any(
