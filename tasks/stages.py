@@ -63,7 +63,8 @@ def stage_task(name: str, params: dict, root: str, key: str) -> dict:
             and dvc_record.restored(name, p, root)):
         summary, HOW[name] = {"restored": "dvc.lock"}, "dvc.lock"
         cache.mark_done(stage, p, key, root, summary)
-        current = True
+        dvc_record.mark_recorded(name, p, root, key)  # dvc.lock describes them already: no `dvc commit` to run
+        return summary
     if summary is None:
         summary, HOW[name] = (stage_store.restore(store_dir(), key, Path(root)) if stage.shared else None), "store"
         if summary is None:
