@@ -21,6 +21,12 @@ from pathlib import Path
 MECHANISM_WORDS = r"\b(dpsgd|swag_ppm|ppm|swag|ncm|nvdp|gpp|nonprivate|linear_ppm)\b"
 
 
+def _files(root: Path, pattern: str, *paths: str) -> list[str]:
+    """The tracked files under ``paths`` with a line matching ``pattern`` (``git grep -lE``)."""
+    out = subprocess.run(["git", "grep", "-lE", pattern, "--", *paths], cwd=root, capture_output=True, text=True)
+    return sorted(line for line in out.stdout.splitlines() if line)
+
+
 def figures(root: Path) -> dict:
     sys.path[:0] = [str(root / "tests"), str(root / "src")]  # that checkout's analysis and package
     import import_graph as ig  # the analysis the import rules are tested with
@@ -34,9 +40,6 @@ def figures(root: Path) -> dict:
         return 1 + max((depth(q) for q in parts.get(part, ()) if q in parts), default=0)
 
     config = next(src.rglob("config.py")).read_text(encoding="utf-8")
-    grep = lambda pattern, *paths: subprocess.run(  # noqa: E731
-        ["git", "grep", "-lE" if paths[0] == "-l" else "-nE", pattern, "--", *[p for p in paths if p != "-l"]],
-        cwd=root, capture_output=True, text=True).stdout.split("\n")
     return {
         "modules": len(graph),
         "module import edges": sum(len(v) for v in graph.values()),
@@ -46,10 +49,8 @@ def figures(root: Path) -> dict:
         "top-level entries of src/dprelease": len([p for p in (src / "dprelease").iterdir() if p.name != "__pycache__"]),
         "config.py lines": len(config.splitlines()),
         "config.py mechanism mentions": len(re.findall(MECHANISM_WORDS, config, re.IGNORECASE)),
-        "places reading dpsgd.target_epsilon": sorted({x.split(":")[0] for x in grep(r"\.dpsgd\.target_epsilon\b", "src")
-                                                        if x}),
-        "files importing by a computed name": sorted(x for x in grep(r"import_module\(|__import__\(", "-l", "src",
-                                                                      "flows", "tasks") if x),
+        "places reading dpsgd.target_epsilon": _files(root, r"\.dpsgd\.target_epsilon\b", "src"),
+        "files importing by a computed name": _files(root, r"import_module\(|__import__\(", "src", "flows", "tasks"),
     }
 
 

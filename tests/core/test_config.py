@@ -1,8 +1,7 @@
 """params.yaml validation: defaults, one-line errors naming the key, overrides."""
 
-from pathlib import Path
-
 import re
+from pathlib import Path
 
 import pytest
 import yaml

@@ -28,5 +28,14 @@ def features(lay: Layout, split: str = "train") -> tuple[Features, torch.Tensor]
     return load_features(lay.features / f"{split}.safetensors")
 
 
+def head_embeddings(lay: Layout, split: str, *, who: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """One split's cached encoder embeddings and labels (long): the head backend's features; a one-line error
+    naming ``who`` needs them under another backend."""
+    feats, y = features(lay, split)
+    if set(feats) != {"x"}:
+        raise ValueError(f"{who} needs the head backend's embeddings (model.backend: head)")
+    return feats["x"], y.long()
+
+
 def n_train(lay: Layout) -> int:
     return sum(label_info(lay)["train_sizes"])

@@ -17,13 +17,15 @@ PER_CLASS_COLUMNS = ["code", "title", "train_size", "test_support", "precision",
 QUARTILE_COLUMNS = ["group", "n_classes", "train_size_range", "test_support", "macro_f1", "weighted_f1"]
 
 
+def f1(y_true, y_pred, labels, *, average: str) -> float:
+    """F1 over all ``labels`` with sklearn's ``average`` (zero_division=0)."""
+    return float(f1_score(y_true, y_pred, labels=list(labels), average=average, zero_division=0))
+
+
 def f1_summary(y_true, y_pred, labels) -> dict[str, float]:
     """Weighted and macro F1 over all ``labels`` (zero_division=0)."""
     labels = list(labels)
-    out = {}
-    for avg in ("weighted", "macro"):
-        out[f"{avg}_f1"] = float(f1_score(y_true, y_pred, labels=labels, average=avg, zero_division=0))
-    return out
+    return {f"{avg}_f1": f1(y_true, y_pred, labels, average=avg) for avg in ("weighted", "macro")}
 
 
 def _aligned(values: Any, labels: Sequence, name: str) -> list:

@@ -96,12 +96,17 @@ class Canary:
     generator: torch.Generator  # its Poisson coins
 
 
-def _adamw(p: torch.Tensor, g: torch.Tensor, m: torch.Tensor, v: torch.Tensor, step: int, lr: float) -> None:
-    """torch.optim.AdamW's update with weight decay 0 (the DP-SGD stage's optimizer), in place."""
+def adam_moments(g: torch.Tensor, m: torch.Tensor, v: torch.Tensor, step: int) -> tuple[torch.Tensor, float]:
+    """torch.optim.AdamW's moment updates (in place) at ``step``: the step's denominator √(v/(1 − β₂ᵗ)) + eps and
+    the first moment's bias correction 1 − β₁ᵗ (the update is −lr/(1 − β₁ᵗ) · m / denominator)."""
     m.lerp_(g, 1 - BETAS[0])
     v.mul_(BETAS[1]).addcmul_(g, g, value=1 - BETAS[1])
-    bc1, bc2 = 1 - BETAS[0] ** step, 1 - BETAS[1] ** step
-    denom = (v.sqrt() / math.sqrt(bc2)).add_(ADAM_EPS)
+    return (v.sqrt() / math.sqrt(1 - BETAS[1] ** step)).add_(ADAM_EPS), 1 - BETAS[0] ** step
+
+
+def _adamw(p: torch.Tensor, g: torch.Tensor, m: torch.Tensor, v: torch.Tensor, step: int, lr: float) -> None:
+    """torch.optim.AdamW's update with weight decay 0 (the DP-SGD stage's optimizer), in place."""
+    denom, bc1 = adam_moments(g, m, v, step)
     p.addcdiv_(m, denom, value=-lr / bc1)
 
 

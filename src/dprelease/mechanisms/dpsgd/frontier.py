@@ -25,14 +25,13 @@ from itertools import product
 from pathlib import Path
 
 import torch
-from sklearn.metrics import f1_score
 
 from dprelease.core.config import Params
-from dprelease.core.data.splits import features, label_info
+from dprelease.core.data.splits import head_embeddings, label_info
 from dprelease.compare.frontier.points import PRIVATE_VALIDATION, PUBLIC_PROXY, Point, write_points
 from dprelease.pipeline.layout import Layout
 from dprelease.core.privacy import secret
-from dprelease.core.utility.metrics import f1_summary, mean_sd
+from dprelease.core.utility.metrics import f1, f1_summary, mean_sd
 from .accounting import default_delta, noise_multiplier, steps_for
 from .batched import Setting, setting_for
 from .grid import train_grid
@@ -58,10 +57,8 @@ def configurations(grid, *, n: int) -> list[dict]:
 
 
 def _xy(lay: Layout, split: str) -> tuple[torch.Tensor, torch.Tensor]:
-    feats, y = features(lay, split)
-    if set(feats) != {"x"}:
-        raise ValueError("frontier: DP-SGD's points need the head backend's embeddings (model.backend: head)")
-    return feats["x"].float(), y.long()
+    x, y = head_embeddings(lay, split, who="DP-SGD's frontier stage")
+    return x.float(), y
 
 
 def predict(w: torch.Tensor, b: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -104,9 +101,8 @@ class _Sigmas:
 
 
 def _weighted_f1(model: tuple[torch.Tensor, torch.Tensor], x: torch.Tensor, y: torch.Tensor, n_classes: int) -> float:
-    """f1_summary's weighted F1 of one run's predictions on (x, y), without its macro F1."""
-    return float(f1_score(y.numpy(), predict(*model, x).numpy(), labels=list(range(n_classes)), average="weighted",
-                          zero_division=0))
+    """The weighted F1 of one run's predictions on (x, y) (not the macro F1 :func:`f1_summary` adds)."""
+    return f1(y.numpy(), predict(*model, x).numpy(), range(n_classes), average="weighted")
 
 
 def grid_scores(configs: list[dict], accountant: str, data: tuple, n_classes: int, *, epsilons: Sequence[float],

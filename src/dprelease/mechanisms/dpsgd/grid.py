@@ -30,12 +30,11 @@ same tolerance as the comparison with ``train_batched``, which keeps them).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import torch
 
-from .batched import ADAM_EPS, BETAS, CLIP_EPS, Setting
+from .batched import CLIP_EPS, Setting, adam_moments
 
 CHUNK = 32  # runs per chunk: a chunk's logits are chunk × records × K floats, its gathered batches chunk × B × d
 TINY = 1e-20  # inputs and softmax probabilities at or below it count as 0 (module docstring)
@@ -146,10 +145,7 @@ def _per_run(v: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
 
 def _adamw(p: torch.Tensor, g: torch.Tensor, m: torch.Tensor, v: torch.Tensor, step: int, lr: torch.Tensor) -> None:
     """torch.optim.AdamW's update with weight decay 0 and one learning rate per run, in place."""
-    m.lerp_(g, 1 - BETAS[0])
-    v.mul_(BETAS[1]).addcmul_(g, g, value=1 - BETAS[1])
-    bc1, bc2 = 1 - BETAS[0] ** step, 1 - BETAS[1] ** step
-    denom = (v.sqrt() / math.sqrt(bc2)).add_(ADAM_EPS)
+    denom, bc1 = adam_moments(g, m, v, step)
     p.sub_(_per_run(lr / bc1, p) * m / denom)
 
 

@@ -41,8 +41,6 @@ def dpsgd_target(params: Params) -> float:
     return declared(params.dpsgd.target_epsilon, key="dpsgd.target_epsilon", who="DP-SGD")
 
 
-target_epsilon = dpsgd_target  # the declared target (privacy/target.py)
-
 
 def preview_train_size(params: Params, root: str | Path = ".") -> int:
     """Training-set size the stratify stage will produce (read + sample + split in memory, ~1 s)."""
@@ -95,7 +93,7 @@ def _with_head(params: Params) -> Params:
 def dpsgd(params: Params, root: str | Path = ".") -> dict:
     """DP-SGD (Opacus) at the declared target ε with δ = ``dpsgd.delta`` or ≤ n^-1.1 (docs/algorithms.md, E)."""
     lay = Layout.from_params(params, root)
-    eps = target_epsilon(params)
+    eps = dpsgd_target(params)
     check_dpsgd(params, lay, eps)
     delta = params.dpsgd.delta or default_delta(n_train(lay))
     run, tuning, _ = release_configuration(params, lay, epsilon=eps, delta=delta)  # as the release chooses it
@@ -178,7 +176,7 @@ def dpsgd_release(params: Params, root: str | Path = ".") -> dict:
 def dpsgd_sweep(params: Params, root: str | Path = ".") -> dict:
     """DP-SGD at the same declared target ε for each δ of ``dpsgd.delta_sweep`` (seed 004 Table 4)."""
     lay = Layout.from_params(params, root)
-    eps = target_epsilon(params)
+    eps = dpsgd_target(params)
     check_dpsgd(params, lay, eps)
     feats, y = features(lay, "test")
     rows = []

@@ -19,7 +19,7 @@ import torch
 
 from dprelease.pipeline.code_scope import closure
 from dprelease.core.config import Params
-from dprelease.core.data.splits import backend_for, features, label_info
+from dprelease.core.data.splits import backend_for, head_embeddings, label_info
 from dprelease.core.io import atomic_dir, read_json, write_json
 from dprelease.core.io import private_dir as owner_only
 from dprelease.pipeline.layout import Layout, check_release_path
@@ -45,10 +45,8 @@ def staged(params: Params) -> str:
 
 def load(lay: Layout, split: str) -> tuple[torch.Tensor, torch.Tensor]:
     """Augmented features x̃ and labels of one split (the head backend's cached embeddings)."""
-    feats, y = features(lay, split)
-    if set(feats) != {"x"}:
-        raise ValueError("linear_ppm needs the head backend's embeddings (model.backend: head)")
-    return maths.augment(feats["x"]), y.long()
+    x, y = head_embeddings(lay, split, who="linear_ppm")
+    return maths.augment(x), y
 
 
 def sample_run(params: Params, lay: Layout, target: maths.Target, tag: str) -> posterior.Run:

@@ -12,7 +12,7 @@ import torch
 
 from dprelease.pipeline.code_scope import closure
 from dprelease.core.config import Params
-from dprelease.core.data.splits import backend_for, features, label_info
+from dprelease.core.data.splits import backend_for, head_embeddings, label_info
 from dprelease.compare.frontier.points import DECLARED, PUBLIC_PROXY
 from dprelease.pipeline.layout import Layout
 from dprelease.core.privacy import guarantee, secret
@@ -30,10 +30,7 @@ def staged(params: Params) -> str:
 
 def embeddings(lay: Layout, split: str) -> tuple[torch.Tensor, torch.Tensor]:
     """One split's cached encoder embeddings and labels (the head backend's; one line otherwise)."""
-    feats, y = features(lay, split)
-    if set(feats) != {"x"}:
-        raise ValueError("DP nearest class mean needs the head backend's embeddings (model.backend: head)")
-    return feats["x"], y.long()
+    return head_embeddings(lay, split, who="DP nearest class mean")
 
 
 def proxy_centre(lay: Layout) -> torch.Tensor | None:
