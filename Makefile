@@ -13,7 +13,7 @@ MODEL ?= oiics-autocoder
 .DEFAULT_GOAL := help
 
 .PHONY: help env run compare audit tune tune-grid retrain simulate ledger serve serve-trigger serve-status serve-stop test \
-        gpp test-fast faults audit-tight repro rotate-key ui serve-model screenshots bench clean chromium dvc-remote dag exps \
+        gpp test-fast test-durations faults audit-tight repro rotate-key ui serve-model screenshots bench clean chromium dvc-remote dag exps \
         epsilon-sensitivity flow results audit-replay frontier
 
 help:  ## this list
@@ -106,11 +106,18 @@ chromium:  ## install headless Chromium for the MLflow UI test when missing (roo
 	    { apt-get update -q >/dev/null 2>&1; DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >/dev/null 2>&1; }; } || \
 	  echo "note: no Chromium (apt-get install -y chromium chromium-driver): the MLflow UI test will be skipped"
 
+# the suite in TEST_WORKERS processes (pytest-xdist), each module's tests in one of them, the longest modules
+# first (tests/longest_first.py); one torch thread each, so the workers do not fight over the cores
+TEST_WORKERS ?= 2
+XDIST = -n $(TEST_WORKERS) --dist loadfile
 test: env chromium  ## the whole test suite (PYTEST_ARGS=... for pytest options)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	OMP_NUM_THREADS=1 $(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 test-fast: env  ## the test suite without the end-to-end tests marked slow
-	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	OMP_NUM_THREADS=1 $(PY) -m pytest $(XDIST) -m "not slow" $(PYTEST_ARGS)
+
+test-durations: env chromium  ## the whole suite, recording each module's seconds for the order (tests/durations.json)
+	OMP_NUM_THREADS=1 $(PY) -m pytest $(XDIST) --record-durations $(PYTEST_ARGS)
 
 # the fault-injection suite alone (also part of `make test`), one line per case
 faults: env  ## the fault-injection suite alone, one line per case

@@ -26,7 +26,7 @@ from pathlib import Path
 import yaml
 
 from dprelease.pipeline import registry
-from dprelease.core.config import Params, load_params
+from dprelease.core.config import Params, load_params, parse_params
 from dprelease.core.io import private_dir, read_json, write_json
 from dprelease.pipeline.stage import pick
 from dprelease.pipeline.stage_store import default_objects
@@ -35,8 +35,41 @@ _LOCK = threading.Lock()  # DVC locks its repository: one commit at a time (stag
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: dvc.lock is read once per stage, and is large
 
 
+_PARSED: dict[tuple[str, str], object] = {}  # (what, sha256 of the bytes) → parsed: by content, never stale
+
+
+def _parsed(path: Path, what: str, parse):
+    """``parse(text)`` of the file's bytes, remembered by their hash: every stage task reads the same dvc.yaml,
+    dvc.lock and params.yaml (tens of milliseconds a parse, twice per stage); read-only to callers."""
+    data = path.read_bytes()
+    key = (what, hashlib.sha256(data).hexdigest())
+    if key not in _PARSED:
+        if len(_PARSED) > 32:
+            _PARSED.clear()
+        _PARSED[key] = parse(data.decode("utf-8"))
+    return _PARSED[key]
+
+
 def _read_yaml(path: Path) -> dict:
-    return yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER) or {}  # noqa: S506 - a safe loader
+    return _parsed(path, "yaml", lambda text: yaml.load(text, Loader=_LOADER) or {})  # noqa: S506 - a safe loader
+
+
+def _root_params(root: Path) -> Params:
+    """The root's ``params.yaml``, as :func:`load_params` reads it, parsed once per content."""
+    path = root / "params.yaml"
+    return _parsed(path, "params", lambda text: parse_params(yaml.safe_load(text))) if path.is_file() \
+        else load_params(path)
+
+
+_DVC_YAML: list = []  # [(params, registry.dvc_yaml(params))]: the flow's one Params object, its dvc.yaml computed once
+
+
+def _expected(params: Params) -> dict:
+    for held, computed in _DVC_YAML:
+        if held is params:
+            return computed
+    _DVC_YAML[:] = [(params, registry.dvc_yaml(params))] + _DVC_YAML[:3]
+    return _DVC_YAML[0][1]
 
 
 def dvc_root(root: str | Path) -> Path | None:
@@ -71,11 +104,11 @@ def why_not(name: str, params: Params, root: str | Path, inputs: bool = True) ->
     root = Path(root)
     if not (root / ".dvc").is_dir() or not (root / "dvc.yaml").is_file():
         return "not a DVC project root"
-    expected = registry.dvc_yaml(params)["stages"].get(name)
+    expected = _expected(params)["stages"].get(name)
     if expected is None or _declared(root).get(name) != expected:
         return "dvc.yaml does not declare it as the registry does (regenerate it: dprelease dvc-yaml)"
     try:
-        dvc_params = load_params(root / "params.yaml")
+        dvc_params = _root_params(root)
     except Exception:  # noqa: BLE001 - any unreadable params file: DVC cannot read it either
         return "params.yaml is missing or invalid"
     keys = expected.get("params", [])

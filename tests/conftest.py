@@ -19,6 +19,10 @@ from pathlib import Path
 
 import pytest
 
+# the suite's order (longest modules first) and `make test-durations`: tests/longest_first.py
+from longest_first import (pytest_addoption, pytest_collection_modifyitems,  # noqa: F401
+                           pytest_runtest_logreport, pytest_sessionfinish)
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data" / "osha_sir_2015_2016.csv.gz"
 SLICE_DATA = "data/sir.csv.gz"  # where each test root gets its copy (relative: resolved against the root)
