@@ -148,20 +148,68 @@ def record(name: str, params: Params, root: str | Path, key: str | None = None) 
                 return None
         except ValueError:
             pass
+    if _as_locked(root, name, params):  # `dvc commit` would write the entry that is there: note it, commit nothing
+        mark_recorded(name, params, root, key) if key is not None else _note_stamped(params, root, name)
+        return None
     private_dir(_cache_dir(root))
     with _LOCK:  # DVC resolves stage names and its run cache against the working directory: run it in root
         done = subprocess.run([sys.executable, "-m", "dvc", "commit", "-q", "-f", "--no-relink", name], cwd=root,
                               capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"dvc commit {name}: {' '.join((done.stderr or done.stdout).split())[:300]}")
+    _note_stamped(params, root, name)
+    return None
+
+
+def _note_stamped(params: Params, root: Path, name: str) -> None:
     stamp = root / params.artifacts / ".stamps" / f"{name}.json"
     try:
         stamped = read_json(stamp).get("key") if stamp.is_file() else None
     except ValueError:
         stamped = None
     if stamped:  # the key whose outputs were just recorded (the stage task marks them done first)
-        write_json(mark, {"key": stamped, "entry": _lock_entry(root, name)}, private=True)
-    return None
+        write_json(_mark(params, root, name), {"key": stamped, "entry": _lock_entry(root, name)}, private=True)
+
+
+def _dotted(raw: dict, key: str):
+    node = raw
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+_MISSING = object()
+
+
+def _as_locked(root: Path, name: str, params: Params) -> bool:
+    """``dvc.lock``'s entry for stage ``name`` is what ``dvc commit`` would write now: the deps and outputs
+    ``dvc.yaml`` declares, each a file of the recorded size and MD5 (DVC 3's hash: of the bytes), each param the
+    recorded value in ``params.yaml``. A folder, a missing hash or any difference: False (DVC is asked). The case
+    of a second clone's first run, whose stages DVC's status cannot restore (the key's id: not shared)."""
+    try:
+        entry = (_read_yaml(root / "dvc.lock").get("stages") or {}).get(name)
+    except (OSError, yaml.YAMLError):  # no dvc.lock yet (a project's first run), or one DVC cannot read either
+        return False
+    declared = _expected(params)["stages"].get(name) or {}
+    if not entry:
+        return False
+    outs = [o if isinstance(o, str) else next(iter(o)) for o in declared.get("outs", []) + declared.get("metrics", [])]
+    files = entry.get("deps", []) + entry.get("outs", [])
+    if (sorted(d["path"] for d in entry.get("deps", [])) != sorted(declared.get("deps", []))
+            or sorted(o["path"] for o in entry.get("outs", [])) != sorted(outs)):
+        return False
+    for item in files:
+        path = root / item["path"]
+        if not path.is_file() or "md5" not in item or path.stat().st_size != item.get("size"):
+            return False
+    if any(hashlib.md5(Path(root / i["path"]).read_bytes()).hexdigest() != i["md5"] for i in files):  # noqa: S324
+        return False
+    recorded = (entry.get("params") or {}).get("params.yaml", {})
+    raw = _read_yaml(root / "params.yaml")
+    return (sorted(recorded) == sorted(declared.get("params", []))
+            and all(_dotted(raw, k) == v for k, v in recorded.items()))
 
 
 def mark_recorded(name: str, params: Params, root: str | Path, key: str) -> None:

@@ -176,6 +176,38 @@ def test_push_then_pull_in_a_second_clone(recorded, tmp_path):
     assert not any(f.read_bytes() in pushed for f in (root / params.artifacts / "secret").rglob("*") if f.is_file())
 
 
+def test_an_entry_is_as_locked_only_when_every_file_and_param_is_the_recorded_one(recorded, tmp_path):
+    """What spares a `dvc commit`: every dep and output of the entry the file dvc.lock hashed, every param its value."""
+    from tasks import dvc_record
+
+    params, root = recorded
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy, symlinks=True)
+    assert dvc_record._as_locked(copy, "secret", params)  # what the flow recorded
+    assert not dvc_record._as_locked(copy, "stratify", params)  # a folder among its outputs: DVC is asked
+    key_id = copy / params.artifacts / "secret" / "key_id.json"
+    good = key_id.read_bytes()
+    key_id.write_bytes(good.replace(b'"', b"'", 1)[: len(good)].ljust(len(good), b" "))  # same size, other bytes
+    assert not dvc_record._as_locked(copy, "secret", params)
+    key_id.write_bytes(good)
+    code = copy / "src" / "dprelease" / "core" / "privacy" / "secret.py"
+    code.write_text(code.read_text() + "\n")  # a code dep edited
+    assert not dvc_record._as_locked(copy, "secret", params)
+    code.write_text(code.read_text()[:-1])
+    assert dvc_record._as_locked(copy, "secret", params)
+    # params: the entry's values are params.yaml's (a stage declaring `seed`, its recorded value then another)
+    declared = json.loads(json.dumps(dvc_record._expected(params)))
+    declared["stages"]["secret"]["params"] = ["seed"]
+    lock = yaml.safe_load((copy / "dvc.lock").read_text())
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(dvc_record, "_expected", lambda p: declared)
+        assert not dvc_record._as_locked(copy, "secret", params)  # declared, not recorded
+        for seed, same in ((params.seed, True), (params.seed + 1, False)):
+            lock["stages"]["secret"]["params"] = {"params.yaml": {"seed": seed}}
+            (copy / "dvc.lock").write_text(yaml.safe_dump(lock, sort_keys=False))
+            assert dvc_record._as_locked(copy, "secret", params) is same
+
+
 def test_params_other_than_params_yaml_are_not_recorded(recorded, tmp_path):
     from tasks import dvc_record
 
@@ -227,9 +259,17 @@ def test_a_second_operator_imports_the_keys_pulls_and_gets_the_same_release(reco
     import flows.release as fr
     import tasks.stages as ts
 
+    from tasks import dvc_record
+
     monkeypatch.setattr(ts, "store_dir", lambda: tmp_path / "clone-store")
     ts.HOW.clear()
+    asked: list[list[str]] = []
+    real = dvc_record.subprocess.run
+    monkeypatch.setattr(dvc_record.subprocess, "run", lambda cmd, **kw: asked.append(cmd[3:]) or real(cmd, **kw))
     fr.release_flow(params.model_dump(mode="json"), str(clone), False)
     assert {n for n, how in ts.HOW.items() if how == "ran"} == {"secret"}  # the key's id file only (never in DVC)
+    # DVC asked once, for its status, and to commit nothing (no MLflow run here): the key's id file the clone ran
+    # is the one dvc.lock records (same bytes, same code), so its entry stands as it is
+    assert asked == [["status", "--json"]], asked
     assert {n for n, how in ts.HOW.items() if how == "dvc.lock"} >= {"stratify", "featurize", "draw", "publish"}
     assert all((root / params.release / f).read_bytes() == (clone / params.release / f).read_bytes() for f in files)
