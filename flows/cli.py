@@ -84,7 +84,12 @@ def run(args: argparse.Namespace, check: Callable[[Params], None], go: Callable[
         check_release_path(params, args.root)
         check(params)
         with root_lock(args.root):
+            from tasks.server_guard import start_early
+
+            starting = start_early()  # Prefect's server starts while the leftovers are cleaned and the flow is built
             _clean(params, Path(args.root))
+            if starting is not None:
+                starting.join()
             return 0, params, go(params)
     except (OneLineError, ValueError, FileNotFoundError) as err:
         print(f"dprelease: error: {one_line(err)}", file=sys.stderr)

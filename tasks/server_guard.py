@@ -56,6 +56,31 @@ def install() -> None:
     _installed = True
 
 
+def start_early() -> threading.Thread | None:
+    """Start Prefect's temporary server now, in a thread: its process imports, opens (on a new project: creates
+    and migrates) its database and binds while this process prepares the run; the flow then finds it running.
+    None where the run uses a server (``PREFECT_API_URL``): nothing to start. Join the thread before the flow's
+    first API call (a second ``start`` while one is under way returns before the server answers); a start that
+    failed here is simply tried again, and reported, by the flow's own."""
+    from prefect.settings import PREFECT_API_URL
+
+    if PREFECT_API_URL.value():
+        return None
+    install()
+
+    def start() -> None:
+        from prefect.server.api.server import SubprocessASGIServer
+
+        try:
+            SubprocessASGIServer().start()
+        except Exception:  # noqa: BLE001 - the flow's own start tries again and reports it
+            pass
+
+    thread = threading.Thread(target=start, name="prefect-server-start", daemon=True)
+    thread.start()
+    return thread
+
+
 def main() -> None:
     parent = int(sys.argv[1])
     threading.Thread(target=_watch, args=(parent,), daemon=True).start()

@@ -54,6 +54,11 @@ SLICE = {
     "proxy": {"until": None},
 }
 
+# the privacy audit's sizes where a test checks that the audit ran and what it attached, not its power (the
+# defaults embed a 6,000-row population pool and fit 16 reference models: about 30 s on the slice)
+SMALL_AUDIT = {"pool_size": 300, "references": 3, "canaries": 40, "input_canaries": 200, "guess_grid": [10, 40],
+               "replay_targets": SLICE["privacy_audit"]["replay_targets"]}
+
 _PREFECT_TMP: str | None = None
 
 

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import GATED, make_root, slice_raw
+from conftest import GATED, SMALL_AUDIT, make_root, slice_raw
 
 pytestmark = pytest.mark.slow
 
@@ -25,8 +25,9 @@ def simulated(tmp_path_factory):
     import flows.retrain as fr
 
     root = make_root(tmp_path_factory.mktemp("retrain"))
-    raw = slice_raw(**GATED, service={"windows": WINDOWS, "audit": False, "gates": {"epsilon_budget": 50.0,
-                                                                           "utility_tolerance": 1.0}})
+    raw = slice_raw(**GATED, privacy_audit=SMALL_AUDIT,  # the unchanged retrain's audit: its figures attached
+                    service={"windows": WINDOWS, "audit": False, "gates": {"epsilon_budget": 50.0,
+                                                                          "utility_tolerance": 1.0}})
     (root / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
