@@ -107,8 +107,10 @@ chromium:  ## install headless Chromium for the MLflow UI test when missing (roo
 	  echo "note: no Chromium (apt-get install -y chromium chromium-driver): the MLflow UI test will be skipped"
 
 # the suite in TEST_WORKERS processes (pytest-xdist), each module's tests in one of them, the longest modules
-# first (tests/longest_first.py); one torch thread each, so the workers do not fight over the cores
-TEST_WORKERS ?= 2
+# first (tests/longest_first.py); one torch thread each, so the workers do not fight over the cores. Three on
+# two cores: the served-retrain tests spend a minute or two waiting for a cron's minute and for servers, and
+# a third process keeps both cores busy meanwhile (docs/benchmarks.md, "The test suite")
+TEST_WORKERS ?= 3
 XDIST = -n $(TEST_WORKERS) --dist loadfile
 test: env chromium  ## the whole test suite (PYTEST_ARGS=... for pytest options)
 	OMP_NUM_THREADS=1 $(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
