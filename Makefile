@@ -111,7 +111,7 @@ chromium:  ## install headless Chromium for the MLflow UI test when missing (roo
 # two cores: the served-retrain tests spend a minute or two waiting for a cron's minute and for servers, and
 # a third process keeps both cores busy meanwhile (docs/benchmarks.md, "The test suite")
 TEST_WORKERS ?= 3
-XDIST = -n $(TEST_WORKERS) --dist loadfile
+XDIST = -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 test: env chromium  ## the whole test suite (PYTEST_ARGS=... for pytest options)
 	OMP_NUM_THREADS=1 $(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
