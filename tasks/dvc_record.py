@@ -26,10 +26,10 @@ from pathlib import Path
 import yaml
 
 from dprelease.pipeline import registry
-from dprelease.core.config import Params, load_params, parse_params
+from dprelease.core.config import Params, parse_params
 from dprelease.core.io import private_dir, read_json, write_json
 from dprelease.pipeline.stage import pick
-from dprelease.pipeline.stage_store import default_objects
+from dprelease.pipeline.stage_store import default_objects, file_md5
 
 _LOCK = threading.Lock()  # DVC locks its repository: one commit at a time (stage tasks may finish on several threads)
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: dvc.lock is read once per stage, and is large
@@ -55,21 +55,20 @@ def _read_yaml(path: Path) -> dict:
 
 
 def _root_params(root: Path) -> Params:
-    """The root's ``params.yaml``, as :func:`load_params` reads it, parsed once per content."""
-    path = root / "params.yaml"
-    return _parsed(path, "params", lambda text: parse_params(yaml.safe_load(text))) if path.is_file() \
-        else load_params(path)
+    """The root's ``params.yaml``, as :func:`load_params` reads it, parsed once per content (a missing or invalid
+    file raises, as there)."""
+    return _parsed(root / "params.yaml", "params", lambda text: parse_params(yaml.safe_load(text)))
 
 
-_DVC_YAML: list = []  # [(params, registry.dvc_yaml(params))]: the flow's one Params object, its dvc.yaml computed once
+@functools.lru_cache(maxsize=4)
+def _dvc_yaml(params_json: str) -> dict:
+    return registry.dvc_yaml(Params.model_validate_json(params_json))
 
 
 def _expected(params: Params) -> dict:
-    for held, computed in _DVC_YAML:
-        if held is params:
-            return computed
-    _DVC_YAML[:] = [(params, registry.dvc_yaml(params))] + _DVC_YAML[:3]
-    return _DVC_YAML[0][1]
+    """The registry's ``dvc.yaml`` for ``params`` (read-only), computed once per params: every stage task of a
+    flow validates its own ``Params`` object from the same values."""
+    return _dvc_yaml(params.model_dump_json())
 
 
 def dvc_root(root: str | Path) -> Path | None:
@@ -192,9 +191,9 @@ def _as_locked(root: Path, name: str, params: Params) -> bool:
         entry = (_read_yaml(root / "dvc.lock").get("stages") or {}).get(name)
     except (OSError, yaml.YAMLError):  # no dvc.lock yet (a project's first run), or one DVC cannot read either
         return False
-    declared = _expected(params)["stages"].get(name) or {}
     if not entry:
         return False
+    declared = _expected(params)["stages"].get(name) or {}
     outs = [o if isinstance(o, str) else next(iter(o)) for o in declared.get("outs", []) + declared.get("metrics", [])]
     files = entry.get("deps", []) + entry.get("outs", [])
     if (sorted(d["path"] for d in entry.get("deps", [])) != sorted(declared.get("deps", []))
@@ -204,7 +203,7 @@ def _as_locked(root: Path, name: str, params: Params) -> bool:
         path = root / item["path"]
         if not path.is_file() or "md5" not in item or path.stat().st_size != item.get("size"):
             return False
-    if any(hashlib.md5(Path(root / i["path"]).read_bytes()).hexdigest() != i["md5"] for i in files):  # noqa: S324
+    if any(file_md5(root / i["path"]) != i["md5"] for i in files):
         return False
     recorded = (entry.get("params") or {}).get("params.yaml", {})
     raw = _read_yaml(root / "params.yaml")

@@ -1,9 +1,9 @@
 """The suite's order: the modules that took longest first (``make test`` splits the modules between worker
 processes, ``pytest -n 3 --dist loadfile --no-loadscope-reorder``, each taking the next module in this order
 when it is nearly done with its own; started last, one long module would leave the others idle at the end.
-pytest-xdist's own default order, by number of tests, put the served-retrain module's three tests last). Each module's seconds are those of a recorded run (``tests/durations.json``; ``make
-test-durations`` records them again); a module not recorded counts as 0 and keeps its collection place
-among those. Only the order changes: every test runs, with the same fixtures.
+pytest-xdist's own default order, by number of tests, put the served-retrain module's three tests last).
+Each module's seconds are those of a recorded run (``tests/durations.json``; ``make test-durations`` records
+them again); a module not recorded counts as 0 and keeps its collection place among those. Only the order changes: every test runs, with the same fixtures.
 
 conftest.py imports the hooks below (pytest finds them there by name).
 """

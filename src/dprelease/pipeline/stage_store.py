@@ -44,7 +44,8 @@ def object_path(objects: Path, md5: str) -> Path:
     return Path(objects) / "files" / "md5" / md5[:2] / md5[2:]
 
 
-def _md5(path: Path) -> str:
+def file_md5(path: Path) -> str:
+    """The MD5 of a file's bytes, read in blocks: DVC 3's hash of a file (its object's name, its dvc.lock entry)."""
     h = hashlib.md5()
     with open(path, "rb") as fh:
         while block := fh.read(1 << 20):
@@ -152,7 +153,7 @@ def verify(store: Path, key: str) -> dict | None:
     objects = Path(manifest["objects"])
     for meta in manifest.get("files", {}).values():
         f = object_path(objects, meta["md5"])
-        if not f.is_file() or _md5(f) != meta["md5"]:
+        if not f.is_file() or file_md5(f) != meta["md5"]:
             return None
     return manifest
 
