@@ -67,7 +67,7 @@ def test_versions_tags_and_gates(simulated):
     for v in versions:
         for key in ("epsilon", "guarantee", "cumulative_epsilon", "weighted_f1", "macro_f1", "weighted_f1_mean",
                     "records", "release.digest", "snapshot", "gate.decision", "gate.reason",
-                    "snapshot_sha256", "code_hash", "params_hash", "audited", "source"):  # what it was made from
+                    "snapshot_id", "code_hash", "params_hash", "audited", "source"):  # what it was made from
             assert key in v.tags, (v.version, key)
         assert v.tags["source"] == "retrain"
         run = client.get_run(v.tags["run_id"])

@@ -24,7 +24,8 @@ class DataParams(_Strict):
     path: str = "data/osha_sir_2015_2016.csv.gz"
     text_column: str = "Final Narrative"
     label_column: str = "Nature"
-    cap: int = Field(200, ge=1, description="max rows per class (D.1)")
+    cap: int | None = Field(200, ge=1, description="per-class cap as a public rate: min(1, cap / public count); "
+                            "null: every report of the label space")
     min_class_size: int = Field(2, ge=2, description="drop classes with fewer rows (D.2)")
     test_size: float = Field(0.5, gt=0.0, lt=1.0)
     validation_size: float = Field(0.2, ge=0.0, lt=1.0, description="fraction of the held-out half kept as the "

@@ -3,17 +3,20 @@ within :data:`BOUNDS`, a safetensors header checked against the file's size, ten
 finite weights. Each problem is a one-line :class:`~dprelease.core.errors.ReleaseError` naming the file.
 
 The bottom layer of loading a release (imports neither the backends nor the release package): the backends'
-loaders and :mod:`dprelease.core.release.check` both build on it."""
+loaders and :mod:`dprelease.core.release.check` both build on it. Only reading the weights imports torch
+(:func:`load_weights`): the checks before it (``dprelease verify``) run without it."""
 
 from __future__ import annotations
 
 import json
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
+from dprelease.core.errors import ReleaseError
 
-from .errors import ReleaseError
+if TYPE_CHECKING:
+    import torch
 
 # The one place the dimensions a release may declare are bounded (inclusive). Generous for any
 # MiniLM/BERT-base-sized release; anything outside is refused before a tensor is allocated.
@@ -60,7 +63,12 @@ def bounded(path: Path, obj: dict, bounds: dict[str, tuple[int, int]], keys=None
 
 
 def module_shapes(path: Path, model: torch.nn.Module) -> dict[str, tuple[tuple[int, ...], bool]]:
-    shapes = {k: (tuple(v.shape), v.is_floating_point()) for k, v in model.state_dict().items()}
+    return limited(path, {k: (tuple(v.shape), v.is_floating_point()) for k, v in model.state_dict().items()})
+
+
+def limited(path: Path, shapes: dict[str, tuple[tuple[int, ...], bool]]) -> dict[str, tuple[tuple[int, ...], bool]]:
+    """``shapes`` (tensor name → (shape, floating-point)), refused when all tensors together hold more than
+    :data:`MAX_PARAMETERS`."""
     total = sum(math.prod(s) for s, _ in shapes.values())
     if total > MAX_PARAMETERS:
         raise ReleaseError(f"{path}: the architecture has {total:,} parameters, more than a release may hold "
@@ -131,6 +139,7 @@ def check_shapes(path: Path, header: dict, expected: dict, source: str) -> None:
 
 def load_weights(path: Path) -> dict[str, torch.Tensor]:
     """The tensors of a safetensors file, each floating one finite."""
+    import torch
     from safetensors.torch import load_file
 
     safetensors_header(path)  # a one-line error for a truncated or corrupt file

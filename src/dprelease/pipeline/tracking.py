@@ -294,13 +294,14 @@ SPLIT_CONTEXT = {"train": "training", "validation": "validation", "test": "testi
 
 
 def _log_datasets(mlflow, params: Params, root: str | Path, lay: Layout) -> None:
-    """The extract and each split as MLflow dataset inputs: name, row count and a content digest only
-    (no rows, no profile of values)."""
+    """The extract and each split as MLflow dataset inputs: name and schema only (no rows, no profile of values,
+    no content digest: a digest of a private file is a membership test for anyone holding D∖{x} and x). The
+    dataset's digest names the declaration (path, release id), not the content."""
     from mlflow.data.dataset_source_registry import resolve_dataset_source
     from mlflow.data.meta_dataset import MetaDataset
     from mlflow.types import ColSpec, Schema
     import warnings
-    from dprelease.core.io import file_hash
+    import hashlib
 
     source = Path(root) / params.data.path
     extract = Path(params.data.path).name
@@ -314,7 +315,8 @@ def _log_datasets(mlflow, params: Params, root: str | Path, lay: Layout) -> None
         with warnings.catch_warnings():  # "can be interpreted in multiple ways": both are the local-file source
             warnings.simplefilter("ignore")
             src = resolve_dataset_source(extract)
-        ds = MetaDataset(src, name=name, digest=file_hash(path)[:16], schema=schema)
+        declared = f"{params.data.path}\0{name}\0{params.released.release_id}"
+        ds = MetaDataset(src, name=name, digest=hashlib.sha256(declared.encode()).hexdigest()[:16], schema=schema)
         mlflow.log_input(ds, context=context)
 
 

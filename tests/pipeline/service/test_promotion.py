@@ -107,7 +107,7 @@ def test_summary_reports_the_decision_and_production(registry):
 
 
 
-FP = {"snapshot_sha256": "s1", "code_hash": "c1", "params_hash": "p1"}
+FP = {"snapshot_id": "s1", "code_hash": "c1", "params_hash": "p1"}
 
 
 def test_unchanged_since_finds_the_production_or_newest_version_made_from_the_same_inputs(registry):
@@ -129,10 +129,10 @@ def test_unchanged_since_finds_the_production_or_newest_version_made_from_the_sa
     client.set_model_version_tag(NAME, v1, "audited", "true")
     assert found(FP, audit=True) == v1
     # a newer version from other inputs: production (v1) still matches; the newest matches its own inputs
-    v2 = _version(registry, "b", 2.0, 0.7, **(FP | {"snapshot_sha256": "s2"}))
-    assert found(FP) == v1 and found(FP | {"snapshot_sha256": "s2"}) == v2
+    v2 = _version(registry, "b", 2.0, 0.7, **(FP | {"snapshot_id": "s2"}))
+    assert found(FP) == v1 and found(FP | {"snapshot_id": "s2"}) == v2
     # a version that is neither production nor the newest any more is not looked at
     v3 = _version(registry, "c", 2.0, 0.7, **(FP | {"code_hash": "c3"}))
     promote(client, NAME, v3, gates=GateParams(epsilon_budget=5.0))
-    assert found(FP) is None and found(FP | {"snapshot_sha256": "s2"}) is None
+    assert found(FP) is None and found(FP | {"snapshot_id": "s2"}) is None
     assert found(FP | {"code_hash": "c3"}) == v3

@@ -54,7 +54,7 @@ def test_the_current_release_is_registered_once_with_its_figures_and_gate(projec
         assert float(tags["epsilon"]) == pytest.approx(figures["epsilon"])          # its ε (when it claims one)
     assert tags["gate.decision"] in ("promoted", "refused") and tags["gate.reason"]  # the gates were evaluated
     assert tags["source"] == "release" and tags["snapshot"] == "sir.csv.gz"
-    assert {"snapshot_sha256", "code_hash", "params_hash", "release.digest", "cumulative_epsilon"} <= set(tags)
+    assert {"snapshot_id", "code_hash", "params_hash", "release.digest", "cumulative_epsilon"} <= set(tags)
     alias = "production" if tags["gate.decision"] == "promoted" else "refused"
     assert str(client.get_model_version_by_alias(NAME, alias).version) == "1"
     assert [e.version for e in Ledger(root / "artifacts" / "ledger").entries] == ["1"]

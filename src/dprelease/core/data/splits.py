@@ -14,8 +14,11 @@ SPLITS = ("train", "test", "validation", "proxy_train", "proxy_validation")  # p
 
 
 def label_info(lay: Layout) -> dict:
-    """OIICS codes, titles and per-split class sizes written by the stratify stage."""
-    return read_json(lay.data / "labels.json")
+    """OIICS codes and titles (``labels.json``: public, the same for every extract) with the per-split class sizes
+    (``sizes.json``: private counts, for internal tables only)."""
+    labels = read_json(lay.data / "labels.json")
+    sizes = lay.data / "sizes.json"
+    return labels | (read_json(sizes) if sizes.is_file() else {})
 
 
 def backend_for(params: Params, lay: Layout) -> Backend:
@@ -38,4 +41,11 @@ def head_embeddings(lay: Layout, split: str, *, who: str) -> tuple[torch.Tensor,
 
 
 def n_train(lay: Layout) -> int:
+    """The private training count (internal: never a mechanism's normaliser, δ or a released figure)."""
     return sum(label_info(lay)["train_sizes"])
+
+
+def n_public(lay: Layout) -> int:
+    """The PUBLIC expected training size n̂ (from the public period's counts and the declared rates and shares):
+    what δ's default and DP-SGD's normaliser use instead of the private count."""
+    return int(read_json(lay.data / "public.json")["expected_train_size"])

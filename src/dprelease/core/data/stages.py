@@ -1,10 +1,12 @@
-"""The data stages: ``stratify`` (load, stratify, split; docs/algorithms.md, D.1–D.3) and ``featurize`` (backend
+"""The data stages: ``stratify`` (the data floor: public design, record-local roles; docs/guarantees.md) and ``featurize`` (backend
 features for every split)."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -13,79 +15,112 @@ from ..config import Params
 from ..io import atomic_dir, write_json
 from dprelease.pipeline.layout import Layout
 from dprelease.pipeline.stage import Stage
-from . import records
+from ..privacy import secret
+from ..privacy.stages import key_id_file
+from . import records, roles
 from .splits import SPLITS, backend_for, label_info
 
 
-def period_split(params: Params, root: str | Path = ".") -> tuple[pd.DataFrame, pd.DataFrame | None]:
-    """(the reports the private sample is drawn from, the public proxy's reports or None): with ``proxy.until``
-    the reports up to that EventDate are the public proxy and only later ones may enter the private sample."""
+def period_split(params: Params, root: str | Path = ".") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the private period's reports, the public period's reports): reports up to ``proxy.until`` were published
+    before the private period and are public inputs (the label space, the rates, the proxy); the rest is private.
+    Both frames keep their ``date`` column (a report's content id includes it)."""
     d, px = params.data, params.proxy
     df = records.read_records(Path(root) / d.path, d.text_column, d.label_column, d.encoding,
-                              date_column=px.date_column if px.until else None)
-    if not px.until:
-        return df, None
+                              date_column=px.date_column)
     public = df["date"] <= pd.Timestamp(px.until)
     if public.all() or not public.any():
         raise records.DataError(f"proxy.until {px.until}: every report falls on one side of it ({d.path}): no "
-                                "public proxy or no private period")
-    return df[~public].drop(columns="date"), df[public].drop(columns="date")
+                                "public period or no private period")
+    return df[~public].reset_index(drop=True), df[public].reset_index(drop=True)
 
 
-def _proxy(public: pd.DataFrame, codes: list[str], n_train: int, params: Params) -> tuple[dict, dict]:
-    """The proxy's splits (train of the private training set's size at most, validation) over the private codes
-    it holds, and its coverage of the private sample (aggregates)."""
+def public_design(params: Params, public: pd.DataFrame) -> dict:
+    """Everything the data floor decides from the PUBLIC period alone (fixed before a private report is read):
+    the label space, the per-code inclusion rates, the role shares and the expected role sizes."""
     d = params.data
-    pool = public[public["label"].isin(codes)]
-    sample = records.stratified_sample(pool, cap=d.cap, min_class_size=2, seed=params.seed)
-    train, validation = records.split(sample, test_size=params.proxy.validation_size, seed=params.seed)
-    if len(train) > n_train:  # a proxy training set of the private one's size: its noise regime is the release's
-        train = train.sample(n=n_train, random_state=params.seed).reset_index(drop=True)
-    return {"proxy_train": train, "proxy_validation": validation}, {
-        "until": params.proxy.until, "public_reports": len(public), "rows": len(sample), "train_rows": len(train),
-        "validation_rows": len(validation), "classes": int(sample["label"].nunique())}
+    codes = roles.label_space(public, min_class_size=d.min_class_size, limit_classes=d.limit_classes)
+    if len(codes) < 2:
+        raise records.DataError(f"{d.path}: the public period (up to {params.proxy.until}) has {len(codes)} code(s) "
+                                f"with >= {d.min_class_size} reports; the label space needs at least 2")
+    rates = roles.inclusion_rates(public, codes, cap=d.cap)
+    shares = roles.fractions(test_size=d.test_size, validation_size=d.validation_size)
+    return {"codes": codes, "rates": rates, "shares": shares,
+            "expected": roles.expected_sizes(public, rates, shares)}
+
+
+def _proxy(public: pd.DataFrame, design: dict, params: Params) -> dict[str, pd.DataFrame]:
+    """The public proxy's splits: public reports of the label space, included at the same rates as the private
+    ones, split by a hash of each report and the public seed (record-local, public)."""
+    u = roles.public_uniforms(roles.report_ids(public), seed=params.seed, purpose="proxy")
+    val = params.proxy.validation_size
+    role = roles.assign(u, public["label"].tolist(), rates=design["rates"], shares=(1.0 - val, val, 0.0))
+    return {"proxy_train": public[role == "train"], "proxy_validation": public[role == "validation"]}
+
+
+def _ordered(frame: pd.DataFrame, ids: np.ndarray) -> pd.DataFrame:
+    """A split in content-id order: a function of the set of reports, never of their positions in the file."""
+    return frame.assign(_id=ids).sort_values("_id", kind="stable").drop(columns="_id").reset_index(drop=True)
 
 
 def stratify(params: Params, root: str | Path = ".") -> dict:
-    """Load, stratify (min(N_c, cap) per class), drop tiny classes, split 50/50 (docs/algorithms.md, D.1–D.3); with a
-    public proxy (``proxy.until``), the private sample from the later period only, and the proxy's splits."""
+    """The data floor (docs/guarantees.md, "The boundary"): the public design from the public period, then each
+    private report's role from its own keyed hash (record-local: one report added or removed changes only its own
+    role), the public proxy's splits, the public label map and the per-release noise context."""
     lay, d = Layout.from_params(params, root), params.data
-    df, public = period_split(params, root)
-    sample = records.stratified_sample(df, cap=d.cap, min_class_size=d.min_class_size, seed=params.seed,
-                                       limit_classes=d.limit_classes)
-    train, test = records.split(sample, test_size=d.test_size, seed=params.seed)
-    validation = None
-    if d.validation_size > 0:  # held out for private selection scoring (random, not stratified)
-        validation = test.sample(frac=d.validation_size, random_state=params.seed)
-        test = test.drop(validation.index).reset_index(drop=True)
-        validation = validation.reset_index(drop=True)
-    codes = sorted(sample["label"].unique(), key=lambda c: (not c.isdigit(), int(c) if c.isdigit() else 0, c))
+    private, public = period_split(params, root)
+    design = public_design(params, public)
+    codes = design["codes"]
+    ids = roles.report_ids(private)
+    role = roles.assign(secret.record_uniforms(lay.artifacts, ids), private["label"].tolist(),
+                        rates=design["rates"], shares=design["shares"])
+    splits = {name: _ordered(private[role == name], ids[role == name]) for name in ("train", "validation", "test")}
+    if d.validation_size == 0:
+        splits.pop("validation")
+    for name, frame in _proxy(public, design, params).items():
+        splits[name] = _ordered(frame, roles.report_ids(frame))
     titles = records.load_titles()
-    train_sizes = train["label"].value_counts()
-    test_sizes = test["label"].value_counts()
-    labels = {"codes": codes, "titles": [titles.get(c, c) for c in codes],
-              "train_sizes": [int(train_sizes.get(c, 0)) for c in codes],
-              "test_sizes": [int(test_sizes.get(c, 0)) for c in codes]}
-    summary = {"source_rows": len(df), "rows": len(sample), "classes": len(codes), "train_rows": len(train),
-               "test_rows": len(test), "validation_rows": 0 if validation is None else len(validation),
-               "train_class_gini": round(records.gini(labels["train_sizes"]), 4),
-               "largest_class": max(labels["train_sizes"]), "smallest_class": min(labels["train_sizes"])}
-    proxy = {}
-    if public is not None:
-        proxy, summary["proxy"] = _proxy(public, codes, len(train), params)
-        held = set(proxy["proxy_train"]["label"]) | set(proxy["proxy_validation"]["label"])
-        summary["proxy"] |= {"private_classes_covered": sum(c in held for c in codes),
-                             "private_rows_covered": round(float(sample["label"].isin(held).mean()), 4)}
+    labels = {"codes": codes, "titles": [titles.get(c, c) for c in codes]}  # public: the same for every extract
+    sizes = {f"{name}_sizes": [int(n) for n in splits[name]["label"].value_counts().reindex(codes, fill_value=0)]
+             for name in splits}
+    train_sizes = sizes["train_sizes"]
+    summary = {
+        "public": {"until": params.proxy.until, "public_reports": len(public), "classes": len(codes),
+                   "expected_train_size": design["expected"]["train"],
+                   "expected_test_size": design["expected"]["test"],
+                   "expected_validation_size": design["expected"]["validation"],
+                   "proxy_train_rows": len(splits["proxy_train"]),
+                   "proxy_validation_rows": len(splits["proxy_validation"]),
+                   "capped_codes": sum(r < 1.0 for r in design["rates"].values())},
+        "internal": "the figures below count private reports: the operator's aggregates, never released",
+        "source_rows": len(private), "rows": int((role != "unused").sum()), "classes": len(codes),
+        "train_rows": len(splits["train"]), "test_rows": len(splits["test"]),
+        "validation_rows": len(splits.get("validation", ())),
+        "outside_label_space": int((~private["label"].isin(codes)).sum()),
+        "train_class_gini": round(records.gini(train_sizes), 4),
+        "largest_class": max(train_sizes), "smallest_class": min(train_sizes)}
+    if len(splits["train"]) < 2 or len(splits["test"]) < 1:
+        raise records.DataError(f"{d.path}: the private period gives {len(splits['train'])} training and "
+                                f"{len(splits['test'])} test reports; too few to train and evaluate")
+    context = secret.release_context(snapshot_digest=_digest(Path(root) / d.path),
+                                     release_id=params.released.release_id)
     with atomic_dir(lay.data, private=True) as tmp:
-        for name, frame in proxy.items():  # public reports: the configurations are chosen on these, at zero ε
+        for name, frame in splits.items():
             frame[["text", "label"]].to_csv(tmp / f"{name}.csv", index=False)
-        train[["text", "label"]].to_csv(tmp / "train.csv", index=False)
-        test[["text", "label"]].to_csv(tmp / "test.csv", index=False)
-        if validation is not None:
-            validation[["text", "label"]].to_csv(tmp / "validation.csv", index=False)
         write_json(tmp / "labels.json", labels)
+        write_json(tmp / "public.json", summary["public"] | {"rates": design["rates"]})  # public inputs only
+        write_json(tmp / "sizes.json", sizes)  # private counts: internal evaluation tables only
+        (tmp / secret.CONTEXT).write_text(context + "\n", encoding="ascii")
     write_json(lay.metrics / "data.json", summary)
-    return summary
+    return {k: summary[k] for k in ("classes", "train_rows", "test_rows")}
+
+
+def _digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def featurize(params: Params, root: str | Path = ".") -> dict:
@@ -107,7 +142,8 @@ def featurize(params: Params, root: str | Path = ".") -> dict:
 def declare(params: Params) -> list[Stage]:
     a = params.artifacts
     return [
-        Stage(name="stratify", run=stratify, params=["seed", "data", "proxy"], deps=[params.data.path], outs=[f"{a}/data"],
+        Stage(name="stratify", run=stratify, params=["seed", "data", "proxy", "released.release_id"],
+              deps=[params.data.path, key_id_file(params)], outs=[f"{a}/data"],
               metrics=["metrics/data.json"]),
         Stage(name="featurize", run=featurize, params=["seed", "model.backend", "model.device", "model.full.tiny", "features"],
               deps=[f"{a}/data"], outs=[f"{a}/features"]),

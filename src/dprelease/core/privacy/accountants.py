@@ -33,6 +33,13 @@ class Accountant:
         """ε after ``steps`` Poisson-sampled Gaussian steps (noise multiplier ``sigma``, rate ``sample_rate``)."""
         return float(self.spent(float(sigma), float(sample_rate), int(steps), float(delta)))
 
+    def composed(self, history: tuple[tuple[float, float, int], ...], delta: float) -> float:
+        """ε of the composition of every (σ, q, T) entry of ``history`` (e.g. DP-SGD's steps and one Gaussian
+        evaluation at q = 1, T = 1): the Opacus accountant's own composition over its history."""
+        acc = self.make()
+        acc.history = [(float(s), float(q), int(t)) for s, q, t in history]
+        return float(acc.get_epsilon(float(delta)))
+
     def opacus(self):
         """A fresh Opacus accountant whose ``get_epsilon(delta)`` is this accountant's ε."""
         return self.make()

@@ -152,10 +152,48 @@ def _key(artifacts: str | Path) -> bytes:
     return key
 
 
+CONTEXT = "release_context"  # under <artifacts>/data: the per-release value every noise stream is keyed with
+
+
+def context_path(artifacts: str | Path) -> Path:
+    return Path(artifacts) / "data" / CONTEXT
+
+
+def release_context(*, snapshot_digest: str, release_id: str) -> str:
+    """The per-release value (a hash of the snapshot's content digest and the declared release id): mixed into
+    every stream :func:`seed` derives, so two releases under one key never share noise, while a report's role
+    (:func:`record_uniforms`) stays the same across releases. Private: it is kept with the private splits."""
+    return hashlib.sha256(f"dprelease release\0{snapshot_digest}\0{release_id}".encode()).hexdigest()
+
+
+def _context(artifacts: str | Path) -> bytes:
+    p = context_path(artifacts)
+    return p.read_bytes().strip() + b"\0" if p.is_file() else b""
+
+
 def _derive(artifacts: str | Path, label: str) -> bytes:
     if not label:
         raise ValueError("a secret stream needs a label")
-    return hmac.new(_key(artifacts), label.encode("utf-8"), hashlib.sha256).digest()
+    return hmac.new(_key(artifacts), _context(artifacts) + label.encode("utf-8"), hashlib.sha256).digest()
+
+
+def keyed_file_digest(artifacts: str | Path, path: str | Path) -> str:
+    """HMAC-SHA256(key, the file's bytes): an id of a private file that the operator can compare across runs and
+    nobody without the key can test a guess against (a plain content digest of a private extract is a membership
+    test for anyone holding D∖{x} and x)."""
+    mac = hmac.new(_key(artifacts), b"snapshot\0", hashlib.sha256)
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            mac.update(block)
+    return mac.hexdigest()
+
+
+def record_uniforms(artifacts: str | Path, ids) -> np.ndarray:
+    """One uniform in [0, 1) per report content id: HMAC(key, id), the same for a report in every extract and
+    release under this key (its role is its own), unpredictable without the key. Never stored or logged."""
+    key = _key(artifacts)
+    return np.array([int.from_bytes(hmac.new(key, b"record role\0" + i.encode("utf-8"), hashlib.sha256).digest()[:8],
+                                    "little") / 2.0**64 for i in ids], dtype=float)
 
 
 def seed(artifacts: str | Path, label: str) -> int:

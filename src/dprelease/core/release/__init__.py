@@ -1,6 +1,7 @@
 """The release: what leaves the agency and what a partner runs on it, in one package.
 
-* ``folder`` — the classifier release folder, its verification, ``publish`` and ``predict`` (:class:`folder.Coder`);
+* ``folder`` — the classifier release folder, ``publish`` and ``predict`` (:class:`folder.Coder`); ``classifier`` —
+  its verification, without torch for a head release (``dprelease verify``);
 * ``check`` — the file-level checks every release kind shares (allow-list, manifest hashes, the architecture's
   tensors; the bounded reading of each file is :mod:`dprelease.core.untrusted`'s): imports neither the backends nor ``folder``;
 * ``signing`` — the agency key (Ed25519) and the release signature; ``keys_cli`` (``dprelease key``),

@@ -6,7 +6,8 @@ for the full backend, and ``release.json`` (the manifest). It never holds SWAG m
 losses or training text; :func:`check_release_folder` enforces that. The manifest's ``files`` maps every
 other file to its sha256, so a partner can tell a tampered or corrupt release from the real one:
 :func:`verify_release` checks it (with the file checks of :mod:`dprelease.core.release.check`), and everything else that can be
-checked without loading the weights, before `predict` loads anything.
+checked without loading the weights, before `predict` loads anything; it lives in
+:mod:`dprelease.core.release.classifier`, which imports no torch (``dprelease verify``).
 """
 
 from __future__ import annotations
@@ -28,9 +29,8 @@ from ..data.splits import label_info
 from ..errors import ReleaseError
 from ..io import atomic_dir, atomic_path, write_json
 from .outputs import check_output, new_columns, require_rows
-from ..untrusted import read_json_object
-from .check import (ALLOWED, CLASSIFIER, MANIFEST, UNLISTED, check_labels, check_release_folder,
-                    file_digests, release_files, shown_as, snapshot, verify_release_folder)
+from .check import ALLOWED, MANIFEST, UNLISTED, check_release_folder, file_digests, release_files, shown_as, snapshot
+from dprelease.core.release.classifier import verify_classifier as _verify, verify_release
 from .signing import Signer, require_signature, sign_folder
 
 CARD = "README.md"
@@ -88,29 +88,6 @@ def load_release_model(folder: str | Path, device: str | torch.device = "cpu") -
     manifest, arch, _ = _verify(Path(folder))
     model = backend_class(arch["backend"]).load_release_model(Path(folder), arch, torch.device(device))
     return manifest, arch, model
-
-
-# verification ------------------------------------------------------------------------------------------
-def verify_release(folder: str | Path) -> dict:
-    """Everything that can be checked without loading the weights; returns the parsed manifest."""
-    return _verify(Path(folder))[0]
-
-
-def _verify(folder: Path) -> tuple[dict, dict, dict]:
-    manifest, arch = verify_release_folder(folder, kind=CLASSIFIER, architecture=_shapes)
-    labels = read_json_object(folder / "labels.json")
-    check_labels(folder, arch["n_classes"], labels)
-    return manifest, arch, labels
-
-
-def _shapes(folder: Path, arch: dict) -> tuple[dict, str]:
-    """The tensor shapes the release's backend implies (its dimensions bounded first), and their source."""
-    try:
-        backend_cls = backend_class(str(arch.get("backend")))
-    except ReleaseError as e:
-        raise ReleaseError(f"{folder / 'model.json'}: {e}") from None
-    expected = backend_cls.release_shapes(folder, arch)
-    return expected, "model.json" if backend_cls.name == "head" else "config.json"
 
 
 class Coder:

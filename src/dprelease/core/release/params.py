@@ -17,8 +17,12 @@ class ReleasedParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     mechanism: str = Field("dpsgd", min_length=1)  # a plug-in with a release: dpsgd | swag_ppm | linear_ppm | ncm
-    epsilon: float = Field(8.0, gt=0.0)  # declared target ε of a mechanism that targets one (DP-SGD)
-    delta: float | None = Field(None, gt=0.0, lt=1.0)  # None: min(n^-1.1, 1/(2n)) (docs/algorithms.md, E.1)
+    epsilon: float = Field(8.0, gt=0.0, allow_inf_nan=False)  # declared target ε (DP-SGD): training + evaluation
+    # None: min(n̂^-1.1, 1/(2n̂)) with n̂ the PUBLIC expected training size (docs/guarantees.md, "The boundary")
+    delta: float | None = Field(None, gt=0.0, lt=1.0, allow_inf_nan=False)
+    release_id: str = Field("1", min_length=1)  # the per-release value every noise stream is keyed with
+    # noise multiplier of the DP test evaluation (per-class TP/FP/FN counts, L2 sensitivity √2), composed into ε
+    evaluation_noise: float = Field(2.0, gt=0.0, allow_inf_nan=False)
 
 
 SECTION = ("released", ReleasedParams)  # Params.released (dprelease.pipeline.plugins)

@@ -19,19 +19,20 @@ import secrets
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from ..errors import ReleaseError
 from ..io import atomic_path, file_hash
 from .outputs import check_output, require_rows
-from .folder import read_narratives
 from .check import MANIFEST, SANITIZER as KIND, shown_as, snapshot, verify_release_folder
 from .signing import require_signature
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 METADATA_KEY = b"dprelease"
 
-Sanitize = Callable[..., tuple[pd.DataFrame, dict]]
+Sanitize = Callable[..., "tuple[pd.DataFrame, dict]"]
 
 
 def verify_sanitizer(folder: str | Path) -> dict:
@@ -58,6 +59,10 @@ def sanitize_file(release: str | Path, input_csv: str | Path, output: str | Path
 
 def _sanitize(release: Path, copy: Path, input_csv: Path, output: Path, *, lookup, text_column, encoding, seed,
               key, signature_check) -> tuple[int, dict]:
+    import pandas as pd  # here, not at the top: `dprelease verify` imports this module for verify_sanitizer
+
+    from dprelease.core.release.folder import read_narratives
+
     snapshot(release, copy)
     require_signature(copy, key, shown=release, check=signature_check)
     manifest = verify_sanitizer(copy)

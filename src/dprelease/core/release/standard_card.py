@@ -12,6 +12,22 @@ from .card import audit_lines, audit_rows, fixed as _f
 
 
 
+def coverage_lines(manifest: dict) -> list[str]:
+    """The card's "what the guarantee covers" section, from the manifest's ``coverage`` (public words)."""
+    c = manifest.get("coverage")
+    if not c:
+        return []
+    g = manifest["guarantee"]
+    q = g.get("quantities", {})
+    total = (f"ε = {g['epsilon']:.4g} in total (training ε {q['training_epsilon']:.4g} composed with the test "
+             f"evaluation's Gaussian mechanism by the accountant), δ = {g['delta']:.3g}"
+             if q.get("training_epsilon") is not None else f"ε = {g.get('epsilon')}, δ = {g.get('delta')}")
+    return ["## What the guarantee covers", "", f"- **Unit of privacy**: {c['unit']}.",
+            f"- **Neighbouring relation**: {c['relation']}.", f"- **Total**: {total}.",
+            f"- **Public inputs** (no ε spent on them): {c['public']}.", f"- **Released**: {c['released']}.",
+            f"- **Not released**: {c['not_released']}.", ""]
+
+
 def render(manifest: dict, *, title: str, about: str, data: dict, utility: dict, sections: dict[str, list[str]],
            audit_csv=None, arm: str | None = None) -> str:
     """The card: title, what the model is, the guarantee (from its kind), the mechanism's own ``sections``
@@ -28,10 +44,16 @@ def render(manifest: dict, *, title: str, about: str, data: dict, utility: dict,
         lines += [*k.measured(manifest), ""]
     for heading, body in sections.items():
         lines += [f"## {heading}", "", *body, ""]
+    lines += coverage_lines(manifest)
     lines += ["## Utility (test split)", "", "| model | weighted F1 | macro F1 |", "|---|---|---|",
-              f"| the released model | {_f(utility.get('weighted_f1'))} | {_f(utility.get('macro_f1'))} |", "",
-              f"Data: {data.get('train_rows')} training records, {data.get('classes')} classes "
-              f"(test split: {data.get('test_rows')} records).", ""]
+              f"| the released model | {_f(utility.get('weighted_f1'))} | {_f(utility.get('macro_f1'))} |", ""]
+    if utility.get("kind") == "dp_noised_counts":
+        lines += [f"Computed from the test split's per-class TP / FP / FN counts with Gaussian noise (sd "
+                  f"{utility['count_noise_sd']:g} per count, noise multiplier {utility['noise_multiplier']:g} at L2 "
+                  "sensitivity √2), covered by the stated ε; the exact figures are not released.", ""]
+    public = data.get("public", {})
+    lines += [f"Label space: {public.get('classes', data.get('classes'))} OIICS codes, fixed from the public period "
+              f"(reports up to {public.get('until', '–')}) before any private report was read.", ""]
     rows = audit_rows(audit_csv, arm) if audit_csv is not None and arm else []
     lines += ["## Privacy audit", ""]
     lines += (audit_lines(rows, g) if rows else

@@ -5,6 +5,7 @@ that key rotation does.
 ``release.json`` with the given public key, then everything the folder's kind allows without loading
 weights (classifier: manifest hashes, allow-list, dimensions, tensor shapes; sanitizer: manifest hashes and
 allow-list). :func:`summary` is its one line: who signed it, the manifest's sha256 and the guarantee.
+Nothing here imports torch, sklearn or transformers for a head or sanitizer release (``tests/test_cli_imports.py``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 from ..errors import ReleaseError
 from ..io import atomic_dir
 from ..privacy.guarantee import Guarantee, kind
-from .folder import verify_release
+from dprelease.core.release.classifier import verify_release
 from ..untrusted import read_json_object
 from .check import MANIFEST, UNLISTED, check_release_folder, release_files, shown_as, snapshot
 from .sanitizer import KIND as SANITIZER, verify_sanitizer

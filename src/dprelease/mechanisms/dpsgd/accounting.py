@@ -24,11 +24,20 @@ def steps_for(epochs: int, sample_rate: float) -> int:
 CONVERSIONS = accountants.names()  # RDP with Mironov's or Opacus's conversion, or the PRV accountant (one registry)
 
 
-def spent_epsilon(sigma: float, sample_rate: float, steps: int, delta: float, conversion: str = "mironov") -> float:
-    """ε after ``steps`` Poisson-sampled Gaussian steps with noise multiplier ``sigma`` (the accountant's bound)."""
+def spent_epsilon(sigma: float, sample_rate: float, steps: int, delta: float, conversion: str = "mironov",
+                  extra: tuple[tuple[float, float, int], ...] = ()) -> float:
+    """ε after ``steps`` Poisson-sampled Gaussian steps with noise multiplier ``sigma`` (the accountant's bound),
+    composed with the Gaussian mechanisms of ``extra`` ((σ, q, T) each: the release's DP evaluation)."""
     if conversion not in accountants.names():
         raise ValueError(f"unknown conversion {conversion!r} (one of {', '.join(accountants.names())})")
+    if extra:
+        return _composed(((float(sigma), float(sample_rate), int(steps)), *extra), float(delta), conversion)
     return _spent(float(sigma), float(sample_rate), int(steps), float(delta), conversion)
+
+
+@lru_cache(maxsize=1 << 12)
+def _composed(history: tuple, delta: float, conversion: str) -> float:
+    return accountants.get(conversion).composed(history, delta)
 
 
 @lru_cache(maxsize=1 << 14)
@@ -45,16 +54,20 @@ def accountant_for(conversion: str = "mironov"):
 
 
 def noise_multiplier(target_epsilon: float, target_delta: float, sample_rate: float, steps: int,
-                     conversion: str = "mironov", tol: float = 1e-3) -> float:
-    """Smallest σ (to ``tol``, rounded up: conservative) whose ε after ``steps`` is ≤ the target."""
+                     conversion: str = "mironov", tol: float = 1e-3,
+                     extra: tuple[tuple[float, float, int], ...] = ()) -> float:
+    """Smallest σ (to ``tol``, rounded up: conservative) whose ε after ``steps``, composed with ``extra``, is ≤ the
+    target."""
     if target_epsilon <= 0:
         raise ValueError("target epsilon must be > 0")
     if not 0 < target_delta < 1:
         raise ValueError("delta must lie in (0, 1)")
 
     def eps(sigma: float) -> float:
-        return spent_epsilon(sigma, sample_rate, steps, target_delta, conversion)
+        return spent_epsilon(sigma, sample_rate, steps, target_delta, conversion, extra)
 
+    if extra and spent_epsilon(1e4, sample_rate, steps, target_delta, conversion, extra) > target_epsilon:
+        raise ValueError(f"the evaluation alone spends more than ε = {target_epsilon} at δ = {target_delta}")
     lo, hi = 0.05, 1.0
     while eps(hi) > target_epsilon:
         lo, hi = hi, hi * 2

@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from dprelease.core.config import Params
-from dprelease.core.data.splits import head_embeddings, label_info
+from dprelease.core.data.splits import head_embeddings, label_info, n_public
 from dprelease.compare.frontier.points import PRIVATE_VALIDATION, PUBLIC_PROXY, Point, write_points
 from dprelease.pipeline.layout import Layout
 from dprelease.core.privacy import secret
@@ -106,16 +106,18 @@ def _weighted_f1(model: tuple[torch.Tensor, torch.Tensor], x: torch.Tensor, y: t
 
 
 def grid_scores(configs: list[dict], accountant: str, data: tuple, n_classes: int, *, epsilons: Sequence[float],
-                delta: float, artifacts: Path, labels: Sequence[str]) -> dict[float, list[float]]:
+                delta: float, artifacts: Path, labels: Sequence[str], n: int | None = None) -> dict[float, list[float]]:
     """Per ε of ``epsilons``: each configuration's weighted F1 on the validation pair of ``data`` = (xt, yt, xv, yv)
     after one DP-SGD run on (xt, yt) at that ε (σ from ``accountant``), the run of configuration i at
     ``epsilons[j]`` labelled ``labels[j]/i``; every run of every ε in one trainer call. The scores a choice is made
-    from (kept in this process)."""
+    from (kept in this process). ``n``: the size q and the normaliser use (the public n̂ for private data; default:
+    the training pair's length, for public data)."""
     xt, yt, xv, yv = data
+    n = n or len(yt)
     jobs = []
     for eps, label in zip(epsilons, labels, strict=True):
         sigmas = _Sigmas(epsilon=eps, delta=delta, conversion=ACCOUNTANTS[accountant][0])
-        jobs += [(sigmas.setting(cfg, len(yt)), f"{label}/{i}") for i, cfg in enumerate(configs)]
+        jobs += [(sigmas.setting(cfg, n), f"{label}/{i}") for i, cfg in enumerate(configs)]
     f1 = [_weighted_f1(m, xv, yv, n_classes) for m in fit_many(jobs, xt, yt, n_classes, artifacts=artifacts)]
     return {eps: f1[j * len(configs):(j + 1) * len(configs)] for j, eps in enumerate(epsilons)}
 
@@ -134,11 +136,11 @@ def _best(s: list[float]) -> tuple[int, float]:
 
 
 def select_all(configs: list[dict], accountant: str, data: tuple, n_classes: int, *, epsilons: Sequence[float],
-               delta: float, artifacts: Path) -> dict[float, tuple[int, float]]:
+               delta: float, artifacts: Path, n: int | None = None) -> dict[float, tuple[int, float]]:
     """Per ε: the configuration with the best validation weighted F1 (σ from ``accountant``) and its score; the
     whole grid at every ε in one trainer call."""
     found = grid_scores(configs, accountant, data, n_classes, epsilons=epsilons, delta=delta, artifacts=artifacts,
-                        labels=[f"frontier/dpsgd/{accountant}/{eps:g}/select" for eps in epsilons])
+                        labels=[f"frontier/dpsgd/{accountant}/{eps:g}/select" for eps in epsilons], n=n)
     return {eps: _best(s) for eps, s in found.items()}
 
 
@@ -177,12 +179,12 @@ def frontier_dpsgd(params: Params, root: str | Path = ".") -> dict:
     fp = params.frontier
     n_classes = len(label_info(lay)["codes"])
     (xt, yt), (xv, yv), (xs, ys) = (_xy(lay, s) for s in ("train", "validation", "test"))
-    n = len(yt)
+    n = n_public(lay)  # q, σ and the normaliser from the public n̂, never the private count
     delta = params.dpsgd.delta or default_delta(n)
     classes = range(n_classes)
     configs = configurations(fp.dpsgd, n=n)
     selected = select_all(configs, fp.accountants[0], (xt, yt, xv, yv), n_classes, epsilons=fp.epsilons,
-                          delta=delta, artifacts=lay.artifacts)
+                          delta=delta, artifacts=lay.artifacts, n=n)
     rankings = proxy_rankings(params, lay, epsilons=fp.epsilons, delta=delta)
     series, jobs, shortlists = [], [], {}  # series: (ε, suffix, tag, grid index, tuning, extra, accountant, setting)
     for eps in fp.epsilons:
@@ -215,7 +217,7 @@ def frontier_dpsgd(params: Params, root: str | Path = ".") -> dict:
     if fp.dpsgd.private_selection.enabled:
         private, notes = private_points(shortlists, {"train": (xt, yt), "validation": (xv, yv), "test": (xs, ys)},
                                         n_classes, grid=fp.dpsgd, epsilons=fp.epsilons, seeds=fp.seeds, delta=delta,
-                                        fit_many=fit_many, predict=predict, artifacts=lay.artifacts)
+                                        fit_many=fit_many, predict=predict, artifacts=lay.artifacts, n=n)
         points += private
     write_points(root, SOURCE, points, grid_size=len(configs),
                  selection="; ".join([SELECTION, PROXY if shortlists and any(

@@ -102,22 +102,23 @@ def run_selection(configs: list[dict], sigmas: dict, data: tuple, n_classes: int
 
 
 def private_points(shortlists: dict, splits: dict, n_classes: int, *, grid, epsilons, seeds: int, delta: float,
-                   fit_many, predict, artifacts: Path) -> tuple[list[Point], list[str]]:
+                   fit_many, predict, artifacts: Path, n: int | None = None) -> tuple[list[Point], list[str]]:
     """One point per declared ε the selection can meet (``seeds`` independent selections each), and notes.
     ``shortlists``: per ε, the configurations the selection draws from (the public proxy's best few, or the grid).
     Every run of every selection at every ε is trained in one ``fit_many`` call."""
     (xt, yt), (xv, yv), (xs, ys) = splits["train"], splits["validation"], splits["test"]
+    n = n or len(yt)  # the public n̂ when the caller has one (q and the normaliser never read the private count)
     ps, plans, notes = grid.private_selection, [], []
     for eps in epsilons:
         configs = shortlists[eps]
-        found = calibrate(configs, n=len(yt), epsilon=eps, delta=delta, eta=ps.eta, gamma=ps.gamma,
+        found = calibrate(configs, n=n, epsilon=eps, delta=delta, eta=ps.eta, gamma=ps.gamma,
                           score_sigma=ps.score_sigma)
         if found is None:
             notes.append(f"private selection cannot meet ε {eps:g}: its own cost exceeds it")
             continue
         s, sigmas, total = found
         plans.append((eps, len(configs), s, total, [
-            plan_selection(configs, sigmas, len(yt), eta=ps.eta, gamma=ps.gamma, score_sigma=ps.score_sigma,
+            plan_selection(configs, sigmas, n, eta=ps.eta, gamma=ps.gamma, score_sigma=ps.score_sigma,
                            artifacts=artifacts, label=f"frontier/dpsgd/private/{eps:g}/{k}") for k in range(seeds)]))
     jobs = [(setting, label) for *_, selections in plans for runs in selections for _, setting, label, _ in runs]
     models, points = iter(fit_many(jobs, xt, yt, n_classes, artifacts=artifacts) if jobs else []), []

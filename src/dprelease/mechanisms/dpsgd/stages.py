@@ -3,7 +3,8 @@ over δ.
 
 The target ε is ``dpsgd.target_epsilon``, a number declared in params.yaml before any run (privacy/target.py):
 never the SWAG-PPM release's measured ε, so nothing here reads ``metrics/release.json``. δ is ``dpsgd.delta``
-or min(n^-1.1, 1/(2n)) ≤ n^-1.1 (:func:`.accounting.default_delta`).
+or min(n̂^-1.1, 1/(2n̂)) (:func:`.accounting.default_delta`) with n̂ the PUBLIC expected training size; the
+sampling rate and the normaliser use n̂ too, never the private count (docs/guarantees.md, "The boundary").
 """
 
 from __future__ import annotations
@@ -12,21 +13,23 @@ from pathlib import Path
 
 from dprelease.pipeline.code_scope import closure
 from dprelease.core.config import Params
-from dprelease.core.data import records
-from dprelease.core.data.stages import period_split
-from dprelease.core.data.splits import backend_for, features, label_info, n_train
+import torch
+
+from dprelease.core.data.stages import period_split, public_design
+from dprelease.core.data.splits import backend_for, features, label_info, n_public
 from dprelease.core.io import write_json
 from dprelease.pipeline.layout import Layout
 from dprelease.core.privacy import guarantee, secret
 from dprelease.core.privacy.stages import key_id_file
 from dprelease.pipeline.stage import Stage
 from dprelease.core.release.folder import arm_model_dir, write_arm_model, write_release
+from dprelease.core.utility.dp_eval import dp_scores
 from dprelease.core.utility.evaluate import evaluate, write_arm
 from dprelease.core.privacy.target import declared
 from dprelease.pipeline.mechanism import ReleaseSpec
 from dprelease.core.release.stages import publish_stage
 from . import card
-from .accounting import default_delta
+from .accounting import default_delta, spent_epsilon
 from dprelease.compare.frontier.points import PRIVATE_VALIDATION, PUBLIC_PROXY
 from .frontier import configurations, frontier_dpsgd, proxy_ranking
 from .train import check_setting, train_dpsgd
@@ -43,17 +46,13 @@ def dpsgd_target(params: Params) -> float:
 
 
 def preview_train_size(params: Params, root: str | Path = ".") -> int:
-    """Training-set size the stratify stage will produce (read + sample + split in memory, ~1 s)."""
-    d = params.data
-    df, _ = period_split(params, root)  # the private period only, when there is a public proxy
-    sample = records.stratified_sample(df, cap=d.cap, min_class_size=d.min_class_size, seed=params.seed,
-                                       limit_classes=d.limit_classes)
-    return len(records.split(sample, test_size=d.test_size, seed=params.seed)[0])
+    """The PUBLIC expected training size n̂ the stratify stage will record (the public period read in memory)."""
+    return public_design(params, period_split(params, root)[1])["expected"]["train"]
 
 
 def check_dpsgd(params: Params, lay: Layout | None = None, eps: float | None = None, n: int | None = None) -> None:
     """Validate the DP-SGD setting against the data before any training (one-line ValueError)."""
-    n = n if n is not None else n_train(lay)
+    n = n if n is not None else n_public(lay)
     run = params.dpsgd.run_for(params.model.backend)
     eps = eps if eps is not None else dpsgd_target(params)
     for delta in [params.dpsgd.delta or default_delta(n), *params.dpsgd.delta_sweep]:
@@ -63,7 +62,7 @@ def check_dpsgd(params: Params, lay: Layout | None = None, eps: float | None = N
 PLANTED_MARKER = "planted_bugs_allowed"  # written only into a canary run's artifacts (mia/canary.py)
 
 
-def _dpsgd_once(params: Params, lay: Layout, eps: float, delta: float, tag: str, run=None):
+def _dpsgd_once(params: Params, lay: Layout, eps: float, delta: float, tag: str, run=None, extra=()):
     divisor = params.dpsgd.planted_noise_divisor
     if divisor != 1.0 and not (lay.artifacts / PLANTED_MARKER).is_file():
         raise ValueError("dpsgd.planted_noise_divisor is a planted bug for the privacy audit's canary runs only")
@@ -72,8 +71,10 @@ def _dpsgd_once(params: Params, lay: Layout, eps: float, delta: float, tag: str,
     feats, y = features(lay)
     seeds = secret.training_seeds(lay.artifacts)  # initialisation and dropout: secret, like the noise
     model = backend.new_model(feats, init_seed=seeds("dpsgd-init/" + tag, 0))
-    batch = run.batch_size or n_train(lay)  # 0: full batch
-    result = train_dpsgd(backend, model, feats, y, epochs=run.epochs, batch_size=batch, lr=run.lr,
+    n_hat = n_public(lay)
+    batch = run.batch_size or n_hat  # 0: full batch (q = 1); the normaliser is the public n̂, never the private n
+    result = train_dpsgd(backend, model, feats, y, epochs=run.epochs, batch_size=batch, expected_size=n_hat,
+                         extra=extra, lr=run.lr,
                          max_grad_norm=run.max_grad_norm, target_epsilon=eps, delta=delta,
                          conversion=params.dpsgd.conversion, grad_sample_mode=run.grad_sample_mode,
                          seed=seeds("dpsgd/" + tag, 0), noise_seed=secret.seed(lay.artifacts, f"dpsgd/{tag}"),
@@ -95,7 +96,7 @@ def dpsgd(params: Params, root: str | Path = ".") -> dict:
     lay = Layout.from_params(params, root)
     eps = dpsgd_target(params)
     check_dpsgd(params, lay, eps)
-    delta = params.dpsgd.delta or default_delta(n_train(lay))
+    delta = params.dpsgd.delta or default_delta(n_public(lay))
     run, tuning, _ = release_configuration(params, lay, epsilon=eps, delta=delta)  # as the release chooses it
     backend, model, res = _dpsgd_once(params, lay, eps, delta, "dpsgd", run=run)
     g = guarantee.accountant("DP-SGD (Opacus)", res.epsilon, delta, target_epsilon=eps,
@@ -124,7 +125,7 @@ def release_configuration(params: Params, lay: Layout, *, epsilon: float, delta:
         else None
     if not ranked:
         return run, PRIVATE_VALIDATION + " (not covered)", DECLARED_RECIPE
-    n = n_train(lay)
+    n = n_public(lay)
     grid = params.frontier.dpsgd
     cfg = configurations(grid, n=n)[ranked[0][0]]
     chosen = run.model_copy(update={"epochs": cfg["epochs"], "batch_size": 0 if cfg["batch_size"] >= n else
@@ -140,37 +141,70 @@ def staged(params: Params) -> str:
 
 
 def dpsgd_release(params: Params, root: str | Path = ".") -> dict:
-    """DP-SGD as the agency's release (``released.mechanism: dpsgd``): one model trained at the declared
-    ``released.epsilon`` (δ = ``released.delta`` or ≤ n^-1.1), its noise, sampling and initialisation from the
-    secret key, staged as a release-format folder whose manifest holds the accountant's guarantee record."""
+    """DP-SGD as the agency's release (``released.mechanism: dpsgd``): one model trained so that training and the
+    DP test evaluation together meet the declared ``released.epsilon`` (δ = ``released.delta`` or from the public
+    n̂), its noise, sampling and initialisation from the secret key and the per-release context, staged as a
+    release-format folder whose manifest holds the accountant's guarantee record and only public or covered
+    figures."""
     lay = Layout.from_params(params, root)
-    eps, n = params.released.epsilon, n_train(lay)
-    delta = params.released.delta or default_delta(n)
+    eps, n_hat = params.released.epsilon, n_public(lay)
+    delta = params.released.delta or default_delta(n_hat)
+    z = params.released.evaluation_noise
+    evaluation = ((z, 1.0, 1),)  # one Gaussian mechanism on the test split's counts (core/utility/dp_eval.py)
     run, tuning, source = release_configuration(params, lay, epsilon=eps, delta=delta)
-    check_setting(n, run.batch_size or n, eps, delta)
-    backend, model, res = _dpsgd_once(params, lay, eps, delta, "release", run=run)
-    g = guarantee.accountant("DP-SGD (Opacus)", res.epsilon, delta, target_epsilon=eps,
+    check_setting(n_hat, run.batch_size or n_hat, eps, delta)
+    backend, model, res = _dpsgd_once(params, lay, eps, delta, "release", run=run, extra=evaluation)
+    conversion = params.dpsgd.conversion
+    total = spent_epsilon(res.noise_multiplier, res.sample_rate, res.steps, delta, conversion, evaluation)
+    g = guarantee.accountant("DP-SGD (Opacus)", total, delta, target_epsilon=eps,
                              noise_multiplier=res.noise_multiplier, steps=res.steps, sample_rate=res.sample_rate,
-                             max_grad_norm=run.max_grad_norm, conversion=params.dpsgd.conversion,
-                             accountant="PRV" if params.dpsgd.conversion == "prv" else "RDP",
-                             optimizer=run.optimizer, noise_and_sampling=NOISE_SOURCE)
+                             max_grad_norm=run.max_grad_norm, conversion=conversion,
+                             accountant="PRV" if conversion == "prv" else "RDP",
+                             optimizer=run.optimizer, noise_and_sampling=NOISE_SOURCE,
+                             training_epsilon=res.epsilon, evaluation_noise_multiplier=z,
+                             unit="one report of the agency's extract (add or remove)",
+                             normaliser=f"the public expected training size n̂ = {n_hat}")
     labels = label_info(lay)
     feats, y = features(lay, "test")
-    f1, _, _ = evaluate(backend, model, feats, y, labels)
+    exact, _, _ = evaluate(backend, model, feats, y, labels)  # internal only: never in the release
+    pred = backend.predict_proba(model, feats).argmax(1).numpy()
+    gen = torch.Generator().manual_seed(secret.seed(lay.artifacts, "release/evaluation"))
+    covered = dp_scores(y.numpy(), pred, len(labels["codes"]), noise_multiplier=z, generator=gen)
     hidden = run.hidden if run.hidden is not None else params.model.head.hidden
     manifest = {"guarantee": g.as_dict(), "mechanism": "dpsgd", "backend": params.model.backend,
-                "configuration": {**run.model_dump(mode="json"), "hidden": hidden, "conversion": params.dpsgd.conversion,
+                "configuration": {**run.model_dump(mode="json"), "hidden": hidden, "conversion": conversion,
                                   "source": source},
-                "tuning": tuning, "test_f1": {"weighted_f1": f1["weighted_f1"], "macro_f1": f1["macro_f1"]},
+                "tuning": tuning, "test_f1": {**covered, "kind": "dp_noised_counts"},
                 "training": {"steps": res.steps, "noise_multiplier": res.noise_multiplier,
-                             "sample_rate": res.sample_rate, "records": n},
-                "randomness": {"public_seed": params.seed, "public_seed_drives": "the stratified split only",
-                               "secret_key_drives": "initialisation, Poisson sampling, dropout and the Gaussian noise",
-                               "secret_key_id": secret.key_id(lay.artifacts)}}
+                             "sample_rate": res.sample_rate, "expected_records": n_hat},
+                "coverage": coverage(params),
+                "randomness": {"public_seed": params.seed, "public_seed_drives": "the public proxy's split only",
+                               "secret_key_drives": "each private report's role, initialisation, Poisson sampling, "
+                                                    "dropout, the Gaussian noise and the evaluation's noise",
+                               "secret_key_id": secret.key_id(lay.artifacts),
+                               "release_id": params.released.release_id}}
     write_release(Path(root) / staged(params), backend, model, labels["codes"], labels["titles"], manifest,
                   closure(__name__), private=True)
-    return {"epsilon": g.epsilon, "delta": delta, "weighted_f1": round(f1["weighted_f1"], 4),
-            "macro_f1": round(f1["macro_f1"], 4)}
+    write_json(lay.artifacts / RELEASE_FOLDER / "internal.json",  # the operator's exact figures (private)
+               {"exact_test_f1": exact, "note": "un-noised figures on private test reports: internal, never released"},
+               private=True)
+    return {"epsilon": g.epsilon, "delta": delta, "weighted_f1": covered["weighted_f1"],
+            "macro_f1": covered["macro_f1"]}
+
+
+def coverage(params: Params) -> dict:
+    """What the guarantee covers, in words the card prints (the same for every extract: public)."""
+    return {"unit": "one report of the agency's extract, added or removed",
+            "relation": "add/remove neighbours: a report's role (train / validation / test / unused) is a keyed hash "
+                        "of its own content, so one report more or less changes the training set or the test split "
+                        "by that report alone",
+            "public": f"the code, params.yaml, the reports up to {params.proxy.until} (the label space, the "
+                      "inclusion rates, the expected sizes behind δ and the normaliser, the configuration choice), "
+                      "the OIICS code list, the MiniLM encoder, the public seed",
+            "released": "the model's weights, the label map, the configuration, and test-split F1 computed from "
+                        "noised per-class counts (covered by the stated ε)",
+            "not_released": "private counts (training, test and class sizes), exact test figures, content digests "
+                            "of private files, per-record values"}
 
 
 def dpsgd_sweep(params: Params, root: str | Path = ".") -> dict:

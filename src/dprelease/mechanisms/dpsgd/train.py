@@ -47,7 +47,8 @@ def train_dpsgd(backend: Backend, model: nn.Module, features: Features, labels: 
                 batch_size: int, lr: float, max_grad_norm: float, target_epsilon: float, delta: float,
                 conversion: str = "mironov", grad_sample_mode: str = "ghost", seed: int = 0,
                 noise_seed: int, progress: bool = False, planted_noise_divisor: float = 1.0,
-                optimizer: str = "adamw", momentum: float = 0.0) -> DPSGDResult:
+                optimizer: str = "adamw", momentum: float = 0.0, expected_size: int | None = None,
+                extra: tuple = ()) -> DPSGDResult:
     """Train ``model`` in place with DP-SGD; σ is chosen so the accountant's ε after training is the target.
 
     Batches are Poisson samples with rate q = B/n (Opacus's DPDataLoader); Opacus's accountant hook
@@ -59,11 +60,15 @@ def train_dpsgd(backend: Backend, model: nn.Module, features: Features, labels: 
     materialising per-sample gradients); ``"hooks"`` is the classic per-sample-gradient path.
     ``optimizer``: ``adamw`` (weight decay 0) or ``sgd`` with ``momentum``; ``conversion="prv"`` accounts
     with Opacus's PRV accountant instead of RDP.
+    ``expected_size``: the PUBLIC expected number of training records n̂: q = B/n̂ and the normaliser B are then
+    public numbers (never the private count; default: the records given, for arms that are not released).
+    ``extra``: Gaussian mechanisms ((σ, q, T) each) that σ is calibrated to compose with (the DP evaluation);
+    the result's ε is the training's alone.
     """
     from opacus import PrivacyEngine
     from opacus.data_loader import DPDataLoader
 
-    n = n_records(features)
+    n = expected_size or n_records(features)
     check_setting(n, batch_size, target_epsilon, delta)
     keys = sorted(features)
     gen = torch.Generator().manual_seed(noise_seed)  # Poisson sampling: secret
@@ -71,7 +76,7 @@ def train_dpsgd(backend: Backend, model: nn.Module, features: Features, labels: 
                           generator=gen)
     q = batch_size / n
     steps = steps_for(epochs, q)
-    sigma = noise_multiplier(target_epsilon, delta, q, steps, conversion)
+    sigma = noise_multiplier(target_epsilon, delta, q, steps, conversion, extra=extra)
 
     if hasattr(model, "seed_dropout"):
         model.seed_dropout(seed + 2)

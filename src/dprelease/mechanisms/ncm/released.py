@@ -12,7 +12,7 @@ import torch
 
 from dprelease.pipeline.code_scope import closure
 from dprelease.core.config import Params
-from dprelease.core.data.splits import backend_for, head_embeddings, label_info
+from dprelease.core.data.splits import backend_for, head_embeddings, label_info, n_public
 from dprelease.compare.frontier.points import DECLARED, PUBLIC_PROXY
 from dprelease.pipeline.layout import Layout
 from dprelease.core.privacy import guarantee, secret
@@ -58,7 +58,7 @@ def ncm_release(params: Params, root: str | Path = ".") -> dict:
     labels = label_info(lay)
     k = len(labels["codes"])
     (xt, yt), (xs, ys) = embeddings(lay, "train"), embeddings(lay, "test")
-    eps, n = params.released.epsilon, len(yt)
+    eps, n = params.released.epsilon, n_public(lay)  # public n̂: δ never reads the private count
     delta = params.released.delta or default_delta(n)
     sigma = maths.gaussian_sigma(eps, delta)
     shift = proxy_centre(lay)

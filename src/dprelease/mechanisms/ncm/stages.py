@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from dprelease.core.config import Params
-from dprelease.core.data.splits import label_info
+from dprelease.core.data.splits import label_info, n_public
 from dprelease.compare.frontier.points import DECLARED, PUBLIC_PROXY, Point, write_points
 from dprelease.pipeline.layout import Layout
 from dprelease.core.privacy import secret
@@ -46,7 +46,7 @@ def frontier_ncm(params: Params, root: str | Path = ".") -> dict:
     (xt, yt), (xv, yv), (xs, ys) = (embeddings(lay, s) for s in ("train", "validation", "test"))
     centre = proxy_centre(lay)
     proxy = (embeddings(lay, "proxy_train"), embeddings(lay, "proxy_validation")) if centre is not None else None
-    delta = params.dpsgd.delta or default_delta(len(yt))
+    delta = params.dpsgd.delta or default_delta(n_public(lay))  # public n̂
     variants = [("dp_ncm", "DP nearest class mean (no tuning)", None, DECLARED)]
     if centre is not None:
         variants.append(("dp_ncm_proxy_centred", "DP nearest class mean · centred on the public proxy", centre,

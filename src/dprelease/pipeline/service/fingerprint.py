@@ -1,7 +1,8 @@
 """What a release was made from, in three public hashes: the registry's record of it, and what a retrain
 compares before it runs anything.
 
-* ``snapshot_sha256`` the extract's bytes;
+* ``snapshot_id``     the extract's bytes, keyed (HMAC with the randomness key: never a plain content digest of a
+                      private file, which anyone holding D∖{x} and x could test);
 * ``code_hash``       the code of every release stage (each stage's declared code, :attr:`Stage.code`, hashed
                       as its cache key hashes it: :func:`dprelease.pipeline.cache.code_hash`);
 * ``params_hash``     the params each release stage reads (the run folder's, so the snapshot's path too),
@@ -29,7 +30,7 @@ from dprelease.core.io import file_hash
 from dprelease.core.privacy import secret
 from ..stage import pick
 
-TAGS = ("snapshot_sha256", "code_hash", "params_hash")
+TAGS = ("snapshot_id", "code_hash", "params_hash")
 
 
 def _digest(obj) -> str:
@@ -47,7 +48,7 @@ def fingerprint(rp: Params, where: Path, snapshot: Path, key_artifacts: Path) ->
     # resolved first: the run folder need not exist yet (``../../../artifacts/keys/agency.pub`` from it)
     paths = {d: Path(os.path.realpath(where / d)) for d in outside}
     inputs = {d: file_hash(path) if path.exists() else None for d, path in paths.items()}
-    return {"snapshot_sha256": file_hash(snapshot),
+    return {"snapshot_id": secret.keyed_file_digest(key_artifacts, snapshot),
             "code_hash": _digest({s.name: code_hash(s.code) for s in stages}),
             "params_hash": _digest({"params": {s.name: pick(rp, s.params) for s in stages}, "inputs": inputs,
                                     "key_id": secret.key_id(key_artifacts)})}

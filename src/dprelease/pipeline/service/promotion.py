@@ -8,7 +8,7 @@ candidate → gates → ``production`` or ``refused``). A retrain of a release a
 manifest digest) registers nothing new; an audit it ran that the version lacks is attached to the version
 (tags) and to its MLflow run (metrics).
 
-Each version also records what it was made from (:mod:`.fingerprint`: ``snapshot_sha256``, ``code_hash``,
+Each version also records what it was made from (:mod:`.fingerprint`: ``snapshot_id``, ``code_hash``,
 ``params_hash``) and whether its release was audited (``audited``): :func:`unchanged_since` finds the
 ``production`` (or newest) version made from exactly what a retrain is about to run, so that the retrain
 stops at once. :func:`register_current` registers the project's own release folder (``make serve``, before
@@ -116,14 +116,14 @@ def register_release(p: Params, rp: Params, top: Path, where: Path, arm: str, sn
     signed = read_json(lay.release / "release.json").get("signed_by") or {}
     tags = figures_tags(lay, arm) | {"release.digest": digest, "release.signer": signed.get("name", "unsigned"),
                                      "release.key_id": signed.get("key_id", "none"), "snapshot": snapshot_file.name,
-                                     "snapshot_sha256": file_hash(snapshot_file), "run_id": run_id,
+                                     "run_id": run_id,
                                      "source": source, "audited": "true" if audited else "false"} | record
     version = mr.register(mlflow, name, model_uri, tags)
     train = pd.read_csv(lay.data / "train.csv", dtype=str, keep_default_na=False)
     ledger = Ledger(top / p.artifacts / "ledger")
     spent = tags.get("epsilon", math.inf)  # no ε claimed (ppm_uncertified): its records' spend is unbounded
     ledger.add(version, spent, record_hashes(train["text"].tolist(), train["label"].tolist(), ledger.salt),
-               snapshot=tags["snapshot_sha256"])
+               snapshot=tags["snapshot_id"])
     cumulative = ledger.cumulative(version)
     client.set_model_version_tag(name, version, "cumulative_epsilon", str(cumulative))
     client.set_model_version_tag(name, version, "composition", COMPOSITION)
