@@ -49,9 +49,9 @@ SLICE = {
     # the suite's release fixtures release SWAG-PPM (the chain most tests examine); the declared default, DP-SGD,
     # has its own end-to-end tests (tests/core/release/test_stages.py, tests/test_quickstart.py)
     "released": {"mechanism": "swag_ppm"},
-    # the earlier split (no public proxy): the slice's classes and sizes as before; the proxy's own tests
-    # (tests/core/data/test_proxy.py, tests/test_quickstart.py) run with it
-    "proxy": {"until": None},
+    # the public period (reports up to 2015-12-31) fixes the label space (its 4 largest codes) and the rates
+    # (cap 12: about 12 private reports per code); 2 % of the rest of the public period trains the public model
+    "proxy": {"rest_rate": 0.02},
 }
 
 # the privacy audit's sizes where a test checks that the audit ran and what it attached, not its power (the

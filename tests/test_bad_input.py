@@ -4,7 +4,6 @@ one stderr line naming the problem, and no partial artifact left behind."""
 from __future__ import annotations
 
 import random
-import time
 
 import pytest
 import yaml
@@ -241,14 +240,11 @@ def flow_main(monkeypatch):
 def test_flow_main_rejects_bad_params_before_prefect(tmp_path, capsys, flow_main, override, named):
     root = make_root(tmp_path)
     (root / "params.yaml").write_text(yaml.safe_dump(slice_raw()), encoding="utf-8")
-    start = time.perf_counter()
-    rc = flow_main(["--root", str(root), "--set", override, "--no-track"])
-    elapsed = time.perf_counter() - start
+    rc = flow_main(["--root", str(root), "--set", override, "--no-track"])  # its flow, if started, fails the test
     err = capsys.readouterr().err.strip()
     assert rc == 2, err
     assert err.startswith("dprelease: error:") and "\n" not in err, err
     assert named in err, err
-    assert elapsed < 5
     assert not written(root)
 
 

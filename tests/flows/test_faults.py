@@ -31,6 +31,11 @@ from dprelease.core.io import read_json
 
 pytestmark = pytest.mark.slow
 
+# How long a case waits for what it waits on (a process, a stamp file, a server's guard) before it fails: generous,
+# for a loaded 2-core machine; each wait polls for the event and returns as soon as it happens. No case asserts on
+# how long anything took.
+WAIT_S = 900
+
 
 def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
@@ -54,6 +59,21 @@ def _main(root: Path, *extra: str, track: bool = False) -> SimpleNamespace:
 
 def _outcome(root: Path, release: str = "release") -> tuple[str, float]:
     return _sha(root / release / "model.safetensors"), read_json(root / "metrics/release.json")["guarantee"]["epsilon"]
+
+
+def _wait_until(event, what: str, *, proc: subprocess.Popen | None = None, timeout: float = WAIT_S,
+                every: float = 0.05):
+    """``event()`` once it is truthy, polled every ``every`` seconds; fails naming ``what`` after ``timeout``
+    seconds, or as soon as ``proc`` (the run the event belongs to) has exited without it."""
+    deadline = time.monotonic() + timeout
+    while not (found := event()):
+        if proc is not None and proc.poll() is not None:
+            found = event()  # it may have happened just before the process ended
+            assert found, f"the run exited (code {proc.returncode}) before {what}"
+            return found
+        assert time.monotonic() < deadline, f"not after {timeout:.0f} s: {what}"
+        time.sleep(every)
+    return found
 
 
 def _one_error_line(res, *needles: str) -> None:
@@ -145,7 +165,7 @@ def test_concurrent_mlflow_store_creation(tmp_path):
             "_setup(parse_params({}), sys.argv[1]); print('ok')")
     procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
-    results = [p.communicate(timeout=120) for p in procs]
+    results = [p.communicate(timeout=WAIT_S) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], results
     assert all(r[0].strip() == "ok" for r in results)
 
@@ -178,18 +198,22 @@ def test_new_release_path_on_a_warm_cache_is_written(clean, copy):
 
 # 5. MLflow unreachable / killed while logging ----------------------------------------------------------------
 def test_mlflow_unreachable_still_releases_and_says_so(clean, copy, monkeypatch):
+    from dprelease.pipeline.tracking import HTTP_LIMITS
+
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")
+    for name in HTTP_LIMITS:  # the tracking step sets its own bounds (a user's values would stand)
+        monkeypatch.delenv(name, raising=False)
     (copy / "metrics/mlflow_run.json").write_text('{"run_id": "an-older-run"}', encoding="utf-8")
-    start = time.perf_counter()
     res = _main(copy, track=True)
-    seconds = time.perf_counter() - start
     assert res.rc == 3, res.err
     warnings = [ln for ln in res.err.splitlines() if ln.strip()]
     assert len(warnings) == 1 and "dprelease track" in warnings[0] and "release is written" in warnings[0]
     assert "Release (swag_ppm)" in res.out and "SWAG-PPM, the design's chain" in res.out  # the summary is still printed
     assert _outcome(copy) == clean.outcome
     assert not (copy / "metrics/mlflow_run.json").exists()  # never names an older run
-    assert seconds < 90, f"tracking failure took {seconds:.0f} s"
+    # the attempt was bounded (a timeout per request, one retry), not left to MLflow's defaults: the bounds the
+    # tracking step sets (their values: tests/pipeline/test_tracking.py), not a wall-clock margin, say it ends
+    assert {name: os.environ.get(name) for name in HTTP_LIMITS} == HTTP_LIMITS
 
 
 def test_a_run_left_running_by_a_killed_logger_is_closed(clean, copy):
@@ -373,24 +397,22 @@ def test_killed_run_leaves_no_server_and_resumes_to_the_same_release(clean, pref
     cmd = [sys.executable, "-m", "flows.release", "--root", str(root), "--no-track"]
     stamps = root / "artifacts" / ".stamps"
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline, guards = time.monotonic() + 90, []
-    while not guards and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.2)
-        guards = _guards(proc.pid)
-    assert guards, "the flow never started its (guarded) Prefect server"
-    if during == "featurize":
-        while not (stamps / "stratify.json").is_file() and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.05)
-        time.sleep(0.2)
-    proc.send_signal(sig)
-    proc.wait(timeout=60)
+    try:
+        guards = _wait_until(lambda: _guards(proc.pid), "the flow started its (guarded) Prefect server", proc=proc,
+                             every=0.2)
+        if during == "featurize":
+            _wait_until((stamps / "stratify.json").is_file, "stratify's stamp was written", proc=proc)
+            time.sleep(0.2)  # into featurize (not a margin: the check below says where the kill landed)
+        proc.send_signal(sig)
+        proc.wait(timeout=WAIT_S)
+    finally:
+        if proc.poll() is None:  # a failed wait: never leave the run behind
+            proc.kill()
+            proc.wait()
     assert proc.returncode != 0
     if during == "featurize":  # the kill landed mid-pipeline: the split was done, the features were not
         assert (stamps / "stratify.json").is_file() and not (stamps / "featurize.json").is_file()
-    deadline = time.monotonic() + 10
-    while any(_alive(g) for g in guards) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not [g for g in guards if _alive(g)], "Prefect's server outlived its run"
-    again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    _wait_until(lambda: not any(_alive(g) for g in guards), "Prefect's server ended with its run", every=0.2)
+    again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=WAIT_S)
     assert again.returncode == 0, again.stderr[-2000:]
     assert _outcome(root) == clean.outcome

@@ -16,7 +16,8 @@ import pytest
 from dprelease.core.errors import OneLineError
 from dprelease.pipeline.locks import ROOT_LOCK, Busy, file_lock, root_lock
 
-TIMEOUT = 30  # seconds any helper process may take
+TIMEOUT = 900  # seconds a helper process may take before the test fails (generous: a loaded machine; every wait
+#               returns when the process does)
 
 
 def _run_child(code: str) -> subprocess.CompletedProcess:
@@ -82,11 +83,12 @@ def test_root_lock_held_here_blocks_another_process(tmp_path):
 
 def test_root_lock_creates_the_root_and_defaults_the_command_to_argv(tmp_path):
     root = tmp_path / "a" / "b"
+    before = time.time()
     with root_lock(root):
         info = json.loads((root / ROOT_LOCK).read_text(encoding="utf-8"))
         assert info["command"] == " ".join(sys.argv)[:200]
         assert info["pid"] == os.getpid()
-        assert abs(info["since"] - time.time()) < 60
+        assert before <= info["since"] <= time.time()  # taken in between (whatever the machine's load)
 
 
 def test_root_lock_in_the_same_process_is_also_busy(tmp_path):
@@ -135,8 +137,8 @@ def test_file_lock_times_out_while_another_process_holds_it(tmp_path):
         with pytest.raises(Busy) as err:
             with file_lock(path, timeout_s=0.5):
                 pass  # pragma: no cover
-        waited = time.monotonic() - start
-        assert 0.5 <= waited < 5
+        assert time.monotonic() - start >= 0.5  # it waited its timeout (then gave up: the holder sleeps on)
+        assert proc.poll() is None  # refused because the holder still held it
         assert str(path) in str(err.value) and "still locked by another process" in str(err.value)
         assert "\n" not in str(err.value)
     finally:
@@ -152,10 +154,8 @@ def test_file_lock_waits_for_a_short_holder(tmp_path):
     path = tmp_path / ".y.lock"
     proc = _holder("time.sleep(0.4)", f"file_lock({str(path)!r})")
     try:
-        start = time.monotonic()
-        with file_lock(path, timeout_s=20):
-            waited = time.monotonic() - start
-        assert waited < 20
+        with file_lock(path, timeout_s=TIMEOUT):  # taken once the holder lets go (Busy only if it never does)
+            assert proc.wait(timeout=TIMEOUT) == 0  # ... which it did: it has ended
     finally:
         proc.wait(timeout=TIMEOUT)
         proc.stdout.close()

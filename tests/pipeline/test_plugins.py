@@ -103,7 +103,7 @@ def test_a_new_mechanism_is_one_folder_and_one_line(tmp_path):
     add_package(src / "dprelease" / "pipeline" / "packages.py", "dprelease.mechanisms.toy")
     root = tmp_path / "root"
     proc = subprocess.run([sys.executable, "-c", CHECK, str(root)], cwd=tmp_path, capture_output=True, text=True,
-                          env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, timeout=300)
+                          env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, timeout=900)
     assert proc.returncode == 0, proc.stderr[-2000:]
     import json
 

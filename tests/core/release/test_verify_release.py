@@ -5,7 +5,6 @@ allocation or silently wrong codes."""
 from __future__ import annotations
 
 import random
-import time
 
 import pytest
 import torch
@@ -20,6 +19,14 @@ from release_helpers import copy_release, edit_json, fails, rehash, write_narrat
 @pytest.fixture
 def narratives_csv(tmp_path):
     return write_narratives(tmp_path)
+
+
+def _never(what: str):
+    """A stand-in for a constructor or loader the check must refuse before: calling it fails the test."""
+    def called(*args, **kwargs):  # pragma: no cover - only reached on failure
+        raise AssertionError(f"{what} although the release was refused")
+
+    return called
 
 
 # tampering caught by the manifest's hashes -----------------------------------------------------------------------
@@ -86,20 +93,18 @@ def test_non_finite_weights_with_matching_manifest(head_run, tmp_path, narrative
 
 
 @pytest.mark.slow
-def test_absurd_hidden_fails_fast_without_allocating(head_run, tmp_path, narratives_csv, capsys):
+def test_absurd_hidden_fails_fast_without_allocating(head_run, tmp_path, narratives_csv, capsys, monkeypatch):
+    from dprelease.core.backends import head
+
+    monkeypatch.setattr(head, "Head", _never("the head was built"))  # refused from model.json alone
+    monkeypatch.setattr(head, "load_weights", _never("the weights were read"))
     folder = copy_release(head_run, tmp_path)
     edit_json(folder, "model.json", hidden=2_000_000_000)
     rehash(folder)
-    start = time.perf_counter()
-    err = fails(capsys, folder, narratives_csv, tmp_path / "out.csv", "model.json", "hidden=2000000000", "bounds")
-    assert time.perf_counter() - start < 2, err
+    fails(capsys, folder, narratives_csv, tmp_path / "out.csv", "model.json", "hidden=2000000000", "bounds")
     # the loader refuses it on its own too (a caller that skipped verify_release)
-    from dprelease.core.backends.head import load_release_head
-
-    start = time.perf_counter()
     with pytest.raises(ReleaseError, match="hidden"):
-        load_release_head(folder, read_json(folder / "model.json"), torch.device("cpu"))
-    assert time.perf_counter() - start < 2
+        head.load_release_head(folder, read_json(folder / "model.json"), torch.device("cpu"))
 
 
 @pytest.mark.slow
@@ -213,26 +218,29 @@ def test_release_folder_missing_or_a_file(tmp_path, narratives_csv, capsys):
     ({"model_type": "gpt2"}, "model_type"),
     ({"id2label": {"0": "a", "1": "b"}}, "n_classes"),
 ], ids=["layers", "vocab", "intermediate", "model-type", "labels"])
-def test_full_config_checked_before_loading(full_run, tmp_path, narratives_csv, capsys, changes, named):
+def test_full_config_checked_before_loading(full_run, tmp_path, narratives_csv, capsys, changes, named, monkeypatch):
+    from dprelease.core.backends import full
+
+    monkeypatch.setattr(full, "load_weights", _never("the weights were read"))
     folder = copy_release(full_run, tmp_path)
     edit_json(folder, "config.json", **changes)
     rehash(folder)
-    start = time.perf_counter()
     fails(capsys, folder, narratives_csv, tmp_path / "out.csv", "config.json", named)
-    assert time.perf_counter() - start < 30
 
 
 @pytest.mark.slow
-def test_full_loader_bounds_config_on_its_own(full_run, tmp_path):
+def test_full_loader_bounds_config_on_its_own(full_run, tmp_path, monkeypatch):
     """A caller that skipped verify_release still gets a one-line error, not a 1000-layer model."""
+    import transformers
+
     from dprelease.core.backends.full import load_release_full
 
+    monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", _never("config.json was parsed"))
+    monkeypatch.setattr(transformers.AutoModelForSequenceClassification, "from_config", _never("a model was built"))
     folder = copy_release(full_run, tmp_path)
     edit_json(folder, "config.json", num_hidden_layers=1000)
-    start = time.perf_counter()
-    with pytest.raises(ReleaseError, match="num_hidden_layers=1000"):
+    with pytest.raises(ReleaseError, match="num_hidden_layers=1000"):  # refused by its bounds, nothing built
         load_release_full(folder, torch.device("cpu"))
-    assert time.perf_counter() - start < 10
 
 
 @pytest.mark.slow

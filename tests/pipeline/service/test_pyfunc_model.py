@@ -191,7 +191,7 @@ def test_serving_before_any_model_is_registered_is_one_line(store, tmp_path, mon
         serve_check("models:/oiics-autocoder@production")
     assert "\n" not in str(err.value) and "make retrain" in str(err.value) and "make serve" in str(err.value)
     out = subprocess.run([sys.executable, "-m", "dprelease.pipeline.service.pyfunc_model", "models:/oiics-autocoder@production"],
-                         capture_output=True, text=True, timeout=120, env=os.environ | {"OMP_NUM_THREADS": "1"})
+                         capture_output=True, text=True, timeout=900, env=os.environ | {"OMP_NUM_THREADS": "1"})
     assert out.returncode == 2 and out.stdout == "", out
     assert out.stderr.count("\n") == 1 and out.stderr.startswith("dprelease: error: no registered model"), out.stderr
     import mlflow

@@ -18,7 +18,11 @@ class ProxyParams(BaseModel):
 
     until: str = "2015-12-31"  # last EventDate of the public period (ISO date): the public/private boundary
     date_column: str = "EventDate"
-    validation_size: float = Field(0.5, gt=0.0, lt=1.0)  # the proxy sample's part kept to score configurations
+    # the share of the public reports included at the private rates kept to score configurations (the training
+    # share is the private one's: a pseudo-private set of the private training size; the rest trains the public model)
+    validation_size: float = Field(0.25, gt=0.0, lt=1.0)
+    # share of the other public reports kept as public_rest (by the public hash; small slices for tests)
+    rest_rate: float = Field(1.0, gt=0.0, le=1.0)
 
     @field_validator("until")
     @classmethod

@@ -10,7 +10,9 @@ from ..config import Params
 from ..io import read_json
 from dprelease.pipeline.layout import Layout
 
-SPLITS = ("train", "test", "validation", "proxy_train", "proxy_validation")  # proxy_*: the public proxy
+# proxy_* and public_rest: public reports (the proxy and the rest of the public period)
+SPLITS = ("train", "test", "validation", "proxy_train", "proxy_validation", "public_rest")
+PUBLIC_SPLITS = ("proxy_train", "proxy_validation", "public_rest")
 
 
 def label_info(lay: Layout) -> dict:

@@ -50,12 +50,20 @@ def public_design(params: Params, public: pd.DataFrame) -> dict:
 
 
 def _proxy(public: pd.DataFrame, design: dict, params: Params) -> dict[str, pd.DataFrame]:
-    """The public proxy's splits: public reports of the label space, included at the same rates as the private
-    ones, split by a hash of each report and the public seed (record-local, public)."""
+    """The public proxy's splits, record-local by a hash of each public report and the public seed: of the reports
+    included at the private roles' rates, the training share is ``proxy_train`` (a pseudo-private set of about the
+    private training size), ``proxy.validation_size`` is ``proxy_validation``; every other public report of the
+    label space is ``public_rest`` (with the proxy's parts, what the public model trains on)."""
     u = roles.public_uniforms(roles.report_ids(public), seed=params.seed, purpose="proxy")
-    val = params.proxy.validation_size
-    role = roles.assign(u, public["label"].tolist(), rates=design["rates"], shares=(1.0 - val, val, 0.0))
-    return {"proxy_train": public[role == "train"], "proxy_validation": public[role == "validation"]}
+    train, val = design["shares"][0], params.proxy.validation_size
+    if train + val >= 1.0:
+        raise records.DataError(f"proxy.validation_size {val} + the training share {train:g} must stay below 1")
+    role = roles.assign(u, public["label"].tolist(), rates=design["rates"], shares=(train, val, 1.0 - train - val))
+    inside = public["label"].isin(design["codes"]).to_numpy()
+    if params.proxy.rest_rate < 1.0:
+        inside &= roles.public_uniforms(roles.report_ids(public), seed=params.seed, purpose="rest") < params.proxy.rest_rate
+    return {"proxy_train": public[role == "train"], "proxy_validation": public[role == "validation"],
+            "public_rest": public[inside & ((role == "test") | (role == "unused"))]}
 
 
 def _ordered(frame: pd.DataFrame, ids: np.ndarray) -> pd.DataFrame:
@@ -91,6 +99,7 @@ def stratify(params: Params, root: str | Path = ".") -> dict:
                    "expected_validation_size": design["expected"]["validation"],
                    "proxy_train_rows": len(splits["proxy_train"]),
                    "proxy_validation_rows": len(splits["proxy_validation"]),
+                   "public_rest_rows": len(splits["public_rest"]),
                    "capped_codes": sum(r < 1.0 for r in design["rates"].values())},
         "internal": "the figures below count private reports: the operator's aggregates, never released",
         "source_rows": len(private), "rows": int((role != "unused").sum()), "classes": len(codes),
@@ -108,7 +117,9 @@ def stratify(params: Params, root: str | Path = ".") -> dict:
         for name, frame in splits.items():
             frame[["text", "label"]].to_csv(tmp / f"{name}.csv", index=False)
         write_json(tmp / "labels.json", labels)
-        write_json(tmp / "public.json", summary["public"] | {"rates": design["rates"]})  # public inputs only
+        counts = public["label"].value_counts()
+        write_json(tmp / "public.json", summary["public"] | {  # public inputs only
+            "rates": design["rates"], "public_counts": {c: int(counts.get(c, 0)) for c in codes}})
         write_json(tmp / "sizes.json", sizes)  # private counts: internal evaluation tables only
         (tmp / secret.CONTEXT).write_text(context + "\n", encoding="ascii")
     write_json(lay.metrics / "data.json", summary)

@@ -67,13 +67,16 @@ def predict(w: torch.Tensor, b: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 
 
 def fit_many(jobs: Sequence[tuple[Setting, str]], x: torch.Tensor, y: torch.Tensor, n_classes: int, *,
-             artifacts: Path) -> list[tuple[torch.Tensor, torch.Tensor]]:
+             artifacts: Path, init: tuple[torch.Tensor, torch.Tensor] | None = None
+             ) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """DP-SGD runs from zero in one trainer call (:func:`dprelease.mechanisms.dpsgd.grid.train_grid`): run i with
     ``jobs[i]``'s setting, its batches and noise from the secret key under ``jobs[i]``'s label (each run its own
     generators: the draws do not depend on the other runs of the call). Returns each run's (weights, biases)."""
     gens = [(torch.Generator().manual_seed(secret.seed(artifacts, label + "/batches")),
              torch.Generator().manual_seed(secret.seed(artifacts, label + "/noise"))) for _, label in jobs]
-    w, b = train_grid(x, y, [s for s, _ in jobs], generators=gens, n_classes=n_classes)
+    start = {} if init is None else {"weight": init[0].expand(len(jobs), *init[0].shape),
+                                     "bias": init[1].expand(len(jobs), *init[1].shape)}  # a public start
+    w, b = train_grid(x, y, [s for s, _ in jobs], generators=gens, n_classes=n_classes, **start)
     return list(zip(w, b))
 
 
@@ -106,7 +109,8 @@ def _weighted_f1(model: tuple[torch.Tensor, torch.Tensor], x: torch.Tensor, y: t
 
 
 def grid_scores(configs: list[dict], accountant: str, data: tuple, n_classes: int, *, epsilons: Sequence[float],
-                delta: float, artifacts: Path, labels: Sequence[str], n: int | None = None) -> dict[float, list[float]]:
+                delta: float, artifacts: Path, labels: Sequence[str], n: int | None = None,
+                init: tuple[torch.Tensor, torch.Tensor] | None = None) -> dict[float, list[float]]:
     """Per ε of ``epsilons``: each configuration's weighted F1 on the validation pair of ``data`` = (xt, yt, xv, yv)
     after one DP-SGD run on (xt, yt) at that ε (σ from ``accountant``), the run of configuration i at
     ``epsilons[j]`` labelled ``labels[j]/i``; every run of every ε in one trainer call. The scores a choice is made
@@ -118,7 +122,8 @@ def grid_scores(configs: list[dict], accountant: str, data: tuple, n_classes: in
     for eps, label in zip(epsilons, labels, strict=True):
         sigmas = _Sigmas(epsilon=eps, delta=delta, conversion=ACCOUNTANTS[accountant][0])
         jobs += [(sigmas.setting(cfg, n), f"{label}/{i}") for i, cfg in enumerate(configs)]
-    f1 = [_weighted_f1(m, xv, yv, n_classes) for m in fit_many(jobs, xt, yt, n_classes, artifacts=artifacts)]
+    f1 = [_weighted_f1(m, xv, yv, n_classes) for m in fit_many(jobs, xt, yt, n_classes, artifacts=artifacts,
+                                                                init=init)]
     return {eps: f1[j * len(configs):(j + 1) * len(configs)] for j, eps in enumerate(epsilons)}
 
 
@@ -151,8 +156,8 @@ def select(configs: list[dict], accountant: str, xt, yt, xv, yv, n_classes: int,
                       artifacts=artifacts)[epsilon]
 
 
-def proxy_rankings(params: Params, lay: Layout, *, epsilons: Sequence[float], delta: float
-                   ) -> dict[float, list[tuple[int, float]]] | None:
+def proxy_rankings(params: Params, lay: Layout, *, epsilons: Sequence[float], delta: float,
+                   init: tuple[torch.Tensor, torch.Tensor] | None = None) -> dict[float, list[tuple[int, float]]] | None:
     """Per ε: the declared grid ranked on the PUBLIC proxy at that ε (zero ε: no private record is read): (index
     into :func:`configurations`, proxy weighted F1), best first; None without a proxy (``proxy.until: null``). The
     proxy's training set is at most the private one's size; a configuration keeps its grid index on both. Every
@@ -162,13 +167,15 @@ def proxy_rankings(params: Params, lay: Layout, *, epsilons: Sequence[float], de
     (xt, yt), (xv, yv) = _xy(lay, "proxy_train"), _xy(lay, "proxy_validation")
     found = grid_scores(configurations(params.frontier.dpsgd, n=len(yt)), params.frontier.accountants[0],
                         (xt, yt, xv, yv), len(label_info(lay)["codes"]), epsilons=epsilons, delta=delta,
-                        artifacts=lay.artifacts, labels=[f"proxy/dpsgd/{eps:g}" for eps in epsilons])
+                        artifacts=lay.artifacts, labels=[f"proxy/dpsgd/{eps:g}" for eps in epsilons], init=init)
     return {eps: sorted(enumerate(s), key=lambda t: (-t[1], t[0])) for eps, s in found.items()}
 
 
-def proxy_ranking(params: Params, lay: Layout, *, epsilon: float, delta: float) -> list[tuple[int, float]] | None:
-    """:func:`proxy_rankings` at one ε: the declared grid ranked on the public proxy, best first (None: no proxy)."""
-    ranked = proxy_rankings(params, lay, epsilons=[epsilon], delta=delta)
+def proxy_ranking(params: Params, lay: Layout, *, epsilon: float, delta: float,
+                  init: tuple[torch.Tensor, torch.Tensor] | None = None) -> list[tuple[int, float]] | None:
+    """:func:`proxy_rankings` at one ε: the declared grid ranked on the public proxy, best first (None: no proxy);
+    ``init``: every run starts from that public model (the warm start's simulation)."""
+    ranked = proxy_rankings(params, lay, epsilons=[epsilon], delta=delta, init=init)
     return None if ranked is None else ranked[epsilon]
 
 

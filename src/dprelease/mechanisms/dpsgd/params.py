@@ -35,6 +35,10 @@ class DPSGDParams(_Strict):
     delta_sweep: list[float] = [1e-3, 1e-2, 0.1, 0.99]
     conversion: Literal["mironov", "opacus", "prv"] = "mironov"  # RDP → (ε, δ) conversion, or the PRV accountant
     planted_noise_divisor: float = Field(1.0, ge=1.0, description="AUDIT ONLY, a planted bug: σ/divisor, same claim")
+    warm_start: bool = Field(True, description="start from the public model (softmax regression on the public "
+                             "period, logit-adjusted to the private roles' mix) instead of zero: linear head only")
+    public_l2: list[float] = Field([1e-4, 1e-3, 1e-2], min_length=1, description="the public model's L2 grid, "
+                                   "chosen on the public proxy's validation part (zero ε)")
     head: DPSGDRun = DPSGDRun(lr=1e-2)  # lr picked on a small grid (README); the rest as the paper
     full: DPSGDRun = DPSGDRun()  # the paper's settings: batch 512, lr 1e-3, C = 1, 30 epochs
 

@@ -28,7 +28,10 @@ from dprelease.core.utility.evaluate import evaluate, write_arm
 from dprelease.core.privacy.target import declared
 from dprelease.pipeline.mechanism import ReleaseSpec
 from dprelease.core.release.stages import publish_stage
+from dprelease.core.public_model import predict as public_predict
+from dprelease.core.utility.metrics import f1_summary
 from . import card
+from . import warm as warm_start
 from .accounting import default_delta, spent_epsilon
 from dprelease.compare.frontier.points import PRIVATE_VALIDATION, PUBLIC_PROXY
 from .frontier import configurations, frontier_dpsgd, proxy_ranking
@@ -62,7 +65,7 @@ def check_dpsgd(params: Params, lay: Layout | None = None, eps: float | None = N
 PLANTED_MARKER = "planted_bugs_allowed"  # written only into a canary run's artifacts (mia/canary.py)
 
 
-def _dpsgd_once(params: Params, lay: Layout, eps: float, delta: float, tag: str, run=None, extra=()):
+def _dpsgd_once(params: Params, lay: Layout, eps: float, delta: float, tag: str, run=None, extra=(), init=None):
     divisor = params.dpsgd.planted_noise_divisor
     if divisor != 1.0 and not (lay.artifacts / PLANTED_MARKER).is_file():
         raise ValueError("dpsgd.planted_noise_divisor is a planted bug for the privacy audit's canary runs only")
@@ -71,6 +74,10 @@ def _dpsgd_once(params: Params, lay: Layout, eps: float, delta: float, tag: str,
     feats, y = features(lay)
     seeds = secret.training_seeds(lay.artifacts)  # initialisation and dropout: secret, like the noise
     model = backend.new_model(feats, init_seed=seeds("dpsgd-init/" + tag, 0))
+    if init is not None:  # the public model's weights (a linear head): DP-SGD refines them
+        with torch.no_grad():
+            model.net[-1].weight.copy_(init[0])
+            model.net[-1].bias.copy_(init[1])
     n_hat = n_public(lay)
     batch = run.batch_size or n_hat  # 0: full batch (q = 1); the normaliser is the public n̂, never the private n
     result = train_dpsgd(backend, model, feats, y, epochs=run.epochs, batch_size=batch, expected_size=n_hat,
@@ -97,8 +104,8 @@ def dpsgd(params: Params, root: str | Path = ".") -> dict:
     eps = dpsgd_target(params)
     check_dpsgd(params, lay, eps)
     delta = params.dpsgd.delta or default_delta(n_public(lay))
-    run, tuning, _ = release_configuration(params, lay, epsilon=eps, delta=delta)  # as the release chooses it
-    backend, model, res = _dpsgd_once(params, lay, eps, delta, "dpsgd", run=run)
+    run, tuning, _, start = release_configuration(params, lay, epsilon=eps, delta=delta)  # as the release does
+    backend, model, res = _dpsgd_once(params, lay, eps, delta, "dpsgd", run=run, init=start)
     g = guarantee.accountant("DP-SGD (Opacus)", res.epsilon, delta, target_epsilon=eps,
                              noise_multiplier=res.noise_multiplier, steps=res.steps, sample_rate=res.sample_rate,
                              max_grad_norm=run.max_grad_norm, conversion=params.dpsgd.conversion,
@@ -116,24 +123,35 @@ DECLARED_RECIPE = ("declared in params.yaml (dpsgd.head) before this run: the fr
 
 
 def release_configuration(params: Params, lay: Layout, *, epsilon: float, delta: float):
-    """(the DP-SGD run settings, how they were chosen, in words): the PUBLIC proxy's best configuration of the
-    declared grid ``frontier.dpsgd`` at ``epsilon`` (zero ε) for a linear head when there is a proxy; otherwise
-    the declared recipe ``dpsgd.head``, whose values were chosen on this data's validation split (not covered)."""
+    """(the DP-SGD run settings, how they were chosen, in words, the public start or None): the PUBLIC proxy's best
+    configuration of the declared grid ``frontier.dpsgd`` at ``epsilon`` (zero ε) for a linear head; with
+    ``dpsgd.warm_start`` each configuration is simulated as it will be used: from the public model fit on
+    ``public_rest``, on the pseudo-private ``proxy_train``, scored on ``proxy_validation`` (dpsgd/warm.py).
+    Otherwise the declared recipe ``dpsgd.head``, whose values were chosen on this data's validation split."""
     run = params.dpsgd.run_for(params.model.backend)
     hidden = run.hidden if run.hidden is not None else params.model.head.hidden
-    ranked = proxy_ranking(params, lay, epsilon=epsilon, delta=delta) if params.model.backend == "head" and not hidden \
-        else None
+    linear = params.model.backend == "head" and not hidden
+    warm = linear and params.dpsgd.warm_start and warm_start.available(lay)
+    start, l2, start_note = None, None, ""
+    if warm:
+        w, b, l2, _ = warm_start.simulation_start(params, lay)
+        start = (w, b)
+        start_note = (f", each run started from the public model fit on the rest of the public period (L2 {l2:g}, "
+                      f"chosen on the proxy's validation part from {len(params.dpsgd.public_l2)})")
+    ranked = proxy_ranking(params, lay, epsilon=epsilon, delta=delta, init=start) if linear else None
     if not ranked:
-        return run, PRIVATE_VALIDATION + " (not covered)", DECLARED_RECIPE
+        return run, PRIVATE_VALIDATION + " (not covered)", DECLARED_RECIPE, None
     n = n_public(lay)
     grid = params.frontier.dpsgd
     cfg = configurations(grid, n=n)[ranked[0][0]]
     chosen = run.model_copy(update={"epochs": cfg["epochs"], "batch_size": 0 if cfg["batch_size"] >= n else
                                     cfg["batch_size"], "lr": cfg["lr"], "max_grad_norm": cfg["max_grad_norm"],
                                     "optimizer": cfg["optimizer"], "momentum": cfg["momentum"], "hidden": 0})
+    release_start = warm_start.release_start(lay, l2=l2) if warm else None
     return chosen, PUBLIC_PROXY, (f"the best of the declared {len(ranked)}-configuration grid (frontier.dpsgd) on the "
-                                  f"public proxy (reports up to {params.proxy.until}) at ε {epsilon:g}: weighted F1 "
-                                  f"{ranked[0][1]:.3f} on its validation part, zero ε (no private record read)")
+                                  f"public proxy (reports up to {params.proxy.until}) at ε {epsilon:g}{start_note}: "
+                                  f"weighted F1 {ranked[0][1]:.3f} on its validation part, zero ε (no private record "
+                                  "read)"), release_start
 
 
 def staged(params: Params) -> str:
@@ -151,9 +169,9 @@ def dpsgd_release(params: Params, root: str | Path = ".") -> dict:
     delta = params.released.delta or default_delta(n_hat)
     z = params.released.evaluation_noise
     evaluation = ((z, 1.0, 1),)  # one Gaussian mechanism on the test split's counts (core/utility/dp_eval.py)
-    run, tuning, source = release_configuration(params, lay, epsilon=eps, delta=delta)
+    run, tuning, source, start = release_configuration(params, lay, epsilon=eps, delta=delta)
     check_setting(n_hat, run.batch_size or n_hat, eps, delta)
-    backend, model, res = _dpsgd_once(params, lay, eps, delta, "release", run=run, extra=evaluation)
+    backend, model, res = _dpsgd_once(params, lay, eps, delta, "release", run=run, extra=evaluation, init=start)
     conversion = params.dpsgd.conversion
     total = spent_epsilon(res.noise_multiplier, res.sample_rate, res.steps, delta, conversion, evaluation)
     g = guarantee.accountant("DP-SGD (Opacus)", total, delta, target_epsilon=eps,
@@ -167,6 +185,8 @@ def dpsgd_release(params: Params, root: str | Path = ".") -> dict:
     labels = label_info(lay)
     feats, y = features(lay, "test")
     exact, _, _ = evaluate(backend, model, feats, y, labels)  # internal only: never in the release
+    floor = None if start is None else f1_summary(y.numpy(), public_predict(*start, feats["x"]).numpy(),
+                                                  range(len(labels["codes"])))
     pred = backend.predict_proba(model, feats).argmax(1).numpy()
     gen = torch.Generator().manual_seed(secret.seed(lay.artifacts, "release/evaluation"))
     covered = dp_scores(y.numpy(), pred, len(labels["codes"]), noise_multiplier=z, generator=gen)
@@ -175,6 +195,8 @@ def dpsgd_release(params: Params, root: str | Path = ".") -> dict:
                 "configuration": {**run.model_dump(mode="json"), "hidden": hidden, "conversion": conversion,
                                   "source": source},
                 "tuning": tuning, "test_f1": {**covered, "kind": "dp_noised_counts"},
+                "start": "the public model (softmax regression on the public period, logit-adjusted)" if start is not
+                         None else "zero",
                 "training": {"steps": res.steps, "noise_multiplier": res.noise_multiplier,
                              "sample_rate": res.sample_rate, "expected_records": n_hat},
                 "coverage": coverage(params),
@@ -186,8 +208,12 @@ def dpsgd_release(params: Params, root: str | Path = ".") -> dict:
     write_release(Path(root) / staged(params), backend, model, labels["codes"], labels["titles"], manifest,
                   closure(__name__), private=True)
     write_json(lay.artifacts / RELEASE_FOLDER / "internal.json",  # the operator's exact figures (private)
-               {"exact_test_f1": exact, "note": "un-noised figures on private test reports: internal, never released"},
+               {"exact_test_f1": exact, "public_floor_exact_test_f1": floor, "warm_start": start is not None,
+                "note": "un-noised figures on private test reports: internal, never released"},
                private=True)
+    write_json(lay.metrics / "public_floor.json", {  # the operator's view (exact figures on private test reports)
+        "internal": "exact test F1 of private reports: the operator's aggregates, never released",
+        "public_model": floor, "release_exact": exact})
     return {"epsilon": g.epsilon, "delta": delta, "weighted_f1": covered["weighted_f1"],
             "macro_f1": covered["macro_f1"]}
 
@@ -242,7 +268,7 @@ def declare(params: Params) -> list[Stage]:
               metrics=["metrics/dpsgd_sweep.json"], group="compare"),
         Stage(name="dpsgd_release", run=dpsgd_release,
               params=["seed", "model", "dpsgd", "released", "proxy", "frontier.dpsgd", "frontier.accountants"], deps=deps,
-              outs=[f"{a}/{RELEASE_FOLDER}"],
+              outs=[f"{a}/{RELEASE_FOLDER}"], metrics=["metrics/public_floor.json"],
               group="release" if params.released.mechanism == "dpsgd" else "dpsgd_release"),
         *publish_stage(params, SPEC),
         Stage(name="frontier_dpsgd", run=frontier_dpsgd, params=["seed", "model.backend", "dpsgd.delta", "frontier"],
