@@ -52,13 +52,29 @@ def released_lines(params: Params, root: str) -> list[str]:
     return [
         f"  mechanism  {g.mechanism} (released.mechanism: {rec['mechanism']}, declared before the data were seen)",
         f"  claim      {g.claim_text} [{g.kind}]" + ("" if g.delta is not None else f", δ {g.delta_text}"),
-        f"  utility    weighted F1 {_num(rec.get('weighted_f1'))}, macro F1 {_num(rec.get('macro_f1'))} (test split)",
+        f"  utility    weighted F1 {_num(rec.get('weighted_f1'))}, macro F1 {_num(rec.get('macro_f1'))} (test split"
+        + (", from noised counts: covered by ε)" if (rec.get("test_f1_kind") == "dp_noised_counts") else ")"),
+        *floor_lines(lay),
         *([f"  diagnostics {diag}"] if diag else []),
         *([f"  tuning     {rec['tuning']}"] if rec.get("tuning") else []),
         f"  release    {lay.release}/ (signed; check: dprelease verify --release {lay.release} --key agency.pub; "
         f"code narratives: dprelease predict --release {lay.release} --input narratives.csv --output coded.csv "
         "--key agency.pub)",
     ]
+
+
+def floor_lines(lay: Layout) -> list[str]:
+    """The public-only floor beside the release (exact figures on the private test split: the operator's view)."""
+    path = lay.metrics / "public_floor.json"
+    if not path.is_file():
+        return []
+    f = read_json(path)
+    if not f.get("public_model"):
+        return []
+    pub, rel = f["public_model"], f["release_exact"]
+    gain = rel["weighted_f1"] - pub["weighted_f1"]
+    return [f"  floor      the public model (reads no private report, ε 0): weighted F1 {pub['weighted_f1']:.3f}; the "
+            f"release {rel['weighted_f1']:.3f} exact, {gain:+.3f} over the floor (internal: exact test figures)"]
 
 
 def print_summary(params: Params, root: str, result: dict, seconds: float) -> None:

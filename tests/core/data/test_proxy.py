@@ -16,8 +16,8 @@ from dprelease.core.io import read_json
 UNTIL = "2015-12-31"
 
 
-def _params(**overrides):  # the slice's DP-SGD grid: batches no larger than its 24 training records
-    return parse_params(compare_raw(proxy__until=UNTIL, released__mechanism="dpsgd", frontier__dpsgd__batch_sizes=[0, 8],
+def _params(**overrides):  # the slice's DP-SGD grid: batches no larger than its ~24 training records
+    return parse_params(compare_raw(released__mechanism="dpsgd", frontier__dpsgd__batch_sizes=[0, 8],
                                     frontier__dpsgd__epochs=[2, 4], dpsgd__head__hidden=0, **overrides))
 
 
@@ -38,15 +38,18 @@ def test_the_private_sample_comes_from_the_later_period_and_the_proxy_from_the_e
     late = set(source.loc[date > UNTIL, "Final Narrative"].str.strip())
     data = root / params.artifacts / "data"
     private = pd.concat([pd.read_csv(data / f"{s}.csv", dtype=str) for s in ("train", "validation", "test")])
-    proxy = pd.concat([pd.read_csv(data / f"{s}.csv", dtype=str) for s in ("proxy_train", "proxy_validation")])
+    proxy = pd.concat([pd.read_csv(data / f"{s}.csv", dtype=str) for s in ("proxy_train", "proxy_validation",
+                                                                          "public_rest")])
     assert set(private["text"]) <= late and set(proxy["text"]) <= early  # never the other period
-    assert set(proxy["label"]) <= set(read_json(data / "labels.json")["codes"])  # the private label space only
-    summary = read_json(root / "metrics" / "data.json")["proxy"]
-    train = pd.read_csv(data / "train.csv", dtype=str)
-    assert summary["until"] == UNTIL and summary["train_rows"] <= len(train)  # at most the private training size
-    assert summary["private_classes_covered"] == len(set(proxy["label"]))
-    assert summary["private_rows_covered"] == pytest.approx(private["label"].isin(set(proxy["label"])).mean(), abs=1e-4)
-    assert {"proxy_train.safetensors", "proxy_validation.safetensors"} <= {
+    codes = read_json(data / "labels.json")["codes"]
+    assert set(proxy["label"]) <= set(codes) and set(private["label"]) <= set(codes)  # the public label space
+    public = source.loc[date <= UNTIL, "Nature"].value_counts()
+    assert codes == sorted(public.index[:4], key=lambda c: int(c))  # the public period's 4 largest codes
+    summary = read_json(root / "metrics" / "data.json")["public"]
+    assert summary["until"] == UNTIL and summary["classes"] == 4
+    assert summary["expected_train_size"] == read_json(data / "public.json")["expected_train_size"]
+    assert not set(read_json(data / "labels.json")) - {"codes", "titles"}  # no private count in the label map
+    assert {"proxy_train.safetensors", "proxy_validation.safetensors", "public_rest.safetensors"} <= {
         p.name for p in (root / params.artifacts / "features").iterdir()}
 
 
@@ -60,17 +63,24 @@ def test_dpsgd_releases_the_proxys_choice(proxied, tmp_path):
     shutil.copytree(proxied[0], root)
     params = proxied[1]
     lay = Layout.from_params(params, root)
-    ranked = proxy_ranking(params, lay, epsilon=8.0, delta=1e-3)
-    grid = configurations(params.frontier.dpsgd, n=24)
+    from dprelease.mechanisms.dpsgd import warm
+
+    start = warm.simulation_start(params, lay)[:2]
+    ranked = proxy_ranking(params, lay, epsilon=8.0, delta=1e-3, init=start)
+    grid = configurations(params.frontier.dpsgd, n=read_json(root / params.artifacts / "data" / "public.json")[
+        "expected_train_size"])
     assert sorted(i for i, _ in ranked) == list(range(len(grid)))  # every configuration scored, best first
     assert [s for _, s in ranked] == sorted((s for _, s in ranked), reverse=True)
     registry.run_stage("dpsgd_release", params, root)
     registry.run_stage("publish", params, root)
     manifest = read_json(root / params.release / "release.json")
     c = manifest["configuration"]
-    assert manifest["tuning"] == "public proxy" and "zero ε" in c["source"]
-    best = configurations(params.frontier.dpsgd, n=read_json(root / "metrics/data.json")["train_rows"])[
-        proxy_ranking(params, lay, epsilon=params.released.epsilon, delta=manifest["guarantee"]["delta"])[0][0]]
+    assert manifest["tuning"] == "public proxy" and "zero ε" in c["source"] and "public model" in c["source"]
+    assert manifest["start"].startswith("the public model")
+    n_hat = read_json(root / params.artifacts / "data" / "public.json")["expected_train_size"]
+    best = configurations(params.frontier.dpsgd, n=n_hat)[
+        proxy_ranking(params, lay, epsilon=params.released.epsilon, delta=manifest["guarantee"]["delta"],
+                      init=start)[0][0]]
     assert (c["epochs"], c["lr"], c["max_grad_norm"], c["optimizer"]) == (best["epochs"], best["lr"],
                                                                          best["max_grad_norm"], best["optimizer"])
     assert read_json(root / "metrics" / "released.json")["tuning"] == "public proxy"

@@ -80,7 +80,7 @@ def test_features_missing_file(lay):
 
 def test_n_train_sums_train_sizes(lay):
     assert n_train(lay) == 10
-    write_json(lay.data / "labels.json", LABELS | {"train_sizes": [100, 0, 7]})
+    write_json(lay.data / "sizes.json", {"train_sizes": [100, 0, 7]})  # the private counts live beside the label map
     assert n_train(lay) == 107
 
 

@@ -61,7 +61,8 @@ def _proxy(public: pd.DataFrame, design: dict, params: Params) -> dict[str, pd.D
     role = roles.assign(u, public["label"].tolist(), rates=design["rates"], shares=(train, val, 1.0 - train - val))
     inside = public["label"].isin(design["codes"]).to_numpy()
     if params.proxy.rest_rate < 1.0:
-        inside &= roles.public_uniforms(roles.report_ids(public), seed=params.seed, purpose="rest") < params.proxy.rest_rate
+        kept = roles.public_uniforms(roles.report_ids(public), seed=params.seed, purpose="rest")
+        inside = inside & (kept < params.proxy.rest_rate)
     return {"proxy_train": public[role == "train"], "proxy_validation": public[role == "validation"],
             "public_rest": public[inside & ((role == "test") | (role == "unused"))]}
 

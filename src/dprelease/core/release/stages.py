@@ -40,6 +40,7 @@ def publish(params: Params, root: str | Path = ".", *, spec) -> dict:
     g = manifest["guarantee"]
     record = {"mechanism": params.released.mechanism, "label": g.get("mechanism"), "arm": fig.get("arm"),
               "guarantee": g, "weighted_f1": fig.get("weighted_f1"), "macro_f1": fig.get("macro_f1"),
+              "test_f1_kind": (manifest.get("test_f1") or {}).get("kind", "exact"),
               "diagnostics": fig.get("diagnostics", {}), "configuration": manifest.get("configuration"),
               "tuning": manifest.get("tuning"), "release": params.release}
     write_json(lay.metrics / "released.json", record)

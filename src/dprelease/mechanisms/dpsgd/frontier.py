@@ -20,6 +20,7 @@ is a declared option the frontier states, not this file's). Per-configuration sc
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from itertools import product
 from pathlib import Path
@@ -61,19 +62,27 @@ def _xy(lay: Layout, split: str) -> tuple[torch.Tensor, torch.Tensor]:
     return x.float(), y
 
 
+def _public(seed: int, label: str) -> int:
+    """A 64-bit seed from the public seed: the proxy's runs read public reports only, so their randomness (and the
+    configuration they choose) is public — the same for every private extract, by construction."""
+    return int.from_bytes(hashlib.sha256(f"dprelease public run {seed}\0{label}".encode()).digest()[:8], "little")
+
+
 def predict(w: torch.Tensor, b: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """The linear head's classes for one run's weights [K, d] and biases [K] (the head scales x by √d)."""
     return ((x * x.shape[1] ** 0.5) @ w.T + b).argmax(1)
 
 
 def fit_many(jobs: Sequence[tuple[Setting, str]], x: torch.Tensor, y: torch.Tensor, n_classes: int, *,
-             artifacts: Path, init: tuple[torch.Tensor, torch.Tensor] | None = None
+             artifacts: Path, init: tuple[torch.Tensor, torch.Tensor] | None = None, public_seed: int | None = None
              ) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """DP-SGD runs from zero in one trainer call (:func:`dprelease.mechanisms.dpsgd.grid.train_grid`): run i with
     ``jobs[i]``'s setting, its batches and noise from the secret key under ``jobs[i]``'s label (each run its own
     generators: the draws do not depend on the other runs of the call). Returns each run's (weights, biases)."""
-    gens = [(torch.Generator().manual_seed(secret.seed(artifacts, label + "/batches")),
-             torch.Generator().manual_seed(secret.seed(artifacts, label + "/noise"))) for _, label in jobs]
+    seed = (lambda label: secret.seed(artifacts, label)) if public_seed is None else \
+        (lambda label: _public(public_seed, label))  # runs on public data only: a public choice
+    gens = [(torch.Generator().manual_seed(seed(label + "/batches")),
+             torch.Generator().manual_seed(seed(label + "/noise"))) for _, label in jobs]
     start = {} if init is None else {"weight": init[0].expand(len(jobs), *init[0].shape),
                                      "bias": init[1].expand(len(jobs), *init[1].shape)}  # a public start
     w, b = train_grid(x, y, [s for s, _ in jobs], generators=gens, n_classes=n_classes, **start)
@@ -110,7 +119,8 @@ def _weighted_f1(model: tuple[torch.Tensor, torch.Tensor], x: torch.Tensor, y: t
 
 def grid_scores(configs: list[dict], accountant: str, data: tuple, n_classes: int, *, epsilons: Sequence[float],
                 delta: float, artifacts: Path, labels: Sequence[str], n: int | None = None,
-                init: tuple[torch.Tensor, torch.Tensor] | None = None) -> dict[float, list[float]]:
+                init: tuple[torch.Tensor, torch.Tensor] | None = None, public_seed: int | None = None
+                ) -> dict[float, list[float]]:
     """Per ε of ``epsilons``: each configuration's weighted F1 on the validation pair of ``data`` = (xt, yt, xv, yv)
     after one DP-SGD run on (xt, yt) at that ε (σ from ``accountant``), the run of configuration i at
     ``epsilons[j]`` labelled ``labels[j]/i``; every run of every ε in one trainer call. The scores a choice is made
@@ -123,7 +133,7 @@ def grid_scores(configs: list[dict], accountant: str, data: tuple, n_classes: in
         sigmas = _Sigmas(epsilon=eps, delta=delta, conversion=ACCOUNTANTS[accountant][0])
         jobs += [(sigmas.setting(cfg, n), f"{label}/{i}") for i, cfg in enumerate(configs)]
     f1 = [_weighted_f1(m, xv, yv, n_classes) for m in fit_many(jobs, xt, yt, n_classes, artifacts=artifacts,
-                                                                init=init)]
+                                                                init=init, public_seed=public_seed)]
     return {eps: f1[j * len(configs):(j + 1) * len(configs)] for j, eps in enumerate(epsilons)}
 
 
@@ -167,7 +177,8 @@ def proxy_rankings(params: Params, lay: Layout, *, epsilons: Sequence[float], de
     (xt, yt), (xv, yv) = _xy(lay, "proxy_train"), _xy(lay, "proxy_validation")
     found = grid_scores(configurations(params.frontier.dpsgd, n=len(yt)), params.frontier.accountants[0],
                         (xt, yt, xv, yv), len(label_info(lay)["codes"]), epsilons=epsilons, delta=delta,
-                        artifacts=lay.artifacts, labels=[f"proxy/dpsgd/{eps:g}" for eps in epsilons], init=init)
+                        artifacts=lay.artifacts, labels=[f"proxy/dpsgd/{eps:g}" for eps in epsilons], init=init,
+                        public_seed=params.seed)
     return {eps: sorted(enumerate(s), key=lambda t: (-t[1], t[0])) for eps, s in found.items()}
 
 
