@@ -39,7 +39,8 @@ def _flat(path) -> dict:
 
 
 def _n_train(root) -> int:
-    return read_json(root / "metrics/data.json")["train_rows"]
+    """The PUBLIC expected training size n̂ that δ, the sampling rate and the normaliser use (never the private n)."""
+    return read_json(root / "metrics/data.json")["public"]["expected_train_size"]
 
 
 def _default_delta(n: int) -> float:

@@ -18,7 +18,7 @@ def _metrics(tmp_path, kind="ppm_local_asymptotic", round_=3, quantities=None):
                                  "local_sensitivity_tail": {"ci_low": 2.6, "ci_high": 3.1}})
     _write(tmp_path, "evaluation", {"released_weighted_f1": 0.58, "released_macro_f1": 0.31, "weighted_f1_mean": 0.57,
                                "macro_f1_mean": 0.30})
-    _write(tmp_path, "data", {"train_rows": 2626})
+    _write(tmp_path, "data", {"train_rows": 2700, "public": {"expected_train_size": 2626}})
     return tmp_path
 
 
@@ -63,7 +63,7 @@ def test_markdown_table(tmp_path):
     text = headline.markdown({"epsilon": 5.4956887, "records": 2626}, "retrain x",
                              {"gate detail": "refused by utility (0.56 | 0.57)\nsecond line"})
     lines = text.splitlines()
-    assert lines[0] == "### retrain x" and "| ε | 5.496 |" in lines and "| training records | 2626 |" in lines
+    assert lines[0] == "### retrain x" and "| ε | 5.496 |" in lines and "| training records (public expected n̂) | 2626 |" in lines
     assert lines[-1] == "| gate detail | refused by utility (0.56 \\| 0.57) second line |"
 
 

@@ -134,7 +134,7 @@ def test_first_run_tracks_to_mlflow_under_root(first):
     assert run.data.metrics["epsilon"] == pytest.approx(g["epsilon"])
     assert run.data.metrics["weighted_f1"] == pytest.approx(audit["released_weighted_f1"])
     assert run.data.metrics["macro_f1_mean"] == pytest.approx(audit["macro_f1_mean"])
-    assert run.data.metrics["records"] == read_json(first.root / "metrics/data.json")["train_rows"]
+    assert run.data.metrics["records"] == read_json(first.root / "metrics/data.json")["public"]["expected_train_size"]
     assert run.data.metrics["temperature"] == pytest.approx(g["quantities"]["temperature"])
     # the rest in one JSON artifact
     details = mlflow.artifacts.load_dict(f"{run.info.artifact_uri}/details.json")

@@ -21,7 +21,7 @@ test-split evaluation, the record count, the canary audit): never a per-record q
 ``epsilon_lb``         the privacy audit's ε lower bound for the released arm (when it ran): the multi-run
                        audit's (``make audit-tight``) when it covers the arm, else the one-run canary
                        bound fixed in advance (:func:`audit_bound`)
-``records``            training records
+``records``            training records: the public expected size n̂ (never the private count)
 =====================  ===============================================================================
 """
 
@@ -45,7 +45,7 @@ LABELS = {"epsilon": "ε", "epsilon_point": "ε point estimate (measured Δ̂)",
           "temperature": "T̂ (temperature)", "weighted_f1": "weighted F1 (released draw)",
           "macro_f1": "macro F1 (released draw)", "weighted_f1_mean": "weighted F1 (mean over draws)",
           "macro_f1_mean": "macro F1 (mean over draws)", "epsilon_lb": "ε lower bound (canary audit)",
-          "records": "training records"}
+          "records": "training records (public expected n̂)"}
 RELEASED_ARM = {2: "swag_ppm", 3: "swag_ppm_reweighted"}  # released round → its arm in the privacy audit
 
 
@@ -106,7 +106,8 @@ def headline(metrics: str | Path, *, canary: bool = True, released: bool = True)
     if bound is not None:
         out["epsilon_lb"] = bound[0]
     if (metrics / "data.json").is_file():
-        out["records"] = read_json(metrics / "data.json").get("train_rows")
+        # the PUBLIC expected training size n̂: the private count never reaches the registry's tags
+        out["records"] = read_json(metrics / "data.json").get("public", {}).get("expected_train_size")
     return {k: out[k] for k in NAMES if _number(out.get(k))}
 
 

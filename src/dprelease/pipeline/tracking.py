@@ -283,7 +283,8 @@ def log_pipeline_run(params: Params, root: str | Path = ".", run_name: str | Non
             f"Released {what} ({params.model.backend} backend): "
             f"{g.claim_text} ({g.kind}; δ {g.delta_text}); released model weighted F1 "
             f"{ev['released_weighted_f1']:.4f}, macro F1 {ev['released_macro_f1']:.4f}; "
-            f"{read_json(lay.metrics / 'data.json')['train_rows']} training records. Metrics: the headline "
+            f"{read_json(lay.metrics / 'data.json')['public']['expected_train_size']} expected training records "
+            "(public n̂). Metrics: the headline "
             "figures; everything else in details.json."))
         run_id = run.info.run_id
     write_json(lay.metrics / "mlflow_run.json", {"run_id": run_id, "experiment": name})

@@ -118,11 +118,13 @@ def _prepare(lay: Layout, sub: Path, sets: dict) -> int:
     with atomic_dir(sub / "artifacts" / "features", private=True) as tmp:
         save_features(tmp / "train.safetensors", {k: torch.cat([x[k] for x in xs]) for k in train}, torch.cat(ys))
         save_features(tmp / "test.safetensors", test, y_test)
-        for split in ("validation", "proxy_train", "proxy_validation"):  # re-weighting's acceptance; the public proxy
+        for split in ("validation", "proxy_train", "proxy_validation", "public_rest"):  # acceptance; the public parts
             if (lay.features / f"{split}.safetensors").is_file():  # (the configuration the audited arm releases with)
                 save_features(tmp / f"{split}.safetensors", *features(lay, split))
     with atomic_dir(sub / "artifacts" / "data", private=True) as tmp:
-        write_json(tmp / "labels.json", read_json(lay.data / "labels.json"))
+        for name in ("labels.json", "public.json", "sizes.json"):  # the public design and the internal sizes
+            if (lay.data / name).is_file():
+                write_json(tmp / name, read_json(lay.data / name))
     data = read_json(lay.metrics / "data.json")
     write_json(sub / "metrics" / "data.json", data | {"train_rows": data["train_rows"] + added,
                                                       "rows": data["rows"] + added})

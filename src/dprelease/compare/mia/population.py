@@ -52,12 +52,17 @@ def audit_dir(lay: Layout) -> Path:
 
 
 def _pool(params: Params, root: str | Path, codes: list[str]) -> pd.DataFrame:
+    """Reports of the label space that no split holds (the stratify stage's roles: neither train, validation,
+    test nor the public parts): the audit's population of non-members."""
     d = params.data
     df = records.read_records(Path(root) / d.path, d.text_column, d.label_column, d.encoding)
-    sample = records.stratified_sample(df, cap=d.cap, min_class_size=d.min_class_size, seed=params.seed,
-                                       limit_classes=d.limit_classes)
-    rest = df.drop(index=sample.index)
-    rest = rest[rest["label"].isin(set(codes)) & ~rest["text"].isin(set(sample["text"]))]
+    lay = Layout.from_params(params, root)
+    used = set()
+    for split in ("train", "validation", "test", "proxy_train", "proxy_validation", "public_rest"):
+        path = lay.data / f"{split}.csv"
+        if path.is_file():
+            used |= set(pd.read_csv(path, dtype=str, keep_default_na=False)["text"])
+    rest = df[df["label"].isin(set(codes)) & ~df["text"].isin(used)]
     rng = np.random.default_rng(stage_seed(params.seed, "audit-pool"))
     take = rng.permutation(len(rest))[: params.privacy_audit.pool_size]
     return rest.iloc[take].reset_index(drop=True)
