@@ -134,7 +134,7 @@ class ServiceParams(_Strict):
     gpu_pool: str = Field("gpu", min_length=1, description="work pool that receives model.backend: full")
     port: int = Field(4200, ge=1024, le=65535, description="local Prefect server port (bound to 127.0.0.1)")
     snapshot: str | None = Field(None, description="the file a scheduled retrain reads (None: data.path)")
-    windows: list[str] = Field(["2015-12-31", "2016-06-30", "2016-12-31"],
+    windows: list[str] = Field(["2016-04-30", "2016-08-31", "2016-12-31"],
                                description="EventDate ends of the simulated growing windows")
     audit: bool = Field(True, description="run the privacy audit of the released arm before registering")
     gates: GateParams = GateParams()
