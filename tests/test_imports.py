@@ -106,7 +106,7 @@ def test_real_graph_has_known_edges(graph):
     assert "dprelease.mechanisms.gpp.params" in graph["dprelease.pipeline.plugins"] and "dprelease.pipeline.plugins" in graph["dprelease.core.config"]
     assert "dprelease.mechanisms.dpsgd.plugin" in graph["dprelease.pipeline.registry"]
     assert "dprelease.core.data.plugin" in graph["dprelease.pipeline.registry"]          # from .data import stages as …
-    assert "dprelease.core.data.records" in graph["dprelease.mechanisms.dpsgd.stages"]     # from ..data import records
+    assert "dprelease.core.data.stages" in graph["dprelease.mechanisms.dpsgd.stages"]     # from …data.stages import …
     assert "dprelease.core.privacy.accountants" in graph["dprelease.mechanisms.dpsgd.accounting"]  # names → accountants
     assert "dprelease.core.privacy.rdp" in graph["dprelease.core.privacy.accountants"]
     assert "dprelease.core.backends" in graph["dprelease.core.data.splits"]          # from ..backends import make_backend

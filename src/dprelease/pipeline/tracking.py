@@ -9,6 +9,7 @@ killed mid-logging is closed as KILLED by the next tracking call (id in ``.mlflo
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import os
@@ -295,29 +296,24 @@ SPLIT_CONTEXT = {"train": "training", "validation": "validation", "test": "testi
 
 
 def _log_datasets(mlflow, params: Params, root: str | Path, lay: Layout) -> None:
-    """The extract and each split as MLflow dataset inputs: name and schema only (no rows, no profile of values,
-    no content digest: a digest of a private file is a membership test for anyone holding D∖{x} and x). The
-    dataset's digest names the declaration (path, release id), not the content."""
+    """The extract and each split as MLflow dataset inputs: name and schema only; the digest names the declaration
+    (path, release id), never the content (a private file's digest is a membership test given D∖{x} and x)."""
     from mlflow.data.dataset_source_registry import resolve_dataset_source
     from mlflow.data.meta_dataset import MetaDataset
     from mlflow.types import ColSpec, Schema
     import warnings
-    import hashlib
 
-    source = Path(root) / params.data.path
     extract = Path(params.data.path).name
-    inputs = [(source, f"{extract}", "source", None)]
+    inputs = [(Path(root) / params.data.path, f"{extract}", "source", None)]
     inputs += [(lay.data / f"{split}.csv", f"{extract} · {split}", SPLIT_CONTEXT[split], Schema([
         ColSpec("string", "text"), ColSpec("string", "label")])) for split in SPLIT_CONTEXT
         if (lay.data / f"{split}.csv").is_file()]
-    for path, name, context, schema in inputs:
-        if not path.is_file():
-            continue
+    for path, name, context, schema in (i for i in inputs if i[0].is_file()):
         with warnings.catch_warnings():  # "can be interpreted in multiple ways": both are the local-file source
             warnings.simplefilter("ignore")
             src = resolve_dataset_source(extract)
-        declared = f"{params.data.path}\0{name}\0{params.released.release_id}"
-        ds = MetaDataset(src, name=name, digest=hashlib.sha256(declared.encode()).hexdigest()[:16], schema=schema)
+        declared = f"{params.data.path}\0{name}\0{params.released.release_id}".encode()
+        ds = MetaDataset(src, name=name, digest=hashlib.sha256(declared).hexdigest()[:16], schema=schema)
         mlflow.log_input(ds, context=context)
 
 
