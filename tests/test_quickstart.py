@@ -44,7 +44,8 @@ def test_the_readme_names_the_release_commands():
 def _tiny_params(clone: Path) -> Path:
     """params.yaml of the clone with the test suite's slice sizes (data, features, epochs, draws)."""
     raw = yaml.safe_load((clone / "params.yaml").read_text(encoding="utf-8"))
-    raw["data"].update(limit_classes=SLICE["data"]["limit_classes"], cap=SLICE["data"]["cap"])
+    raw["data"].update(codes=SLICE["data"]["codes"], cap=SLICE["data"]["cap"])
+    raw["proxy"].update(SLICE["proxy"])
     raw["features"].update(SLICE["features"])
     raw["model"]["head"].update(SLICE["model"]["head"])
     raw["ppm"].update(SLICE["ppm"])
@@ -79,7 +80,8 @@ def test_quickstart_as_written_in_a_fresh_clone(tmp_path):
     assert manifest["signed_by"]["key_id"] and (clone / "release" / "release.sig").is_file()
     first = outputs[0]
     assert "--new-key" in first and "Release (dpsgd)" in first and "dp_accountant" in first
-    assert re.search(r"weighted F1 \d\.\d{3}, macro F1 \d\.\d{3} \(test split\)", first)
+    assert re.search(r"weighted F1 \d\.\d{3}, macro F1 \d\.\d{3} \(test split, from noised counts", first)
+    assert "floor      the public model" in first  # the public-only floor beside the release
     assert "SWAG-PPM, the design's chain" in first  # its figures beside the release
     verify = next(o for c, o in zip(quickstart_commands((clone / "README.md").read_text()), outputs) if " verify " in c)
     assert "dp_accountant" in verify and manifest["signed_by"]["key_id"][:16] in verify

@@ -101,7 +101,9 @@ def test_first_run_runs_every_stage_once(first):
         assert isinstance(first.out[name], dict) and first.out[name], name
     assert first.out["sensitivity_r2"] == read_json(first.root / "metrics/sensitivity_r2.json")
     assert first.out["draw"] == read_json(first.root / "metrics/release.json")
-    assert first.out["evaluate"] == read_json(first.root / "metrics/evaluation.json")
+    # as JSON: a quartile with no test support is NaN (core/utility/metrics.py), equal to itself only as text
+    assert json.dumps(first.out["evaluate"], sort_keys=True) == json.dumps(
+        read_json(first.root / "metrics/evaluation.json"), sort_keys=True)
 
 
 def test_first_run_writes_outputs_and_stamps(first):

@@ -31,6 +31,8 @@ class DataParams(_Strict):
     validation_size: float = Field(0.2, ge=0.0, lt=1.0, description="fraction of the held-out half kept as the "
                                    "validation split (a mechanism's choices on private records); never the test split")
     limit_classes: int | None = Field(None, ge=2, description="keep only the N largest classes (small slices for tests)")
+    codes: list[str] | None = Field(None, min_length=2, description="a declared label space (each code needs a public "
+                                    "report); null: the codes with >= min_class_size public reports")
     encoding: Literal["auto", "utf-8", "cp1252"] = Field(
         "auto", description="auto: strict UTF-8, or cp1252 for a file with no UTF-8 multi-byte sequence at all")
 

@@ -43,8 +43,7 @@ def test_the_private_sample_comes_from_the_later_period_and_the_proxy_from_the_e
     assert set(private["text"]) <= late and set(proxy["text"]) <= early  # never the other period
     codes = read_json(data / "labels.json")["codes"]
     assert set(proxy["label"]) <= set(codes) and set(private["label"]) <= set(codes)  # the public label space
-    public = source.loc[date <= UNTIL, "Nature"].value_counts()
-    assert codes == sorted(public.index[:4], key=lambda c: int(c))  # the public period's 4 largest codes
+    assert codes == sorted(params.data.codes, key=int)  # the declared label space, in OIICS order
     summary = read_json(root / "metrics" / "data.json")["public"]
     assert summary["until"] == UNTIL and summary["classes"] == 4
     assert summary["expected_train_size"] == read_json(data / "public.json")["expected_train_size"]

@@ -48,10 +48,17 @@ def _unit(digest: bytes) -> float:
     return int.from_bytes(digest[:8], "little") / 2.0**64
 
 
-def label_space(public: pd.DataFrame, *, min_class_size: int, limit_classes: int | None) -> list[str]:
-    """The codes a model can output: those with at least ``min_class_size`` public reports (the ``limit_classes``
-    largest when set, ties by code), in OIICS order. Fixed from public data before any private report is read."""
+def label_space(public: pd.DataFrame, *, min_class_size: int, limit_classes: int | None,
+                declared: Sequence[str] | None = None) -> list[str]:
+    """The codes a model can output: ``declared`` (each with a public report), or those with at least
+    ``min_class_size`` public reports (the ``limit_classes`` largest when set, ties by code), in OIICS order. Fixed
+    from public inputs before any private report is read."""
     counts = public["label"].value_counts()
+    if declared is not None:
+        missing = [c for c in declared if counts.get(c, 0) < 1]
+        if missing:
+            raise ValueError(f"data.codes: {', '.join(missing)} have no public report (a rate needs a public count)")
+        return sorted(set(declared), key=code_order)
     kept = [c for c in counts.index if counts[c] >= min_class_size]
     if limit_classes is not None:
         kept = sorted(kept, key=lambda c: (-int(counts[c]), str(c)))[:limit_classes]

@@ -39,7 +39,11 @@ def public_design(params: Params, public: pd.DataFrame) -> dict:
     """Everything the data floor decides from the PUBLIC period alone (fixed before a private report is read):
     the label space, the per-code inclusion rates, the role shares and the expected role sizes."""
     d = params.data
-    codes = roles.label_space(public, min_class_size=d.min_class_size, limit_classes=d.limit_classes)
+    try:
+        codes = roles.label_space(public, min_class_size=d.min_class_size, limit_classes=d.limit_classes,
+                                  declared=d.codes)
+    except ValueError as e:
+        raise records.DataError(f"{d.path}: {e}") from None
     if len(codes) < 2:
         raise records.DataError(f"{d.path}: the public period (up to {params.proxy.until}) has {len(codes)} code(s) "
                                 f"with >= {d.min_class_size} reports; the label space needs at least 2")
