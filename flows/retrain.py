@@ -168,7 +168,7 @@ def _retrain(p: Params, top: Path, snapshot: Path, track: bool) -> dict:
         fp, same = _unchanged(p, top, snapshot)
         checked["check"] = seconds = round(time.perf_counter() - start, 2)
         if same is not None:
-            name = snapshots.snapshot_rel(snapshot, fp["snapshot_sha256"]).name
+            name = snapshots.snapshot_rel(snapshot).name
             message = (f"unchanged: snapshot {name}, the release stages' code and params are those of version "
                        f"{same['version']} ({same['decision'].removeprefix('unchanged, already ')}); nothing "
                        f"registered, nothing run ({seconds:.1f} s)")

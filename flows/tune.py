@@ -71,6 +71,8 @@ def _setup(p: Params, root: str) -> tuple[Requirements, Steps, dict]:
     base_root.mkdir(parents=True, exist_ok=True)
     secret.init(Path(root) / p.artifacts)  # the project's key, from which each cell's is derived
     bp = parse_params(p.model_dump(mode="json"), {"data.path": str((Path(root) / p.data.path).resolve())})
+    # the baseline's roles and training from the key every cell derives (stratify's roles are keyed)
+    secret.derive_child(Path(root) / p.artifacts, base_root / bp.artifacts, "tune")
     for name in ("stratify", "featurize", "nonprivate"):
         run(name, bp, base_root)
     return req, steps, read_json(base_root / "metrics/nonprivate.json")

@@ -153,7 +153,8 @@ def test_dpsgd_sweep_rows(arms_run):
 
 
 def test_per_class_tables_for_each_arm(arms_run):
-    labels = read_json(arms_run.path(f"{arms_run.params.artifacts}/data/labels.json"))
+    data = arms_run.path(f"{arms_run.params.artifacts}/data")
+    labels = read_json(data / "labels.json") | read_json(data / "sizes.json")  # public map | internal sizes
     for arm in ARM_DIRS:
         folder = arms_run.path(f"reports/arms/{arm}")
         per_class = pd.read_csv(folder / "per_class_f1.csv", dtype={"code": str})

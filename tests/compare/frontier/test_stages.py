@@ -50,7 +50,9 @@ def test_each_source_writes_points_at_the_declared_levels(frontier_run):
     doc, dpsgd = read_points(points_file(root, "dpsgd"))
     assert doc["grid_size"] == 2 * 1 * 1 * 3 and "validation" in doc["selection"]
     by = {(p.mechanism, p.target_epsilon): p for p in dpsgd}
-    assert set(by) == {(f"dpsgd_linear_{a}", e) for a in ("rdp", "prv", "private_selection") for e in (2.0, 8.0)}
+    # the public proxy always exists now (proxy.until is required): its proxy-tuned series beside the validation ones
+    assert set(by) == {(f"dpsgd_linear_{a}", e) for a in ("rdp", "prv", "proxy_rdp", "proxy_prv", "private_selection")
+                       for e in (2.0, 8.0)}
     private = by[("dpsgd_linear_private_selection", 8.0)]
     assert private.epsilon <= 8.0 and private.config["per_run_epsilon"] < 8.0  # the search's cost is inside ε
     for eps in (2.0, 8.0):
