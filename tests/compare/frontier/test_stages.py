@@ -64,7 +64,9 @@ def test_each_source_writes_points_at_the_declared_levels(frontier_run):
         assert prv.config["noise_multiplier"] < rdp.config["noise_multiplier"]
         assert len(rdp.weighted_f1) == params.frontier.seeds
     _, ncm = read_points(points_file(root, "ncm"))
-    assert [p.epsilon for p in ncm] == [2.0, 8.0] and ncm[0].config["sigma"] > ncm[1].config["sigma"]
+    plain = [p for p in ncm if p.mechanism == "dp_ncm"]  # and its proxy-centred variant at each level
+    assert [p.epsilon for p in plain] == [2.0, 8.0] and plain[0].config["sigma"] > plain[1].config["sigma"]
+    assert {p.mechanism for p in ncm} == {"dp_ncm", "dp_ncm_proxy_centred"}
     _, (ceiling,) = read_points(points_file(root, "nonprivate"))
     assert ceiling.kind == "none" and ceiling.epsilon is None and len(ceiling.weighted_f1) == 3
     _, ppm = read_points(points_file(root, "swag_ppm"))
