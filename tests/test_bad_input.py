@@ -8,7 +8,7 @@ import random
 import pytest
 import yaml
 
-from conftest import make_root, slice_raw, written
+from conftest import install_test_key, make_root, slice_raw, written
 from dprelease.cli import main as cli
 
 HEADER = "ID,Final Narrative,Nature\n"
@@ -16,6 +16,18 @@ HEADER = "ID,Final Narrative,Nature\n"
 
 def _csv(rows: list[tuple[str, str]]) -> str:
     return HEADER + "".join(f'{i},"{text}",{label}\n' for i, (text, label) in enumerate(rows, 1))
+
+
+def _dated_csv(rows: list[tuple[str, str]]) -> str:
+    """With an EventDate column, alternating the public (2015) and the private (2016) period."""
+    return "ID,EventDate,Final Narrative,Nature\n" + "".join(
+        f'{i},{2015 + i % 2}-06-01,"{text}",{label}\n' for i, (text, label) in enumerate(rows, 1))
+
+
+# enough reports on both sides of proxy.until for the stratify stage to succeed (the declared codes: 111, 1311)
+DATED_ROWS = [(f"Employee {verb} while working on site {i}", label)
+              for label, verb in (("111", "fell from a ladder and broke an arm"), ("1311", "lost a fingertip in a press"))
+              for i in range(16)]
 
 
 GOOD_ROWS = [(f"Employee {verb} while working on site {i}", label)
@@ -41,6 +53,7 @@ def project(tmp_path, monkeypatch):
 
 
 def _stratify(root, capsys) -> tuple[int, str]:
+    install_test_key(root)  # a report's role is keyed: the stage reads the randomness key
     rc = cli(["stage", "stratify", "--params", "params.yaml"])
     return rc, capsys.readouterr().err.strip()
 
@@ -146,8 +159,8 @@ def test_not_gzip_but_named_gz(project, capsys):
 
 def test_cp1252_bytes_are_read(project, capsys):
     """Windows-1252 exports (curly quotes, dashes) are decoded, not rejected."""
-    rows = [(text.replace("Employee", "Employee\u2019s colleague \u2014"), label) for text, label in GOOD_ROWS]
-    project(data=_csv(rows).encode("cp1252"))
+    rows = [(text.replace("Employee", "Employee\u2019s colleague \u2014"), label) for text, label in DATED_ROWS]
+    project(slice_raw(data__path="data/input.csv", data__codes=["111", "1311"]), data=_dated_csv(rows).encode("cp1252"))
     rc, err = _stratify(project.root, capsys)
     assert rc == 0, err
     train = (project.root / "artifacts" / "data" / "train.csv").read_text(encoding="utf-8")
@@ -156,7 +169,8 @@ def test_cp1252_bytes_are_read(project, capsys):
 
 
 def test_utf8_bom_is_read(project, capsys):
-    project(data=b"\xef\xbb\xbf" + _csv(GOOD_ROWS).encode("utf-8"))
+    project(slice_raw(data__path="data/input.csv", data__codes=["111", "1311"]),
+            data=b"\xef\xbb\xbf" + _dated_csv(DATED_ROWS).encode("utf-8"))
     rc, err = _stratify(project.root, capsys)
     assert rc == 0, err
 

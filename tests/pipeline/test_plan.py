@@ -54,6 +54,6 @@ def test_real_flows_plan_what_their_reports_read():
     fewer = pipeline.plan(registry.stages(only), only, targets=("compare_report",)).order
     assert "nonprivate" in fewer and "dpsgd" not in fewer and "swag_ppm_censored" not in fewer
     gpp = pipeline.plan(registry.stages(P), P, groups=("gpp",)).order
-    assert gpp[:2] == ["stratify", "featurize"] and "draw" not in gpp
+    assert gpp[:3] == ["secret", "stratify", "featurize"] and "draw" not in gpp  # roles are keyed
     no_osha = parse_params({"gpp": {"osha": {"enabled": False}}})
     assert "featurize" not in pipeline.plan(registry.stages(no_osha), no_osha, groups=("gpp",)).order

@@ -68,6 +68,7 @@ def test_canaries_are_mislabelled_with_secret_labels_and_coins(pooled, tmp_path)
     assert not (np.array_equal(member, member2) and np.array_equal(labels, labels2))
     shutil.rmtree(other / params.artifacts / "secret")
     shutil.copytree(root / params.artifacts / "secret", other / params.artifacts / "secret")
+    run_stages(params, other, ["stratify"])  # the roles are keyed too: the operator's key, the operator's pool
     audit_pool(params, other)
     _, labels3, member3 = _pool_files(params, other)
     assert np.array_equal(member, member3) and np.array_equal(labels, labels3)

@@ -53,7 +53,7 @@ def _write(frame: pd.DataFrame, path: Path) -> None:
 
 def _params():
     return parse_params(compare_raw(
-        released__mechanism="dpsgd", data__limit_classes=None, data__cap=12, proxy__rest_rate=1.0,
+        released__mechanism="dpsgd", data__limit_classes=None, data__codes=None, data__cap=12, proxy__rest_rate=1.0,
         frontier__dpsgd__batch_sizes=[0], frontier__dpsgd__epochs=[2, 4], frontier__dpsgd__max_grad_norms=[0.1],
         frontier__dpsgd__sgd_lrs=[20.0], frontier__dpsgd__adamw_lrs=[0.03], dpsgd__head__hidden=0))
 

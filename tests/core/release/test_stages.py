@@ -41,13 +41,14 @@ def test_dpsgd_is_released_through_the_shared_publish_step(head_run, tmp_path, h
     g = manifest["guarantee"]
     assert out["mechanism"] == "dpsgd" and g["kind"] == "dp_accountant" and manifest["mechanism"] == "dpsgd"
     assert g["quantities"]["target_epsilon"] == params.released.epsilon and g["epsilon"] <= params.released.epsilon * 1.001
-    n = read_json(root / "metrics" / "data.json")["train_rows"]
+    n = read_json(root / "metrics" / "data.json")["public"]["expected_train_size"]  # the public n̂
     assert 0 < g["delta"] <= n ** -1.1 + 1e-15  # the declared default δ
-    assert manifest["tuning"] == "private validation (not covered)" and manifest["configuration"]["hidden"] == hidden
+    tuning = "public proxy" if hidden == 0 else "private validation (not covered)"  # the proxy's grid is linear
+    assert manifest["tuning"] == tuning and manifest["configuration"]["hidden"] == hidden
     assert manifest["signed_by"]["key_id"] and manifest["randomness"]["secret_key_id"]
     card = (root / params.release / "README.md").read_text(encoding="utf-8")
     assert "DP-SGD release" in card and "dp_accountant" in card and f"{g['epsilon']:.3f}" in card
-    assert "private validation (not covered)" in card and ("linear softmax head" in card) == (hidden == 0)
+    assert tuning in card and ("linear softmax head" in card) == (hidden == 0)
     record = read_json(root / "metrics" / "released.json")
     assert record["guarantee"] == g and record["arm"] == "dpsgd" and record["mechanism"] == "dpsgd"
     assert record["weighted_f1"] == manifest["test_f1"]["weighted_f1"]
@@ -82,7 +83,7 @@ def test_nearest_class_mean_is_released_through_the_same_stage(head_run, tmp_pat
     manifest = verify_release(root / params.release)
     g = manifest["guarantee"]
     assert out["mechanism"] == "ncm" and g["kind"] == "dp_accountant" and g["epsilon"] == params.released.epsilon
-    assert manifest["tuning"] == "declared" and "nearest class mean" in (root / params.release / "README.md").read_text()
+    assert manifest["tuning"] == "public proxy" and "nearest class mean" in (root / params.release / "README.md").read_text()
     record = read_json(root / "metrics" / "released.json")
     assert record["mechanism"] == "ncm" and record["weighted_f1"] == manifest["test_f1"]["weighted_f1"]
     gen = torch.Generator().manual_seed(0)

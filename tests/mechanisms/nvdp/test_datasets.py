@@ -26,7 +26,7 @@ def test_glue_files_load_with_the_canonical_sizes():
 def test_osha_split_is_the_release_split(tmp_path):
     params = nvdp_params()
     root = make_root(tmp_path)
-    train, test, codes = osha_task(root / params.data.path, params.data, seed=params.seed)
+    train, test, codes = osha_task(params, root)
     stratify(params, root)
     ref_train = pd.read_csv(root / params.artifacts / "data" / "train.csv", dtype=str, keep_default_na=False)
     ref_test = pd.read_csv(root / params.artifacts / "data" / "test.csv", dtype=str, keep_default_na=False)

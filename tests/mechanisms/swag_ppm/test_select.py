@@ -62,11 +62,12 @@ def test_stratify_carves_validation_out_of_the_test_half(val_run, tmp_path):
     assert not (plain_data / "validation.csv").exists()
     assert _rows(data / "train.csv") == _rows(plain_data / "train.csv")
     assert sorted(_rows(data / "test.csv") + _rows(data / "validation.csv")) == _rows(plain_data / "test.csv")
-    summary, former = val_run.summaries["stratify"], read_json(root / "metrics/data.json")
-    assert summary["validation_rows"] == round(VAL * former["test_rows"]) > 0
+    # record-local roles: the validation share is carved out of what would be test, report by report
+    summary, former = read_json(val_run.root / "metrics/data.json"), read_json(root / "metrics/data.json")
+    assert summary["validation_rows"] > 0 and summary["train_rows"] == former["train_rows"]
     assert summary["test_rows"] + summary["validation_rows"] == former["test_rows"]
-    assert read_json(data / "labels.json")["test_sizes"] != read_json(plain_data / "labels.json")["test_sizes"]
-    assert sum(read_json(data / "labels.json")["test_sizes"]) == summary["test_rows"]
+    assert read_json(data / "sizes.json")["test_sizes"] != read_json(plain_data / "sizes.json")["test_sizes"]
+    assert sum(read_json(data / "sizes.json")["test_sizes"]) == summary["test_rows"]
 
 
 # --- selection ----------------------------------------------------------------------------------------------------

@@ -76,22 +76,38 @@ def _ordered(frame: pd.DataFrame, ids: np.ndarray) -> pd.DataFrame:
     return frame.assign(_id=ids).sort_values("_id", kind="stable").drop(columns="_id").reset_index(drop=True)
 
 
+def all_splits(params: Params, root: str | Path = "."):
+    """(private reports, public reports, the public design, each private report's role, the splits by name): what
+    the stratify stage writes, in memory (mechanisms that need extra columns of the same reports join on text)."""
+    lay = Layout.from_params(params, root)
+    private, public = period_split(params, root)
+    design = public_design(params, public)
+    ids = roles.report_ids(private)
+    role = roles.assign(secret.record_uniforms(lay.artifacts, ids), private["label"].tolist(),
+                        rates=design["rates"], shares=design["shares"])
+    splits = {name: _ordered(private[role == name], ids[role == name]) for name in ("train", "validation", "test")}
+    if params.data.validation_size == 0:
+        splits.pop("validation")
+    for name, frame in _proxy(public, design, params).items():
+        splits[name] = _ordered(frame, roles.report_ids(frame))
+    return private, public, design, role, splits
+
+
+def joined(split: pd.DataFrame, extra: pd.DataFrame) -> pd.DataFrame:
+    """``split`` (text, label) with the other columns of ``extra`` (a frame of the same reports), matched on
+    (text, label); a repeated report takes its first row's columns. Order and length of ``split`` kept."""
+    extra = extra.drop_duplicates(["text", "label"])
+    out = split[["text", "label"]].merge(extra, on=["text", "label"], how="left", validate="many_to_one")
+    return out.reset_index(drop=True)
+
+
 def stratify(params: Params, root: str | Path = ".") -> dict:
     """The data floor (docs/guarantees.md, "The boundary"): the public design from the public period, then each
     private report's role from its own keyed hash (record-local: one report added or removed changes only its own
     role), the public proxy's splits, the public label map and the per-release noise context."""
     lay, d = Layout.from_params(params, root), params.data
-    private, public = period_split(params, root)
-    design = public_design(params, public)
+    private, public, design, role, splits = all_splits(params, root)
     codes = design["codes"]
-    ids = roles.report_ids(private)
-    role = roles.assign(secret.record_uniforms(lay.artifacts, ids), private["label"].tolist(),
-                        rates=design["rates"], shares=design["shares"])
-    splits = {name: _ordered(private[role == name], ids[role == name]) for name in ("train", "validation", "test")}
-    if d.validation_size == 0:
-        splits.pop("validation")
-    for name, frame in _proxy(public, design, params).items():
-        splits[name] = _ordered(frame, roles.report_ids(frame))
     titles = records.load_titles()
     labels = {"codes": codes, "titles": [titles.get(c, c) for c in codes]}  # public: the same for every extract
     sizes = {f"{name}_sizes": [int(n) for n in splits[name]["label"].value_counts().reindex(codes, fill_value=0)]
@@ -128,7 +144,7 @@ def stratify(params: Params, root: str | Path = ".") -> dict:
         write_json(tmp / "sizes.json", sizes)  # private counts: internal evaluation tables only
         (tmp / secret.CONTEXT).write_text(context + "\n", encoding="ascii")
     write_json(lay.metrics / "data.json", summary)
-    return {k: summary[k] for k in ("classes", "train_rows", "test_rows")}
+    return summary["public"]  # public figures only: a stage's return value reaches Prefect's store
 
 
 def _digest(path: Path) -> str:

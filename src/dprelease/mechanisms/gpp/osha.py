@@ -17,6 +17,7 @@ from dprelease.core.data import records
 from dprelease.core.data.sectors import group_rare
 from dprelease.core.data.splits import features, label_info
 from dprelease.core.errors import DataError
+from dprelease.core.data.stages import all_splits, joined
 from dprelease.pipeline.layout import Layout
 from .data import GPPData, load_regions, merge_regions, osha_columns
 
@@ -27,13 +28,9 @@ def pipeline_split(params: Params, root: str | Path) -> tuple[pd.DataFrame, pd.D
     raw = records.read_csv(Path(root) / d.path, d.encoding, na_filter=False)
     frame = osha_columns(raw, text_column=d.text_column, label_column=d.label_column,
                          regions=load_regions(Path(root) / params.gpp.osha.regions))
-    sample = records.stratified_sample(frame, cap=d.cap, min_class_size=d.min_class_size, seed=params.seed,
-                                       limit_classes=d.limit_classes)
-    train, test = records.split(sample, test_size=d.test_size, seed=params.seed)
-    if d.validation_size > 0:
-        validation = test.sample(frac=d.validation_size, random_state=params.seed)
-        test = test.drop(validation.index).reset_index(drop=True)
-    return train, test
+    frame["text"], frame["label"] = frame["text"].astype(str).str.strip(), frame["label"].astype(str).str.strip()
+    splits = all_splits(params, root)[4]  # the stratify stage's roles (record-local, keyed), in memory
+    return joined(splits["train"], frame), joined(splits["test"], frame)
 
 
 def _check_same(ours: pd.DataFrame, lay: Layout, split: str) -> None:

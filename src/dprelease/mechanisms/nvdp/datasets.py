@@ -61,22 +61,24 @@ def is_pair(task: str) -> bool:
     return task in GLUE and GLUE[task][2] is not None
 
 
-def osha_task(path: Path, data, *, seed: int, max_train: int | None = None) -> tuple[Split, Split, list[str]]:
-    """The release pipeline's split (stratify stage: same sample, same split, validation carved from the test
-    half), read with the NAICS column kept alongside (extra columns do not change the sampling)."""
+def osha_task(params, root: str | Path, *, max_train: int | None = None) -> tuple[Split, Split, list[str]]:
+    """The release pipeline's split (the stratify stage's record-local roles and public label space), read with
+    the NAICS column kept alongside."""
+    from dprelease.core.data.stages import all_splits, joined
+
+    data = params.data
+    path = Path(root) / data.path
     df = records.read_records(path, data.text_column, data.label_column, data.encoding)
     raw = pd.read_csv(path, dtype=str, keep_default_na=False, usecols=[data.text_column, SECTOR_COLUMN])
     if len(raw) != len(df):
         raise DataError(f"{path}: {len(raw)} rows with {SECTOR_COLUMN} vs {len(df)} records")
     df["sector"] = sectors(raw[SECTOR_COLUMN])
-    sample = records.stratified_sample(df, cap=data.cap, min_class_size=data.min_class_size, seed=seed,
-                                       limit_classes=data.limit_classes)
-    train, test = records.split(sample, test_size=data.test_size, seed=seed)
-    if data.validation_size > 0:
-        test = test.drop(test.sample(frac=data.validation_size, random_state=seed).index).reset_index(drop=True)
+    _, _, design, _, splits = all_splits(params, root)
+    train, test = joined(splits["train"], df), joined(splits["test"], df)
+    seed = params.seed
     if max_train is not None and len(train) > max_train:
         train = train.iloc[np.sort(np.random.default_rng(seed).choice(len(train), max_train, replace=False))]
-    codes = sorted(sample["label"].unique(), key=lambda c: (not c.isdigit(), int(c) if c.isdigit() else 0, c))
+    codes = design["codes"]
     index = {c: i for i, c in enumerate(codes)}
     mk = lambda d: Split(d["text"].tolist(), None, np.array([index[c] for c in d["label"]]),  # noqa: E731
                          d["sector"].tolist())
@@ -86,7 +88,7 @@ def osha_task(path: Path, data, *, seed: int, max_train: int | None = None) -> t
 def load(task: str, root: Path, params) -> tuple[Split, Split, list[str]]:
     n = params.nvdp
     if task == "osha":
-        return osha_task(Path(root) / params.data.path, params.data, seed=params.seed, max_train=n.osha_max_train)
+        return osha_task(params, root, max_train=n.osha_max_train)
     if task not in GLUE:
         raise DataError(f"unknown NVDP task {task!r} (one of {', '.join(TASKS)})")
     return glue_task(Path(root) / n.glue_dir, task, max_train=n.sst2_max_train if task == "sst2" else None,
