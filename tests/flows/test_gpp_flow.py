@@ -57,7 +57,7 @@ def test_flow_runs_the_gpp_stages_and_prints_the_report(gpp_flow):
     root, (first, second) = gpp_flow
     assert first.rc == 0, first.out
     # a stage store of its own (the session's holds whatever this process's earlier tests stored): all run
-    assert first.calls == ["stratify", "featurize", "gpp_digits", "gpp_osha", "gpp_release", "gpp_report"]
+    assert first.calls == ["secret", "stratify", "featurize", "gpp_digits", "gpp_osha", "gpp_release", "gpp_report"]
     assert (root / "reports/gpp/report.md").read_text(encoding="utf-8") in first.out
     assert second.rc == 0 and second.calls == []  # every stage a cache hit
 

@@ -61,7 +61,7 @@ def test_same_inputs_same_hashes_and_each_change_moves_its_own(project, monkeypa
     # a rotated randomness key, a new agency key
     secret.rotate(project / "artifacts")
     rotated = _fp(project)
-    assert _changed(first, rotated) == {"params_hash"}
+    assert _changed(first, rotated) == {"params_hash", "snapshot_id"}  # the snapshot's id is keyed (HMAC)
     shutil.rmtree(project / "artifacts" / "keys")
     signing.ensure_key(project / "artifacts" / "keys")
     assert _changed(rotated, _fp(project)) == {"params_hash"}
