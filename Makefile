@@ -123,7 +123,7 @@ test-durations: env chromium  ## the whole suite, recording each module's second
 
 # the fault-injection suite alone (also part of `make test`), one line per case
 faults: env  ## the fault-injection suite alone, one line per case
-	$(PY) -m pytest tests/flows/test_faults.py -v $(PYTEST_ARGS)
+	$(PY) -m pytest tests/flows/test_faults.py tests/flows/test_faults_kill.py -v $(PYTEST_ARGS)
 
 # DVC's default remote for this clone (.dvc/config.local, not committed): a private local folder, owner-only;
 # `make dvc-remote DVC_REMOTE=/srv/office/dvc` for another. Retrains push their snapshots there; `dvc push`

@@ -3,7 +3,6 @@ features for every split)."""
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +11,7 @@ import torch
 
 from ..backends.base import save_features
 from ..config import Params
-from ..io import atomic_dir, write_json
+from ..io import atomic_dir, file_hash, write_json
 from dprelease.pipeline.layout import Layout
 from dprelease.pipeline.stage import Stage
 from ..privacy import secret
@@ -58,17 +57,19 @@ def _proxy(public: pd.DataFrame, design: dict, params: Params) -> dict[str, pd.D
     included at the private roles' rates, the training share is ``proxy_train`` (a pseudo-private set of about the
     private training size), ``proxy.validation_size`` is ``proxy_validation``; every other public report of the
     label space is ``public_rest`` (with the proxy's parts, what the public model trains on)."""
-    u = roles.public_uniforms(roles.report_ids(public), seed=params.seed, purpose="proxy")
+    ids = roles.report_ids(public)
+    u = roles.public_uniforms(ids, seed=params.seed, purpose="proxy")
     train, val = design["shares"][0], params.proxy.validation_size
     if train + val >= 1.0:
         raise records.DataError(f"proxy.validation_size {val} + the training share {train:g} must stay below 1")
     role = roles.assign(u, public["label"].tolist(), rates=design["rates"], shares=(train, val, 1.0 - train - val))
     inside = public["label"].isin(design["codes"]).to_numpy()
     if params.proxy.rest_rate < 1.0:
-        kept = roles.public_uniforms(roles.report_ids(public), seed=params.seed, purpose="rest")
+        kept = roles.public_uniforms(ids, seed=params.seed, purpose="rest")
         inside = inside & (kept < params.proxy.rest_rate)
-    return {"proxy_train": public[role == "train"], "proxy_validation": public[role == "validation"],
-            "public_rest": public[inside & ((role == "test") | (role == "unused"))]}
+    masks = {"proxy_train": role == "train", "proxy_validation": role == "validation",
+             "public_rest": inside & ((role == "test") | (role == "unused"))}
+    return {name: _ordered(public[m], ids[m]) for name, m in masks.items()}
 
 
 def _ordered(frame: pd.DataFrame, ids: np.ndarray) -> pd.DataFrame:
@@ -88,8 +89,7 @@ def all_splits(params: Params, root: str | Path = "."):
     splits = {name: _ordered(private[role == name], ids[role == name]) for name in ("train", "validation", "test")}
     if params.data.validation_size == 0:
         splits.pop("validation")
-    for name, frame in _proxy(public, design, params).items():
-        splits[name] = _ordered(frame, roles.report_ids(frame))
+    splits |= _proxy(public, design, params)  # already in content-id order
     return private, public, design, role, splits
 
 
@@ -132,7 +132,7 @@ def stratify(params: Params, root: str | Path = ".") -> dict:
     if len(splits["train"]) < 2 or len(splits["test"]) < 1:
         raise records.DataError(f"{d.path}: the private period gives {len(splits['train'])} training and "
                                 f"{len(splits['test'])} test reports; too few to train and evaluate")
-    context = secret.release_context(snapshot_digest=_digest(Path(root) / d.path),
+    context = secret.release_context(snapshot_digest=file_hash(Path(root) / d.path),
                                      release_id=params.released.release_id)
     with atomic_dir(lay.data, private=True) as tmp:
         for name, frame in splits.items():
@@ -145,14 +145,6 @@ def stratify(params: Params, root: str | Path = ".") -> dict:
         (tmp / secret.CONTEXT).write_text(context + "\n", encoding="ascii")
     write_json(lay.metrics / "data.json", summary)
     return summary["public"]  # public figures only: a stage's return value reaches Prefect's store
-
-
-def _digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def featurize(params: Params, root: str | Path = ".") -> dict:

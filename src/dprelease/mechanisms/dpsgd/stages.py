@@ -24,7 +24,7 @@ from dprelease.core.privacy.stages import key_id_file
 from dprelease.pipeline.stage import Stage
 from dprelease.core.release.folder import arm_model_dir, write_arm_model, write_release
 from dprelease.core.utility.dp_eval import dp_scores
-from dprelease.core.utility.evaluate import evaluate, write_arm
+from dprelease.core.utility.evaluate import evaluate, score, write_arm
 from dprelease.core.privacy.target import declared
 from dprelease.pipeline.mechanism import ReleaseSpec
 from dprelease.core.release.stages import publish_stage
@@ -184,10 +184,10 @@ def dpsgd_release(params: Params, root: str | Path = ".") -> dict:
                              normaliser=f"the public expected training size n̂ = {n_hat}")
     labels = label_info(lay)
     feats, y = features(lay, "test")
-    exact, _, _ = evaluate(backend, model, feats, y, labels)  # internal only: never in the release
+    pred = backend.predict_proba(model, feats).argmax(1).numpy()
+    exact = score(y.numpy(), pred, labels)[0]  # internal only: never in the release
     floor = None if start is None else f1_summary(y.numpy(), public_predict(*start, feats["x"]).numpy(),
                                                   range(len(labels["codes"])))
-    pred = backend.predict_proba(model, feats).argmax(1).numpy()
     gen = torch.Generator().manual_seed(secret.seed(lay.artifacts, "release/evaluation"))
     covered = dp_scores(y.numpy(), pred, len(labels["codes"]), noise_multiplier=z, generator=gen)
     hidden = run.hidden if run.hidden is not None else params.model.head.hidden
