@@ -7,6 +7,7 @@ Nothing heavy is imported before the arguments are parsed: a flow module's Prefe
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import shutil
 import signal
@@ -60,11 +61,57 @@ def parse_overrides(items: list[str]) -> dict:
 
 EXIT_ERROR = 2  # bad input, bad params, a busy root: one line on stderr, nothing released
 EXIT_UNTRACKED = 3  # the release (or report) is written and fine; only the MLflow logging failed
-QUIET_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")  # their failure tracebacks; we print one line
+# a failed stage's ERROR lines and tracebacks (the task's and the flow's): kept in Prefect's store (each logger's own
+# API handler), not printed: the run prints the failure as one line
+QUIET_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")
 
 
 def _terminate(signum, frame) -> None:
     raise SystemExit(128 + signum)  # unwind: locks, MLflow runs and Prefect's server are closed on the way out
+
+
+class _BelowError(logging.Handler):
+    """The terminal's share of a flow's or task's log: warnings, never the ERROR records of a failure (sys.stderr
+    as it is at each record)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.setFormatter(logging.Formatter("%(asctime)s | %(levelname)-7s | %(name)s - %(message)s", "%H:%M:%S"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.levelno < logging.ERROR:
+            sys.stderr.write(self.format(record) + "\n")
+
+
+def failures_off_terminal() -> Callable[[], None]:
+    """Stop the failure records of :data:`QUIET_LOGGERS` reaching the terminal (the root's console handler) while
+    they still reach Prefect's store: the loggers stop propagating (a setting Prefect's own re-configuration when its
+    server starts leaves alone, unlike a level) and get a handler of their own for what is below ERROR. Returns the
+    undo."""
+    saved = []
+    for name in QUIET_LOGGERS:
+        logger, handler = logging.getLogger(name), _BelowError()
+        saved.append((logger, logger.propagate, handler))
+        logger.propagate = False
+        logger.addHandler(handler)
+
+    def undo() -> None:
+        for logger, propagate, handler in saved:
+            logger.removeHandler(handler)
+            logger.propagate = propagate
+    return undo
+
+
+def os_line(err: OSError) -> str:
+    """An OSError inside a run (a full disk at publish, a folder made read-only) as one line: which file, what
+    to do. Nothing is half-written: every output is written to a temporary sibling and renamed into place."""
+    where = err.filename or "a file"
+    why = err.strerror or one_line(err)
+    todo = {errno.ENOSPC: "free some space", errno.EDQUOT: "free some space (disk quota)",
+            errno.EACCES: "make it writable", errno.EPERM: "make it writable",
+            errno.EROFS: "use a writable file system"}.get(err.errno, "fix it")
+    return (f"{where}: {why}: {todo} and run again (nothing was released; a re-run resumes after the last "
+            "finished stage)")
 
 
 def run(args: argparse.Namespace, check: Callable[[Params], None], go: Callable[[Params], dict]) -> tuple[int, Params | None, dict | None]:
@@ -73,16 +120,17 @@ def run(args: argparse.Namespace, check: Callable[[Params], None], go: Callable[
     give :data:`EXIT_ERROR`."""
     offline.quiet()
     previous = signal.signal(signal.SIGTERM, _terminate)
-    import prefect  # noqa: F401  (Prefect configures logging when first imported: quiet its loggers after that)
-
-    for name in QUIET_LOGGERS:
-        logging.getLogger(name).setLevel(logging.CRITICAL)
+    loud = lambda: None  # noqa: E731
     try:
         params = load_params(Path(args.root) / args.params, parse_overrides(args.set))
         if not (Path(args.root) / params.data.path).is_file():
             raise ConfigError(f"data.path: file not found: {params.data.path}")
+        check_data(params, args.root)
         check_release_path(params, args.root)
         check(params)
+        import prefect  # noqa: F401  (Prefect configures logging when first imported: quiet its loggers after that)
+
+        loud = failures_off_terminal()
         with root_lock(args.root):
             from tasks.server_guard import start_early
 
@@ -91,11 +139,25 @@ def run(args: argparse.Namespace, check: Callable[[Params], None], go: Callable[
             if starting is not None:
                 starting.join()
             return 0, params, go(params)
-    except (OneLineError, ValueError, FileNotFoundError) as err:
+    except (OneLineError, ValueError) as err:
         print(f"dprelease: error: {one_line(err)}", file=sys.stderr)
         return EXIT_ERROR, None, None
+    except OSError as err:
+        print(f"dprelease: error: {os_line(err)}", file=sys.stderr)
+        return EXIT_ERROR, None, None
     finally:
+        loud()
         signal.signal(signal.SIGTERM, previous)
+
+
+def check_data(params: Params, root: str | Path) -> None:
+    """The data file as every flow's first stage reads it, before Prefect starts: its encoding, the text, label and
+    date columns, no empty narrative or label, at least two classes (each a one-line DataError naming the file)."""
+    from dprelease.core.data import records
+
+    d = params.data
+    records.read_records(Path(root) / d.path, d.text_column, d.label_column, d.encoding,
+                         date_column=params.proxy.date_column)
 
 
 def one_line(err: BaseException) -> str:

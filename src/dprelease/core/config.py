@@ -5,6 +5,7 @@ values; ``load_params`` turns the first validation problem into a one-line :clas
 from __future__ import annotations
 
 import copy
+import math
 import os
 from pathlib import Path
 from typing import Literal
@@ -187,27 +188,50 @@ Params = create_model("Params", __base__=CoreParams, __module__=__name__,
                       **{key: (model, model()) for key, model in plugins.sections().items()})
 
 
-def _one_line(err: ValidationError) -> str:
+def _one_line(err: ValidationError, source: str) -> str:
     first = err.errors()[0]
     loc = ".".join(str(p) for p in first["loc"]) or "params"
     msg = "unknown key" if first["type"] == "extra_forbidden" else first["msg"]
     extra = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
-    return f"params.yaml: {loc}: {msg}{extra}"
+    return f"{source}: {loc}: {msg}{extra}"
 
 
-def _moved(raw: dict) -> str | None:
-    """The first key an older params.yaml still has where a package moved it (its params module's ``MOVED``)."""
+def _moved(raw: dict, source: str) -> str | None:
+    """The first key an older params file still has where a package moved it (its params module's ``MOVED``)."""
     for old, (new, why) in plugins.moved().items():
         node = raw
         for part in old.split("."):
             node = node.get(part) if isinstance(node, dict) else None
         if node is not None:
-            return f"params.yaml: {'section ' if '.' not in old else ''}{old!r} is now {new!r} ({why})"
+            return f"{source}: {'section ' if '.' not in old else ''}{old!r} is now {new!r} ({why})"
     return None
 
 
-def parse_params(raw: dict | None, overrides: dict | None = None) -> Params:
-    """Validate a parsed params mapping (``overrides`` are dotted keys, e.g. ``{"data.cap": 150}``)."""
+def _not_finite(node, where: str = "") -> str | None:
+    """The first dotted key holding an infinite or NaN number (YAML's ``.inf`` / ``.nan``): no setting of this
+    project means anything at infinity, and a NaN passes every range check (each comparison is false)."""
+    if isinstance(node, dict):
+        items = node.items()
+    elif isinstance(node, list):
+        items = enumerate(node)
+    else:
+        return where if isinstance(node, float) and not math.isfinite(node) else None
+    for key, value in items:
+        if (found := _not_finite(value, f"{where}.{key}" if where else str(key))) is not None:
+            return found
+    return None
+
+
+def _at(raw: dict, dotted: str):
+    node = raw
+    for part in dotted.split("."):
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    return node
+
+
+def parse_params(raw: dict | None, overrides: dict | None = None, *, source: str = "params.yaml") -> Params:
+    """Validate a parsed params mapping (``overrides`` are dotted keys, e.g. ``{"data.cap": 150}``); ``source``
+    names the params file in every message."""
     raw = copy.deepcopy(raw or {})
     for dotted, value in (overrides or {}).items():
         node = raw
@@ -215,14 +239,16 @@ def parse_params(raw: dict | None, overrides: dict | None = None) -> Params:
         for p in parents:
             node = node.setdefault(p, {})
             if not isinstance(node, dict):
-                raise ConfigError(f"params.yaml: {dotted}: parent is not a section")
+                raise ConfigError(f"{source}: {dotted}: parent is not a section")
         node[leaf] = value
-    if isinstance(raw, dict) and (why := _moved(raw)) is not None:
+    if isinstance(raw, dict) and (why := _moved(raw, source)) is not None:
         raise ConfigError(why)
+    if (key := _not_finite(raw)) is not None:
+        raise ConfigError(f"{source}: {key}: must be a finite number, got {_at(raw, key)}")
     try:
         return Params.model_validate(raw)
     except ValidationError as err:
-        raise ConfigError(_one_line(err)) from None
+        raise ConfigError(_one_line(err, source)) from None
 
 
 def params_file() -> str:
@@ -235,9 +261,14 @@ def load_params(path: str | Path | None = None, overrides: dict | None = None) -
     if not path.is_file():
         raise ConfigError(f"params file not found: {path}")
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = yaml.safe_load(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not UTF-8 text (byte 0x{err.object[err.start]:02x} at offset {err.start}): "
+                          "save it as UTF-8") from None
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read ({err.strerror or err})") from None
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
     if raw is not None and not isinstance(raw, dict):
         raise ConfigError(f"{path}: top level must be a mapping")
-    return parse_params(raw, overrides)
+    return parse_params(raw, overrides, source=str(path))

@@ -97,6 +97,26 @@ def releasing() -> list[str]:
     return [module.__name__.split(".")[-2] for module in _params_modules() if getattr(module, "RELEASES", False)]
 
 
+def overridden(params) -> dict[str, str]:
+    """``{dotted key: what sets it instead}``: the settings a declared choice of the released mechanism
+    (``released.mechanism``) replaces, from its ``params`` module's ``OVERRIDDEN`` (a function of ``Params``); a
+    ``--set`` of one changes nothing released, so the release flow refuses it as inert."""
+    for module in _params_modules():
+        if module.__name__.split(".")[-2] == params.released.mechanism and hasattr(module, "OVERRIDDEN"):
+            return module.OVERRIDDEN(params)
+    return {}
+
+
+def refuse_inert(params, keys) -> None:
+    """Preflight of the release flow: a ``--set`` of a setting the released mechanism's own choice replaces
+    (:func:`overridden`) is refused in one line: the run would re-make the release and change nothing."""
+    inert = overridden(params) if keys else {}
+    for key in keys:
+        if key in inert:
+            raise ConfigError(f"--set {key}: refused, it changes nothing in this release ({params.released.mechanism}): "
+                              f"{inert[key]}")
+
+
 def guarantee_kinds() -> list:
     """Every listed package's guarantee kinds (``KINDS`` of its ``kinds`` module, if it has one), in
     :data:`PACKAGES` order; what :func:`dprelease.core.privacy.guarantee.kind` looks a name up in."""

@@ -30,7 +30,8 @@ def period_split(params: Params, root: str | Path = ".") -> tuple[pd.DataFrame, 
     public = df["date"] <= pd.Timestamp(px.until)
     if public.all() or not public.any():
         raise records.DataError(f"proxy.until {px.until}: every report falls on one side of it ({d.path}): no "
-                                "public period or no private period")
+                                f"public period or no private period; set proxy.until between its first and last "
+                                f"{px.date_column} ({df['date'].min():%Y-%m-%d} to {df['date'].max():%Y-%m-%d})")
     return df[~public].reset_index(drop=True), df[public].reset_index(drop=True)
 
 

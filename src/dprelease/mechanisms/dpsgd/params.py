@@ -65,6 +65,27 @@ FRONTIER = "frontier_dpsgd"  # the stage that writes its frontier points (dprele
 RELEASES = True  # its plug-in releases through the shared publish step (released.mechanism may name it)
 
 
+# what the public proxy's choice sets in the release's run (dpsgd/stages.py, release_configuration): with a linear head
+# (and the proxy, which always exists) the release reads none of these from dpsgd.<backend>
+CHOSEN = ("epochs", "batch_size", "lr", "max_grad_norm", "optimizer", "momentum")
+
+
+def _overridden(params) -> dict[str, str]:
+    """The ``dpsgd.<backend>`` settings the release does not read: with a linear head its run's settings are the
+    public proxy's best configuration of ``frontier.dpsgd``; otherwise none (the declared recipe is ``dpsgd.<backend>``)."""
+    backend = params.model.backend
+    run = params.dpsgd.run_for(backend)
+    hidden = run.hidden if run.hidden is not None else params.model.head.hidden
+    if backend != "head" or hidden:
+        return {}
+    why = (f"the release's DP-SGD run takes it from the public proxy's best configuration of frontier.dpsgd (a linear "
+           f"head; zero ε, reports up to proxy.until {params.proxy.until}): change frontier.dpsgd to change the choice")
+    return {f"dpsgd.{backend}.{key}": why for key in CHOSEN}
+
+
+OVERRIDDEN = _overridden  # read when this mechanism is released (dprelease.pipeline.plugins.overridden)
+
+
 def _declared_target(params) -> str | None:
     if params.dpsgd.target_epsilon is None and "dpsgd" in {*params.compare.arms, *params.privacy_audit.arms}:
         return ("dpsgd.target_epsilon: DP-SGD needs a declared target ε (e.g. 8.0), fixed before any run; it is never "
