@@ -38,6 +38,14 @@ class DataParams(_Strict):
         "auto", description="auto: strict UTF-8, or cp1252 for a file with no UTF-8 multi-byte sequence at all")
 
 
+class PublicModelParams(_Strict):
+    """The public model (softmax regression on the public period; :mod:`dprelease.core.public_fit`): the floor
+    every DP release is drawn against, DP-SGD's warm start, and a release the agency may declare."""
+
+    l2: list[float] = Field([1e-4, 1e-3, 1e-2], min_length=1, description="its L2 grid, chosen on the public "
+                            "proxy's validation part (zero ε)")
+
+
 class FeatureParams(_Strict):
     max_length: int = Field(128, ge=8, le=512)
     batch_size: int = Field(64, ge=1)
@@ -161,6 +169,7 @@ class CoreParams(_Strict):
     signing_key: str | None = Field(None, description="the agency signing key folder (default <artifacts>/keys)")
     data: DataParams = DataParams()
     features: FeatureParams = FeatureParams()
+    public_model: PublicModelParams = PublicModelParams()
     model: ModelParams = ModelParams()
     compare: CompareParams = CompareParams()
     privacy_audit: PrivacyAuditParams = PrivacyAuditParams()

@@ -136,3 +136,31 @@ def test_make_run_line_needs_a_frontier_of_the_same_data_and_key(root):
     (root / "metrics").mkdir(exist_ok=True)
     (root / "metrics/data.json").write_text('{"rows": 1}')  # another data set
     assert "computed on other data or another key" in report.recommendation_line(params, root)
+
+
+def _public(proxy: float, test: float) -> Point:
+    return Point(mechanism="public_model", label="the public model", kind="public_only", epsilon=0.0, delta=None,
+                 accountant="—", weighted_f1=[test], macro_f1=[test / 2], validation_weighted_f1=test,
+                 tuning="public proxy", proxy_weighted_f1=proxy)
+
+
+def test_a_dp_point_is_named_only_above_the_public_floor_by_its_seed_spread(root):
+    """The public model (ε 0) is the floor: a DP point whose public-proxy gain over it is within its seed spread
+    (here 0.01) loses to it; one that clears the spread is named, with its gain over public beside it."""
+    dp = [_pt("p", 8.0, 0.50, 0.60, tuning="public proxy", proxy=0.605)]
+    write_points(root, "dpsgd", dp, grid_size=40, selection="-")
+    write_points(root, "public", [_public(0.600, 0.59)], grid_size=3, selection="-")
+    params = _params(sources=["dpsgd", "public", "nonprivate"])
+    frame = report.table(root, params)
+    assert frame.loc[frame["mechanism"] == "p", "gain_over_public"].iloc[0] == pytest.approx(0.01)
+    rec = report.recommend(frame, budget=8.0)
+    assert rec["mechanism"] == "public_model" and rec["epsilon"] == 0.0 and rec["kind"] == "public_only"
+    assert "the public model wins" in rec["line"] and "gain +0.005, not above its seed spread 0.010" in rec["line"]
+    write_points(root, "public", [_public(0.580, 0.59)], grid_size=3, selection="-")
+    rec = report.recommend(report.table(root, params), budget=8.0)
+    assert rec["mechanism"] == "p" and "gain over public +0.010 on test" in rec["line"]
+    write_points(root, "dpsgd", [_pt("v", 8.0, 0.9, 0.9, tuning="private validation")], grid_size=40, selection="-")
+    rec = report.recommend(report.table(root, params), budget=8.0)  # no covered DP point: the floor stands
+    assert rec["mechanism"] == "public_model" and "no DP point on the frontier covers its tuning" in rec["line"]
+    report.plot(report.table(root, params), root, budget=8.0)  # ε 0 is drawn as a line, not on the log axis
+    assert (root / "frontier.png").stat().st_size > 0

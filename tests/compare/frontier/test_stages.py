@@ -40,7 +40,7 @@ def frontier_run(head_run, tmp_path_factory):
 def test_plan_holds_every_source_and_the_report(frontier_run):
     params, _, plan = frontier_run
     sources = plugins.frontier_sources()
-    assert {"nonprivate", "swag_ppm", "dpsgd", "ncm", "linear_ppm"} <= set(sources)  # the packages that name one
+    assert {"nonprivate", "swag_ppm", "dpsgd", "ncm", "linear_ppm", "public"} <= set(sources)  # the packages that name one
     assert set(sources.values()) <= set(plan.order) and plan.order[-1] == "frontier_report"
     assert registry.flows()["frontier"].targets == ("frontier_report",)
 
@@ -51,8 +51,12 @@ def test_each_source_writes_points_at_the_declared_levels(frontier_run):
     assert doc["grid_size"] == 2 * 1 * 1 * 3 and "validation" in doc["selection"]
     by = {(p.mechanism, p.target_epsilon): p for p in dpsgd}
     # the public proxy always exists now (proxy.until is required): its proxy-tuned series beside the validation ones
-    assert set(by) == {(f"dpsgd_linear_{a}", e) for a in ("rdp", "prv", "proxy_rdp", "proxy_prv", "private_selection")
-                       for e in (2.0, 8.0)}
+    # and the series warm-started from the public model (ranked in the public simulation, the first accountant)
+    assert set(by) == {(f"dpsgd_linear_{a}", e) for a in ("rdp", "prv", "proxy_rdp", "proxy_prv", "private_selection",
+                                                            "proxy_warm_rdp") for e in (2.0, 8.0)}
+    warm = by[("dpsgd_linear_proxy_warm_rdp", 8.0)]
+    assert warm.tuning == "public proxy" and warm.config["public_l2"] in params.public_model.l2
+    assert warm.epsilon <= 8.0 and 0 < warm.config["public_proxy_score"] <= 1
     private = by[("dpsgd_linear_private_selection", 8.0)]
     assert private.epsilon <= 8.0 and private.config["per_run_epsilon"] < 8.0  # the search's cost is inside ε
     for eps in (2.0, 8.0):
@@ -78,12 +82,15 @@ def test_report_table_and_recommendation(frontier_run):
     folder = root / "reports/frontier"
     frame = pd.read_csv(folder / "frontier.csv")
     assert set(frame["source"]) == set(plugins.frontier_sources())  # every source's points are in the report
-    assert (frame["seeds"] >= 3).all()
+    public = frame["kind"] == "public_only"
+    assert (frame.loc[~public, "seeds"] >= 3).all() and (frame.loc[public, "seeds"] == 1).all()  # L-BFGS: one fit
+    assert frame.loc[~public & frame["weighted_f1_mean"].notna(), "gain_over_public"].notna().all()
     assert (folder / "frontier.png").stat().st_size > 0 and (folder / "frontier.svg").stat().st_size > 0
     from dprelease.compare.frontier.report import recommendation_line
 
     line = recommendation_line(params, root)
-    assert line.startswith("at ε ≤ 8 the best defensible release on this data is ")
+    # a DP point, or the public model when no DP point beats it by more than its seed spread (on the public proxy)
+    assert line.startswith(("at ε ≤ 8 the best defensible release on this data is ", "at ε ≤ 8 the public model wins"))
     assert "SWAG-PPM" not in line and "Non-private" not in line  # only worst-case DP kinds are recommended
 
 

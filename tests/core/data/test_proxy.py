@@ -64,7 +64,8 @@ def test_dpsgd_releases_the_proxys_choice(proxied, tmp_path):
     lay = Layout.from_params(params, root)
     from dprelease.mechanisms.dpsgd import warm
 
-    start = warm.simulation_start(params, lay)[:2]
+    sim = warm.simulation_start(params, lay)
+    start = (sim.weight, sim.bias)
     ranked = proxy_ranking(params, lay, epsilon=8.0, delta=1e-3, init=start)
     grid = configurations(params.frontier.dpsgd, n=read_json(root / params.artifacts / "data" / "public.json")[
         "expected_train_size"])

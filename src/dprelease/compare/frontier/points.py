@@ -56,8 +56,8 @@ class Point:
         for v in (*self.weighted_f1, *self.macro_f1):
             if not (0.0 <= v <= 1.0):
                 raise ValueError(f"frontier point {self.mechanism}: F1 {v} outside [0, 1]")
-        if self.epsilon is not None and not (self.epsilon > 0 and math.isfinite(self.epsilon)):
-            raise ValueError(f"frontier point {self.mechanism}: ε must be finite and > 0, or None (got {self.epsilon})")
+        if self.epsilon is not None and not (self.epsilon >= 0 and math.isfinite(self.epsilon)):
+            raise ValueError(f"frontier point {self.mechanism}: ε must be finite and ≥ 0, or None (got {self.epsilon})")
 
 
 def points_file(root: str | Path, source: str) -> Path:

@@ -26,7 +26,8 @@ from .points import COVERED, PRIVATE_VALIDATION, points_file, read_points
 
 COLUMNS = ["mechanism", "label", "epsilon", "target_epsilon", "delta", "kind", "tuning", "accountant",
            "weighted_f1_mean", "weighted_f1_sd", "macro_f1_mean", "macro_f1_sd", "seeds", "grid_size",
-           "validation_weighted_f1", "proxy_weighted_f1", "audit_bound", "source", "config"]
+           "validation_weighted_f1", "proxy_weighted_f1", "gain_over_public", "audit_bound", "source", "config"]
+FLOOR_KIND = "public_only"  # the public model's point: ε 0, the floor every DP point is drawn against
 HEURISTIC_ATTACKS = ("loss", "lira_offline")
 OFF_SCALE = 1e3  # points beyond this ε sit at the plot's right edge (▶, value in the legend's note)  # membership-inference ε figures are heuristic (not lower bounds)
 
@@ -71,7 +72,25 @@ def table(root: Path, params: Params) -> pd.DataFrame:
                          "audit_bound": bounds.get(p.arm) if p.arm else None, "source": source,
                          "config": json.dumps(p.config, sort_keys=True)})
     frame = pd.DataFrame(rows, columns=COLUMNS)
+    floor = floor_of(frame)
+    frame["gain_over_public"] = (frame["weighted_f1_mean"] - floor["weighted_f1_mean"] if floor is not None
+                                 else float("nan"))
     return frame.sort_values(["mechanism", "epsilon"], na_position="last", kind="stable").reset_index(drop=True)
+
+
+def floor_of(frame: pd.DataFrame) -> pd.Series | None:
+    """The public model's row (kind ``public_only``), or None when the frontier has no public period."""
+    rows = frame[frame["kind"] == FLOOR_KIND]
+    return None if rows.empty else rows.iloc[0]
+
+
+def _public_wins(floor: pd.Series, budget: float, why: str) -> dict:
+    line = (f"at ε ≤ {budget:g} the public model wins (it reads no private report: ε 0): {why}; release it "
+            f"(`released.mechanism: public`), test {floor['weighted_f1_mean']:.3f} / macro {floor['macro_f1_mean']:.3f}")
+    return {"budget_epsilon": budget, "found": True, "mechanism": floor["mechanism"], "label": floor["label"],
+            "epsilon": 0.0, "delta": None, "kind": FLOOR_KIND, "tuning": floor["tuning"],
+            "validation_weighted_f1": float(floor["validation_weighted_f1"]),
+            "test_weighted_f1": float(floor["weighted_f1_mean"]), "config": json.loads(floor["config"]), "line": line}
 
 
 def recommend(frame: pd.DataFrame, *, budget: float) -> dict:
@@ -80,7 +99,10 @@ def recommend(frame: pd.DataFrame, *, budget: float) -> dict:
     private record), else the best validation weighted F1 (said so: that choice reads the validation split);
     ties: the smaller ε."""
     ok = frame[frame["kind"].isin(dp_kinds()) & (frame["epsilon"] <= budget) & frame["validation_weighted_f1"].notna()
-               & frame["tuning"].isin(COVERED)]
+               & frame["tuning"].isin(COVERED) & (frame["kind"] != FLOOR_KIND)]
+    floor = floor_of(frame)
+    if ok.empty and floor is not None:
+        return _public_wins(floor, budget, "no DP point on the frontier covers its tuning")
     if ok.empty:
         return {"budget_epsilon": budget, "found": False,
                 "line": f"at ε ≤ {budget:g} no mechanism on the frontier has a DP guarantee that covers its tuning: "
@@ -90,10 +112,19 @@ def recommend(frame: pd.DataFrame, *, budget: float) -> dict:
     best = ok.sort_values([by, "epsilon"], ascending=[False, True], kind="stable").iloc[0]
     how = ("public proxy weighted F1 " if by == "proxy_weighted_f1" else
            "validation weighted F1 (this choice among mechanisms reads the validation split) ")
+    beside = ""
+    if floor is not None and not pd.isna(floor[by]):  # a DP point is named only above the floor by its spread
+        gain, spread = best[by] - floor[by], 0.0 if pd.isna(best["weighted_f1_sd"]) else best["weighted_f1_sd"]
+        if gain <= spread:
+            return _public_wins(floor, budget, f"the best DP point, {best['label']} at ε {best['epsilon']:.3g}, has "
+                                f"{how}{best[by]:.3f} against the public model's {floor[by]:.3f} (gain {gain:+.3f}, "
+                                f"not above its seed spread {spread:.3f}; its test {best['weighted_f1_mean']:.3f})")
+        beside = (f"; the public model (ε 0) has {floor[by]:.3f} there and test {floor['weighted_f1_mean']:.3f}: "
+                  f"gain over public {best['weighted_f1_mean'] - floor['weighted_f1_mean']:+.3f} on test")
     line = (f"at ε ≤ {budget:g} the best defensible release on this data is {best['label']} at ε "
             f"{best['epsilon']:.3g} (δ {best['delta']:.2g}; tuning: {best['tuning']}): {how}"
             f"{best[by]:.3f}, test {best['weighted_f1_mean']:.3f} ± {best['weighted_f1_sd']:.3f} "
-            f"/ macro {best['macro_f1_mean']:.3f} over {best['seeds']} seeds")
+            f"/ macro {best['macro_f1_mean']:.3f} over {best['seeds']} seeds{beside}")
     return {"budget_epsilon": budget, "found": True, "mechanism": best["mechanism"], "label": best["label"],
             "epsilon": float(best["epsilon"]), "delta": float(best["delta"]), "kind": best["kind"],
             "validation_weighted_f1": float(best["validation_weighted_f1"]), "tuning": best["tuning"],
@@ -130,6 +161,10 @@ def plot(frame: pd.DataFrame, folder: Path, *, budget: float) -> None:
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     for mechanism, group in frame.groupby("mechanism", sort=False):
+        if (group["kind"] == FLOOR_KIND).all():  # ε 0 is off a log axis: the floor is a line across
+            r = group.iloc[0]
+            ax.axhline(r["weighted_f1_mean"], ls="-.", c="green", lw=1, label=f"{r['label']}: ε 0, the floor")
+            continue
         placed = [(*_x(r), r) for _, r in group.iterrows()]
         placed = sorted((p for p in placed if p[0] is not None), key=lambda p: p[0])
         if not placed:
@@ -176,7 +211,8 @@ def markdown(frame: pd.DataFrame, rec: dict, docs: dict[str, dict]) -> str:
         return f"{v:.3g}" if isinstance(v, float) else str(v)
 
     cols = ["label", "epsilon", "target_epsilon", "kind", "tuning", "accountant", "weighted_f1_mean", "weighted_f1_sd",
-            "macro_f1_mean", "validation_weighted_f1", "proxy_weighted_f1", "seeds", "grid_size", "audit_bound"]
+            "macro_f1_mean", "validation_weighted_f1", "proxy_weighted_f1", "gain_over_public", "seeds", "grid_size",
+            "audit_bound"]
     lines = ["# The frontier: test utility against ε", "", f"**Recommendation:** {rec['line']}.", "",
              "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(cell(r[c]) for c in cols) + " |" for _, r in frame.iterrows()]

@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import product
 from pathlib import Path
 
 import torch
 
+from dprelease.core import public_fit
 from dprelease.core.config import Params
 from dprelease.core.data.splits import head_embeddings, label_info, n_public
 from dprelease.compare.frontier.points import PRIVATE_VALIDATION, PUBLIC_PROXY, Point, write_points
@@ -190,6 +192,31 @@ def proxy_ranking(params: Params, lay: Layout, *, epsilon: float, delta: float,
     return None if ranked is None else ranked[epsilon]
 
 
+@dataclass(frozen=True)
+class _Warm:
+    jobs: list  # (setting, label) per seed
+
+
+def warm_series(params: Params, lay: Layout, *, epsilons, delta: float, n: int, configs: list[dict]):
+    """The warm-started series (``dpsgd.warm_start`` and a public period): per ε the grid's best configuration in
+    the public simulation (runs from the public model fit on ``public_rest``), refit ``frontier.seeds`` times from
+    the public model fit on every public report, σ from the first accountant. (series, start) or None."""
+    if not (params.dpsgd.warm_start and public_fit.available(lay)):
+        return None
+    sim = public_fit.simulation(lay, grid=params.public_model.l2, who="DP-SGD's frontier")
+    ranked = proxy_rankings(params, lay, epsilons=epsilons, delta=delta, init=(sim.weight, sim.bias))
+    fp, acc = params.frontier, params.frontier.accountants[0]
+    out = []
+    for eps in epsilons:
+        index, score = ranked[eps][0]
+        setting = _Sigmas(epsilon=eps, delta=delta, conversion=ACCOUNTANTS[acc][0]).setting(configs[index], n)
+        jobs = [(setting, f"frontier/dpsgd_warm/{acc}/{eps:g}/refit/{k}") for k in range(fp.seeds)]
+        out.append((eps, "_proxy_warm", " · proxy-tuned, from the public model", index, PUBLIC_PROXY,
+                    {"proxy_score": score, "public_l2": sim.l2, "public_proxy_score": sim.score}, acc, setting,
+                    _Warm(jobs)))
+    return out, public_fit.release(lay, l2=sim.l2, who="DP-SGD's frontier")
+
+
 def frontier_dpsgd(params: Params, root: str | Path = ".") -> dict:
     """DP-SGD's frontier points (module docstring): the grid at every ε on the private training split (one trainer
     call), on the public proxy (one call), the chosen configurations' refits (one call), private selection (one)."""
@@ -218,8 +245,14 @@ def frontier_dpsgd(params: Params, root: str | Path = ".") -> dict:
                 series.append((eps, suffix, tag, index, tuning, extra, acc, setting))
                 jobs += [(setting, f"frontier/dpsgd{suffix}/{acc}/{eps:g}/refit/{k}") for k in range(fp.seeds)]
     models = fit_many(jobs, xt, yt, n_classes, artifacts=lay.artifacts)  # every refit of every series: one call
+    warm = warm_series(params, lay, epsilons=fp.epsilons, delta=delta, n=n, configs=configs)
+    if warm is not None:  # from the public model: ranked in simulation (public_rest start), refit from all public
+        warm_list, start = warm
+        series += warm_list
+        models += fit_many([j for s in warm_list for j in s[-1].jobs], xt, yt, n_classes, artifacts=lay.artifacts,
+                           init=start)
     points = []
-    for j, (eps, suffix, tag, index, tuning, extra, acc, setting) in enumerate(series):
+    for j, (eps, suffix, tag, index, tuning, extra, acc, setting, *_) in enumerate(series):
         conversion, accountant = ACCOUNTANTS[acc]
         refits = models[j * fp.seeds:(j + 1) * fp.seeds]
         test = [f1_summary(ys.numpy(), predict(*m, xs).numpy(), classes) for m in refits]

@@ -37,8 +37,6 @@ class DPSGDParams(_Strict):
     planted_noise_divisor: float = Field(1.0, ge=1.0, description="AUDIT ONLY, a planted bug: σ/divisor, same claim")
     warm_start: bool = Field(True, description="start from the public model (softmax regression on the public "
                              "period, logit-adjusted to the private roles' mix) instead of zero: linear head only")
-    public_l2: list[float] = Field([1e-4, 1e-3, 1e-2], min_length=1, description="the public model's L2 grid, "
-                                   "chosen on the public proxy's validation part (zero ε)")
     head: DPSGDRun = DPSGDRun(lr=1e-2)  # lr picked on a small grid (README); the rest as the paper
     full: DPSGDRun = DPSGDRun()  # the paper's settings: batch 512, lr 1e-3, C = 1, 30 epochs
 
@@ -94,3 +92,5 @@ def _declared_target(params) -> str | None:
 
 
 CHECKS = (_declared_target,)  # run when params are parsed (dprelease.pipeline.plugins.checks)
+
+MOVED = {"dpsgd.public_l2": ("public_model.l2", "the public model is the core's: the floor, the warm start and a release")}

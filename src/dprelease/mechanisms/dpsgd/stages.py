@@ -28,6 +28,7 @@ from dprelease.core.utility.evaluate import evaluate, score, write_arm
 from dprelease.core.privacy.target import declared
 from dprelease.pipeline.mechanism import ReleaseSpec
 from dprelease.core.release.stages import publish_stage
+from dprelease.core.release.coverage import coverage
 from dprelease.core.public_model import predict as public_predict
 from dprelease.core.utility.metrics import f1_summary
 from . import card
@@ -132,12 +133,13 @@ def release_configuration(params: Params, lay: Layout, *, epsilon: float, delta:
     hidden = run.hidden if run.hidden is not None else params.model.head.hidden
     linear = params.model.backend == "head" and not hidden
     warm = linear and params.dpsgd.warm_start and warm_start.available(lay)
-    start, l2, start_note = None, None, ""
+    start, l2, start_note, floor = None, None, "", None
     if warm:
-        w, b, l2, _ = warm_start.simulation_start(params, lay)
-        start = (w, b)
+        sim = warm_start.simulation_start(params, lay)
+        start, l2, floor = (sim.weight, sim.bias), sim.l2, sim.score
         start_note = (f", each run started from the public model fit on the rest of the public period (L2 {l2:g}, "
-                      f"chosen on the proxy's validation part from {len(params.dpsgd.public_l2)})")
+                      f"chosen on the proxy's validation part from {len(params.public_model.l2)}; the public model alone scores "
+                      f"{floor:.3f} there)")
     ranked = proxy_ranking(params, lay, epsilon=epsilon, delta=delta, init=start) if linear else None
     if not ranked:
         return run, PRIVATE_VALIDATION + " (not covered)", DECLARED_RECIPE, None
@@ -218,21 +220,6 @@ def dpsgd_release(params: Params, root: str | Path = ".") -> dict:
             "macro_f1": covered["macro_f1"]}
 
 
-def coverage(params: Params) -> dict:
-    """What the guarantee covers, in words the card prints (the same for every extract: public)."""
-    return {"unit": "one report of the agency's extract, added or removed",
-            "relation": "add/remove neighbours: a report's role (train / validation / test / unused) is a keyed hash "
-                        "of its own content, so one report more or less changes the training set or the test split "
-                        "by that report alone",
-            "public": f"the code, params.yaml, the reports up to {params.proxy.until} (the label space, the "
-                      "inclusion rates, the expected sizes behind δ and the normaliser, the configuration choice), "
-                      "the OIICS code list, the MiniLM encoder, the public seed",
-            "released": "the model's weights, the label map, the configuration, and test-split F1 computed from "
-                        "noised per-class counts (covered by the stated ε)",
-            "not_released": "private counts (training, test and class sizes), exact test figures, content digests "
-                            "of private files, per-record values"}
-
-
 def dpsgd_sweep(params: Params, root: str | Path = ".") -> dict:
     """DP-SGD at the same declared target ε for each δ of ``dpsgd.delta_sweep`` (seed 004 Table 4)."""
     lay = Layout.from_params(params, root)
@@ -267,10 +254,12 @@ def declare(params: Params) -> list[Stage]:
         Stage(name="dpsgd_sweep", run=dpsgd_sweep, params=["seed", "model", "dpsgd"], deps=deps, outs=[],
               metrics=["metrics/dpsgd_sweep.json"], group="compare"),
         Stage(name="dpsgd_release", run=dpsgd_release,
-              params=["seed", "model", "dpsgd", "released", "proxy", "frontier.dpsgd", "frontier.accountants"], deps=deps,
+              params=["seed", "model", "dpsgd", "released", "proxy", "public_model", "frontier.dpsgd",
+                      "frontier.accountants"], deps=deps,
               outs=[f"{a}/{RELEASE_FOLDER}"], metrics=["metrics/public_floor.json"],
               group="release" if params.released.mechanism == "dpsgd" else "dpsgd_release"),
         *publish_stage(params, SPEC),
-        Stage(name="frontier_dpsgd", run=frontier_dpsgd, params=["seed", "model.backend", "dpsgd.delta", "frontier"],
+        Stage(name="frontier_dpsgd", run=frontier_dpsgd,
+              params=["seed", "model.backend", "dpsgd.delta", "dpsgd.warm_start", "public_model", "proxy", "frontier"],
               deps=deps, outs=[], metrics=["metrics/frontier/dpsgd.json"], group="frontier"),
     ]

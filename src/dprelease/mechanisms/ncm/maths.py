@@ -11,29 +11,9 @@ so no search: the floor a tuned mechanism must beat.
 
 from __future__ import annotations
 
-import math
-
 import torch
-from scipy.stats import norm
 
-
-def gaussian_delta(sigma: float, epsilon: float, *, sensitivity: float = 1.0) -> float:
-    """δ of the Gaussian mechanism with noise σ at ε (Balle & Wang 2018, Theorem 8)."""
-    a, b = sensitivity / (2 * sigma), epsilon * sigma / sensitivity
-    return float(norm.cdf(a - b) - math.exp(epsilon) * norm.cdf(-a - b))
-
-
-def gaussian_sigma(epsilon: float, delta: float, *, sensitivity: float = 1.0, tol: float = 1e-6) -> float:
-    """The smallest σ (to ``tol``, rounded up: conservative) for which the Gaussian mechanism is (ε, δ)-DP."""
-    if epsilon <= 0 or not 0 < delta < 1:
-        raise ValueError(f"need ε > 0 and δ in (0, 1) (got ε {epsilon}, δ {delta})")
-    lo, hi = 1e-6, 1.0
-    while gaussian_delta(hi, epsilon, sensitivity=sensitivity) > delta:
-        lo, hi = hi, hi * 2
-    while hi - lo > tol * hi:
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if gaussian_delta(mid, epsilon, sensitivity=sensitivity) > delta else (lo, mid)
-    return hi
+from dprelease.core.privacy.gaussian import gaussian_delta, gaussian_sigma  # noqa: F401 (this module's API)
 
 
 def class_sums(x: torch.Tensor, y: torch.Tensor, n_classes: int) -> torch.Tensor:

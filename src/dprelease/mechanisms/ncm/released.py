@@ -6,6 +6,7 @@ its softmax is a score, not a calibrated probability). The noise comes from the 
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import torch
@@ -16,7 +17,12 @@ from dprelease.core.data.splits import backend_for, head_embeddings, label_info,
 from dprelease.compare.frontier.points import DECLARED, PUBLIC_PROXY
 from dprelease.pipeline.layout import Layout
 from dprelease.core.privacy import guarantee, secret
+from dprelease.core.errors import ConfigError
+from dprelease.core.io import write_json
+from dprelease.core.privacy.gaussian import mu_epsilon, sigma_beside
 from dprelease.core.privacy.target import default_delta
+from dprelease.core.release.coverage import UNIT, coverage
+from dprelease.core.utility.dp_eval import dp_scores
 from dprelease.core.release.folder import write_release
 from dprelease.core.utility.metrics import f1_summary
 from . import maths
@@ -60,7 +66,11 @@ def ncm_release(params: Params, root: str | Path = ".") -> dict:
     (xt, yt), (xs, ys) = embeddings(lay, "train"), embeddings(lay, "test")
     eps, n = params.released.epsilon, n_public(lay)  # public n̂: δ never reads the private count
     delta = params.released.delta or default_delta(n)
-    sigma = maths.gaussian_sigma(eps, delta)
+    z = params.released.evaluation_noise
+    try:  # the class sums and the DP evaluation (μ = 1/z) meet (ε, δ) together: exact Gaussian composition
+        sigma = sigma_beside(eps, delta, others=(1.0 / z,))
+    except ValueError as err:
+        raise ConfigError(f"released.epsilon: {err}") from None
     shift = proxy_centre(lay)
     gen = torch.Generator().manual_seed(secret.seed(lay.artifacts, "ncm/release"))
     noisy = maths.release(xt.double() - shift if shift is not None else xt, yt, k, sigma=sigma, generator=gen)
@@ -68,16 +78,21 @@ def ncm_release(params: Params, root: str | Path = ".") -> dict:
     model = head(centres, shift)
     with torch.no_grad():
         pred = model(xs.float()).argmax(1)
-    f1 = f1_summary(ys.numpy(), pred.numpy(), range(k))
-    g = guarantee.accountant("DP nearest class mean", eps, delta, target_epsilon=eps, noise_multiplier=sigma,
-                             sensitivity=1.0, accountant="analytic Gaussian (Balle & Wang 2018)",
+    exact = f1_summary(ys.numpy(), pred.numpy(), range(k))  # internal only: never in the release
+    egen = torch.Generator().manual_seed(secret.seed(lay.artifacts, "ncm/release/evaluation"))
+    covered = dp_scores(ys.numpy(), pred.numpy(), k, noise_multiplier=z, generator=egen)
+    total = mu_epsilon(math.hypot(1.0 / sigma, 1.0 / z), delta)
+    g = guarantee.accountant("DP nearest class mean", total, delta, target_epsilon=eps, noise_multiplier=sigma,
+                             sensitivity=1.0, accountant="analytic Gaussian (Balle & Wang 2018), composed exactly "
+                             "with the evaluation (μ² = 1/σ² + 1/z²)", unit=UNIT,
+                             training_epsilon=mu_epsilon(1.0 / sigma, delta), evaluation_noise_multiplier=z,
                              noise_and_sampling="Gaussian noise on the class sums, seeded from the project's secret key")
     tuning = PUBLIC_PROXY if shift is not None else DECLARED
     manifest = {"guarantee": g.as_dict(), "mechanism": "ncm", "backend": "head (linear, hidden 0)",
                 "configuration": {"sigma": sigma, "clip_norm": 1.0, "centred": shift is not None,
                                   "source": ("embeddings centred on the public proxy's mean (zero ε); no other "
                                              "setting") if shift is not None else "no setting: nothing chosen"},
-                "tuning": tuning, "test_f1": {"weighted_f1": f1["weighted_f1"], "macro_f1": f1["macro_f1"]},
+                "tuning": tuning, "test_f1": {**covered, "kind": "dp_noised_counts"}, "coverage": coverage(params),
                 "randomness": {"public_seed": params.seed, "public_seed_drives": "the stratified split only",
                                "secret_key_drives": "the Gaussian noise on the class sums",
                                "secret_key_id": secret.key_id(lay.artifacts)}}
@@ -85,7 +100,10 @@ def ncm_release(params: Params, root: str | Path = ".") -> dict:
     backend = backend_for(params.model_copy(update={"model": params.model.model_copy(update={"head": hp})}), lay)
     write_release(Path(root) / staged(params), backend, model, labels["codes"], labels["titles"], manifest,
                   closure(__name__), private=True)
-    return {"epsilon": eps, "delta": delta, "weighted_f1": round(f1["weighted_f1"], 4)}
+    write_json(lay.artifacts / FOLDER / "internal.json",  # the operator's exact figures (private)
+               {"exact_test_f1": exact, "note": "un-noised figures on private test reports: internal, never released"},
+               private=True)
+    return {"epsilon": round(total, 4), "delta": delta, "weighted_f1": covered["weighted_f1"]}
 
 
 def card(params, root: str | Path, manifest: dict) -> tuple[str, dict]:
@@ -94,9 +112,9 @@ def card(params, root: str | Path, manifest: dict) -> tuple[str, dict]:
 
     c, g = manifest["configuration"], manifest["guarantee"]
     sections = {"Mechanism and configuration": [
-        f"- the analytic Gaussian mechanism (Balle & Wang 2018) at the declared ε = {g['epsilon']:g} "
-        f"(`released.epsilon`), δ = {g['delta']:.3g}: noise σ = {c['sigma']:.4g} on the per-class sums of the "
-        "training embeddings, each clipped to norm ≤ 1 (sensitivity 1)",
+        f"- the analytic Gaussian mechanism (Balle & Wang 2018) at the declared ε = {g['quantities']['target_epsilon']:g} "
+        f"(`released.epsilon`, training and evaluation together), δ = {g['delta']:.3g}: noise σ = {c['sigma']:.4g} on "
+        "the per-class sums of the training embeddings, each clipped to norm ≤ 1 (sensitivity 1)",
         f"- how the configuration was chosen: **{manifest['tuning']}** — {c['source']}",
         "- the probability column of `predict` is the softmax of cosine scores: a ranking, not a calibrated probability"]}
     text = render(manifest, title="OIICS nature coder — DP nearest class mean release",
