@@ -21,7 +21,10 @@ from ..untrusted import fit_state, load_weights
 from dprelease.core.architecture import check_head_arch, head_shapes
 from . import head_curvature
 from .base import Backend, Features, save_state, trainable
-from .encoder import encoder_reference, load_encoder, load_tokenizer, mean_pool
+from . import minilm
+from .encoder import encoder_reference, mean_pool
+
+EMBED_BATCH = 64  # narratives encoded at once (features.batch_size sets the pipeline's)
 
 
 class SeededDropout(nn.Module):
@@ -99,7 +102,8 @@ class HeadBackend(Backend):
 
     @torch.no_grad()
     def featurize(self, texts: list[str], progress: bool = False) -> Features:
-        return {"x": embed(texts, self.device, self.max_length, self.batch_size, progress)}
+        return {"x": embed(texts, self.device, max_length=self.max_length, batch_size=self.batch_size,
+                           progress=progress)}
 
     def build_model(self, feature_dim: int | None = None, *, seed: int | None = None) -> nn.Module:
         return Head(feature_dim or 384, self.n_classes, self.params.hidden, self.params.dropout,
@@ -158,19 +162,21 @@ class HeadBackend(Backend):
         return arch
 
 
-def embed(texts: list[str], device: torch.device, max_length: int = 128, batch_size: int = 64,
-          progress: bool = False) -> torch.Tensor:
-    """L2-normalised mean-pooled MiniLM sentence embeddings, [n, 384] float32 on CPU, input order."""
-    tok, enc = load_tokenizer(), load_encoder(device)
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # length-sorted batches pad less
-    out = torch.empty(len(texts), enc.config.hidden_size)
+def embed(texts: list[str], device: torch.device, *, max_length: int = 128, batch_size: int = EMBED_BATCH,
+          progress: bool = False, quantized: bool = False) -> torch.Tensor:
+    """L2-normalised mean-pooled MiniLM sentence embeddings, [n, 384] float32 on CPU, in input order.
+
+    Tokenized at once, then encoded in batches of narratives of similar token counts, each padded only to its
+    own longest (:mod:`dprelease.core.backends.minilm`; the encoder is loaded once per process)."""
+    enc = minilm.load(torch.device(device), quantized=quantized)
+    ids = minilm.token_ids(texts, max_length)
+    out = torch.empty(len(texts), enc.word.embedding_dim)
     with torch.inference_mode():
-        for start in tqdm(range(0, len(texts), batch_size), desc="embed", disable=not progress, unit="batch"):
-            idx = order[start : start + batch_size]
-            batch = tok([texts[i] for i in idx], padding=True, truncation=True, max_length=max_length,
-                        return_tensors="pt").to(device)
-            hidden = enc(**batch).last_hidden_state
-            out[idx] = F.normalize(mean_pool(hidden, batch["attention_mask"]), dim=-1).float().cpu()
+        for idx in tqdm(minilm.batches([len(i) for i in ids], batch_size), desc="embed", disable=not progress,
+                        unit="batch"):
+            batch, mask = minilm.padded([ids[i] for i in idx])
+            hidden = enc(batch.to(device), mask.to(device))
+            out[idx] = F.normalize(mean_pool(hidden, mask.to(device)), dim=-1).float().cpu()
     return out
 
 
@@ -190,7 +196,7 @@ def head_scorer(folder: Path, arch: dict, device: torch.device):
     model = load_release_head(folder, arch, device)
 
     def score(texts: list[str]) -> torch.Tensor:
-        x = embed(texts, device, arch["max_length"])
+        x = embed(texts, device, max_length=arch["max_length"])
         with torch.no_grad():
             return torch.softmax(model(x.to(device)), -1).cpu()
 

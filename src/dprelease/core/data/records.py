@@ -20,7 +20,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from sklearn.model_selection import train_test_split
 
 from ..errors import DataError
 
@@ -207,6 +206,8 @@ def stratified_sample(
 
 def split(df: pd.DataFrame, test_size: float = 0.5, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Stratified train/test split (sklearn ``train_test_split``); both parts get a fresh index."""
+    from sklearn.model_selection import train_test_split  # here: `predict` reads CSVs through this module
+
     _check_frame(df, "split")
     try:
         train, test = train_test_split(df, test_size=test_size, stratify=df["label"], random_state=seed)
