@@ -1,6 +1,10 @@
-"""dprelease.core.release.sanitizer + `dprelease sanitize`: folder checks, what the parquet holds, fresh noise by default."""
+"""dprelease.core.release.sanitizer + `dprelease sanitize`: folder checks, what the parquet holds, fresh noise by default,
+the mechanism called in batches (seeds per batch, a progress bar for a large input on a terminal)."""
 
 from __future__ import annotations
+
+import io
+import sys
 
 import numpy as np
 import pandas as pd
@@ -11,7 +15,8 @@ from dprelease.cli import main
 from dprelease.core.errors import ReleaseError
 from dprelease.core.io import write_json
 from dprelease.core.release.check import MANIFEST, file_digests
-from dprelease.core.release.sanitizer import read_metadata, sanitize_file, verify_sanitizer
+from dprelease.core.release import sanitizer as sanitizer_mod
+from dprelease.core.release.sanitizer import batch_seed, read_metadata, sanitize_file, verify_sanitizer
 
 
 def _release(folder, kind="sanitizer", mechanism="toy"):
@@ -92,3 +97,60 @@ def test_unknown_mechanism_and_bad_output_name_are_one_line_cli_errors(tmp_path,
         err = capsys.readouterr().err.splitlines()
         assert len(err) == 2 and err[0].startswith("dprelease: warning: --no-signature-check"), err
         assert err[1].startswith("dprelease: error: ") and why in err[1], err
+
+
+# batches and the progress bar -----------------------------------------------------------------------------------
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_batch_seeds_first_is_the_seed_then_distinct():
+    seeds = [batch_seed(5, i) for i in range(50)]
+    assert seeds[0] == 5 and len(set(seeds)) == 50 and all(0 <= s < 2**63 for s in seeds)
+    assert [batch_seed(5, i) for i in range(50)] == seeds and batch_seed(6, 1) != seeds[1]
+
+
+def test_draws_come_in_batches_in_order_and_a_given_seed_repeats(tmp_path, monkeypatch):
+    monkeypatch.setattr(sanitizer_mod, "SANITIZE_BATCH", 3)
+    calls = []
+
+    def toy(release_dir, texts, *, seed):
+        calls.append((len(texts), seed))
+        return _toy(release_dir, texts, seed=seed)
+
+    texts = [f"narrative {'x' * i}" for i in range(8)]
+    draws, meta = sanitizer_mod._draw_batches(toy, tmp_path, texts, 7, release=tmp_path, mechanism="toy")
+    assert [n for n, _ in calls] == [3, 3, 2] and calls[0][1] == 7 and len({s for _, s in calls}) == 3
+    z = np.stack(draws["z"])
+    assert z.shape == (8, 3) and meta["epsilon"] == 1.5
+    np.testing.assert_allclose(z[:, 0], [len(t) for t in texts], atol=6)  # rows stay in input order
+    again, _ = sanitizer_mod._draw_batches(toy, tmp_path, texts, 7, release=tmp_path, mechanism="toy")
+    np.testing.assert_array_equal(np.stack(again["z"]), z)
+
+
+def test_a_guarantee_that_changes_between_batches_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(sanitizer_mod, "SANITIZE_BATCH", 1)
+
+    def fickle(release_dir, texts, *, seed):
+        frame, meta = _toy(release_dir, texts, seed=seed)
+        return frame, meta | {"epsilon": float(seed % 7)}
+
+    with pytest.raises(ReleaseError, match="changed its guarantee between batches"):
+        sanitizer_mod._draw_batches(fickle, tmp_path, ["a", "b"], 3, release=tmp_path, mechanism="toy")
+
+
+@pytest.mark.parametrize("rows, shown", [(10, False), (40, True)])
+def test_progress_bar_only_for_large_inputs_on_a_terminal(tmp_path, monkeypatch, rows, shown):
+    from dprelease.core.release import folder
+
+    monkeypatch.setattr(folder, "PROGRESS_MIN_ROWS", 40)
+    monkeypatch.setattr(sanitizer_mod, "SANITIZE_BATCH", 16)
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    sanitizer_mod._draw_batches(_toy, tmp_path, ["a"] * rows, 1, release=tmp_path, mechanism="toy")
+    assert ("sanitize" in terminal.getvalue()) is shown
+    plain = io.StringIO()  # not a terminal: no bar, whatever the size
+    monkeypatch.setattr(sys, "stderr", plain)
+    sanitizer_mod._draw_batches(_toy, tmp_path, ["a"] * rows, 1, release=tmp_path, mechanism="toy")
+    assert plain.getvalue() == ""

@@ -3,8 +3,10 @@
 A sanitizer release (NVDP or GPP) is a folder like the classifier release (``release.json`` manifest with every
 file's sha256, the same allow-list, a model card) whose manifest says ``"kind": "sanitizer"`` and which
 ``"mechanism"`` wrote it. The mechanism's ``stages.sanitize(release_dir, texts, *, seed)`` turns texts into one
-privatized draw per text; this module verifies the folder first, reads the input, and writes a parquet file
-holding only the input row number and the draws, with the release's public guarantee in the file's metadata.
+privatized draw per text; this module verifies the folder first, reads the input, hands it to the mechanism
+:data:`SANITIZE_BATCH` narratives at a time (a progress bar on stderr for a large input on a terminal), and writes
+a parquet file holding only the input row number and the draws, with the release's public guarantee in the file's
+metadata.
 The other input columns are not copied: they are not privatized.
 
 The draw's noise must be unpredictable to whoever receives the file (with a known seed the noise could be
@@ -14,8 +16,10 @@ written anywhere; ``seed=`` exists for tests and reproducible demonstrations onl
 
 from __future__ import annotations
 
+import hashlib
 import json
 import secrets
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +35,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 METADATA_KEY = b"dprelease"
+SANITIZE_BATCH = 4096  # narratives per mechanism call: memory bounded, the bar moves; each call reloads the release
 
 Sanitize = Callable[..., "tuple[pd.DataFrame, dict]"]
 
@@ -69,10 +74,8 @@ def _sanitize(release: Path, copy: Path, input_csv: Path, output: Path, *, looku
     sanitize = lookup(manifest["mechanism"])
     _, texts = read_narratives(input_csv, text_column, encoding)
     require_rows(len(texts), input_csv)
-    draws, guarantee = sanitize(copy, texts, seed=secrets.randbits(63) if seed is None else seed)
-    if len(draws) != len(texts):
-        raise ReleaseError(f"{release}: the {manifest['mechanism']} sanitizer returned {len(draws)} rows for "
-                           f"{len(texts)} narratives")
+    draws, guarantee = _draw_batches(sanitize, copy, texts, secrets.randbits(63) if seed is None else seed,
+                                     release=release, mechanism=manifest["mechanism"])
     table = pd.concat([pd.DataFrame({"row": range(1, len(texts) + 1)}), draws.reset_index(drop=True)], axis=1)
     meta = {**{("mechanism_label" if k == "mechanism" else k): v for k, v in guarantee.items()},
             "mechanism": manifest["mechanism"], "release_manifest_sha256": file_hash(copy / MANIFEST),
@@ -80,6 +83,44 @@ def _sanitize(release: Path, copy: Path, input_csv: Path, output: Path, *, looku
     check_output(output, input_file=input_csv, release=release)  # again: the path may have changed since
     _write_parquet(table, output, meta)
     return len(texts), meta
+
+
+def batch_seed(seed: int, index: int) -> int:
+    """The seed of batch ``index``: ``seed`` itself for the first (an input of one batch draws as one call would),
+    then independent 63-bit seeds derived from (seed, index)."""
+    if index == 0:
+        return seed
+    return int.from_bytes(hashlib.sha256(f"{seed}:{index}".encode()).digest()[:8], "big") >> 1
+
+
+def _draw_batches(sanitize: Sanitize, copy: Path, texts: list[str], seed: int, *, release: Path,
+                  mechanism: str) -> tuple[pd.DataFrame, dict]:
+    """The mechanism's draws, :data:`SANITIZE_BATCH` narratives per call (each batch its own seed,
+    :func:`batch_seed`), with a progress bar on stderr for a large input on a terminal (as `predict`'s)."""
+    import pandas as pd
+    from tqdm.auto import tqdm
+
+    from dprelease.core.release.folder import PROGRESS_MIN_ROWS
+
+    frames, guarantee = [], None
+    disable = True if len(texts) < PROGRESS_MIN_ROWS else None  # None: tqdm shows the bar only on a TTY
+    with tqdm(total=len(texts), desc="sanitize", unit="narrative", file=sys.stderr, disable=disable) as bar:
+        for index, start in enumerate(range(0, len(texts), SANITIZE_BATCH)):
+            chunk = texts[start : start + SANITIZE_BATCH]
+            draws, meta = sanitize(copy, chunk, seed=batch_seed(seed, index))
+            if len(draws) != len(chunk):
+                raise ReleaseError(f"{release}: the {mechanism} sanitizer returned {len(draws)} rows for "
+                                   f"{len(chunk)} narratives")
+            if guarantee is not None and _same(meta) != _same(guarantee):
+                raise ReleaseError(f"{release}: the {mechanism} sanitizer changed its guarantee between batches")
+            frames.append(draws.reset_index(drop=True))
+            guarantee = meta
+            bar.update(len(chunk))
+    return pd.concat(frames, ignore_index=True), guarantee
+
+
+def _same(meta: dict) -> str:
+    return json.dumps(meta, sort_keys=True, default=str)  # NaN equals NaN here, unlike in ==
 
 
 def read_metadata(path: str | Path) -> dict:
