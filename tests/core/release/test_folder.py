@@ -91,8 +91,8 @@ def test_manifest_fields(head_run):
                                             "released_round", "reason"}
     assert not re.search(r"\d[.,]\d|\d\d", manifest["reweighting"]["reason"])  # an outcome, never a statistic
     assert isinstance(manifest["code_version"], str) and manifest["code_version"]
-    assert manifest["dataset"] == {k: data[k] for k in ("rows", "classes", "train_rows", "test_rows",
-                                                        "train_class_gini")}
+    assert manifest["dataset"] == {k: data["public"][k] for k in ("classes", "until", "expected_train_size")}  # no
+    # private count (rows, training and test sizes) leaves the agency
     assert manifest["released_from_round"] == released["round"] in (2, 3)
     labels = read_json(_release(run) / "labels.json")
     assert set(labels) == {"codes", "titles"}  # no class sizes or other per-split counts

@@ -35,6 +35,7 @@ def _root(tmp_path, key=True):
     lay.data.mkdir(parents=True, exist_ok=True)
     (lay.data / "labels.json").write_text(json.dumps({"codes": ["1", "2", "3"], "titles": ["a", "b", "c"],
                                                       "train_sizes": [30, 30, 30], "test_sizes": [20, 20, 20]}))
+    (lay.data / "public.json").write_text(json.dumps({"expected_train_size": 90}))  # the public n̂ behind δ
     (tmp_path / "metrics").mkdir(exist_ok=True)
     (tmp_path / "metrics" / "data.json").write_text(json.dumps({"train_rows": 90, "classes": 3}))
     return tmp_path

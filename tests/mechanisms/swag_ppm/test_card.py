@@ -18,7 +18,8 @@ DPSGD = guarantee.accountant("DP-SGD", 3.0, 1e-5, accountant="RDP").as_dict()
 NONE = guarantee.none().as_dict()
 
 LABELS = {"codes": ["10", "11", "12", "13", "14"], "titles": ["a", "b", "c", "d", "e"]}
-DATA = {"rows": 5252, "classes": 5, "train_rows": 2626, "test_rows": 2626}
+DATA = {"rows": 5252, "classes": 5, "train_rows": 2626, "test_rows": 2626,
+        "public": {"classes": 5, "until": "2015-12-31", "expected_train_size": 2500}}
 UTILITY = {"released_weighted_f1": 0.58703, "released_macro_f1": 0.25889, "draws": 30,
            "weighted_f1_mean": 0.59185, "weighted_f1_sd": 0.00592, "macro_f1_mean": 0.25916, "macro_f1_sd": 0.00392}
 QUARTILES = [  # as csv.DictReader gives them (strings)
@@ -92,15 +93,9 @@ def test_card_header_and_ppm_guarantee():
 def test_card_data_sentence():
     text = card()
     assert "one of 5 OIICS *Nature of injury* codes" in text
-    assert "Trained on 2,626 narratives" in text
-    assert "half of a class-stratified sample of 5,252 rows over 5 classes" in text
+    assert "expected training size n̂ = 2500, from public counts" in text and "after 2015-12-31" in text
     assert "backend `head`" in text
-    # the row count comes from the run's data summary, not from the manifest
-    m = manifest()
-    del m["dataset"]
-    text = render(m, data=DATA | {"rows": 1234}, utility=None, quartiles=None, nonprivate=None, audit_rows=[],
-                  labels=LABELS)
-    assert "sample of 1,234 rows" in text
+    assert "2,626" not in text and "5,252" not in text  # the private counts of the run's data summary stay internal
 
 
 def test_card_epsilon_has_three_decimals():

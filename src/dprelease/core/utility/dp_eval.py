@@ -65,3 +65,15 @@ def dp_scores(y_true: np.ndarray, y_pred: np.ndarray, n_classes: int, *, noise_m
     found = f1_from_counts(counts, count_sd=noise_multiplier * SENSITIVITY)
     return {**{k: round(v, 4) for k, v in found.items()}, "noise_multiplier": noise_multiplier,
             "count_noise_sd": round(noise_multiplier * SENSITIVITY, 4)}
+
+
+def separate_figures(y_true: np.ndarray, y_pred: np.ndarray, n_classes: int, *, noise_multiplier: float,
+                     delta: float, generator: torch.Generator) -> dict:
+    """The released figures of a mechanism whose training claim is its own (a pseudo posterior draw's local ε): the
+    noised-count F1 and the evaluation's exact (ε, δ) for the TEST reports (one Gaussian mechanism, μ = 1/z). Each
+    report has one role, so this and the training claim hold in parallel (docs/guarantees.md, "Parallel roles")."""
+    from dprelease.core.privacy.gaussian import mu_epsilon
+
+    found = dp_scores(y_true, y_pred, n_classes, noise_multiplier=noise_multiplier, generator=generator)
+    return {**found, "kind": "dp_noised_counts", "evaluation_epsilon": round(mu_epsilon(1.0 / noise_multiplier, delta), 4),
+            "evaluation_delta": delta}

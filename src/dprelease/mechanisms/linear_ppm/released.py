@@ -19,7 +19,7 @@ import torch
 
 from dprelease.pipeline.code_scope import closure
 from dprelease.core.config import Params
-from dprelease.core.data.splits import backend_for, head_embeddings, label_info
+from dprelease.core.data.splits import backend_for, head_embeddings, label_info, n_public
 from dprelease.core.io import atomic_dir, read_json, write_json
 from dprelease.core.io import private_dir as owner_only
 from dprelease.pipeline.layout import Layout, check_release_path
@@ -27,6 +27,8 @@ from dprelease.core.privacy import guarantee, secret
 from dprelease.core.release.folder import publish as write_published
 from dprelease.core.release.folder import verify_release, write_release
 from dprelease.core.release.signing import agency_signer
+from dprelease.core.privacy.target import default_delta
+from dprelease.core.utility.dp_eval import separate_figures
 from dprelease.core.utility.metrics import f1_summary
 from . import diagnostics, maths, posterior
 from .card import render
@@ -158,8 +160,13 @@ def draw(params: Params, root: str | Path = ".") -> dict:
     labels = label_info(lay)
     xs, ys = load(lay, "test")
     k = range(len(labels["codes"]))
-    utility = {"map": f1_summary(ys.numpy(), posterior.predict(run.theta_map, xs).numpy(), k),
-               "released_draw": f1_summary(ys.numpy(), posterior.predict(theta, xs).numpy(), k)}
+    drawn = posterior.predict(theta, xs).numpy()
+    exact = {"map": f1_summary(ys.numpy(), posterior.predict(run.theta_map, xs).numpy(), k),  # internal only
+             "released_draw": f1_summary(ys.numpy(), drawn, k)}
+    gen = torch.Generator().manual_seed(secret.seed(lay.artifacts, f"linear_ppm/release/{p.variant}/evaluation"))
+    utility = {"released_draw": separate_figures(ys.numpy(), drawn, len(k), noise_multiplier=params.released.evaluation_noise,
+                                                 delta=params.released.delta or default_delta(n_public(lay)),
+                                                 generator=gen)}
     manifest = {"guarantee": g.as_dict(), "mechanism": "linear_ppm", "variant": p.variant,
                 "prior_precision": p.prior_precision, "temperature": p.temperature,
                 "censor_epsilon": p.censor_epsilon if p.variant == "censored" else None,
@@ -175,7 +182,8 @@ def draw(params: Params, root: str | Path = ".") -> dict:
     with atomic_dir(Path(root) / private_dir(params) / "draw", private=True) as tmp:
         write_release(tmp / "release", backend, head_model(theta, xs.shape[1] - 1), labels["codes"],
                       labels["titles"], manifest, closure(__name__))
-    summary = {"guarantee": g.as_dict(), "test_f1": utility, "sampling": run.summary, **extra}
+    summary = {"guarantee": g.as_dict(), "test_f1": utility, "sampling": run.summary, **extra,
+               "internal": {"exact_test_f1": exact, "note": "un-noised figures on private test reports: the operator's"}}
     write_json(lay.metrics / "linear_ppm.json", summary)
     return {"epsilon": g.epsilon, "kind": g.kind, "weighted_f1": utility["released_draw"]["weighted_f1"],
             "rhat_max": run.summary["rhat_max"], "temperature_all": run.summary["temperature_all"]}

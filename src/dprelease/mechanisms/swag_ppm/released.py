@@ -56,7 +56,8 @@ def release_manifest(params: Params, lay: Layout, g: guarantee.Guarantee, tail: 
                        "secret_key_drives": "initialisation, batch order, dropout, SWAG's SGD, re-weighting refits, "
                                             "Δ̂ and evaluation passes, the released draw",
                        "released_draw": SECRET_NOISE, "secret_key_id": secret.key_id(lay.artifacts)},
-        "dataset": {key: data[key] for key in ("rows", "classes", "train_rows", "test_rows", "train_class_gini")},
+        "dataset": {"classes": data["public"]["classes"], "until": data["public"]["until"],  # public figures only
+                    "expected_train_size": data["public"]["expected_train_size"]},
         "knobs_that_move_epsilon": epsilon_knobs(params),
     }
     if params.ppm.reweighting:
