@@ -25,6 +25,8 @@ from . import minilm
 from .encoder import encoder_reference, mean_pool
 
 EMBED_BATCH = 64  # narratives encoded at once (features.batch_size sets the pipeline's)
+SMALL_INPUT = 64  # fewer narratives are encoded on one thread: a few hundred tokens gain nothing from a second core,
+# and a thread team on a busy machine costs seconds (docs/benchmarks.md); concurrent `serve` requests share cores
 
 
 class SeededDropout(nn.Module):
@@ -167,11 +169,12 @@ def embed(texts: list[str], device: torch.device, *, max_length: int = 128, batc
     """L2-normalised mean-pooled MiniLM sentence embeddings, [n, 384] float32 on CPU, in input order.
 
     Tokenized at once, then encoded in batches of narratives of similar token counts, each padded only to its
-    own longest (:mod:`dprelease.core.backends.minilm`; the encoder is loaded once per process)."""
+    own longest (:mod:`dprelease.core.backends.minilm`; the encoder is loaded once per process); fewer than
+    :data:`SMALL_INPUT` narratives on one thread."""
     enc = minilm.load(torch.device(device), quantized=quantized)
     ids = minilm.token_ids(texts, max_length)
     out = torch.empty(len(texts), enc.word.embedding_dim)
-    with torch.inference_mode():
+    with torch.inference_mode(), minilm.threads(1 if len(texts) < SMALL_INPUT else None):
         for idx in tqdm(minilm.batches([len(i) for i in ids], batch_size), desc="embed", disable=not progress,
                         unit="batch"):
             batch, mask = minilm.padded([ids[i] for i in idx])
