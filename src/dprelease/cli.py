@@ -8,7 +8,10 @@ only that stage's package (:func:`dprelease.pipeline.registry.get`)."""
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
+from functools import partial
 
 from dprelease.core import offline
 from dprelease.core.config import load_params, params_file
@@ -32,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="input CSV encoding; auto: UTF-8, or cp1252 for a file with no UTF-8 multi-byte text")
     pr.add_argument("--key", default=None, help=KEY_HELP)
     pr.add_argument("--no-signature-check", action="store_true", help=NO_CHECK_HELP)
+    pr.add_argument("--force", action="store_true",
+                    help="replace the output file if it exists (without it, an existing output is refused)")
     pr.add_argument("--column-prefix", default="",
                     help="put this before the new columns' names (code, title, probability): for an input that "
                          "already has columns of those names, which predict never overwrites")
@@ -82,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     se.add_argument("--params", default=params_file(), help="the params file naming the artifacts folder (default: $DPRELEASE_PARAMS or params.yaml)")
     args = parser.parse_args(argv)
     offline.quiet()
+    interrupted: list[int] = []
+    main_thread = threading.current_thread() is threading.main_thread()  # only there may a handler be set
+    previous = signal.signal(signal.SIGINT, partial(_interrupt, interrupted)) if main_thread else None
     try:
         if args.command == "stage":
             from dprelease.pipeline.locks import root_lock
@@ -96,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
 
             key, check = _signature_options(args)
             n = predict(args.release, args.input, args.output, args.text_column, args.device, args.encoding,
-                        key=key, column_prefix=args.column_prefix, signature_check=check)
+                        key=key, column_prefix=args.column_prefix, signature_check=check, force=args.force)
             print(f"coded {n} narratives -> {args.output}")
         elif args.command == "sanitize":
             from dprelease.pipeline.registry import sanitizer
@@ -156,11 +164,25 @@ def main(argv: list[str] | None = None) -> int:
             with root_lock(".", "dprelease track"):
                 run_id = log_pipeline_run(params)
             print(f"MLflow run {run_id}")
-    except (OneLineError, KeyError, FileNotFoundError, ValueError) as err:
+    except BaseException as err:
+        if interrupted or isinstance(err, KeyboardInterrupt):  # Ctrl-C, even where a library re-raised it as its own
+            # error (pandas' CSV reader does): one line; every output is written whole (a renamed temporary) or not at all
+            print(f"dprelease: interrupted: {args.command} stopped; no partial output is left", file=sys.stderr)
+            return 130
+        if not isinstance(err, (OneLineError, KeyError, FileNotFoundError, ValueError)):
+            raise
         msg = err.args[0] if isinstance(err, KeyError) and err.args else err
         print(f"dprelease: error: {msg}", file=sys.stderr)
         return 2
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGINT, previous)
     return 0
+
+
+def _interrupt(interrupted: list[int], signum, frame) -> None:
+    interrupted.append(signum)
+    raise KeyboardInterrupt
 
 
 KEY_HELP = ("the agency's public key (agency.pub, from the agency, not from the release; default: the file "

@@ -125,23 +125,29 @@ class Coder:
 
 def predict(release: str | Path, input_csv: str | Path, output_csv: str | Path, text_column: str | None = None,
             device: str = "cpu", encoding: str = "auto", *, key: str | Path | None = None,
-            column_prefix: str = "", signature_check: bool = True) -> int:
+            column_prefix: str = "", signature_check: bool = True, force: bool = False,
+            warn=lambda line: print(line, file=sys.stderr)) -> int:
     """Code every narrative of ``input_csv``; write its columns plus code, title, probability (each name
     after ``column_prefix``). Returns the row count. The release is verified (``key``: its signature, required
     unless ``signature_check`` is False; then manifest hashes, allow-list, dimensions, tensor shapes) before
-    any weight is loaded; the output path and the new columns are checked before anything is coded
-    (:mod:`dprelease.core.release.outputs`); every problem is a one-line :class:`ReleaseError` (or ``DataError`` for the
-    input), with nothing written."""
-    output_csv = check_output(output_csv, input_file=input_csv, release=release)
+    any weight is loaded; the output path (an existing file only with ``force``) and the new columns are checked
+    before anything is coded (:mod:`dprelease.core.release.outputs`); every problem is a one-line
+    :class:`ReleaseError` (or ``DataError`` for the input), with nothing written. Narratives longer than the
+    encoder's window are coded from its first tokens, and counted in one line given to ``warn``."""
+    output_csv = check_output(output_csv, input_file=input_csv, release=release, replace=force)
     coder = Coder(release, device, key=key, signature_check=signature_check)  # checked; no weight loaded yet
     df, texts = read_narratives(Path(input_csv), text_column, encoding)
     columns = new_columns(df.columns, CODED_COLUMNS, column_prefix, input_csv)
     require_rows(len(texts), input_csv)
+    if long := over_window(texts, coder.arch["max_length"]):
+        warn(f"dprelease: note: {len(long)} of {len(texts)} narratives are longer than the encoder's window "
+             f"({coder.arch['max_length']} tokens) and are coded from their first {coder.arch['max_length']} tokens "
+             f"only (data rows {', '.join(map(str, long[:5]))}{', …' if len(long) > 5 else ''})")
     coded = coder(texts)
     out = df.copy()
     for name, column in zip(columns, coded.columns):
         out[name] = coded[column].to_numpy()
-    check_output(output_csv, input_file=input_csv, release=release)  # again: the path may have changed since
+    check_output(output_csv, input_file=input_csv, release=release, replace=force)  # again: it may have changed
     try:
         with atomic_path(output_csv) as tmp:
             out.to_csv(tmp, index=False)
@@ -172,7 +178,29 @@ def read_narratives(path: Path, text_column: str | None, encoding: str) -> tuple
     if (texts == "").any():
         rows = (texts == "").to_numpy().nonzero()[0][:5] + 1
         raise ReleaseError(f"{path}: empty narrative in data row(s) {', '.join(map(str, rows))}")
+    wordless = ~texts.str.contains(r"[^\W\d_]", regex=True)  # not one letter: numbers, codes, punctuation
+    if len(texts) and wordless.all():
+        raise ReleaseError(f"{path}: column {column!r} holds no text (e.g. {texts.iloc[0][:40]!r}): not narratives; "
+                           "give the narrative column with --text-column")
+    if wordless.any():
+        rows = wordless.to_numpy().nonzero()[0][:5] + 1
+        raise ReleaseError(f"{path}: {int(wordless.sum())} value(s) of column {column!r} hold no word (data row(s) "
+                           f"{', '.join(map(str, rows))}, e.g. {texts[wordless].iloc[0][:40]!r}): not narratives")
     return df, texts.tolist()
+
+
+def over_window(texts: list[str], max_length: int) -> list[int]:
+    """The 1-based data rows whose narrative is longer than ``max_length`` tokens of the public encoder's tokenizer
+    (the head's encoder, and the full backend's released copy of it), special tokens included: what the model
+    cuts. Counted in chunks, each text's characters bounded (a token is at least one character)."""
+    from ..backends.encoder import load_tokenizer
+
+    tokenizer, rows = load_tokenizer(), []
+    for start in range(0, len(texts), PREDICT_BATCH):
+        chunk = [t[: 8 * max_length] for t in texts[start : start + PREDICT_BATCH]]
+        ids = tokenizer(chunk, add_special_tokens=True, truncation=False)["input_ids"]
+        rows += [start + i + 1 for i, row in enumerate(ids) if len(row) > max_length]
+    return rows
 
 
 def _score_batches(score, texts: list[str], n_classes: int, release: Path) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,7 +1,7 @@
 """What `predict` and `sanitize` may write, and where: they never harm the user's files.
 
-* The output path must be new, or an existing plain file that is not the input (nor a hard link to it) and
-  not inside the release folder. A directory, a symbolic link, a device, a FIFO or a socket at the path is
+* The output path must be new, or (`predict --force`, and `sanitize`) an existing plain file that is not the input
+  (nor a hard link to it) and not inside the release folder. A directory, a symbolic link, a device, a FIFO or a socket at the path is
   refused, never replaced: ``--output /dev/null`` as root must not replace the system's node.
 * `predict` adds its columns (``code``, ``title``, ``probability``; ``--column-prefix`` puts a prefix on all
   three) to the input's; an input that already has a column of those names is refused, never overwritten.
@@ -20,9 +20,10 @@ KINDS = {stat.S_ISLNK: "a symbolic link", stat.S_ISCHR: "a character device", st
          stat.S_ISFIFO: "a FIFO", stat.S_ISSOCK: "a socket"}
 
 
-def check_output(output: str | Path, *, input_file: str | Path, release: str | Path) -> Path:
+def check_output(output: str | Path, *, input_file: str | Path, release: str | Path, replace: bool = True) -> Path:
     """``output``, or a one-line :class:`ReleaseError` when writing there would replace something that is
-    not a plain output file (see the module docstring)."""
+    not a plain output file (see the module docstring); ``replace=False`` (`predict` without ``--force``): any
+    existing file."""
     output = Path(output)
     try:
         st = os.lstat(output)
@@ -47,6 +48,9 @@ def check_output(output: str | Path, *, input_file: str | Path, release: str | P
     home = Path(release).resolve()
     if home.is_dir() and (output.parent.resolve() == home or home in output.parent.resolve().parents):
         raise ReleaseError(f"{output}: output path is inside the release folder {release}; write it elsewhere")
+    if st is not None and not replace:
+        raise ReleaseError(f"{output}: exists; refusing to replace it (give a new file name, or --force to "
+                           "replace it)")
     return output
 
 
