@@ -10,6 +10,7 @@ from conftest import copy_root, run_stages, slice_raw
 from dprelease.pipeline import plan as pipeline, plugins, registry
 from dprelease.core.config import parse_params
 from dprelease.compare.frontier.points import points_file, read_points
+from dprelease.core.io import read_json
 
 pytestmark = pytest.mark.slow
 

@@ -76,6 +76,9 @@ class FrontierParams(_Strict):
     seeds: int = Field(3, ge=3, le=20)  # refits of each chosen configuration with secret seeds (mean ± sd)
     accountants: list[Literal["rdp", "prv"]] = ["rdp", "prv"]  # DP-SGD: σ calibrated by each, reported side by side
     sources: list[str] | None = None  # the contributing packages' sources (None: every one that declares FRONTIER)
+    # the forward-in-time check (metrics/forward.json): trained on private reports dated before this day, tested on the
+    # test reports from it on, beside the same models on the earlier test reports; null: no check
+    forward_from: str | None = Field("2016-07-01", pattern=r"^\d{4}-\d{2}-\d{2}$")
     dpsgd: DPSGDGrid = DPSGDGrid()
     ppm: PPMTrace = PPMTrace()
 

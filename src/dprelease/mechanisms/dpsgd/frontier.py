@@ -37,6 +37,7 @@ from dprelease.core.privacy import secret
 from dprelease.core.utility.metrics import f1, f1_summary, mean_sd
 from .accounting import default_delta, noise_multiplier, steps_for
 from .batched import Setting, setting_for
+from .forward import forward_check
 from .grid import train_grid
 from .private_selection import private_points
 
@@ -246,11 +247,19 @@ def frontier_dpsgd(params: Params, root: str | Path = ".") -> dict:
                 jobs += [(setting, f"frontier/dpsgd{suffix}/{acc}/{eps:g}/refit/{k}") for k in range(fp.seeds)]
     models = fit_many(jobs, xt, yt, n_classes, artifacts=lay.artifacts)  # every refit of every series: one call
     warm = warm_series(params, lay, epsilons=fp.epsilons, delta=delta, n=n, configs=configs)
+    start = None
     if warm is not None:  # from the public model: ranked in simulation (public_rest start), refit from all public
         warm_list, start = warm
         series += warm_list
         models += fit_many([j for s in warm_list for j in s[-1].jobs], xt, yt, n_classes, artifacts=lay.artifacts,
                            init=start)
+    chosen = {("DP-SGD proxy-tuned, from zero", eps): (r[0][0], None) for eps, r in (rankings or {}).items()}
+    chosen |= {("DP-SGD proxy-tuned, from the public model", s[0]): (s[3], start) for s in (warm[0] if warm else [])}
+    acc0 = ACCOUNTANTS[fp.accountants[0]][0]
+    forward_check(params, root, lay, n_classes=n_classes, n=n, configs=configs, chosen=chosen, floor=start,
+                  predict=predict, sigmas=lambda eps, cfg, m: _Sigmas(epsilon=eps, delta=delta,
+                                                                       conversion=acc0).setting(cfg, m),
+                  fit=lambda jobs, x, y, init: fit_many(jobs, x, y, n_classes, artifacts=lay.artifacts, init=init))
     points = []
     for j, (eps, suffix, tag, index, tuning, extra, acc, setting, *_) in enumerate(series):
         conversion, accountant = ACCOUNTANTS[acc]

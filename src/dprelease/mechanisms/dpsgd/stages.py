@@ -260,6 +260,8 @@ def declare(params: Params) -> list[Stage]:
               group="release" if params.released.mechanism == "dpsgd" else "dpsgd_release"),
         *publish_stage(params, SPEC),
         Stage(name="frontier_dpsgd", run=frontier_dpsgd,
-              params=["seed", "model.backend", "dpsgd.delta", "dpsgd.warm_start", "public_model", "proxy", "frontier"],
-              deps=deps, outs=[], metrics=["metrics/frontier/dpsgd.json"], group="frontier"),
+              params=["seed", "data", "model.backend", "dpsgd.delta", "dpsgd.warm_start", "public_model", "proxy",
+                      "frontier"],
+              deps=[*deps, params.data.path],  # the forward check reads the reports' dates
+              outs=[], metrics=["metrics/frontier/dpsgd.json", "metrics/forward.json"], group="frontier"),
     ]
