@@ -82,7 +82,7 @@ def test_versions_tags_and_gates(simulated):
     refused = versions[3]
     assert refused.tags["gate.decision"] == "refused" and refused.tags["gate.failed"] == "epsilon"
     assert "ε" in refused.tags["gate.reason"] and "budget 0.01" in refused.tags["gate.reason"]
-    assert refused.description.startswith("refused by epsilon") and "| weighted F1 (released draw) |" in refused.description
+    assert refused.description.startswith("refused by epsilon") and "| weighted F1 (released model) |" in refused.description
     aliases = {a: str(client.get_model_version_by_alias("oiics-autocoder", a).version)
                for a in ("production", "candidate", "refused")}
     assert aliases == {"production": "3", "candidate": "4", "refused": "4"}

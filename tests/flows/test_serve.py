@@ -159,7 +159,7 @@ def test_scheduled_retrain_fires_completes_and_reports(tmp_path):
         reg = retrain["registry"]
         assert reg["version"] == "1" and reg["promoted"]
         assert f"| ε | {reg['figures']['epsilon']:.4g} |" in text
-        assert f"| weighted F1 (released draw) | {reg['figures']['weighted_f1']:.4g} |" in text
+        assert f"| weighted F1 (released model) | {reg['figures']['weighted_f1']:.4g} |" in text
         assert "| gate decision | promoted |" in text
 
         # the operator's view of it, and a run triggered by hand: an unchanged snapshot ends at once, registers nothing

@@ -14,8 +14,8 @@ test-split evaluation, the record count, the canary audit): never a per-record q
 ``uncertified_index``  a ``ppm_uncertified`` release's index 2Δ: NOT an ε (the sampler is certified in fewer than
                        all directions); never in the same column as ε
 ``temperature``        T̂, SWAG's temperature against the Laplace posterior (1 = matched)
-``weighted_f1``        weighted F1 of the released draw on the test split
-``macro_f1``           macro F1 of the released draw
+``weighted_f1``        weighted F1 of the released model on the test split (noised counts where the mechanism has a DP evaluation)
+``macro_f1``           macro F1 of the released model
 ``weighted_f1_mean``   weighted F1 averaged over the evaluation's posterior draws (``evaluation.draws``)
 ``macro_f1_mean``      macro F1 averaged over the same draws
 ``epsilon_lb``         the privacy audit's ε lower bound for the released arm (when it ran): the multi-run
@@ -42,8 +42,8 @@ INTERVAL_NOTE = ("epsilon_ci_low/high: the GEV 95% interval of the tail quantile
 LABELS = {"epsilon": "ε", "epsilon_point": "ε point estimate (measured Δ̂)",
           "epsilon_ci_low": "tail-quantile ε, GEV interval low (not an interval for the point estimate)",
           "epsilon_ci_high": "tail-quantile ε, GEV interval high (the claimed ε's basis)", "uncertified_index": "index 2Δ̂ (NOT an ε: uncertified sampler)",
-          "temperature": "T̂ (temperature)", "weighted_f1": "weighted F1 (released draw)",
-          "macro_f1": "macro F1 (released draw)", "weighted_f1_mean": "weighted F1 (mean over draws)",
+          "temperature": "T̂ (temperature)", "weighted_f1": "weighted F1 (released model)",
+          "macro_f1": "macro F1 (released model)", "weighted_f1_mean": "weighted F1 (mean over draws)",
           "macro_f1_mean": "macro F1 (mean over draws)", "epsilon_lb": "ε lower bound (canary audit)",
           "records": "training records (public expected n̂)"}
 RELEASED_ARM = {2: "swag_ppm", 3: "swag_ppm_reweighted"}  # released round → its arm in the privacy audit

@@ -76,7 +76,7 @@ def test_lines_and_artifact_of_a_refused_version():
                                     "utility=0.6123 → refused (refused by epsilon (ε 5.069 vs budget 1))")
     text = svc.summary_markdown(out)
     assert text.startswith("### retrain sir-0123456789\n")
-    for row in ("| ε | 5.069 |", "| weighted F1 (released draw) | 0.6123 |", "| registered version | 4 |",
+    for row in ("| ε | 5.069 |", "| weighted F1 (released model) | 0.6123 |", "| registered version | 4 |",
                 "| gate decision | refused |", "| production version | 3 |", "| cumulative ε (basic composition) | 10.14 |"):
         assert row in text, row
 
