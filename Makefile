@@ -95,7 +95,7 @@ serve-trigger: env  ## run the scheduled retrain now and wait for it
 serve-status: env  ## the serving processes and the scheduled deployment's runs by state
 	$(PY) -m flows.serve status
 
-serve-stop: env  ## stop the worker and the server by PID
+serve-stop: env  ## stop the worker, the server and the model server (make serve-model) by PID
 	$(PY) -m flows.serve stop
 
 # the MLflow UI test renders the runs table in headless Chromium: installed here when missing and possible
@@ -158,16 +158,17 @@ ui: env  ## the MLflow UI on 127.0.0.1:5000, opening on the model-training view 
 	@echo "open http://127.0.0.1:5000 (experiment dprelease: its runs table shows ε and F1)"
 	$(VENV)/bin/mlflow ui --backend-store-uri $(MLFLOW_URI) --workers 1 --app-name dprelease
 
-# the production model over HTTP (port 5001): MLflow's scoring server runs `uvicorn` from PATH, so the
-# environment's bin/ goes first on it (no activation needed); POST JSON to /invocations. First, one line:
-# the registry holds the model (else what to run first) and its release's signature checks out, with the
-# agency's own public key pinned (DPRELEASE_AGENCY_KEY, unless already set; DPRELEASE_NO_SIGNATURE_CHECK=1 skips)
+# the production model over HTTP (port 5001): MLflow's scoring server (models serve's app, in this environment)
+# behind a front that bounds each request (MAX_BATCH narratives, default 1000: above, HTTP 413 in one line) and takes
+# {"inputs": [strings]} too; POST JSON to /invocations; its pid in .prefect/serve/model.json (make serve-stop).
+# First, one line: the registry holds the model (else what to run first) and its release's signature checks out,
+# with the agency's own public key pinned (DPRELEASE_AGENCY_KEY, unless already set; DPRELEASE_NO_SIGNATURE_CHECK=1 skips)
 AGENCY_KEY ?= $(wildcard $(abspath artifacts/keys/agency.pub))
 SERVE_ENV = MLFLOW_TRACKING_URI=$(MLFLOW_URI) $(if $(AGENCY_KEY),DPRELEASE_AGENCY_KEY="$${DPRELEASE_AGENCY_KEY:-$(AGENCY_KEY)}")
-serve-model: env  ## the production model over HTTP on 127.0.0.1:5001 (mlflow models serve)
+serve-model: env  ## the production model over HTTP on 127.0.0.1:5001 (MLflow's scoring server; MAX_BATCH=N narratives per request)
 	@$(SERVE_ENV) MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR=false $(PY) -m dprelease.pipeline.service.pyfunc_model "models:/$(MODEL)@production"
-	PATH="$(abspath $(VENV))/bin:$$PATH" $(SERVE_ENV) $(VENV)/bin/mlflow models serve -m "models:/$(MODEL)@production" \
-	    --env-manager local --host 127.0.0.1 -p 5001
+	$(SERVE_ENV) MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR=false $(PY) -m dprelease.pipeline.service.model_server \
+	    "models:/$(MODEL)@production" --host 127.0.0.1 --port 5001 $(if $(MAX_BATCH),--max-batch $(MAX_BATCH))
 
 # headless Chromium (apt-get install chromium) screenshots of the runs table, the newest run and the registry
 # → reports/ui/

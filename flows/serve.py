@@ -6,7 +6,7 @@
                                    pool. PIDs in ``.prefect/serve/``.
 ``python -m flows.serve trigger``  run the scheduled deployment now (not waiting for cron) and wait for it.
 ``python -m flows.serve status``   what is running, and the scheduled deployment's runs by state.
-``python -m flows.serve stop``     stop the worker(s) and the server, by PID.
+``python -m flows.serve stop``     stop the worker(s), the server and ``make serve-model``'s model server, by PID.
 
 Deployments (both run ``flows/retrain.py:retrain_flow`` from this project's folder):
 ``retrain/scheduled`` on cron ``--cron`` if given, else ``service.cron`` (params.yaml is not edited) — on the GPU pool when ``model.backend: full``, else on

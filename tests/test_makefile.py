@@ -36,6 +36,7 @@ def test_serve_model_checks_the_registry_and_the_signature_before_serving():
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     steps = [line for line in out.stdout.splitlines()
-             if "dprelease.pipeline.service.pyfunc_model" in line or "models serve" in line]
-    assert len(steps) == 2 and "-m dprelease.pipeline.service.pyfunc_model" in steps[0] and "models serve" in steps[1], steps
+             if "dprelease.pipeline.service.pyfunc_model" in line or "dprelease.pipeline.service.model_server" in line]
+    assert len(steps) == 2 and "-m dprelease.pipeline.service.pyfunc_model" in steps[0], steps
+    assert "-m dprelease.pipeline.service.model_server" in steps[1], steps  # MLflow's scoring app, bounded
     assert all('DPRELEASE_AGENCY_KEY="${DPRELEASE_AGENCY_KEY:-/keys/agency.pub}"' in s for s in steps), steps

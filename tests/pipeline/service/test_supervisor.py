@@ -196,7 +196,7 @@ def test_before_worker_runs_after_the_deployments_and_before_the_worker(tmp_path
     (tmp_path / sv.STATE / sv.PIDS).unlink()
     order.clear()
     stopped = []
-    monkeypatch.setattr(sv, "stop", lambda root: stopped.append(root) or [])
+    monkeypatch.setattr(sv, "stop", lambda root, **kw: stopped.append(root) or [])  # kw: model_server=False
 
     def broken():
         raise RuntimeError("boom")

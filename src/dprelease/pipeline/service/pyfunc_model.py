@@ -4,7 +4,9 @@ as ``dprelease predict``), so ``mlflow.pyfunc.load_model(uri).predict(frame)`` c
 Input: a DataFrame with a narrative column (``narrative``, or the extract's own ``Final Narrative``, or
 ``text``; a frame with a single column is taken as it is), a Series or a list of strings. The signature
 lists the three column names as optional, so MLflow's schema check (``mlflow models serve`` included)
-accepts a frame with any one of them. Output: a DataFrame with ``code``, ``title`` and ``probability``
+accepts a frame with any one of them; over HTTP, ``make serve-model``'s server
+(:mod:`dprelease.pipeline.service.model_server`) also takes a list of strings, ``{"inputs": [...]}``, and at most
+its batch bound of narratives per request. Output: a DataFrame with ``code``, ``title`` and ``probability``
 per narrative. Bad input (no narrative column, an empty narrative) is an ``MlflowException`` with a
 one-line message, which the scoring server answers with HTTP 400 and no stack trace.
 

@@ -97,11 +97,16 @@ def write_state(root: Path, state: dict) -> None:
 
 
 def alive(pid: int) -> bool:
+    """Whether ``pid`` runs: a zombie (exited, not yet reaped by a parent other than this process) does not."""
     try:
         os.kill(pid, 0)
-        return True
     except OSError:
         return False
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            return fh.read().rpartition(")")[2].split()[:1] != ["Z"]
+    except OSError:  # no /proc (not Linux): signal 0 is all there is
+        return True
 
 
 def clean_stale(root: Path) -> bool:
@@ -135,14 +140,14 @@ def start(root: Path, *, port: int, work_pool: str, deploy: list[str], code: Pat
     write_state(root, state)
     while not healthy(port):
         if time.perf_counter() - t0 > timeout_s or not alive(state["pids"]["server"]):
-            stop(root)
+            stop(root, model_server=False)
             raise ServeError(f"the Prefect server did not start (see {root / STATE / 'server.log'})")
         time.sleep(0.5)
     state["timings"] = {"server_start_s": round(time.perf_counter() - t0, 2)}
     t1 = time.perf_counter()
     done = run_module(root, port, deploy, code=code)
     if done.returncode:
-        stop(root)
+        stop(root, model_server=False)
         raise ServeError(f"work pools / deployments: {' '.join((done.stderr or done.stdout).split())[-400:]}")
     state["timings"]["deploy_s"] = round(time.perf_counter() - t1, 2)
     if before_worker is not None:
@@ -150,7 +155,7 @@ def start(root: Path, *, port: int, work_pool: str, deploy: list[str], code: Pat
         try:
             state["before_worker"] = before_worker()
         except BaseException:
-            stop(root)
+            stop(root, model_server=False)
             raise
         state["timings"]["before_worker_s"] = round(time.perf_counter() - t2, 2)
     state["pids"]["worker"] = spawn(root, "worker", ["prefect", "worker", "start", "--pool", work_pool,
@@ -159,22 +164,31 @@ def start(root: Path, *, port: int, work_pool: str, deploy: list[str], code: Pat
     return state
 
 
-def stop(root: Path, *, grace_s: float = 15.0) -> list[int]:
-    """SIGTERM every process group ``start`` made (worker first), SIGKILL what is left after ``grace_s``;
-    the PID file is removed. Returns the PIDs that were alive."""
+MODEL = "model.json"  # `make serve-model`'s scoring server records its pid here (pipeline/service/model_server.py)
+
+
+def stop(root: Path, *, grace_s: float = 15.0, model_server: bool = True) -> list[int]:
+    """SIGTERM every process group ``start`` made (worker first) and, with ``model_server``, the model server
+    ``make serve-model`` started (its pid in :data:`MODEL`); SIGKILL what is left after ``grace_s``; the PID files
+    are removed. Returns the PIDs that were alive."""
     state = read_state(root)
-    pids = [state.get("pids", {}).get(k) for k in ("worker", "server")]
-    pids = [pid for pid in pids if pid and alive(pid)]
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGTERM)
-    _wait_gone(pids, grace_s)
-    for pid in pids:
-        if alive(pid):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
-    _wait_gone(pids, 10.0)  # a killed process is gone only once the kernel has torn it down (and it is reaped)
+    groups = [state.get("pids", {}).get(k) for k in ("worker", "server")]
+    groups = [pid for pid in groups if pid and alive(pid)]  # `start`'s children: each leads its own process group
+    model, single = root / STATE / MODEL, []  # the model server runs in make's process group: itself only
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        pid = json.loads(model.read_text(encoding="utf-8")).get("pid") if model_server else None
+        if isinstance(pid, int) and pid != os.getpid() and alive(pid):
+            single.append(pid)
+    pids = groups + single
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            if alive(pid):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pid, sig) if pid in groups else os.kill(pid, sig)
+        _wait_gone(pids, grace_s if sig == signal.SIGTERM else 10.0)  # gone once torn down (and reaped)
     (root / STATE / PIDS).unlink(missing_ok=True)
+    if model_server:
+        model.unlink(missing_ok=True)
     return pids
 
 
