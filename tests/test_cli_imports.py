@@ -3,7 +3,9 @@
 case runs the real command's ``main`` in a fresh interpreter on a small project and reads which modules it loaded;
 each module those commands import is checked on its own too, so that a failure names the module that brought one
 in. No timing here: benchmarks/bench_cli.py measures the commands. (``stage``, ``predict``, ``sanitize``,
-``track``, ``dvc-yaml`` and ``plugin-index`` compute, or read every plug-in's stages: not checked here.)"""
+``track``, ``dvc-yaml`` and ``plugin-index`` compute, or read every plug-in's stages: not checked here, except that
+``predict`` loads only what scoring needs: torch, but neither transformers, sklearn, scipy, the typed config's
+pydantic, Prefect nor MLflow.)"""
 
 from __future__ import annotations
 
@@ -145,3 +147,25 @@ def _params(root: Path):
     from dprelease.core.config import load_params
 
     return load_params(root / "params.yaml")
+
+
+SCORING_ONLY = ("sklearn", "transformers", "scipy", "pydantic", "prefect", "mlflow")
+
+
+def test_predict_loads_only_what_scoring_needs(tmp_path):
+    """The real ``dprelease predict`` of a tiny signed head release, in a fresh interpreter (issue 54: 5 narratives
+    took 23 s, most of it imports)."""
+    from dprelease.core.release.signing import ensure_key
+
+    signer, _ = ensure_key(tmp_path / "keys", signer="CLI Test Agency")
+    release = tiny_release(tmp_path / "release", signer=signer)
+    report = REPORT.format(heavy={"torch", *SCORING_ONLY})
+    code = RUN.replace(REPORT.format(heavy=set(HEAVY)), report)
+    proc = _fresh(code, "predict", "--release", str(release), "--key", str(tmp_path / "keys" / PUBLIC), "--input",
+                  str(ROOT / "data" / "example_narratives.csv"), "--output", str(tmp_path / "coded.csv"))
+    lines = proc.stdout.strip().splitlines()
+    assert proc.returncode == 0 and lines[-2] == "rc 0", (proc.stdout, proc.stderr[-2000:])
+    loaded = {m.split(".")[0] for m in json.loads(lines[-1])}
+    assert "torch" in loaded  # not vacuous: it scored
+    assert loaded & set(SCORING_ONLY) == set(), f"predict imports {sorted(loaded & set(SCORING_ONLY))}"
+    assert len((tmp_path / "coded.csv").read_text(encoding="utf-8").splitlines()) == 6

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import math
-import os
 from pathlib import Path
 from typing import Literal
 
@@ -15,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from dprelease.pipeline import plugins
 from .errors import ConfigError
+from .params_path import params_file  # noqa: F401  (here for the callers that read params anyway)
 
 
 class _Strict(BaseModel):
@@ -258,11 +258,6 @@ def parse_params(raw: dict | None, overrides: dict | None = None, *, source: str
         return Params.model_validate(raw)
     except ValidationError as err:
         raise ConfigError(_one_line(err, source)) from None
-
-
-def params_file() -> str:
-    """The params file commands read by default: ``$DPRELEASE_PARAMS`` (e.g. a tiny slice), else ``params.yaml``."""
-    return os.environ.get("DPRELEASE_PARAMS") or "params.yaml"
 
 
 def load_params(path: str | Path | None = None, overrides: dict | None = None) -> Params:

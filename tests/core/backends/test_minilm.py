@@ -111,25 +111,3 @@ def test_an_unsupported_config_is_refused(monkeypatch):
 def test_empty_input_gives_an_empty_matrix():
     assert embed([], CPU).shape == (0, 384)
 
-
-def test_threads_sets_and_restores_the_count():
-    before = torch.get_num_threads()
-    with minilm.threads(1):
-        assert torch.get_num_threads() == 1
-    assert torch.get_num_threads() == before
-    with minilm.threads(None):
-        assert torch.get_num_threads() == before
-    with pytest.raises(ValueError), minilm.threads(1):
-        raise ValueError
-    assert torch.get_num_threads() == before
-
-
-def test_overlapping_thread_blocks_restore_the_count_once_all_end():
-    before = torch.get_num_threads()
-    outer, inner = minilm.threads(1), minilm.threads(1)
-    outer.__enter__()
-    inner.__enter__()
-    outer.__exit__(None, None, None)  # ends first, as a concurrent request may
-    assert torch.get_num_threads() == 1
-    inner.__exit__(None, None, None)
-    assert torch.get_num_threads() == before

@@ -4,11 +4,15 @@ only place a backend name is looked up (stages and ``predict`` alike)."""
 
 from __future__ import annotations
 
-from ..config import Params
+from typing import TYPE_CHECKING
+
 from ..errors import ReleaseError
 from .base import Backend, pick_device
 from .full import FullBackend
 from .head import HeadBackend
+
+if TYPE_CHECKING:  # the typed config (pydantic) is not needed to load a release
+    from ..config import Params
 
 BACKENDS: dict[str, type[Backend]] = {"head": HeadBackend, "full": FullBackend}
 

@@ -9,20 +9,24 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
-from ..config import HeadParams
 from ..errors import ReleaseError
+from ..threads import torch_threads
 from ..untrusted import fit_state, load_weights
 from dprelease.core.architecture import check_head_arch, head_shapes
 from . import head_curvature
 from .base import Backend, Features, save_state, trainable
 from . import minilm
 from .encoder import encoder_reference, mean_pool
+
+if TYPE_CHECKING:  # the typed config (pydantic) is not needed to load a release
+    from ..config import HeadParams
 
 EMBED_BATCH = 64  # narratives encoded at once (features.batch_size sets the pipeline's)
 SMALL_INPUT = 64  # fewer narratives are encoded on one thread: a few hundred tokens gain nothing from a second core,
@@ -174,7 +178,7 @@ def embed(texts: list[str], device: torch.device, *, max_length: int = 128, batc
     enc = minilm.load(torch.device(device), quantized=quantized)
     ids = minilm.token_ids(texts, max_length)
     out = torch.empty(len(texts), enc.word.embedding_dim)
-    with torch.inference_mode(), minilm.threads(1 if len(texts) < SMALL_INPUT else None):
+    with torch.inference_mode(), torch_threads(1 if len(texts) < SMALL_INPUT else 0):
         for idx in tqdm(minilm.batches([len(i) for i in ids], batch_size), desc="embed", disable=not progress,
                         unit="batch"):
             batch, mask = minilm.padded([ids[i] for i in idx])

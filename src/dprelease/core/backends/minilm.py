@@ -22,9 +22,6 @@ the fine-tuning mechanisms (the full backend, NVDP) keep using ``transformers``'
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from functools import lru_cache
 
 import torch
@@ -183,27 +180,3 @@ def padded(ids: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         mask[row, : len(seq)] = 1
     return out, mask
 
-
-_THREADS = threading.Lock()
-_held = {"count": 0, "before": 0}
-
-
-@contextmanager
-def threads(n: int | None) -> Iterator[None]:
-    """torch's intra-op thread count set to ``n`` inside (None: unchanged), restored when the last such block
-    ends: concurrent blocks (serve's request threads) share the setting, and the count always comes back."""
-    if n is None:
-        yield
-        return
-    with _THREADS:
-        if _held["count"] == 0:
-            _held["before"] = torch.get_num_threads()
-            torch.set_num_threads(n)
-        _held["count"] += 1
-    try:
-        yield
-    finally:
-        with _THREADS:
-            _held["count"] -= 1
-            if _held["count"] == 0:
-                torch.set_num_threads(_held["before"])

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
 from ..backends import make_backend
 from ..backends.base import Backend, Features, load_features
-from ..config import Params
 from ..io import read_json
 from dprelease.pipeline.layout import Layout
+
+if TYPE_CHECKING:  # the typed config (pydantic) is not needed to load a release
+    from ..config import Params
 
 # proxy_* and public_rest: public reports (the proxy and the rest of the public period)
 SPLITS = ("train", "test", "validation", "proxy_train", "proxy_validation", "public_rest")

@@ -23,7 +23,6 @@ from tqdm.auto import tqdm
 
 from dprelease import __version__
 from ..backends import backend_class
-from dprelease.pipeline.cache import code_hash
 from ..data.records import read_csv
 from ..data.splits import label_info
 from ..errors import ReleaseError
@@ -47,6 +46,8 @@ def write_release(folder: Path, backend, model, codes: list[str], titles: list[s
     ``code`` is the code that made the release (package-relative, hashed into ``code_version``).
     The manifest's ``files`` records the sha256 of every other file in the folder. ``private``: a folder
     that is never shared (an arm's model), owner-only like every private artifact."""
+    from dprelease.pipeline.cache import code_hash  # here: `predict` never writes a release
+
     with atomic_dir(folder, private=private) as tmp:
         model_entry = backend.write_release_model(model, tmp)
         write_json(tmp / "labels.json", {"codes": codes, "titles": titles})
@@ -193,12 +194,12 @@ def over_window(texts: list[str], max_length: int) -> list[int]:
     """The 1-based data rows whose narrative is longer than ``max_length`` tokens of the public encoder's tokenizer
     (the head's encoder, and the full backend's released copy of it), special tokens included: what the model
     cuts. Counted in chunks, each text's characters bounded (a token is at least one character)."""
-    from ..backends.encoder import load_tokenizer
+    from ..backends.minilm import token_ids  # the fast tokenizer `embed` uses (no transformers import)
 
-    tokenizer, rows = load_tokenizer(), []
+    rows = []
     for start in range(0, len(texts), PREDICT_BATCH):
         chunk = [t[: 8 * max_length] for t in texts[start : start + PREDICT_BATCH]]
-        ids = tokenizer(chunk, add_special_tokens=True, truncation=False)["input_ids"]
+        ids = token_ids(chunk, max_length + 1)  # cut at one past the window: longer is all that is asked
         rows += [start + i + 1 for i, row in enumerate(ids) if len(row) > max_length]
     return rows
 
