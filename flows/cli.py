@@ -7,7 +7,6 @@ Nothing heavy is imported before the arguments are parsed: a flow module's Prefe
 from __future__ import annotations
 
 import argparse
-import errno
 import logging
 import shutil
 import signal
@@ -20,7 +19,7 @@ import yaml
 from dprelease.core import offline
 from dprelease.pipeline import stage_store
 from dprelease.core.config import Params, load_params, params_file
-from dprelease.core.errors import ConfigError, OneLineError
+from dprelease.core.errors import ConfigError, OneLineError, os_error_line
 from dprelease.core.io import LEFTOVER_SUFFIXES, clean_leftovers
 from dprelease.pipeline.layout import check_release_path
 from dprelease.pipeline.locks import root_lock
@@ -102,18 +101,6 @@ def failures_off_terminal() -> Callable[[], None]:
     return undo
 
 
-def os_line(err: OSError) -> str:
-    """An OSError inside a run (a full disk at publish, a folder made read-only) as one line: which file, what
-    to do. Nothing is half-written: every output is written to a temporary sibling and renamed into place."""
-    where = err.filename or "a file"
-    why = err.strerror or one_line(err)
-    todo = {errno.ENOSPC: "free some space", errno.EDQUOT: "free some space (disk quota)",
-            errno.EACCES: "make it writable", errno.EPERM: "make it writable",
-            errno.EROFS: "use a writable file system"}.get(err.errno, "fix it")
-    return (f"{where}: {why}: {todo} and run again (nothing was released; a re-run resumes after the last "
-            "finished stage)")
-
-
 def run(args: argparse.Namespace, check: Callable[[Params], None], go: Callable[[Params], dict]) -> tuple[int, Params | None, dict | None]:
     """Load and validate params, run ``check`` (cheap, before Prefect starts), then ``go`` while holding
     the project root (one run per root). Returns (exit code, params, result); errors print one line and
@@ -143,7 +130,7 @@ def run(args: argparse.Namespace, check: Callable[[Params], None], go: Callable[
         print(f"dprelease: error: {one_line(err)}", file=sys.stderr)
         return EXIT_ERROR, None, None
     except OSError as err:
-        print(f"dprelease: error: {os_line(err)}", file=sys.stderr)
+        print(f"dprelease: error: {os_error_line(err)}", file=sys.stderr)
         return EXIT_ERROR, None, None
     finally:
         loud()

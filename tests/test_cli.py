@@ -171,3 +171,23 @@ def test_predict_ctrl_c_is_one_line(signed, tmp_path):
     res = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
     _one_line(res, 130, "dprelease: interrupted: predict stopped", "no partial output")
     assert not out.exists() and not list(tmp_path.glob(".coded.csv*"))
+
+
+STAGE_FULL_DISK = """
+import errno, sys
+import dprelease.pipeline.registry as registry
+def full(name, params, root="."):
+    raise OSError(errno.ENOSPC, "No space left on device", "artifacts/data/.train.csv.tmp")
+registry.run_stage = full
+from dprelease.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_an_oserror_in_a_stage_under_dvc_is_one_line(params_file):
+    """``dprelease stage NAME`` (what dvc.yaml runs) meeting a full disk: one line naming the file, exit 2."""
+    res = subprocess.run([sys.executable, "-c", STAGE_FULL_DISK, "stage", "stratify", "--params", str(params_file)],
+                         cwd=params_file.parent, capture_output=True, text=True, timeout=WAIT_S)
+    out = res.stdout + res.stderr
+    assert res.returncode == 2 and out.count("\n") == 1, out
+    assert out.startswith("dprelease: error: artifacts/data/.train.csv.tmp: No space left on device: free some space")

@@ -39,3 +39,13 @@ def test_reexported_classes_are_the_same_objects():
 
     assert ConfigError is errors.ConfigError
     assert DataError is errors.DataError
+
+
+def test_an_oserror_is_one_line_naming_the_file_and_what_to_do():
+    import errno
+
+    full = errors.os_error_line(OSError(errno.ENOSPC, "No space left on device", "release/model.safetensors"))
+    assert full.startswith("release/model.safetensors: No space left on device: free some space and run again")
+    assert "\n" not in full and "nothing was released" in full
+    assert "make it writable" in errors.os_error_line(PermissionError(errno.EACCES, "Permission denied", "metrics"))
+    assert errors.os_error_line(OSError("odd\nerror")).startswith("a file: odd error: fix it")
