@@ -80,13 +80,17 @@ def run_name() -> str:
     """``retrain <snapshot id>``: the Prefect run's name, from its parameters (before the flow body runs)."""
     from prefect.runtime import flow_run
 
+    from dprelease.core.privacy import secret
     from dprelease.pipeline.service.snapshots import snapshot_id
 
     args = flow_run.parameters
     try:
         top = Path(args.get("root") or ".").resolve()
         p = load_params(top / (args.get("params_file") or default_params_file()), args.get("overrides"))
-        return f"retrain {snapshot_id(_snapshot_path(top, p, args.get('snapshot')))}"
+        path = _snapshot_path(top, p, args.get("snapshot"))
+        if not (secret.key_dir(top / p.artifacts) / "key").is_file():  # no key yet: the first run makes it
+            return f"retrain {path.name.split('.')[0]}"
+        return f"retrain {snapshot_id(path, artifacts=top / p.artifacts)}"
     except Exception:  # noqa: BLE001 - the flow body reports the problem itself, in one line
         return "retrain (snapshot or params unreadable)"
 
@@ -140,7 +144,6 @@ def _end_cancelled(why: str) -> None:
 def _unchanged(p: Params, top: Path, snapshot: Path) -> tuple[dict, dict | None]:
     """(the fingerprint of what this retrain would make, the registry summary of the production or newest
     version made from exactly that, or None). Reads and hashes only: nothing is copied or run."""
-    from dprelease.core.io import file_hash
     from dprelease.core.privacy import secret
     from dprelease.core.release import signing
     from dprelease.pipeline.service import retrain as svc
@@ -150,8 +153,8 @@ def _unchanged(p: Params, top: Path, snapshot: Path) -> tuple[dict, dict | None]
 
     if not snapshot.is_file():
         raise ConfigError(f"snapshot not found: {snapshot}")
-    rel = snapshot_rel(snapshot, file_hash(snapshot))
-    secret.init(top / p.artifacts)  # what the run does first (the key's id is in the fingerprint) ...
+    secret.init(top / p.artifacts)  # what the run does first (the key's id is in the fingerprint and the id) ...
+    rel = snapshot_rel(snapshot, artifacts=top / p.artifacts)
     signing.ensure_key(signing.key_folder(p, top))  # ... and before it signs (the public key is a stage input)
     fp = fingerprint(svc.run_params(p, rel), svc.run_folder(top, rel), snapshot, top / p.artifacts)
     return fp, unchanged(p, top, fp)
@@ -168,7 +171,7 @@ def _retrain(p: Params, top: Path, snapshot: Path, track: bool) -> dict:
         fp, same = _unchanged(p, top, snapshot)
         checked["check"] = seconds = round(time.perf_counter() - start, 2)
         if same is not None:
-            name = snapshots.snapshot_rel(snapshot).name
+            name = snapshots.snapshot_rel(snapshot, artifacts=top / p.artifacts).name
             message = (f"unchanged: snapshot {name}, the release stages' code and params are those of version "
                        f"{same['version']} ({same['decision'].removeprefix('unchanged, already ')}); nothing "
                        f"registered, nothing run ({seconds:.1f} s)")
@@ -176,7 +179,10 @@ def _retrain(p: Params, top: Path, snapshot: Path, track: bool) -> dict:
             return {"snapshot": name, "unchanged": True, "message": message, "registry": same,
                     "timings": checked, "seconds": seconds}
     start = time.perf_counter()
-    rel = snapshots.version_snapshot(top, snapshot)
+    from dprelease.core.privacy import secret
+
+    secret.init(top / p.artifacts)  # the snapshot's id is keyed (the run's secret stage would make the key anyway)
+    rel = snapshots.version_snapshot(top, snapshot, artifacts=top / p.artifacts)
     out: dict = {"snapshot": rel.name, "timings": checked | {"snapshot": round(time.perf_counter() - start, 2)}}
     if pushed := snapshots.push_snapshot(top, rel, warn=PROGRESS.warning):
         out["dvc_remote"] = pushed

@@ -31,7 +31,7 @@ def project(tmp_path):
 def _fp(root, snapshot=None, overrides=None):
     p = load_params(root / "params.yaml", overrides)
     snapshot = snapshot or root / SLICE_DATA
-    rel = snapshot_rel(snapshot)
+    rel = snapshot_rel(snapshot, artifacts=root / p.artifacts)
     return fpr.fingerprint(svc.run_params(p, rel), svc.run_folder(root, rel), snapshot, root / p.artifacts)
 
 

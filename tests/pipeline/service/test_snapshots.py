@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from dprelease.core.errors import ConfigError, DataError, OneLineError
+from dprelease.core.io import file_hash
 from dprelease.pipeline.service.snapshots import (SNAPSHOTS, cut_windows, dvc, push_snapshot, snapshot_id, snapshot_path,
                                          version_snapshot)
 
@@ -28,13 +29,25 @@ def _bundled(tmp_path) -> Path:
     return path
 
 
+
+def _key(folder):
+    """An artifacts folder holding a randomness key (the snapshot id is keyed)."""
+    from dprelease.core.privacy import secret
+
+    artifacts = folder / "artifacts"
+    secret.init(artifacts)
+    return artifacts
+
 def test_windows_grow_and_are_byte_stable(tmp_path):
     files = cut_windows(_bundled(tmp_path), ["2016-06-30", "2015-12-31"], tmp_path / "w")
     assert [f.name for f in files] == ["sir_to_2015-12-31.csv.gz", "sir_to_2016-06-30.csv.gz"]
     assert [len(pd.read_csv(f)) for f in files] == [2, 3]                # end dates inclusive
-    ids = [snapshot_id(f) for f in files]
+    ids = [snapshot_id(f, artifacts=_key(tmp_path)) for f in files]
     again = cut_windows(_bundled(tmp_path), ["2015-12-31"], tmp_path / "w2")
-    assert snapshot_id(again[0]) == ids[0] and ids[0].startswith("sir_to_2015-12-31-")
+    assert snapshot_id(again[0], artifacts=_key(tmp_path)) == ids[0] and ids[0].startswith("sir_to_2015-12-31-")
+    # keyed, never a plain content digest (a membership test for anyone holding D∖{x} and x); another key, another id
+    assert file_hash(files[0])[:10] not in ids[0]
+    assert snapshot_id(files[0], artifacts=_key(tmp_path / "other")) != ids[0]
 
 
 def test_original_osha_format_dates(tmp_path):
@@ -71,15 +84,15 @@ def test_version_snapshot_copies_by_content_and_tracks_it_with_dvc(tmp_path):
     source = _bundled(tmp_path)
     root = tmp_path / "project"
     root.mkdir()
-    rel = version_snapshot(root, source)
-    assert rel == SNAPSHOTS / f"{snapshot_id(source)}.csv"
+    rel = version_snapshot(root, source, artifacts=_key(tmp_path))
+    assert rel == SNAPSHOTS / f"{snapshot_id(source, artifacts=_key(tmp_path))}.csv"
     assert (root / rel).read_bytes() == source.read_bytes() and (root / f"{rel}.dvc").is_file()
     assert "analytics = false" in (root / ".dvc" / "config").read_text()          # a DVC repo, quiet and offline
-    assert version_snapshot(root, source) == rel                                 # again: same file, no error
+    assert version_snapshot(root, source, artifacts=_key(tmp_path)) == rel                                 # again: same file, no error
     assert not list((root / SNAPSHOTS).glob(".*partial"))
     assert push_snapshot(root, rel) is None                                       # no default remote: no push
     with pytest.raises(ConfigError, match="snapshot not found: .*absent.csv"):
-        version_snapshot(root, tmp_path / "absent.csv")
+        version_snapshot(root, tmp_path / "absent.csv", artifacts=_key(tmp_path))
     with pytest.raises(OneLineError, match=r"^dvc add nowhere\.csv: ERROR: output 'nowhere\.csv' does not exist") as err:
         dvc(root, "add", "nowhere.csv")
     assert "\n" not in str(err.value)
@@ -88,7 +101,7 @@ def test_version_snapshot_copies_by_content_and_tracks_it_with_dvc(tmp_path):
 def test_a_failed_push_is_one_warning_and_no_stop(tmp_path):
     root = tmp_path / "project"
     root.mkdir()
-    rel = version_snapshot(root, _bundled(tmp_path))
+    rel = version_snapshot(root, _bundled(tmp_path), artifacts=_key(tmp_path))
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the remote's folder should be")
     dvc(root, "remote", "add", "--local", "--default", "broken", str(blocker / "remote"))
@@ -115,7 +128,7 @@ def test_snapshot_pushed_to_the_private_remote_and_pulled_by_another_clone(tmp_p
     a, b, remote = tmp_path / "a", tmp_path / "b", tmp_path / "remote"
     a.mkdir()
     _git("init", "-q", cwd=a)
-    rel = version_snapshot(a, DATA)                                  # no remote yet: versioned, not pushed
+    rel = version_snapshot(a, DATA, artifacts=_key(tmp_path))                                  # no remote yet: versioned, not pushed
     assert push_snapshot(a, rel) is None
     dvc(a, "remote", "add", "--local", "--default", "private", str(remote))
     assert push_snapshot(a, rel) == "private"

@@ -2,7 +2,7 @@
 extracts), name a snapshot by its content, and version it with DVC.
 
 A snapshot is any CSV the pipeline reads (the bundled format or OSHA's original one). Its id is
-``<stem>-<first 10 hex of its sha256>``: the same bytes always get the same run folder, so a retrain of
+``<stem>-<first 10 hex of HMAC(key, its bytes)>`` (keyed: a plain digest of a private file is a membership test): the same bytes always get the same run folder, so a retrain of
 an unchanged snapshot finds every stage in the cache. A retrain copies it into ``data/snapshots/`` (named
 by that id) and tracks it with DVC (``dvc add``, run as ``python -m dvc``: DVC is never imported here);
 it is pushed to DVC's default remote when the clone has one (``make dvc-remote``).
@@ -22,15 +22,18 @@ import pandas as pd
 from dprelease.core.data.records import read_csv
 from dprelease.core.errors import ConfigError, DataError, OneLineError
 from dprelease.core.io import atomic_path, file_hash
+from dprelease.core.privacy import secret
 
 DATE_COLUMN = "EventDate"
 SNAPSHOTS = Path("data") / "snapshots"  # where a retrain keeps its snapshots, relative to the project root
 
 
-def snapshot_id(path: str | Path, digest: str | None = None) -> str:
-    """``<stem>-<sha256[:10]>`` (``digest``: the file's sha256 when already known)."""
+def snapshot_id(path: str | Path, digest: str | None = None, *, artifacts: str | Path) -> str:
+    """``<stem>-<10 hex of HMAC(key, the file's bytes)>`` with the randomness key in ``artifacts`` (``digest``: that
+    keyed digest when already known). Never a plain content digest: the id names Prefect runs, log lines and files,
+    and a plain sha256 of a private extract is a membership test for anyone holding D∖{x} and x."""
     path = Path(path)
-    return f"{path.name.split('.')[0]}-{(digest or file_hash(path))[:10]}"
+    return f"{path.name.split('.')[0]}-{(digest or secret.keyed_file_digest(artifacts, path))[:10]}"
 
 
 def event_dates(frame: pd.DataFrame, path: Path) -> pd.Series:
@@ -87,19 +90,19 @@ def dvc(root: Path, *args: str) -> None:
         raise OneLineError(f"dvc {' '.join(args)}: {why}")
 
 
-def snapshot_rel(source: Path, digest: str | None = None) -> Path:
+def snapshot_rel(source: Path, digest: str | None = None, *, artifacts: str | Path) -> Path:
     """Where :func:`version_snapshot` keeps ``source``, relative to the project root (nothing is copied):
-    ``data/snapshots/<snapshot id><suffixes>`` (``digest``: its sha256 when already known)."""
-    return SNAPSHOTS / f"{snapshot_id(source, digest)}{''.join(Path(source).suffixes[-2:]) or '.csv'}"
+    ``data/snapshots/<snapshot id><suffixes>`` (``digest``: its keyed digest when already known)."""
+    return SNAPSHOTS / f"{snapshot_id(source, digest, artifacts=artifacts)}{''.join(Path(source).suffixes[-2:]) or '.csv'}"
 
 
-def version_snapshot(root: Path, source: Path) -> Path:
+def version_snapshot(root: Path, source: Path, *, artifacts: str | Path) -> Path:
     """Copy ``source`` into ``data/snapshots/`` (named by content) and track it with DVC; returns the path
     relative to the root. The project becomes a DVC repository if it is not one yet."""
     if not source.is_file():
         raise ConfigError(f"snapshot not found: {source}")
     digest = file_hash(source)
-    rel = snapshot_rel(source, digest)
+    rel = snapshot_rel(source, artifacts=artifacts)
     target = root / rel
     if not target.is_file() or file_hash(target) != digest:
         target.parent.mkdir(parents=True, exist_ok=True)
