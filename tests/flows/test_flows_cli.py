@@ -1,5 +1,5 @@
 """flows/cli.py through the real command (``python -m flows.release`` in a subprocess, its whole stdout and stderr
-captured): bad input is refused in one line before Prefect starts, with nothing written; a failure inside a stage
+captured; this file is not test_cli.py, which tests/test_cli.py, the package cli's, already names): bad input is refused in one line before Prefect starts, with nothing written; a failure inside a stage
 (an OSError: a full disk) is one line on stderr, with no Prefect ERROR line or traceback on the terminal."""
 
 from __future__ import annotations
