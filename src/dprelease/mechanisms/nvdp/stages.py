@@ -17,6 +17,7 @@ from dprelease.core.config import Params
 from dprelease.core.io import atomic_dir, read_json, write_json
 from dprelease.pipeline.layout import Layout, check_release_path
 from dprelease.core.privacy import guarantee
+from dprelease.core.privacy.stages import key_id_file
 from dprelease.core.seeds import stage_seed
 from dprelease.core.release.signing import agency_signer, public_key_dep
 from dprelease.pipeline.stage import Stage, pick, skip_marker
@@ -30,7 +31,7 @@ from .states import Packed, cache_stage, load_states, nvdp_dir
 from .datasets import TASKS
 from .train import represent
 
-STATE_PARAMS = ["seed", "data", "nvdp.tasks", "nvdp.max_length", "nvdp.glue_dir", "nvdp.sst2_max_train",
+STATE_PARAMS = ["seed", "data", "proxy", "nvdp.tasks", "nvdp.max_length", "nvdp.glue_dir", "nvdp.sst2_max_train",
                 "nvdp.osha_max_train", "nvdp.encode_batch", "nvdp.backend"]
 TRAIN_PARAMS = STATE_PARAMS + ["nvdp.lambdas", "nvdp.clip", "nvdp.renyi_order", "nvdp.delta", "nvdp.dim", "nvdp.heads",
                                "nvdp.epochs", "nvdp.lr", "nvdp.encoder_lr", "nvdp.batch_size", "nvdp.eval_batch",
@@ -215,7 +216,7 @@ def sanitize(release_dir: Path, texts: list[str], *, seed: int) -> tuple[pd.Data
 def declare(params: Params) -> list[Stage]:
     a = params.artifacts
     n = params.nvdp
-    data_deps = [params.data.path, n.glue_dir]
+    data_deps = [params.data.path, n.glue_dir, key_id_file(params)]  # the OSHA splits' roles are keyed
     out = [Stage(name="nvdp_states", run=cache_stage, params=STATE_PARAMS, deps=data_deps, outs=[f"{a}/nvdp/states"], group="nvdp")]
     for task in TASKS:
         out.append(Stage(name=f"nvdp_{task}", run=functools.partial(task_stage, task), params=TRAIN_PARAMS, deps=[f"{a}/nvdp/states"],
