@@ -19,7 +19,7 @@ from dprelease.core.data.stages import period_split, public_design
 from dprelease.core.data.splits import backend_for, features, label_info, n_public
 from dprelease.core.io import write_json
 from dprelease.pipeline.layout import Layout
-from dprelease.core.privacy import guarantee, secret
+from dprelease.core.privacy import accountants, guarantee, secret
 from dprelease.core.privacy.stages import key_id_file
 from dprelease.pipeline.stage import Stage
 from dprelease.core.release.folder import arm_model_dir, write_arm_model, write_release
@@ -110,7 +110,7 @@ def dpsgd(params: Params, root: str | Path = ".") -> dict:
     g = guarantee.accountant("DP-SGD (Opacus)", res.epsilon, delta, target_epsilon=eps,
                              noise_multiplier=res.noise_multiplier, steps=res.steps, sample_rate=res.sample_rate,
                              max_grad_norm=run.max_grad_norm, conversion=params.dpsgd.conversion,
-                             accountant="PRV" if params.dpsgd.conversion == "prv" else "RDP",
+                             accountant=accountants.get(params.dpsgd.conversion).label,
                              optimizer=run.optimizer, noise_and_sampling=NOISE_SOURCE, tuning=tuning,
                              **({"planted_bug": f"noise multiplier divided by {params.dpsgd.planted_noise_divisor:g}"}
                                 if params.dpsgd.planted_noise_divisor != 1.0 else {}))
@@ -179,7 +179,7 @@ def dpsgd_release(params: Params, root: str | Path = ".") -> dict:
     g = guarantee.accountant("DP-SGD (Opacus)", total, delta, target_epsilon=eps,
                              noise_multiplier=res.noise_multiplier, steps=res.steps, sample_rate=res.sample_rate,
                              max_grad_norm=run.max_grad_norm, conversion=conversion,
-                             accountant="PRV" if conversion == "prv" else "RDP",
+                             accountant=accountants.get(conversion).label,
                              optimizer=run.optimizer, noise_and_sampling=NOISE_SOURCE,
                              training_epsilon=res.epsilon, evaluation_noise_multiplier=z,
                              unit="one report of the agency's extract (add or remove)",
