@@ -57,7 +57,9 @@ def forward_check(params, root, lay: Layout, *, n_classes: int, n: int, configs:
         rows.append({"model": "the public model (reads no private report)", "epsilon": 0.0,
                      **{f"{part}_weighted_f1": [found[part]["weighted_f1"]] for part in found}})
     for (name, eps), (index, start) in chosen.items():
-        setting = sigmas(eps, configs[index], n_early)
+        cfg = configs[index]  # full batch stays full batch; a batch never exceeds the earlier reports' n̂
+        cfg = {**cfg, "batch_size": n_early if cfg["batch_size"] >= n else min(cfg["batch_size"], n_early)}
+        setting = sigmas(eps, cfg, n_early)
         jobs = [(setting, f"forward/{name}/{eps:g}/{s}") for s in range(params.frontier.seeds)]
         models = fit(jobs, xt[train_early], yt[train_early], start)
         found = [score(predict(*m, xs)) for m in models]
