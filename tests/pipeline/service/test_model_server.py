@@ -1,15 +1,17 @@
 """`make serve-model`'s server (dprelease.pipeline.service.model_server): at most N narratives per request (HTTP 413
-in one line above), ``{"inputs": [strings]}`` accepted, MLflow's error lines without the quoted request, and
-``make serve-stop`` (``python -m flows.serve stop``) stopping it by its pid file. The limits are tested against a
-running server; every wait is on an event (the server answering /ping, the process gone), never a fixed sleep."""
+in one line above), ``{"inputs": [strings]}`` accepted, a request scored in pieces (stopped between them when its
+client goes away), MLflow's error lines without the quoted request, and ``make serve-stop`` (``python -m flows.serve
+stop``) stopping it by its pid file. The limits are tested against a running server; every wait is on an event (the server answering /ping, the process gone), never a fixed sleep."""
 
 from __future__ import annotations
 
 import json
 import os
+import queue
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -19,7 +21,7 @@ import pandas as pd
 import pytest
 
 from conftest import ROOT
-from dprelease.pipeline.service.model_server import Refused, admit, one_line_message
+from dprelease.pipeline.service.model_server import Refused, admit, one_line_message, pieces
 from release_helpers import CODES
 
 WAIT_S = 900  # generous, for a loaded machine; each wait returns as soon as its event happens
@@ -60,6 +62,17 @@ def test_a_list_of_strings_becomes_a_narrative_frame():
     frame = _json({"dataframe_split": {"columns": ["narrative"], "data": [["x"]]}})
     assert admit(frame, "application/json", max_batch=10) == frame  # MLflow's own formats pass as they are
     assert admit(b"not json", "application/json", max_batch=10) == b"not json"  # MLflow answers it
+
+
+def test_a_request_is_scored_in_pieces_of_rows():
+    doc = {"dataframe_split": {"columns": ["narrative"], "data": [["a"]] * 600}, "params": {}}
+    parts = [json.loads(p) for p in pieces(_json(doc), "application/json", size=256)]
+    assert [len(p["dataframe_split"]["data"]) for p in parts] == [256, 256, 88]
+    assert all(p["dataframe_split"]["columns"] == ["narrative"] and p["params"] == {} for p in parts)
+    assert [len(json.loads(p)["dataframe_records"]) for p in
+            pieces(_json({"dataframe_records": [{"narrative": "a"}] * 300}), "application/json", size=256)] == [256, 44]
+    small = _json({"inputs": ["a"] * 3})
+    assert pieces(small, "application/json", size=256) == [small] and pieces(b"x,y", "text/csv") == [b"x,y"]
 
 
 def test_mlflow_error_lines_lose_the_quoted_request():
@@ -121,13 +134,15 @@ def model_dir(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_running_server_bounds_batches_takes_lists_and_serve_stop_stops_it(model_dir, tmp_path):
+def test_a_running_server_bounds_batches_takes_lists_cancels_and_serve_stop_stops_it(model_dir, tmp_path):
     root, port = tmp_path / "project", _free_port()
     root.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("DPRELEASE_")}
     proc = subprocess.Popen([sys.executable, "-m", "dprelease.pipeline.service.model_server", str(model_dir),
-                             "--port", str(port), "--max-batch", "3", "--root", str(root)],
+                             "--port", str(port), "--max-batch", "2000", "--root", str(root)],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stderr], daemon=True).start()
     try:
         _up(port, proc)
         state = json.loads((root / ".prefect/serve/model.json").read_text(encoding="utf-8"))
@@ -135,16 +150,28 @@ def test_a_running_server_bounds_batches_takes_lists_and_serve_stop_stops_it(mod
 
         status, body = _post(port, {"inputs": ["An employee fell from a ladder.", "A finger was cut."]})
         assert status == 200 and [p["code"] for p in body["predictions"]] == [CODES[0]] * 2, body
-        frame = pd.DataFrame({"Final Narrative": ["fell", "cut", "burned"]})
+        frame = pd.DataFrame({"Final Narrative": ["fell", "cut", "burned"] * 100})  # 300: two pieces, one answer
         status, body = _post(port, {"dataframe_split": frame.to_dict(orient="split", index=False)})
-        assert status == 200 and len(body["predictions"]) == 3, body
+        assert status == 200 and len(body["predictions"]) == 300, body
 
-        status, body = _post(port, {"inputs": ["fell"] * 4})  # one over the batch
+        status, body = _post(port, {"inputs": ["fell"] * 2001})  # one over the batch
         assert status == 413 and body["error_code"] == "REQUEST_LIMIT_EXCEEDED", body
-        assert body["message"] == ("4 narratives in one request; at most 3 per request: split the batch into "
+        assert body["message"] == ("2001 narratives in one request; at most 2000 per request: split the batch into "
                                    "several requests"), body
-        status, body = _post(port, {"inputs": ["fell", "  "]})
-        assert status == 400 and body["message"] == "empty narrative in row(s) 2", body  # one line, no request
+        status, body = _post(port, {"inputs": ["fell"] * 289 + ["  "] + ["cut"] * 10})  # in the second piece
+        assert status == 400 and body["message"] == "empty narrative in row(s) 290", body  # one line, no request
+
+        # a client that gives up: the server stops between pieces and says so in one line
+        text = "An employee fell from a ladder while carrying roofing material and fractured a wrist."
+        with pytest.raises(OSError):  # the client's own timeout (urllib: a socket timeout)
+            urllib.request.urlopen(urllib.request.Request(
+                f"http://127.0.0.1:{port}/invocations", data=json.dumps({"inputs": [text] * 2000}).encode(),
+                headers={"Content-Type": "application/json"}), timeout=0.5)
+        line = lines.get(timeout=WAIT_S)
+        while "request cancelled" not in line:
+            line = lines.get(timeout=WAIT_S)
+        assert line.startswith("dprelease: model server: request cancelled after ") and "of 8" in line, line
+        assert "the client went away" in line, line
 
         stop = subprocess.run([sys.executable, "-m", "flows.serve", "stop", "--root", str(root)], cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=WAIT_S)
@@ -154,4 +181,4 @@ def test_a_running_server_bounds_batches_takes_lists_and_serve_stop_stops_it(mod
     finally:
         if proc.poll() is None:
             proc.kill()
-        proc.communicate()
+        proc.wait(timeout=WAIT_S)

@@ -5,7 +5,8 @@ check and JSON answers; ``/ping``, ``/health``, ``/version``) behind a front tha
   :data:`MAX_BYTES` bytes of body (``--max-bytes``): above either, HTTP 413 with a one-line message, before anything
   is parsed or scored. Every row of a frame, list or CSV counts; a client splits a larger batch into requests. With
   the bound, what a request costs is bounded too: a request past MLflow's timeout (HTTP 504,
-  ``MLFLOW_SCORING_SERVER_REQUEST_TIMEOUT``) leaves at most one bounded batch being finished.
+  ``MLFLOW_SCORING_SERVER_REQUEST_TIMEOUT``) or whose client went away (its own timeout) is stopped between pieces
+  of :data:`CHUNK` narratives, so at most one piece is finished for nobody (a line on stderr says so).
 * **The documented inputs**: MLflow's frames (``dataframe_split``, ``dataframe_records``, ``instances``, CSV) and, as
   the pyfunc model's docstring says, a plain list of strings, ``{"inputs": ["…", "…"]}`` (given to MLflow as a
   one-column ``narrative`` frame, which the signature's schema accepts).
@@ -25,6 +26,7 @@ import csv
 import io
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -32,6 +34,7 @@ from dprelease.core.errors import OneLineError
 
 MAX_BATCH = 1000  # narratives per request (a 2-core CPU codes them in about 10 s, well inside MLflow's 60 s timeout)
 MAX_BYTES = 16 * 1024 * 1024  # request body
+CHUNK = 256  # rows scored at a time within a request: between pieces, a client that went away stops the work
 BATCH_ENV = "DPRELEASE_SERVE_MAX_BATCH"
 
 
@@ -93,11 +96,55 @@ def admit(body: bytes, content_type: str, *, max_batch: int, max_bytes: int = MA
     return body
 
 
+def pieces(body: bytes, content_type: str, *, size: int = CHUNK) -> list[bytes]:
+    """A JSON request of rows (``dataframe_split``, ``dataframe_records``, or a list under ``instances`` or
+    ``inputs``) as requests of at most ``size`` rows each, in order; any other body as it is (one piece)."""
+    if (content_type or "").split(";")[0].strip().lower() != "application/json":
+        return [body]
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return [body]
+    if not isinstance(doc, dict):
+        return [body]
+    extra = {"params": doc["params"]} if "params" in doc else {}
+    split = doc.get("dataframe_split")
+    if isinstance(split, dict) and isinstance(split.get("data"), list):
+        rows = split["data"]
+        make = lambda part: {"dataframe_split": split | {"data": part}}  # noqa: E731
+    else:
+        key = next((k for k in ("dataframe_records", "instances", "inputs") if isinstance(doc.get(k), list)), None)
+        if key is None:
+            return [body]
+        rows = doc[key]
+        make = lambda part: {key: part}  # noqa: E731
+    if len(rows) <= size:
+        return [body]
+    return [json.dumps(make(rows[i : i + size]) | extra).encode("utf-8") for i in range(0, len(rows), size)]
+
+
+def _rows_from(message: str, offset: int) -> str:
+    """A piece's ``row(s) 1, 2`` (the model's one-line messages) as the request's rows: ``offset`` added."""
+    if not offset:
+        return message
+    return re.sub(r"row\(s\) ([\d, ]+)", lambda m: "row(s) " + ", ".join(
+        str(int(n) + offset) for n in m.group(1).replace(" ", "").split(",") if n), message)
+
+
 def one_line_message(message: str) -> str:
     """MLflow's prediction error without the request it quotes (``Failed to predict data '…'. Error: WHY``)."""
     head, sep, why = message.rpartition("Error: ")
     text = why if sep and head.lstrip().startswith("Failed to predict data") else message
     return " ".join(text.split())[:500]
+
+
+async def _watch(request, gone: asyncio.Event) -> None:
+    """Set ``gone`` when the client disconnects (the body is read: what ``receive`` gives next is the disconnect)."""
+    while True:
+        message = await request.receive()
+        if message.get("type") == "http.disconnect":
+            gone.set()
+            return
 
 
 def app(model, *, max_batch: int = MAX_BATCH, max_bytes: int = MAX_BYTES):
@@ -120,15 +167,36 @@ def app(model, *, max_batch: int = MAX_BATCH, max_bytes: int = MAX_BYTES):
         if size.isdigit() and int(size) > max_bytes:  # refused before the body is read
             return error(413, "REQUEST_LIMIT_EXCEEDED", f"request body of {size} bytes is over the limit of "
                          f"{max_bytes} bytes: send fewer or shorter narratives per request")
-        content_type = request.headers.get("content-type") or ""
+        content_type, watcher = request.headers.get("content-type") or "", None
         try:
-            body = admit(await request.body(), content_type, max_batch=max_batch, max_bytes=max_bytes)
-            result = await asyncio.to_thread(scoring_server.invocations, body, content_type, model, schema)
+            parts = pieces(admit(await request.body(), content_type, max_batch=max_batch, max_bytes=max_bytes),
+                           content_type)
+            predictions, gone = [], asyncio.Event()
+            watcher = asyncio.create_task(_watch(request, gone)) if len(parts) > 1 else None
+            for i, part in enumerate(parts):
+                # a client gone (its timeout) stops the work between pieces; so does MLflow's own timeout, which
+                # cancels this coroutine at the await below (the piece under way is the one finished)
+                if gone.is_set():
+                    print(f"dprelease: model server: request cancelled after {len(predictions)} narratives "
+                          f"(piece {i} of {len(parts)}): the client went away", file=sys.stderr, flush=True)
+                    return Response(status_code=499)
+                try:
+                    result = await asyncio.to_thread(scoring_server.invocations, part, content_type, model, schema)
+                except MlflowException as err:  # its rows, counted from the request's first
+                    err.message = _rows_from(one_line_message(err.message), i * CHUNK)
+                    raise
+                if len(parts) == 1 or result.status != 200:
+                    return Response(content=result.response, status_code=result.status, media_type=result.mimetype)
+                predictions += json.loads(result.response)["predictions"]
         except Refused as err:
             return error(err.status, err.code, str(err))
         except MlflowException as err:
             return error(err.get_http_status_code(), err.error_code, one_line_message(err.message))
-        return Response(content=result.response, status_code=result.status, media_type=result.mimetype)
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+        return Response(content=json.dumps({"predictions": predictions}), status_code=200,
+                        media_type="application/json")
 
     invocations.__annotations__["request"] = Request  # the class itself: FastAPI cannot resolve a postponed name here
     base.post("/invocations")(invocations)
