@@ -188,6 +188,7 @@ bench: env  ## the benchmark scripts (speed figures)
 	$(PY) benchmarks/bench_flows.py compare
 	$(PY) benchmarks/bench_flows.py tune-grid
 	$(PY) benchmarks/bench_audit.py
+	$(PY) benchmarks/bench_embed.py
 
 clean:  ## remove every output (artifacts, releases, reports, runs, .prefect, mlflow.db, mlartifacts)
 	rm -rf artifacts release release-selected release-gpp metrics plots reports runs .prefect mlflow.db mlartifacts \
