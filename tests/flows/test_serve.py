@@ -133,7 +133,7 @@ def test_scheduled_retrain_fires_completes_and_reports(tmp_path):
                          timeout=WAIT_S)
         assert done, f"no scheduled run completed: {[(r['name'], r['state']) for r in flow_runs(url)]}"
         run_id = done[0]["id"]
-        assert done[0]["name"] == f"retrain {snapshot_id(root / SLICE_DATA, artifacts=root / "artifacts")}"      # named after its snapshot
+        assert done[0]["name"] == f"retrain {snapshot_id(root / SLICE_DATA, artifacts=root / 'artifacts')}"      # named after its snapshot
         fired_s = time.monotonic() - t0
 
         # its progress lines are the run's Prefect logs
