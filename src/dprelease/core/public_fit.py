@@ -7,7 +7,7 @@ Two fits, both from public reports only (zero ε with respect to the private rep
   ``proxy_train`` (a pseudo-private set of the private training size), and the floor that simulation is drawn
   against;
 - the **release** fit on every public report of the label space at that L2: the public model the agency may release
-  (``released.mechanism: public``) and the start DP-SGD refines on the private reports.
+  (``released.mechanism: public_only``) and the start DP-SGD refines on the private reports.
 
 Both are logit-adjusted (:mod:`dprelease.core.public_model`) to the private roles' class mix (public counts ×
 inclusion rates). The fit is deterministic (full-batch L-BFGS from zero): no seed, no key.

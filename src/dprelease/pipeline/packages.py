@@ -13,7 +13,7 @@ PACKAGES = (
     "dprelease.core.data",
     "dprelease.mechanisms.nonprivate",  # before SWAG-PPM: the arms' default order (rows of the reports) follows this list
     "dprelease.mechanisms.swag_ppm",
-    "dprelease.mechanisms.public",  # the public model: the frontier's floor and DP-SGD's start
+    "dprelease.mechanisms.public_only",  # the public model: the frontier's floor and DP-SGD's start
     "dprelease.mechanisms.dpsgd",
     "dprelease.mechanisms.ncm",
     "dprelease.mechanisms.linear_ppm",

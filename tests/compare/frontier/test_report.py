@@ -149,14 +149,14 @@ def test_a_dp_point_is_named_only_above_the_public_floor_by_its_seed_spread(root
     (here 0.01) loses to it; one that clears the spread is named, with its gain over public beside it."""
     dp = [_pt("p", 8.0, 0.50, 0.60, tuning="public proxy", proxy=0.605)]
     write_points(root, "dpsgd", dp, grid_size=40, selection="-")
-    write_points(root, "public", [_public(0.600, 0.59)], grid_size=3, selection="-")
-    params = _params(sources=["dpsgd", "public", "nonprivate"])
+    write_points(root, "public_only", [_public(0.600, 0.59)], grid_size=3, selection="-")
+    params = _params(sources=["dpsgd", "public_only", "nonprivate"])
     frame = report.table(root, params)
     assert frame.loc[frame["mechanism"] == "p", "gain_over_public"].iloc[0] == pytest.approx(0.01)
     rec = report.recommend(frame, budget=8.0)
     assert rec["mechanism"] == "public_model" and rec["epsilon"] == 0.0 and rec["kind"] == "public_only"
     assert "the public model wins" in rec["line"] and "gain +0.005, not above its seed spread 0.010" in rec["line"]
-    write_points(root, "public", [_public(0.580, 0.59)], grid_size=3, selection="-")
+    write_points(root, "public_only", [_public(0.580, 0.59)], grid_size=3, selection="-")
     rec = report.recommend(report.table(root, params), budget=8.0)
     assert rec["mechanism"] == "p" and "gain over public +0.010 on test" in rec["line"]
     write_points(root, "dpsgd", [_pt("v", 8.0, 0.9, 0.9, tuning="private validation")], grid_size=40, selection="-")

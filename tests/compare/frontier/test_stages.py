@@ -41,7 +41,7 @@ def frontier_run(head_run, tmp_path_factory):
 def test_plan_holds_every_source_and_the_report(frontier_run):
     params, _, plan = frontier_run
     sources = plugins.frontier_sources()
-    assert {"nonprivate", "swag_ppm", "dpsgd", "ncm", "linear_ppm", "public"} <= set(sources)  # the packages that name one
+    assert {"nonprivate", "swag_ppm", "dpsgd", "ncm", "linear_ppm", "public_only"} <= set(sources)  # the packages that name one
     assert set(sources.values()) <= set(plan.order) and plan.order[-1] == "frontier_report"
     assert registry.flows()["frontier"].targets == ("frontier_report",)
 
@@ -72,6 +72,15 @@ def test_each_source_writes_points_at_the_declared_levels(frontier_run):
     plain = [p for p in ncm if p.mechanism == "dp_ncm"]  # and its proxy-centred variant at each level
     assert [p.epsilon for p in plain] == [2.0, 8.0] and plain[0].config["sigma"] > plain[1].config["sigma"]
     assert {p.mechanism for p in ncm} == {"dp_ncm", "dp_ncm_proxy_centred"}
+    _, (floor,) = read_points(points_file(root, "public_only"))  # the public model: ε 0, the floor
+    assert floor.kind == "public_only" and floor.epsilon == 0.0
+    assert floor.proxy_weighted_f1 == warm.config["public_proxy_score"]  # the same simulation's public model
+    forward = read_json(root / "metrics/forward.json")  # forward in time: the public model and both series per ε
+    assert forward["forward_from"] == params.frontier.forward_from and "internal" in forward
+    models = {(r["model"], r["epsilon"]) for r in forward["rows"]}
+    assert ("the public model (reads no private report)", 0.0) in models
+    assert {("DP-SGD proxy-tuned, from zero", 8.0), ("DP-SGD proxy-tuned, from the public model", 8.0)} <= models
+    assert all(len(r["forward_weighted_f1"]) == (1 if r["epsilon"] == 0 else 3) for r in forward["rows"])
     _, (ceiling,) = read_points(points_file(root, "nonprivate"))
     assert ceiling.kind == "none" and ceiling.epsilon is None and len(ceiling.weighted_f1) == 3
     _, ppm = read_points(points_file(root, "swag_ppm"))

@@ -101,7 +101,7 @@ def test_nearest_class_mean_is_released_through_the_same_stage(head_run, tmp_pat
 
 
 def test_exactly_one_mechanism_declares_the_publish_stage():
-    for mechanism in ("dpsgd", "swag_ppm", "linear_ppm", "ncm", "public"):
+    for mechanism in ("dpsgd", "swag_ppm", "linear_ppm", "ncm", "public_only"):
         params = _declared(mechanism)
         publishing = [s for s in registry.stages(params) if s.name == "publish"]
         assert len(publishing) == 1 and params.release in publishing[0].outs

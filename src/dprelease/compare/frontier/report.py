@@ -86,7 +86,7 @@ def floor_of(frame: pd.DataFrame) -> pd.Series | None:
 
 def _public_wins(floor: pd.Series, budget: float, why: str) -> dict:
     line = (f"at ε ≤ {budget:g} the public model wins (it reads no private report: ε 0): {why}; release it "
-            f"(`released.mechanism: public`), test {floor['weighted_f1_mean']:.3f} / macro {floor['macro_f1_mean']:.3f}")
+            f"(`released.mechanism: public_only`), test {floor['weighted_f1_mean']:.3f} / macro {floor['macro_f1_mean']:.3f}")
     return {"budget_epsilon": budget, "found": True, "mechanism": floor["mechanism"], "label": floor["label"],
             "epsilon": 0.0, "delta": None, "kind": FLOOR_KIND, "tuning": floor["tuning"],
             "validation_weighted_f1": float(floor["validation_weighted_f1"]),

@@ -1,4 +1,4 @@
-"""The public model as the agency's release (``released.mechanism: public``): softmax regression on every public
+"""The public model as the agency's release (``released.mechanism: public_only``): softmax regression on every public
 report of the label space (:func:`dprelease.core.public_fit.release`, L2 chosen on the public proxy), released as
 the head backend's linear head. The model reads no private report. Its test figures are the only thing that does:
 noised per-class counts (:mod:`dprelease.core.utility.dp_eval`), one Gaussian mechanism with μ = 1/z, whose exact
@@ -50,7 +50,7 @@ def head(w: torch.Tensor, b: torch.Tensor):
 def public_release(params: Params, root: str | Path = ".") -> dict:
     lay = Layout.from_params(params, root)
     if not public_fit.available(lay):
-        raise ConfigError("released.mechanism public needs the public period's splits (proxy.until)")
+        raise ConfigError("released.mechanism public_only needs the public period's splits (proxy.until)")
     labels = label_info(lay)
     k = len(labels["codes"])
     sim = public_fit.simulation(lay, grid=params.public_model.l2, who=WHO)
@@ -67,7 +67,7 @@ def public_release(params: Params, root: str | Path = ".") -> dict:
                              private_reports_read=0, unit=UNIT,
                              noise_and_sampling="no noise in the model (it reads no private report); the test "
                                                 "figures' Gaussian noise from the project's secret key")
-    manifest = {"guarantee": g.as_dict(), "mechanism": "public", "backend": "head (linear, hidden 0)",
+    manifest = {"guarantee": g.as_dict(), "mechanism": "public_only", "backend": "head (linear, hidden 0)",
                 "configuration": {"l2": sim.l2, "l2_grid": list(params.public_model.l2),
                                   "proxy_validation_weighted_f1": round(sim.score, 4),
                                   "source": f"L2 strength best of {len(params.public_model.l2)} on the public "

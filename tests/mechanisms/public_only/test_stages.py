@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def released(tmp_path_factory):
     root = make_root(tmp_path_factory.mktemp("public"))
-    params = parse_params(compare_raw(released__mechanism="public"))
+    params = parse_params(compare_raw(released__mechanism="public_only"))
     for name in ("secret", "stratify", "featurize", "frontier_public", "public_release", "publish"):
         registry.run_stage(name, params, root)
     return root, params
@@ -46,17 +46,17 @@ def test_the_release_states_only_the_evaluations_epsilon_and_no_private_count(re
     assert g["kind"] == "dp_accountant" and g["delta"] == pytest.approx(delta)
     assert g["epsilon"] == pytest.approx(mu_epsilon(1 / params.released.evaluation_noise, delta))
     assert q["training_epsilon"] == 0.0 and q["private_reports_read"] == 0
-    assert manifest["test_f1"]["kind"] == "dp_noised_counts" and manifest["mechanism"] == "public"
+    assert manifest["test_f1"]["kind"] == "dp_noised_counts" and manifest["mechanism"] == "public_only"
     assert "records" not in manifest and manifest["tuning"] == "public proxy"
     card = (root / params.release / "README.md").read_text(encoding="utf-8")
     assert "the public model release" in card and "What the guarantee covers" in card
     record = read_json(root / "metrics/released.json")
-    assert record["mechanism"] == "public"
+    assert record["mechanism"] == "public_only"
 
 
 def test_the_frontier_point_is_the_floor_at_epsilon_zero(released):
     root, _ = released
-    doc, (point,) = read_points(points_file(root, "public"))
+    doc, (point,) = read_points(points_file(root, "public_only"))
     assert point.kind == "public_only" and point.epsilon == 0.0 and point.tuning == "public proxy"
     assert 0.0 < point.proxy_weighted_f1 <= 1.0 and doc["grid_size"] == 3
 

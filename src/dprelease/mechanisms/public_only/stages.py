@@ -1,5 +1,5 @@
 """The public model's stages: ``frontier_public``, the floor of the frontier (ε = 0 with respect to the private
-reports), and ``public_release``, the model staged as a release (published when ``released.mechanism: public``).
+reports), and ``public_release``, the model staged as a release (published when ``released.mechanism: public_only``).
 
 The frontier point's ``proxy_weighted_f1`` is the public model fit on ``public_rest`` scored on ``proxy_validation``:
 the same simulation a DP mechanism's proxy score comes from, without the pseudo-private set, so the recommendation
@@ -24,10 +24,10 @@ from dprelease.pipeline.mechanism import ReleaseSpec
 from dprelease.pipeline.stage import Stage
 from . import released
 
-SPEC = ReleaseSpec(mechanism="public", stage="public_release", staged=released.staged, card=released.card,
+SPEC = ReleaseSpec(mechanism="public_only", stage="public_release", staged=released.staged, card=released.card,
                    figures=released.figures, code=lambda: closure(released.__name__))
 
-SOURCE = "public"
+SOURCE = "public_only"
 WHO = "the public model's frontier point"
 
 
@@ -56,9 +56,9 @@ def declare(params: Params) -> list[Stage]:
     a = params.artifacts
     deps = [key_id_file(params), f"{a}/data", f"{a}/features"]
     return [Stage(name="frontier_public", run=frontier_public, params=["model.backend", "public_model", "proxy"],
-                  deps=deps, outs=[], metrics=["metrics/frontier/public.json"], group="frontier"),
+                  deps=deps, outs=[], metrics=["metrics/frontier/public_only.json"], group="frontier"),
             Stage(name="public_release", run=released.public_release,
                   params=["seed", "model", "released", "proxy", "public_model"], deps=deps,
                   outs=[f"{a}/{released.FOLDER}"],
-                  group="release" if params.released.mechanism == "public" else "public"),
+                  group="release" if params.released.mechanism == "public_only" else "public_only"),
             *publish_stage(params, SPEC)]
