@@ -156,9 +156,13 @@ def test_a_dp_point_is_named_only_above_the_public_floor_by_its_seed_spread(root
     rec = report.recommend(frame, budget=8.0)
     assert rec["mechanism"] == "public_model" and rec["epsilon"] == 0.0 and rec["kind"] == "public_only"
     assert "the public model wins" in rec["line"] and "gain +0.005, not above its seed spread 0.010" in rec["line"]
-    write_points(root, "public_only", [_public(0.580, 0.59)], grid_size=3, selection="-")
+    write_points(root, "public_only", [_public(0.580, 0.57)], grid_size=3, selection="-")
     rec = report.recommend(report.table(root, params), budget=8.0)
-    assert rec["mechanism"] == "p" and "gain over public +0.010 on test" in rec["line"]
+    assert rec["mechanism"] == "p" and "gain over public +0.030 on test" in rec["line"]
+    assert "WARNING" not in rec["line"]  # the test split agrees: +0.030 is above the seed spread 0.010
+    write_points(root, "public_only", [_public(0.580, 0.62)], grid_size=3, selection="-")
+    rec = report.recommend(report.table(root, params), budget=8.0)  # the proxy says DP, the test split disagrees
+    assert rec["mechanism"] == "p" and "gain over public -0.020 on test (WARNING: on the test split" in rec["line"]
     write_points(root, "dpsgd", [_pt("v", 8.0, 0.9, 0.9, tuning="private validation")], grid_size=40, selection="-")
     rec = report.recommend(report.table(root, params), budget=8.0)  # no covered DP point: the floor stands
     assert rec["mechanism"] == "public_model" and "no DP point on the frontier covers its tuning" in rec["line"]
