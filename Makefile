@@ -12,7 +12,7 @@ MODEL ?= oiics-autocoder
 
 .DEFAULT_GOAL := help
 
-.PHONY: help env run compare audit tune tune-grid retrain simulate ledger serve serve-trigger serve-status serve-stop test \
+.PHONY: help env run compare audit tune tune-grid retrain simulate ledger serve serve-trigger serve-status serve-stop lint test \
         gpp test-fast test-durations faults audit-tight repro rotate-key ui serve-model screenshots bench clean chromium dvc-remote dag exps \
         epsilon-sensitivity flow results audit-replay frontier
 
@@ -112,7 +112,10 @@ chromium:  ## install headless Chromium for the MLflow UI test when missing (roo
 # a third process keeps both cores busy meanwhile (docs/benchmarks.md, "The test suite")
 TEST_WORKERS ?= 3
 XDIST = -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
-test: env chromium  ## the whole test suite (PYTEST_ARGS=... for pytest options)
+lint: env  ## ruff check: pyflakes, syntax and sorted imports (pyproject.toml [tool.ruff]); `make test` runs it first
+	$(PY) -m ruff check --no-cache .
+
+test: env chromium lint  ## the whole test suite, after the linter (PYTEST_ARGS=... for pytest options)
 	OMP_NUM_THREADS=1 $(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 test-fast: env  ## the test suite without the end-to-end tests marked slow

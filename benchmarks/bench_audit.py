@@ -47,11 +47,11 @@ def child(root: str, stage: str, overrides: str) -> None:
     """One stage in this process; prints one JSON line (threads, workers, peak RSS: no stage output)."""
     import resource
 
-    from dprelease.core import offline  # noqa: F401
     import torch
 
-    from dprelease.pipeline import registry
+    from dprelease.core import offline  # noqa: F401
     from dprelease.core.config import load_params, parse_params
+    from dprelease.pipeline import registry
 
     p = load_params(Path(root) / "params.yaml")
     if overrides:

@@ -43,10 +43,10 @@ def round2_f1(work: Path, sets: list[str]) -> float:
 
     from dprelease.core.config import load_params
     from dprelease.core.data.splits import backend_for, features
-    from dprelease.pipeline.layout import Layout
     from dprelease.core.seeds import stage_seed
     from dprelease.mechanisms.swag_ppm.reweighting import mean_weighted_f1
     from dprelease.mechanisms.swag_ppm.swag import SwagMoments
+    from dprelease.pipeline.layout import Layout
 
     params = load_params(work / "params.yaml", {k: yaml.safe_load(v) for k, v in (s.split("=", 1) for s in sets)})
     lay = Layout.from_params(params, work)
@@ -123,7 +123,7 @@ def main() -> None:
         print(f"  released ε / round 2 ε = {default['released_epsilon'] / eps2:.3f}  (target ≤ 1.15)")
         print(f"  released − round 2 30-draw weighted F1 = {default['released_f1_30'] - default['round2_f1_30']:+.4f}"
               "  (target ≥ −0.005)")
-        print(f"  T̂ after calibration: " + ", ".join(f"round {r} {d['T']:.3f}" for r, d in default["rounds"].items())
+        print("  T̂ after calibration: " + ", ".join(f"round {r} {d['T']:.3f}" for r, d in default["rounds"].items())
               + "  (target within [0.8, 1.25])")
         print(f"  warm wall time {default['wall_s']} s  (target ≤ 45 s)")
     (work / "bench_epsilon.json").write_text(json.dumps(rows, indent=2), encoding="utf-8")

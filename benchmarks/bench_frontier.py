@@ -29,8 +29,8 @@ def stages() -> tuple[dict[str, str], list[str]]:
     """(``{source: stage}`` of every package that declares frontier points, in the registry's order; the sources
     `make frontier` runs with the default params file: ``frontier.sources``, or every one)."""
     from dprelease import plugins
-    from dprelease.core.config import load_params
     from dprelease.compare.frontier.report import sources
+    from dprelease.core.config import load_params
 
     return plugins.frontier_sources(), list(sources(load_params()))
 

@@ -18,8 +18,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from dprelease.pipeline import registry
 from dprelease.core.config import load_params
+from dprelease.pipeline import registry
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))

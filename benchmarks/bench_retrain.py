@@ -33,8 +33,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_release import run_flow  # noqa: E402
-from dprelease.pipeline.service.snapshots import cut_windows  # noqa: E402
 
+from dprelease.pipeline.service.snapshots import cut_windows  # noqa: E402
 
 
 def project(work: Path, port: int | None = None) -> Path:

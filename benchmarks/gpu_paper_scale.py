@@ -162,10 +162,10 @@ def main(argv=None) -> int:
     from safetensors.torch import load_file
     from sklearn.metrics import f1_score
 
-    from dprelease.pipeline import registry
     from dprelease.core.backends.base import set_flat
     from dprelease.core.config import parse_params
     from dprelease.core.data.splits import backend_for, features
+    from dprelease.pipeline import registry
     from dprelease.pipeline.layout import Layout
 
     began = time.perf_counter()

@@ -18,8 +18,8 @@ from sklearn.linear_model import LogisticRegression
 from dprelease.core.backends.base import load_features
 from dprelease.core.backends.head import HeadBackend
 from dprelease.core.config import HeadParams, OptimParams, load_params
-from dprelease.core.utility.metrics import f1_summary
 from dprelease.core.training import finetune
+from dprelease.core.utility.metrics import f1_summary
 
 
 def main() -> None:

@@ -14,11 +14,11 @@ import torch
 
 from dprelease.core.config import load_params
 from dprelease.core.data import records
+from dprelease.core.seeds import stage_seed
+from dprelease.mechanisms.nvdp.datasets import Split
 from dprelease.mechanisms.nvdp.nvib import Clip, NVDPModule
 from dprelease.mechanisms.nvdp.states import DIM, Packed, encode, load_states, nvdp_dir
-from dprelease.mechanisms.nvdp.datasets import Split
 from dprelease.mechanisms.nvdp.train import TrainOptions, evaluate, train
-from dprelease.core.seeds import stage_seed
 
 TABLE4 = [(2.0, 0.0, 0.5), (3.0, 0.0, 0.7), (6.0, 0.0, 0.5), (6.0, 0.0, 0.6), (7.0, 0.0, 1.0), (10.0, 0.0, 1.0)]
 

@@ -23,8 +23,8 @@ from sklearn.preprocessing import StandardScaler
 from dprelease.core import offline  # noqa: F401
 from dprelease.core.backends.encoder import load_encoder, load_tokenizer
 from dprelease.core.config import load_params
-from dprelease.mechanisms.nvdp.states import load_states, nvdp_dir
 from dprelease.mechanisms.nvdp.datasets import glue_task
+from dprelease.mechanisms.nvdp.states import load_states, nvdp_dir
 
 CS = [1e-3, 1e-2, 1e-1, 1.0]
 

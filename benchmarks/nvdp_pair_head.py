@@ -13,11 +13,11 @@ import numpy as np
 import torch
 
 from dprelease.core.config import load_params
+from dprelease.core.seeds import stage_seed
 from dprelease.mechanisms.nvdp import experiment as ex
 from dprelease.mechanisms.nvdp.nvib import NVDPModule, segments
 from dprelease.mechanisms.nvdp.states import DIM, nvdp_dir
 from dprelease.mechanisms.nvdp.train import TrainOptions, evaluate, train
-from dprelease.core.seeds import stage_seed
 
 HELD_OUT = 0.15
 

@@ -17,10 +17,10 @@ from typing import Callable
 import yaml
 
 from dprelease.core import offline
-from dprelease.pipeline import stage_store
 from dprelease.core.config import Params, load_params, params_file
 from dprelease.core.errors import ConfigError, OneLineError, os_error_line
 from dprelease.core.io import LEFTOVER_SUFFIXES, clean_leftovers
+from dprelease.pipeline import stage_store
 from dprelease.pipeline.layout import check_release_path
 from dprelease.pipeline.locks import root_lock
 

@@ -11,9 +11,10 @@ import time
 from pathlib import Path
 
 from dprelease.core import offline  # noqa: F401  (offline switches before transformers loads)
-from dprelease.pipeline import plan as pipeline, registry
 from dprelease.core.config import Params
 from dprelease.core.io import write_json
+from dprelease.pipeline import plan as pipeline
+from dprelease.pipeline import registry
 from flows import cli, runners
 from flows.run import run_plan
 from tasks import dvc_record

@@ -162,7 +162,8 @@ def _unchanged(p: Params, top: Path, snapshot: Path) -> tuple[dict, dict | None]
 
 def _retrain(p: Params, top: Path, snapshot: Path, track: bool) -> dict:
     from dprelease.core.headline import headline
-    from dprelease.pipeline.service import retrain as svc, snapshots
+    from dprelease.pipeline.service import retrain as svc
+    from dprelease.pipeline.service import snapshots
     from dprelease.pipeline.service.promotion import register_release
     from flows import runners
 

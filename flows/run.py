@@ -13,8 +13,9 @@ import sys
 import time
 
 from dprelease.core import offline  # noqa: F401  (offline switches before transformers loads)
-from dprelease.pipeline import parallel, plan as pipeline, registry
 from dprelease.core.config import Params
+from dprelease.pipeline import parallel, registry
+from dprelease.pipeline import plan as pipeline
 from dprelease.pipeline.layout import Layout
 from dprelease.pipeline.mechanism import FlowSpec
 from flows import cli, runners

@@ -29,8 +29,8 @@ import os
 from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING
 
-from dprelease.pipeline import parallel
 from dprelease.core.config import Params
+from dprelease.pipeline import parallel
 
 if TYPE_CHECKING:  # Prefect is imported where a runner is made or a flow runs, not by `python -m flows.X --help`
     from prefect.task_runners import TaskRunner

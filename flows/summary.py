@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dprelease.core.config import Params
 from dprelease.compare.frontier.report import recommendation_line
+from dprelease.core.config import Params
 from dprelease.core.io import read_json
-from dprelease.pipeline.layout import Layout
 from dprelease.core.privacy.guarantee import Guarantee, coverage_sentence
+from dprelease.pipeline.layout import Layout
 
 
 def _num(v, fmt: str = ".3f") -> str:
@@ -116,7 +116,7 @@ def print_summary(params: Params, root: str, result: dict, seconds: float) -> No
         f"  drawn      {g.claim_text} [{g.kind}], δ {g.delta_text}; one draw from round {rel['round']}"
         + (f"; point estimate {point:.4g}" if point is not None else ""),
         f"             {tail_txt}",
-        f"             conditional on: this database (local), large n (asymptotic), the SWAG approximation "
+        "             conditional on: this database (local), large n (asymptotic), the SWAG approximation "
         + (f"at T̂ = {t_rel:.2f}, T_min = {q.get('temperature_min', t_rel):.2f} in SWAG's subspace, "
            f"≥ {q['temperature_min_all']:.3g} over all parameters" if t_rel is not None and q.get("temperature_min_all")
            is not None else f"at T̂ = {t_rel:.2f}" if t_rel is not None else "(not measured)"),

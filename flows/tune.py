@@ -20,11 +20,11 @@ import time
 from pathlib import Path
 
 from dprelease.core import offline  # noqa: F401  (offline switches before transformers loads)
-from dprelease.pipeline import registry
 from dprelease.core.config import Params, parse_params
 from dprelease.core.io import read_json
 from dprelease.core.privacy import secret
 from dprelease.mechanisms.swag_ppm.tuning import Outcome, Requirements, Steps, choose, decide
+from dprelease.pipeline import registry
 from flows import cli, runners
 
 

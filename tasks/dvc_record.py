@@ -25,9 +25,9 @@ from pathlib import Path
 
 import yaml
 
-from dprelease.pipeline import registry
 from dprelease.core.config import Params, parse_params
 from dprelease.core.io import private_dir, read_json, write_json
+from dprelease.pipeline import registry
 from dprelease.pipeline.stage import pick
 from dprelease.pipeline.stage_store import default_objects, file_md5
 

@@ -21,15 +21,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dprelease.core import offline  # noqa: F401  (before anything loads transformers)
-from dprelease.pipeline import cache, registry, stage_store
-from dprelease.core.release import signing
-from dprelease.core.config import Params
-from dprelease.core.io import private_dir
-from dprelease.pipeline.registry import run_stage
 from prefect import task
 from prefect.cache_policies import NONE
 from prefect.settings import PREFECT_HOME
+
+from dprelease.core import offline  # noqa: F401  (before anything loads transformers)
+from dprelease.core.config import Params
+from dprelease.core.io import private_dir
+from dprelease.core.release import signing
+from dprelease.pipeline import cache, registry, stage_store
+from dprelease.pipeline.registry import run_stage
 
 from . import dvc_record, prefect_home, server_guard
 

@@ -7,21 +7,24 @@ process unless a test asks for worker processes (``DPRELEASE_AUDIT_WORKERS``, se
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 import copy
 import hashlib
 import os
 import shutil
 import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 # the suite's order (longest modules first) and `make test-durations`: tests/longest_first.py
-from longest_first import (pytest_addoption, pytest_collection_modifyitems,  # noqa: F401
-                           pytest_runtest_logreport, pytest_sessionfinish)
+from longest_first import (  # noqa: F401
+    pytest_addoption,
+    pytest_collection_modifyitems,
+    pytest_runtest_logreport,
+    pytest_sessionfinish,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data" / "osha_sir_2015_2016.csv.gz"
@@ -185,8 +188,8 @@ class SliceRun:
 
 
 def _slice_run(tmp_path_factory, name: str, backend: str, all_specs: bool = False, **overrides) -> SliceRun:
-    from dprelease.pipeline import registry
     from dprelease.core.config import parse_params
+    from dprelease.pipeline import registry
 
     params = parse_params(slice_raw(backend, **overrides))
     root = make_root(tmp_path_factory.mktemp(name))
@@ -231,8 +234,8 @@ def compare_raw(backend: str = "head", **overrides) -> dict:
 def _arm_stages() -> list[str]:
     """The comparison group's arm stages in the registry's order (nonprivate, the SWAG-PPM arms, DP-SGD, …):
     derived from the listed packages, so a new mechanism's arm joins without an edit here."""
-    from dprelease.pipeline import registry
     from dprelease.core.config import parse_params
+    from dprelease.pipeline import registry
 
     return [s.name for s in registry.group(parse_params(compare_raw()), "compare") if s.name != "compare_report"]
 
@@ -260,11 +263,11 @@ def arms_run(head_run, tmp_path_factory) -> SliceRun:
 @pytest.fixture
 def no_training(monkeypatch):
     """Any training (DP-SGD or ordinary fine-tuning) fails the test: input errors must come first."""
+    import dprelease.core.training as training
     import dprelease.mechanisms.dpsgd.stages as dpsgd_stages
     import dprelease.mechanisms.dpsgd.train as dpsgd_train
     import dprelease.mechanisms.nonprivate.stages as nonprivate_stages
     import dprelease.mechanisms.swag_ppm.fit as fit
-    import dprelease.core.training as training
 
     def trained(*a, **k):  # pragma: no cover - only reached on failure
         raise AssertionError("training started despite invalid input")

@@ -30,7 +30,6 @@ from pathlib import Path
 from dprelease.pipeline import code_scope
 from dprelease.pipeline.code_scope import Import, raw_imports, resolve_relative  # noqa: F401  (one analysis: the package's)
 
-
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
 PKG = "dprelease"

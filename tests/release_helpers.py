@@ -7,6 +7,7 @@ import shutil
 
 import pandas as pd
 import pytest
+
 from dprelease.cli import main as cli
 from dprelease.core.io import read_json, write_json
 from dprelease.core.release.folder import file_digests
@@ -89,8 +90,8 @@ def tiny_release(folder, *, signer, favour: int = 0):
     """A published (signed) head release with 3 classes whose linear head codes every narrative as class
     ``favour`` (zero weights, a large bias)."""
     import torch
-
     from conftest import tiny_head_backend
+
     from dprelease.core.privacy.guarantee import ppm
     from dprelease.core.release.folder import publish, write_release
 

@@ -7,8 +7,8 @@ import random
 
 import pytest
 import yaml
-
 from conftest import install_test_key, make_root, slice_raw, written
+
 from dprelease.cli import main as cli
 
 HEADER = "ID,Final Narrative,Nature\n"

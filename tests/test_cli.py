@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from dprelease.pipeline import registry
 from dprelease.cli import main
 from dprelease.core.config import load_params
+from dprelease.pipeline import registry
 
 
 @pytest.fixture
@@ -96,8 +96,9 @@ WAIT_S = 900  # generous, for a loaded machine; each wait returns as soon as its
 @pytest.fixture(scope="module")
 def signed(tmp_path_factory):
     """A tiny signed head release and the agency's public key."""
-    from dprelease.core.release.signing import PUBLIC, ensure_key
     from release_helpers import tiny_release
+
+    from dprelease.core.release.signing import PUBLIC, ensure_key
 
     keys = tmp_path_factory.mktemp("agency") / "keys"
     release = tiny_release(tmp_path_factory.mktemp("rel") / "release", signer=ensure_key(keys)[0])

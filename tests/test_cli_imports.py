@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import ROOT, slice_raw
+from release_helpers import tiny_release
+
 from dprelease.core.io import write_json
 from dprelease.core.release.check import MANIFEST, file_digests
 from dprelease.core.release.signing import KEY_ENV, PUBLIC, key_folder, load_signer, sign_folder
-from release_helpers import tiny_release
 
 HEAVY = ("torch", "sklearn", "transformers")
 WAIT_S = 900  # a fresh interpreter on a loaded machine: generous, returned from as soon as it ends
@@ -106,10 +106,11 @@ def test_key_and_secret_commands_and_verify_import_nothing_heavy(project):
 
 
 def test_verify_of_a_sanitizer_release_imports_nothing_heavy(project, tmp_path):
+    from safetensors.torch import save_file
+
     from dprelease.core.backends.encoder import encoder_reference
     from dprelease.mechanisms.gpp.model import Encoder
     from dprelease.mechanisms.gpp.sanitizer import guarantee
-    from safetensors.torch import save_file
 
     folder = tmp_path / "release-gpp"
     folder.mkdir()

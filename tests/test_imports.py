@@ -7,12 +7,38 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from import_graph import (orchestration_files, FLOORS, MECHANISM_FLOOR, MECHANISMS, Import, MAX_LINES, PKG, REGISTRY, SHARED, SRC, inside, is_declaration, is_kinds,
-                          is_params, resolve_relative,
-                          cross_mechanism_violations, describe_cycle, find_cycle, import_graph, init_has_code, part_graph,
-                          internal_imports, mechanism_of, module_files, orchestration_imports, raw_imports,
-                          registry_violations, run_module_violations, shared_violations, top_level)
+from import_graph import (
+    FLOORS,
+    MAX_LINES,
+    MECHANISM_FLOOR,
+    MECHANISMS,
+    PKG,
+    REGISTRY,
+    SHARED,
+    SRC,
+    Import,
+    cross_mechanism_violations,
+    describe_cycle,
+    find_cycle,
+    import_graph,
+    init_has_code,
+    inside,
+    internal_imports,
+    is_declaration,
+    is_kinds,
+    is_params,
+    mechanism_of,
+    module_files,
+    orchestration_files,
+    orchestration_imports,
+    part_graph,
+    raw_imports,
+    registry_violations,
+    resolve_relative,
+    run_module_violations,
+    shared_violations,
+    top_level,
+)
 
 # ----------------------------------------------------------------------------------------------- fixtures
 

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import ROOT, SLICE
 
 pytestmark = pytest.mark.slow

@@ -9,11 +9,11 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT
+
+from dprelease.core.config import load_params, parse_params
 from dprelease.pipeline import plugins, registry
 from dprelease.pipeline.code_scope import PKG, closure
-from dprelease.core.config import load_params, parse_params
 
 HEAVY = ("torch", "opacus", "pandas", "prefect", "mlflow", "transformers", "sklearn", "scipy", "flwr", "dask")
 SUBCOMMANDS = ("stage", "predict", "sanitize", "verify", "key", "dvc-yaml", "plugin-index", "track", "secret")
@@ -195,11 +195,12 @@ def test_plugin_index_command_writes_the_index(tmp_path, capsys):
 def test_flow_modules_build_their_prefect_flows_on_first_use(monkeypatch):
     """The flows and the tuning task, built on first attribute access, are the Prefect objects they were when
     the modules built them at import; a monkeypatched one is what ``main`` runs."""
+    from prefect import Flow, Task
+
     import flows.compare as fc
     import flows.release as fr
     import flows.run as frun
     import flows.tune as ft
-    from prefect import Flow, Task
 
     assert {fr.release_flow.name, fc.compare_flow.name, frun.graph_flow.name, ft.tune_flow.name} == {
         "dprelease-release", "swag-ppm-compare", "dprelease-flow", "swag-ppm-tune"}

@@ -15,8 +15,8 @@ import threading
 from functools import partial
 
 from dprelease.core import offline
-from dprelease.core.params_path import params_file
 from dprelease.core.errors import OneLineError, os_error_line
+from dprelease.core.params_path import params_file
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,8 +108,8 @@ def main(argv: list[str] | None = None) -> int:
                         key=key, column_prefix=args.column_prefix, signature_check=check, force=args.force)
             print(f"coded {n} narratives -> {args.output}")
         elif args.command == "sanitize":
-            from dprelease.pipeline.registry import sanitizer
             from dprelease.core.release.sanitizer import sanitize_file
+            from dprelease.pipeline.registry import sanitizer
 
             key, check = _signature_options(args)
             n, meta = sanitize_file(args.release, args.input, args.output, lookup=sanitizer,
@@ -157,9 +157,8 @@ def main(argv: list[str] | None = None) -> int:
                 kid = secret.init(artifacts) if args.action == "init" else secret.key_id(artifacts)
                 print(f"randomness key id {kid}")
         elif args.command == "track":
-            from dprelease.pipeline.tracking import log_pipeline_run
-
             from dprelease.pipeline.locks import root_lock
+            from dprelease.pipeline.tracking import log_pipeline_run
 
             params = load_params(args.params)
             with root_lock(".", "dprelease track"):

@@ -48,7 +48,6 @@ def test_streams_differ():
 
 
 def test_public_seeds_are_what_training_used_before_the_key_and_secret_ones_are_not():
-    from dprelease.core.privacy import secret
     from dprelease.core.seeds import public_seeds
 
     pub = public_seeds(2025)

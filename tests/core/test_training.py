@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-
 from conftest import tiny_head_backend, tiny_problem
+
 from dprelease.core.backends.base import get_flat, trainable
 from dprelease.core.backends.head import HeadBackend
 from dprelease.core.config import HeadParams, OptimParams

@@ -17,11 +17,11 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
-
 from conftest import ARM_STAGES, compare_raw, make_root, written
-from dprelease.pipeline import cache, registry
+
 from dprelease.core.config import parse_params
 from dprelease.core.io import read_json
+from dprelease.pipeline import cache, registry
 
 pytestmark = pytest.mark.slow
 

@@ -16,10 +16,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
 from conftest import compare_raw, copy_key, make_root, run_stages
-from dprelease.pipeline import cache, registry
+
 from dprelease.core.config import parse_params
+from dprelease.pipeline import cache, registry
 
 pytestmark = pytest.mark.slow
 

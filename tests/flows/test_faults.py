@@ -24,8 +24,8 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
-
 from conftest import ROOT, copy_key, make_root, slice_raw
+
 from dprelease.core.io import read_json
 
 pytestmark = pytest.mark.slow

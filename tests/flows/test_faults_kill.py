@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
 from test_faults import WAIT_S, _outcome, _project, _wait_until, clean  # noqa: F401  (clean: the reference run)
 

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import ROOT, SLICE_DATA, make_root, slice_raw
 
 WAIT_S = 900  # a generous bound for a loaded machine; nothing here waits on a clock

@@ -11,7 +11,6 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
-
 from conftest import ROOT, make_root, slice_raw
 
 pytestmark = pytest.mark.slow

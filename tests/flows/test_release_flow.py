@@ -14,12 +14,12 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-
 from conftest import copy_key, make_root, slice_raw
-from dprelease.pipeline import cache, registry
+
 from dprelease.core import headline
 from dprelease.core.config import parse_params
 from dprelease.core.io import read_json
+from dprelease.pipeline import cache, registry
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,6 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 import yaml
-
 from conftest import GATED, SMALL_AUDIT, make_root, slice_raw
 
 pytestmark = pytest.mark.slow

@@ -11,8 +11,8 @@ import time
 
 import pytest
 import yaml
-
 from conftest import SLICE_DATA, make_root, slice_raw
+
 from dprelease.core.config import load_params
 
 

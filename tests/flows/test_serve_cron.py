@@ -7,8 +7,8 @@ import time
 
 import pytest
 import yaml
-
 from conftest import make_root, slice_raw
+
 from dprelease.core.config import parse_params
 from dprelease.core.errors import ConfigError
 

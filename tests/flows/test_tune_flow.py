@@ -13,10 +13,10 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 import yaml
-
 from conftest import GATED, make_root, slice_raw
-from dprelease.pipeline import cache, registry
+
 from dprelease.core.io import read_json
+from dprelease.pipeline import cache
 
 pytestmark = pytest.mark.slow
 

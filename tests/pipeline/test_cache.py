@@ -9,10 +9,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from conftest import make_root, slice_raw, trace_package
-from dprelease.pipeline import cache, registry
+
 from dprelease.core.config import parse_params
+from dprelease.pipeline import cache, registry
 
 PARAMS = parse_params(slice_raw())
 

@@ -53,8 +53,8 @@ def test_runs_table_shows_epsilon_and_weighted_f1_on_first_open(browser, tmp_pat
     """A store made the way the pipeline makes it (experiment set-up of dprelease.pipeline.tracking), one run with the
     headline metrics and as many params as a release run logs; then the plain URL in a fresh profile."""
 
-    from dprelease.pipeline import tracking
     from dprelease.core.config import parse_params
+    from dprelease.pipeline import tracking
 
     params = parse_params({"tracking": {"mlflow_uri": "sqlite:///mlflow.db", "experiment": "dprelease"}})
     store = tracking.open_store(params, tmp_path)

@@ -18,19 +18,26 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import install_test_key
 
-from dprelease.pipeline import parallel
 from dprelease.core.backends.base import get_flat, save_features
 from dprelease.core.config import parse_params
 from dprelease.core.data.splits import backend_for, features
 from dprelease.core.io import write_json
-from conftest import install_test_key
-from dprelease.pipeline.layout import Layout
 from dprelease.core.privacy.censor import Censor
 from dprelease.core.seeds import stage_seed
 from dprelease.mechanisms.swag_ppm.passes import PassJob, draw_pass, posterior_pass, run_pass
-from dprelease.mechanisms.swag_ppm.swag import (SwagCollector, SwagMoments, chunk_states, iter_samples, normals, sample,
-                                     transform)
+from dprelease.mechanisms.swag_ppm.swag import (
+    SwagCollector,
+    SwagMoments,
+    chunk_states,
+    iter_samples,
+    normals,
+    sample,
+    transform,
+)
+from dprelease.pipeline import parallel
+from dprelease.pipeline.layout import Layout
 
 N, DIM, CLASSES, DRAWS, BATCH = 40, 6, 3, 11, 3  # 4 chunks: 3 + 3 + 3 + 2
 

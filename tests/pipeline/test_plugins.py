@@ -7,7 +7,6 @@ accepts its arm (the comparison report then reads its files)."""
 
 from __future__ import annotations
 
-import importlib
 import shutil
 import subprocess
 import sys
@@ -15,10 +14,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
-from dprelease.pipeline import cache, code_scope, plugins, registry
+
 from dprelease.core.config import load_params
+from dprelease.pipeline import cache, code_scope, plugins, registry
 
 TOY = {
     "__init__.py": '"""A toy mechanism (test only)."""\n',
@@ -194,8 +193,8 @@ def test_every_declared_arm_is_trained_by_a_stage_of_its_own_package():
     to the declaring package, and the comparison report's deps for it are outputs of that package's stages."""
     import importlib.util
 
-    from dprelease.core.config import parse_params
     from dprelease.compare.reports.stages import arm_files
+    from dprelease.core.config import parse_params
 
     params = parse_params({"ppm": {"reweight": True}})
     stages = {s.name: s for s in registry.stages(params)}

@@ -7,8 +7,8 @@ import functools
 import pytest
 
 from dprelease.core.config import parse_params
-from dprelease.core.io import read_json
 from dprelease.core.data import stages as data_stages
+from dprelease.core.io import read_json
 from dprelease.pipeline.stage import Stage, pick, skip_marker
 
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from conftest import mlflow_globals
 
-from dprelease.pipeline import tracking
 from dprelease.core.config import parse_params
 from dprelease.core.privacy import guarantee
+from dprelease.pipeline import tracking
 from dprelease.pipeline.tracking import HTTP_LIMITS, PENDING
 
 EXPERIMENT = "dprelease-unit-test"

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import ROOT, copy_key, make_root, slice_raw
-from dprelease.pipeline import registry, stage_store
+
 from dprelease.core.config import parse_params
+from dprelease.pipeline import registry, stage_store
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("git") is None, reason="no git on PATH")]
 
@@ -258,7 +258,6 @@ def test_a_second_operator_imports_the_keys_pulls_and_gets_the_same_release(reco
     # empty stage store (nothing to restore from), recomputes no stage whose outputs dvc.lock describes
     import flows.release as fr
     import tasks.stages as ts
-
     from tasks import dvc_record
 
     monkeypatch.setattr(ts, "store_dir", lambda: tmp_path / "clone-store")

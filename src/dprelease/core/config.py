@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
 from dprelease.pipeline import plugins
+
 from .errors import ConfigError
 from .params_path import params_file  # noqa: F401  (here for the callers that read params anyway)
 

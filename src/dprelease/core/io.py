@@ -20,7 +20,6 @@ from typing import Any, Iterator
 
 import numpy as np
 
-
 _UMASK = os.umask(0)
 os.umask(_UMASK)
 

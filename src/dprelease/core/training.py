@@ -17,6 +17,7 @@ different regulariser (not a prior of this objective), so SWAG-PPM sets it to 0 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
 import torch
 import torch.nn.functional as F
 from torch import nn

@@ -14,8 +14,9 @@ import json
 from pathlib import Path
 
 from dprelease.core.config import Params
-from .code_scope import PACKAGE_DIR
 from dprelease.core.io import file_hash, private_dir, read_json, write_json
+
+from .code_scope import PACKAGE_DIR
 from .stage import Stage, pick
 
 SOURCE_SUFFIXES = {".py", ".csv"}

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from dprelease.core.config import Params
 from dprelease.core.errors import ConfigError
+
 from .stage import Stage
 
 

@@ -30,6 +30,7 @@ import importlib.util
 from functools import cache
 
 from dprelease.core.errors import ConfigError
+
 from .packages import PACKAGES  # the list itself: configuration, in its own module (packages.py)
 
 

@@ -23,11 +23,12 @@ import json
 from functools import cache
 from pathlib import Path
 
-from dprelease.pipeline import plugins
-from .cache import code_files
 from dprelease.core.config import Params
 from dprelease.core.errors import ReleaseError
 from dprelease.core.io import atomic_path, make_private_within, private_dir
+from dprelease.pipeline import plugins
+
+from .cache import code_files
 from .mechanism import FlowSpec, Mechanism
 from .stage import Stage, StageAccess
 

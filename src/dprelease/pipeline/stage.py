@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .code_scope import closure, module_of
 from dprelease.core.config import Params
 from dprelease.core.io import atomic_dir, write_json
+
+from .code_scope import closure, module_of
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -17,16 +17,17 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
-from dprelease.pipeline import plugins
+from dprelease.compare.reports.compare import arm_metrics
 from dprelease.core.config import Params
 from dprelease.core.headline import released_record
 from dprelease.core.io import read_json, write_json
-from .layout import Layout
-from .locks import file_lock
 from dprelease.core.privacy.guarantee import Guarantee
-from dprelease.compare.reports.compare import arm_metrics
 from dprelease.core.utility.evaluate import quartile_summary
 from dprelease.core.utility.metrics import quartile_table
+from dprelease.pipeline import plugins
+
+from .layout import Layout
+from .locks import file_lock
 
 PUBLIC_METRIC_FILES = ("data", "reweight", "release", "evaluation")
 HTTP_LIMITS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "10", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
@@ -298,10 +299,11 @@ SPLIT_CONTEXT = {"train": "training", "validation": "validation", "test": "testi
 def _log_datasets(mlflow, params: Params, root: str | Path, lay: Layout) -> None:
     """The extract and each split as MLflow dataset inputs: name and schema only; the digest names the declaration
     (path, release id), never the content (a private file's digest is a membership test given D∖{x} and x)."""
+    import warnings
+
     from mlflow.data.dataset_source_registry import resolve_dataset_source
     from mlflow.data.meta_dataset import MetaDataset
     from mlflow.types import ColSpec, Schema
-    import warnings
 
     extract = Path(params.data.path).name
     inputs = [(Path(root) / params.data.path, f"{extract}", "source", None)]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dprelease.core.config import Params
-from dprelease.core.io import read_json
+
 from .layout import Layout
 from .mechanism import TrackedRun
 from .tracking import _flatten, _is_number, _run, _setup

@@ -7,12 +7,11 @@ import json
 
 import pandas as pd
 import pytest
+from conftest import make_root, slice_raw
 
-from conftest import make_root
-from dprelease.core.config import parse_params
 from dprelease.compare.frontier import report, tracking
 from dprelease.compare.frontier.points import Point, read_points, write_points
-from conftest import slice_raw
+from dprelease.core.config import parse_params
 
 
 def _pt(mech, eps, val, test, *, kind="dp_accountant", arm=None, config=None, tuning="private selection",
@@ -119,8 +118,8 @@ def test_points_are_validated(tmp_path):
 
 
 def test_unknown_source_is_a_one_line_error():
-    from dprelease.core.errors import ConfigError
     from dprelease.compare.frontier.stages import check
+    from dprelease.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="frontier.sources: unknown nope"):
         check(_params(sources=["nope"]))

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-
 from conftest import copy_root, run_stages, slice_raw
-from dprelease.pipeline import plan as pipeline, plugins, registry
-from dprelease.core.config import parse_params
+
 from dprelease.compare.frontier.points import points_file, read_points
+from dprelease.core.config import parse_params
 from dprelease.core.io import read_json
+from dprelease.pipeline import plan as pipeline
+from dprelease.pipeline import plugins, registry
 
 pytestmark = pytest.mark.slow
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dprelease.core.config import parse_params
 from dprelease.compare.mia.attack import ATTACKS, FPR_GRID, arm_folder, attack_scores, summarise
+from dprelease.core.config import parse_params
 
 
 def test_each_arm_is_attacked_from_its_release_format_folder():

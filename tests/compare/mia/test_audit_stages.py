@@ -11,11 +11,11 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import compare_raw, copy_root, run_stages
-from dprelease.pipeline import registry
+
 from dprelease.core.config import parse_params
 from dprelease.core.io import read_json
+from dprelease.pipeline import registry
 
 pytestmark = pytest.mark.slow
 

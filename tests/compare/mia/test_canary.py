@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from dprelease.core.errors import OneLineError
 from dprelease.compare.mia.canary import AuditError, _claim, gate_method
+from dprelease.core.errors import OneLineError
 from dprelease.pipeline import registry
 
 
@@ -30,10 +30,10 @@ def _pool(root, params, members: dict[str, list[bool]]):
     import numpy as np
     import torch
 
-    from dprelease.core.backends.base import save_features
-    from dprelease.pipeline.layout import Layout
     from dprelease.compare.mia.canary import SETS
     from dprelease.compare.mia.population import audit_dir
+    from dprelease.core.backends.base import save_features
+    from dprelease.pipeline.layout import Layout
 
     pool = audit_dir(Layout.from_params(params, root)) / "pool"
     pool.mkdir(parents=True)
@@ -46,8 +46,9 @@ def _pool(root, params, members: dict[str, list[bool]]):
 def test_a_canary_run_with_no_included_canary_is_a_one_line_error_before_any_stage(tmp_path, monkeypatch):
     """The secret coins can leave every canary out (probability 2^-m): the canary run would audit nothing."""
     from conftest import slice_raw
-    from dprelease.core.config import parse_params
+
     from dprelease.compare.mia import canary
+    from dprelease.core.config import parse_params
 
     params = parse_params(slice_raw())
     _pool(tmp_path, params, {"mislabelled": [False] * 5, "input": [False] * 3})
@@ -68,8 +69,8 @@ def test_a_set_with_none_included_is_audited_beside_one_that_has_some():
 
 
 def _plan(**audit):
-    from dprelease.core.config import parse_params
     from dprelease.compare.mia import canary
+    from dprelease.core.config import parse_params
 
     params = parse_params({"ppm": {"reweight": True}, "privacy_audit": audit})
     sp = canary._sub_params(params)
@@ -87,8 +88,8 @@ def test_the_retrain_audit_runs_only_the_round_2_chain_and_stays_timed():
 
 
 def test_auditing_the_release_arm_re_weights_so_the_stage_is_untimed_and_its_arms_do_not_wait_on_the_chain():
-    from dprelease.pipeline import registry
     from dprelease.core.config import parse_params
+    from dprelease.pipeline import registry
 
     timed, order, waits = _plan()  # the default arms, with the planted bugs
     assert not timed and {"reweight", "draw", "nonprivate", "dpsgd", "swag_ppm"} <= set(order)

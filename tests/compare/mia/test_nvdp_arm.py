@@ -6,11 +6,11 @@ import json
 
 import numpy as np
 import torch
+from conftest import slice_raw
 from safetensors.torch import save_file
 
-from conftest import slice_raw
-from dprelease.core.config import parse_params
 from dprelease.compare.mia.nvdp_arm import audit_nvdp, membership_dir
+from dprelease.core.config import parse_params
 
 
 def _write(params, root, scores: dict, member: np.ndarray) -> None:

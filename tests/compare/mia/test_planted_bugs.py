@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 import torch
 
-from dprelease.core.backends.head import HeadBackend
-from dprelease.core.config import HeadParams, OptimParams
-from dprelease.mechanisms.dpsgd.train import train_dpsgd
 from dprelease.compare.mia import onerun
 from dprelease.compare.mia.scores import loss_scores
+from dprelease.core.backends.head import HeadBackend
+from dprelease.core.config import HeadParams, OptimParams
 from dprelease.core.training import finetune
+from dprelease.mechanisms.dpsgd.train import train_dpsgd
 
 DIM, C, N_REAL, M = 384, 5, 400, 1000
 GRID = [100, 300, 1000]

@@ -11,13 +11,13 @@ import stat
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import compare_raw, make_root, run_stages
+
+from dprelease.compare.mia.population import _pool, audit_dir, audit_pool
 from dprelease.core.backends.base import load_features
 from dprelease.core.config import parse_params
 from dprelease.core.data.splits import label_info
 from dprelease.pipeline.layout import Layout
-from dprelease.compare.mia.population import _pool, audit_dir, audit_pool
 
 SMALL = {"pool_size": 300, "canaries": 40, "input_canaries": 200}
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from dprelease.pipeline import plugins, registry
-from dprelease.core.config import parse_params
-from dprelease.core.errors import ConfigError
 from dprelease.compare.mia.attack import arm_folder
 from dprelease.compare.mia.stages import check, declare
+from dprelease.core.config import parse_params
+from dprelease.core.errors import ConfigError
+from dprelease.pipeline import plugins, registry
 
 
 def _produced_by(stages: dict, folder: str) -> list[str]:

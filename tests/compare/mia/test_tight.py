@@ -15,12 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import install_test_key
 from scipy.stats import norm
 
-from conftest import install_test_key
+from dprelease.compare.mia import tight
 from dprelease.core.config import load_params
 from dprelease.pipeline.layout import Layout
-from dprelease.compare.mia import tight
 
 ROOT = Path(__file__).resolve().parents[3]
 RELEASE_EPS, N_TRAIN = 5.495686637447633, 2626

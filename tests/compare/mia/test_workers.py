@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from dprelease.core.errors import ConfigError
 from dprelease.compare.mia import audit_cache, workers
+from dprelease.core.errors import ConfigError
 
 
 def _work(seed: int) -> tuple[int, np.ndarray]:
@@ -101,6 +101,7 @@ def _audit_outputs(root) -> dict[str, str]:
 def test_the_audit_stages_give_the_same_outputs_with_one_worker_two_and_from_the_cache(arms_run, tmp_path,
                                                                                          monkeypatch):
     from conftest import compare_raw, copy_root, run_stages
+
     from dprelease.core.config import parse_params
 
     params = parse_params(compare_raw(privacy_audit=SMALL))

@@ -6,8 +6,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dprelease.core.backends.base import (batches, get_flat, load_features, n_records, pick_device, save_features, set_flat,
-                                     take)
+from dprelease.core.backends.base import (
+    batches,
+    get_flat,
+    load_features,
+    n_records,
+    pick_device,
+    save_features,
+    set_flat,
+    take,
+)
 
 
 def test_flat_parameters_round_trip_and_skip_frozen_ones():

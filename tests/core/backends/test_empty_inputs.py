@@ -12,8 +12,8 @@ from dprelease.core.backends.base import get_flat
 from dprelease.core.backends.full import FullBackend
 from dprelease.core.backends.head import HeadBackend
 from dprelease.core.config import FullParams, HeadParams, OptimParams
-from dprelease.mechanisms.swag_ppm.params import SwagParams
 from dprelease.core.errors import DataError, OneLineError
+from dprelease.mechanisms.swag_ppm.params import SwagParams
 
 from .test_backend_registry import CPU, TEXTS
 
@@ -86,8 +86,8 @@ def test_per_record_ce_of_0_records_is_empty(setup):
 
 
 def test_a_fit_over_0_records_is_a_one_line_error_naming_it(setup):
-    from dprelease.mechanisms.swag_ppm.swag_train import swag
     from dprelease.core.training import epoch, finetune
+    from dprelease.mechanisms.swag_ppm.swag_train import swag
 
     backend, model, feats, y = setup
     empty, none, before = _empty(feats), y[:0], get_flat(model)

@@ -8,9 +8,10 @@ import pytest
 import torch
 
 from dprelease.core.backends import curvature, head_curvature
-from dprelease.core.backends.base import get_flat, set_flat
+from dprelease.core.backends.base import get_flat
 from dprelease.core.backends.head import HeadBackend
 from dprelease.core.config import HeadParams
+
 
 def _problem(hidden: int, n: int = 30, dim: int = 6, classes: int = 4, seed: int = 0):
     gen = torch.Generator().manual_seed(seed)

@@ -8,10 +8,10 @@ import math
 
 import pytest
 
-from dprelease.mechanisms.dpsgd.accounting import noise_multiplier, spent_epsilon
 from dprelease.core.errors import ConfigError
 from dprelease.core.privacy import accountants
 from dprelease.core.privacy.accountants import Accountant
+from dprelease.mechanisms.dpsgd.accounting import noise_multiplier, spent_epsilon
 
 
 def test_the_project_accountants_are_registered_by_name():

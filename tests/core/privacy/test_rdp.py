@@ -8,8 +8,7 @@ import warnings
 import numpy as np
 import pytest
 
-from dprelease.core.privacy.rdp import (CONVERSIONS, ORDERS, mironov_epsilon, rdp_to_epsilon,
-                                   sampled_gaussian_epsilon)
+from dprelease.core.privacy.rdp import CONVERSIONS, ORDERS, mironov_epsilon, rdp_to_epsilon, sampled_gaussian_epsilon
 
 DELTA = 1e-5
 SIGMAS = (0.8, 1.0, 1.5, 2.0, 4.0)

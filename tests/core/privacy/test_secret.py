@@ -100,10 +100,10 @@ def test_a_child_key_is_derived_reproducibly(tmp_path):
 
 
 def test_rotation_changes_the_cache_key_of_exactly_the_stages_that_use_it(tmp_path):
-    from dprelease.pipeline import cache, registry
-    from dprelease.core.config import parse_params
-
     from conftest import slice_raw
+
+    from dprelease.core.config import parse_params
+    from dprelease.pipeline import cache, registry
 
     params = parse_params(slice_raw())
     registry.run_stage("secret", params, tmp_path)

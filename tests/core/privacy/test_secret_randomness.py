@@ -13,8 +13,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from conftest import copy_root, run_stages
+
 from dprelease.core.privacy import secret
 
 pytestmark = pytest.mark.slow

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from dprelease.core.privacy.rdp import ORDERS
-from dprelease.core.privacy.tuning import (draw_repetitions, expected_repetitions, gaussian_rdp, selection_rdp)
+from dprelease.core.privacy.tuning import draw_repetitions, expected_repetitions, gaussian_rdp, selection_rdp
 
 
 def test_golden_number_for_a_gaussian_base_mechanism():

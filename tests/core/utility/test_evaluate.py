@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from dprelease.core.config import parse_params
-from dprelease.pipeline.layout import Layout
 from dprelease.core.utility.evaluate import arm_dir, quartile_summary, score, write_tables
 from dprelease.core.utility.metrics import PER_CLASS_COLUMNS, QUARTILE_COLUMNS
+from dprelease.pipeline.layout import Layout
 
 
 def _info(c: int, sizes=None) -> dict:

@@ -5,10 +5,9 @@ import math
 import pytest
 
 from dprelease.core.privacy import accountants
-from dprelease.mechanisms.dpsgd.accounting import (default_delta, noise_multiplier, spent_epsilon,
-                                        steps_for)
 from dprelease.core.privacy.rdp import sampled_gaussian_epsilon
 from dprelease.core.privacy.rdp import sampled_gaussian_epsilon as epsilon_for
+from dprelease.mechanisms.dpsgd.accounting import default_delta, noise_multiplier, spent_epsilon, steps_for
 
 N, B, EPOCHS = 5346, 512, 30  # docs/algorithms.md, E.3: q = 512/5346 = 0.0958, T = ⌈30/q⌉ = 314 steps
 Q = B / N

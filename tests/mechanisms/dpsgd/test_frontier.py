@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from conftest import tiny_problem
-from dprelease.mechanisms.dpsgd import frontier as F
+
 from dprelease.compare.frontier.params import DPSGDGrid
 from dprelease.core.utility.metrics import f1_summary
+from dprelease.mechanisms.dpsgd import frontier as F
 
 
 def test_configurations_cover_the_declared_grid():

@@ -7,8 +7,8 @@ import math
 
 import pytest
 import torch
-
 from conftest import tiny_head_backend, tiny_problem
+
 from dprelease.core.backends.base import get_flat
 from dprelease.core.privacy.rdp import sampled_gaussian_epsilon
 from dprelease.mechanisms.dpsgd.train import check_setting, train_dpsgd

@@ -3,10 +3,10 @@
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import ROOT
 
 from dprelease.core.errors import DataError
 from dprelease.mechanisms.gpp.data import digits_composites, load_regions, merge_regions, osha_columns
-from conftest import ROOT
 
 
 def test_digits_composites_labels_and_split():

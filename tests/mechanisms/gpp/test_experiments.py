@@ -3,10 +3,10 @@ trade-off on it; sweep rows carry the swept value."""
 
 import numpy as np
 
-from dprelease.mechanisms.gpp.params import GPPParams
 from dprelease.mechanisms.gpp import experiments
 from dprelease.mechanisms.gpp.audit import ProbeConfig
 from dprelease.mechanisms.gpp.data import digits_composites
+from dprelease.mechanisms.gpp.params import GPPParams
 from dprelease.mechanisms.gpp.train import TrainConfig
 
 TINY = TrainConfig.from_params(GPPParams(), d_z=4, epochs=1, batch_size=32, lr=1e-3, encoder_hidden=(16, 8),

@@ -4,8 +4,8 @@ import shutil
 
 import pandas as pd
 import pytest
-
 from conftest import ROOT, make_root, run_stages, slice_raw
+
 from dprelease.core.config import parse_params
 from dprelease.core.errors import DataError
 from dprelease.mechanisms.gpp.osha import osha_data, pipeline_split

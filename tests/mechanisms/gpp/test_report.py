@@ -1,10 +1,10 @@
 """reports/gpp from metrics files: table columns, tables per dataset, missing inputs, honest claims."""
 
-from dprelease.core.config import parse_params
-from dprelease.mechanisms.gpp.report import COLUMNS, write_report
-from dprelease.core.io import write_json
-
 import pandas as pd
+
+from dprelease.core.config import parse_params
+from dprelease.core.io import write_json
+from dprelease.mechanisms.gpp.report import COLUMNS, write_report
 
 
 def _row(method, experiment="baseline", setting="centralized", **kw):

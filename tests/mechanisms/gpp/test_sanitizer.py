@@ -5,8 +5,8 @@ import json
 import pytest
 
 from dprelease.core.errors import ReleaseError
-from dprelease.mechanisms.gpp.sanitizer import _build, load_sanitizer
 from dprelease.core.io import write_json
+from dprelease.mechanisms.gpp.sanitizer import _build, load_sanitizer
 
 
 def test_a_classifier_or_nvdp_release_is_not_a_gpp_sanitizer(tmp_path):
@@ -50,8 +50,8 @@ def test_release_stage_leaves_a_marker_when_osha_is_off(tmp_path):
 def test_the_guarantee_is_a_guarantee_record_with_an_empirical_kind():
     """GPP claims no ε: its record is a privacy.guarantee.Guarantee of kind empirical_probe, and what
     `dprelease sanitize` writes next to the draws is read from it."""
-    from dprelease.mechanisms.gpp.sanitizer import GUARANTEE, guarantee, public_meta
     from dprelease.core.privacy.guarantee import Guarantee
+    from dprelease.mechanisms.gpp.sanitizer import GUARANTEE, guarantee, public_meta
 
     audit = {"adversary_auc": 0.62, "noprivacy_adversary_auc": 0.81, "utility_auc": 0.9}
     record = Guarantee.from_dict(json.loads(json.dumps(guarantee(audit))))

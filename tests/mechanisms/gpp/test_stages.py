@@ -7,14 +7,14 @@ import shutil
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import ROOT, make_root, run_stages, slice_raw
+
 from dprelease.core.config import parse_params
 from dprelease.core.errors import ReleaseError
+from dprelease.core.release.check import ALLOWED
 from dprelease.mechanisms.gpp import stages
 from dprelease.mechanisms.gpp.data import digits_composites
 from dprelease.mechanisms.gpp.federated import DistributedResult
-from dprelease.core.release.check import ALLOWED
 
 TINY_GPP = {"epochs": 2, "sweep_epochs": 1, "encoder_hidden": [16, 8], "head_hidden": [8], "batch_size": 16,
             "probe": {"epochs": 2, "lr": 0.01, "batch_size": 16}, "noise_grid": [1.0], "sweep_beta": [0.5, 2.0],

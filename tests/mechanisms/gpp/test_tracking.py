@@ -4,8 +4,8 @@ method, setting and sweep value; a child only for the datasets that ran; only ``
 from __future__ import annotations
 
 from dprelease.core.config import parse_params
-from dprelease.mechanisms.gpp.tracking import dataset_metrics, tracked_run
 from dprelease.core.io import write_json
+from dprelease.mechanisms.gpp.tracking import dataset_metrics, tracked_run
 
 ROWS = {"rows": [{"experiment": "main", "method": "gpp", "setting": "central", "utility_auc": 0.9,
                   "adversary_auc": 0.55, "utility_accuracy": None},

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from dprelease.core.data.stages import stratify
 from dprelease.core.data.sectors import UNKNOWN
+from dprelease.core.data.stages import stratify
 from dprelease.mechanisms.nvdp.datasets import glue_task, osha_task
 from tests.conftest import ROOT, make_root
 from tests.mechanisms.nvdp.conftest import nvdp_params

@@ -5,8 +5,16 @@ import math
 import torch
 from torch.distributions import Dirichlet, kl_divergence
 
-from dprelease.mechanisms.nvdp.nvib import (Clip, NVDPModule, NVIBLayer, Posterior, kl_dirichlet, kl_gaussian, pool_pair, sample,
-                                 segments)
+from dprelease.mechanisms.nvdp.nvib import (
+    Clip,
+    NVDPModule,
+    NVIBLayer,
+    Posterior,
+    kl_dirichlet,
+    kl_gaussian,
+    pool_pair,
+    segments,
+)
 
 
 def _inputs(b=3, n=5, p=8, seed=0):

@@ -6,8 +6,16 @@ import numpy as np
 import torch
 from scipy import integrate, stats
 
-from dprelease.mechanisms.nvdp.renyi import (Batch, RDStats, batch_rd, dirichlet_term, gaussian_term, pair_bound,
-                                  undefined_terms, z_filtered)
+from dprelease.mechanisms.nvdp.renyi import (
+    Batch,
+    RDStats,
+    batch_rd,
+    dirichlet_term,
+    gaussian_term,
+    pair_bound,
+    undefined_terms,
+    z_filtered,
+)
 
 T = lambda x: torch.tensor(x, dtype=torch.float64)  # noqa: E731
 

@@ -10,9 +10,15 @@ import pytest
 from safetensors import safe_open
 
 from dprelease.core.errors import ReleaseError
-from dprelease.mechanisms.nvdp.experiment import module_from
-from dprelease.mechanisms.nvdp.sanitizer import load_sanitizer, privatize, public_state, verify_sanitizer, write_sanitizer
 from dprelease.core.release.signing import ensure_key
+from dprelease.mechanisms.nvdp.experiment import module_from
+from dprelease.mechanisms.nvdp.sanitizer import (
+    load_sanitizer,
+    privatize,
+    public_state,
+    verify_sanitizer,
+    write_sanitizer,
+)
 
 ARCH = {"dim_in": 384, "dim": 16, "heads": 2, "n_classes": 3, "max_length": 32, "variant": "clipped",
         "pair": False, "clip": {"mu": 1.0, "sigma_order": None, "alpha_min": None, "alpha_max": None}}

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from dprelease.core.errors import ReleaseError
-from dprelease.mechanisms.nvdp.stages import sanitize
 from dprelease.core.release.check import ALLOWED
+from dprelease.mechanisms.nvdp.stages import sanitize
 
 pytestmark = pytest.mark.slow
 

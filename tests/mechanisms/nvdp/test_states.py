@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
+from dprelease.mechanisms.nvdp.datasets import Split
 from dprelease.mechanisms.nvdp.nvib import Clip, NVDPModule
 from dprelease.mechanisms.nvdp.states import DIM, EncoderNVDP, Packed, Tokens, encode, tokenize
-from dprelease.mechanisms.nvdp.datasets import Split
 from dprelease.mechanisms.nvdp.train import TrainOptions, evaluate, train
 
 TEXTS = ["Employee fell from a ladder.", "A worker cut his finger on a table saw while trimming boards.",

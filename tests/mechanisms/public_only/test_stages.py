@@ -8,9 +8,9 @@ import shutil
 
 import pytest
 import torch
+from conftest import compare_raw, make_root
 from safetensors.torch import load_file, save_file
 
-from conftest import compare_raw, make_root
 from dprelease.compare.frontier.points import points_file, read_points
 from dprelease.core.config import parse_params
 from dprelease.core.data.splits import n_public

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from conftest import tiny_head_backend, tiny_problem
-from dprelease.mechanisms.swag_ppm.params import SwagParams
+
 from dprelease.mechanisms.swag_ppm import calibrate
+from dprelease.mechanisms.swag_ppm.params import SwagParams
 
 PARAMS = SwagParams(epochs=6, rank=6, lr=0.05, batch_size=8)
 

@@ -9,9 +9,9 @@ import io
 import pandas as pd
 import pytest
 
-from dprelease.mechanisms.swag_ppm.card import render
 from dprelease.core.privacy import guarantee
 from dprelease.core.utility.metrics import quartile_table
+from dprelease.mechanisms.swag_ppm.card import render
 
 PPM = guarantee.ppm(10.6, 5.3, posterior_draws=500, round=3).as_dict()
 DPSGD = guarantee.accountant("DP-SGD", 3.0, 1e-5, accountant="RDP").as_dict()

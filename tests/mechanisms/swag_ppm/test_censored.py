@@ -7,17 +7,17 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-
 from conftest import make_root, run_stages, slice_raw
-from dprelease.pipeline import registry
+
 from dprelease.core.backends.base import get_flat
 from dprelease.core.backends.head import HeadBackend
 from dprelease.core.config import HeadParams, parse_params
 from dprelease.core.io import read_json
 from dprelease.core.privacy.censor import Censor
+from dprelease.core.training import epoch
 from dprelease.mechanisms.swag_ppm import ppm
 from dprelease.mechanisms.swag_ppm.fit import release_censor
-from dprelease.core.training import epoch
+from dprelease.pipeline import registry
 
 
 def test_max_weighted_loss_is_censored():

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-
 from conftest import SliceRun
-from dprelease.pipeline import registry
+
 from dprelease.core.io import read_json
+from dprelease.pipeline import registry
 
 pytestmark = pytest.mark.slow
 

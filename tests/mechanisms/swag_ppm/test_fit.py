@@ -8,8 +8,8 @@ import numpy as np
 import torch
 
 from dprelease.core.config import parse_params
-from dprelease.pipeline.layout import Layout
 from dprelease.mechanisms.swag_ppm.fit import round_weights, round_weights_tensor
+from dprelease.pipeline.layout import Layout
 
 
 def test_round_one_is_unweighted_and_later_rounds_read_their_weights(tmp_path):

@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 
 from conftest import copy_root
+
 from dprelease.core.io import read_json
 from dprelease.core.release.folder import verify_release
-from dprelease.pipeline import registry
 from dprelease.mechanisms.swag_ppm.publish import staged
+from dprelease.pipeline import registry
 
 
 def publish(params, root):

@@ -12,8 +12,8 @@ import math
 
 import numpy as np
 import pytest
-
 from conftest import copy_root, make_root, run_stages, slice_raw
+
 from dprelease.core.privacy import guarantee
 from dprelease.mechanisms.swag_ppm import replay
 
@@ -73,10 +73,10 @@ def test_the_secret_seeded_release_is_not_convicted_by_the_standard_adversary(he
 def test_a_release_trained_from_the_public_seed_is_convicted(tmp_path, monkeypatch):
     """Main's situation: every fit seeded from the public seed (the key drew only the released noise), and main's
     claim, ε = 2Δ̂ / min(1, T_min over SWAG's subspace) — with the subspace calibration T_min = 1, so 2Δ̂."""
-    from dprelease.pipeline import registry
     from dprelease.core.config import parse_params
     from dprelease.core.privacy import secret
     from dprelease.core.seeds import public_seeds
+    from dprelease.pipeline import registry
 
     params = parse_params(slice_raw("head", ppm__reweight=False))
     monkeypatch.setattr(secret, "training_seeds", lambda artifacts: public_seeds(params.seed))

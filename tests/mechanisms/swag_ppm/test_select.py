@@ -10,12 +10,12 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
-
 from conftest import make_root, run_stages, slice_raw
-from dprelease.pipeline import registry
+
 from dprelease.core.config import parse_params
 from dprelease.core.io import read_json
 from dprelease.core.release.folder import check_release_folder
+from dprelease.pipeline import registry
 
 pytestmark = pytest.mark.slow
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from conftest import tiny_head_backend, tiny_problem
+
 from dprelease.core.backends.base import get_flat
 from dprelease.core.backends.head import HeadBackend
+from dprelease.core.training import History
 from dprelease.mechanisms.swag_ppm.params import SwagParams
 from dprelease.mechanisms.swag_ppm.swag import SwagMoments
 from dprelease.mechanisms.swag_ppm.swag_train import swag
-from dprelease.core.training import History
 
 N, DIM, C = 40, 384, 3
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -9,11 +9,11 @@ import shutil
 
 import pytest
 import yaml
-
 from conftest import SLICE_DATA, make_root, slice_raw
-from dprelease.core.release import signing
+
 from dprelease.core.config import load_params
 from dprelease.core.privacy import secret
+from dprelease.core.release import signing
 from dprelease.pipeline.service import fingerprint as fpr
 from dprelease.pipeline.service import retrain as svc
 from dprelease.pipeline.service.snapshots import snapshot_rel

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from conftest import ROOT
-from dprelease.pipeline.service.model_server import Refused, admit, one_line_message, pieces
 from release_helpers import CODES
+
+from dprelease.pipeline.service.model_server import Refused, admit, one_line_message, pieces
 
 WAIT_S = 900  # generous, for a loaded machine; each wait returns as soon as its event happens
 
@@ -118,11 +118,11 @@ def model_dir(tmp_path):
     """A tiny signed release saved as the pyfunc model (as a retrain logs it: the model from code, the release
     and the agency's public key as artifacts), in a local folder."""
     import mlflow.pyfunc
+    from release_helpers import tiny_release
 
     from dprelease.core.release.signing import PUBLIC, ensure_key
     from dprelease.pipeline.service import model_registry
     from dprelease.pipeline.service.pyfunc_model import ARTIFACT, KEY_ARTIFACT, SIGNATURE
-    from release_helpers import tiny_release
 
     signer, _ = ensure_key(tmp_path / "agency")
     release = tiny_release(tmp_path / "release", signer=signer)

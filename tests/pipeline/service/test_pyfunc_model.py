@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from release_helpers import CODES
 
 from dprelease.core.errors import ReleaseError
 from dprelease.pipeline.service.pyfunc_model import narratives
-from release_helpers import CODES
 
 
 def test_inputs_it_accepts():
@@ -33,9 +33,10 @@ def test_with_the_agency_key_set_only_a_release_it_signed_loads(tmp_path, monkey
     codes; the same release re-signed by another key does not load."""
     from types import SimpleNamespace
 
-    from dprelease.pipeline.service.pyfunc_model import KEY_ENV, AutocoderModel
-    from dprelease.core.release.signing import PUBLIC, ensure_key
     from release_helpers import CODES, tiny_release
+
+    from dprelease.core.release.signing import PUBLIC, ensure_key
+    from dprelease.pipeline.service.pyfunc_model import KEY_ENV, AutocoderModel
 
     agency, _ = ensure_key(tmp_path / "agency")
     other, _ = ensure_key(tmp_path / "other", signer="Mallory")
@@ -52,8 +53,9 @@ def test_with_the_agency_key_set_only_a_release_it_signed_loads(tmp_path, monkey
 @pytest.fixture
 def signed(tmp_path, monkeypatch):
     """(agency key folder, a release it signed); no key or opt-out in the environment to start with."""
-    from dprelease.core.release.signing import KEY_ENV, NO_CHECK_ENV, ensure_key
     from release_helpers import tiny_release
+
+    from dprelease.core.release.signing import KEY_ENV, NO_CHECK_ENV, ensure_key
 
     monkeypatch.delenv(KEY_ENV, raising=False)
     monkeypatch.delenv(NO_CHECK_ENV, raising=False)
@@ -89,8 +91,8 @@ def _rsa_key(path):
 
 @pytest.mark.parametrize("wrong", ["another-agency", "rsa", "garbage", "missing"])
 def test_a_wrong_agency_key_is_a_clear_one_line_exception(signed, tmp_path, monkeypatch, wrong):
-    from dprelease.pipeline.service.pyfunc_model import ModelSignatureError
     from dprelease.core.release.signing import KEY_ENV, PUBLIC, ensure_key
+    from dprelease.pipeline.service.pyfunc_model import ModelSignatureError
 
     keys, release = signed
     if wrong == "another-agency":
@@ -119,9 +121,10 @@ def test_without_any_key_the_model_does_not_load(signed):
 def test_the_model_s_own_key_checks_integrity_and_says_it_is_not_authenticity(signed, tmp_path):
     import shutil
 
-    from dprelease.pipeline.service.pyfunc_model import ModelSignatureError
-    from dprelease.core.release.signing import PUBLIC
     from release_helpers import edit_json, rehash
+
+    from dprelease.core.release.signing import PUBLIC
+    from dprelease.pipeline.service.pyfunc_model import ModelSignatureError
 
     keys, release = signed
     model = _load({"release": str(release), "agency_key": str(keys / PUBLIC)})  # what log_model ships
@@ -153,9 +156,9 @@ def test_mlflow_s_loader_raises_the_clear_exception(signed, tmp_path, monkeypatc
     """Through ``mlflow.pyfunc.load_model`` itself, on a model saved as the registry logs it (release + key)."""
     import mlflow
 
+    from dprelease.core.release.signing import KEY_ENV, PUBLIC
     from dprelease.pipeline.service.model_registry import MODEL_NAME  # noqa: F401 - the registry's module loads
     from dprelease.pipeline.service.pyfunc_model import ARTIFACT, KEY_ARTIFACT, SIGNATURE, ModelSignatureError
-    from dprelease.core.release.signing import KEY_ENV, PUBLIC
 
     keys, release = signed
     code = Path(__file__).resolve().parents[3] / "src" / "dprelease" / "pipeline" / "service" / "model_code.py"
@@ -206,9 +209,9 @@ def test_serve_check_of_a_registered_model(store, signed, tmp_path, monkeypatch)
     """A model logged as a retrain logs it (release + the agency's key): no 'production' yet is one line; once
     promoted, the check passes with the model's own key, and refuses, in one line, with a wrong pinned key."""
     from dprelease.core.errors import OneLineError
+    from dprelease.core.release.signing import KEY_ENV, PUBLIC, ensure_key
     from dprelease.pipeline.service import model_registry as mr
     from dprelease.pipeline.service.pyfunc_model import ModelSignatureError, serve_check
-    from dprelease.core.release.signing import KEY_ENV, PUBLIC, ensure_key
 
     mlflow, client = store
     keys, release = signed

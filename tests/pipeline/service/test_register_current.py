@@ -11,7 +11,6 @@ import json
 
 import pytest
 import yaml
-
 from conftest import copy_root, mlflow_globals, slice_raw
 
 NAME = "oiics-autocoder"
@@ -92,11 +91,11 @@ def test_the_declared_dpsgd_release_becomes_production_and_answers(head_run, tmp
     serve`'s registration the registry has a `production` version, whose model (loaded as `make serve-model` loads
     it) codes a narrative; the ledger holds the declared ε."""
     import mlflow
-
     from conftest import compare_raw
-    from dprelease.pipeline import registry
+
     from dprelease.core.config import parse_params
     from dprelease.core.io import read_json
+    from dprelease.pipeline import registry
     from dprelease.pipeline.service.ledger import Ledger
     from dprelease.pipeline.service.promotion import register_current
 

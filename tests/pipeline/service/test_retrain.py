@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import make_root, slice_raw
+
 from dprelease.core.config import load_params
 from dprelease.core.io import read_json, write_json
 from dprelease.core.privacy import secret

@@ -14,8 +14,15 @@ import pytest
 
 from dprelease.core.errors import ConfigError, DataError, OneLineError
 from dprelease.core.io import file_hash
-from dprelease.pipeline.service.snapshots import (SNAPSHOTS, cut_windows, dvc, push_snapshot, snapshot_id, snapshot_path,
-                                         version_snapshot)
+from dprelease.pipeline.service.snapshots import (
+    SNAPSHOTS,
+    cut_windows,
+    dvc,
+    push_snapshot,
+    snapshot_id,
+    snapshot_path,
+    version_snapshot,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURE = ROOT / "tests" / "fixtures" / "sir_2015_2017_first28_original_format.csv"

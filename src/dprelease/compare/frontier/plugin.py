@@ -2,6 +2,7 @@
 report, the plot and the recommendation)."""
 
 from dprelease.pipeline.mechanism import FlowSpec, Mechanism
+
 from . import stages, tracking
 
 FRONTIER = FlowSpec(name="frontier", title="dprelease-frontier", targets=("frontier_report",), workers=1,

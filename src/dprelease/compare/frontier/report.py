@@ -16,12 +16,13 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from dprelease.pipeline import plugins
 from dprelease.core.config import Params
 from dprelease.core.io import atomic_dir, read_json, write_json
-from dprelease.pipeline.layout import Layout
 from dprelease.core.privacy.stages import key_id_file
 from dprelease.core.utility.metrics import mean_sd
+from dprelease.pipeline import plugins
+from dprelease.pipeline.layout import Layout
+
 from .points import COVERED, PRIVATE_VALIDATION, points_file, read_points
 
 COLUMNS = ["mechanism", "label", "epsilon", "target_epsilon", "delta", "kind", "tuning", "accountant",

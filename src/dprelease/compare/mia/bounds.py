@@ -17,6 +17,7 @@ import numpy as np
 from scipy.stats import beta, nhypergeom
 from sklearn.metrics import roc_auc_score, roc_curve
 
+
 def _check(scores: np.ndarray, member: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     s = np.asarray(scores, dtype=np.float64)
     m = np.asarray(member, dtype=bool)

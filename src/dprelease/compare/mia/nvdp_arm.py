@@ -19,8 +19,9 @@ from safetensors.torch import load_file
 
 from dprelease.core.config import Params
 from dprelease.core.io import atomic_dir, read_json, write_json
-from dprelease.pipeline.layout import Layout
 from dprelease.core.seeds import stage_seed
+from dprelease.pipeline.layout import Layout
+
 from .attack import FPR_GRID, summarise
 
 LABELS = {"nonprivate": "NVDP non-private classifier", "unconstrained": "NVDP unconstrained",

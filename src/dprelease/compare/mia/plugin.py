@@ -2,6 +2,7 @@
 audited arm, the one-run canary audit, the report (and the NVDP arm's audit, run by the NVDP flow)."""
 
 from dprelease.pipeline.mechanism import FlowSpec, Mechanism
+
 from . import stages
 
 AUDIT = FlowSpec(name="audit", title="privacy-audit", targets=("audit_replay", "privacy_report"), then=("publish",),

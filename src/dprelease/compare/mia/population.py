@@ -41,9 +41,10 @@ from dprelease.core.config import Params
 from dprelease.core.data import records
 from dprelease.core.data.splits import backend_for, label_info
 from dprelease.core.io import atomic_dir, write_json
-from dprelease.pipeline.layout import Layout
 from dprelease.core.privacy import secret
 from dprelease.core.seeds import stage_seed
+from dprelease.pipeline.layout import Layout
+
 from . import audit_cache, workers
 
 

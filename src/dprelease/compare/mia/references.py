@@ -25,11 +25,12 @@ import torch
 from dprelease.core.backends.base import load_features
 from dprelease.core.config import Params
 from dprelease.core.data.splits import backend_for, features
-from dprelease.pipeline.cache import code_hash
 from dprelease.core.io import atomic_dir, file_hash, write_json
-from dprelease.pipeline.layout import Layout
 from dprelease.core.seeds import stage_seed
 from dprelease.core.training import finetune
+from dprelease.pipeline.cache import code_hash
+from dprelease.pipeline.layout import Layout
+
 from . import audit_cache, workers
 from .population import audit_dir
 from .scores import logit_confidence

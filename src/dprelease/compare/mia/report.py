@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from dprelease.pipeline import plugins
 from dprelease.core.config import Params
 from dprelease.core.io import atomic_dir, read_json
-from dprelease.pipeline.layout import Layout
 from dprelease.core.plots import roc_plot
+from dprelease.pipeline import plugins
+from dprelease.pipeline.layout import Layout
 
 PLANTED = {"nonprivate_labelled_eps1": "planted: non-private labelled ε = 1",
            "dpsgd_noise_div4": "planted: DP-SGD with σ/4 claiming σ's ε"}
@@ -181,7 +181,7 @@ def _markdown(params: Params, table: pd.DataFrame, mia: dict, canary: dict, pool
     lines = ["# Privacy audit: what an attacker can do", "",
              "## Canary audits (valid one-run lower bounds)", "",
              "Each canary is included in one extra training run of every arm by a secret coin (probability ½); the "
-             f"attacker, holding the released weights, scores each canary and guesses. Canary sets: "
+             "attacker, holding the released weights, scores each canary and guesses. Canary sets: "
              + "; ".join(f"**{k}** {v['canaries']:,} ({v['included']:,} included)" for k, v in sets.items())
              + " — *input*: random unit embeddings with random labels (designed to be found: far from every real "
              "narrative, only memorisation fits them); *mislabelled*: unused narratives with a re-drawn label. "

@@ -3,17 +3,17 @@ membership inference on every arm, the one-run canary audit, and the report."""
 
 from __future__ import annotations
 
-from dprelease.pipeline import plugins
 from dprelease.core.config import Params
 from dprelease.core.privacy.stages import key_id_file
+from dprelease.pipeline import plugins
 from dprelease.pipeline.stage import Stage
+
 from .attack import arm_folder, privacy_audit
 from .canary import canary_runs, timed
 from .nvdp_arm import audit_nvdp
 from .population import audit_pool
 from .references import audit_references
 from .report import privacy_report
-
 
 
 def check(params: Params) -> None:

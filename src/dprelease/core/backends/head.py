@@ -16,13 +16,13 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
+from dprelease.core.architecture import check_head_arch, head_shapes
+
 from ..errors import ReleaseError
 from ..threads import torch_threads
 from ..untrusted import fit_state, load_weights
-from dprelease.core.architecture import check_head_arch, head_shapes
-from . import head_curvature
+from . import head_curvature, minilm
 from .base import Backend, Features, save_state, trainable
-from . import minilm
 from .encoder import encoder_reference, mean_pool
 
 if TYPE_CHECKING:  # the typed config (pydantic) is not needed to load a release

@@ -1,6 +1,7 @@
 """The privacy package's plug-in: the ``secret`` stage (the randomness key every guarantee's noise comes from)."""
 
 from dprelease.pipeline.mechanism import Mechanism
+
 from . import stages
 
 PLUGIN = Mechanism(name="privacy", declare=stages.declare)

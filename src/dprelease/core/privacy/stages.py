@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import Params
 from dprelease.pipeline.layout import Layout
 from dprelease.pipeline.stage import Stage
-from . import secret
 
+from ..config import Params
+from . import secret
 
 
 def key_id_file(params: Params) -> str:

@@ -9,9 +9,10 @@ import numpy as np
 import pandas as pd
 import torch
 
+from dprelease.pipeline.layout import Layout
+
 from ..data.splits import features
 from ..io import atomic_path, write_json
-from dprelease.pipeline.layout import Layout
 from ..privacy.guarantee import Guarantee
 from .metrics import f1_summary, per_class_f1, quartile_table
 

@@ -28,13 +28,14 @@ from pathlib import Path
 
 import torch
 
+from dprelease.compare.frontier.points import PRIVATE_VALIDATION, PUBLIC_PROXY, Point, write_points
 from dprelease.core import public_fit
 from dprelease.core.config import Params
 from dprelease.core.data.splits import head_embeddings, label_info, n_public
-from dprelease.compare.frontier.points import PRIVATE_VALIDATION, PUBLIC_PROXY, Point, write_points
-from dprelease.pipeline.layout import Layout
 from dprelease.core.privacy import secret
 from dprelease.core.utility.metrics import f1, f1_summary, mean_sd
+from dprelease.pipeline.layout import Layout
+
 from .accounting import default_delta, noise_multiplier, steps_for
 from .batched import Setting, setting_for
 from .forward import forward_check

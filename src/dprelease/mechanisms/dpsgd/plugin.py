@@ -4,6 +4,7 @@ and the preflight every flow that plans its stages runs (the declared target, ba
 before any training."""
 
 from dprelease.pipeline.mechanism import Mechanism
+
 from . import stages
 
 

@@ -28,6 +28,7 @@ from dprelease.core.privacy import secret
 from dprelease.core.privacy.rdp import ORDERS, rdp_to_epsilon
 from dprelease.core.privacy.tuning import draw_repetitions, gaussian_rdp, selection_rdp
 from dprelease.core.utility.metrics import f1_summary, mean_sd
+
 from .accounting import noise_multiplier, steps_for
 from .batched import Setting, setting_for
 

@@ -11,33 +11,33 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dprelease.pipeline.code_scope import closure
-from dprelease.core.config import Params
 import torch
 
-from dprelease.core.data.stages import period_split, public_design
+from dprelease.compare.frontier.points import PRIVATE_VALIDATION, PUBLIC_PROXY
+from dprelease.core.config import Params
 from dprelease.core.data.splits import backend_for, features, label_info, n_public
+from dprelease.core.data.stages import period_split, public_design
 from dprelease.core.io import write_json
-from dprelease.pipeline.layout import Layout
 from dprelease.core.privacy import accountants, guarantee, secret
 from dprelease.core.privacy.stages import key_id_file
-from dprelease.pipeline.stage import Stage
+from dprelease.core.privacy.target import declared
+from dprelease.core.public_model import predict as public_predict
+from dprelease.core.release.coverage import coverage
 from dprelease.core.release.folder import arm_model_dir, write_arm_model, write_release
+from dprelease.core.release.stages import publish_stage
 from dprelease.core.utility.dp_eval import dp_scores
 from dprelease.core.utility.evaluate import evaluate, score, write_arm
-from dprelease.core.privacy.target import declared
-from dprelease.pipeline.mechanism import ReleaseSpec
-from dprelease.core.release.stages import publish_stage
-from dprelease.core.release.coverage import coverage
-from dprelease.core.public_model import predict as public_predict
 from dprelease.core.utility.metrics import f1_summary
+from dprelease.pipeline.code_scope import closure
+from dprelease.pipeline.layout import Layout
+from dprelease.pipeline.mechanism import ReleaseSpec
+from dprelease.pipeline.stage import Stage
+
 from . import card
 from . import warm as warm_start
 from .accounting import default_delta, spent_epsilon
-from dprelease.compare.frontier.points import PRIVATE_VALIDATION, PUBLIC_PROXY
 from .frontier import configurations, frontier_dpsgd, proxy_ranking
 from .train import check_setting, train_dpsgd
-
 
 NOISE_SOURCE = ("Gaussian noise and Poisson sampling seeded from the project's secret key (OS entropy), not the "
                 "public seed; Opacus secure_mode not used")

@@ -16,8 +16,8 @@ import torch
 from sklearn.metrics import roc_auc_score
 from torch.nn import functional as F
 
-from .params import GPPParams
 from .model import head
+from .params import GPPParams
 from .train import GPPInputError, check_arrays
 
 

@@ -2,6 +2,7 @@
 (``tracking.py``: plain data) and sanitizer. Everything GPP adds to dprelease is in this folder."""
 
 from dprelease.pipeline.mechanism import FlowSpec, Mechanism
+
 from . import stages, tracking
 
 GPP = FlowSpec(name="gpp", title="gpp", groups=("gpp",), check=stages.check, track=tracking.tracked_run,

@@ -10,22 +10,21 @@ import time
 from pathlib import Path
 
 import pandas as pd
-import torch
 
-from dprelease.pipeline.code_scope import closure
 from dprelease.core.config import Params
 from dprelease.core.errors import ConfigError
 from dprelease.core.io import atomic_dir, private_dir, write_json
-from dprelease.pipeline.layout import Layout
-from dprelease.core.seeds import stage_seed
 from dprelease.core.release.signing import public_key_dep
-from dprelease.pipeline.stage import Stage
+from dprelease.core.seeds import stage_seed
 from dprelease.core.threads import torch_threads
+from dprelease.pipeline.code_scope import closure
+from dprelease.pipeline.layout import Layout
+from dprelease.pipeline.stage import Stage
+
 from .audit import ProbeConfig, audit
 from .data import GPPData, digits_composites
 from .experiments import baseline_table, row, sweeps
 from .train import TrainConfig
-
 
 
 def train_config(params: Params, d_z: int, *, epochs: int | None = None) -> TrainConfig:

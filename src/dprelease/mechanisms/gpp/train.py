@@ -22,9 +22,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .params import GPPParams
 from dprelease.core.errors import OneLineError
+
 from .model import Encoder, encoder_loss, head, kl_term, reparameterise
+from .params import GPPParams
 
 METHODS = ("raw", "noprivacy", "random_projection", "noisy", "gpp")
 

@@ -13,12 +13,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from dprelease.compare.frontier.points import Point, write_points
 from dprelease.core.config import Params
 from dprelease.core.data.splits import label_info
-from dprelease.compare.frontier.points import Point, write_points
-from dprelease.pipeline.layout import Layout
 from dprelease.core.privacy import secret
 from dprelease.core.utility.metrics import f1_summary
+from dprelease.pipeline.layout import Layout
+
 from . import posterior
 from .diagnostics import DiagnosticsRefused
 from .released import load, sample_variant
@@ -91,6 +92,7 @@ def frontier_linear_ppm(params: Params, root: str | Path = ".") -> dict:
 
 def run_guarantee(run: posterior.Run):
     from dprelease.core.privacy import guarantee
+
     from .released import quantities
 
     return guarantee.ppm(posterior.epsilon(run), run.delta_hat, mechanism="linear PPM, no weights (MCMC)",

@@ -1,6 +1,7 @@
 """The linear PPM's plug-in: its stages and its release flow (``make flow FLOW=linear-ppm``)."""
 
 from dprelease.pipeline.mechanism import FlowSpec, Mechanism
+
 from . import stages
 
 RELEASE = FlowSpec(name="linear-ppm", title="linear-ppm-release", groups=("linear_ppm",),

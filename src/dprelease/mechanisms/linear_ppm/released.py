@@ -17,19 +17,20 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from dprelease.pipeline.code_scope import closure
 from dprelease.core.config import Params
 from dprelease.core.data.splits import backend_for, head_embeddings, label_info, n_public
 from dprelease.core.io import atomic_dir, read_json, write_json
 from dprelease.core.io import private_dir as owner_only
-from dprelease.pipeline.layout import Layout, check_release_path
 from dprelease.core.privacy import guarantee, secret
+from dprelease.core.privacy.target import default_delta
 from dprelease.core.release.folder import publish as write_published
 from dprelease.core.release.folder import verify_release, write_release
 from dprelease.core.release.signing import agency_signer
-from dprelease.core.privacy.target import default_delta
 from dprelease.core.utility.dp_eval import separate_figures
 from dprelease.core.utility.metrics import f1_summary
+from dprelease.pipeline.code_scope import closure
+from dprelease.pipeline.layout import Layout, check_release_path
+
 from . import diagnostics, maths, posterior
 from .card import render
 

@@ -4,17 +4,17 @@ secret-chosen draw), ``linear_ppm_publish`` (the signed release folder with its 
 
 from __future__ import annotations
 
-from dprelease.pipeline.code_scope import closure
 from dprelease.core.config import Params
-from dprelease.pipeline.mechanism import ReleaseSpec
-from dprelease.core.release.stages import publish_stage
 from dprelease.core.privacy.stages import key_id_file
 from dprelease.core.release.signing import public_key_dep
+from dprelease.core.release.stages import publish_stage
+from dprelease.pipeline.code_scope import closure
+from dprelease.pipeline.mechanism import ReleaseSpec
 from dprelease.pipeline.stage import Stage
+
 from . import card, released
 from .frontier import frontier_linear_ppm
 from .params import FRONTIER
-
 
 # released by the shared publish step when ``released.mechanism: linear_ppm`` (its own flow signs linear_ppm.release)
 SPEC = ReleaseSpec(mechanism="linear_ppm", stage="linear_ppm_draw", staged=released.staged, card=card.release_card,

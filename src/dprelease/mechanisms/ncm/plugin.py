@@ -1,6 +1,7 @@
 """DP nearest class mean's plug-in: its frontier stage (the no-tuning floor of the frontier)."""
 
 from dprelease.pipeline.mechanism import FlowSpec, Mechanism
+
 from . import stages
 
 STAGE = FlowSpec(name="ncm", title="ncm-release", groups=("ncm",),

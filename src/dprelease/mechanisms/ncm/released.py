@@ -11,20 +11,21 @@ from pathlib import Path
 
 import torch
 
-from dprelease.pipeline.code_scope import closure
+from dprelease.compare.frontier.points import DECLARED, PUBLIC_PROXY
 from dprelease.core.config import Params
 from dprelease.core.data.splits import backend_for, head_embeddings, label_info, n_public
-from dprelease.compare.frontier.points import DECLARED, PUBLIC_PROXY
-from dprelease.pipeline.layout import Layout
-from dprelease.core.privacy import guarantee, secret
 from dprelease.core.errors import ConfigError
 from dprelease.core.io import write_json
+from dprelease.core.privacy import guarantee, secret
 from dprelease.core.privacy.gaussian import mu_epsilon, sigma_beside
 from dprelease.core.privacy.target import default_delta
 from dprelease.core.release.coverage import UNIT, coverage
-from dprelease.core.utility.dp_eval import dp_scores
 from dprelease.core.release.folder import write_release
+from dprelease.core.utility.dp_eval import dp_scores
 from dprelease.core.utility.metrics import f1_summary
+from dprelease.pipeline.code_scope import closure
+from dprelease.pipeline.layout import Layout
+
 from . import maths
 
 FOLDER = "ncm_release"  # under the artifacts: the staged (unsigned, private) release

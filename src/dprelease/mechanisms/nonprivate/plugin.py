@@ -1,6 +1,7 @@
 """The non-private baseline's plug-in: its stage (its arm is in :mod:`.params`), trained like the released model without any privacy."""
 
 from dprelease.pipeline.mechanism import Mechanism
+
 from . import stages
 
 PLUGIN = Mechanism(name="nonprivate", declare=stages.declare)

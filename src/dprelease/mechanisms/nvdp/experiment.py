@@ -8,18 +8,18 @@ import math
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 from safetensors.torch import save_file
 
 from dprelease.core.io import atomic_dir, read_json, write_json
-from dprelease.pipeline.layout import Layout
 from dprelease.core.seeds import stage_seed
-from dprelease.pipeline.stage import skip_marker
 from dprelease.core.threads import torch_threads
+from dprelease.pipeline.layout import Layout
+from dprelease.pipeline.stage import skip_marker
+
+from .datasets import Split, is_pair, load
 from .nvib import NO_CLIP, Clip, NVDPModule
 from .states import DIM, EncoderNVDP, Packed, Tokens, load_states, nvdp_dir
-from .datasets import Split, is_pair, load
 from .train import TrainOptions, evaluate, train
 
 VARIANTS = ("nonprivate", "unconstrained", "clipped")

@@ -2,6 +2,7 @@
 audit's NVDP arm, the sanitizer release and the report; ``sanitize`` for ``dprelease sanitize``."""
 
 from dprelease.pipeline.mechanism import FlowSpec, Mechanism
+
 from . import stages
 
 NVDP = FlowSpec(name="nvdp", title="nvdp", groups=("nvdp",), workers=2, track="nvdp", report="nvdp/report.md",

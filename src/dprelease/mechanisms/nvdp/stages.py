@@ -15,20 +15,21 @@ from safetensors.torch import save_file
 
 from dprelease.core.config import Params
 from dprelease.core.io import atomic_dir, read_json, write_json
-from dprelease.pipeline.layout import Layout, check_release_path
 from dprelease.core.privacy import guarantee
 from dprelease.core.privacy.stages import key_id_file
-from dprelease.core.seeds import stage_seed
 from dprelease.core.release.signing import agency_signer, public_key_dep
-from dprelease.pipeline.stage import Stage, pick, skip_marker
+from dprelease.core.seeds import stage_seed
 from dprelease.core.threads import torch_threads
+from dprelease.pipeline.layout import Layout, check_release_path
+from dprelease.pipeline.stage import Stage, pick, skip_marker
+
 from . import report
+from .datasets import TASKS
 from .experiment import VARIANTS, module_from, task_stage
 from .membership import true_class_log_probs
 from .probe import probe_auc, sector_labels
 from .sanitizer import privatize, write_sanitizer
 from .states import Packed, cache_stage, load_states, nvdp_dir
-from .datasets import TASKS
 from .train import represent
 
 STATE_PARAMS = ["seed", "data", "proxy", "nvdp.tasks", "nvdp.max_length", "nvdp.glue_dir", "nvdp.sst2_max_train",
@@ -149,7 +150,7 @@ def card(manifest_g: dict, row: dict, meta: dict) -> str:
            "(infinite) term, left out as the reference code does." if q.get("rd_undefined_pairs") else "."),
         "* Each draw spends the budget again: sharing several draws of the same narrative composes.",
         "* What the representation keeps is whatever the task needed (injury nature) and what survives the noise; "
-        f"see the attacker's probe in `reports/nvdp/report.md` (industry sector AUC).", "",
+        "see the attacker's probe in `reports/nvdp/report.md` (industry sector AUC).", "",
         "## Utility", "",
         f"The classifier trained on these representations scored weighted F1 {row['score']:.3f} (OIICS Nature, "
         f"{row['n_test']:,} test narratives) at λ_G = λ_D = {row['lambda']:g}; the task head is not released.", "",

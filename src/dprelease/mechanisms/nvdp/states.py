@@ -14,8 +14,9 @@ from torch import nn
 from dprelease.core.backends.encoder import load_encoder, load_tokenizer
 from dprelease.core.io import atomic_dir, write_json
 from dprelease.pipeline.stage import skip_marker
-from .nvib import NVDPModule
+
 from .datasets import Split, load
+from .nvib import NVDPModule
 
 DIM = 384  # MiniLM-L6 hidden width
 

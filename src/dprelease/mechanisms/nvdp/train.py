@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from torch import nn
 from sklearn.metrics import accuracy_score, f1_score
+from torch import nn
 
 from .accountant import BDPAccountant
 from .clipstats import ClipStats

@@ -1,6 +1,7 @@
 """The public model's plug-in: its frontier stage (the floor) and its release (``released.mechanism: public_only``)."""
 
 from dprelease.pipeline.mechanism import FlowSpec, Mechanism
+
 from . import stages
 
 STAGE = FlowSpec(name="public_only", title="public-only-release", groups=("public_only",),

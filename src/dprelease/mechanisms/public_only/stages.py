@@ -22,6 +22,7 @@ from dprelease.pipeline.code_scope import closure
 from dprelease.pipeline.layout import Layout
 from dprelease.pipeline.mechanism import ReleaseSpec
 from dprelease.pipeline.stage import Stage
+
 from . import released
 
 SPEC = ReleaseSpec(mechanism="public_only", stage="public_release", staged=released.staged, card=released.card,

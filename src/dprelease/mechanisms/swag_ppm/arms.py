@@ -23,21 +23,20 @@ import torch
 
 from dprelease.core.config import Params
 from dprelease.core.data.splits import backend_for, features, label_info
-from dprelease.pipeline.layout import Layout
 from dprelease.core.privacy import guarantee, secret
 from dprelease.core.privacy.censor import Censor
 from dprelease.core.privacy.target import declared
 from dprelease.core.release.folder import write_arm_model
-from dprelease.pipeline.code_scope import closure
 from dprelease.core.utility.evaluate import write_arm
+from dprelease.pipeline.code_scope import closure
+from dprelease.pipeline.layout import Layout
+
 from . import calibrate, claim, extremes
+from .fit import UNCALIBRATED
 from .passes import PassJob, run_pass
 from .reweighting import fit
-from .fit import UNCALIBRATED
 from .rounds import SECRET_NOISE, draw_one
 from .swag import SwagMoments
-
-
 
 
 def censor_epsilon(params: Params) -> float:

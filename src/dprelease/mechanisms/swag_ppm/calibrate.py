@@ -29,9 +29,10 @@ from torch import nn
 
 from dprelease.core.backends import curvature
 from dprelease.core.backends.base import Backend, Features, get_flat
-from .params import SwagParams
 from dprelease.core.privacy.censor import Censor
+
 from . import temperature
+from .params import SwagParams
 from .swag import SwagMoments
 from .swag_train import swag as run_swag
 

@@ -17,11 +17,12 @@ from dprelease.core.config import Params
 from dprelease.core.data.splits import backend_for, features, label_info
 from dprelease.core.headline import headline
 from dprelease.core.io import read_json, write_json
-from dprelease.pipeline.layout import Layout
 from dprelease.core.plots import confusion_plot, f1_violin_plot, loss_curves_plot, max_delta_plot, per_class_plot
 from dprelease.core.privacy import secret
 from dprelease.core.utility.evaluate import quartile_summary, score, write_tables
 from dprelease.core.utility.metrics import f1_summary, mean_sd
+from dprelease.pipeline.layout import Layout
+
 from .diagnostics import diagnose
 from .reweighting import released_round
 from .swag import SwagMoments, iter_samples

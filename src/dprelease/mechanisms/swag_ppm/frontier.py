@@ -44,15 +44,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from dprelease.compare.frontier.points import Point, write_points
 from dprelease.core.backends.base import set_flat
 from dprelease.core.config import Params
 from dprelease.core.data.splits import backend_for, features
 from dprelease.core.errors import ConfigError
-from dprelease.compare.frontier.points import Point, write_points
 from dprelease.core.io import read_json
-from dprelease.pipeline.layout import Layout
 from dprelease.core.privacy import guarantee, secret
 from dprelease.core.utility.metrics import f1_summary
+from dprelease.pipeline.layout import Layout
+
 from . import claim, extremes, ppm
 from .fit import refit, release_censor, round_weights
 from .passes import PassJob, posterior_pass, run_pass

@@ -20,13 +20,14 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from dprelease.pipeline import parallel
 from dprelease.core.backends.base import Backend, Features
 from dprelease.core.config import Params
 from dprelease.core.data.splits import backend_for, features
-from dprelease.pipeline.layout import Layout
-from dprelease.core.privacy.censor import Censor
 from dprelease.core.privacy import secret
+from dprelease.core.privacy.censor import Censor
+from dprelease.pipeline import parallel
+from dprelease.pipeline.layout import Layout
+
 from . import ppm
 from .swag import SwagMoments, chunk_states, iter_samples, sample
 

@@ -1,6 +1,7 @@
 """SWAG-PPM's plug-in: its stages and the release flow (its arms are in :mod:`.params`)."""
 
 from dprelease.pipeline.mechanism import FlowSpec, Mechanism
+
 from . import stages
 
 RELEASE = FlowSpec(name="release", title="swag-ppm-release", groups=("release",), track="pipeline",

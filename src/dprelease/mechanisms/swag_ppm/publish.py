@@ -9,12 +9,13 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from dprelease.core.release.card import audit_rows as release_audit_rows
-from .card import render
 from dprelease.core.config import Params
 from dprelease.core.headline import RELEASED_ARM, epsilon_sensitivity_near
 from dprelease.core.io import read_json
+from dprelease.core.release.card import audit_rows as release_audit_rows
 from dprelease.pipeline.layout import Layout
+
+from .card import render
 
 
 def staged(params: Params) -> str:

@@ -42,9 +42,10 @@ from scipy import stats
 from dprelease.core.config import Params
 from dprelease.core.data.splits import backend_for, features
 from dprelease.core.io import atomic_dir, read_json, write_json
-from dprelease.pipeline.layout import Layout
 from dprelease.core.privacy import guarantee, secret
 from dprelease.core.seeds import SeedFn, public_seeds, stage_seed
+from dprelease.pipeline.layout import Layout
+
 from . import gaussian
 from .fit import refit, release_censor, round_weights
 from .reweighting import attempt_tag, decision_file, released_round

@@ -27,16 +27,17 @@ from dprelease.core.backends.base import set_flat
 from dprelease.core.config import Params
 from dprelease.core.data.splits import backend_for, features, label_info
 from dprelease.core.io import atomic_dir, read_json, write_json
-from dprelease.pipeline.layout import Layout, check_release_path
 from dprelease.core.privacy import secret
 from dprelease.core.privacy.selection import select, selection_budget
 from dprelease.core.release.folder import write_release
-from dprelease.pipeline.code_scope import closure
-from dprelease.pipeline.stage import skip_marker
 from dprelease.core.utility.metrics import f1_summary
+from dprelease.pipeline.code_scope import closure
+from dprelease.pipeline.layout import Layout, check_release_path
+from dprelease.pipeline.stage import skip_marker
+
 from . import claim, ppm
-from .reweighting import released_round
 from .released import release_manifest
+from .reweighting import released_round
 from .rounds import SECRET_NOISE
 from .swag import SwagMoments, iter_samples
 

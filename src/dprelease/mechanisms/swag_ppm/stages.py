@@ -11,13 +11,14 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
-from dprelease.pipeline.code_scope import closure
 from dprelease.core.config import Params
-from dprelease.pipeline.mechanism import ReleaseSpec
-from dprelease.core.release.stages import publish_stage
 from dprelease.core.privacy.stages import key_id_file
 from dprelease.core.release.folder import arm_model_dir
+from dprelease.core.release.stages import publish_stage
+from dprelease.pipeline.code_scope import closure
+from dprelease.pipeline.mechanism import ReleaseSpec
 from dprelease.pipeline.stage import Stage
+
 from . import arms, evaluate, fit, publish, released, replay, reweighting, rounds, select
 from .frontier import frontier_swag_ppm
 from .params import FRONTIER

@@ -11,9 +11,11 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from dprelease.core.backends.base import Backend, Features, get_flat, trainable
-from .params import SwagParams
 from dprelease.core.privacy.censor import Censor
-from dprelease.core.training import History, epoch as run_epoch, seed_model
+from dprelease.core.training import History, seed_model
+from dprelease.core.training import epoch as run_epoch
+
+from .params import SwagParams
 from .swag import SwagCollector, SwagMoments
 
 

@@ -24,10 +24,11 @@ import json
 import os
 from pathlib import Path
 
-from ..cache import code_hash
 from dprelease.core.config import Params
 from dprelease.core.io import file_hash
 from dprelease.core.privacy import secret
+
+from ..cache import code_hash
 from ..stage import pick
 
 TAGS = ("snapshot_id", "code_hash", "params_hash")

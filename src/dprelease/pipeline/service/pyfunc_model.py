@@ -27,8 +27,8 @@ import os
 import sys
 from pathlib import Path
 
-import pandas as pd
 import mlflow.pyfunc
+import pandas as pd
 from mlflow.exceptions import MlflowException
 from mlflow.models import ModelSignature
 from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from dprelease.core.config import Params, parse_params
 from dprelease.core.headline import markdown, released_record
-from dprelease.core.io import read_json, write_json
+from dprelease.core.io import write_json
 from dprelease.core.privacy import secret
 from dprelease.core.release.signing import key_folder
 

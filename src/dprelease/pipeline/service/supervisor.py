@@ -21,8 +21,8 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from dprelease.pipeline import prefect_home
 from dprelease.core.errors import OneLineError
+from dprelease.pipeline import prefect_home
 
 HOST = "127.0.0.1"
 STATE = Path(".prefect") / "serve"

@@ -7,8 +7,17 @@ import pytest
 import torch
 
 from dprelease.mechanisms.gpp.federated.local import (
-    batch_rows, build_client, build_utility_head, client_step, encode, generator, head_steps, n_params,
-    participants, seed_for, steps_per_client,
+    batch_rows,
+    build_client,
+    build_utility_head,
+    client_step,
+    encode,
+    generator,
+    head_steps,
+    n_params,
+    participants,
+    seed_for,
+    steps_per_client,
 )
 
 

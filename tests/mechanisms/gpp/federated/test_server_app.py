@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 
 import dprelease.mechanisms.gpp.federated  # noqa: F401,I001  (sets Flower's offline switches before flwr first loads)
-from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 from dprelease.mechanisms.gpp.federated.server_app import describe, payload_bytes
 
 

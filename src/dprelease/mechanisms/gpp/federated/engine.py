@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from dprelease.core.errors import DataError
+
 from . import offline
 from .local import build_client, n_params, steps_per_client
 from .result import DistributedResult
