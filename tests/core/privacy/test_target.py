@@ -56,3 +56,18 @@ def test_a_null_level_is_a_one_line_config_error_for_a_mechanism_that_needs_it(r
     with pytest.raises(ConfigError, match=key) as info:
         parse_params(raw)
     assert "\n" not in str(info.value)
+
+
+def test_an_undeclared_level_names_the_params_file_read(monkeypatch):
+    import pytest
+
+    from dprelease.core.errors import ConfigError
+    from dprelease.core.privacy.target import declared
+
+    monkeypatch.setenv("DPRELEASE_PARAMS", "slice.yaml")
+    with pytest.raises(ConfigError, match=r"^slice\.yaml: dpsgd\.target_epsilon: DP-SGD needs a declared ε"):
+        declared(None, key="dpsgd.target_epsilon", who="DP-SGD")
+    monkeypatch.delenv("DPRELEASE_PARAMS")
+    with pytest.raises(ConfigError, match=r"^params\.yaml: "):
+        declared(None, key="dpsgd.target_epsilon", who="DP-SGD")
+    assert declared(8, key="dpsgd.target_epsilon", who="DP-SGD") == 8.0
