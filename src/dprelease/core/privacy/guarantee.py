@@ -25,8 +25,8 @@ from dataclasses import asdict, dataclass, field
 from dprelease.pipeline import plugins
 from dprelease.pipeline.mechanism import Kind
 
-from .kinds import KINDS as CORE  # noqa: F401  (coverage_sentence: re-export)
-from .kinds import UNCERTIFIED_INDEX
+from .kinds import KINDS as CORE
+from .kinds import UNCERTIFIED_INDEX, coverage_sentence  # noqa: F401  (coverage_sentence: re-export)
 
 NO_DELTA_PPM = "asymptotic, not quantified"
 NOT_PRIVATE = "none (not private)"
