@@ -25,9 +25,8 @@ from dprelease.core.privacy.guarantee import Guarantee
 from dprelease.core.utility.evaluate import quartile_summary
 from dprelease.core.utility.metrics import quartile_table
 from dprelease.pipeline import plugins
-
-from .layout import Layout
-from .locks import file_lock
+from dprelease.pipeline.layout import Layout
+from dprelease.pipeline.locks import file_lock
 
 PUBLIC_METRIC_FILES = ("data", "reweight", "release", "evaluation")
 HTTP_LIMITS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "10", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
@@ -169,8 +168,8 @@ def release_run_name(params: Params, g: Guarantee) -> str:
 
 # the params sections the release's stages read (their declarations; tests/pipeline/test_tracking.py checks the
 # list against the registry, which this shared module may not import), output paths left out
-RELEASE_SECTIONS = ("data", "dpsgd", "evaluation", "features", "frontier", "model", "ppm", "proxy", "released",
-                    "seed", "swag")
+RELEASE_SECTIONS = ("data", "dpsgd", "evaluation", "features", "frontier", "model", "ppm", "proxy", "public_model",
+                    "released", "seed", "swag")
 
 
 def _released(lay: Layout) -> tuple[Guarantee, dict | None]:
@@ -188,7 +187,7 @@ def mechanism_params(params: Params) -> dict:
     drop = {f"{s}.{b}." for s in ("model", "dpsgd", "swag") for b in other} | {"dpsgd.delta_sweep", "dpsgd.planted"}
     drop |= ({"dpsgd.", "frontier."} if params.released.mechanism != "dpsgd" else  # DP-SGD's, where it is released
              {"frontier.epsilons", "frontier.budget", "frontier.seeds", "frontier.sources", "frontier.ppm",
-              "frontier.dpsgd.private_selection"})
+              "frontier.dpsgd.private_selection", "frontier.forward_from"})
     if params.ppm.mechanism != "censored":
         drop |= {"ppm.censor_"}
     if not params.ppm.reweighting:
