@@ -187,6 +187,17 @@ def embed(texts: list[str], device: torch.device, *, max_length: int = 128, batc
     return out
 
 
+def linear_head(weight: torch.Tensor, bias: torch.Tensor) -> Head:
+    """A linear head (hidden 0, no dropout) holding ``weight`` [K, d] and ``bias`` [K], in eval mode: its logits
+    are (x·√d) Wᵀ + b (the head scales x by √d). How a mechanism that computes its weights releases them."""
+    k, d = weight.shape
+    model = Head(d, k, 0, 0.0)
+    with torch.no_grad():
+        model.net[-1].weight.copy_(weight.float())
+        model.net[-1].bias.copy_(bias.float())
+    return model.eval()
+
+
 def load_release_head(folder: Path, arch: dict, device: torch.device) -> Head:
     """The released head. Its dimensions are bounded before it is built and the weights must be finite
     (one-line :class:`ReleaseError` otherwise); `predict` has verified the folder before this."""

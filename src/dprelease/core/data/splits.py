@@ -31,6 +31,12 @@ def backend_for(params: Params, lay: Layout) -> Backend:
     return make_backend(params, len(label_info(lay)["codes"]))
 
 
+def linear_backend_for(params: Params, lay: Layout) -> Backend:
+    """The head backend with a linear head (hidden 0, no dropout): what a released linear head is written with."""
+    head = params.model.head.model_copy(update={"hidden": 0, "dropout": 0.0})
+    return backend_for(params.model_copy(update={"model": params.model.model_copy(update={"head": head})}), lay)
+
+
 def features(lay: Layout, split: str = "train") -> tuple[Features, torch.Tensor]:
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r} ({', '.join(SPLITS)})")

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from dprelease.core.config import Params
-from dprelease.core.data.splits import backend_for, head_embeddings, label_info, n_public
+from dprelease.core.data.splits import head_embeddings, label_info, linear_backend_for, n_public
 from dprelease.core.io import atomic_dir, read_json, write_json
 from dprelease.core.io import private_dir as owner_only
 from dprelease.core.privacy import guarantee, secret
@@ -135,20 +135,15 @@ def quantities(run: posterior.Run) -> dict:
 
 def head_model(theta: torch.Tensor, dim: int):
     """The released linear head (:class:`dprelease.core.backends.head.Head`, ``hidden = 0``) holding θ = [W, b]."""
-    from dprelease.core.backends.head import Head
+    from dprelease.core.backends.head import linear_head
 
-    model = Head(dim, theta.shape[0], 0, 0.0)
-    with torch.no_grad():
-        model.net[-1].weight.copy_(theta[:, :dim])
-        model.net[-1].bias.copy_(theta[:, dim])
-    return model.eval()
+    return linear_head(theta[:, :dim], theta[:, dim])
 
 
 def _linear_backend(params: Params, lay: Layout):
     if params.model.backend != "head":
         raise ValueError("linear_ppm releases a head on the frozen encoder (model.backend: head)")
-    head = params.model.head.model_copy(update={"hidden": 0, "dropout": 0.0})
-    return backend_for(params.model_copy(update={"model": params.model.model_copy(update={"head": head})}), lay)
+    return linear_backend_for(params, lay)
 
 
 def draw(params: Params, root: str | Path = ".") -> dict:

@@ -13,7 +13,7 @@ import torch
 
 from dprelease.compare.frontier.points import DECLARED, PUBLIC_PROXY
 from dprelease.core.config import Params
-from dprelease.core.data.splits import backend_for, head_embeddings, label_info, n_public
+from dprelease.core.data.splits import head_embeddings, label_info, linear_backend_for, n_public
 from dprelease.core.errors import ConfigError
 from dprelease.core.io import write_json
 from dprelease.core.privacy import guarantee, secret
@@ -50,14 +50,10 @@ def proxy_centre(lay: Layout) -> torch.Tensor | None:
 
 def head(centres: torch.Tensor, shift: torch.Tensor | None):
     """The linear head (hidden 0) whose logits are (x − shift)·c_k: the head scales x by √d, so W = c/√d."""
-    from dprelease.core.backends.head import Head
+    from dprelease.core.backends.head import linear_head
 
     k, d = centres.shape
-    model = Head(d, k, 0, 0.0)
-    with torch.no_grad():
-        model.net[-1].weight.copy_((centres / d**0.5).float())
-        model.net[-1].bias.copy_((-(centres @ shift) if shift is not None else torch.zeros(k)).float())
-    return model.eval()
+    return linear_head(centres / d**0.5, -(centres @ shift) if shift is not None else torch.zeros(k))
 
 
 def ncm_release(params: Params, root: str | Path = ".") -> dict:
@@ -97,10 +93,8 @@ def ncm_release(params: Params, root: str | Path = ".") -> dict:
                 "randomness": {"public_seed": params.seed, "public_seed_drives": "the stratified split only",
                                "secret_key_drives": "the Gaussian noise on the class sums",
                                "secret_key_id": secret.key_id(lay.artifacts)}}
-    hp = params.model.head.model_copy(update={"hidden": 0, "dropout": 0.0})
-    backend = backend_for(params.model_copy(update={"model": params.model.model_copy(update={"head": hp})}), lay)
-    write_release(Path(root) / staged(params), backend, model, labels["codes"], labels["titles"], manifest,
-                  closure(__name__), private=True)
+    write_release(Path(root) / staged(params), linear_backend_for(params, lay), model, labels["codes"],
+                  labels["titles"], manifest, closure(__name__), private=True)
     write_json(lay.artifacts / FOLDER / "internal.json",  # the operator's exact figures (private)
                {"exact_test_f1": exact, "note": "un-noised figures on private test reports: internal, never released"},
                private=True)

@@ -12,8 +12,9 @@ import torch
 
 from dprelease.compare.frontier.points import PUBLIC_PROXY
 from dprelease.core import public_fit
+from dprelease.core.backends.head import linear_head
 from dprelease.core.config import Params
-from dprelease.core.data.splits import backend_for, head_embeddings, label_info, n_public
+from dprelease.core.data.splits import head_embeddings, label_info, linear_backend_for, n_public
 from dprelease.core.errors import ConfigError
 from dprelease.core.io import read_json, write_json
 from dprelease.core.privacy import guarantee, secret
@@ -33,18 +34,6 @@ WHO = "the public model's release"
 
 def staged(params: Params) -> str:
     return f"{params.artifacts}/{FOLDER}/release"
-
-
-def head(w: torch.Tensor, b: torch.Tensor):
-    """The linear head (hidden 0) holding the public model: logits = (x·√d) Wᵀ + b, the head's own form."""
-    from dprelease.core.backends.head import Head
-
-    k, d = w.shape
-    model = Head(d, k, 0, 0.0)
-    with torch.no_grad():
-        model.net[-1].weight.copy_(w.float())
-        model.net[-1].bias.copy_(b.float())
-    return model.eval()
 
 
 def public_release(params: Params, root: str | Path = ".") -> dict:
@@ -79,10 +68,8 @@ def public_release(params: Params, root: str | Path = ".") -> dict:
                                "secret_key_drives": "each private report's role and the evaluation's noise",
                                "secret_key_id": secret.key_id(lay.artifacts),
                                "release_id": params.released.release_id}}
-    hp = params.model.head.model_copy(update={"hidden": 0, "dropout": 0.0})
-    backend = backend_for(params.model_copy(update={"model": params.model.model_copy(update={"head": hp})}), lay)
-    write_release(Path(root) / staged(params), backend, head(w, b), labels["codes"], labels["titles"], manifest,
-                  closure(__name__), private=True)
+    write_release(Path(root) / staged(params), linear_backend_for(params, lay), linear_head(w, b), labels["codes"],
+                  labels["titles"], manifest, closure(__name__), private=True)
     exact = f1_summary(ys.numpy(), pred, range(k))
     write_json(lay.artifacts / FOLDER / "internal.json",  # the operator's exact figures (private)
                {"exact_test_f1": exact, "note": "un-noised figures on private test reports: internal, never released"},
