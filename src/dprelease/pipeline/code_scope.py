@@ -44,7 +44,9 @@ PKG = "dprelease"
 PACKAGE_DIR = SRC / PKG
 _PARSE = threading.Lock()  # CPython 3.11's parser is not thread-safe ("AST constructor recursion depth mismatch"),
 #                          and flows run stages in threads: one parse at a time
-DATA = {"dprelease.core.data.records": ("core/resources/__init__.py", "core/resources/oiics_201_nature.csv")}  # files a module reads as data
+DATA = {"dprelease.core.data.records": ("core/resources/__init__.py", "core/resources/oiics_201_nature.csv"),
+        "dprelease.core.encoder_recipe": ("core/resources/public_encoder/layers.safetensors",
+                                  "core/resources/public_encoder/recipe.json")}  # files read as data
 
 
 @dataclass(frozen=True)

@@ -86,7 +86,7 @@ def pool_features(params: Params, lay: Layout, texts: list[str]) -> dict[str, to
     backend = backend_for(params, lay)
     if backend.name != "head":
         return backend.featurize(texts, progress=True)
-    k = audit_cache.key("pool-embeddings", encoder=encoder_reference(), backend=backend.name,
+    k = audit_cache.key("pool-embeddings", encoder=encoder_reference(backend.encoder), backend=backend.name,
                         max_length=backend.max_length, batch_size=backend.batch_size, device=backend.device.type,
                         torch=torch.__version__, rows=len(texts), texts=audit_cache.text_hash(texts))
     hit = audit_cache.load("embeddings", k)

