@@ -48,10 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     from dprelease.core.backends import public_encoder
     from dprelease.core.config import load_params
     from dprelease.core.data.public_corpus import corpus
+    from dprelease.core.encoder_recipe import RECIPE, RESOURCE
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--params", default=str(ROOT / "params.yaml"))
-    ap.add_argument("--out", type=Path, default=public_encoder.RESOURCE)
+    ap.add_argument("--out", type=Path, default=RESOURCE)
     ap.add_argument("--evaluate", action="store_true", help="linear probe on proxy_validation, wheel vs tuned")
     args = ap.parse_args(argv)
     params = load_params(args.params)
@@ -63,13 +64,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"fine-tune: {written['wall_seconds']} s on {written['threads']} threads "
           f"({time.perf_counter() - start:.1f} s with the slice check)")
     if args.evaluate:
-        if args.out.resolve() != public_encoder.RESOURCE.resolve():
+        if args.out.resolve() != RESOURCE.resolve():
             print("--evaluate reads the shipped encoder: run it with the default --out", file=sys.stderr)
             return 2
-        public_encoder.recipe.cache_clear()
+        from dprelease.core.encoder_recipe import recipe
+
+        recipe.cache_clear()
         figures = {"pretrained": probe(params, tuned=False), "public_tuned": probe(params, tuned=True)}
         written["proxy_probe_weighted_f1"] = {k: round(v, 4) for k, v in figures.items()}
-        (args.out / public_encoder.RECIPE.name).write_text(json.dumps(written, indent=2) + "\n", encoding="utf-8")
+        (args.out / RECIPE.name).write_text(json.dumps(written, indent=2) + "\n", encoding="utf-8")
         print(f"linear probe on proxy_validation, weighted F1: {figures}")
     print(json.dumps(written, indent=2))
     return 0

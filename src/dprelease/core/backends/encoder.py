@@ -25,7 +25,7 @@ def encoder_reference(encoder: str = "pretrained") -> dict:
         "pooling": "mean over tokens (attention mask), L2-normalised",
     }
     if encoder == "public_tuned":
-        from dprelease.core.backends.public_encoder import reference
+        from dprelease.core.encoder_recipe import reference
 
         ref["public_tuning"] = reference()
     return ref

