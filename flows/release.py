@@ -53,9 +53,9 @@ def _keys(args):
         from dprelease.pipeline import plugins
 
         plugins.refuse_inert(p, cli.parse_overrides(args.set))  # a --set the release's own choice replaces: one line
-        from dprelease.core.release.stages import check as releasing
+        from dprelease.pipeline import registry
 
-        releasing(p, args.root)  # released.mechanism names a mechanism that releases (one line, nothing run)
+        registry.release_spec(p)  # released.mechanism names a mechanism that releases (one line, nothing run)
 
         for line in key_guard.check(p, args.root, new_key=args.new_key):
             print(line, file=sys.stderr)

@@ -92,12 +92,6 @@ def frontier_sources() -> dict[str, str]:
             if hasattr(module, "FRONTIER")}
 
 
-def releasing() -> list[str]:
-    """The short names of the packages whose ``params`` module declares ``RELEASES = True`` (their plug-in has a
-    :class:`dprelease.pipeline.mechanism.ReleaseSpec`): what ``released.mechanism`` may name, in :data:`PACKAGES` order."""
-    return [module.__name__.split(".")[-2] for module in _params_modules() if getattr(module, "RELEASES", False)]
-
-
 def overridden(params) -> dict[str, str]:
     """``{dotted key: what sets it instead}``: the settings a declared choice of the released mechanism
     (``released.mechanism``) replaces, from its ``params`` module's ``OVERRIDDEN`` (a function of ``Params``); a

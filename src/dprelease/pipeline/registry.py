@@ -20,16 +20,17 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
 from dprelease.core.config import Params
-from dprelease.core.errors import ReleaseError
+from dprelease.core.errors import ConfigError, ReleaseError
 from dprelease.core.io import atomic_path, make_private_within, private_dir
 from dprelease.pipeline import plugins
 
 from .cache import code_files
-from .mechanism import FlowSpec, Mechanism
+from .mechanism import FlowSpec, Mechanism, ReleaseSpec
 from .stage import Stage, StageAccess
 
 PACKAGE_ROOT = "src/dprelease"
@@ -54,9 +55,49 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+PUBLISH = "publish"  # the one shared publish step (dprelease.core.release.stages), added for the declared release
+PUBLISH_PACKAGE = "dprelease.core.release"  # whose code it runs (its index entry)
+
+
+def releasing() -> dict[str, dict]:
+    """``{name released.mechanism may give: {"package", "stage"}}`` for every plug-in with a
+    :class:`ReleaseSpec`, in :data:`PACKAGES` order: from the index when usable, else from the plug-ins."""
+    index = plugin_index()
+    if index is not None and index["releases"]:
+        return dict(index["releases"])
+    return {m.release.mechanism: {"package": package, "stage": m.release.stage}
+            for package in plugins.PACKAGES if (m := plugin(package)).release is not None}
+
+
+def release_spec(params: Params) -> ReleaseSpec:
+    """The declared release (``released.mechanism``, resolved here once): its plug-in's spec. A name that releases
+    nothing is refused in one line (the release flow's preflight)."""
+    known = releasing()
+    entry = known.get(params.released.mechanism)
+    if entry is None:
+        raise ConfigError(f"released.mechanism: {params.released.mechanism!r} releases nothing here (mechanisms "
+                          f"with a release: {', '.join(known)})")
+    return plugin(entry["package"]).release
+
+
+def _released(params: Params, package: str, declared: list[Stage]) -> list[Stage]:
+    """``package``'s stages with the declared release resolved: when its plug-in is the one ``released.mechanism``
+    names, its release stage moves into the :data:`PIPELINE` group and the ``publish`` stage (its spec's) follows
+    its last stage of that group. An unknown name changes nothing (the release flow's preflight,
+    :func:`release_spec`, says why)."""
+    from dprelease.core.release.stages import publish_stage
+
+    spec = plugin(package).release
+    if spec is None or spec.mechanism != params.released.mechanism:
+        return declared
+    out = [replace(s, group=PIPELINE) if s.name == spec.stage else s for s in declared]
+    last = max(i for i, s in enumerate(out) if s.group == PIPELINE)
+    return out[:last + 1] + publish_stage(params, spec) + out[last + 1:]
+
+
 def stages(params: Params) -> list[Stage]:
     """Every stage, in execution order (stages a run does not need included: DVC runs them all)."""
-    out = [s for m in mechanisms() for s in m.declare(params)]
+    out = [s for package in plugins.PACKAGES for s in _released(params, package, plugin(package).declare(params))]
     names = [s.name for s in out]
     if len(set(names)) != len(names):
         raise RuntimeError(f"stage declared twice: {sorted({n for n in names if names.count(n) > 1})}")
@@ -64,7 +105,12 @@ def stages(params: Params) -> list[Stage]:
 
 
 def get(params: Params, name: str) -> Stage:
-    """One stage by name: from its own package's plug-in only (the index names it), else from every plug-in."""
+    """One stage by name: from its own package's plug-in only (the index names it), else from every plug-in.
+    ``publish`` is the declared release's (:func:`release_spec`)."""
+    if name == PUBLISH and params.released.mechanism in releasing():
+        from dprelease.core.release.stages import publish_stage
+
+        return publish_stage(params, release_spec(params))[0]
     index = plugin_index()
     package = index["stages"].get(name) if index else None
     if package is not None:
@@ -136,7 +182,7 @@ def index_file(package: str, root: str | Path | None = None) -> Path:
 def read_index(root: str | Path | None = None) -> dict | None:
     """The plug-in index (:func:`build_index`'s shape) from every listed package's fragment; None when one is
     missing, unreadable or names another package (then every lookup imports every plug-in, as :func:`stages` does)."""
-    out: dict = {"packages": list(plugins.PACKAGES), "stages": {}, "flows": {}, "sanitizers": {}}
+    out: dict = {"packages": list(plugins.PACKAGES), "stages": {}, "flows": {}, "sanitizers": {}, "releases": {}}
     for package in plugins.PACKAGES:
         try:
             part = json.loads(index_file(package, root).read_text(encoding="utf-8"))
@@ -148,6 +194,8 @@ def read_index(root: str | Path | None = None) -> dict | None:
         out["flows"] |= part["flows"]
         if part.get("sanitizer") is not None:
             out["sanitizers"][part["sanitizer"]] = package
+        if part.get("release") is not None:
+            out["releases"][part["release"]["mechanism"]] = {"package": package, "stage": part["release"]["stage"]}
     return out
 
 
@@ -171,9 +219,12 @@ def index_is_current() -> bool:
 def build_index(params: Params) -> dict:
     """The plug-in index, from the plug-ins themselves (imports them all): the package list, each stage's package
     in execution order (stage names do not depend on params: every stage is always declared), each flow's title
-    and doc, and each sanitizer's package."""
+    and doc, each sanitizer's package and each release (the name ``released.mechanism`` gives it and its stage)."""
     owner = {s.name: package for package in plugins.PACKAGES for s in plugin(package).declare(params)}
+    owner[PUBLISH] = PUBLISH_PACKAGE
     return {"packages": list(plugins.PACKAGES),
+            "releases": {m.release.mechanism: {"package": package, "stage": m.release.stage}
+                         for package in plugins.PACKAGES if (m := plugin(package)).release is not None},
             "stages": {s.name: owner[s.name] for s in stages(params)},  # stages(): fails on a name declared twice
             "flows": {f.name: {"title": f.title, "doc": f.doc} for m in mechanisms() for f in m.flows},
             "sanitizers": {plugin(package).name: package for package in plugins.PACKAGES
@@ -188,7 +239,8 @@ def write_index(params: Params, *, root: str | Path | None = None) -> list[Path]
         m = plugin(package)
         part = {"package": package, "stages": [n for n, p in index["stages"].items() if p == package],
                 "flows": {f.name: index["flows"][f.name] for f in m.flows},
-                "sanitizer": m.name if m.sanitize is not None else None}
+                "sanitizer": m.name if m.sanitize is not None else None,
+                "release": None if m.release is None else {"mechanism": m.release.mechanism, "stage": m.release.stage}}
         path = index_file(package, root)
         path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(path) as tmp:

@@ -4,9 +4,8 @@ release record ``metrics/released.json`` that the summary, MLflow, the registry'
 
 A mechanism declares what it releases (:class:`dprelease.pipeline.mechanism.ReleaseSpec` on its plug-in): the stage that
 stages a release-format folder (model, labels, a manifest holding its guarantee record), its card and its
-figures. Nothing here names a mechanism: the declared mechanism's ``stages.declare`` adds this stage with its
-spec (:func:`publish_stage`), and the preflight knows the mechanisms that release from their ``params`` modules
-(``RELEASES``, :func:`dprelease.pipeline.plugins.releasing`).
+figures. Nothing here names a mechanism: the stage registry resolves ``released.mechanism`` once
+(:func:`dprelease.pipeline.registry.release_spec`) and adds this stage with that spec (:func:`publish_stage`).
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ from functools import partial
 from pathlib import Path
 
 from ..config import Params
-from ..errors import ConfigError
 from ..io import write_json
 from dprelease.pipeline.layout import Layout, check_release_path
 from dprelease.pipeline.stage import Stage
@@ -49,10 +47,8 @@ def publish(params: Params, root: str | Path = ".", *, spec) -> dict:
 
 
 def publish_stage(params: Params, spec) -> list[Stage]:
-    """The ``publish`` stage of the mechanism whose ``spec`` this is, when ``released.mechanism`` names it (a
-    mechanism's ``stages.declare`` adds it: exactly one mechanism publishes), else nothing."""
-    if params.released.mechanism != spec.mechanism:
-        return []
+    """The ``publish`` stage of the declared release (``spec``: the :class:`ReleaseSpec` the registry resolved
+    ``released.mechanism`` to; exactly one mechanism publishes)."""
     return [Stage(name="publish", run=partial(publish, spec=spec),
                   params=["release", "force_release_path", "released", *spec.params],
                   deps=[spec.staged(params).rsplit("/", 1)[0], "metrics/data.json", *spec.deps(params),
@@ -61,15 +57,5 @@ def publish_stage(params: Params, spec) -> list[Stage]:
                   signs=True)]
 
 
-def check(params: Params, root) -> None:
-    """Preflight: the declared mechanism releases something (one line before any stage runs)."""
-    from dprelease.pipeline import plugins
-
-    known = plugins.releasing()
-    if params.released.mechanism not in known:
-        raise ConfigError(f"released.mechanism: {params.released.mechanism!r} releases nothing here (mechanisms "
-                          f"with a release: {', '.join(known)})")
-
-
 def declare(params: Params) -> list[Stage]:
-    return []  # the publish stage is declared by the released mechanism's package (publish_stage)
+    return []  # the publish stage is added by the registry for the declared release (publish_stage)

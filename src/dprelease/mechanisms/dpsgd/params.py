@@ -60,7 +60,6 @@ ARMS = (Arm(name="dpsgd", stage="dpsgd", label="DP-SGD (Opacus) at the declared 
 
 FRONTIER = "frontier_dpsgd"  # the stage that writes its frontier points (dprelease.compare.frontier.points)
 
-RELEASES = True  # its plug-in releases through the shared publish step (released.mechanism may name it)
 
 
 # what the public proxy's choice sets in the release's run (dpsgd/stages.py, release_configuration): with a linear head

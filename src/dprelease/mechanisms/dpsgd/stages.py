@@ -24,7 +24,6 @@ from dprelease.core.privacy.target import declared
 from dprelease.core.public_model import predict as public_predict
 from dprelease.core.release.coverage import coverage
 from dprelease.core.release.folder import arm_model_dir, write_arm_model, write_release
-from dprelease.core.release.stages import publish_stage
 from dprelease.core.utility.dp_eval import dp_scores
 from dprelease.core.utility.evaluate import evaluate, score, write_arm
 from dprelease.core.utility.metrics import f1_summary
@@ -257,8 +256,7 @@ def declare(params: Params) -> list[Stage]:
               params=["seed", "model", "dpsgd", "released", "proxy", "public_model", "frontier.dpsgd",
                       "frontier.accountants"], deps=deps,
               outs=[f"{a}/{RELEASE_FOLDER}"], metrics=["metrics/public_floor.json"],
-              group="release" if params.released.mechanism == "dpsgd" else "dpsgd_release"),
-        *publish_stage(params, SPEC),
+              group="dpsgd_release"),
         Stage(name="frontier_dpsgd", run=frontier_dpsgd,
               params=["seed", "data", "model.backend", "dpsgd.delta", "dpsgd.warm_start", "public_model", "proxy",
                       "frontier"],

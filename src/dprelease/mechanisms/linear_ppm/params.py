@@ -75,4 +75,3 @@ class LinearPPMParams(_Strict):
 
 SECTION = ("linear_ppm", LinearPPMParams)  # Params.linear_ppm (dprelease.pipeline.plugins)
 
-RELEASES = True  # its plug-in releases through the shared publish step (released.mechanism may name it)

@@ -2,4 +2,3 @@
 section of its own: it reads ``frontier.epsilons``, ``frontier.seeds`` and the shared δ (``dpsgd.delta``)."""
 
 FRONTIER = "frontier_ncm"  # the stage that writes its frontier points (dprelease.compare.frontier.points)
-RELEASES = True  # its plug-in releases through the shared publish step (released.mechanism may name it)

@@ -2,4 +2,3 @@
 release. No section of its own: its L2 grid is the core's ``public_model.l2`` (the same model DP-SGD refines)."""
 
 FRONTIER = "frontier_public"  # the floor of the frontier (dprelease.compare.frontier.points)
-RELEASES = True  # released.mechanism may name it: public

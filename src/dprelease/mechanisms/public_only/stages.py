@@ -16,7 +16,6 @@ from dprelease.core.config import Params
 from dprelease.core.data.splits import head_embeddings, label_info
 from dprelease.core.privacy.stages import key_id_file
 from dprelease.core.public_model import predict
-from dprelease.core.release.stages import publish_stage
 from dprelease.core.utility.metrics import f1_summary
 from dprelease.pipeline.code_scope import closure
 from dprelease.pipeline.layout import Layout
@@ -61,5 +60,4 @@ def declare(params: Params) -> list[Stage]:
             Stage(name="public_release", run=released.public_release,
                   params=["seed", "model", "released", "proxy", "public_model"], deps=deps,
                   outs=[f"{a}/{released.FOLDER}"],
-                  group="release" if params.released.mechanism == "public_only" else "public_only"),
-            *publish_stage(params, SPEC)]
+                  group="public_only")]

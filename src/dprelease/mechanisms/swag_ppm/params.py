@@ -164,7 +164,6 @@ ARMS = (
     Arm(name="swag_ppm_censored", stage="swag_ppm_censored", label="SWAG-PPM censored (strict)", audited=False),
 )
 
-RELEASES = True  # its plug-in releases through the shared publish step (released.mechanism may name it)
 
 
 def _censored_level(params) -> str | None:

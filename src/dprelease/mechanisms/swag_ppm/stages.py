@@ -14,7 +14,6 @@ from pathlib import Path
 from dprelease.core.config import Params
 from dprelease.core.privacy.stages import key_id_file
 from dprelease.core.release.folder import arm_model_dir
-from dprelease.core.release.stages import publish_stage
 from dprelease.pipeline.code_scope import closure
 from dprelease.pipeline.mechanism import ReleaseSpec
 from dprelease.pipeline.stage import Stage
@@ -84,7 +83,6 @@ def declare(params: Params) -> list[Stage]:
                      params=MODEL + ["ppm", "privacy_audit.replay_targets", "privacy_audit.alpha"],
                      deps=[key, labels, feats, *finals, *sens, f"{a}/draw", f"{a}/round3/decision.json"],
                      outs=[f"{a}/audit/replay"], metrics=["metrics/audit_replay.json"], group="audit"))
-    out += publish_stage(params, SPEC)
     selected = Path(params.release)
     out.append(Stage(name="select", run=select.private_select,
                      params=MODEL + ["ppm", "evaluation.draws", "selection", "data.validation_size", "release"],
