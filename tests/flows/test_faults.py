@@ -57,7 +57,7 @@ def _main(root: Path, *extra: str, track: bool = False) -> SimpleNamespace:
 
 
 def _outcome(root: Path, release: str = "release") -> tuple[str, float]:
-    return _sha(root / release / "model.safetensors"), read_json(root / "metrics/release.json")["guarantee"]["epsilon"]
+    return _sha(root / release / "model.safetensors"), read_json(root / "metrics/swag_ppm_draw.json")["guarantee"]["epsilon"]
 
 
 def _wait_until(event, what: str, *, proc: subprocess.Popen | None = None, timeout: float = WAIT_S,

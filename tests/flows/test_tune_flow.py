@@ -88,7 +88,7 @@ def test_grid_cells_are_full_runs_with_their_c_and_epochs(grid, tune_env):
         audit = read_json(where / "metrics" / "evaluation.json")
         assert audit["verdict"] in ("underfit", "overfit", "ok")
         row = next(r for r in read_json(grid.out / "grid.json")["trail"] if (r["c"], r["epochs"]) == (c, e))
-        assert row["epsilon"] == pytest.approx(read_json(where / "metrics" / "release.json")["guarantee"]["epsilon"])
+        assert row["epsilon"] == pytest.approx(read_json(where / "metrics" / "swag_ppm_draw.json")["guarantee"]["epsilon"])
         assert row["macro_f1"] == pytest.approx(audit["macro_f1_mean"])
 
 

@@ -210,3 +210,90 @@ def test_every_declared_arm_is_trained_by_a_stage_of_its_own_package():
             assert set(stage.produced) & set(arm_files(arm.name)) or arm.release, arm.name
             assert set(arm_files(arm.name)) <= own, arm.name
     assert declared == list(plugins.arms())
+
+
+TOY_RELEASE = {
+    "__init__.py": '"""A toy mechanism that releases (test only)."""\n',
+    "stages.py": """
+        from dprelease.pipeline.mechanism import ReleaseSpec
+        from dprelease.pipeline.stage import Stage
+
+        def staged(params):
+            return f"{params.artifacts}/toy_release/release"
+
+        def stage_it(params, root="."):
+            return {}
+
+        def card(params, root, manifest):
+            return "# toy", {}
+
+        def figures(params, root, manifest):
+            return {"weighted_f1": 0.5, "macro_f1": 0.4, "arm": None, "diagnostics": {}}
+
+        SPEC = ReleaseSpec(mechanism="toy_release", stage="toy_stage", staged=staged, card=card, figures=figures)
+
+        def declare(params):
+            return [Stage(name="toy_stage", run=stage_it, params=["seed"], deps=[f"{params.artifacts}/features"],
+                          outs=[f"{params.artifacts}/toy_release"], group="toy_release")]
+        """,
+    "plugin.py": """
+        from dprelease.pipeline.mechanism import Mechanism
+        from . import stages
+
+        PLUGIN = Mechanism(name="toy_release", declare=stages.declare, release=stages.SPEC)
+        """,
+}
+
+CHECK_RELEASE = """
+import json, sys
+from dprelease.cli import main
+from dprelease.core.config import load_params
+from dprelease.pipeline import registry
+p = load_params(sys.argv[1])
+assert main(["plugin-index", "--params", sys.argv[1]]) == 0  # the index fragments, each in its package's folder
+assert main(["dvc-yaml", "--params", sys.argv[1], "--output", sys.argv[2]]) == 0
+print(json.dumps({"spec": registry.release_spec(p).mechanism, "releasing": list(registry.releasing()),
+                  "release": [s.name for s in registry.group(p, "release", active_only=False)],
+                  "publish": registry.get(p, "publish").deps}))
+"""
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and "__pycache__" not in p.parts}
+
+
+def test_a_new_releasing_mechanism_is_its_folder_and_two_shared_files(tmp_path):
+    """A mechanism that releases through the shared publish step: its folder (stages, ``ReleaseSpec`` on its
+    plug-in), its line in the plug-in list and the operator's ``released.mechanism`` in params.yaml. The registry
+    resolves the declaration (its stage joins the release group, ``publish`` signs its staged folder) and
+    ``dprelease plugin-index`` / ``dprelease dvc-yaml`` regenerate what is generated; no other source file changes."""
+    import json
+
+    import yaml
+
+    src = tmp_path / "src"
+    shutil.copytree(code_scope.PACKAGE_DIR, src / "dprelease", ignore=shutil.ignore_patterns("__pycache__"))
+    before = _tree(src / "dprelease")
+    toy = src / "dprelease" / "mechanisms" / "toy_release"
+    toy.mkdir()
+    for name, text in TOY_RELEASE.items():
+        (toy / name).write_text(textwrap.dedent(text), encoding="utf-8")
+    add_package(src / "dprelease" / "pipeline" / "packages.py", "dprelease.mechanisms.toy_release")
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    raw.setdefault("released", {})["mechanism"] = "toy_release"
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-c", CHECK_RELEASE, str(tmp_path / "params.yaml"),
+                           str(tmp_path / "dvc.yaml")], cwd=tmp_path, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["spec"] == "toy_release" and "toy_release" in got["releasing"]
+    assert got["release"][got["release"].index("toy_stage") + 1] == "publish"  # resolved once, by the registry
+    assert "artifacts/toy_release" in got["publish"]
+    stages = yaml.safe_load((tmp_path / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
+    assert "toy_stage" in stages and "artifacts/toy_release" in stages["publish"]["deps"]
+    after = _tree(src / "dprelease")
+    changed = {f for f in set(before) | set(after) if before.get(f) != after.get(f)}
+    assert changed == {"pipeline/packages.py", *(f"mechanisms/toy_release/{n}" for n in TOY_RELEASE),
+                       "mechanisms/toy_release/plugin_index.json"}, changed

@@ -113,11 +113,15 @@ class ReleaseSpec:
     stage: str  # the stage that writes the staged folder (in the ``release`` group while declared)
     staged: Callable[[Any], str]  # (params) -> the staged release folder, relative to the root
     card: Callable[[Any, Any, dict], tuple[str, dict]]  # (params, root, manifest) -> (model card, manifest additions)
-    figures: Callable[[Any, Any, dict], dict]  # (params, root, manifest) -> weighted_f1, macro_f1, diagnostics, arm
+    # (params, root, manifest) -> weighted_f1, macro_f1, diagnostics, arm; optionally headline (its own headline
+    # figures beside ε and F1, dprelease.core.headline's names), tags (its own registry version tags) and details
+    # (further public aggregates for the MLflow run's details.json): all of it goes into the release's record
+    figures: Callable[[Any, Any, dict], dict]
     deps: Callable[[Any], list[str]] = lambda params: []  # further files the card and figures read
     evidence: Callable[[Any], list[str]] = lambda params: []  # read when present (comparison, audit)
     params: tuple[str, ...] = ()  # params keys the card and figures read
     code: Callable[[], list[str]] = lambda: []  # package-relative files of the card and figures (publish's scope)
+    summary: Callable[[Any, Any], list[str]] = lambda params, root: []  # (params, root) -> its lines in the summary
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -289,7 +289,7 @@ def dvc_yaml(params: Params) -> dict:
     from .code_scope import closure
 
     tracking_code = [f"{PACKAGE_ROOT}/{p}" for p in closure("dprelease.pipeline.tracking")]  # a change to the logging re-runs it
-    track_deps = ["metrics/evaluation.json", "metrics/release.json", "metrics/released.json", *evaluate.plots,
+    track_deps = ["metrics/evaluation.json", "metrics/swag_ppm_draw.json", "metrics/released.json", *evaluate.plots,
                   "reports/release", params.release, *tracking_code]
     entries["track"] = {"cmd": "dprelease track", "deps": track_deps, "params": ["tracking"],
                         "outs": [{"metrics/mlflow_run.json": {"cache": False}}]}  # a new run id each time

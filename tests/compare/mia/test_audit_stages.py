@@ -54,7 +54,7 @@ def test_audit_csv_has_a_row_per_arm_attack_and_bound(audited):
         assert (can["correct"] <= can["guesses"]).all() and (can["confidence"] == 0.95).all()
         assert can["gate"].sum() == 2  # one bound per canary set, fixed in advance
     claimed = table.set_index(["arm", "attack", "method"])["claimed_epsilon"]
-    release = read_json(audited.root / "metrics/release.json")["guarantee"]["epsilon"]
+    release = read_json(audited.root / "metrics/swag_ppm_draw.json")["guarantee"]["epsilon"]
     assert claimed[("swag_ppm_reweighted", "loss", "heuristic_l3")] == pytest.approx(release)
     assert math.isnan(claimed[("nonprivate", "loss", "heuristic_l3")])
     dp = table[(table["arm"] == "dpsgd") & (table["method"] != "heuristic_l3")]

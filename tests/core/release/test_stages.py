@@ -65,7 +65,7 @@ def test_swag_ppm_is_released_through_the_same_stage(head_run, tmp_path):
     assert stage.deps[0] == f"{params.artifacts}/draw" and "metrics/evaluation.json" in stage.deps
     registry.run_stage("publish", params, root)
     record = read_json(root / "metrics" / "released.json")
-    assert record["guarantee"] == read_json(root / "metrics" / "release.json")["guarantee"]
+    assert record["guarantee"] == read_json(root / "metrics" / "swag_ppm_draw.json")["guarantee"]
     assert record["arm"] in ("swag_ppm", "swag_ppm_reweighted") and record["mechanism"] == "swag_ppm"
 
 

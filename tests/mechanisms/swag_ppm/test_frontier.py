@@ -102,7 +102,7 @@ def test_the_claim_rule_at_tau_times_T(traced):
 
 def test_the_release_point_is_the_release(traced):
     params, root, _, points = traced
-    release = read_json(root / "metrics/release.json")
+    release = read_json(root / "metrics/swag_ppm_draw.json")
     g = release["guarantee"]
     exact = _by_pair(points)[(params.ppm.c, 1.0)]
     assert exact.arm == "swag_ppm_reweighted" and [p for p in points if p.arm] == [exact]

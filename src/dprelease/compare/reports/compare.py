@@ -34,7 +34,7 @@ CAVEAT = (
 def arm_metrics(lay: Layout, arm: str) -> tuple[dict, Guarantee, pd.DataFrame]:
     """An arm's metrics, its guarantee record and its per-class F1 table."""
     if plugins.arms()[arm].release:  # the release itself
-        rel, ev = read_json(lay.metrics / "release.json"), read_json(lay.metrics / "evaluation.json")
+        rel, ev = read_json(lay.metrics / "swag_ppm_draw.json"), read_json(lay.metrics / "evaluation.json")
         m = {"weighted_f1": ev["released_weighted_f1"], "macro_f1": ev["released_macro_f1"]}
         per_class = pd.read_csv(lay.evaluation / "per_class_f1.csv", dtype={"code": str})
         return m, Guarantee.from_dict(rel["guarantee"]), per_class

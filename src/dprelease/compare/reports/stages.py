@@ -8,7 +8,7 @@ from dprelease.core.config import Params
 from dprelease.pipeline.stage import Stage
 from .compare import compare_report
 
-RELEASE_FILES = ["reports/release", "metrics/evaluation.json", "metrics/release.json", "metrics/data.json"]
+RELEASE_FILES = ["reports/release", "metrics/evaluation.json", "metrics/swag_ppm_draw.json", "metrics/data.json"]
 
 
 def arm_files(name: str) -> list[str]:

@@ -40,7 +40,8 @@ def publish(params: Params, root: str | Path = ".", *, spec) -> dict:
               "guarantee": g, "weighted_f1": fig.get("weighted_f1"), "macro_f1": fig.get("macro_f1"),
               "test_f1_kind": (manifest.get("test_f1") or {}).get("kind", "exact"),
               "diagnostics": fig.get("diagnostics", {}), "configuration": manifest.get("configuration"),
-              "tuning": manifest.get("tuning"), "release": params.release}
+              "tuning": manifest.get("tuning"), "release": params.release,
+              "headline": fig.get("headline", {}), "tags": fig.get("tags", {}), "details": fig.get("details", {})}
     write_json(lay.metrics / "released.json", record)
     return {"mechanism": record["mechanism"], "kind": g["kind"], "epsilon": g.get("epsilon"),
             "weighted_f1": record["weighted_f1"], "release": str(lay.release)}

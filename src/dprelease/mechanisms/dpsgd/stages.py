@@ -2,7 +2,7 @@
 over δ.
 
 The target ε is ``dpsgd.target_epsilon``, a number declared in params.yaml before any run (privacy/target.py):
-never the SWAG-PPM release's measured ε, so nothing here reads ``metrics/release.json``. δ is ``dpsgd.delta``
+never the SWAG-PPM release's measured ε, so nothing here reads ``metrics/swag_ppm_draw.json``. δ is ``dpsgd.delta``
 or min(n̂^-1.1, 1/(2n̂)) (:func:`.accounting.default_delta`) with n̂ the PUBLIC expected training size; the
 sampling rate and the normaliser use n̂ too, never the private count (docs/guarantees.md, "The boundary").
 """

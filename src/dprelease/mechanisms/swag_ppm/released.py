@@ -38,7 +38,7 @@ def draw(params: Params, root: str | Path = ".") -> dict:
                       release_manifest(params, lay, g, tail), closure(__name__))
     summary = {"round": r, "released_draw_max_loss": m_star, "guarantee": g.as_dict(),
                "local_sensitivity_tail": tail}
-    write_json(lay.metrics / "release.json", summary)
+    write_json(lay.metrics / "swag_ppm_draw.json", summary)
     return summary
 
 

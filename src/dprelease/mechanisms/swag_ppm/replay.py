@@ -105,7 +105,7 @@ def audit_replay(params: Params, root: str | Path = ".") -> dict:
     lay, a = Layout.from_params(params, root), params.privacy_audit
     r = released_round(params, lay)
     tag = attempt_tag(read_json(decision_file(lay))["refits"] - 1) if r == 3 else ""
-    claim = guarantee.Guarantee.from_dict(read_json(lay.metrics / "release.json")["guarantee"])
+    claim = guarantee.Guarantee.from_dict(read_json(lay.metrics / "swag_ppm_draw.json")["guarantee"])
     claimed = claimed_number(claim)
     backend = backend_for(params, lay)
     feats, y = features(lay)
