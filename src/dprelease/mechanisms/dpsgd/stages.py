@@ -24,6 +24,7 @@ from dprelease.core.privacy.target import declared
 from dprelease.core.public_model import predict as public_predict
 from dprelease.core.release.coverage import coverage
 from dprelease.core.release.folder import arm_model_dir, write_arm_model, write_release
+from dprelease.core.release.manifest import release_manifest
 from dprelease.core.utility.dp_eval import dp_scores
 from dprelease.core.utility.evaluate import evaluate, score, write_arm
 from dprelease.core.utility.metrics import f1_summary
@@ -192,20 +193,20 @@ def dpsgd_release(params: Params, root: str | Path = ".") -> dict:
     gen = torch.Generator().manual_seed(secret.seed(lay.artifacts, "release/evaluation"))
     covered = dp_scores(y.numpy(), pred, len(labels["codes"]), noise_multiplier=z, generator=gen)
     hidden = run.hidden if run.hidden is not None else params.model.head.hidden
-    manifest = {"guarantee": g.as_dict(), "mechanism": "dpsgd", "backend": params.model.backend,
-                "configuration": {**run.model_dump(mode="json"), "hidden": hidden, "conversion": conversion,
-                                  "source": source},
-                "tuning": tuning, "test_f1": {**covered, "kind": "dp_noised_counts"},
-                "start": "the public model (softmax regression on the public period, logit-adjusted)" if start is not
-                         None else "zero",
-                "training": {"steps": res.steps, "noise_multiplier": res.noise_multiplier,
-                             "sample_rate": res.sample_rate, "expected_records": n_hat},
-                "coverage": coverage(params),
-                "randomness": {"public_seed": params.seed, "public_seed_drives": "the public proxy's split only",
-                               "secret_key_drives": "each private report's role, initialisation, Poisson sampling, "
-                                                    "dropout, the Gaussian noise and the evaluation's noise",
-                               "secret_key_id": secret.key_id(lay.artifacts),
-                               "release_id": params.released.release_id}}
+    manifest = release_manifest(
+        params, lay, g, mechanism="dpsgd", backend=params.model.backend,
+        test_f1={**covered, "kind": "dp_noised_counts"},
+        randomness={"public_seed_drives": "the public proxy's split only",
+                    "secret_key_drives": "each private report's role, initialisation, Poisson sampling, "
+                                         "dropout, the Gaussian noise and the evaluation's noise",
+                    "release_id": params.released.release_id},
+        configuration={**run.model_dump(mode="json"), "hidden": hidden, "conversion": conversion, "source": source},
+        tuning=tuning,
+        start="the public model (softmax regression on the public period, logit-adjusted)" if start is not None
+              else "zero",
+        training={"steps": res.steps, "noise_multiplier": res.noise_multiplier, "sample_rate": res.sample_rate,
+                  "expected_records": n_hat},
+        coverage=coverage(params))
     write_release(Path(root) / staged(params), backend, model, labels["codes"], labels["titles"], manifest,
                   closure(__name__), private=True)
     write_json(lay.artifacts / RELEASE_FOLDER / "internal.json",  # the operator's exact figures (private)
