@@ -23,7 +23,7 @@ KNOWN_PRIVATE = {"swag_ppm", "swag_ppm_reweighted", "dpsgd"}
 
 def _guarantee(root, arm: str) -> dict:
     """The arm's guarantee record: what the report must read (never re-derive)."""
-    name = "release" if arm == "swag_ppm_reweighted" else arm
+    name = "swag_ppm_draw" if arm == "swag_ppm_reweighted" else arm
     return read_json(root / f"metrics/{name}.json")["guarantee"]
 
 
