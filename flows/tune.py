@@ -110,7 +110,7 @@ def _tune_flow(params: dict, root: str = ".", mode: str = "search", track: bool 
               "trail": trail, "chosen": chosen.as_dict() if chosen else None}
     write_tune_report(p, root, result)
     if track:
-        from dprelease.pipeline.tracking import log_tune_run
+        from dprelease.pipeline.tracking_experiments import log_tune_run
 
         cli.tracked(result, lambda: log_tune_run(p, root, result))
     return result

@@ -160,7 +160,8 @@ def test_card_before_any_audit_says_how_to_get_one(head_run):
 def test_audit_mlflow_run_holds_figures_and_aggregates(audited):
     import mlflow
 
-    from dprelease.pipeline.tracking import log_audit_run, tracking_uri
+    from dprelease.pipeline.tracking import tracking_uri
+    from dprelease.pipeline.tracking_experiments import log_audit_run
 
     run_id = log_audit_run(audited.params, audited.root)
     client = mlflow.MlflowClient(tracking_uri=tracking_uri(audited.params, audited.root))

@@ -166,7 +166,8 @@ def test_empty_delta_sweep(arms_run, tmp_path):
 def logged(reported, monkeypatch):
     import mlflow
 
-    from dprelease.pipeline.tracking import log_compare_run, tracking_uri
+    from dprelease.pipeline.tracking import tracking_uri
+    from dprelease.pipeline.tracking_experiments import log_compare_run
 
     root, params, _ = reported
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)

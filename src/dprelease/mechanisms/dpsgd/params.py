@@ -62,7 +62,7 @@ FRONTIER = "frontier_dpsgd"  # the stage that writes its frontier points (dprele
 
 
 
-# what the public proxy's choice sets in the release's run (dpsgd/stages.py, release_configuration): with a linear head
+# what the public proxy's choice sets in the release's run (dpsgd/search.py, release_configuration): with a linear head
 # (and the proxy, which always exists) the release reads none of these from dpsgd.<backend>
 CHOSEN = ("epochs", "batch_size", "lr", "max_grad_norm", "optimizer", "momentum")
 

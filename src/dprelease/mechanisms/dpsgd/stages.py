@@ -13,7 +13,6 @@ from pathlib import Path
 
 import torch
 
-from dprelease.compare.frontier.points import PRIVATE_VALIDATION, PUBLIC_PROXY
 from dprelease.core.config import Params
 from dprelease.core.data.splits import backend_for, features, label_info, n_public
 from dprelease.core.data.stages import period_split, public_design
@@ -34,9 +33,9 @@ from dprelease.pipeline.mechanism import ReleaseSpec
 from dprelease.pipeline.stage import Stage
 
 from . import card
-from . import warm as warm_start
 from .accounting import default_delta, spent_epsilon
-from .frontier import configurations, frontier_dpsgd, proxy_ranking
+from .frontier import frontier_dpsgd
+from .search import release_configuration
 from .train import check_setting, train_dpsgd
 
 NOISE_SOURCE = ("Gaussian noise and Poisson sampling seeded from the project's secret key (OS entropy), not the "
@@ -119,43 +118,6 @@ def dpsgd(params: Params, root: str | Path = ".") -> dict:
 
 
 RELEASE_FOLDER = "dpsgd_release"  # under the artifacts: the staged (unsigned, private) release
-DECLARED_RECIPE = ("declared in params.yaml (dpsgd.head) before this run: the frontier's validation choice at ε 8 on "
-                   "an earlier run of this data (docs/frontier.md), a choice on private records that no ε covers")
-
-
-def release_configuration(params: Params, lay: Layout, *, epsilon: float, delta: float):
-    """(the DP-SGD run settings, how they were chosen, in words, the public start or None): the PUBLIC proxy's best
-    configuration of the declared grid ``frontier.dpsgd`` at ``epsilon`` (zero ε) for a linear head; with
-    ``dpsgd.warm_start`` each configuration is simulated as it will be used: from the public model fit on
-    ``public_rest``, on the pseudo-private ``proxy_train``, scored on ``proxy_validation`` (dpsgd/warm.py).
-    Otherwise the declared recipe ``dpsgd.head``, whose values were chosen on this data's validation split."""
-    run = params.dpsgd.run_for(params.model.backend)
-    hidden = run.hidden if run.hidden is not None else params.model.head.hidden
-    linear = params.model.backend == "head" and not hidden
-    warm = linear and params.dpsgd.warm_start and warm_start.available(lay)
-    start, l2, start_note, floor = None, None, "", None
-    if warm:
-        sim = warm_start.simulation_start(params, lay)
-        start, l2, floor = (sim.weight, sim.bias), sim.l2, sim.score
-        start_note = (f", each run started from the public model fit on the rest of the public period (L2 {l2:g}, "
-                      f"chosen on the proxy's validation part from {len(params.public_model.l2)}; the public model alone scores "
-                      f"{floor:.3f} there)")
-    ranked = proxy_ranking(params, lay, epsilon=epsilon, delta=delta, init=start) if linear else None
-    if not ranked:
-        return run, PRIVATE_VALIDATION + " (not covered)", DECLARED_RECIPE, None
-    n = n_public(lay)
-    grid = params.frontier.dpsgd
-    cfg = configurations(grid, n=n)[ranked[0][0]]
-    chosen = run.model_copy(update={"epochs": cfg["epochs"], "batch_size": 0 if cfg["batch_size"] >= n else
-                                    cfg["batch_size"], "lr": cfg["lr"], "max_grad_norm": cfg["max_grad_norm"],
-                                    "optimizer": cfg["optimizer"], "momentum": cfg["momentum"], "hidden": 0})
-    release_start = warm_start.release_start(lay, l2=l2) if warm else None
-    return chosen, PUBLIC_PROXY, (f"the best of the declared {len(ranked)}-configuration grid (frontier.dpsgd) on the "
-                                  f"public proxy (reports up to {params.proxy.until}) at ε {epsilon:g}{start_note}: "
-                                  f"weighted F1 {ranked[0][1]:.3f} on its validation part, zero ε (no private record "
-                                  "read)"), release_start
-
-
 def staged(params: Params) -> str:
     return f"{params.artifacts}/{RELEASE_FOLDER}/release"
 
