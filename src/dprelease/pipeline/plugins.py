@@ -87,7 +87,7 @@ def arm_names(*, audited: bool = False) -> list[str]:
 
 def frontier_sources() -> dict[str, str]:
     """``{source: stage}`` of every package whose ``params`` module declares ``FRONTIER`` (the stage writing its
-    points, :mod:`dprelease.compare.frontier.points`); the source is the package's short name, in :data:`PACKAGES` order."""
+    points, :mod:`dprelease.core.utility.points`); the source is the package's short name, in :data:`PACKAGES` order."""
     return {module.__name__.split(".")[-2]: module.FRONTIER for module in _params_modules()
             if hasattr(module, "FRONTIER")}
 

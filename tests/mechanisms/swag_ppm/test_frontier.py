@@ -10,10 +10,10 @@ import pytest
 from conftest import copy_root, run_stages
 
 from dprelease.compare.frontier.params import FrontierParams, PPMTrace
-from dprelease.compare.frontier.points import points_file, read_points
 from dprelease.core.config import Params
 from dprelease.core.io import read_json
 from dprelease.core.privacy import secret
+from dprelease.core.utility.points import points_file, read_points
 from dprelease.mechanisms.swag_ppm import claim
 from dprelease.mechanisms.swag_ppm.params import FRONTIER
 from dprelease.pipeline import registry

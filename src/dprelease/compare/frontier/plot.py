@@ -10,7 +10,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from .points import PRIVATE_VALIDATION
+from dprelease.core.utility.points import PRIVATE_VALIDATION
 
 FLOOR_KIND = "public_only"  # the public model's point: ε 0, the floor every DP point is drawn against
 OFF_SCALE = 1e3  # points beyond this ε sit at the plot's right edge (▶, value in the legend's note)

@@ -18,11 +18,11 @@ from dprelease.core.config import Params
 from dprelease.core.io import atomic_dir, read_json, write_json
 from dprelease.core.privacy.stages import key_id_file
 from dprelease.core.utility.metrics import mean_sd
+from dprelease.core.utility.points import COVERED, points_file, read_points
 from dprelease.pipeline import plugins
 from dprelease.pipeline.layout import Layout
 
 from .plot import FLOOR_KIND, plot
-from .points import COVERED, points_file, read_points
 
 COLUMNS = ["mechanism", "label", "epsilon", "target_epsilon", "delta", "kind", "tuning", "accountant",
            "weighted_f1_mean", "weighted_f1_sd", "macro_f1_mean", "macro_f1_sd", "seeds", "grid_size",

@@ -8,10 +8,10 @@ from __future__ import annotations
 from dprelease.core.config import Params
 from dprelease.core.errors import ConfigError
 from dprelease.core.privacy.stages import key_id_file
+from dprelease.core.utility.points import FOLDER
 from dprelease.pipeline import plugins
 from dprelease.pipeline.stage import Stage
 
-from .points import FOLDER
 from .report import frontier_report, sources
 
 AUDIT = "reports/privacy/audit.csv"

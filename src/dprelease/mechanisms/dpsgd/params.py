@@ -58,7 +58,7 @@ SECTION = ("dpsgd", DPSGDParams)  # Params.dpsgd (dprelease.pipeline.plugins)
 ARMS = (Arm(name="dpsgd", stage="dpsgd", label="DP-SGD (Opacus) at the declared target ε",
             files=("metrics/dpsgd_sweep.json",)),)
 
-FRONTIER = "frontier_dpsgd"  # the stage that writes its frontier points (dprelease.compare.frontier.points)
+FRONTIER = "frontier_dpsgd"  # the stage that writes its frontier points (dprelease.core.utility.points)
 
 
 

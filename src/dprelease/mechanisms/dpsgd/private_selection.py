@@ -23,11 +23,11 @@ import numpy as np
 import torch
 from opacus.accountants.analysis.rdp import compute_rdp
 
-from dprelease.compare.frontier.points import PRIVATE_SELECTION, Point
 from dprelease.core.privacy import secret
 from dprelease.core.privacy.rdp import ORDERS, rdp_to_epsilon
 from dprelease.core.privacy.tuning import draw_repetitions, gaussian_rdp, selection_rdp
 from dprelease.core.utility.metrics import f1_summary, mean_sd
+from dprelease.core.utility.points import PRIVATE_SELECTION, Point
 
 from .accounting import noise_multiplier, steps_for
 from .batched import Setting, setting_for

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-FRONTIER = "frontier_linear_ppm"  # the stage that writes its frontier points (dprelease.compare.frontier.points)
+FRONTIER = "frontier_linear_ppm"  # the stage that writes its frontier points (dprelease.core.utility.points)
 
 
 class _Strict(BaseModel):

@@ -19,4 +19,4 @@ MOVED = {"compare.nonprivate_epochs": ("nonprivate.epochs", "the non-private bas
 
 ARMS = (Arm(name="nonprivate", stage="nonprivate", label="Non-private"),)
 
-FRONTIER = "frontier_nonprivate"  # the frontier's ceiling (dprelease.compare.frontier.points)
+FRONTIER = "frontier_nonprivate"  # the frontier's ceiling (dprelease.core.utility.points)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dprelease.compare.frontier.points import Point, write_points
 from dprelease.core.config import Params
 from dprelease.core.data.splits import backend_for, features, label_info
 from dprelease.core.privacy import guarantee, secret
@@ -14,6 +13,7 @@ from dprelease.core.release.folder import arm_model_dir, write_arm_model
 from dprelease.core.seeds import stage_seed
 from dprelease.core.training import finetune
 from dprelease.core.utility.evaluate import evaluate, write_arm
+from dprelease.core.utility.points import Point, write_points
 from dprelease.pipeline.code_scope import closure
 from dprelease.pipeline.layout import Layout
 from dprelease.pipeline.stage import Stage

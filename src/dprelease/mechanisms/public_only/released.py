@@ -10,7 +10,6 @@ from pathlib import Path
 
 import torch
 
-from dprelease.compare.frontier.points import PUBLIC_PROXY
 from dprelease.core import public_fit
 from dprelease.core.backends.head import linear_head
 from dprelease.core.config import Params
@@ -26,6 +25,7 @@ from dprelease.core.release.folder import write_release
 from dprelease.core.release.manifest import release_manifest
 from dprelease.core.utility.dp_eval import dp_scores
 from dprelease.core.utility.metrics import f1_summary
+from dprelease.core.utility.points import PUBLIC_PROXY
 from dprelease.pipeline.code_scope import closure
 from dprelease.pipeline.layout import Layout
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dprelease.compare.frontier.points import PUBLIC_PROXY, Point, write_points
 from dprelease.core import public_fit
 from dprelease.core.config import Params
 from dprelease.core.data.splits import head_embeddings, label_info
 from dprelease.core.privacy.stages import key_id_file
 from dprelease.core.public_model import predict
 from dprelease.core.utility.metrics import f1_summary
+from dprelease.core.utility.points import PUBLIC_PROXY, Point, write_points
 from dprelease.pipeline.code_scope import closure
 from dprelease.pipeline.layout import Layout
 from dprelease.pipeline.mechanism import ReleaseSpec

@@ -1,5 +1,5 @@
 """SWAG-PPM's points on the privacy/utility frontier, stage ``frontier_swag_ppm`` (file contract:
-:mod:`dprelease.compare.frontier.points`, ``metrics/frontier/swag_ppm.json``).
+:mod:`dprelease.core.utility.points`, ``metrics/frontier/swag_ppm.json``).
 
 SWAG-PPM's ε is measured, not targeted, so its points are a trace over two public knobs, every pair of
 ``frontier.ppm`` reported (``grid_size`` = the number of (c, τ) pairs):
@@ -44,7 +44,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from dprelease.compare.frontier.points import Point, write_points
 from dprelease.core.backends.base import set_flat
 from dprelease.core.config import Params
 from dprelease.core.data.splits import backend_for, features
@@ -52,6 +51,7 @@ from dprelease.core.errors import ConfigError
 from dprelease.core.io import read_json
 from dprelease.core.privacy import guarantee, secret
 from dprelease.core.utility.metrics import f1_summary
+from dprelease.core.utility.points import Point, write_points
 from dprelease.pipeline.layout import Layout
 
 from . import claim, extremes, ppm

@@ -152,7 +152,7 @@ def _calibrated(q: dict) -> str:
 
 
 # the stage that writes SWAG-PPM's points on the privacy/utility frontier (metrics/frontier/swag_ppm.json); the
-# frontier package finds every contributing source by this attribute (dprelease.compare.frontier.points)
+# frontier package finds every contributing source by this attribute (dprelease.core.utility.points)
 FRONTIER = "frontier_swag_ppm"
 
 ARMS = (
