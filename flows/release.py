@@ -50,11 +50,9 @@ def _keys(args):
     """The cheap check before Prefect starts: the keys are those the recorded release was made with."""
     def check(p: Params) -> None:
         from dprelease.core.privacy import key_guard
-        from dprelease.pipeline import plugins
-
-        plugins.refuse_inert(p, cli.parse_overrides(args.set))  # a --set the release's own choice replaces: one line
         from dprelease.pipeline import registry
 
+        registry.refuse_inert(p, cli.parse_overrides(args.set))  # a --set the release's own choice replaces: one line
         registry.release_spec(p)  # released.mechanism names a mechanism that releases (one line, nothing run)
 
         for line in key_guard.check(p, args.root, new_key=args.new_key):

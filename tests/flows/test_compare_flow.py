@@ -21,7 +21,7 @@ from conftest import ARM_STAGES, compare_raw, make_root, written
 
 from dprelease.core.config import parse_params
 from dprelease.core.io import read_json
-from dprelease.pipeline import cache, registry
+from dprelease.pipeline import cache, registry, source
 
 pytestmark = pytest.mark.slow
 
@@ -45,11 +45,11 @@ def compare_env(tmp_path_factory):
         calls.append(name)
         return real(name, params, root)
 
-    frozen = cache.code_hash(["."])
+    frozen = source.code_hash(["."])
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(ts, "run_stage", counted)
         mp.setattr(ts, "store_dir", lambda: store)
-        mp.setattr(cache, "code_hash", lambda paths: frozen)
+        mp.setattr(source, "code_hash", lambda paths: frozen)
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
         yield SimpleNamespace(fc=fc, calls=calls)
 

@@ -19,7 +19,7 @@ import pytest
 from conftest import compare_raw, copy_key, make_root, run_stages
 
 from dprelease.core.config import parse_params
-from dprelease.pipeline import cache, registry
+from dprelease.pipeline import registry, source
 
 pytestmark = pytest.mark.slow
 
@@ -60,9 +60,9 @@ def _outputs(root: Path) -> dict[str, bytes]:
 def env():
     import flows.compare as fc
 
-    frozen = cache.code_hash(["."])
+    frozen = source.code_hash(["."])
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(cache, "code_hash", lambda paths: frozen)
+        mp.setattr(source, "code_hash", lambda paths: frozen)
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
         yield SimpleNamespace(fc=fc)
 

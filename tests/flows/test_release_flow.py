@@ -19,7 +19,7 @@ from conftest import copy_key, make_root, slice_raw
 from dprelease.core import headline
 from dprelease.core.config import parse_params
 from dprelease.core.io import read_json
-from dprelease.pipeline import cache, registry
+from dprelease.pipeline import cache, registry, source
 
 pytestmark = pytest.mark.slow
 
@@ -30,7 +30,7 @@ UPSTREAM_OF_RISK = ["stratify", "featurize", "finetune_r1", "swag_r1"]
 def flow_env():
     """Import the flow (Prefect home already points into a tmp dir, see conftest) with counted stages.
 
-    ``cache.code_hash`` is frozen for the module: it hashes source files, which other people may be editing
+    ``source.code_hash`` is frozen for the module: it hashes source files, which other people may be editing
     while the suite runs (code-scoped keys have their own tests in test_cache.py)."""
     import dprelease.mechanisms.swag_ppm.rounds as stages_mod
     import flows.release as fr
@@ -46,7 +46,7 @@ def flow_env():
             return hooks.pop(name)(real, name, params, root)
         return real(name, params, root)
 
-    frozen = cache.code_hash(["."])
+    frozen = source.code_hash(["."])
     store: dict = {"on": False}  # the shared stage store is off here (these tests count recomputation per root)
     real_restore = ts.stage_store.restore
 
@@ -56,7 +56,7 @@ def flow_env():
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(ts, "run_stage", counted)
         mp.setattr(ts.stage_store, "restore", restore)
-        mp.setattr(cache, "code_hash", lambda paths: frozen)
+        mp.setattr(source, "code_hash", lambda paths: frozen)
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
         yield SimpleNamespace(flow=fr.release_flow, calls=calls, hooks=hooks, stages=stages_mod, store=store)
 

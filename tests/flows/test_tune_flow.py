@@ -16,7 +16,7 @@ import yaml
 from conftest import GATED, make_root, slice_raw
 
 from dprelease.core.io import read_json
-from dprelease.pipeline import cache
+from dprelease.pipeline import source
 
 pytestmark = pytest.mark.slow
 
@@ -44,10 +44,10 @@ def tune_env(tmp_path_factory):
 
     root = make_root(tmp_path_factory.mktemp("tune"))
     (root / "params.yaml").write_text(yaml.safe_dump(_raw(), sort_keys=False), encoding="utf-8")
-    frozen = cache.code_hash(["."])
+    frozen = source.code_hash(["."])
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(ts, "run_stage", counted)
-        mp.setattr(cache, "code_hash", lambda paths: frozen)
+        mp.setattr(source, "code_hash", lambda paths: frozen)
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
         yield SimpleNamespace(main=ft.main, root=root, calls=calls)
 

@@ -13,11 +13,10 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
 from conftest import ROOT
 
 from dprelease.core.config import load_params
-from dprelease.pipeline import cache, code_scope, plugins, registry
+from dprelease.pipeline import code_scope, plugins, registry, source
 
 TOY = {
     "__init__.py": '"""A toy mechanism (test only)."""\n',
@@ -58,7 +57,7 @@ TOY = {
 
 CHECK = """
 import json, sys
-from dprelease.pipeline import cache, plan as pipeline, registry
+from dprelease.pipeline import plan as pipeline, registry, source
 from dprelease.core.config import parse_params
 p = parse_params({"toy": {"scale": 3}, "compare": {"arms": ["nonprivate", "toy"]}})
 plan = pipeline.plan(registry.stages(p), p, **{"groups": registry.flows()["toy"].groups})
@@ -72,7 +71,7 @@ print(json.dumps({"scale": p.toy.scale, "order": plan.order, "summary": summary,
                   "flows": sorted(registry.flows()), "code": registry.get(p, "toy_total").code,
                   "report_deps": registry.get(p, "compare_report").deps, "audit": audit,
                   "release_code": {s.name: s.code for s in registry.group(p, "release", active_only=False)},
-                  "release_hash": {s.name: cache.code_hash(s.code) for s in registry.group(p, "release", active_only=False)},
+                  "release_hash": {s.name: source.code_hash(s.code) for s in registry.group(p, "release", active_only=False)},
                   "report_code": registry.get(p, "compare_report").code}))
 """
 
@@ -120,7 +119,7 @@ def test_a_new_mechanism_is_one_folder_and_one_line(tmp_path):
     assert got["release_code"] == {s.name: s.code for s in registry.group(params, "release", active_only=False)}
     # nor is the list of packages it was added to (configuration): every release stage's key and dvc.yaml deps,
     # hence dvc.lock, are as they were
-    assert got["release_hash"] == {s.name: cache.code_hash(s.code) for s in registry.group(params, "release",
+    assert got["release_hash"] == {s.name: source.code_hash(s.code) for s in registry.group(params, "release",
                                                                                          active_only=False)}
     # ... except where its declarations are read: the comparison report reads its arm's label
     assert "mechanisms/toy/params.py" in got["report_code"]
@@ -176,16 +175,6 @@ def test_every_stage_is_planned_by_a_flow():
                                                        then=f.then).order}
     orphans = sorted(s.name for s in stages if s.active(params) and s.name not in planned)
     assert not orphans, f"stages no flow plans: {orphans}"
-
-
-def test_an_arm_that_needs_a_setting_is_refused_with_the_reason():
-    from dprelease.core.config import parse_params
-    from dprelease.core.errors import ConfigError
-
-    params = parse_params({"ppm": {"reweight": False}, "compare": {"arms": ["nonprivate", "swag_ppm_reweighted"]}})
-    with pytest.raises(ConfigError, match=r"^compare\.arms: swag_ppm_reweighted needs ppm\.reweight: true$"):
-        plugins.check_arms(params, ("compare",))
-    plugins.check_arms(parse_params({"ppm": {"reweight": True}}), ("compare", "privacy_audit"))  # no error
 
 
 def test_every_declared_arm_is_trained_by_a_stage_of_its_own_package():

@@ -12,7 +12,7 @@ makes (:func:`guarantee_kinds`; imports :mod:`dprelease.pipeline.mechanism` and 
 (:func:`dprelease.pipeline.code_scope.implicit_imports`), so these imports by name are edges like any other; a stage's
 code scope leaves this module's edges to the ``params`` and ``kinds`` modules out (a stage's key hashes the validated values it
 reads) unless its code reads their arms, frontier sources or guarantee kinds (:func:`arms`, :func:`frontier_sources`,
-:func:`check_arms`, :func:`guarantee_kinds`: :func:`dprelease.pipeline.code_scope.scope_imports`).
+:func:`guarantee_kinds`: :func:`dprelease.pipeline.code_scope.scope_imports`).
 
 Adding a mechanism: write its folder (pure maths, run functions, ``stages.declare``, ``params.py`` with its
 section, defaults and arms, ``plugin.py`` with its flow, tracking hook and sanitizer, ``kinds.py`` if it makes a
@@ -28,8 +28,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from functools import cache
-
-from dprelease.core.errors import ConfigError
 
 from .packages import PACKAGES  # the list itself: configuration, in its own module (packages.py)
 
@@ -102,27 +100,8 @@ def overridden(params) -> dict[str, str]:
     return {}
 
 
-def refuse_inert(params, keys) -> None:
-    """Preflight of the release flow: a ``--set`` of a setting the released mechanism's own choice replaces
-    (:func:`overridden`) is refused in one line: the run would re-make the release and change nothing."""
-    inert = overridden(params) if keys else {}
-    for key in keys:
-        if key in inert:
-            raise ConfigError(f"--set {key}: refused, it changes nothing in this release ({params.released.mechanism}): "
-                              f"{inert[key]}")
-
-
 def guarantee_kinds() -> list:
     """Every listed package's guarantee kinds (``KINDS`` of its ``kinds`` module, if it has one), in
     :data:`PACKAGES` order; what :func:`dprelease.core.privacy.guarantee.kind` looks a name up in."""
     return [k for package in PACKAGES if importlib.util.find_spec(f"{package}.kinds") is not None
             for k in importlib.import_module(f"{package}.kinds").KINDS]
-
-
-def check_arms(params, sections: tuple[str, ...]) -> None:
-    """A one-line error when an arm named in ``sections``' arm lists cannot run with these params."""
-    known = arms()
-    for section in sections:
-        for name in getattr(params, section).arms:
-            if (why := known[name].refusal(params, f"{section}.arms")) is not None:
-                raise ConfigError(why)

@@ -29,8 +29,9 @@ from dprelease.core.errors import ConfigError, ReleaseError
 from dprelease.core.io import atomic_path, make_private_within, private_dir
 from dprelease.pipeline import plugins
 
-from .cache import code_files
 from .mechanism import FlowSpec, Mechanism, ReleaseSpec
+from .plan import plan as plan_stages
+from .source import code_files
 from .stage import Stage, StageAccess
 
 PACKAGE_ROOT = "src/dprelease"
@@ -141,7 +142,18 @@ def run_stage(name: str, params: Params, root: str | Path = ".") -> dict:
     return summary
 
 
-ACCESS = StageAccess(run=run_stage, declared=stages)  # what a stage that runs other stages is handed (runs_stages)
+def refuse_inert(params, keys) -> None:
+    """Preflight of the release flow: a ``--set`` of a setting the released mechanism's own choice replaces
+    (:func:`dprelease.pipeline.plugins.overridden`) is refused in one line: the run would re-make the release and change nothing."""
+    inert = plugins.overridden(params) if keys else {}
+    for key in keys:
+        if key in inert:
+            raise ConfigError(f"--set {key}: refused, it changes nothing in this release ({params.released.mechanism}): "
+                              f"{inert[key]}")
+
+
+
+ACCESS = StageAccess(run=run_stage, declared=stages, plan=plan_stages)  # what a stage that runs other stages is handed (runs_stages)
 
 
 def sanitizer(mechanism: str):

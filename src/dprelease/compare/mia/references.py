@@ -28,8 +28,8 @@ from dprelease.core.data.splits import backend_for, features
 from dprelease.core.io import atomic_dir, file_hash, write_json
 from dprelease.core.seeds import stage_seed
 from dprelease.core.training import finetune
-from dprelease.pipeline.cache import code_hash
 from dprelease.pipeline.layout import Layout
+from dprelease.pipeline.source import code_hash
 
 from . import audit_cache, workers
 from .population import audit_dir

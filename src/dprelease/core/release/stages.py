@@ -13,10 +13,12 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
+from dprelease.core.release.path import check_release_path
+from dprelease.pipeline.layout import Layout
+from dprelease.pipeline.stage import Stage
+
 from ..config import Params
 from ..io import write_json
-from dprelease.pipeline.layout import Layout, check_release_path
-from dprelease.pipeline.stage import Stage
 from .folder import publish as write_published
 from .folder import verify_release
 from .signing import agency_signer, public_key_dep

@@ -26,11 +26,12 @@ from dprelease.core.privacy.target import default_delta
 from dprelease.core.release.folder import publish as write_published
 from dprelease.core.release.folder import verify_release, write_release
 from dprelease.core.release.manifest import release_manifest
+from dprelease.core.release.path import check_release_path
 from dprelease.core.release.signing import agency_signer
 from dprelease.core.utility.dp_eval import separate_figures
 from dprelease.core.utility.metrics import f1_summary
 from dprelease.pipeline.code_scope import closure
-from dprelease.pipeline.layout import Layout, check_release_path
+from dprelease.pipeline.layout import Layout
 
 from . import diagnostics, maths, posterior
 from .card import render

@@ -26,11 +26,11 @@ from dprelease.core.config import Params
 from dprelease.core.errors import OneLineError
 from dprelease.core.headline import NAMES, audit_bound, headline, markdown, released_record
 from dprelease.core.io import file_hash, read_json
+from dprelease.core.locks import Busy, root_lock
 from dprelease.core.privacy.guarantee import Guarantee
 from dprelease.core.release.signing import PUBLIC, key_folder
 
 from ..layout import Layout
-from ..locks import Busy, root_lock
 from ..tracking import log_pipeline_run, open_store, release_run_name
 from . import fingerprint as fpr
 from . import model_registry as mr
