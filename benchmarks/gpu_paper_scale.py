@@ -162,11 +162,11 @@ def main(argv=None) -> int:
     from safetensors.torch import load_file
     from sklearn.metrics import f1_score
 
+    from dprelease.contracts.layout import Layout
     from dprelease.core.backends.base import set_flat
     from dprelease.core.config import parse_params
     from dprelease.core.data.splits import backend_for, features
     from dprelease.pipeline import registry
-    from dprelease.pipeline.layout import Layout
 
     began = time.perf_counter()
     raw = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dprelease.compare.frontier.report import recommendation_line
+from dprelease.contracts.layout import Layout
 from dprelease.core.config import Params
 from dprelease.core.io import read_json
 from dprelease.core.privacy.guarantee import Guarantee
-from dprelease.pipeline.layout import Layout
 
 
 def _num(v, fmt: str = ".3f") -> str:

@@ -156,7 +156,7 @@ def copy_key(secret_dir: Path, root: Path, artifacts: str = "artifacts") -> Path
 def trace_package(fn) -> set[str]:
     """Package-relative source files in which a function ran while ``fn`` ran (this thread): what a stage's
     code declaration is checked against."""
-    from dprelease.pipeline import source
+    from dprelease.contracts import source
 
     pkg = str(source.PACKAGE_DIR) + "/"
     seen: set[str] = set()

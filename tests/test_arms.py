@@ -17,12 +17,12 @@ import pytest
 import torch
 from conftest import ARM_STAGES, compare_raw, copy_root, run_stages
 
+from dprelease.contracts.layout import Layout
 from dprelease.core.backends.base import get_flat
 from dprelease.core.config import ConfigError, parse_params
 from dprelease.core.io import read_json
 from dprelease.core.utility.metrics import PER_CLASS_COLUMNS
 from dprelease.mechanisms.dpsgd import stages as baselines
-from dprelease.pipeline.layout import Layout
 
 pytestmark = pytest.mark.slow
 

@@ -11,9 +11,10 @@ import sys
 import pytest
 from conftest import ROOT
 
+from dprelease.contracts import plugins
+from dprelease.contracts.code_scope import PKG, closure
 from dprelease.core.config import load_params, parse_params
-from dprelease.pipeline import plugins, registry
-from dprelease.pipeline.code_scope import PKG, closure
+from dprelease.pipeline import registry
 
 HEAVY = ("torch", "opacus", "pandas", "prefect", "mlflow", "transformers", "sklearn", "scipy", "flwr", "dask")
 SUBCOMMANDS = ("stage", "predict", "sanitize", "verify", "key", "dvc-yaml", "plugin-index", "track", "secret")

@@ -19,9 +19,10 @@ import pytest
 import yaml
 from conftest import ARM_STAGES, compare_raw, make_root, written
 
+from dprelease.contracts import source
 from dprelease.core.config import parse_params
 from dprelease.core.io import read_json
-from dprelease.pipeline import cache, registry, source
+from dprelease.pipeline import cache, registry
 
 pytestmark = pytest.mark.slow
 

@@ -18,8 +18,9 @@ from types import SimpleNamespace
 import pytest
 from conftest import compare_raw, copy_key, make_root, run_stages
 
+from dprelease.contracts import source
 from dprelease.core.config import parse_params
-from dprelease.pipeline import registry, source
+from dprelease.pipeline import registry
 
 pytestmark = pytest.mark.slow
 

@@ -16,10 +16,11 @@ import numpy as np
 import pytest
 from conftest import copy_key, make_root, slice_raw
 
+from dprelease.contracts import source
 from dprelease.core import headline
 from dprelease.core.config import parse_params
 from dprelease.core.io import read_json
-from dprelease.pipeline import cache, registry, source
+from dprelease.pipeline import cache, registry
 
 pytestmark = pytest.mark.slow
 

@@ -15,8 +15,8 @@ import pytest
 import yaml
 from conftest import GATED, make_root, slice_raw
 
+from dprelease.contracts import source
 from dprelease.core.io import read_json
-from dprelease.pipeline import source
 
 pytestmark = pytest.mark.slow
 

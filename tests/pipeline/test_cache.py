@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from conftest import make_root, slice_raw, trace_package
 
+from dprelease.contracts import source
 from dprelease.core.config import parse_params
-from dprelease.pipeline import cache, registry, source
+from dprelease.pipeline import cache, registry
 
 PARAMS = parse_params(slice_raw())
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
+from dprelease.contracts.layout import Layout
 from dprelease.core.config import parse_params
 from dprelease.core.headline import headline, markdown
 from dprelease.core.io import write_json
 from dprelease.core.privacy import guarantee
-from dprelease.pipeline.layout import Layout
 from dprelease.pipeline.service.promotion import figures_tags
 from dprelease.pipeline.tracking import note, release_run_name
 from flows.summary import released_lines

@@ -3,8 +3,8 @@ that cannot run with them (its declared ``Arm.refusal``, e.g. a setting it needs
 
 from __future__ import annotations
 
+from dprelease.contracts import plugins
 from dprelease.core.errors import ConfigError
-from dprelease.pipeline import plugins
 
 
 def check_arms(params, sections: tuple[str, ...]) -> None:

@@ -13,11 +13,10 @@ import hashlib
 import json
 from pathlib import Path
 
+from dprelease.contracts import source
+from dprelease.contracts.stage import Stage, pick
 from dprelease.core.config import Params
 from dprelease.core.io import file_hash, private_dir, read_json, write_json
-
-from . import source
-from .stage import Stage, pick
 
 
 def input_key(stage: Stage, params: Params, root: str | Path = ".") -> str:

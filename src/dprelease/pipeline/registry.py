@@ -3,7 +3,7 @@
 ``dprelease stage NAME`` (:func:`run_stage`), the Prefect tasks (``tasks/stages.py``) and the
 generated ``dvc.yaml`` (:func:`dvc_yaml`: the release pipeline; kept in sync by a test).
 
-The stages come from the plug-ins (:mod:`dprelease.pipeline.plugins`): adding a mechanism changes nothing here.
+The stages come from the plug-ins (:mod:`dprelease.contracts.plugins`): adding a mechanism changes nothing here.
 
 Loading is lazy: importing this module imports no plug-in. One stage by name (:func:`get`: ``dprelease stage
 NAME``, the Prefect tasks), a sanitizer and the flows' one-line help are found in the plug-in index, so only
@@ -24,15 +24,15 @@ from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
+from dprelease.contracts import plugins
+from dprelease.contracts.mechanism import FlowSpec, Mechanism, ReleaseSpec
+from dprelease.contracts.source import code_files
+from dprelease.contracts.stage import Stage, StageAccess
 from dprelease.core.config import Params
 from dprelease.core.errors import ConfigError, ReleaseError
 from dprelease.core.io import atomic_path, make_private_within, private_dir
-from dprelease.pipeline import plugins
 
-from .mechanism import FlowSpec, Mechanism, ReleaseSpec
 from .plan import plan as plan_stages
-from .source import code_files
-from .stage import Stage, StageAccess
 
 PACKAGE_ROOT = "src/dprelease"
 INDEX_ROOT = Path(__file__).parents[1]  # the package folders holding the index fragments (another tree: tests)
@@ -46,7 +46,7 @@ def plugin(package: str) -> Mechanism:
 
 
 def mechanisms() -> list[Mechanism]:
-    """Every listed package's plug-in, in :data:`dprelease.pipeline.plugins.PACKAGES` order (imports them all)."""
+    """Every listed package's plug-in, in :data:`dprelease.contracts.plugins.PACKAGES` order (imports them all)."""
     return [plugin(package) for package in plugins.PACKAGES]
 
 
@@ -144,7 +144,7 @@ def run_stage(name: str, params: Params, root: str | Path = ".") -> dict:
 
 def refuse_inert(params, keys) -> None:
     """Preflight of the release flow: a ``--set`` of a setting the released mechanism's own choice replaces
-    (:func:`dprelease.pipeline.plugins.overridden`) is refused in one line: the run would re-make the release and change nothing."""
+    (:func:`dprelease.contracts.plugins.overridden`) is refused in one line: the run would re-make the release and change nothing."""
     inert = plugins.overridden(params) if keys else {}
     for key in keys:
         if key in inert:
@@ -263,7 +263,7 @@ def write_index(params: Params, *, root: str | Path | None = None) -> list[Path]
 
 
 def arms() -> dict:
-    """Every package's arms by name (declared in its ``params`` module: :func:`dprelease.pipeline.plugins.arms`)."""
+    """Every package's arms by name (declared in its ``params`` module: :func:`dprelease.contracts.plugins.arms`)."""
     return plugins.arms()
 
 
@@ -298,7 +298,7 @@ def dvc_yaml(params: Params) -> dict:
         entries[s.name] = entry
         code_files(s.code)  # fails loudly on an extra_code path that does not exist
     evaluate = get(params, "evaluate")
-    from .code_scope import closure
+    from dprelease.contracts.code_scope import closure
 
     tracking_code = [f"{PACKAGE_ROOT}/{p}" for p in closure("dprelease.pipeline.tracking")]  # a change to the logging re-runs it
     track_deps = ["metrics/evaluation.json", "metrics/swag_ppm_draw.json", "metrics/released.json", *evaluate.plots,

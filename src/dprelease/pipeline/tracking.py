@@ -15,12 +15,12 @@ import os
 import sqlite3
 from pathlib import Path
 
+from dprelease.contracts.layout import Layout
 from dprelease.core.config import Params
 from dprelease.core.headline import released_record
 from dprelease.core.io import read_json, write_json
 from dprelease.core.locks import file_lock
 from dprelease.core.privacy.guarantee import Guarantee
-from dprelease.pipeline.layout import Layout
 
 PUBLIC_METRIC_FILES = ("data", "released")
 HTTP_LIMITS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "10", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}

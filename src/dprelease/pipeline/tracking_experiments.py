@@ -10,14 +10,14 @@ import tempfile
 from pathlib import Path
 
 from dprelease.compare.reports.compare import arm_metrics
+from dprelease.contracts import plugins
+from dprelease.contracts.layout import Layout
+from dprelease.contracts.mechanism import TrackedRun
 from dprelease.core.config import Params
 from dprelease.core.io import read_json
 from dprelease.core.utility.evaluate import quartile_summary
 from dprelease.core.utility.metrics import quartile_table
-from dprelease.pipeline import plugins
 
-from .layout import Layout
-from .mechanism import TrackedRun
 from .tracking import _flatten, _guarantee_metrics, _guarantee_tags, _is_number, _run, _setup
 
 

@@ -32,8 +32,8 @@ def _pool(root, params, members: dict[str, list[bool]]):
 
     from dprelease.compare.mia.canary import SETS
     from dprelease.compare.mia.population import audit_dir
+    from dprelease.contracts.layout import Layout
     from dprelease.core.backends.base import save_features
-    from dprelease.pipeline.layout import Layout
 
     pool = audit_dir(Layout.from_params(params, root)) / "pool"
     pool.mkdir(parents=True)

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from conftest import compare_raw, copy_root, run_stages
-from dprelease.pipeline import plugins
+from dprelease.contracts import plugins
 from dprelease.compare.reports import compare as report
 from dprelease.core.config import parse_params
 from dprelease.core.io import read_json

@@ -56,7 +56,7 @@ def test_dpsgd_releases_the_proxys_choice(proxied, tmp_path):
     import shutil
 
     from dprelease.mechanisms.dpsgd.search import configurations, proxy_ranking
-    from dprelease.pipeline.layout import Layout
+    from dprelease.contracts.layout import Layout
 
     root = tmp_path / "root"
     shutil.copytree(proxied[0], root)

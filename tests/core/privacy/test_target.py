@@ -9,13 +9,13 @@ import inspect
 import pytest
 from conftest import ROOT
 
+from dprelease.contracts.layout import Layout
 from dprelease.core.config import ConfigError, load_params, parse_params
 from dprelease.core.io import write_json
 from dprelease.core.privacy import target
 from dprelease.core.privacy.guarantee import ppm
 from dprelease.mechanisms.dpsgd.stages import dpsgd_target
 from dprelease.mechanisms.swag_ppm.arms import censor_epsilon
-from dprelease.pipeline.layout import Layout
 
 NO_DPSGD_ARMS = {"compare": {"arms": ["nonprivate", "swag_ppm"]}, "privacy_audit": {"arms": ["nonprivate"]}}
 

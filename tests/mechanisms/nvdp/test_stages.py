@@ -14,7 +14,8 @@ pytestmark = pytest.mark.slow
 
 
 def test_code_each_stage_runs_is_code_it_declares(nvdp_run):
-    from dprelease.pipeline import registry, source
+    from dprelease.contracts import source
+    from dprelease.pipeline import registry
 
     params, _, used = nvdp_run
     for name, files in used.items():

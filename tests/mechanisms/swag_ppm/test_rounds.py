@@ -86,8 +86,8 @@ def test_sensitivity_epsilon_is_twice_delta(run, r):
     sens = _metrics(run, f"sensitivity_r{r}")
     max_deltas = np.load(run.path(f"{run.params.artifacts}/round{r}/sensitivity/max_deltas.npy"))
     assert len(max_deltas) == sens["draws"]
+    from dprelease.contracts.layout import Layout
     from dprelease.mechanisms.swag_ppm.reweighting import decision_file
-    from dprelease.pipeline.layout import Layout
 
     decision = read_json(decision_file(Layout.from_params(run.params, run.root)))  # private: the test may read it
     if r == 2 or decision["reached"]:  # a refit above its bound may stop after half its draws

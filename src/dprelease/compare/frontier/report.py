@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from dprelease.contracts import plugins
+from dprelease.contracts.layout import Layout
 from dprelease.core.config import Params
 from dprelease.core.io import atomic_dir, read_json, write_json
 from dprelease.core.privacy.stages import key_id_file
 from dprelease.core.utility.metrics import mean_sd
 from dprelease.core.utility.points import COVERED, points_file, read_points
-from dprelease.pipeline import plugins
-from dprelease.pipeline.layout import Layout
 
 from .plot import FLOOR_KIND, plot
 

@@ -34,6 +34,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from dprelease.contracts import plugins
+from dprelease.contracts.layout import Layout
+from dprelease.contracts.stage import StageAccess
 from dprelease.core.backends.base import load_features, save_features
 from dprelease.core.config import Params, parse_params
 from dprelease.core.data.splits import backend_for, features
@@ -41,9 +44,6 @@ from dprelease.core.errors import OneLineError
 from dprelease.core.io import atomic_dir, private_dir, read_json, write_json
 from dprelease.core.privacy import secret
 from dprelease.core.release.folder import load_release_model
-from dprelease.pipeline import plugins
-from dprelease.pipeline.layout import Layout
-from dprelease.pipeline.stage import StageAccess
 
 from . import onerun, workers
 from .attack import arm_folder

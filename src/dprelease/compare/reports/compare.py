@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from dprelease.pipeline import plugins
+from dprelease.contracts import plugins
 from dprelease.core.config import Params
 from dprelease.core.io import atomic_dir, atomic_path, read_json
-from dprelease.pipeline.layout import Layout
+from dprelease.contracts.layout import Layout
 from dprelease.core.plots import per_class_compare_plot
 from dprelease.core.privacy.guarantee import Guarantee
 from dprelease.core.utility.evaluate import arm_dir, quartile_summary

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dprelease.compare.arms import check_arms
 from dprelease.core.config import Params
-from dprelease.pipeline import plugins
-from dprelease.pipeline.stage import Stage
+from dprelease.contracts import plugins
+from dprelease.contracts.stage import Stage
 
 from .compare import compare_report
 

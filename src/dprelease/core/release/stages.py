@@ -2,7 +2,7 @@
 fixed before the data are seen) → the signed release folder ``params.release`` with its model card, and the
 release record ``metrics/released.json`` that the summary, MLflow, the registry's tags and gates read.
 
-A mechanism declares what it releases (:class:`dprelease.pipeline.mechanism.ReleaseSpec` on its plug-in): the stage that
+A mechanism declares what it releases (:class:`dprelease.contracts.mechanism.ReleaseSpec` on its plug-in): the stage that
 stages a release-format folder (model, labels, a manifest holding its guarantee record), its card and its
 figures. Nothing here names a mechanism: the stage registry resolves ``released.mechanism`` once
 (:func:`dprelease.pipeline.registry.release_spec`) and adds this stage with that spec (:func:`publish_stage`).
@@ -14,8 +14,8 @@ from functools import partial
 from pathlib import Path
 
 from dprelease.core.release.path import check_release_path
-from dprelease.pipeline.layout import Layout
-from dprelease.pipeline.stage import Stage
+from dprelease.contracts.layout import Layout
+from dprelease.contracts.stage import Stage
 
 from ..config import Params
 from ..io import write_json

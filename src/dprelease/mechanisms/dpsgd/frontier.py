@@ -23,12 +23,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from dprelease.contracts.layout import Layout
 from dprelease.core import public_fit
 from dprelease.core.config import Params
 from dprelease.core.data.splits import label_info, n_public
 from dprelease.core.utility.metrics import f1_summary, mean_sd
 from dprelease.core.utility.points import PRIVATE_VALIDATION, PUBLIC_PROXY, Point, write_points
-from dprelease.pipeline.layout import Layout
 
 from .accounting import default_delta
 from .forward import forward_check

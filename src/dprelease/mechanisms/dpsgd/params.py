@@ -1,4 +1,4 @@
-"""What DP-SGD contributes to ``Params`` (:mod:`dprelease.pipeline.plugins`): its ``dpsgd`` section, its arm (with
+"""What DP-SGD contributes to ``Params`` (:mod:`dprelease.contracts.plugins`): its ``dpsgd`` section, its arm (with
 the δ sweep the comparison report reads) and the declared target ε its arm needs."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from dprelease.pipeline.mechanism import Arm
+from dprelease.contracts.mechanism import Arm
 
 
 class _Strict(BaseModel):
@@ -52,7 +52,7 @@ class DPSGDParams(_Strict):
         return self
 
 
-SECTION = ("dpsgd", DPSGDParams)  # Params.dpsgd (dprelease.pipeline.plugins)
+SECTION = ("dpsgd", DPSGDParams)  # Params.dpsgd (dprelease.contracts.plugins)
 
 # its row: DP-SGD at the declared target ε (dpsgd.target_epsilon), not "matched" to the release's measured ε
 ARMS = (Arm(name="dpsgd", stage="dpsgd", label="DP-SGD (Opacus) at the declared target ε",
@@ -80,7 +80,7 @@ def _overridden(params) -> dict[str, str]:
     return {f"dpsgd.{backend}.{key}": why for key in CHOSEN}
 
 
-OVERRIDDEN = _overridden  # read when this mechanism is released (dprelease.pipeline.plugins.overridden)
+OVERRIDDEN = _overridden  # read when this mechanism is released (dprelease.contracts.plugins.overridden)
 
 
 def _declared_target(params) -> str | None:
@@ -90,6 +90,6 @@ def _declared_target(params) -> str | None:
     return None
 
 
-CHECKS = (_declared_target,)  # run when params are parsed (dprelease.pipeline.plugins.checks)
+CHECKS = (_declared_target,)  # run when params are parsed (dprelease.contracts.plugins.checks)
 
 MOVED = {"dpsgd.public_l2": ("public_model.l2", "the public model is the core's: the floor, the warm start and a release")}

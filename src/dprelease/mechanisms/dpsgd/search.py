@@ -12,12 +12,12 @@ from pathlib import Path
 
 import torch
 
+from dprelease.contracts.layout import Layout
 from dprelease.core.config import Params
 from dprelease.core.data.splits import head_embeddings, label_info, n_public
 from dprelease.core.privacy import secret
 from dprelease.core.utility.metrics import f1
 from dprelease.core.utility.points import PRIVATE_VALIDATION, PUBLIC_PROXY
-from dprelease.pipeline.layout import Layout
 
 from . import warm as warm_start
 from .accounting import noise_multiplier, steps_for

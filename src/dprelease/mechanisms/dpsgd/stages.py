@@ -13,6 +13,10 @@ from pathlib import Path
 
 import torch
 
+from dprelease.contracts.code_scope import closure
+from dprelease.contracts.layout import Layout
+from dprelease.contracts.mechanism import ReleaseSpec
+from dprelease.contracts.stage import Stage
 from dprelease.core.config import Params
 from dprelease.core.data.splits import backend_for, features, label_info, n_public
 from dprelease.core.data.stages import period_split, public_design
@@ -27,10 +31,6 @@ from dprelease.core.release.manifest import release_manifest
 from dprelease.core.utility.dp_eval import dp_scores
 from dprelease.core.utility.evaluate import evaluate, score, write_arm
 from dprelease.core.utility.metrics import f1_summary
-from dprelease.pipeline.code_scope import closure
-from dprelease.pipeline.layout import Layout
-from dprelease.pipeline.mechanism import ReleaseSpec
-from dprelease.pipeline.stage import Stage
 
 from . import card
 from .accounting import default_delta, spent_epsilon

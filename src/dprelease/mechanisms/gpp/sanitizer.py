@@ -18,6 +18,7 @@ import torch
 from safetensors.torch import save_file
 
 from dprelease import __version__
+from dprelease.contracts.source import code_hash
 from dprelease.core.backends.encoder import encoder_reference
 from dprelease.core.config import Params
 from dprelease.core.errors import ReleaseError
@@ -28,7 +29,6 @@ from dprelease.core.release.check import SANITIZER as KIND
 from dprelease.core.release.path import check_release_path
 from dprelease.core.release.signing import agency_signer, sign_folder
 from dprelease.core.untrusted import bounded, fit_state, load_weights, module_shapes
-from dprelease.pipeline.source import code_hash
 
 from .model import Encoder
 from .train import TrainConfig

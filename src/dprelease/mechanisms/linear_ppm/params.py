@@ -1,5 +1,5 @@
 """The ``linear_ppm:`` section of ``params.yaml`` (docs/linear_ppm.md), added to ``Params`` as ``Params.linear_ppm``
-through :data:`SECTION` (:mod:`dprelease.pipeline.plugins`). Pydantic only. Every level here — λ, T, the censored ε, the
+through :data:`SECTION` (:mod:`dprelease.contracts.plugins`). Pydantic only. Every level here — λ, T, the censored ε, the
 diagnostics' thresholds — is declared before any run; none is chosen by looking at an ε."""
 
 from __future__ import annotations
@@ -73,5 +73,5 @@ class LinearPPMParams(_Strict):
         return self
 
 
-SECTION = ("linear_ppm", LinearPPMParams)  # Params.linear_ppm (dprelease.pipeline.plugins)
+SECTION = ("linear_ppm", LinearPPMParams)  # Params.linear_ppm (dprelease.contracts.plugins)
 

@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from dprelease.contracts.code_scope import closure
+from dprelease.contracts.layout import Layout
 from dprelease.core.config import Params
 from dprelease.core.data.splits import head_embeddings, label_info, linear_backend_for, n_public
 from dprelease.core.io import atomic_dir, read_json, write_json
@@ -30,8 +32,6 @@ from dprelease.core.release.path import check_release_path
 from dprelease.core.release.signing import agency_signer
 from dprelease.core.utility.dp_eval import separate_figures
 from dprelease.core.utility.metrics import f1_summary
-from dprelease.pipeline.code_scope import closure
-from dprelease.pipeline.layout import Layout
 
 from . import diagnostics, maths, posterior
 from .card import render

@@ -4,12 +4,12 @@ secret-chosen draw), ``linear_ppm_publish`` (the signed release folder with its 
 
 from __future__ import annotations
 
+from dprelease.contracts.code_scope import closure
+from dprelease.contracts.mechanism import ReleaseSpec
+from dprelease.contracts.stage import Stage
 from dprelease.core.config import Params
 from dprelease.core.privacy.stages import key_id_file
 from dprelease.core.release.signing import public_key_dep
-from dprelease.pipeline.code_scope import closure
-from dprelease.pipeline.mechanism import ReleaseSpec
-from dprelease.pipeline.stage import Stage
 
 from . import card, released
 from .frontier import frontier_linear_ppm

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import torch
 
+from dprelease.contracts.code_scope import closure
+from dprelease.contracts.layout import Layout
 from dprelease.core.config import Params
 from dprelease.core.data.splits import head_embeddings, label_info, linear_backend_for, n_public
 from dprelease.core.errors import ConfigError
@@ -24,8 +26,6 @@ from dprelease.core.release.manifest import release_manifest
 from dprelease.core.utility.dp_eval import dp_scores
 from dprelease.core.utility.metrics import f1_summary
 from dprelease.core.utility.points import DECLARED, PUBLIC_PROXY
-from dprelease.pipeline.code_scope import closure
-from dprelease.pipeline.layout import Layout
 
 from . import maths
 

@@ -9,6 +9,10 @@ from pathlib import Path
 
 import torch
 
+from dprelease.contracts.code_scope import closure
+from dprelease.contracts.layout import Layout
+from dprelease.contracts.mechanism import ReleaseSpec
+from dprelease.contracts.stage import Stage
 from dprelease.core.config import Params
 from dprelease.core.data.splits import label_info, n_public
 from dprelease.core.privacy import secret
@@ -16,10 +20,6 @@ from dprelease.core.privacy.stages import key_id_file
 from dprelease.core.privacy.target import default_delta
 from dprelease.core.utility.metrics import f1_summary, mean_sd
 from dprelease.core.utility.points import DECLARED, PUBLIC_PROXY, Point, write_points
-from dprelease.pipeline.code_scope import closure
-from dprelease.pipeline.layout import Layout
-from dprelease.pipeline.mechanism import ReleaseSpec
-from dprelease.pipeline.stage import Stage
 
 from . import maths, released
 from .released import embeddings, proxy_centre

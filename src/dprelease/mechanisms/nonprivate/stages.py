@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dprelease.contracts.code_scope import closure
+from dprelease.contracts.layout import Layout
+from dprelease.contracts.stage import Stage
 from dprelease.core.config import Params
 from dprelease.core.data.splits import backend_for, features, label_info
 from dprelease.core.privacy import guarantee, secret
@@ -14,9 +17,6 @@ from dprelease.core.seeds import stage_seed
 from dprelease.core.training import finetune
 from dprelease.core.utility.evaluate import evaluate, write_arm
 from dprelease.core.utility.points import Point, write_points
-from dprelease.pipeline.code_scope import closure
-from dprelease.pipeline.layout import Layout
-from dprelease.pipeline.stage import Stage
 
 
 def nonprivate(params: Params, root: str | Path = ".") -> dict:

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import torch
 
+from dprelease.contracts.code_scope import closure
+from dprelease.contracts.layout import Layout
 from dprelease.core import public_fit
 from dprelease.core.backends.head import linear_head
 from dprelease.core.config import Params
@@ -26,8 +28,6 @@ from dprelease.core.release.manifest import release_manifest
 from dprelease.core.utility.dp_eval import dp_scores
 from dprelease.core.utility.metrics import f1_summary
 from dprelease.core.utility.points import PUBLIC_PROXY
-from dprelease.pipeline.code_scope import closure
-from dprelease.pipeline.layout import Layout
 
 FOLDER = "public_release"  # under the artifacts: the staged (unsigned, private) release
 WHO = "the public model's release"

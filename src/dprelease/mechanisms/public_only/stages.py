@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dprelease.contracts.code_scope import closure
+from dprelease.contracts.layout import Layout
+from dprelease.contracts.mechanism import ReleaseSpec
+from dprelease.contracts.stage import Stage
 from dprelease.core import public_fit
 from dprelease.core.config import Params
 from dprelease.core.data.splits import head_embeddings, label_info
@@ -17,10 +21,6 @@ from dprelease.core.privacy.stages import key_id_file
 from dprelease.core.public_model import predict
 from dprelease.core.utility.metrics import f1_summary
 from dprelease.core.utility.points import PUBLIC_PROXY, Point, write_points
-from dprelease.pipeline.code_scope import closure
-from dprelease.pipeline.layout import Layout
-from dprelease.pipeline.mechanism import ReleaseSpec
-from dprelease.pipeline.stage import Stage
 
 from . import released
 

@@ -12,6 +12,7 @@ import torch
 from safetensors.torch import load_file
 from tqdm.auto import tqdm
 
+from dprelease.contracts.layout import Layout
 from dprelease.core.backends.base import set_flat
 from dprelease.core.config import Params
 from dprelease.core.data.splits import backend_for, features, label_info
@@ -21,7 +22,6 @@ from dprelease.core.plots import confusion_plot, f1_violin_plot, loss_curves_plo
 from dprelease.core.privacy import secret
 from dprelease.core.utility.evaluate import quartile_summary, score, write_tables
 from dprelease.core.utility.metrics import f1_summary, mean_sd
-from dprelease.pipeline.layout import Layout
 
 from .diagnostics import diagnose
 from .record import own_figures

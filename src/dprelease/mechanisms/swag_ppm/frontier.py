@@ -44,6 +44,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from dprelease.contracts.layout import Layout
 from dprelease.core.backends.base import set_flat
 from dprelease.core.config import Params
 from dprelease.core.data.splits import backend_for, features
@@ -52,7 +53,6 @@ from dprelease.core.io import read_json
 from dprelease.core.privacy import guarantee, secret
 from dprelease.core.utility.metrics import f1_summary
 from dprelease.core.utility.points import Point, write_points
-from dprelease.pipeline.layout import Layout
 
 from . import claim, extremes, ppm
 from .fit import refit, release_censor, round_weights

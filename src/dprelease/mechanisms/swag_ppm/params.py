@@ -1,4 +1,4 @@
-"""What SWAG-PPM contributes to ``Params`` (:mod:`dprelease.pipeline.plugins`): its sections (``ppm``, ``swag``,
+"""What SWAG-PPM contributes to ``Params`` (:mod:`dprelease.contracts.plugins`): its sections (``ppm``, ``swag``,
 ``evaluation``, ``tune``, ``selection``), its comparison and audit arms, and the level its censored arm needs."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from dprelease.pipeline.mechanism import Arm
+from dprelease.contracts.mechanism import Arm
 
 
 class _Strict(BaseModel):
@@ -173,12 +173,12 @@ def _censored_level(params) -> str | None:
     return None
 
 
-CHECKS = (_censored_level,)  # run when params are parsed (dprelease.pipeline.plugins.checks)
+CHECKS = (_censored_level,)  # run when params are parsed (dprelease.contracts.plugins.checks)
 
 SECTIONS = (("ppm", PPMParams), ("swag", SwagSection), ("evaluation", EvaluationParams), ("tune", TuneParams),
             ("selection", SelectionParams))
 
-# where an older params.yaml had these (dprelease.pipeline.plugins.moved)
+# where an older params.yaml had these (dprelease.contracts.plugins.moved)
 MOVED = {"audit": ("evaluation", "the release's utility evaluation; the privacy audit is 'privacy_audit'"),
          "model.head.swag": ("swag.head", "SWAG's settings are SWAG-PPM's section"),
          "model.full.swag": ("swag.full", "SWAG's settings are SWAG-PPM's section")}

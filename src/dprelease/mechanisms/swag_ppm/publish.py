@@ -9,11 +9,11 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from dprelease.contracts.layout import Layout
 from dprelease.core.config import Params
 from dprelease.core.headline import epsilon_sensitivity_near
 from dprelease.core.io import read_json
 from dprelease.core.release.card import audit_rows as release_audit_rows
-from dprelease.pipeline.layout import Layout
 
 from .card import render
 from .record import DRAW, RELEASED_ARM, details, own_figures

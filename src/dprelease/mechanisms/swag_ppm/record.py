@@ -1,5 +1,5 @@
 """What SWAG-PPM adds to the release's record and its readers when it is the declared release, through the hooks
-every releasing mechanism has (:class:`dprelease.pipeline.mechanism.ReleaseSpec`): its own headline figures (the
+every releasing mechanism has (:class:`dprelease.contracts.mechanism.ReleaseSpec`): its own headline figures (the
 point estimate, the tail interval, T̂, the F1 over draws), its registry tag (the released round), the MLflow
 run's details of the released round and the summary's lines. Public aggregates of ``metrics/`` only; nothing of a
 round that was not released."""
@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dprelease.contracts.layout import Layout
 from dprelease.core.config import Params
 from dprelease.core.io import read_json
 from dprelease.core.privacy.guarantee import Guarantee, coverage_sentence
-from dprelease.pipeline.layout import Layout
 
 DRAW = "swag_ppm_draw.json"  # under metrics/: the draw's own record (round, M*, guarantee, Δ̂'s tail), not the release's
 RELEASED_ARM = {2: "swag_ppm", 3: "swag_ppm_reweighted"}  # released round → its arm in the privacy audit

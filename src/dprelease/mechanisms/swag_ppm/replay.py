@@ -39,12 +39,12 @@ import torch
 from safetensors.torch import load_file
 from scipy import stats
 
+from dprelease.contracts.layout import Layout
 from dprelease.core.config import Params
 from dprelease.core.data.splits import backend_for, features
 from dprelease.core.io import atomic_dir, read_json, write_json
 from dprelease.core.privacy import guarantee, secret
 from dprelease.core.seeds import SeedFn, public_seeds, stage_seed
-from dprelease.pipeline.layout import Layout
 
 from . import gaussian
 from .fit import refit, release_censor, round_weights

@@ -23,6 +23,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from dprelease.contracts.code_scope import closure
+from dprelease.contracts.layout import Layout
 from dprelease.core.backends.base import set_flat
 from dprelease.core.config import Params
 from dprelease.core.data.splits import backend_for, features, label_info
@@ -32,8 +34,6 @@ from dprelease.core.privacy.selection import select, selection_budget
 from dprelease.core.release.folder import write_release
 from dprelease.core.release.path import check_release_path
 from dprelease.core.utility.metrics import f1_summary
-from dprelease.pipeline.code_scope import closure
-from dprelease.pipeline.layout import Layout
 
 from . import claim, ppm
 from .released import release_manifest

@@ -11,12 +11,12 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
+from dprelease.contracts.code_scope import closure
+from dprelease.contracts.mechanism import ReleaseSpec
+from dprelease.contracts.stage import Stage
 from dprelease.core.config import Params
 from dprelease.core.privacy.stages import key_id_file
 from dprelease.core.release.folder import arm_model_dir
-from dprelease.pipeline.code_scope import closure
-from dprelease.pipeline.mechanism import ReleaseSpec
-from dprelease.pipeline.stage import Stage
 
 from . import arms, evaluate, fit, publish, record, released, replay, reweighting, rounds, select
 from .frontier import frontier_swag_ppm

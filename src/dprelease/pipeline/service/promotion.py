@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from dprelease.contracts.layout import Layout
 from dprelease.core.config import Params
 from dprelease.core.errors import OneLineError
 from dprelease.core.headline import NAMES, audit_bound, headline, markdown, released_record
@@ -30,7 +31,6 @@ from dprelease.core.locks import Busy, root_lock
 from dprelease.core.privacy.guarantee import Guarantee
 from dprelease.core.release.signing import PUBLIC, key_folder
 
-from ..layout import Layout
 from ..tracking import log_pipeline_run, open_store, release_run_name
 from . import fingerprint as fpr
 from . import model_registry as mr

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from dprelease.pipeline.code_scope import PACKAGE_DIR
+from dprelease.contracts.code_scope import PACKAGE_DIR
 
 SOURCE_SUFFIXES = {".py", ".csv"}
 

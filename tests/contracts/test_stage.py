@@ -1,4 +1,4 @@
-"""dprelease.pipeline.stage: the Stage declaration, pick() of dotted params keys and skip markers."""
+"""dprelease.contracts.stage: the Stage declaration, pick() of dotted params keys and skip markers."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import functools
 
 import pytest
 
+from dprelease.contracts.stage import Stage, pick
 from dprelease.core.config import parse_params
 from dprelease.core.data import stages as data_stages
-from dprelease.pipeline.stage import Stage, pick
 
 
 def run_fn(params, root):
@@ -94,7 +94,7 @@ def test_produced_is_outs_metrics_plots_in_order():
 def test_module_of_function_and_partial():
     assert _stage().module == __name__
     part = functools.partial(pick, dotted=[])
-    assert _stage(run=part).module == "dprelease.pipeline.stage"
+    assert _stage(run=part).module == "dprelease.contracts.stage"
     assert _stage(run=functools.partial(run_fn)).module == __name__
 
 

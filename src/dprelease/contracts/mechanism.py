@@ -1,7 +1,7 @@
 """The plug-in surface: what a package of dprelease contributes, as ONE object.
 
 Each package that declares stages (a mechanism such as ``swag_ppm`` or ``gpp``, or a shared step such as
-``data`` or the audit package ``mia``) exports ``PLUGIN`` from its ``plugin`` module; :mod:`dprelease.pipeline.plugins`
+``data`` or the audit package ``mia``) exports ``PLUGIN`` from its ``plugin`` module; :mod:`dprelease.contracts.plugins`
 lists those packages (the one line a new mechanism adds). From these objects the rest is assembled:
 
 * ``Params`` — a package's ``params`` module, when it has one, gives its section (:data:`SECTION`);
@@ -29,7 +29,7 @@ from typing import Any, Callable
 class Arm:
     """A model a package contributes to the comparison and (``audited``) to the membership audit. Declared in
     the package's ``params`` module (``ARMS``), so that ``compare.arms`` and ``privacy_audit.arms`` accept its
-    name when ``Params`` is assembled (:func:`dprelease.pipeline.plugins.arms`)."""
+    name when ``Params`` is assembled (:func:`dprelease.contracts.plugins.arms`)."""
 
     name: str
     stage: str  # the stage that trains it

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from dprelease.pipeline import source
+from dprelease.contracts import source
 
 
 @pytest.fixture

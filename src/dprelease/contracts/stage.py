@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from pydantic import BaseModel  # a stage's params: dprelease.core.config.Params, assembled above this floor
 
-from .code_scope import closure, module_of
+from dprelease.contracts.code_scope import closure, module_of
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,7 +38,7 @@ class Stage:
     """One stage, read like a DVC stage: ``name``, the function it runs, the ``params`` keys it reads, the
     files it reads (``deps``) and writes (``outs``, ``metrics``, ``plots``). Paths are relative to the
     project root. Its code is computed, not declared: the static import closure of the run function's
-    module (:mod:`dprelease.pipeline.code_scope`), plus ``extra_code`` for what no import statement shows
+    module (:mod:`dprelease.contracts.code_scope`), plus ``extra_code`` for what no import statement shows
     (package-relative paths; ``"."`` = the whole package)."""
 
     name: str

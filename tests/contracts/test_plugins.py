@@ -1,4 +1,4 @@
-"""dprelease.pipeline.plugins / dprelease.pipeline.mechanism: a new mechanism is one new folder plus one line in the plug-in list.
+"""dprelease.contracts.plugins / dprelease.contracts.mechanism: a new mechanism is one new folder plus one line in the plug-in list.
 
 End to end in a copy of the package: a toy mechanism (params section, one stage, one flow, one arm) is added
 by writing its folder and appending its package name to ``PACKAGES`` (found by ``ast``) — no other file is edited — and then
@@ -15,14 +15,15 @@ from pathlib import Path
 
 from conftest import ROOT
 
+from dprelease.contracts import code_scope, plugins, source
 from dprelease.core.config import load_params
-from dprelease.pipeline import code_scope, plugins, registry, source
+from dprelease.pipeline import registry
 
 TOY = {
     "__init__.py": '"""A toy mechanism (test only)."""\n',
     "params.py": """
         from pydantic import BaseModel, ConfigDict, Field
-        from dprelease.pipeline.mechanism import Arm
+        from dprelease.contracts.mechanism import Arm
 
         class ToyParams(BaseModel):
             model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
@@ -34,7 +35,7 @@ TOY = {
     "stages.py": """
         from pathlib import Path
         from dprelease.core.io import write_json
-        from dprelease.pipeline.stage import Stage
+        from dprelease.contracts.stage import Stage
 
         def total(params, root="."):
             value = params.toy.scale * 21
@@ -47,7 +48,7 @@ TOY = {
                           outs=["reports/arms/toy"], metrics=["metrics/toy.json"], group="toy")]
         """,
     "plugin.py": """
-        from dprelease.pipeline.mechanism import FlowSpec, Mechanism
+        from dprelease.contracts.mechanism import FlowSpec, Mechanism
         from . import stages
 
         PLUGIN = Mechanism(name="toy", declare=stages.declare,
@@ -57,7 +58,8 @@ TOY = {
 
 CHECK = """
 import json, sys
-from dprelease.pipeline import plan as pipeline, registry, source
+from dprelease.contracts import source
+from dprelease.pipeline import plan as pipeline, registry
 from dprelease.core.config import parse_params
 p = parse_params({"toy": {"scale": 3}, "compare": {"arms": ["nonprivate", "toy"]}})
 plan = pipeline.plan(registry.stages(p), p, **{"groups": registry.flows()["toy"].groups})
@@ -98,7 +100,7 @@ def test_a_new_mechanism_is_one_folder_and_one_line(tmp_path):
     for name, text in TOY.items():
         (src / "dprelease" / "mechanisms" / "toy").mkdir(exist_ok=True)
         (src / "dprelease" / "mechanisms" / "toy" / name).write_text(textwrap.dedent(text), encoding="utf-8")
-    add_package(src / "dprelease" / "pipeline" / "packages.py", "dprelease.mechanisms.toy")
+    add_package(src / "dprelease" / "contracts" / "packages.py", "dprelease.mechanisms.toy")
     root = tmp_path / "root"
     proc = subprocess.run([sys.executable, "-c", CHECK, str(root)], cwd=tmp_path, capture_output=True, text=True,
                           env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, timeout=900)
@@ -113,7 +115,7 @@ def test_a_new_mechanism_is_one_folder_and_one_line(tmp_path):
     # its arm can be compared (the report reads its files) but not audited (it declared audited=False)
     assert {"reports/arms/toy", "metrics/toy.json"} <= set(got["report_deps"])
     assert "privacy_audit.arms.0" in got["audit"] and "'toy'" not in got["audit"]
-    assert {"mechanisms/toy/stages.py", "mechanisms/toy/params.py", "pipeline/stage.py", "core/io.py"} <= set(got["code"])
+    assert {"mechanisms/toy/stages.py", "mechanisms/toy/params.py", "contracts/stage.py", "core/io.py"} <= set(got["code"])
     # its params section is in no other package's stage's scope (their keys hash the values they read) ...
     params = load_params(ROOT / "params.yaml")
     assert got["release_code"] == {s.name: s.code for s in registry.group(params, "release", active_only=False)}
@@ -127,7 +129,7 @@ def test_a_new_mechanism_is_one_folder_and_one_line(tmp_path):
 
 def test_the_plug_in_list_is_rewritten_by_ast(tmp_path):
     listing = tmp_path / "packages.py"
-    listing.write_text((code_scope.PACKAGE_DIR / "pipeline" / "packages.py").read_text(encoding="utf-8"),
+    listing.write_text((code_scope.PACKAGE_DIR / "contracts" / "packages.py").read_text(encoding="utf-8"),
                        encoding="utf-8")
     add_package(listing, "dprelease.mechanisms.toy")
     compile(listing.read_text(encoding="utf-8"), str(listing), "exec")  # still Python
@@ -204,8 +206,8 @@ def test_every_declared_arm_is_trained_by_a_stage_of_its_own_package():
 TOY_RELEASE = {
     "__init__.py": '"""A toy mechanism that releases (test only)."""\n',
     "stages.py": """
-        from dprelease.pipeline.mechanism import ReleaseSpec
-        from dprelease.pipeline.stage import Stage
+        from dprelease.contracts.mechanism import ReleaseSpec
+        from dprelease.contracts.stage import Stage
 
         def staged(params):
             return f"{params.artifacts}/toy_release/release"
@@ -226,7 +228,7 @@ TOY_RELEASE = {
                           outs=[f"{params.artifacts}/toy_release"], group="toy_release")]
         """,
     "plugin.py": """
-        from dprelease.pipeline.mechanism import Mechanism
+        from dprelease.contracts.mechanism import Mechanism
         from . import stages
 
         PLUGIN = Mechanism(name="toy_release", declare=stages.declare, release=stages.SPEC)
@@ -268,7 +270,7 @@ def test_a_new_releasing_mechanism_is_its_folder_and_two_shared_files(tmp_path):
     toy.mkdir()
     for name, text in TOY_RELEASE.items():
         (toy / name).write_text(textwrap.dedent(text), encoding="utf-8")
-    add_package(src / "dprelease" / "pipeline" / "packages.py", "dprelease.mechanisms.toy_release")
+    add_package(src / "dprelease" / "contracts" / "packages.py", "dprelease.mechanisms.toy_release")
     raw = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
     raw.setdefault("released", {})["mechanism"] = "toy_release"
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
@@ -284,5 +286,5 @@ def test_a_new_releasing_mechanism_is_its_folder_and_two_shared_files(tmp_path):
     assert "toy_stage" in stages and "artifacts/toy_release" in stages["publish"]["deps"]
     after = _tree(src / "dprelease")
     changed = {f for f in set(before) | set(after) if before.get(f) != after.get(f)}
-    assert changed == {"pipeline/packages.py", *(f"mechanisms/toy_release/{n}" for n in TOY_RELEASE),
+    assert changed == {"contracts/packages.py", *(f"mechanisms/toy_release/{n}" for n in TOY_RELEASE),
                        "mechanisms/toy_release/plugin_index.json"}, changed
