@@ -83,7 +83,7 @@ def release_spec(params: Params) -> ReleaseSpec:
 
 def _released(params: Params, package: str, declared: list[Stage]) -> list[Stage]:
     """``package``'s stages with the declared release resolved: when its plug-in is the one ``released.mechanism``
-    names, its release stage moves into the :data:`PIPELINE` group and the ``publish`` stage (its spec's) follows
+    names, its release stage moves into the :data:`PIPELINE` group and the ``publish`` stage (its ReleaseSpec's) follows
     its last stage of that group. An unknown name changes nothing (the release flow's preflight,
     :func:`release_spec`, says why)."""
     from dprelease.core.release.stages import publish_stage
