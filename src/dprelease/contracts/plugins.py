@@ -4,7 +4,7 @@ the ONE list a new mechanism is added to), and what is read from them.
 A package listed here exports ``PLUGIN`` (a :class:`dprelease.contracts.mechanism.Mechanism`) from its ``plugin``
 module, and may have a ``params`` module whose ``SECTION = (key, Model)`` becomes ``Params.<key>`` and whose
 ``ARMS`` (:class:`dprelease.contracts.mechanism.Arm`) become names ``compare.arms`` and ``privacy_audit.arms`` accept.
-A ``params`` module imports pydantic and :mod:`dprelease.contracts.mechanism` only (``Params`` is assembled from it),
+A ``params`` module imports pydantic, :mod:`dprelease.contracts.mechanism` and the accountant registry only (``Params`` is assembled from it),
 and a package's ``__init__`` imports nothing of the project, so reading them can never import a stage. A package
 may have a ``kinds`` module whose ``KINDS`` (:class:`dprelease.contracts.mechanism.Kind`) are the guarantee kinds only it
 makes (:func:`guarantee_kinds`; imports :mod:`dprelease.contracts.mechanism` and :mod:`dprelease.core.privacy.kinds` only). The registry loads the

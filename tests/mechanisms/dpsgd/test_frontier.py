@@ -65,3 +65,9 @@ def test_sigma_meets_the_level_under_each_accountant(acc):
     s = F._Sigmas(epsilon=4.0, delta=1e-4, conversion=conversion).setting(
         {"batch_size": 100, "epochs": 5, "max_grad_norm": 1.0, "optimizer": "sgd", "lr": 1.0, "momentum": 0.9}, 1000)
     assert s.epsilon(1e-4, conversion) <= 4.0 and s.epsilon(1e-4, conversion) > 3.5  # tight, never above the target
+
+
+def test_the_frontier_labels_its_accountants_with_the_registry_labels():
+    from dprelease.core.privacy import accountants
+
+    assert all(label == accountants.get(name).label for name, label in F.ACCOUNTANTS.values())

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from dprelease.contracts.mechanism import Arm
 
@@ -33,7 +33,7 @@ class DPSGDParams(_Strict):
                                          "the release's measured ε (null: an error when a DP-SGD arm runs)")
     delta: float | None = Field(None, gt=0.0, lt=1.0, description="None: min(n^-1.1, 1/(2n)) ≤ n^-1.1 (docs/algorithms.md, E.1)")
     delta_sweep: list[float] = [1e-3, 1e-2, 0.1, 0.99]
-    conversion: Literal["mironov", "opacus", "prv"] = "mironov"  # RDP → (ε, δ) conversion, or the PRV accountant
+    conversion: str = "mironov"  # the accountant, by its registry name: an RDP → (ε, δ) conversion, or PRV
     planted_noise_divisor: float = Field(1.0, ge=1.0, description="AUDIT ONLY, a planted bug: σ/divisor, same claim")
     warm_start: bool = Field(True, description="start from the public model (softmax regression on the public "
                              "period, logit-adjusted to the private roles' mix) instead of zero: linear head only")
@@ -43,6 +43,16 @@ class DPSGDParams(_Strict):
     def run_for(self, backend: str) -> DPSGDRun:
         """The run settings of ``backend`` (``dpsgd.head`` or ``dpsgd.full``)."""
         return getattr(self, backend)
+
+    @field_validator("conversion")
+    @classmethod
+    def _registered(cls, name: str) -> str:
+        """A name of the accountant registry (:mod:`dprelease.core.privacy.accountants`: adding one is one file)."""
+        from dprelease.core.privacy import accountants
+
+        if name not in accountants.names():
+            raise ValueError(f"unknown accountant {name!r} (one of {', '.join(accountants.names())})")
+        return name
 
     @model_validator(mode="after")
     def _sweep_range(self) -> "DPSGDParams":

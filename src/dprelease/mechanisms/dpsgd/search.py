@@ -15,7 +15,7 @@ import torch
 from dprelease.contracts.layout import Layout
 from dprelease.core.config import Params
 from dprelease.core.data.splits import head_embeddings, label_info, n_public
-from dprelease.core.privacy import secret
+from dprelease.core.privacy import accountants, secret
 from dprelease.core.utility.metrics import f1
 from dprelease.core.utility.points import PRIVATE_VALIDATION, PUBLIC_PROXY
 
@@ -24,8 +24,9 @@ from .accounting import noise_multiplier, steps_for
 from .batched import Setting, setting_for
 from .grid import train_grid
 
-# frontier.accountants' names → (the conversion DP-SGD's accountant uses, its label)
-ACCOUNTANTS = {"rdp": ("opacus", "RDP (Opacus conversion)"), "prv": ("prv", "PRV (Opacus)")}
+# frontier.accountants' names → (the accountant DP-SGD's σ is calibrated with, its label: the registry's)
+ACCOUNTANTS = {name: (accountant, accountants.get(accountant).label) for name, accountant in (("rdp", "opacus"),
+                                                                                            ("prv", "prv"))}
 
 
 def configurations(grid, *, n: int) -> list[dict]:
