@@ -39,6 +39,7 @@ import pandas as pd
 import torch
 
 from dprelease.compare.mia import tight
+from dprelease.contracts.layout import Layout
 from dprelease.core.backends.base import load_features
 from dprelease.core.backends.head import Head, HeadBackend
 from dprelease.core.config import load_params
@@ -49,7 +50,6 @@ from dprelease.core.training import finetune
 from dprelease.mechanisms.dpsgd.accounting import default_delta
 from dprelease.mechanisms.dpsgd.batched import Canary, setting_for, train_batched
 from dprelease.mechanisms.dpsgd.stages import dpsgd_target
-from dprelease.pipeline.layout import Layout
 
 CANARY_NORM = 10.0  # × C: clipping must bring it down to C
 PLANTED_DIVISOR = 4.0

@@ -143,7 +143,7 @@ def load(root: Path):
     sys.path.insert(0, str(ROOT))
     from dprelease.core import offline  # noqa: F401
     from dprelease.core.config import load_params, parse_params
-    from dprelease.core.headline import RELEASED_ARM
+    from dprelease.mechanisms.swag_ppm.record import RELEASED_ARM
     from dprelease.pipeline import registry
     from flows.audit import audit_stages
     from flows.run import plan_of
@@ -151,7 +151,7 @@ def load(root: Path):
     p = load_params(root / "params.yaml")
     warmed = set(plan_of(registry.flows()["compare"], p).order)  # computed by the warm-up (make compare)
     make = [n for n in audit_stages(p) if n not in warmed]
-    rnd = json.loads((root / "metrics" / "release.json").read_text())["round"]
+    rnd = json.loads((root / "metrics" / "swag_ppm_draw.json").read_text())["round"]
     retrain = {"privacy_audit.arms": [RELEASED_ARM[rnd]], "privacy_audit.planted_bugs": False}
     rp = parse_params(p.model_dump(mode="json"), retrain)
     return make, [n for n in audit_stages(rp) if n != "audit_replay"], retrain
@@ -221,7 +221,7 @@ def main() -> None:
     warm = base / "warm"
     if args.source:
         copy_project(Path(args.source), warm)
-    elif not (warm / "metrics" / "release.json").is_file():
+    elif not (warm / "metrics" / "swag_ppm_draw.json").is_file():
         scratch_project(str(warm), "")
         start = time.perf_counter()
         with open(base / "warmup.log", "w") as out:

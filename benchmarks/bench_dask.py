@@ -53,9 +53,9 @@ def _timed_pass(params, root: str) -> tuple[float, str]:
     """One sensitivity pass of round 2 → (seconds, digest of its arrays): public aggregates only."""
     import numpy as np
 
+    from dprelease.contracts.layout import Layout
     from dprelease.mechanisms.swag_ppm.fit import release_censor
     from dprelease.mechanisms.swag_ppm.passes import posterior_pass
-    from dprelease.pipeline.layout import Layout
 
     lay = Layout.from_params(params, root)
     w = np.load(lay.weights(2) / "weights.npy")
@@ -108,8 +108,8 @@ def replay_seconds(work: Path) -> float:
     """The coordinator's share of a mapped pass: the generator states of every chunk (normals only)."""
     import torch
 
+    from dprelease.contracts.layout import Layout
     from dprelease.mechanisms.swag_ppm.swag import SwagMoments, chunk_states
-    from dprelease.pipeline.layout import Layout
 
     params = _params(work)
     moments = SwagMoments.load(Layout.from_params(params, work).swag(2) / "moments.safetensors")

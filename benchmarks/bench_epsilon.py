@@ -41,12 +41,12 @@ def round2_f1(work: Path, sets: list[str]) -> float:
     """30-draw mean weighted test F1 of round 2's SWAG, drawn with the audit stage's seed for round 2."""
     import yaml
 
+    from dprelease.contracts.layout import Layout
     from dprelease.core.config import load_params
     from dprelease.core.data.splits import backend_for, features
     from dprelease.core.seeds import stage_seed
     from dprelease.mechanisms.swag_ppm.reweighting import mean_weighted_f1
     from dprelease.mechanisms.swag_ppm.swag import SwagMoments
-    from dprelease.pipeline.layout import Layout
 
     params = load_params(work / "params.yaml", {k: yaml.safe_load(v) for k, v in (s.split("=", 1) for s in sets)})
     lay = Layout.from_params(params, work)

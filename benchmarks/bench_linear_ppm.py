@@ -42,8 +42,8 @@ def surrogate(n: int = 2626, d: int = 384, k: int = 108, seed: int = 0) -> tuple
 
 
 def data(root: Path) -> tuple[torch.Tensor, torch.Tensor, int, str]:
+    from dprelease.contracts.layout import Layout
     from dprelease.core.config import load_params
-    from dprelease.pipeline.layout import Layout
 
     lay = Layout.from_params(load_params(root / "params.yaml"), root)
     if (lay.features / "train.safetensors").exists():

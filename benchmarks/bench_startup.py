@@ -3,7 +3,7 @@
     python benchmarks/bench_startup.py [-n 5] [--only SUBSTRING]
 
 Timed: ``dprelease --help``, every subcommand's ``--help``, ``dprelease stage NAME`` up to the point the stage
-would start (its :class:`dprelease.pipeline.stage.Stage`, run function included, resolved by the registry; the stage is
+would start (its :class:`dprelease.contracts.stage.Stage`, run function included, resolved by the registry; the stage is
 not run), an unknown stage's one-line error, and ``python -m flows.<name> --help`` for every module of
 ``flows/`` with a command line. Nothing is written to the project: the stage commands run in a scratch folder
 holding a copy of ``params.yaml``. A benchmark, not a test: no time limit is asserted anywhere.

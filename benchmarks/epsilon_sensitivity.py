@@ -89,7 +89,7 @@ def run_cell(cell: dict, base: dict, root: Path, scratch: Path) -> dict:
     for stage in STAGES:
         run_stage(stage, params, scratch)
     t = read_json(scratch / "metrics/temperature_r2.json")
-    g = read_json(scratch / "metrics/release.json")["guarantee"]
+    g = read_json(scratch / "metrics/swag_ppm_draw.json")["guarantee"]
     unc = read_json(scratch / "metrics/swag_ppm_uncalibrated.json")["guarantee"]
     audit = read_json(scratch / "metrics/evaluation.json")
     return cell | {

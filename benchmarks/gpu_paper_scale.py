@@ -11,7 +11,7 @@ own stage functions (``dprelease.pipeline.registry.run_stage``, as tests/conftes
 fresh secret key. It prints per stage: wall time, GPU memory peak (torch.cuda.max_memory_allocated) and
 mean GPU utilisation (``nvidia-smi`` sampled in a thread, else "n/a"); the draws per second of every
 posterior pass; test F1 of the round-1 (non-private) fine-tune, of the released draw and over the
-evaluation's draws; and ε and T_min from metrics/release.json.
+evaluation's draws; and ε and T_min from metrics/swag_ppm_draw.json.
 
 Budget: before the fits, a probe times training steps and one evaluation pass on this machine; from them a
 cost model predicts the release's time. If it exceeds ``--budget-s``, the fine-tune and SWAG epochs, the
@@ -162,11 +162,11 @@ def main(argv=None) -> int:
     from safetensors.torch import load_file
     from sklearn.metrics import f1_score
 
+    from dprelease.contracts.layout import Layout
     from dprelease.core.backends.base import set_flat
     from dprelease.core.config import parse_params
     from dprelease.core.data.splits import backend_for, features
     from dprelease.pipeline import registry
-    from dprelease.pipeline.layout import Layout
 
     began = time.perf_counter()
     raw = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
@@ -255,7 +255,7 @@ def main(argv=None) -> int:
         r1 = (f1_score(y.numpy(), pred, average="weighted", zero_division=0),
               f1_score(y.numpy(), pred, average="macro", zero_division=0))
         ev = json.loads((lay.metrics / "evaluation.json").read_text())
-        rel = json.loads((lay.metrics / "release.json").read_text())
+        rel = json.loads((lay.metrics / "swag_ppm_draw.json").read_text())
         g, q = rel["guarantee"], rel["guarantee"]["quantities"]
     util.stop()
 

@@ -20,9 +20,9 @@ from dprelease.core import offline
 from dprelease.core.config import Params, load_params, params_file
 from dprelease.core.errors import ConfigError, OneLineError, os_error_line
 from dprelease.core.io import LEFTOVER_SUFFIXES, clean_leftovers
+from dprelease.core.locks import root_lock
+from dprelease.core.release.path import check_release_path
 from dprelease.pipeline import stage_store
-from dprelease.pipeline.layout import check_release_path
-from dprelease.pipeline.locks import root_lock
 
 
 def parser(doc: str | None) -> argparse.ArgumentParser:

@@ -50,12 +50,10 @@ def _keys(args):
     """The cheap check before Prefect starts: the keys are those the recorded release was made with."""
     def check(p: Params) -> None:
         from dprelease.core.privacy import key_guard
-        from dprelease.pipeline import plugins
+        from dprelease.pipeline import registry
 
-        plugins.refuse_inert(p, cli.parse_overrides(args.set))  # a --set the release's own choice replaces: one line
-        from dprelease.core.release.stages import check as releasing
-
-        releasing(p, args.root)  # released.mechanism names a mechanism that releases (one line, nothing run)
+        registry.refuse_inert(p, cli.parse_overrides(args.set))  # a --set the release's own choice replaces: one line
+        registry.release_spec(p)  # released.mechanism names a mechanism that releases (one line, nothing run)
 
         for line in key_guard.check(p, args.root, new_key=args.new_key):
             print(line, file=sys.stderr)

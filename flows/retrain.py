@@ -108,7 +108,7 @@ def _retrain_flow(snapshot: str | None = None, root: str = ".", params_file: str
     from prefect.runtime import deployment
     from prefect.states import Completed
 
-    from dprelease.pipeline.locks import Busy, root_lock
+    from dprelease.core.locks import Busy, root_lock
 
     top = Path(root).resolve()
     p = load_params(top / (params_file or default_params_file()), overrides)

@@ -1,4 +1,4 @@
-"""The one generic flow: run a plug-in's flow (a :class:`dprelease.pipeline.mechanism.FlowSpec`) from the stage graph.
+"""The one generic flow: run a plug-in's flow (a :class:`dprelease.contracts.mechanism.FlowSpec`) from the stage graph.
 
 ``python -m flows.run NAME [--params params.yaml] [--set KEY=VALUE] [--no-track]``  (``make flow FLOW=NAME``;
 ``python -m flows.run --list`` names them). The plan — which stages, in which order, which may run at once —
@@ -12,12 +12,13 @@ from __future__ import annotations
 import sys
 import time
 
+from dprelease.contracts import parallel
+from dprelease.contracts.layout import Layout
+from dprelease.contracts.mechanism import FlowSpec
 from dprelease.core import offline  # noqa: F401  (offline switches before transformers loads)
 from dprelease.core.config import Params
-from dprelease.pipeline import parallel, registry
 from dprelease.pipeline import plan as pipeline
-from dprelease.pipeline.layout import Layout
-from dprelease.pipeline.mechanism import FlowSpec
+from dprelease.pipeline import registry
 from flows import cli, runners
 
 
@@ -89,12 +90,12 @@ def _done(name: str, seconds: float) -> None:
 
 def in_flow_process(plan: pipeline.Plan, params: Params) -> set[str]:
     """Stages that run in the flow process rather than as submitted tasks: with a chunk mapper installed
-    (a Dask runner, :func:`flows.runners.on_dask`), every stage whose code reaches :mod:`dprelease.pipeline.parallel`,
+    (a Dask runner, :func:`flows.runners.on_dask`), every stage whose code reaches :mod:`dprelease.contracts.parallel`,
     so its posterior-pass chunks spread over the cluster (inside a worker they would run as one task)."""
     if not parallel.active():
         return set()
     by_name = {s.name: s for s in registry.stages(params)}
-    return {n for n in plan.order if {".", "pipeline/parallel.py"} & set(by_name[n].code)}
+    return {n for n in plan.order if {".", "contracts/parallel.py"} & set(by_name[n].code)}
 
 
 def preflight(spec: FlowSpec, params: Params, root: str) -> None:
@@ -138,8 +139,8 @@ def track_flow(spec: FlowSpec, params: Params, root: str, timings: dict) -> str:
     from dprelease.pipeline import tracking, tracking_experiments
 
     shared = {"pipeline": lambda: tracking.log_pipeline_run(params, root, None, timings=timings),
-              "compare": lambda: tracking.log_compare_run(params, root),
-              "audit": lambda: tracking.log_audit_run(params, root),
+              "compare": lambda: tracking_experiments.log_compare_run(params, root),
+              "audit": lambda: tracking_experiments.log_audit_run(params, root),
               "nvdp": lambda: tracking_experiments.log_nvdp_run(params, root)}
     return shared[spec.track]()
 

@@ -17,7 +17,7 @@ project's filesystem at the same path (chunks read the features and moments from
 Threads: a local cluster's workers start with this process's torch thread count, so stages that run on
 them (arms, tuning cells) give this process's numbers; a chunk task uses one thread while it runs (the
 workers are the parallelism), which leaves the per-record losses bit for bit unchanged (checked by
-tests/pipeline/test_parallel.py). Results are bit-identical to the in-process run whatever the number of workers
+tests/contracts/test_parallel.py). Results are bit-identical to the in-process run whatever the number of workers
 (tests/flows/test_dask.py, benchmarks/bench_dask.py). Workers of a cluster at ``dask.address`` should be
 started with the flow's thread count (``OMP_NUM_THREADS``) for the same guarantee on arms and cells.
 """
@@ -29,8 +29,8 @@ import os
 from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING
 
+from dprelease.contracts import parallel
 from dprelease.core.config import Params
-from dprelease.pipeline import parallel
 
 if TYPE_CHECKING:  # Prefect is imported where a runner is made or a flow runs, not by `python -m flows.X --help`
     from prefect.task_runners import TaskRunner

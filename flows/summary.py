@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dprelease.compare.frontier.report import recommendation_line
+from dprelease.contracts.layout import Layout
 from dprelease.core.config import Params
 from dprelease.core.io import read_json
-from dprelease.core.privacy.guarantee import Guarantee, coverage_sentence
-from dprelease.pipeline.layout import Layout
+from dprelease.core.privacy.guarantee import Guarantee
 
 
 def _num(v, fmt: str = ".3f") -> str:
@@ -78,57 +78,23 @@ def floor_lines(lay: Layout) -> list[str]:
 
 
 def print_summary(params: Params, root: str, result: dict, seconds: float) -> None:
+    """The release's summary: the data, the release's record (:func:`released_lines`), the frontier's
+    recommendation, then what the released mechanism's plug-in adds (its ``summary`` hook: SWAG-PPM's chain)."""
+    from dprelease.pipeline import registry
+
     lay = Layout.from_params(params, root)
-    data, ev, rel = (read_json(lay.metrics / f"{n}.json") for n in ("data", "evaluation", "release"))
-    g = Guarantee.from_dict(rel["guarantee"])
-    declared = params.released.mechanism
+    data = read_json(lay.metrics / "data.json")
     lines = [
         "",
-        f"Release ({declared})",
+        f"Release ({params.released.mechanism})",
         f"  data       {data['rows']:,} rows, {data['classes']} classes "
         f"(train {data['train_rows']:,} / test {data['test_rows']:,}; train class-size Gini {data['train_class_gini']:.3f})",
         *released_lines(params, root),
         f"  frontier   {recommendation_line(params, root)}",
-        "",
-        "SWAG-PPM, the design's chain" + (" (the release above)" if declared == "swag_ppm" else
-                                          ", measured beside the release (not released)"),
-    ]
-    for r in params.ppm.rounds:
-        if r >= 2 and r != rel["round"]:  # an unreleased round: its outcome only, never its statistics
-            lines.append(f"  round {r}    not released")
-        elif r >= 2:
-            s = read_json(lay.metrics / f"sensitivity_r{r}.json")
-            t = read_json(lay.metrics / f"temperature_r{r}.json")
-            label = "weighted" if r == 2 else "re-weighted"
-            cmp = "≥" if s["draws"] < params.ppm.draws else "="  # a refit pass stopped early above the bound
-            lines.append(f"  round {r}    2Δ̂ {cmp} {2 * s['local_sensitivity']:.3f}  (Δ̂ {cmp} {s['local_sensitivity']:.3f}, {s['draws']} draws, "
-                         f"{label}; SWAG temperature T̂ = {t['temperature']['subspace']:.2f}, calibration {t['calibration']})")
-    if params.ppm.reweighting:
-        rw = read_json(lay.metrics / "reweight.json")
-        lines.append(f"  reweight   {rw['mode']}: {rw['reason']}")
-    tail = rel["local_sensitivity_tail"]
-    tail_txt = ("Monte Carlo: too few draws for a tail estimate (smoke test)" if tail is None else
-                f"Monte Carlo: a fresh draw exceeds Δ̂ with prob. 1/(S+1) = {tail['exceedance_of_max']:.4f}; GEV "
-                f"{tail['level']:.4f}-quantile {tail['estimate']:.3f} [{tail['ci_low']:.3f}, {tail['ci_high']:.3f}]")
-    t_rel, q = g.quantities.get("temperature"), g.quantities
-    point = q.get("epsilon_point_estimate", q.get("uncertified_index_point"))
-    lines += [
-        f"  drawn      {g.claim_text} [{g.kind}], δ {g.delta_text}; one draw from round {rel['round']}"
-        + (f"; point estimate {point:.4g}" if point is not None else ""),
-        f"             {tail_txt}",
-        "             conditional on: this database (local), large n (asymptotic), the SWAG approximation "
-        + (f"at T̂ = {t_rel:.2f}, T_min = {q.get('temperature_min', t_rel):.2f} in SWAG's subspace, "
-           f"≥ {q['temperature_min_all']:.3g} over all parameters" if t_rel is not None and q.get("temperature_min_all")
-           is not None else f"at T̂ = {t_rel:.2f}" if t_rel is not None else "(not measured)"),
-        *([f"             {coverage_sentence(q)}"] if g.kind in ("ppm_local_asymptotic", "ppm_uncertified") else []),
-        f"  utility    released draw: weighted F1 {ev['released_weighted_f1']:.3f}, macro F1 {ev['released_macro_f1']:.3f}",
-        f"             over {ev['draws']} draws: weighted {ev['weighted_f1_mean']:.3f} ± {ev['weighted_f1_sd']:.3f}, "
-        f"macro {ev['macro_f1_mean']:.3f} ± {ev['macro_f1_sd']:.3f}",
-        f"  plots      {lay.plots}/max_delta.png, {lay.plots}/f1_violin.png; per-class F1: {lay.evaluation}/per_class_f1.csv",
+        *registry.release_spec(params).summary(params, root),
     ]
     if result.get("mlflow_run_id"):
         lines.append(f"  MLflow     run {result['mlflow_run_id']}  (UI: make ui  or  mlflow ui --backend-store-uri {params.tracking.mlflow_uri} --workers 1)")
-    from dprelease.pipeline import registry
 
     # ``seconds``: the flow's own wall time, start to end (every stage, re-weighting's refits included); the
     # per-stage list leaves out the untimed stages, whose duration depends on the data and is never recorded

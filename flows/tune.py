@@ -54,7 +54,7 @@ def _cell(base: dict, root: str, c: float, epochs: int) -> dict:
     secret.derive_child(Path(root) / parse_params(base).artifacts, where / p.artifacts, "tune")
     for spec in registry.group(p, "release"):
         run(spec.name, p, where)
-    rel, ev = read_json(where / "metrics/release.json"), read_json(where / "metrics/evaluation.json")
+    rel, ev = read_json(where / "metrics/swag_ppm_draw.json"), read_json(where / "metrics/evaluation.json")
     eps = rel["guarantee"]["epsilon"]  # None: an uncertified sampler (no ε) meets no ε target
     return Outcome(c=c, epochs=epochs, epsilon=math.inf if eps is None else eps, weighted_f1=ev["weighted_f1_mean"],
                    macro_f1=ev["macro_f1_mean"], verdict=ev["verdict"]).as_dict()
@@ -110,7 +110,7 @@ def _tune_flow(params: dict, root: str = ".", mode: str = "search", track: bool 
               "trail": trail, "chosen": chosen.as_dict() if chosen else None}
     write_tune_report(p, root, result)
     if track:
-        from dprelease.pipeline.tracking import log_tune_run
+        from dprelease.pipeline.tracking_experiments import log_tune_run
 
         cli.tracked(result, lambda: log_tune_run(p, root, result))
     return result

@@ -25,10 +25,10 @@ from pathlib import Path
 
 import yaml
 
+from dprelease.contracts.stage import pick
 from dprelease.core.config import Params, parse_params
 from dprelease.core.io import private_dir, read_json, write_json
 from dprelease.pipeline import registry
-from dprelease.pipeline.stage import pick
 from dprelease.pipeline.stage_store import default_objects, file_md5
 
 _LOCK = threading.Lock()  # DVC locks its repository: one commit at a time (stage tasks may finish on several threads)

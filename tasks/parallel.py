@@ -1,6 +1,6 @@
 """Chunks of a posterior pass as Prefect tasks on the flow's task runner (the Dask cluster).
 
-:func:`task_mapper` is a :mod:`dprelease.pipeline.parallel` mapper: each item becomes one ``chunk`` task run
+:func:`task_mapper` is a :mod:`dprelease.contracts.parallel` mapper: each item becomes one ``chunk`` task run
 submitted to the current flow run's task runner; results come back in item order. A chunk's inputs
 (SWAG moments, weights) and result (per-record maxima) are private: the task never persists its result,
 never caches (no input hashing), prints nothing, and its arguments travel sealed so Prefect neither

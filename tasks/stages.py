@@ -90,7 +90,7 @@ def track_task(params: dict, root: str, run_name: str | None = None, timings: di
 
 @task(persist_result=False, cache_policy=NONE)
 def track_compare_task(params: dict, root: str) -> str:
-    from dprelease.pipeline.tracking import log_compare_run
+    from dprelease.pipeline.tracking_experiments import log_compare_run
 
     return log_compare_run(Params.model_validate(params), root)
 

@@ -156,9 +156,9 @@ def copy_key(secret_dir: Path, root: Path, artifacts: str = "artifacts") -> Path
 def trace_package(fn) -> set[str]:
     """Package-relative source files in which a function ran while ``fn`` ran (this thread): what a stage's
     code declaration is checked against."""
-    from dprelease.pipeline import cache
+    from dprelease.contracts import source
 
-    pkg = str(cache.PACKAGE_DIR) + "/"
+    pkg = str(source.PACKAGE_DIR) + "/"
     seen: set[str] = set()
 
     def calls(frame, event, arg):  # a global trace function sees each Python call; None: no line events
@@ -170,7 +170,7 @@ def trace_package(fn) -> set[str]:
         fn()
     finally:
         sys.settrace(None)
-    return {Path(f).relative_to(cache.PACKAGE_DIR).as_posix() for f in seen}
+    return {Path(f).relative_to(source.PACKAGE_DIR).as_posix() for f in seen}
 
 
 def run_stages(params, root: Path, names: list[str]) -> dict:

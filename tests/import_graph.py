@@ -27,8 +27,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from dprelease.pipeline import code_scope
-from dprelease.pipeline.code_scope import Import, raw_imports, resolve_relative  # noqa: F401  (one analysis: the package's)
+from dprelease.contracts import code_scope
+from dprelease.contracts.code_scope import Import, raw_imports, resolve_relative  # noqa: F401  (one analysis: the package's)
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
@@ -44,7 +44,32 @@ MECHANISM_FLOOR = f"{PKG}.mechanisms"
 MECHANISMS = tuple(sorted(f"{MECHANISM_FLOOR}.{p.name}" for p in (SRC / PKG / "mechanisms").iterdir()
                           if (p / "__init__.py").is_file()))
 # the floors that never reach a mechanism's code, even indirectly (its declarations aside)
-SHARED = (f"{PKG}.core", f"{PKG}.compare")
+SHARED = (f"{PKG}.contracts", f"{PKG}.core", f"{PKG}.compare")
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+
+
+def floor_order(doc: Path = ARCHITECTURE) -> tuple[str, ...]:
+    """The floors from the bottom up, as docs/architecture.md's floors table lists them (its first column,
+    ``| `contracts/` | …``, in order): a module imports its own floor and the floors below, never one above."""
+    text = doc.read_text(encoding="utf-8").split("## The floors", 1)[1].split("\n## ", 1)[0]
+    return tuple(line.split("`")[1].rstrip("/") for line in text.splitlines() if line.startswith("| `"))
+
+
+def floor_rank(module: str, order: tuple[str, ...]) -> int:
+    """A module's floor, counted from the bottom: the package's root module (``__version__``) below every floor,
+    a module of a floor at its floor's place in ``order``, a top-level module (the command line) above them all."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return -1
+    return order.index(parts[1]) if parts[1] in order else len(order)
+
+
+def upward_violations(imports: list[Import], order: tuple[str, ...], declarations: set[str]) -> list[str]:
+    """Arrows back up: an import of a module on a floor above the importer's. Apart: the plug-in list's imports by
+    name of a listed package's declarations (``declarations``: its ``params`` and ``kinds``), the one inversion."""
+    return [f"{i.where()}: {i.importer} imports {i.target}" for i in imports
+            if floor_rank(i.target, order) > floor_rank(i.importer, order)
+            and not (i.importer == PLUGINS and i.target in declarations)]
 # modules of a mechanism that hold its loops/run functions: orchestration reaches them only via the registry
 RUN_MODULES = {"rounds", "released", "fit", "evaluate", "select", "passes", "train"}
 
@@ -188,7 +213,7 @@ def cross_mechanism_violations(imports: list[Import]) -> list[str]:
             and mechanism_of(i.importer) != mechanism_of(i.target)]
 
 
-PLUGINS = "dprelease.pipeline.plugins"  # reads each package's params section (pydantic models only)
+PLUGINS = "dprelease.contracts.plugins"  # reads each package's params section (pydantic models only)
 
 
 def is_params(module: str) -> bool:

@@ -17,12 +17,12 @@ import pytest
 import torch
 from conftest import ARM_STAGES, compare_raw, copy_root, run_stages
 
+from dprelease.contracts.layout import Layout
 from dprelease.core.backends.base import get_flat
 from dprelease.core.config import ConfigError, parse_params
 from dprelease.core.io import read_json
 from dprelease.core.utility.metrics import PER_CLASS_COLUMNS
 from dprelease.mechanisms.dpsgd import stages as baselines
-from dprelease.pipeline.layout import Layout
 
 pytestmark = pytest.mark.slow
 
@@ -126,7 +126,7 @@ def test_dpsgd_runs_at_the_declared_target_by_default(arms_run):
     """The target is the declared dpsgd.target_epsilon (8.0), never the release's measured ε; δ ≤ n^-1.1."""
     p = arms_run.params
     m = _flat(arms_run.path("metrics/dpsgd.json"))
-    release = read_json(arms_run.path("metrics/release.json"))["guarantee"]
+    release = read_json(arms_run.path("metrics/swag_ppm_draw.json"))["guarantee"]
     n = _n_train(arms_run.root)
     assert p.dpsgd.target_epsilon == 8.0 and p.dpsgd.delta is None
     assert m["target_epsilon"] == 8.0 and release["epsilon"] != 8.0
@@ -295,7 +295,7 @@ def test_a_null_target_is_one_line_before_training(head_run, tmp_path, no_traini
     params = parse_params(compare_raw(dpsgd__target_epsilon=None, compare__arms=["nonprivate"],
                                       privacy_audit__arms=["nonprivate"]))
     root = copy_root(head_run.root, tmp_path / "root")
-    assert (root / "metrics/release.json").is_file()  # a release is there: it is not read
+    assert (root / "metrics/swag_ppm_draw.json").is_file()  # a release is there: it is not read
     for run in (baselines.dpsgd, baselines.dpsgd_sweep):
         with pytest.raises(ConfigError, match="dpsgd.target_epsilon") as info:
             run(params, root)
@@ -311,7 +311,7 @@ def test_declared_levels_make_the_arms_independent_of_the_release():
     params = parse_params(compare_raw())
     stages = {s.name: s for s in registry.stages(params)}
     for name in ("dpsgd", "dpsgd_sweep", "swag_ppm_censored"):
-        assert "metrics/release.json" not in stages[name].deps, name
+        assert "metrics/swag_ppm_draw.json" not in stages[name].deps, name
     assert "dpsgd.target_epsilon" not in stages["swag_ppm_censored"].params
     assert "ppm.censor_epsilon" in stages["swag_ppm_censored"].params
 

@@ -20,6 +20,8 @@ from import_graph import (
     cross_mechanism_violations,
     describe_cycle,
     find_cycle,
+    floor_order,
+    floor_rank,
     import_graph,
     init_has_code,
     inside,
@@ -38,6 +40,7 @@ from import_graph import (
     run_module_violations,
     shared_violations,
     top_level,
+    upward_violations,
 )
 
 # ----------------------------------------------------------------------------------------------- fixtures
@@ -129,7 +132,7 @@ def test_real_graph_has_known_edges(graph):
     assert "dprelease.mechanisms.swag_ppm.passes" in graph["dprelease.mechanisms.swag_ppm.rounds"]
     assert "dprelease.mechanisms.swag_ppm.plugin" in graph["dprelease.pipeline.registry"]  # the plug-in list's imports by name
     assert "dprelease.mechanisms.swag_ppm.stages" in graph["dprelease.mechanisms.swag_ppm.plugin"]
-    assert "dprelease.mechanisms.gpp.params" in graph["dprelease.pipeline.plugins"] and "dprelease.pipeline.plugins" in graph["dprelease.core.config"]
+    assert "dprelease.mechanisms.gpp.params" in graph["dprelease.contracts.plugins"] and "dprelease.contracts.plugins" in graph["dprelease.core.config"]
     assert "dprelease.mechanisms.dpsgd.plugin" in graph["dprelease.pipeline.registry"]
     assert "dprelease.core.data.plugin" in graph["dprelease.pipeline.registry"]          # from .data import stages as …
     assert "dprelease.core.data.stages" in graph["dprelease.mechanisms.dpsgd.stages"]     # from …data.stages import …
@@ -154,7 +157,7 @@ def test_parts_form_layers_none_imports_one_that_imports_it(graph):
     still has no cycle: a part never imports one that imports it, directly or through others, so the parts stack
     in layers (the backends below the release, ``config`` below ``privacy``). Reading a plug-in package's
     declarations by name (its ``params`` and ``kinds``, through the plug-in list) is the one exception."""
-    from dprelease.pipeline import code_scope
+    from dprelease.contracts import code_scope
 
     cycle = find_cycle(part_graph(graph, code_scope.listed_packages()))
     assert cycle is None, "parts import each other: " + " → ".join(cycle)
@@ -212,21 +215,25 @@ def test_registry_imports_only_the_stages_module_of_a_mechanism(imports):
 
 def test_a_params_module_imports_only_the_plug_in_declarations(graph):
     """``Params`` is assembled from them at import time: a project import there could start a cycle. A params
-    module may import :mod:`dprelease.pipeline.mechanism` (its ``Arm`` declarations), which imports nothing of the project."""
+    module may import :mod:`dprelease.contracts.mechanism` (its ``Arm`` declarations), which imports nothing of the
+    project, and the accountant registry (a setting naming an accountant is validated against it), which imports
+    the errors only at import time."""
+    allowed = {"dprelease.contracts.mechanism", "dprelease.core.privacy.accountants"}
     sections = [m for m in graph if is_params(m)]
     assert {"dprelease.mechanisms.gpp.params", "dprelease.mechanisms.swag_ppm.params"} <= set(sections)
-    assert graph["dprelease.pipeline.mechanism"] == set()
-    assert {m: graph[m] for m in sections if graph[m] - {"dprelease.pipeline.mechanism"}} == {}
+    assert graph["dprelease.contracts.mechanism"] == set()
+    assert graph["dprelease.core.privacy.accountants"] == {"dprelease.core.errors", "dprelease.core.privacy.rdp"}
+    assert {m: graph[m] for m in sections if graph[m] - allowed} == {}
 
 
 def test_a_kinds_module_imports_only_the_declarations(graph):
     """Looked up whenever a record's kind is not known yet (``dprelease verify`` of any release): the kind
-    declaration (:mod:`dprelease.pipeline.mechanism`) and the core kinds' helpers, nothing that could import torch."""
+    declaration (:mod:`dprelease.contracts.mechanism`) and the core kinds' helpers, nothing that could import torch."""
     kinds = [m for m in graph if is_kinds(m)]
     assert "dprelease.mechanisms.swag_ppm.kinds" in kinds
-    assert "dprelease.mechanisms.swag_ppm.kinds" in graph["dprelease.pipeline.plugins"]  # the plug-in list's imports by name
-    assert graph["dprelease.core.privacy.kinds"] == {"dprelease.pipeline.mechanism"}
-    assert {m: graph[m] for m in kinds if graph[m] - {"dprelease.pipeline.mechanism", "dprelease.core.privacy.kinds"}} == {}
+    assert "dprelease.mechanisms.swag_ppm.kinds" in graph["dprelease.contracts.plugins"]  # the plug-in list's imports by name
+    assert graph["dprelease.core.privacy.kinds"] == {"dprelease.contracts.mechanism"}
+    assert {m: graph[m] for m in kinds if graph[m] - {"dprelease.contracts.mechanism", "dprelease.core.privacy.kinds"}} == {}
 
 
 def test_layering_rules_see_synthetic_violations(tmp_path):
@@ -253,20 +260,72 @@ def test_layering_rules_see_synthetic_violations(tmp_path):
     assert registry_violations(imports) == ["dprelease.mechanisms.swag_ppm.rounds"]
 
 
-def test_the_package_is_four_floors_and_the_command_line():
-    """``src/dprelease`` holds the floors (``core``, ``mechanisms``, ``compare``, ``pipeline``: folders) and the
-    command line, nothing else: at most 10 entries, every mechanism a package of the ``mechanisms`` floor."""
+def test_the_package_is_five_floors_and_the_command_line():
+    """``src/dprelease`` holds the floors (``contracts``, ``core``, ``mechanisms``, ``compare``, ``pipeline``:
+    folders) and the command line, nothing else: at most 10 entries, every mechanism a package of the
+    ``mechanisms`` floor."""
     entries = sorted(p.name for p in (SRC / PKG).iterdir() if p.name != "__pycache__")
     assert len(entries) <= 10, entries
     assert set(entries) == {*FLOORS, "__init__.py", "cli.py", "py.typed"}, entries
-    assert FLOORS == ("compare", "core", "mechanisms", "pipeline")
+    assert FLOORS == ("compare", "contracts", "core", "mechanisms", "pipeline")
     assert {"dprelease.mechanisms.dpsgd", "dprelease.mechanisms.swag_ppm", "dprelease.mechanisms.ncm"} <= set(MECHANISMS)
-    from dprelease.pipeline import code_scope
+    from dprelease.contracts import code_scope
 
     # every package of the plug-in list lives on a floor; the mechanisms are exactly the mechanisms floor's packages
     listed = code_scope.listed_packages()
     assert all(p.split(".")[1] in FLOORS for p in listed)
     assert {p for p in listed if p.startswith(MECHANISM_FLOOR + ".")} == set(MECHANISMS)
+
+
+def test_the_floors_stack_in_the_documented_order():
+    """docs/architecture.md lists every floor, bottom up; that order is the one the next test enforces."""
+    assert floor_order() == ("contracts", "core", "mechanisms", "compare", "pipeline")
+    assert set(floor_order()) == set(FLOORS)
+
+
+def _declarations() -> set[str]:
+    from dprelease.contracts import code_scope
+
+    return {f"{p}.{name}" for p in code_scope.listed_packages() for name in ("params", "kinds")}
+
+
+def test_no_arrow_back_up_between_floors(imports):
+    """contracts < core < mechanisms < compare < pipeline < the command line (and tasks/, flows/ above the package):
+    a module imports its own floor and the floors below only. The plug-in list reading a listed package's
+    ``params`` and ``kinds`` by name is the one inversion (the plug-ins are found, not imported by the floor)."""
+    bad = upward_violations(imports, floor_order(), _declarations())
+    assert not bad, f"{len(bad)} arrows back up:\n" + "\n".join(bad)
+    ranks = {floor_rank(i.importer, floor_order()) for i in imports}
+    assert ranks == set(range(len(floor_order()) + 1))  # not vacuous: every floor and the command line import
+
+
+def test_the_package_never_imports_the_orchestration(files):
+    bad = [f"{i.where()}: {i.target}" for module, path in files.items() for i in raw_imports(path, module)
+           if top_level(i.target) in ("flows", "tasks")]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_floor_rule_sees_synthetic_arrows_back_up(tmp_path):
+    _write(tmp_path, "dprelease/__init__.py", '"""doc"""\n')
+    for pkg in ("contracts", "core", "mechanisms", "mechanisms/toy", "compare", "pipeline"):
+        _write(tmp_path, f"dprelease/{pkg}/__init__.py", '"""doc"""\n')
+    _write(tmp_path, "dprelease/contracts/stage.py", "from dprelease.core.io import write_json\n")       # up: 1
+    _write(tmp_path, "dprelease/contracts/plugins.py", "def f():\n    from dprelease.mechanisms.toy import params\n")
+    _write(tmp_path, "dprelease/core/io.py", "from dprelease.contracts import stage\nfrom dprelease import x\n")
+    _write(tmp_path, "dprelease/mechanisms/toy/params.py", "")
+    _write(tmp_path, "dprelease/mechanisms/toy/run.py", "from dprelease.compare import arms\n")          # up: 2
+    _write(tmp_path, "dprelease/compare/arms.py", "from dprelease.pipeline import plan\n")               # up: 3
+    _write(tmp_path, "dprelease/pipeline/plan.py", "from dprelease.mechanisms.toy import run\n")
+    _write(tmp_path, "dprelease/cli.py", "from dprelease.pipeline import plan\n")
+    order = ("contracts", "core", "mechanisms", "compare", "pipeline")
+    imports = internal_imports(tmp_path)
+    bad = upward_violations(imports, order, {"dprelease.mechanisms.toy.params"})
+    assert sorted(b.split(": ", 1)[1] for b in bad) == ["dprelease.compare.arms imports dprelease.pipeline.plan",
+                                                        "dprelease.contracts.stage imports dprelease.core.io",
+                                                        "dprelease.mechanisms.toy.run imports dprelease.compare.arms"]
+    # the plug-in list's by-name import is the one inversion, and only of a declaration
+    assert any("dprelease.contracts.plugins imports dprelease.mechanisms.toy.params" in b
+               for b in upward_violations(imports, order, set()))
 
 
 MLFLOW_ALLOWED = ("dprelease/pipeline/tracking.py", "dprelease/pipeline/service/pyfunc_model.py", "dprelease/pipeline/service/model_code.py",
@@ -309,8 +368,8 @@ def test_only_the_plug_in_loader_imports_by_a_computed_name(files):
 
     pattern = re.compile(r"\b(import_module|__import__)\(")
     callers = {module for module, path in files.items()
-               if pattern.search(path.read_text(encoding="utf-8")) and module != "dprelease.pipeline.code_scope"}
-    assert callers == {"dprelease.pipeline.plugins", "dprelease.pipeline.registry"}, callers
+               if pattern.search(path.read_text(encoding="utf-8")) and module != "dprelease.contracts.code_scope"}
+    assert callers == {"dprelease.contracts.plugins", "dprelease.pipeline.registry"}, callers
     outside = [m for m, path in orchestration_files().items() if pattern.search(path.read_text(encoding="utf-8"))]
     assert outside == [], outside
 

@@ -11,9 +11,10 @@ import sys
 import pytest
 from conftest import ROOT
 
+from dprelease.contracts import plugins
+from dprelease.contracts.code_scope import PKG, closure
 from dprelease.core.config import load_params, parse_params
-from dprelease.pipeline import plugins, registry
-from dprelease.pipeline.code_scope import PKG, closure
+from dprelease.pipeline import registry
 
 HEAVY = ("torch", "opacus", "pandas", "prefect", "mlflow", "transformers", "sklearn", "scipy", "flwr", "dask")
 SUBCOMMANDS = ("stage", "predict", "sanitize", "verify", "key", "dvc-yaml", "plugin-index", "track", "secret")
@@ -119,7 +120,15 @@ def test_plugin_index_is_in_sync_with_the_registry():
     assert registry.plugin_index() == written  # every fragment is there: the index is used
     # stage names never depend on params (every stage is always declared): any params give the same index
     assert registry.build_index(parse_params({"nvdp": {"tasks": ["osha"]}, "ppm": {"reweight": False}})) == written
-    assert list(written["stages"]) == [s.name for s in registry.stages(load_params(ROOT / "params.yaml"))]
+    # every stage, each under its package (``publish``: the release package's, placed by the registry after the
+    # declared release's stage)
+    assert sorted(written["stages"]) == sorted(s.name for s in registry.stages(load_params(ROOT / "params.yaml")))
+    assert written["stages"]["publish"] == "dprelease.core.release"
+    assert written["releases"] == {"swag_ppm": {"package": "dprelease.mechanisms.swag_ppm", "stage": "draw"},
+                                   "public_only": {"package": "dprelease.mechanisms.public_only", "stage": "public_release"},
+                                   "dpsgd": {"package": "dprelease.mechanisms.dpsgd", "stage": "dpsgd_release"},
+                                   "ncm": {"package": "dprelease.mechanisms.ncm", "stage": "ncm_release"},
+                                   "linear_ppm": {"package": "dprelease.mechanisms.linear_ppm", "stage": "linear_ppm_draw"}}
     assert set(written["flows"]) == set(registry.flows())
 
 
@@ -150,18 +159,18 @@ def test_a_name_the_index_lacks_is_looked_up_everywhere_once_a_source_changed(mo
 
     params = load_params(ROOT / "params.yaml")
     lacking = registry.build_index(params)
-    del lacking["stages"]["publish"]
+    del lacking["stages"]["dpsgd_sweep"]
     paths = registry.write_index(params, root=tmp_path)
     monkeypatch.setattr(registry, "INDEX_ROOT", tmp_path)
     monkeypatch.setattr(registry, "plugin_index", lambda: lacking)
     os.utime(registry.index_file("dprelease.mechanisms.swag_ppm", tmp_path), ns=(0, 0))  # older than its package's sources
     assert not registry.index_is_current()
-    assert registry.get(params, "publish").name == "publish"
+    assert registry.get(params, "dpsgd_sweep").name == "dpsgd_sweep"
     for path in paths:
         os.utime(path, ns=(2**62, 2**62))  # newer than every source file
     assert registry.index_is_current()
-    with pytest.raises(KeyError, match="unknown stage 'publish'"):
-        registry.get(params, "publish")
+    with pytest.raises(KeyError, match="unknown stage 'dpsgd_sweep'"):
+        registry.get(params, "dpsgd_sweep")
 
 
 def test_an_index_naming_the_wrong_package_is_corrected_by_the_registry(monkeypatch):

@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     previous = signal.signal(signal.SIGINT, partial(_interrupt, interrupted)) if main_thread else None
     try:
         if args.command == "stage":
-            from dprelease.pipeline.locks import root_lock
+            from dprelease.core.locks import root_lock
             from dprelease.pipeline.registry import run_stage
 
             params = load_params(args.params)
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
                 kid = secret.init(artifacts) if args.action == "init" else secret.key_id(artifacts)
                 print(f"randomness key id {kid}")
         elif args.command == "track":
-            from dprelease.pipeline.locks import root_lock
+            from dprelease.core.locks import root_lock
             from dprelease.pipeline.tracking import log_pipeline_run
 
             params = load_params(args.params)

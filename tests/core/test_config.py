@@ -213,7 +213,7 @@ def test_a_moved_key_names_its_new_place(raw, old, new):
 def test_the_core_configuration_names_no_mechanism():
     """config.py holds the shared sections only: each mechanism's section, level checks and moved keys are in its
     own package's params module (read through the plug-in list), so no mechanism's name or section key is here."""
-    from dprelease.pipeline import code_scope, plugins
+    from dprelease.contracts import code_scope, plugins
 
     mechanisms = sorted(p.name for p in (code_scope.PACKAGE_DIR / "mechanisms").iterdir() if (p / "params.py").is_file())
     keys = {key for module in plugins._params_modules() if ".mechanisms." in module.__name__

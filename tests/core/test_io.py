@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dprelease.core.io import atomic_dir, atomic_path, file_hash, read_json, write_json
+from dprelease.core.io import atomic_dir, atomic_path, file_hash, read_json, skip_marker, write_json
 
 
 def _siblings(folder: Path) -> list[str]:
@@ -178,3 +178,28 @@ def test_file_hash_of_directory_is_not_ambiguous(tmp_path):
     (one / "a.txt").write_bytes(b"bX")
     (two / "a.txtb").write_bytes(b"X")
     assert file_hash(one) != file_hash(two)
+
+
+# skip_marker --------------------------------------------------------------------------------------
+def test_skip_marker_writes_only_skipped_json(tmp_path):
+    folder = tmp_path / "artifacts" / "round3"
+    folder.mkdir(parents=True)
+    (folder / "stale.bin").write_bytes(b"old")  # the folder is replaced whole
+    summary = skip_marker(folder, "no re-weighting")
+    assert summary == {"skipped": "no re-weighting"}
+    assert sorted(p.name for p in folder.iterdir()) == ["skipped.json"]
+    assert read_json(folder / "skipped.json") == {"skipped": "no re-weighting"}
+    assert not (tmp_path / "metrics").exists()
+    assert sorted(p.name for p in folder.parent.iterdir()) == ["round3"]  # no temporary sibling
+
+
+def test_skip_marker_with_metrics(tmp_path):
+    folder, metrics = tmp_path / "out", tmp_path / "metrics" / "select.json"
+    summary = skip_marker(folder, "no validation split", metrics)
+    assert summary == {"skipped": "no validation split"}
+    assert sorted(p.name for p in folder.iterdir()) == ["skipped.json"]
+    assert read_json(metrics) == {"skipped": "no validation split"}
+    assert sorted(p.name for p in metrics.parent.iterdir()) == ["select.json"]
+
+
+# Stage --------------------------------------------------------------------------------------------

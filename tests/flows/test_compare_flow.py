@@ -19,6 +19,7 @@ import pytest
 import yaml
 from conftest import ARM_STAGES, compare_raw, make_root, written
 
+from dprelease.contracts import source
 from dprelease.core.config import parse_params
 from dprelease.core.io import read_json
 from dprelease.pipeline import cache, registry
@@ -45,11 +46,11 @@ def compare_env(tmp_path_factory):
         calls.append(name)
         return real(name, params, root)
 
-    frozen = cache.code_hash(["."])
+    frozen = source.code_hash(["."])
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(ts, "run_stage", counted)
         mp.setattr(ts, "store_dir", lambda: store)
-        mp.setattr(cache, "code_hash", lambda paths: frozen)
+        mp.setattr(source, "code_hash", lambda paths: frozen)
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
         yield SimpleNamespace(fc=fc, calls=calls)
 

@@ -18,8 +18,9 @@ from types import SimpleNamespace
 import pytest
 from conftest import compare_raw, copy_key, make_root, run_stages
 
+from dprelease.contracts import source
 from dprelease.core.config import parse_params
-from dprelease.pipeline import cache, registry
+from dprelease.pipeline import registry
 
 pytestmark = pytest.mark.slow
 
@@ -60,9 +61,9 @@ def _outputs(root: Path) -> dict[str, bytes]:
 def env():
     import flows.compare as fc
 
-    frozen = cache.code_hash(["."])
+    frozen = source.code_hash(["."])
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(cache, "code_hash", lambda paths: frozen)
+        mp.setattr(source, "code_hash", lambda paths: frozen)
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
         yield SimpleNamespace(fc=fc)
 

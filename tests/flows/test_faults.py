@@ -57,7 +57,7 @@ def _main(root: Path, *extra: str, track: bool = False) -> SimpleNamespace:
 
 
 def _outcome(root: Path, release: str = "release") -> tuple[str, float]:
-    return _sha(root / release / "model.safetensors"), read_json(root / "metrics/release.json")["guarantee"]["epsilon"]
+    return _sha(root / release / "model.safetensors"), read_json(root / "metrics/swag_ppm_draw.json")["guarantee"]["epsilon"]
 
 
 def _wait_until(event, what: str, *, proc: subprocess.Popen | None = None, timeout: float = WAIT_S,
@@ -148,7 +148,7 @@ def test_corrupt_store_entry_is_discarded_never_reused(clean, copy):
 
 # 2. one run per root ----------------------------------------------------------------------------------------------
 def test_second_run_on_a_busy_root_is_refused(copy):
-    from dprelease.pipeline.locks import root_lock
+    from dprelease.core.locks import root_lock
 
     before = {p: p.stat().st_mtime_ns for p in copy.rglob("*") if p.is_file() and p.name != ".dprelease.lock"}
     with root_lock(copy, "the first run"):

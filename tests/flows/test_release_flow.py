@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from conftest import copy_key, make_root, slice_raw
 
+from dprelease.contracts import source
 from dprelease.core import headline
 from dprelease.core.config import parse_params
 from dprelease.core.io import read_json
@@ -30,7 +31,7 @@ UPSTREAM_OF_RISK = ["stratify", "featurize", "finetune_r1", "swag_r1"]
 def flow_env():
     """Import the flow (Prefect home already points into a tmp dir, see conftest) with counted stages.
 
-    ``cache.code_hash`` is frozen for the module: it hashes source files, which other people may be editing
+    ``source.code_hash`` is frozen for the module: it hashes source files, which other people may be editing
     while the suite runs (code-scoped keys have their own tests in test_cache.py)."""
     import dprelease.mechanisms.swag_ppm.rounds as stages_mod
     import flows.release as fr
@@ -46,7 +47,7 @@ def flow_env():
             return hooks.pop(name)(real, name, params, root)
         return real(name, params, root)
 
-    frozen = cache.code_hash(["."])
+    frozen = source.code_hash(["."])
     store: dict = {"on": False}  # the shared stage store is off here (these tests count recomputation per root)
     real_restore = ts.stage_store.restore
 
@@ -56,7 +57,7 @@ def flow_env():
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(ts, "run_stage", counted)
         mp.setattr(ts.stage_store, "restore", restore)
-        mp.setattr(cache, "code_hash", lambda paths: frozen)
+        mp.setattr(source, "code_hash", lambda paths: frozen)
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
         yield SimpleNamespace(flow=fr.release_flow, calls=calls, hooks=hooks, stages=stages_mod, store=store)
 
@@ -100,7 +101,7 @@ def test_first_run_runs_every_stage_once(first):
     for name in names:
         assert isinstance(first.out[name], dict) and first.out[name], name
     assert first.out["sensitivity_r2"] == read_json(first.root / "metrics/sensitivity_r2.json")
-    assert first.out["draw"] == read_json(first.root / "metrics/release.json")
+    assert first.out["draw"] == read_json(first.root / "metrics/swag_ppm_draw.json")
     # as JSON: a quartile with no test support is NaN (core/utility/metrics.py), equal to itself only as text
     assert json.dumps(first.out["evaluate"], sort_keys=True) == json.dumps(
         read_json(first.root / "metrics/evaluation.json"), sort_keys=True)
@@ -140,7 +141,7 @@ def test_first_run_tracks_to_mlflow_under_root(first):
     assert run.data.metrics["temperature"] == pytest.approx(g["quantities"]["temperature"])
     # the rest in one JSON artifact
     details = mlflow.artifacts.load_dict(f"{run.info.artifact_uri}/details.json")
-    released = read_json(first.root / "metrics/release.json")["round"]
+    released = read_json(first.root / "metrics/swag_ppm_draw.json")["round"]
     for r in (2, 3):  # the released round's statistics only: an unreleased round's never reach MLflow
         sens = read_json(first.root / f"metrics/sensitivity_r{r}.json")
         if r == released:
@@ -252,7 +253,7 @@ def test_changing_c_reruns_risk_and_downstream_only(flow_env, first, tmp_path):
     w = np.load(root / params.artifacts / "round2/weights/weights.npy")
     assert w.min() == 0.0 and w.max() == pytest.approx(0.8)
     assert read_json(root / params.release / "release.json")["c"] == 0.8
-    assert out["draw"] == read_json(root / "metrics/release.json")
+    assert out["draw"] == read_json(root / "metrics/swag_ppm_draw.json")
 
 
 def test_changing_audit_draws_reruns_audit_only(flow_env, first, tmp_path):
@@ -335,7 +336,7 @@ def test_full_backend_flow_resumes_after_interruption(flow_env, tmp_path):
 @pytest.mark.parametrize("t_min", [0.9999999954, 1.0, 0.5])
 def test_summary_states_t_min_and_the_conservative_epsilon(first, capsys, t_min):
     """T̂ a hair below 1 after the subspace calibration (float32 deviations) crashed the summary once."""
-    metrics = first.root / "metrics/release.json"
+    metrics = first.root / "metrics/swag_ppm_draw.json"
     original = metrics.read_text(encoding="utf-8")
     rel = json.loads(original)
     q = rel["guarantee"]["quantities"]

@@ -92,7 +92,7 @@ def test_a_changed_param_or_a_missing_audit_goes_on_to_retrain(served):
 def test_a_busy_root_on_the_command_line_is_still_one_line_exit_2(served, capsys):
     """Only a deployment run turns a busy root into a Cancelled state (tests/flows/test_serve.py)."""
     import flows.retrain as fr
-    from dprelease.pipeline.locks import root_lock
+    from dprelease.core.locks import root_lock
 
     root, _, _ = served
     with root_lock(root, "make run"):

@@ -24,7 +24,7 @@ import pytest
 import yaml
 from conftest import GATED, ROOT, SLICE_DATA, make_root, slice_raw
 
-from dprelease.pipeline.locks import root_lock
+from dprelease.core.locks import root_lock
 from dprelease.pipeline.service import supervisor as sv
 from dprelease.pipeline.service.snapshots import snapshot_id
 from dprelease.pipeline.service.supervisor import alive, api, flow_runs

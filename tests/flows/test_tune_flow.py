@@ -15,8 +15,8 @@ import pytest
 import yaml
 from conftest import GATED, make_root, slice_raw
 
+from dprelease.contracts import source
 from dprelease.core.io import read_json
-from dprelease.pipeline import cache
 
 pytestmark = pytest.mark.slow
 
@@ -44,10 +44,10 @@ def tune_env(tmp_path_factory):
 
     root = make_root(tmp_path_factory.mktemp("tune"))
     (root / "params.yaml").write_text(yaml.safe_dump(_raw(), sort_keys=False), encoding="utf-8")
-    frozen = cache.code_hash(["."])
+    frozen = source.code_hash(["."])
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(ts, "run_stage", counted)
-        mp.setattr(cache, "code_hash", lambda paths: frozen)
+        mp.setattr(source, "code_hash", lambda paths: frozen)
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
         yield SimpleNamespace(main=ft.main, root=root, calls=calls)
 
@@ -88,7 +88,7 @@ def test_grid_cells_are_full_runs_with_their_c_and_epochs(grid, tune_env):
         audit = read_json(where / "metrics" / "evaluation.json")
         assert audit["verdict"] in ("underfit", "overfit", "ok")
         row = next(r for r in read_json(grid.out / "grid.json")["trail"] if (r["c"], r["epochs"]) == (c, e))
-        assert row["epsilon"] == pytest.approx(read_json(where / "metrics" / "release.json")["guarantee"]["epsilon"])
+        assert row["epsilon"] == pytest.approx(read_json(where / "metrics" / "swag_ppm_draw.json")["guarantee"]["epsilon"])
         assert row["macro_f1"] == pytest.approx(audit["macro_f1_mean"])
 
 

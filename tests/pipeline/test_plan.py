@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from dprelease.contracts.stage import Stage
 from dprelease.core.config import ConfigError, parse_params
 from dprelease.core.data import stages as data_stages
 from dprelease.pipeline import plan as pipeline
 from dprelease.pipeline import registry
-from dprelease.pipeline.stage import Stage
 
 P = parse_params({})
 

@@ -9,9 +9,9 @@ import pytest
 import yaml
 from conftest import ROOT, slice_raw
 
+from dprelease.contracts.source import PACKAGE_DIR, code_files
 from dprelease.core.config import load_params, parse_params
 from dprelease.pipeline import registry
-from dprelease.pipeline.cache import PACKAGE_DIR, code_files
 
 DEFAULT = load_params(ROOT / "params.yaml")
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from conftest import mlflow_globals
 
+from dprelease.contracts.mechanism import TrackedRun
 from dprelease.core.config import parse_params
-from dprelease.pipeline.mechanism import TrackedRun
 from dprelease.pipeline.tracking_experiments import log_tracked
 
 

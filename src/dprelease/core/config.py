@@ -12,7 +12,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
-from dprelease.pipeline import plugins
+from dprelease.contracts import plugins
 
 from .errors import ConfigError
 from .params_path import params_file  # noqa: F401  (here for the callers that read params anyway)
@@ -82,7 +82,7 @@ class ModelParams(_Strict):
     full: FullParams = FullParams()
 
 
-# the arms the packages declare (their ``params`` modules' ARMS, dprelease.pipeline.plugins), in package order
+# the arms the packages declare (their ``params`` modules' ARMS, dprelease.contracts.plugins), in package order
 ARMS = plugins.arm_names()  # names only: the schema (a stage's scope holds no other package's params module)
 AUDIT_ARMS = plugins.arm_names(audited=True)
 ArmName = Literal[tuple(ARMS)]
@@ -196,7 +196,7 @@ class CoreParams(_Strict):
         return getattr(self.model, self.model.backend)
 
 
-# Params = the shared sections + one section per package that has a ``params`` module (dprelease.pipeline.plugins)
+# Params = the shared sections + one section per package that has a ``params`` module (dprelease.contracts.plugins)
 Params = create_model("Params", __base__=CoreParams, __module__=__name__,
                       **{key: (model, model()) for key, model in plugins.sections().items()})
 

@@ -46,7 +46,6 @@ LABELS = {"epsilon": "ε", "epsilon_point": "ε point estimate (measured Δ̂)",
           "macro_f1": "macro F1 (released model)", "weighted_f1_mean": "weighted F1 (mean over draws)",
           "macro_f1_mean": "macro F1 (mean over draws)", "epsilon_lb": "ε lower bound (canary audit)",
           "records": "training records (public expected n̂)"}
-RELEASED_ARM = {2: "swag_ppm", 3: "swag_ppm_reweighted"}  # released round → its arm in the privacy audit
 
 
 def _number(v) -> bool:
@@ -54,11 +53,9 @@ def _number(v) -> bool:
 
 
 def released_arm(metrics: Path) -> str | None:
-    """The privacy-audit arm of the declared release (``metrics/released.json``), else of SWAG-PPM's released round."""
+    """The privacy-audit arm of the declared release (``metrics/released.json``), or None."""
     record = released_record(metrics)
-    if record is not None:
-        return record.get("arm")
-    return RELEASED_ARM[read_json(Path(metrics) / "release.json")["round"]]
+    return None if record is None else record.get("arm")
 
 
 def audit_bound(metrics: str | Path, arm: str | None) -> tuple[float, str] | None:
@@ -87,21 +84,22 @@ def released_record(metrics: str | Path) -> dict | None:
     return read_json(path) if path.is_file() else None
 
 
-def headline(metrics: str | Path, *, canary: bool = True, released: bool = True) -> dict[str, float]:
-    """The headline figures of the run whose ``metrics/`` folder is ``metrics`` (absent ones left out): those of
-    the declared mechanism's release (``metrics/released.json``) when there is one and ``released``, else the
-    SWAG-PPM draw's (``metrics/release.json``: ``released=False`` is SWAG-PPM's own, ``metrics/headline.json``).
-    ``canary=False``: without the canary audit's bound (``metrics/headline.json``, written by the release's
-    ``evaluate`` stage, whose inputs the canary audit is not)."""
-    metrics = Path(metrics)
-    record = released_record(metrics) if released else None
-    if record is not None and record.get("mechanism") != "swag_ppm":
-        g = record["guarantee"]
-        out = {"epsilon": g.get("epsilon"), "weighted_f1": record.get("weighted_f1"),
-               "macro_f1": record.get("macro_f1")}
-        arm = record.get("arm")
-    else:
-        out, arm = _swag_ppm(metrics)
+def headline(metrics: str | Path, *, canary: bool = True) -> dict[str, float]:
+    """The headline figures of the release whose ``metrics/`` folder is ``metrics``, from its record only
+    (``metrics/released.json``, the shared publish step's): ε and the test F1 every record has, then the
+    mechanism's own figures (``headline`` in the record: what its plug-in's ``figures`` hook gave), the audit
+    bound of its arm and the public record count (absent ones left out). ``canary=False``: without the canary
+    audit's bound."""
+    record = released_record(metrics) or {}
+    g = record.get("guarantee") or {}
+    own = {"epsilon": g.get("epsilon"), "weighted_f1": record.get("weighted_f1"), "macro_f1": record.get("macro_f1")}
+    return figures(own | (record.get("headline") or {}), metrics, arm=record.get("arm"), canary=canary)
+
+
+def figures(out: dict, metrics: str | Path, *, arm: str | None, canary: bool = True) -> dict[str, float]:
+    """``out`` with the audit bound of ``arm`` (``canary``) and the public record count, in :data:`NAMES`
+    order, numbers only: the headline of a mechanism's own figures (SWAG-PPM's ``metrics/headline.json`` too)."""
+    metrics, out = Path(metrics), dict(out)
     bound = audit_bound(metrics, arm) if canary and arm else None
     if bound is not None:
         out["epsilon_lb"] = bound[0]
@@ -109,26 +107,6 @@ def headline(metrics: str | Path, *, canary: bool = True, released: bool = True)
         # the PUBLIC expected training size n̂: the private count never reaches the registry's tags
         out["records"] = read_json(metrics / "data.json").get("public", {}).get("expected_train_size")
     return {k: out[k] for k in NAMES if _number(out.get(k))}
-
-
-def _swag_ppm(metrics: Path) -> tuple[dict, str | None]:
-    """SWAG-PPM's figures (its draw's record and evaluation) and the audit arm of its released round."""
-    rel = read_json(metrics / "release.json")
-    g = rel["guarantee"]
-    q = g.get("quantities", {})
-    out = {"epsilon": g.get("epsilon"), "epsilon_point": q.get("epsilon_point_estimate"),
-           "uncertified_index": q.get("uncertified_index") if g.get("kind") == "ppm_uncertified" else None,
-           "temperature": q.get("temperature")}
-    tail = rel.get("local_sensitivity_tail")
-    if tail and g.get("kind") == "ppm_local_asymptotic":  # ε = 2Δ / min(1, T_min): the interval of Δ̂'s tail, so scaled
-        cold = (q["epsilon_point_estimate"] / q["epsilon_at_temperature_one"]
-                if q.get("epsilon_point_estimate") and q.get("epsilon_at_temperature_one") else 1.0)
-        out |= {"epsilon_ci_low": 2 * tail["ci_low"] * cold, "epsilon_ci_high": 2 * tail["ci_high"] * cold}
-    if (metrics / "evaluation.json").is_file():
-        a = read_json(metrics / "evaluation.json")
-        out |= {"weighted_f1": a.get("released_weighted_f1"), "macro_f1": a.get("released_macro_f1"),
-                "weighted_f1_mean": a.get("weighted_f1_mean"), "macro_f1_mean": a.get("macro_f1_mean")}
-    return out, RELEASED_ARM.get(rel["round"])
 
 
 SENSITIVITY_TABLE = "reports/epsilon_sensitivity/table.csv"  # ``make epsilon-sensitivity`` (owner-only)

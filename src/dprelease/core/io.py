@@ -147,6 +147,16 @@ def file_hash(path: str | Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
+def skip_marker(folder: Path, why: str, metrics: Path | None = None) -> dict:
+    """What a stage that is not needed with these params writes, so its declared outputs still exist
+    (DVC runs every stage of ``dvc.yaml``)."""
+    with atomic_dir(folder) as tmp:
+        write_json(tmp / "skipped.json", {"skipped": why})
+    if metrics is not None:
+        write_json(metrics, {"skipped": why})
+    return {"skipped": why}
+
+
 def _json_default(obj: Any) -> Any:
     if isinstance(obj, np.generic):
         return obj.item()

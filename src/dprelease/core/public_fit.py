@@ -19,11 +19,11 @@ from dataclasses import dataclass
 
 import torch
 
+from dprelease.contracts.layout import Layout
 from dprelease.core import public_model
 from dprelease.core.data.splits import PUBLIC_SPLITS, head_embeddings, label_info
 from dprelease.core.io import read_json
 from dprelease.core.utility.metrics import f1
-from dprelease.pipeline.layout import Layout
 
 
 @dataclass(frozen=True)

@@ -13,39 +13,10 @@ import hashlib
 import json
 from pathlib import Path
 
+from dprelease.contracts import source
+from dprelease.contracts.stage import Stage, pick
 from dprelease.core.config import Params
 from dprelease.core.io import file_hash, private_dir, read_json, write_json
-
-from .code_scope import PACKAGE_DIR
-from .stage import Stage, pick
-
-SOURCE_SUFFIXES = {".py", ".csv"}
-
-
-def code_files(paths: list[str]) -> list[Path]:
-    """The source files under ``paths`` (package-relative files or folders), sorted; caches ignored."""
-    files: set[Path] = set()
-    for rel in paths:
-        p = PACKAGE_DIR / rel
-        if p.is_dir():
-            files |= {f for f in p.rglob("*") if f.suffix in SOURCE_SUFFIXES and "__pycache__" not in f.parts}
-        elif p.is_file():
-            files.add(p)
-        else:
-            raise FileNotFoundError(f"declared stage code does not exist: {rel}")
-    return sorted(files)
-
-
-def code_hash(paths: list[str]) -> str:
-    h = hashlib.sha256()
-    for f in code_files(paths):
-        h.update(f.relative_to(PACKAGE_DIR).as_posix().encode() + b"\0" + hashlib.sha256(f.read_bytes()).digest())
-    return h.hexdigest()
-
-
-def package_version() -> str:
-    """Hash of the whole package's source (recorded in release manifests, not used for caching)."""
-    return code_hash(["."])[:16]
 
 
 def input_key(stage: Stage, params: Params, root: str | Path = ".") -> str:
@@ -56,7 +27,7 @@ def input_key(stage: Stage, params: Params, root: str | Path = ".") -> str:
     for dep in stage.inputs:
         p = root / dep
         h.update(dep.encode() + (file_hash(p).encode() if p.exists() else b"<missing>"))
-    h.update(code_hash(stage.code).encode())
+    h.update(source.code_hash(stage.code).encode())
     return f"{stage.name}-{h.hexdigest()[:32]}"
 
 

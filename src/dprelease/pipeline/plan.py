@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dprelease.contracts.stage import Stage
 from dprelease.core.config import Params
 from dprelease.core.errors import ConfigError
-
-from .stage import Stage
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 ``dprelease stage NAME`` (:func:`run_stage`), the Prefect tasks (``tasks/stages.py``) and the
 generated ``dvc.yaml`` (:func:`dvc_yaml`: the release pipeline; kept in sync by a test).
 
-The stages come from the plug-ins (:mod:`dprelease.pipeline.plugins`): adding a mechanism changes nothing here.
+The stages come from the plug-ins (:mod:`dprelease.contracts.plugins`): adding a mechanism changes nothing here.
 
 Loading is lazy: importing this module imports no plug-in. One stage by name (:func:`get`: ``dprelease stage
 NAME``, the Prefect tasks), a sanitizer and the flows' one-line help are found in the plug-in index, so only
@@ -20,17 +20,19 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
+from dprelease.contracts import plugins
+from dprelease.contracts.mechanism import FlowSpec, Mechanism, ReleaseSpec
+from dprelease.contracts.source import code_files
+from dprelease.contracts.stage import Stage, StageAccess
 from dprelease.core.config import Params
-from dprelease.core.errors import ReleaseError
+from dprelease.core.errors import ConfigError, ReleaseError
 from dprelease.core.io import atomic_path, make_private_within, private_dir
-from dprelease.pipeline import plugins
 
-from .cache import code_files
-from .mechanism import FlowSpec, Mechanism
-from .stage import Stage, StageAccess
+from .plan import plan as plan_stages
 
 PACKAGE_ROOT = "src/dprelease"
 INDEX_ROOT = Path(__file__).parents[1]  # the package folders holding the index fragments (another tree: tests)
@@ -44,7 +46,7 @@ def plugin(package: str) -> Mechanism:
 
 
 def mechanisms() -> list[Mechanism]:
-    """Every listed package's plug-in, in :data:`dprelease.pipeline.plugins.PACKAGES` order (imports them all)."""
+    """Every listed package's plug-in, in :data:`dprelease.contracts.plugins.PACKAGES` order (imports them all)."""
     return [plugin(package) for package in plugins.PACKAGES]
 
 
@@ -54,9 +56,49 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+PUBLISH = "publish"  # the one shared publish step (dprelease.core.release.stages), added for the declared release
+PUBLISH_PACKAGE = "dprelease.core.release"  # whose code it runs (its index entry)
+
+
+def releasing() -> dict[str, dict]:
+    """``{name released.mechanism may give: {"package", "stage"}}`` for every plug-in with a
+    :class:`ReleaseSpec`, in :data:`PACKAGES` order: from the index when usable, else from the plug-ins."""
+    index = plugin_index()
+    if index is not None and index["releases"]:
+        return dict(index["releases"])
+    return {m.release.mechanism: {"package": package, "stage": m.release.stage}
+            for package in plugins.PACKAGES if (m := plugin(package)).release is not None}
+
+
+def release_spec(params: Params) -> ReleaseSpec:
+    """The declared release (``released.mechanism``, resolved here once): its plug-in's spec. A name that releases
+    nothing is refused in one line (the release flow's preflight)."""
+    known = releasing()
+    entry = known.get(params.released.mechanism)
+    if entry is None:
+        raise ConfigError(f"released.mechanism: {params.released.mechanism!r} releases nothing here (mechanisms "
+                          f"with a release: {', '.join(known)})")
+    return plugin(entry["package"]).release
+
+
+def _released(params: Params, package: str, declared: list[Stage]) -> list[Stage]:
+    """``package``'s stages with the declared release resolved: when its plug-in is the one ``released.mechanism``
+    names, its release stage moves into the :data:`PIPELINE` group and the ``publish`` stage (its ReleaseSpec's) follows
+    its last stage of that group. An unknown name changes nothing (the release flow's preflight,
+    :func:`release_spec`, says why)."""
+    from dprelease.core.release.stages import publish_stage
+
+    spec = plugin(package).release
+    if spec is None or spec.mechanism != params.released.mechanism:
+        return declared
+    out = [replace(s, group=PIPELINE) if s.name == spec.stage else s for s in declared]
+    last = max(i for i, s in enumerate(out) if s.group == PIPELINE)
+    return out[:last + 1] + publish_stage(params, spec) + out[last + 1:]
+
+
 def stages(params: Params) -> list[Stage]:
     """Every stage, in execution order (stages a run does not need included: DVC runs them all)."""
-    out = [s for m in mechanisms() for s in m.declare(params)]
+    out = [s for package in plugins.PACKAGES for s in _released(params, package, plugin(package).declare(params))]
     names = [s.name for s in out]
     if len(set(names)) != len(names):
         raise RuntimeError(f"stage declared twice: {sorted({n for n in names if names.count(n) > 1})}")
@@ -64,7 +106,12 @@ def stages(params: Params) -> list[Stage]:
 
 
 def get(params: Params, name: str) -> Stage:
-    """One stage by name: from its own package's plug-in only (the index names it), else from every plug-in."""
+    """One stage by name: from its own package's plug-in only (the index names it), else from every plug-in.
+    ``publish`` is the declared release's (:func:`release_spec`)."""
+    if name == PUBLISH and params.released.mechanism in releasing():
+        from dprelease.core.release.stages import publish_stage
+
+        return publish_stage(params, release_spec(params))[0]
     index = plugin_index()
     package = index["stages"].get(name) if index else None
     if package is not None:
@@ -95,7 +142,18 @@ def run_stage(name: str, params: Params, root: str | Path = ".") -> dict:
     return summary
 
 
-ACCESS = StageAccess(run=run_stage, declared=stages)  # what a stage that runs other stages is handed (runs_stages)
+def refuse_inert(params, keys) -> None:
+    """Preflight of the release flow: a ``--set`` of a setting the released mechanism's own choice replaces
+    (:func:`dprelease.contracts.plugins.overridden`) is refused in one line: the run would re-make the release and change nothing."""
+    inert = plugins.overridden(params) if keys else {}
+    for key in keys:
+        if key in inert:
+            raise ConfigError(f"--set {key}: refused, it changes nothing in this release ({params.released.mechanism}): "
+                              f"{inert[key]}")
+
+
+
+ACCESS = StageAccess(run=run_stage, declared=stages, plan=plan_stages)  # what a stage that runs other stages is handed (runs_stages)
 
 
 def sanitizer(mechanism: str):
@@ -136,7 +194,7 @@ def index_file(package: str, root: str | Path | None = None) -> Path:
 def read_index(root: str | Path | None = None) -> dict | None:
     """The plug-in index (:func:`build_index`'s shape) from every listed package's fragment; None when one is
     missing, unreadable or names another package (then every lookup imports every plug-in, as :func:`stages` does)."""
-    out: dict = {"packages": list(plugins.PACKAGES), "stages": {}, "flows": {}, "sanitizers": {}}
+    out: dict = {"packages": list(plugins.PACKAGES), "stages": {}, "flows": {}, "sanitizers": {}, "releases": {}}
     for package in plugins.PACKAGES:
         try:
             part = json.loads(index_file(package, root).read_text(encoding="utf-8"))
@@ -148,6 +206,8 @@ def read_index(root: str | Path | None = None) -> dict | None:
         out["flows"] |= part["flows"]
         if part.get("sanitizer") is not None:
             out["sanitizers"][part["sanitizer"]] = package
+        if part.get("release") is not None:
+            out["releases"][part["release"]["mechanism"]] = {"package": package, "stage": part["release"]["stage"]}
     return out
 
 
@@ -171,9 +231,12 @@ def index_is_current() -> bool:
 def build_index(params: Params) -> dict:
     """The plug-in index, from the plug-ins themselves (imports them all): the package list, each stage's package
     in execution order (stage names do not depend on params: every stage is always declared), each flow's title
-    and doc, and each sanitizer's package."""
+    and doc, each sanitizer's package and each release (the name ``released.mechanism`` gives it and its stage)."""
     owner = {s.name: package for package in plugins.PACKAGES for s in plugin(package).declare(params)}
+    owner[PUBLISH] = PUBLISH_PACKAGE
     return {"packages": list(plugins.PACKAGES),
+            "releases": {m.release.mechanism: {"package": package, "stage": m.release.stage}
+                         for package in plugins.PACKAGES if (m := plugin(package)).release is not None},
             "stages": {s.name: owner[s.name] for s in stages(params)},  # stages(): fails on a name declared twice
             "flows": {f.name: {"title": f.title, "doc": f.doc} for m in mechanisms() for f in m.flows},
             "sanitizers": {plugin(package).name: package for package in plugins.PACKAGES
@@ -188,7 +251,8 @@ def write_index(params: Params, *, root: str | Path | None = None) -> list[Path]
         m = plugin(package)
         part = {"package": package, "stages": [n for n, p in index["stages"].items() if p == package],
                 "flows": {f.name: index["flows"][f.name] for f in m.flows},
-                "sanitizer": m.name if m.sanitize is not None else None}
+                "sanitizer": m.name if m.sanitize is not None else None,
+                "release": None if m.release is None else {"mechanism": m.release.mechanism, "stage": m.release.stage}}
         path = index_file(package, root)
         path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(path) as tmp:
@@ -199,7 +263,7 @@ def write_index(params: Params, *, root: str | Path | None = None) -> list[Path]
 
 
 def arms() -> dict:
-    """Every package's arms by name (declared in its ``params`` module: :func:`dprelease.pipeline.plugins.arms`)."""
+    """Every package's arms by name (declared in its ``params`` module: :func:`dprelease.contracts.plugins.arms`)."""
     return plugins.arms()
 
 
@@ -234,10 +298,10 @@ def dvc_yaml(params: Params) -> dict:
         entries[s.name] = entry
         code_files(s.code)  # fails loudly on an extra_code path that does not exist
     evaluate = get(params, "evaluate")
-    from .code_scope import closure
+    from dprelease.contracts.code_scope import closure
 
     tracking_code = [f"{PACKAGE_ROOT}/{p}" for p in closure("dprelease.pipeline.tracking")]  # a change to the logging re-runs it
-    track_deps = ["metrics/evaluation.json", "metrics/release.json", "metrics/released.json", *evaluate.plots,
+    track_deps = ["metrics/evaluation.json", "metrics/swag_ppm_draw.json", "metrics/released.json", *evaluate.plots,
                   "reports/release", params.release, *tracking_code]
     entries["track"] = {"cmd": "dprelease track", "deps": track_deps, "params": ["tracking"],
                         "outs": [{"metrics/mlflow_run.json": {"cache": False}}]}  # a new run id each time

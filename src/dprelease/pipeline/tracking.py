@@ -11,24 +11,18 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import math
 import os
 import sqlite3
-import tempfile
 from pathlib import Path
 
-from dprelease.compare.reports.compare import arm_metrics
+from dprelease.contracts.layout import Layout
 from dprelease.core.config import Params
 from dprelease.core.headline import released_record
 from dprelease.core.io import read_json, write_json
+from dprelease.core.locks import file_lock
 from dprelease.core.privacy.guarantee import Guarantee
-from dprelease.core.utility.evaluate import quartile_summary
-from dprelease.core.utility.metrics import quartile_table
-from dprelease.pipeline import plugins
-from dprelease.pipeline.layout import Layout
-from dprelease.pipeline.locks import file_lock
 
-PUBLIC_METRIC_FILES = ("data", "reweight", "release", "evaluation")
+PUBLIC_METRIC_FILES = ("data", "released")
 HTTP_LIMITS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "10", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
 PENDING = ".mlflow-pending.json"
 EXPERIMENT_KIND, MODEL_TRAINING = "mlflow.experimentKind", "custom_model_development"
@@ -172,10 +166,12 @@ RELEASE_SECTIONS = ("data", "dpsgd", "evaluation", "features", "frontier", "mode
                     "released", "seed", "swag")
 
 
-def _released(lay: Layout) -> tuple[Guarantee, dict | None]:
-    """The released guarantee and the declared release's record (SWAG-PPM's draw's when no publish step ran)."""
+def _released(lay: Layout) -> tuple[Guarantee, dict]:
+    """The released guarantee and the declared release's record (``metrics/released.json``, the publish step's)."""
     rec = released_record(lay.metrics)
-    return Guarantee.from_dict((rec or read_json(lay.metrics / "release.json"))["guarantee"]), rec
+    if rec is None:
+        raise FileNotFoundError(f"{lay.metrics / 'released.json'}: no release was published (stage publish)")
+    return Guarantee.from_dict(rec["guarantee"]), rec
 
 
 def mechanism_params(params: Params) -> dict:
@@ -201,40 +197,20 @@ def mechanism_params(params: Params) -> dict:
 
 
 def details(params: Params, lay: Layout, timings: dict | None = None) -> dict:
-    """Every public aggregate of the run beyond the headline figures (logged as ``details.json``): the
-    metric files, ε / Δ̂ / temperature of the released round, Δ̂'s tail interval, weight aggregates, fit
-    diagnostics, the released round's training-loss curves and the timed stages' durations. No statistic
-    of a round that was not released (its Δ̂, ε, temperature, losses, fit verdict) is logged."""
+    """Every public aggregate of the run beyond the headline figures (logged as ``details.json``): the data and
+    release records' numbers, the released guarantee, the record's figures and diagnostics, what the released
+    mechanism's plug-in put in the record (its ``details``: SWAG-PPM's released round) and the timed stages'
+    durations. No statistic of a round that was not released is logged."""
     out: dict = {}
     for stem in PUBLIC_METRIC_FILES:
         path = lay.metrics / f"{stem}.json"
         if path.is_file():
             out[stem] = {k: v for k, v in read_json(path).items() if _is_number(v)}
-    released = read_json(lay.metrics / "release.json")["round"]
-    for r in params.ppm.rounds:
-        if r >= 2 and r == released:
-            sens = read_json(lay.metrics / f"sensitivity_r{r}.json")
-            temp = read_json(lay.metrics / f"temperature_r{r}.json")
-            out[f"round{r}"] = {"two_delta_hat": 2 * sens["local_sensitivity"], "delta_hat": sens["local_sensitivity"],
-                                "temperature": temp["temperature"]["subspace"],
-                                "temperature_uncalibrated": temp["temperature_uncalibrated"]["subspace"]}
-    release = read_json(lay.metrics / "release.json")
     g, rec = _released(lay)
     out["guarantee"] = _guarantee_metrics(g)
-    if rec is not None:  # the declared release's figures (aggregates)
-        out["released"] = {k: v for k, v in rec.items() if k in ("weighted_f1", "macro_f1") and _is_number(v)} | {
-            f"diagnostics.{k}": v for k, v in (rec.get("diagnostics") or {}).items() if _is_number(v)}
-        out["swag_ppm_guarantee"] = _guarantee_metrics(Guarantee.from_dict(release["guarantee"]))
-    if release.get("local_sensitivity_tail"):  # aggregates of the per-draw maxima
-        out["delta_hat_tail"] = {k: release["local_sensitivity_tail"][k] for k in ("estimate", "ci_low", "ci_high",
-                                                                                   "level")}
-    risk = read_json(lay.metrics / "risk.json")  # weight aggregates only (no single-record risk values)
-    out["weights_round2"] = {k: v for k, v in risk.items() if k.startswith("weight")}
-    diag_path = lay.metrics / "diagnostics.json"
-    if diag_path.is_file():
-        out["diagnostics"] = {k: d for k, d in read_json(diag_path).items() if k.endswith(str(released))}
-    out["train_loss"] = {f"{phase}_round{released}": read_json(lay.round(released) / phase / "history.json")["epoch_loss"]
-                         for phase in ("finetune", "swag")}
+    out["released"] = {k: v for k, v in rec.items() if k in ("weighted_f1", "macro_f1") and _is_number(v)} | {
+        f"diagnostics.{k}": v for k, v in (rec.get("diagnostics") or {}).items() if _is_number(v)}
+    out |= rec.get("details") or {}
     out["timings_s"] = {k: v for k, v in (timings or {}).items() if _is_number(v)}
     return out
 
@@ -275,21 +251,21 @@ def log_pipeline_run(params: Params, root: str | Path = ".", run_name: str | Non
         _guarantee_tags(mlflow, g)
         if "epsilon_ci_high" in figures:  # what the interval is (and is not): beside the metrics it labels
             mlflow.set_tag("epsilon_interval", INTERVAL_NOTE)
-        ev = read_json(lay.metrics / "evaluation.json") if rec is None else {"released_weighted_f1": rec["weighted_f1"],
-                                                                          "released_macro_f1": rec["macro_f1"]}
-        what = (f"round {g.quantities.get('round')} of {g.mechanism}" if g.quantities.get("round") is not None
-                else g.mechanism)
-        mlflow.set_tag("released.mechanism", rec["mechanism"] if rec else "swag_ppm")
-        mlflow.set_tag("mlflow.note.content", (  # the run's description: what was released, in one line
-            f"Released {what} ({params.model.backend} backend): "
-            f"{g.claim_text} ({g.kind}; δ {g.delta_text}); released model weighted F1 "
-            f"{ev['released_weighted_f1']:.4f}, macro F1 {ev['released_macro_f1']:.4f}; "
-            f"{read_json(lay.metrics / 'data.json')['public']['expected_train_size']} expected training records "
-            "(public n̂). Metrics: the headline "
-            "figures; everything else in details.json."))
+        mlflow.set_tag("released.mechanism", rec["mechanism"])
+        mlflow.set_tag("mlflow.note.content", note(params, lay, g, rec))
         run_id = run.info.run_id
     write_json(lay.metrics / "mlflow_run.json", {"run_id": run_id, "experiment": name})
     return run_id
+
+
+def note(params: Params, lay: Layout, g: Guarantee, rec: dict) -> str:
+    """The run's description: what was released, in one line (from the release's record only)."""
+    what = "".join(f"{k} {v} of " for k, v in (rec.get("tags") or {}).items()) + g.mechanism
+    return (f"Released {what} ({params.model.backend} backend): "
+            f"{g.claim_text} ({g.kind}; δ {g.delta_text}); released model weighted F1 "
+            f"{rec['weighted_f1']:.4f}, macro F1 {rec['macro_f1']:.4f}; "
+            f"{read_json(lay.metrics / 'data.json')['public']['expected_train_size']} expected training records "
+            "(public n̂). Metrics: the headline figures; everything else in details.json.")
 
 
 SPLIT_CONTEXT = {"train": "training", "validation": "validation", "test": "testing"}
@@ -329,72 +305,3 @@ def _guarantee_metrics(g: Guarantee, prefix: str = "") -> dict:
 
 def _guarantee_tags(mlflow, g: Guarantee) -> None:
     mlflow.set_tags({"mechanism": g.mechanism, "guarantee": g.kind, "delta": g.delta_text, "claim": g.claim_text})
-
-
-def log_compare_run(params: Params, root: str | Path = ".") -> str:
-    """One parent run for the comparison, a child run per arm (ε, δ, F1, quartile F1, per-class table)."""
-    mlflow = _setup(params, root)
-    lay = Layout.from_params(params, root)
-    out = lay.reports / "compare"
-    with _run(mlflow, root, run_name="compare") as parent:
-        mlflow.log_params({k: v for k, v in _flatten(params.model_dump(mode="json")).items()
-                           if k.startswith(("compare.", "dpsgd.", "model.backend", "seed", "ppm."))})
-        for arm in params.compare.arms:
-            m, g, per_class = arm_metrics(lay, arm)
-            with _run(mlflow, root, run_name=plugins.arms()[arm].label, nested=True):
-                mlflow.set_tag("arm", arm)
-                _guarantee_tags(mlflow, g)
-                mlflow.log_metrics({"weighted_f1": m["weighted_f1"], "macro_f1": m["macro_f1"],
-                                    **quartile_summary(quartile_table(per_class)), **_guarantee_metrics(g)})
-                with tempfile.TemporaryDirectory() as tmp:  # per-class aggregates of this arm
-                    per_class.to_csv(Path(tmp) / "per_class_f1.csv", index=False)
-                    mlflow.log_artifact(str(Path(tmp) / "per_class_f1.csv"))
-        for path in sorted(out.glob("*")):
-            mlflow.log_artifact(str(path), "compare")
-        mlflow.set_tag("guarantees", "SWAG-PPM: local ε, asymptotic δ; DP-SGD: (ε, δ) from the RDP accountant")
-        return parent.info.run_id
-
-
-def log_tune_run(params: Params, root: str | Path, result: dict) -> str:
-    """A parent run for the tuning procedure and a child run per (c, FT epochs) run."""
-    mlflow = _setup(params, root)
-    out = Path(root) / "reports" / "tune"
-    with _run(mlflow, root, run_name=f"tune-{result['mode']}") as parent:
-        mlflow.log_params({f"tune.{k}": v for k, v in params.tune.model_dump().items()})
-        mlflow.log_metrics({f"baseline_{k}": v for k, v in result["baseline"].items()})
-        for i, row in enumerate(result["trail"]):
-            with _run(mlflow, root, run_name=f"c={row['c']:g} FT={row['epochs']}", nested=True):
-                mlflow.log_params({"c": row["c"], "ft_epochs": row["epochs"], "step": i})
-                mlflow.set_tag("verdict", row["verdict"])
-                if "decision" in row:
-                    mlflow.set_tag("decision", row["decision"])
-                mlflow.log_metrics({k: row[k] for k in ("epsilon", "weighted_f1", "macro_f1")
-                                    if row.get(k) is not None and math.isfinite(row[k])})  # no ε: not logged
-        if result["chosen"]:
-            mlflow.log_params({"chosen_c": result["chosen"]["c"], "chosen_epochs": result["chosen"]["epochs"]})
-        for path in sorted(out.glob(f"{result['mode']}*")):
-            mlflow.log_artifact(str(path), "tune")
-        return parent.info.run_id
-
-
-def log_audit_run(params: Params, root: str | Path = ".") -> str:
-    """A parent run for the privacy audit (figures, table) and a child run per arm: claimed ε, each
-    attack's AUC / TPR at low FPR / heuristic ε figure, and the canary ε lower bound. Aggregates only."""
-    mlflow = _setup(params, root)
-    lay = Layout.from_params(params, root)
-    mia, canary = read_json(lay.metrics / "privacy_audit.json"), read_json(lay.metrics / "audit_canary.json")
-    with _run(mlflow, root, run_name="privacy-audit") as parent:
-        mlflow.log_params({f"privacy_audit.{k}": v for k, v in params.privacy_audit.model_dump().items()})
-        mlflow.set_tag("mlflow.note.content", "Membership inference (loss, LiRA offline) and one-run canary audit")
-        for arm, d in mia["arms"].items():
-            with _run(mlflow, root, run_name=f"audit {arm}", nested=True):
-                mlflow.set_tags({"arm": arm, "guarantee": d["guarantee"]})
-                values = {f"{atk}.{k}": v for atk, r in d["attacks"].items() for k, v in r.items() if _is_number(v)}
-                if d["claimed_epsilon"] is not None:
-                    values["claimed_epsilon"] = d["claimed_epsilon"]
-                for kind, c in canary["arms"].get(arm, {}).get("audits", {}).items():
-                    values |= {f"canary_{kind}.{k}": c["gate"][k] for k in ("epsilon_lower_bound", "ceiling")}
-                mlflow.log_metrics(values)
-        for path in sorted((lay.reports / "privacy").glob("*")):
-            mlflow.log_artifact(str(path), "privacy")
-        return parent.info.run_id

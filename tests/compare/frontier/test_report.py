@@ -10,8 +10,8 @@ import pytest
 from conftest import make_root, slice_raw
 
 from dprelease.compare.frontier import report, tracking
-from dprelease.compare.frontier.points import Point, read_points, write_points
 from dprelease.core.config import parse_params
+from dprelease.core.utility.points import Point, read_points, write_points
 
 
 def _pt(mech, eps, val, test, *, kind="dp_accountant", arm=None, config=None, tuning="private selection",

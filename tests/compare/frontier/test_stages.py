@@ -7,11 +7,12 @@ import pandas as pd
 import pytest
 from conftest import copy_root, run_stages, slice_raw
 
-from dprelease.compare.frontier.points import points_file, read_points
+from dprelease.contracts import plugins
 from dprelease.core.config import parse_params
 from dprelease.core.io import read_json
+from dprelease.core.utility.points import points_file, read_points
 from dprelease.pipeline import plan as pipeline
-from dprelease.pipeline import plugins, registry
+from dprelease.pipeline import registry
 
 pytestmark = pytest.mark.slow
 

@@ -12,8 +12,8 @@ import pytest
 from conftest import make_root, mlflow_globals, slice_raw
 
 from dprelease.compare.frontier import report, tracking
-from dprelease.compare.frontier.points import Point, write_points
 from dprelease.core.config import parse_params
+from dprelease.core.utility.points import Point, write_points
 
 ROOT = Path(__file__).resolve().parents[3]
 _spec = importlib.util.spec_from_file_location("mlflow_screenshots", ROOT / "scripts" / "mlflow_screenshots.py")

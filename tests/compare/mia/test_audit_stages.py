@@ -54,7 +54,7 @@ def test_audit_csv_has_a_row_per_arm_attack_and_bound(audited):
         assert (can["correct"] <= can["guesses"]).all() and (can["confidence"] == 0.95).all()
         assert can["gate"].sum() == 2  # one bound per canary set, fixed in advance
     claimed = table.set_index(["arm", "attack", "method"])["claimed_epsilon"]
-    release = read_json(audited.root / "metrics/release.json")["guarantee"]["epsilon"]
+    release = read_json(audited.root / "metrics/swag_ppm_draw.json")["guarantee"]["epsilon"]
     assert claimed[("swag_ppm_reweighted", "loss", "heuristic_l3")] == pytest.approx(release)
     assert math.isnan(claimed[("nonprivate", "loss", "heuristic_l3")])
     dp = table[(table["arm"] == "dpsgd") & (table["method"] != "heuristic_l3")]
@@ -160,7 +160,8 @@ def test_card_before_any_audit_says_how_to_get_one(head_run):
 def test_audit_mlflow_run_holds_figures_and_aggregates(audited):
     import mlflow
 
-    from dprelease.pipeline.tracking import log_audit_run, tracking_uri
+    from dprelease.pipeline.tracking import tracking_uri
+    from dprelease.pipeline.tracking_experiments import log_audit_run
 
     run_id = log_audit_run(audited.params, audited.root)
     client = mlflow.MlflowClient(tracking_uri=tracking_uri(audited.params, audited.root))

@@ -32,8 +32,8 @@ def _pool(root, params, members: dict[str, list[bool]]):
 
     from dprelease.compare.mia.canary import SETS
     from dprelease.compare.mia.population import audit_dir
+    from dprelease.contracts.layout import Layout
     from dprelease.core.backends.base import save_features
-    from dprelease.pipeline.layout import Layout
 
     pool = audit_dir(Layout.from_params(params, root)) / "pool"
     pool.mkdir(parents=True)
@@ -76,7 +76,7 @@ def _plan(**audit):
     sp = canary._sub_params(params)
     extra = ["nonprivate"] if params.privacy_audit.planted_bugs else []
     return canary.timed(params), *canary.plan(params, sp, list(params.privacy_audit.arms) + extra,
-                                                  declared=registry.stages(sp))
+                                                  access=registry.ACCESS)
 
 
 def test_the_retrain_audit_runs_only_the_round_2_chain_and_stays_timed():

@@ -14,10 +14,10 @@ import pytest
 from conftest import compare_raw, make_root, run_stages
 
 from dprelease.compare.mia.population import _pool, audit_dir, audit_pool
+from dprelease.contracts.layout import Layout
 from dprelease.core.backends.base import load_features
 from dprelease.core.config import parse_params
 from dprelease.core.data.splits import label_info
-from dprelease.pipeline.layout import Layout
 
 SMALL = {"pool_size": 300, "canaries": 40, "input_canaries": 200}
 

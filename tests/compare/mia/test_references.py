@@ -11,9 +11,9 @@ from conftest import copy_root
 
 from dprelease.compare.mia.population import audit_dir
 from dprelease.compare.mia.references import audit_references, targets
+from dprelease.contracts.layout import Layout
 from dprelease.core.backends.base import save_features
 from dprelease.core.io import read_json
-from dprelease.pipeline.layout import Layout
 
 
 def test_reference_models_cover_every_target_and_each_is_in_for_half(head_run, tmp_path):

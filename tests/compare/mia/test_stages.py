@@ -8,9 +8,10 @@ import pytest
 
 from dprelease.compare.mia.attack import arm_folder
 from dprelease.compare.mia.stages import check, declare
+from dprelease.contracts import plugins
 from dprelease.core.config import parse_params
 from dprelease.core.errors import ConfigError
-from dprelease.pipeline import plugins, registry
+from dprelease.pipeline import registry
 
 
 def _produced_by(stages: dict, folder: str) -> list[str]:

@@ -19,8 +19,8 @@ from conftest import install_test_key
 from scipy.stats import norm
 
 from dprelease.compare.mia import tight
+from dprelease.contracts.layout import Layout
 from dprelease.core.config import load_params
-from dprelease.pipeline.layout import Layout
 
 ROOT = Path(__file__).resolve().parents[3]
 RELEASE_EPS, N_TRAIN = 5.495686637447633, 2626

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from conftest import compare_raw, copy_root, run_stages
-from dprelease.pipeline import plugins
+from dprelease.contracts import plugins
 from dprelease.compare.reports import compare as report
 from dprelease.core.config import parse_params
 from dprelease.core.io import read_json
@@ -23,7 +23,7 @@ KNOWN_PRIVATE = {"swag_ppm", "swag_ppm_reweighted", "dpsgd"}
 
 def _guarantee(root, arm: str) -> dict:
     """The arm's guarantee record: what the report must read (never re-derive)."""
-    name = "release" if arm == "swag_ppm_reweighted" else arm
+    name = "swag_ppm_draw" if arm == "swag_ppm_reweighted" else arm
     return read_json(root / f"metrics/{name}.json")["guarantee"]
 
 
@@ -166,7 +166,8 @@ def test_empty_delta_sweep(arms_run, tmp_path):
 def logged(reported, monkeypatch):
     import mlflow
 
-    from dprelease.pipeline.tracking import log_compare_run, tracking_uri
+    from dprelease.pipeline.tracking import tracking_uri
+    from dprelease.pipeline.tracking_experiments import log_compare_run
 
     root, params, _ = reported
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)

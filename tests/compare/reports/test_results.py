@@ -32,7 +32,7 @@ def _release(root: Path) -> None:
     m = root / "metrics"
     _json(m / "data.json", {"rows": 5252, "classes": 108, "train_rows": 2626, "validation_rows": 525,
                             "test_rows": 2101, "train_class_gini": 0.6592})
-    _json(m / "release.json", {
+    _json(m / "swag_ppm_draw.json", {
         "round": 2,
         "guarantee": {"epsilon": 7.1452, "delta": None, "delta_reason": "asymptotic, not quantified",
                       "kind": "ppm_local_asymptotic", "quantities": {
@@ -71,11 +71,11 @@ def test_the_default_release_table_carries_the_measured_figures(tmp_path):
 
 def test_an_uncertified_release_has_no_epsilon_in_the_epsilon_row(tmp_path):
     _release(tmp_path)
-    rel = json.loads((tmp_path / "metrics/release.json").read_text(encoding="utf-8"))
+    rel = json.loads((tmp_path / "metrics/swag_ppm_draw.json").read_text(encoding="utf-8"))
     rel["guarantee"] |= {"epsilon": None, "kind": "ppm_uncertified", "delta_reason": "none (no differential-privacy claim)"}
     rel["guarantee"]["quantities"] |= {"uncertified_index": 10.5, "uncertified_index_point": 7.1452,
                                        "certified_directions": 19, "parameters": 126316}
-    _json(tmp_path / "metrics/release.json", rel)
+    _json(tmp_path / "metrics/swag_ppm_draw.json", rel)
     page = results.render(tmp_path)
     assert "| ε (released) | **none claimed** | kind `ppm_uncertified`" in page
     assert "| index 2Δ (NOT an ε) | 10.500 | certified in 19 of 126316 directions; point 7.145 |" in page

@@ -55,8 +55,8 @@ def test_the_private_sample_comes_from_the_later_period_and_the_proxy_from_the_e
 def test_dpsgd_releases_the_proxys_choice(proxied, tmp_path):
     import shutil
 
-    from dprelease.mechanisms.dpsgd.frontier import configurations, proxy_ranking
-    from dprelease.pipeline.layout import Layout
+    from dprelease.mechanisms.dpsgd.search import configurations, proxy_ranking
+    from dprelease.contracts.layout import Layout
 
     root = tmp_path / "root"
     shutil.copytree(proxied[0], root)

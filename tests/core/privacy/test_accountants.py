@@ -68,3 +68,13 @@ def test_opacus_get_noise_multiplier_cannot_search_with_the_default_conversion()
     theirs = get_noise_multiplier(target_epsilon=8.0, target_delta=1e-5, sample_rate=0.1, steps=100, accountant="rdp",
                                   epsilon_tolerance=0.001)
     assert ours == pytest.approx(theirs, rel=0.01)
+
+
+def test_dpsgd_conversion_is_validated_against_the_registry():
+    """Adding an accountant is one ``register`` call: ``dpsgd.conversion`` accepts exactly the registry's names."""
+    from dprelease.core.config import parse_params
+
+    for name in accountants.names():
+        assert parse_params({"dpsgd": {"conversion": name}}).dpsgd.conversion == name
+    with pytest.raises(ConfigError, match="unknown accountant 'gdp' \\(one of mironov, opacus, prv\\)"):
+        parse_params({"dpsgd": {"conversion": "gdp"}})

@@ -39,4 +39,4 @@ def test_a_kinds_module_imports_the_declarations_only():
     tree = ast.parse(SOURCE.read_text(encoding="utf-8"))
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | \
         {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    assert imported <= {"__future__", "dprelease.pipeline.mechanism"}, imported
+    assert imported <= {"__future__", "dprelease.contracts.mechanism"}, imported

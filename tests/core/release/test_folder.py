@@ -65,7 +65,7 @@ def test_release_contains_no_training_narrative(request, backend):
 def test_manifest_fields(head_run):
     run, p = head_run, head_run.params
     manifest = read_json(_release(run) / "release.json")
-    released = read_json(run.path("metrics/release.json"))
+    released = read_json(run.path("metrics/swag_ppm_draw.json"))
     data = read_json(run.path("metrics/data.json"))
     g = manifest["guarantee"]
     assert g == released["guarantee"]  # the manifest carries the one guarantee record

@@ -15,7 +15,6 @@ from dprelease.core.errors import ConfigError
 from dprelease.core.io import read_json
 from dprelease.core.release.folder import Coder, verify_release
 from dprelease.core.release.signing import key_folder
-from dprelease.core.release.stages import check
 
 
 def _declared(mechanism: str, **overrides):
@@ -66,7 +65,7 @@ def test_swag_ppm_is_released_through_the_same_stage(head_run, tmp_path):
     assert stage.deps[0] == f"{params.artifacts}/draw" and "metrics/evaluation.json" in stage.deps
     registry.run_stage("publish", params, root)
     record = read_json(root / "metrics" / "released.json")
-    assert record["guarantee"] == read_json(root / "metrics" / "release.json")["guarantee"]
+    assert record["guarantee"] == read_json(root / "metrics" / "swag_ppm_draw.json")["guarantee"]
     assert record["arm"] in ("swag_ppm", "swag_ppm_reweighted") and record["mechanism"] == "swag_ppm"
 
 
@@ -105,11 +104,16 @@ def test_exactly_one_mechanism_declares_the_publish_stage():
         params = _declared(mechanism)
         publishing = [s for s in registry.stages(params) if s.name == "publish"]
         assert len(publishing) == 1 and params.release in publishing[0].outs
+        spec = registry.release_spec(params)  # resolved once, by the registry: the release group holds its stage
+        release = {s.name for s in registry.group(params, "release", active_only=False)}
+        assert spec.mechanism == mechanism and {spec.stage, "publish"} <= release
+        others = {registry.releasing()[m]["stage"] for m in registry.releasing() if m != mechanism} - {"draw"}
+        assert not others & release  # every other mechanism's release stage stays in its own group
 
 
 def test_a_mechanism_that_releases_nothing_is_refused_in_one_line(tmp_path):
     params = _declared("nonprivate")
     with pytest.raises(ConfigError, match=r"released.mechanism: 'nonprivate' releases nothing here .*dpsgd") as err:
-        check(params, tmp_path)
+        registry.release_spec(params)  # the release flow's preflight
     assert "\n" not in str(err.value)
     assert not [s for s in registry.stages(params) if s.name == "publish"]

@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dprelease.contracts.layout import Layout
 from dprelease.core.config import parse_params
 from dprelease.core.utility.evaluate import arm_dir, quartile_summary, score, write_tables
 from dprelease.core.utility.metrics import PER_CLASS_COLUMNS, QUARTILE_COLUMNS
-from dprelease.pipeline.layout import Layout
 
 
 def _info(c: int, sizes=None) -> dict:

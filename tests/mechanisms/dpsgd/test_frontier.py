@@ -10,6 +10,7 @@ from conftest import tiny_problem
 from dprelease.compare.frontier.params import DPSGDGrid
 from dprelease.core.utility.metrics import f1_summary
 from dprelease.mechanisms.dpsgd import frontier as F
+from dprelease.mechanisms.dpsgd import search as S
 
 
 def test_configurations_cover_the_declared_grid():
@@ -28,16 +29,16 @@ def test_select_returns_the_best_validation_configuration(tmp_path):
     x, y, xv, yv = feats["x"][:60], labels[:60], feats["x"][60:], labels[60:]
     grid = DPSGDGrid(batch_sizes=[0], epochs=[3], max_grad_norms=[1.0], sgd_lrs=[0.01, 5.0], adamw_lrs=[0.05])
     configs = F.configurations(grid, n=60)
-    best, score = F.select(configs, "rdp", x, y, xv, yv, 3, epsilon=8.0, delta=1e-3, artifacts=tmp_path / "artifacts")
+    best, score = S.select(configs, "rdp", x, y, xv, yv, 3, epsilon=8.0, delta=1e-3, artifacts=tmp_path / "artifacts")
     sigmas = F._Sigmas(epsilon=8.0, delta=1e-3, conversion="opacus")
-    scores = [f1_summary(yv.numpy(), F.predict(*F.fit(sigmas.setting(c, 60), x, y, 3, artifacts=tmp_path / "artifacts",
+    scores = [f1_summary(yv.numpy(), F.predict(*S.fit(sigmas.setting(c, 60), x, y, 3, artifacts=tmp_path / "artifacts",
                                                       label=f"frontier/dpsgd/rdp/8/select/{i}"), xv).numpy(),
                          range(3))["weighted_f1"] for i, c in enumerate(configs)]
     assert score == max(scores) and best == scores.index(max(scores))
     # another label (another secret draw of batches and noise) gives another model
-    w1, _ = F.fit(sigmas.setting(configs[0], 60), x, y, 3, artifacts=tmp_path / "artifacts", label="a")
-    w2, _ = F.fit(sigmas.setting(configs[0], 60), x, y, 3, artifacts=tmp_path / "artifacts", label="b")
-    w3, _ = F.fit(sigmas.setting(configs[0], 60), x, y, 3, artifacts=tmp_path / "artifacts", label="a")
+    w1, _ = S.fit(sigmas.setting(configs[0], 60), x, y, 3, artifacts=tmp_path / "artifacts", label="a")
+    w2, _ = S.fit(sigmas.setting(configs[0], 60), x, y, 3, artifacts=tmp_path / "artifacts", label="b")
+    w3, _ = S.fit(sigmas.setting(configs[0], 60), x, y, 3, artifacts=tmp_path / "artifacts", label="a")
     assert not torch.equal(w1, w2) and torch.equal(w1, w3)
 
 
@@ -53,7 +54,7 @@ def test_every_level_in_one_call_chooses_as_each_level_alone(tmp_path):
     configs = F.configurations(grid, n=60)
     together = F.select_all(configs, "rdp", data, 3, epsilons=[2.0, 8.0], delta=1e-3, artifacts=tmp_path / "artifacts")
     for eps in (2.0, 8.0):
-        assert together[eps] == F.select(configs, "rdp", *data, 3, epsilon=eps, delta=1e-3,
+        assert together[eps] == S.select(configs, "rdp", *data, 3, epsilon=eps, delta=1e-3,
                                          artifacts=tmp_path / "artifacts")
     assert set(together) == {2.0, 8.0}
 
@@ -64,3 +65,9 @@ def test_sigma_meets_the_level_under_each_accountant(acc):
     s = F._Sigmas(epsilon=4.0, delta=1e-4, conversion=conversion).setting(
         {"batch_size": 100, "epochs": 5, "max_grad_norm": 1.0, "optimizer": "sgd", "lr": 1.0, "momentum": 0.9}, 1000)
     assert s.epsilon(1e-4, conversion) <= 4.0 and s.epsilon(1e-4, conversion) > 3.5  # tight, never above the target
+
+
+def test_the_frontier_labels_its_accountants_with_the_registry_labels():
+    from dprelease.core.privacy import accountants
+
+    assert all(label == accountants.get(name).label for name, label in F.ACCOUNTANTS.values())

@@ -10,6 +10,7 @@ from conftest import install_test_key, tiny_problem
 from dprelease.compare.frontier.params import DPSGDGrid
 from dprelease.mechanisms.dpsgd import frontier as F
 from dprelease.mechanisms.dpsgd import private_selection as P
+from dprelease.mechanisms.dpsgd import search as S
 
 GRID = DPSGDGrid(batch_sizes=[0, 20], epochs=[3], max_grad_norms=[1.0], sgd_lrs=[1.0], adamw_lrs=[0.05])
 LEVEL = dict(n=60, epsilon=8.0, delta=1e-3, eta=1.0, gamma=0.1, score_sigma=5.0)  # the grid's selection defaults
@@ -55,7 +56,7 @@ def test_the_batched_selection_releases_what_runs_trained_alone_would(calibrated
     kw = dict(eta=1.0, gamma=0.1, score_sigma=5.0, artifacts=tmp_path / "artifacts", label="c")
     runs = P.plan_selection(configs, sigmas, 60, **kw)
     assert runs and all(label == f"c/run/{k}" for k, (_, _, label, _) in enumerate(runs))
-    alone = [F.fit(s, xt, yt, 3, artifacts=tmp_path / "artifacts", label=label) for _, s, label, _ in runs]
+    alone = [S.fit(s, xt, yt, 3, artifacts=tmp_path / "artifacts", label=label) for _, s, label, _ in runs]
     (w1, b1), cfg1 = P.released(runs, alone, xv, yv, predict=F.predict)
     (w, b), cfg = P.run_selection(configs, sigmas, (xt, yt, xv, yv), 3, fit_many=F.fit_many, predict=F.predict, **kw)
     assert cfg == cfg1 and torch.allclose(w, w1, atol=1e-5) and torch.allclose(b, b1, atol=1e-5)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from dprelease.compare.frontier.points import points_file, read_points
 from dprelease.core.config import parse_params
+from dprelease.core.utility.points import points_file, read_points
 from dprelease.mechanisms.linear_ppm.frontier import frontier_linear_ppm
 from tests.mechanisms.linear_ppm.test_released import FAST, LOOSE, _root
 

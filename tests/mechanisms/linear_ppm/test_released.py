@@ -10,13 +10,13 @@ import stat
 import pytest
 import torch
 
+from dprelease.contracts.layout import Layout
 from dprelease.core.backends.base import save_features
 from dprelease.core.config import parse_params
 from dprelease.core.privacy import secret
 from dprelease.core.release.folder import load_release_model, verify_release
 from dprelease.mechanisms.linear_ppm import maths, released
 from dprelease.mechanisms.linear_ppm.diagnostics import DiagnosticsRefused
-from dprelease.pipeline.layout import Layout
 from tests.conftest import install_test_key, tiny_problem
 
 FAST = {"chains": 2, "warmup": 25, "draws": 25}

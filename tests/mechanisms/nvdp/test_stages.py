@@ -14,12 +14,13 @@ pytestmark = pytest.mark.slow
 
 
 def test_code_each_stage_runs_is_code_it_declares(nvdp_run):
-    from dprelease.pipeline import cache, registry
+    from dprelease.contracts import source
+    from dprelease.pipeline import registry
 
     params, _, used = nvdp_run
     for name, files in used.items():
         stage = registry.get(params, name)
-        declared = {f.relative_to(cache.PACKAGE_DIR).as_posix() for f in cache.code_files(stage.code)}
+        declared = {f.relative_to(source.PACKAGE_DIR).as_posix() for f in source.code_files(stage.code)}
         assert files <= declared, f"{name} ran code it does not declare: {sorted(files - declared)}"
     assert {"mechanisms/nvdp/renyi.py", "mechanisms/nvdp/accountant.py", "mechanisms/nvdp/train.py"} <= used["nvdp_osha"]
     assert "mechanisms/nvdp/report.py" not in used["nvdp_osha"] and "mechanisms/nvdp/states.py" in used["nvdp_states"]

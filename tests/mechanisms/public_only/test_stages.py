@@ -11,15 +11,15 @@ import torch
 from conftest import compare_raw, make_root
 from safetensors.torch import load_file, save_file
 
-from dprelease.compare.frontier.points import points_file, read_points
+from dprelease.contracts.layout import Layout
 from dprelease.core.config import parse_params
 from dprelease.core.data.splits import n_public
 from dprelease.core.io import read_json
 from dprelease.core.privacy.gaussian import mu_epsilon
 from dprelease.core.privacy.target import default_delta
 from dprelease.core.release.classifier import verify_release
+from dprelease.core.utility.points import points_file, read_points
 from dprelease.pipeline import registry
-from dprelease.pipeline.layout import Layout
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.slow
 
 def test_censored_arm_is_at_its_declared_level_with_its_bound(arms_run):
     """κ = ε/2 with ε the declared ppm.censor_epsilon (8.0), not the release's measured ε(D)."""
-    rel = read_json(arms_run.path("metrics/release.json"))["guarantee"]["epsilon"]
+    rel = read_json(arms_run.path("metrics/swag_ppm_draw.json"))["guarantee"]["epsilon"]
     m = read_json(arms_run.path("metrics/swag_ppm_censored.json"))
     g = m["guarantee"]
     declared = arms_run.params.ppm.censor_epsilon

@@ -291,12 +291,12 @@ def test_a_toy_packages_kind_renders_on_the_card(tmp_path, monkeypatch):
     """A new mechanism with a kind of claim of its own: its ``kinds`` module and its name in ``PACKAGES``, nothing
     else; the card finds the kind by name (the toy's plug-in is never imported) and renders its sentence and
     lines."""
-    from dprelease.pipeline import plugins
+    from dprelease.contracts import plugins
     pkg = tmp_path / "toy_rr"
     pkg.mkdir()
     (pkg / "__init__.py").write_text('"""A toy mechanism: randomized response on labels."""\n', encoding="utf-8")
     (pkg / "kinds.py").write_text(
-        "from dprelease.pipeline.mechanism import Kind\n"
+        "from dprelease.contracts.mechanism import Kind\n"
         "KINDS = (Kind('toy_label_dp', 'ε-label-DP of randomized response on the labels', True,\n"
         "              lambda g: f\"Randomized response on the labels: ε = {g['epsilon']:.3f} label differential privacy.\",\n"
         "              measured=lambda m: [f\"* flip probability: {m['guarantee']['quantities']['flip']:.2f}\"],\n"

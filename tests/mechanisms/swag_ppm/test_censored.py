@@ -86,7 +86,7 @@ def test_censored_release_reports_the_fixed_epsilon(tmp_path):
     assert "reweight" not in names
     root = make_root(tmp_path)
     run_stages(params, root, names)
-    g = read_json(root / "metrics/release.json")["guarantee"]
+    g = read_json(root / "metrics/swag_ppm_draw.json")["guarantee"]
     # the release path's weights come from round 1's risks (fitted on the same data): a local claim, never strict
     assert g["kind"] == "ppm_censored_local" and g["epsilon"] == 1.0 and g["delta"] is None
     assert "fitted on the same data" in g["quantities"]["weights"]

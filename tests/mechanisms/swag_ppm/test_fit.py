@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from dprelease.contracts.layout import Layout
 from dprelease.core.config import parse_params
 from dprelease.mechanisms.swag_ppm.fit import round_weights, round_weights_tensor
-from dprelease.pipeline.layout import Layout
 
 
 def test_round_one_is_unweighted_and_later_rounds_read_their_weights(tmp_path):

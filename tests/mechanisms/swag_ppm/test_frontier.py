@@ -10,10 +10,10 @@ import pytest
 from conftest import copy_root, run_stages
 
 from dprelease.compare.frontier.params import FrontierParams, PPMTrace
-from dprelease.compare.frontier.points import points_file, read_points
 from dprelease.core.config import Params
 from dprelease.core.io import read_json
 from dprelease.core.privacy import secret
+from dprelease.core.utility.points import points_file, read_points
 from dprelease.mechanisms.swag_ppm import claim
 from dprelease.mechanisms.swag_ppm.params import FRONTIER
 from dprelease.pipeline import registry
@@ -102,7 +102,7 @@ def test_the_claim_rule_at_tau_times_T(traced):
 
 def test_the_release_point_is_the_release(traced):
     params, root, _, points = traced
-    release = read_json(root / "metrics/release.json")
+    release = read_json(root / "metrics/swag_ppm_draw.json")
     g = release["guarantee"]
     exact = _by_pair(points)[(params.ppm.c, 1.0)]
     assert exact.arm == "swag_ppm_reweighted" and [p for p in points if p.arm] == [exact]

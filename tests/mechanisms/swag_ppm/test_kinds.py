@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from dprelease.contracts import plugins
 from dprelease.core.privacy import guarantee
 from dprelease.mechanisms.swag_ppm import kinds
-from dprelease.pipeline import plugins
 
 
 def test_swag_ppm_declares_the_kinds_only_it_makes():

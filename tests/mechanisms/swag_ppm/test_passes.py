@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from conftest import install_test_key
 
+from dprelease.contracts.layout import Layout
 from dprelease.core.backends.base import get_flat, save_features, set_flat
 from dprelease.core.config import parse_params
 from dprelease.core.data.splits import backend_for
@@ -17,7 +18,6 @@ from dprelease.core.privacy import secret
 from dprelease.mechanisms.swag_ppm import ppm
 from dprelease.mechanisms.swag_ppm.passes import posterior_pass
 from dprelease.mechanisms.swag_ppm.swag import SwagCollector, SwagMoments, iter_samples
-from dprelease.pipeline.layout import Layout
 
 N, DIM, CLASSES, DRAWS = 12, 6, 3, 8
 

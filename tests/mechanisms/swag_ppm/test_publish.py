@@ -22,7 +22,7 @@ def test_publish_rebuilds_the_card_from_the_evidence_on_disk(head_run, tmp_path)
     params = head_run.params
     (root / "metrics" / "nonprivate.json").unlink(missing_ok=True)
     first = publish(params, root)
-    assert first["mechanism"] == "swag_ppm" and first["kind"] == read_json(root / "metrics/release.json")["guarantee"]["kind"]
+    assert first["mechanism"] == "swag_ppm" and first["kind"] == read_json(root / "metrics/swag_ppm_draw.json")["guarantee"]["kind"]
     release = root / params.release
     manifest = verify_release(release)
     card = (release / "README.md").read_text(encoding="utf-8")

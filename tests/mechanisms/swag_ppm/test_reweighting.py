@@ -9,10 +9,10 @@ import pytest
 import torch
 from conftest import install_test_key, slice_raw
 
+from dprelease.contracts.layout import Layout
 from dprelease.core.config import parse_params
 from dprelease.core.io import read_json, write_json
 from dprelease.mechanisms.swag_ppm import ppm, reweighting
-from dprelease.pipeline.layout import Layout
 
 
 def test_damped_step_moves_each_bound_towards_the_target():

@@ -86,8 +86,8 @@ def test_sensitivity_epsilon_is_twice_delta(run, r):
     sens = _metrics(run, f"sensitivity_r{r}")
     max_deltas = np.load(run.path(f"{run.params.artifacts}/round{r}/sensitivity/max_deltas.npy"))
     assert len(max_deltas) == sens["draws"]
+    from dprelease.contracts.layout import Layout
     from dprelease.mechanisms.swag_ppm.reweighting import decision_file
-    from dprelease.pipeline.layout import Layout
 
     decision = read_json(decision_file(Layout.from_params(run.params, run.root)))  # private: the test may read it
     if r == 2 or decision["reached"]:  # a refit above its bound may stop after half its draws
@@ -100,7 +100,7 @@ def test_sensitivity_epsilon_is_twice_delta(run, r):
 
 
 def test_released_epsilon_at_least_round_epsilon(run):
-    rel = _metrics(run, "release")
+    rel = _metrics(run, "swag_ppm_draw")
     decision = _metrics(run, "reweight")
     r = decision["released_round"]
     assert r == (3 if decision["accepted"] else 2)
@@ -173,7 +173,7 @@ def test_noreweight_round3_stages_write_skip_markers(noreweight_run):
 
 def test_noreweight_draws_from_round2(noreweight_run):
     run = noreweight_run
-    rel = _metrics(run, "release")
+    rel = _metrics(run, "swag_ppm_draw")
     sens = _metrics(run, "sensitivity_r2")
     g = rel["guarantee"]
     assert rel["round"] == 2
@@ -201,7 +201,7 @@ def test_weighted_rounds_report_a_calibrated_temperature(run):
         assert t["scale"] == 0.5 and cal["rank"] == raw["rank"]
         stored = SwagMoments.load(run.path(f"{run.params.artifacts}/round{r}/swag/moments.safetensors"))
         assert stored.scale == 0.5  # every pass samples the calibrated deviations
-    g = _metrics(run, "release")["guarantee"]
+    g = _metrics(run, "swag_ppm_draw")["guarantee"]
     assert g["quantities"]["temperature_min"] == pytest.approx(1.0, rel=1e-4)
     q = g["quantities"]
     # the subspace is calibrated to T = 1, but SWAG's diagonal outside it is far narrower: T_min over all d divides

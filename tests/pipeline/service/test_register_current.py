@@ -68,7 +68,7 @@ def test_the_current_release_is_registered_once_with_its_figures_and_gate(projec
 
 def test_nothing_to_register_is_one_line(project, tmp_path):
     from dprelease.core.io import read_json, write_json
-    from dprelease.pipeline.locks import root_lock
+    from dprelease.core.locks import root_lock
     from dprelease.pipeline.service.promotion import register_current
     from flows import serve
 

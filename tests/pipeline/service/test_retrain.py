@@ -53,7 +53,9 @@ def test_run_key_is_derived_from_the_project_key_and_re_derived_the_same(project
 def test_released_names_the_mechanism_and_its_audit_arm(tmp_path):
     with pytest.raises(FileNotFoundError, match="published nothing"):
         svc.released(tmp_path)
-    for rec, expected in (({"mechanism": "swag_ppm", "arm": "swag_ppm_reweighted", "guarantee": {"quantities": {"round": 3}}},
+    # the mechanism's own tags come from its record (SWAG-PPM's figures hook: the released round)
+    for rec, expected in (({"mechanism": "swag_ppm", "arm": "swag_ppm_reweighted", "guarantee": {"quantities": {"round": 3}},
+                            "tags": {"round": 3}},
                            ("swag_ppm round 3", "swag_ppm_reweighted")),
                           ({"mechanism": "dpsgd", "arm": "dpsgd", "guarantee": {"quantities": {}}}, ("dpsgd", "dpsgd")),
                           ({"mechanism": "linear_ppm", "arm": None, "guarantee": {"quantities": {}}}, ("linear_ppm", None))):

@@ -1,5 +1,5 @@
 """The ``frontier:`` section of ``params.yaml`` (docs/frontier.md), added to ``Params`` as ``Params.frontier`` through
-:data:`SECTION` (:mod:`dprelease.pipeline.plugins`). Pydantic only. Every level here is declared before the data are seen:
+:data:`SECTION` (:mod:`dprelease.contracts.plugins`). Pydantic only. Every level here is declared before the data are seen:
 the ε grid and the budget are the agency's, the search grids are bounded and their sizes are reported."""
 
 from __future__ import annotations
@@ -91,4 +91,4 @@ class FrontierParams(_Strict):
         return self
 
 
-SECTION = ("frontier", FrontierParams)  # Params.frontier (dprelease.pipeline.plugins)
+SECTION = ("frontier", FrontierParams)  # Params.frontier (dprelease.contracts.plugins)

@@ -1,7 +1,7 @@
 """The frontier's plug-in: the ``frontier_report`` stage and the ``frontier`` flow (every source's points, then the
 report, the plot and the recommendation)."""
 
-from dprelease.pipeline.mechanism import FlowSpec, Mechanism
+from dprelease.contracts.mechanism import FlowSpec, Mechanism
 
 from . import stages, tracking
 

@@ -1,4 +1,4 @@
-"""The frontier's MLflow record, as plain data (:class:`dprelease.pipeline.mechanism.TrackedRun`; this package never imports
+"""The frontier's MLflow record, as plain data (:class:`dprelease.contracts.mechanism.TrackedRun`; this package never imports
 MLflow): one parent run per frontier, one child run per point — ε, δ, target, test and validation F1 as metrics,
 mechanism, kind and accountant as params and tags, so the runs table filters and sorts by them — with the plot,
 the table and the report as the parent's artifacts. Aggregates and public configuration only."""
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from dprelease.contracts.layout import Layout
+from dprelease.contracts.mechanism import TrackedRun
 from dprelease.core.config import Params
 from dprelease.core.io import read_json
-from dprelease.pipeline.layout import Layout
-from dprelease.pipeline.mechanism import TrackedRun
 
 # the table's columns → the child run's metric names; the headline's names (dprelease.core.headline) where one means the
 # same thing, so the MLflow UI's default columns (ε, F1 means, the audit's ε lower bound) show the frontier too

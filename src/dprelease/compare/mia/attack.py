@@ -13,13 +13,13 @@ from pathlib import Path
 
 import numpy as np
 
+from dprelease.contracts import plugins
+from dprelease.contracts.layout import Layout
 from dprelease.core.config import Params
 from dprelease.core.data.splits import backend_for
 from dprelease.core.io import write_json
 from dprelease.core.release.folder import arm_model_dir, load_release_model
 from dprelease.core.seeds import stage_seed
-from dprelease.pipeline import plugins
-from dprelease.pipeline.layout import Layout
 
 from . import bounds
 from .population import audit_dir

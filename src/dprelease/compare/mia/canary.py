@@ -34,6 +34,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from dprelease.contracts import plugins
+from dprelease.contracts.layout import Layout
+from dprelease.contracts.stage import StageAccess
 from dprelease.core.backends.base import load_features, save_features
 from dprelease.core.config import Params, parse_params
 from dprelease.core.data.splits import backend_for, features
@@ -41,10 +44,6 @@ from dprelease.core.errors import OneLineError
 from dprelease.core.io import atomic_dir, private_dir, read_json, write_json
 from dprelease.core.privacy import secret
 from dprelease.core.release.folder import load_release_model
-from dprelease.pipeline import plan as pipeline
-from dprelease.pipeline import plugins
-from dprelease.pipeline.layout import Layout
-from dprelease.pipeline.stage import Stage, StageAccess
 
 from . import onerun, workers
 from .attack import arm_folder
@@ -160,14 +159,14 @@ def timed(params: Params) -> bool:
     return not (params.ppm.reweighting and any(known[a].release for a in params.privacy_audit.arms))
 
 
-def plan(params: Params, sp: Params, arm_names: list[str], *, declared: list[Stage]
+def plan(params: Params, sp: Params, arm_names: list[str], *, access: StageAccess
          ) -> tuple[list[str], dict[str, set[str]]]:
-    """The canary run's stages among ``declared`` (every stage declaration, from the registry): those the audited
+    """The canary run's stages among every stage declaration (``access``: the registry's): those the audited
     arms' training stages need (their plan), less the ones whose outputs :func:`_prepare` gives directly; in order,
     each with the stages it waits on."""
-    stages = declared
+    stages = access.declared(sp)
     known = plugins.arms()
-    p = pipeline.plan(stages, sp, targets=tuple(dict.fromkeys(known[a].stage for a in arm_names)))
+    p = access.plan(stages, sp, targets=tuple(dict.fromkeys(known[a].stage for a in arm_names)))
     order = [n for n in p.order if n not in SKIP]
     by_name = {s.name: s for s in stages}
     if timed(params) and not all(by_name[n].timed for n in order):  # the declared flag must hold
@@ -203,7 +202,7 @@ def canary_runs(params: Params, root: str | Path = ".", *, stages: StageAccess) 
     added = _prepare(lay, sub, sets)
     arms = list(a.arms)
     extra = ["nonprivate"] if a.planted_bugs and "nonprivate" not in arms else []  # the planted non-private bug
-    order, waits = plan(params, sp, arms + extra, declared=stages.declared(sp))
+    order, waits = plan(params, sp, arms + extra, access=stages)
     raw = sp.model_dump(mode="json")
     jobs = {name: (stages.run, name, raw, str(sub)) for name in order}
     bug = _sub_params(params, **{"dpsgd.planted_noise_divisor": PLANTED_DIVISOR})

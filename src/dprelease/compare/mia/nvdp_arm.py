@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 from safetensors.torch import load_file
 
+from dprelease.contracts.layout import Layout
 from dprelease.core.config import Params
 from dprelease.core.io import atomic_dir, read_json, write_json
 from dprelease.core.seeds import stage_seed
-from dprelease.pipeline.layout import Layout
 
 from .attack import FPR_GRID, summarise
 

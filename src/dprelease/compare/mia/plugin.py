@@ -1,7 +1,7 @@
 """The privacy audit's plug-in: population pool and canaries, LiRA references, membership inference of every
 audited arm, the one-run canary audit, the report (and the NVDP arm's audit, run by the NVDP flow)."""
 
-from dprelease.pipeline.mechanism import FlowSpec, Mechanism
+from dprelease.contracts.mechanism import FlowSpec, Mechanism
 
 from . import stages
 

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from dprelease.contracts.layout import Layout
 from dprelease.core.backends import make_backend
 from dprelease.core.backends.base import save_features
 from dprelease.core.backends.encoder import encoder_reference
@@ -43,7 +44,6 @@ from dprelease.core.data.splits import backend_for, label_info
 from dprelease.core.io import atomic_dir, write_json
 from dprelease.core.privacy import secret
 from dprelease.core.seeds import stage_seed
-from dprelease.pipeline.layout import Layout
 
 from . import audit_cache, workers
 

@@ -22,14 +22,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from dprelease.contracts.layout import Layout
+from dprelease.contracts.source import code_hash
 from dprelease.core.backends.base import load_features
 from dprelease.core.config import Params
 from dprelease.core.data.splits import backend_for, features
 from dprelease.core.io import atomic_dir, file_hash, write_json
 from dprelease.core.seeds import stage_seed
 from dprelease.core.training import finetune
-from dprelease.pipeline.cache import code_hash
-from dprelease.pipeline.layout import Layout
 
 from . import audit_cache, workers
 from .population import audit_dir

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from dprelease.contracts import plugins
+from dprelease.contracts.layout import Layout
 from dprelease.core.config import Params
 from dprelease.core.io import atomic_dir, read_json
 from dprelease.core.plots import roc_plot
-from dprelease.pipeline import plugins
-from dprelease.pipeline.layout import Layout
 
 PLANTED = {"nonprivate_labelled_eps1": "planted: non-private labelled ε = 1",
            "dpsgd_noise_div4": "planted: DP-SGD with σ/4 claiming σ's ε"}

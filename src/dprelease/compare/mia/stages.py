@@ -3,10 +3,10 @@ membership inference on every arm, the one-run canary audit, and the report."""
 
 from __future__ import annotations
 
+from dprelease.compare.arms import check_arms
+from dprelease.contracts.stage import Stage
 from dprelease.core.config import Params
 from dprelease.core.privacy.stages import key_id_file
-from dprelease.pipeline import plugins
-from dprelease.pipeline.stage import Stage
 
 from .attack import arm_folder, privacy_audit
 from .canary import canary_runs, timed
@@ -17,7 +17,7 @@ from .report import privacy_report
 
 
 def check(params: Params) -> None:
-    plugins.check_arms(params, ("privacy_audit", "compare"))
+    check_arms(params, ("privacy_audit", "compare"))
 
 
 def declare(params: Params) -> list[Stage]:

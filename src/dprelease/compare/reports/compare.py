@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from dprelease.pipeline import plugins
+from dprelease.contracts import plugins
 from dprelease.core.config import Params
 from dprelease.core.io import atomic_dir, atomic_path, read_json
-from dprelease.pipeline.layout import Layout
+from dprelease.contracts.layout import Layout
 from dprelease.core.plots import per_class_compare_plot
 from dprelease.core.privacy.guarantee import Guarantee
 from dprelease.core.utility.evaluate import arm_dir, quartile_summary
@@ -34,7 +34,7 @@ CAVEAT = (
 def arm_metrics(lay: Layout, arm: str) -> tuple[dict, Guarantee, pd.DataFrame]:
     """An arm's metrics, its guarantee record and its per-class F1 table."""
     if plugins.arms()[arm].release:  # the release itself
-        rel, ev = read_json(lay.metrics / "release.json"), read_json(lay.metrics / "evaluation.json")
+        rel, ev = read_json(lay.metrics / "swag_ppm_draw.json"), read_json(lay.metrics / "evaluation.json")
         m = {"weighted_f1": ev["released_weighted_f1"], "macro_f1": ev["released_macro_f1"]}
         per_class = pd.read_csv(lay.evaluation / "per_class_f1.csv", dtype={"code": str})
         return m, Guarantee.from_dict(rel["guarantee"]), per_class

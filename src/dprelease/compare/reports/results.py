@@ -79,7 +79,7 @@ def read_csv(path: Path) -> list[dict] | None:
 def release_section(root: Path) -> list[str]:
     m = root / "metrics"
     out = ["## The default release (`make run`)", ""]
-    data, rel, audit = read_json(m / "data.json"), read_json(m / "release.json"), read_json(m / "evaluation.json")
+    data, rel, audit = read_json(m / "data.json"), read_json(m / "swag_ppm_draw.json"), read_json(m / "evaluation.json")
     if data:
         out += [f"Data: {count(data['rows'])} rows, {data['classes']} classes; train {count(data['train_rows'])} / "
                 f"validation {count(data.get('validation_rows'))} / test {count(data['test_rows'])}; training "
@@ -126,7 +126,7 @@ def release_section(root: Path) -> list[str]:
     if sel:
         rows.append(["private selection", "off" if "skipped" in sel else "on", sel.get("skipped", "")])
     out += table(["figure", "value", "note"], rows)
-    return out + ["", "Sources: `metrics/release.json`, `metrics/evaluation.json`, `metrics/reweight.json`, "
+    return out + ["", "Sources: `metrics/swag_ppm_draw.json`, `metrics/evaluation.json`, `metrics/reweight.json`, "
                   "`metrics/selection.json`.", ""]
 
 

@@ -3,12 +3,14 @@ records). Its deps are the arms' files, so the compare flow's plan holds exactly
 
 from __future__ import annotations
 
-from dprelease.pipeline import plugins
+from dprelease.compare.arms import check_arms
 from dprelease.core.config import Params
-from dprelease.pipeline.stage import Stage
+from dprelease.contracts import plugins
+from dprelease.contracts.stage import Stage
+
 from .compare import compare_report
 
-RELEASE_FILES = ["reports/release", "metrics/evaluation.json", "metrics/release.json", "metrics/data.json"]
+RELEASE_FILES = ["reports/release", "metrics/evaluation.json", "metrics/swag_ppm_draw.json", "metrics/data.json"]
 
 
 def arm_files(name: str) -> list[str]:
@@ -18,7 +20,7 @@ def arm_files(name: str) -> list[str]:
 
 
 def check(params: Params) -> None:
-    plugins.check_arms(params, ("compare",))
+    check_arms(params, ("compare",))
 
 
 def declare(params: Params) -> list[Stage]:

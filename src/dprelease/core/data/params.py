@@ -1,4 +1,4 @@
-"""The ``proxy:`` section of ``params.yaml`` (``Params.proxy``, through :data:`SECTION`: :mod:`dprelease.pipeline.plugins`):
+"""The ``proxy:`` section of ``params.yaml`` (``Params.proxy``, through :data:`SECTION`: :mod:`dprelease.contracts.plugins`):
 the agency's representative PUBLIC proxy, an earlier published period (docs/frontier.md, "The public proxy").
 
 Reports with ``EventDate`` up to ``until`` were published before the private period: they are the public proxy,
@@ -34,4 +34,4 @@ class ProxyParams(BaseModel):
         return v
 
 
-SECTION = ("proxy", ProxyParams)  # Params.proxy (dprelease.pipeline.plugins)
+SECTION = ("proxy", ProxyParams)  # Params.proxy (dprelease.contracts.plugins)

@@ -1,6 +1,6 @@
 """The data package's plug-in: ``stratify`` (the split) and ``featurize`` (the cached encoder features)."""
 
-from dprelease.pipeline.mechanism import Mechanism
+from dprelease.contracts.mechanism import Mechanism
 from . import stages
 
 PLUGIN = Mechanism(name="data", declare=stages.declare)

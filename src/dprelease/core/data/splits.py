@@ -9,7 +9,7 @@ import torch
 from ..backends import make_backend
 from ..backends.base import Backend, Features, load_features
 from ..io import read_json
-from dprelease.pipeline.layout import Layout
+from dprelease.contracts.layout import Layout
 
 if TYPE_CHECKING:  # the typed config (pydantic) is not needed to load a release
     from ..config import Params

@@ -12,8 +12,8 @@ import torch
 from ..backends.base import save_features
 from ..config import Params
 from ..io import atomic_dir, file_hash, write_json
-from dprelease.pipeline.layout import Layout
-from dprelease.pipeline.stage import Stage
+from dprelease.contracts.layout import Layout
+from dprelease.contracts.stage import Stage
 from ..privacy import secret
 from ..privacy.stages import key_id_file
 from . import records, roles

@@ -1,14 +1,14 @@
 """The one shape of a privacy claim. Every arm and every release writes a :class:`Guarantee`; reports,
 MLflow and the release manifest read it instead of re-deriving ε or δ.
 
-* ``kind`` says what sort of claim it is: a :class:`dprelease.pipeline.mechanism.Kind` found by name (:func:`kind`);
+* ``kind`` says what sort of claim it is: a :class:`dprelease.contracts.mechanism.Kind` found by name (:func:`kind`);
 * ``delta`` is a number, or ``None`` with ``delta_reason`` saying why there is none;
 * ``quantities`` holds the mechanism's own numbers under their own names (SWAG-PPM's local
   sensitivity Δ̂ is ``local_sensitivity``, never ``delta``; DP-SGD's noise multiplier, sampling rate…).
 
 The vocabulary is open: the kinds any mechanism may make are the core's (:mod:`dprelease.core.privacy.kinds`), a
 kind only one mechanism makes is declared in that package's ``kinds`` module, and a name not known yet loads
-every listed package's ``kinds`` module (:func:`dprelease.pipeline.plugins.guarantee_kinds`: light modules, no torch), so
+every listed package's ``kinds`` module (:func:`dprelease.contracts.plugins.guarantee_kinds`: light modules, no torch), so
 a release's record validates and renders whether or not its maker's plug-in was imported.
 
 A SWAG-PPM sampler whose temperature is certified in only r of its d parameter directions makes no ε claim:
@@ -22,8 +22,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
-from dprelease.pipeline import plugins
-from dprelease.pipeline.mechanism import Kind
+from dprelease.contracts import plugins
+from dprelease.contracts.mechanism import Kind
 
 from .kinds import KINDS as CORE
 from .kinds import UNCERTIFIED_INDEX, coverage_sentence  # noqa: F401  (coverage_sentence: re-export)

@@ -1,17 +1,17 @@
 """The core guarantee kinds (docs/guarantees.md, K): the kinds of claim any mechanism may make, declared
-like every package's own (:class:`dprelease.pipeline.mechanism.Kind` in ``KINDS``) and found the same way
+like every package's own (:class:`dprelease.contracts.mechanism.Kind` in ``KINDS``) and found the same way
 (:func:`dprelease.core.privacy.guarantee.kind`). A kind only one mechanism makes lives in that mechanism's
 ``kinds`` module (SWAG-PPM's ``ppm_uncertified`` and ``ppm_censored_local``: ``swag_ppm/kinds.py``).
 
 The pseudo posterior mechanism's kinds name the sampler a draw comes from, ``quantities["sampler"]`` (SWAG
 when a record names none): an exact posterior draw is what the claim is about, the sampler an approximation.
-This module, like every ``kinds`` module, imports :mod:`dprelease.pipeline.mechanism` only: reading a release's
+This module, like every ``kinds`` module, imports :mod:`dprelease.contracts.mechanism` only: reading a release's
 guarantee never imports torch.
 """
 
 from __future__ import annotations
 
-from dprelease.pipeline.mechanism import Kind
+from dprelease.contracts.mechanism import Kind
 
 UNCERTIFIED_INDEX = "uncertified_index"  # ppm_uncertified's number: 2Δ̂, never an ε
 DEFAULT_SAMPLER = "SWAG"  # the sampler of a record that names none (every record before the quantity existed)

@@ -1,6 +1,6 @@
 """The privacy package's plug-in: the ``secret`` stage (the randomness key every guarantee's noise comes from)."""
 
-from dprelease.pipeline.mechanism import Mechanism
+from dprelease.contracts.mechanism import Mechanism
 
 from . import stages
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dprelease.pipeline.layout import Layout
-from dprelease.pipeline.stage import Stage
+from dprelease.contracts.layout import Layout
+from dprelease.contracts.stage import Stage
 
 from ..config import Params
 from . import secret

@@ -4,7 +4,7 @@ level), read through :func:`declared` by the mechanism that needs one, and the d
 Each is a number in params.yaml, fixed before any run (docs/comparison.md). None ever falls back to the
 release's measured ε: that ε is a function of the data (ε(D)), and a worst-case (ε, δ) or a censoring bound set
 from it would be a level chosen after seeing D, which the claims "every database" assume it is not. Nothing
-here reads ``metrics/release.json``.
+here reads ``metrics/swag_ppm_draw.json``.
 """
 
 from __future__ import annotations

@@ -84,5 +84,5 @@ def replay_lines(replay: dict | None) -> list[str]:
 
 
 def guarantee_sentence(g: dict) -> str:
-    """The card's one-sentence claim: its kind's (:attr:`dprelease.pipeline.mechanism.Kind.sentence`)."""
+    """The card's one-sentence claim: its kind's (:attr:`dprelease.contracts.mechanism.Kind.sentence`)."""
     return kind(g["kind"]).sentence(g)

@@ -46,13 +46,13 @@ def write_release(folder: Path, backend, model, codes: list[str], titles: list[s
     ``code`` is the code that made the release (package-relative, hashed into ``code_version``).
     The manifest's ``files`` records the sha256 of every other file in the folder. ``private``: a folder
     that is never shared (an arm's model), owner-only like every private artifact."""
-    from dprelease.pipeline.cache import code_hash  # here: `predict` never writes a release
+    from dprelease.contracts import source  # here: `predict` never writes a release
 
     with atomic_dir(folder, private=private) as tmp:
         model_entry = backend.write_release_model(model, tmp)
         write_json(tmp / "labels.json", {"codes": codes, "titles": titles})
         write_json(tmp / MANIFEST, manifest | {"model": model_entry, "files": file_digests(tmp),
-                                               "code_version": f"{__version__}+{code_hash(code)[:16]}"})
+                                               "code_version": f"{__version__}+{source.code_hash(code)[:16]}"})
         check_release_folder(tmp)
 
 

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dprelease.core.locks import root_lock
+
 from ..config import Params
 from ..errors import ConfigError
-from dprelease.pipeline.locks import root_lock
 from .signing import DEFAULT_SIGNER, PUBLIC, RETIRED, ensure_key, export_public, key_folder, load_signer, rotate
 
 

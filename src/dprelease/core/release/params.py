@@ -1,7 +1,7 @@
 """The ``released:`` section of ``params.yaml``: which mechanism the agency releases, at which level, declared
-before the data are seen (``Params.released``, through :data:`SECTION`: :mod:`dprelease.pipeline.plugins`). Pydantic only.
+before the data are seen (``Params.released``, through :data:`SECTION`: :mod:`dprelease.contracts.plugins`). Pydantic only.
 
-``mechanism`` names a plug-in that declares a release (:class:`dprelease.pipeline.mechanism.ReleaseSpec`); the shared
+``mechanism`` names a plug-in that declares a release (:class:`dprelease.contracts.mechanism.ReleaseSpec`); the shared
 ``publish`` stage signs what that plug-in stages into ``params.release``. ``epsilon`` and ``delta`` are the level a
 mechanism that targets an ε is run at (DP-SGD): numbers fixed here, never the measured ε of another mechanism. A
 mechanism whose ε is measured (the pseudo posterior mechanisms) or declared in its own section (the censored
@@ -25,4 +25,4 @@ class ReleasedParams(BaseModel):
     evaluation_noise: float = Field(2.0, gt=0.0, allow_inf_nan=False)
 
 
-SECTION = ("released", ReleasedParams)  # Params.released (dprelease.pipeline.plugins)
+SECTION = ("released", ReleasedParams)  # Params.released (dprelease.contracts.plugins)

@@ -1,7 +1,7 @@
-"""The release package's plug-in: the one shared ``publish`` stage (:mod:`.stages`) that signs the declared
-mechanism's staged release (``released.mechanism``), and its preflight."""
+"""The release package's plug-in: its params section (``released``); the one shared ``publish`` stage
+(:mod:`.stages`), which signs the declared mechanism's staged release, is added by the registry."""
 
-from dprelease.pipeline.mechanism import Mechanism
+from dprelease.contracts.mechanism import Mechanism
 from . import stages
 
-PLUGIN = Mechanism(name="release", declare=stages.declare, check=stages.check)
+PLUGIN = Mechanism(name="release", declare=stages.declare)

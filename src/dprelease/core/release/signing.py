@@ -32,9 +32,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dprelease.core.locks import file_lock
+
 from ..errors import ConfigError, ReleaseError
 from ..io import atomic_path, private_dir, write_json
-from dprelease.pipeline.locks import file_lock
 from .check import MANIFEST, SIGNATURE
 
 KEY, PUBLIC, SIGNER = "agency.key", "agency.pub", "signer.json"

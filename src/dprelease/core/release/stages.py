@@ -2,11 +2,10 @@
 fixed before the data are seen) → the signed release folder ``params.release`` with its model card, and the
 release record ``metrics/released.json`` that the summary, MLflow, the registry's tags and gates read.
 
-A mechanism declares what it releases (:class:`dprelease.pipeline.mechanism.ReleaseSpec` on its plug-in): the stage that
+A mechanism declares what it releases (:class:`dprelease.contracts.mechanism.ReleaseSpec` on its plug-in): the stage that
 stages a release-format folder (model, labels, a manifest holding its guarantee record), its card and its
-figures. Nothing here names a mechanism: the declared mechanism's ``stages.declare`` adds this stage with its
-spec (:func:`publish_stage`), and the preflight knows the mechanisms that release from their ``params`` modules
-(``RELEASES``, :func:`dprelease.pipeline.plugins.releasing`).
+figures. Nothing here names a mechanism: the stage registry resolves ``released.mechanism`` once
+(:func:`dprelease.pipeline.registry.release_spec`) and adds this stage with that spec (:func:`publish_stage`).
 """
 
 from __future__ import annotations
@@ -14,11 +13,12 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
+from dprelease.core.release.path import check_release_path
+from dprelease.contracts.layout import Layout
+from dprelease.contracts.stage import Stage
+
 from ..config import Params
-from ..errors import ConfigError
 from ..io import write_json
-from dprelease.pipeline.layout import Layout, check_release_path
-from dprelease.pipeline.stage import Stage
 from .folder import publish as write_published
 from .folder import verify_release
 from .signing import agency_signer, public_key_dep
@@ -42,17 +42,16 @@ def publish(params: Params, root: str | Path = ".", *, spec) -> dict:
               "guarantee": g, "weighted_f1": fig.get("weighted_f1"), "macro_f1": fig.get("macro_f1"),
               "test_f1_kind": (manifest.get("test_f1") or {}).get("kind", "exact"),
               "diagnostics": fig.get("diagnostics", {}), "configuration": manifest.get("configuration"),
-              "tuning": manifest.get("tuning"), "release": params.release}
+              "tuning": manifest.get("tuning"), "release": params.release,
+              "headline": fig.get("headline", {}), "tags": fig.get("tags", {}), "details": fig.get("details", {})}
     write_json(lay.metrics / "released.json", record)
     return {"mechanism": record["mechanism"], "kind": g["kind"], "epsilon": g.get("epsilon"),
             "weighted_f1": record["weighted_f1"], "release": str(lay.release)}
 
 
 def publish_stage(params: Params, spec) -> list[Stage]:
-    """The ``publish`` stage of the mechanism whose ``spec`` this is, when ``released.mechanism`` names it (a
-    mechanism's ``stages.declare`` adds it: exactly one mechanism publishes), else nothing."""
-    if params.released.mechanism != spec.mechanism:
-        return []
+    """The ``publish`` stage of the declared release (``spec``: the :class:`ReleaseSpec` the registry resolved
+    ``released.mechanism`` to; exactly one mechanism publishes)."""
     return [Stage(name="publish", run=partial(publish, spec=spec),
                   params=["release", "force_release_path", "released", *spec.params],
                   deps=[spec.staged(params).rsplit("/", 1)[0], "metrics/data.json", *spec.deps(params),
@@ -61,15 +60,5 @@ def publish_stage(params: Params, spec) -> list[Stage]:
                   signs=True)]
 
 
-def check(params: Params, root) -> None:
-    """Preflight: the declared mechanism releases something (one line before any stage runs)."""
-    from dprelease.pipeline import plugins
-
-    known = plugins.releasing()
-    if params.released.mechanism not in known:
-        raise ConfigError(f"released.mechanism: {params.released.mechanism!r} releases nothing here (mechanisms "
-                          f"with a release: {', '.join(known)})")
-
-
 def declare(params: Params) -> list[Stage]:
-    return []  # the publish stage is declared by the released mechanism's package (publish_stage)
+    return []  # the publish stage is added by the registry for the declared release (publish_stage)

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from dprelease.pipeline.layout import Layout
+from dprelease.contracts.layout import Layout
 
 from ..data.splits import features
 from ..io import atomic_path, write_json

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dprelease.contracts.layout import Layout
 from dprelease.core.io import read_json
-from dprelease.pipeline.layout import Layout
 
 
 def _model(c: dict) -> str:

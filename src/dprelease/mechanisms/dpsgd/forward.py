@@ -15,10 +15,10 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from dprelease.contracts.layout import Layout
 from dprelease.core.data.stages import joined, period_split
 from dprelease.core.io import write_json
 from dprelease.core.utility.metrics import f1_summary, mean_sd
-from dprelease.pipeline.layout import Layout
 
 FILE = "metrics/forward.json"
 

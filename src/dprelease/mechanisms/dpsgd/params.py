@@ -1,13 +1,13 @@
-"""What DP-SGD contributes to ``Params`` (:mod:`dprelease.pipeline.plugins`): its ``dpsgd`` section, its arm (with
+"""What DP-SGD contributes to ``Params`` (:mod:`dprelease.contracts.plugins`): its ``dpsgd`` section, its arm (with
 the δ sweep the comparison report reads) and the declared target ε its arm needs."""
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from dprelease.pipeline.mechanism import Arm
+from dprelease.contracts.mechanism import Arm
 
 
 class _Strict(BaseModel):
@@ -33,7 +33,7 @@ class DPSGDParams(_Strict):
                                          "the release's measured ε (null: an error when a DP-SGD arm runs)")
     delta: float | None = Field(None, gt=0.0, lt=1.0, description="None: min(n^-1.1, 1/(2n)) ≤ n^-1.1 (docs/algorithms.md, E.1)")
     delta_sweep: list[float] = [1e-3, 1e-2, 0.1, 0.99]
-    conversion: Literal["mironov", "opacus", "prv"] = "mironov"  # RDP → (ε, δ) conversion, or the PRV accountant
+    conversion: str = "mironov"  # the accountant, by its registry name: an RDP → (ε, δ) conversion, or PRV
     planted_noise_divisor: float = Field(1.0, ge=1.0, description="AUDIT ONLY, a planted bug: σ/divisor, same claim")
     warm_start: bool = Field(True, description="start from the public model (softmax regression on the public "
                              "period, logit-adjusted to the private roles' mix) instead of zero: linear head only")
@@ -44,6 +44,16 @@ class DPSGDParams(_Strict):
         """The run settings of ``backend`` (``dpsgd.head`` or ``dpsgd.full``)."""
         return getattr(self, backend)
 
+    @field_validator("conversion")
+    @classmethod
+    def _registered(cls, name: str) -> str:
+        """A name of the accountant registry (:mod:`dprelease.core.privacy.accountants`: adding one is one file)."""
+        from dprelease.core.privacy import accountants
+
+        if name not in accountants.names():
+            raise ValueError(f"unknown accountant {name!r} (one of {', '.join(accountants.names())})")
+        return name
+
     @model_validator(mode="after")
     def _sweep_range(self) -> "DPSGDParams":
         for d in self.delta_sweep:
@@ -52,18 +62,17 @@ class DPSGDParams(_Strict):
         return self
 
 
-SECTION = ("dpsgd", DPSGDParams)  # Params.dpsgd (dprelease.pipeline.plugins)
+SECTION = ("dpsgd", DPSGDParams)  # Params.dpsgd (dprelease.contracts.plugins)
 
 # its row: DP-SGD at the declared target ε (dpsgd.target_epsilon), not "matched" to the release's measured ε
 ARMS = (Arm(name="dpsgd", stage="dpsgd", label="DP-SGD (Opacus) at the declared target ε",
             files=("metrics/dpsgd_sweep.json",)),)
 
-FRONTIER = "frontier_dpsgd"  # the stage that writes its frontier points (dprelease.compare.frontier.points)
-
-RELEASES = True  # its plug-in releases through the shared publish step (released.mechanism may name it)
+FRONTIER = "frontier_dpsgd"  # the stage that writes its frontier points (dprelease.core.utility.points)
 
 
-# what the public proxy's choice sets in the release's run (dpsgd/stages.py, release_configuration): with a linear head
+
+# what the public proxy's choice sets in the release's run (dpsgd/search.py, release_configuration): with a linear head
 # (and the proxy, which always exists) the release reads none of these from dpsgd.<backend>
 CHOSEN = ("epochs", "batch_size", "lr", "max_grad_norm", "optimizer", "momentum")
 
@@ -81,7 +90,7 @@ def _overridden(params) -> dict[str, str]:
     return {f"dpsgd.{backend}.{key}": why for key in CHOSEN}
 
 
-OVERRIDDEN = _overridden  # read when this mechanism is released (dprelease.pipeline.plugins.overridden)
+OVERRIDDEN = _overridden  # read when this mechanism is released (dprelease.contracts.plugins.overridden)
 
 
 def _declared_target(params) -> str | None:
@@ -91,6 +100,6 @@ def _declared_target(params) -> str | None:
     return None
 
 
-CHECKS = (_declared_target,)  # run when params are parsed (dprelease.pipeline.plugins.checks)
+CHECKS = (_declared_target,)  # run when params are parsed (dprelease.contracts.plugins.checks)
 
 MOVED = {"dpsgd.public_l2": ("public_model.l2", "the public model is the core's: the floor, the warm start and a release")}

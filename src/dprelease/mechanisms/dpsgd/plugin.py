@@ -3,7 +3,7 @@
 and the preflight every flow that plans its stages runs (the declared target, batch size vs data size, δ range)
 before any training."""
 
-from dprelease.pipeline.mechanism import Mechanism
+from dprelease.contracts.mechanism import Mechanism
 
 from . import stages
 

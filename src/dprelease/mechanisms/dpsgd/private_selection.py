@@ -23,11 +23,11 @@ import numpy as np
 import torch
 from opacus.accountants.analysis.rdp import compute_rdp
 
-from dprelease.compare.frontier.points import PRIVATE_SELECTION, Point
-from dprelease.core.privacy import secret
+from dprelease.core.privacy import accountants, secret
 from dprelease.core.privacy.rdp import ORDERS, rdp_to_epsilon
 from dprelease.core.privacy.tuning import draw_repetitions, gaussian_rdp, selection_rdp
 from dprelease.core.utility.metrics import f1_summary, mean_sd
+from dprelease.core.utility.points import PRIVATE_SELECTION, Point
 
 from .accounting import noise_multiplier, steps_for
 from .batched import Setting, setting_for
@@ -130,7 +130,7 @@ def private_points(shortlists: dict, splits: dict, n_classes: int, *, grid, epsi
         points.append(Point(
             mechanism="dpsgd_linear_private_selection", label="DP-SGD linear head · private selection",
             kind="dp_accountant", epsilon=total, delta=delta,
-            accountant=f"RDP (Opacus conversion) + Papernot–Steinke selection (η {ps.eta:g}, γ {ps.gamma:g})",
+            accountant=f"{accountants.get(CONVERSION).label} + Papernot–Steinke selection (η {ps.eta:g}, γ {ps.gamma:g})",
             weighted_f1=[t["weighted_f1"] for t in test], macro_f1=[t["macro_f1"] for t in test],
             target_epsilon=eps, validation_weighted_f1=mean_sd(val)[0], tuning=PRIVATE_SELECTION,
             config={"candidates": candidates, "per_run_epsilon": s, "eta": ps.eta, "gamma": ps.gamma,

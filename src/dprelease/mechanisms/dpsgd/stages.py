@@ -2,7 +2,7 @@
 over δ.
 
 The target ε is ``dpsgd.target_epsilon``, a number declared in params.yaml before any run (privacy/target.py):
-never the SWAG-PPM release's measured ε, so nothing here reads ``metrics/release.json``. δ is ``dpsgd.delta``
+never the SWAG-PPM release's measured ε, so nothing here reads ``metrics/swag_ppm_draw.json``. δ is ``dpsgd.delta``
 or min(n̂^-1.1, 1/(2n̂)) (:func:`.accounting.default_delta`) with n̂ the PUBLIC expected training size; the
 sampling rate and the normaliser use n̂ too, never the private count (docs/guarantees.md, "The boundary").
 """
@@ -13,7 +13,10 @@ from pathlib import Path
 
 import torch
 
-from dprelease.compare.frontier.points import PRIVATE_VALIDATION, PUBLIC_PROXY
+from dprelease.contracts.code_scope import closure
+from dprelease.contracts.layout import Layout
+from dprelease.contracts.mechanism import ReleaseSpec
+from dprelease.contracts.stage import Stage
 from dprelease.core.config import Params
 from dprelease.core.data.splits import backend_for, features, label_info, n_public
 from dprelease.core.data.stages import period_split, public_design
@@ -24,19 +27,15 @@ from dprelease.core.privacy.target import declared
 from dprelease.core.public_model import predict as public_predict
 from dprelease.core.release.coverage import coverage
 from dprelease.core.release.folder import arm_model_dir, write_arm_model, write_release
-from dprelease.core.release.stages import publish_stage
+from dprelease.core.release.manifest import release_manifest
 from dprelease.core.utility.dp_eval import dp_scores
 from dprelease.core.utility.evaluate import evaluate, score, write_arm
 from dprelease.core.utility.metrics import f1_summary
-from dprelease.pipeline.code_scope import closure
-from dprelease.pipeline.layout import Layout
-from dprelease.pipeline.mechanism import ReleaseSpec
-from dprelease.pipeline.stage import Stage
 
 from . import card
-from . import warm as warm_start
 from .accounting import default_delta, spent_epsilon
-from .frontier import configurations, frontier_dpsgd, proxy_ranking
+from .frontier import frontier_dpsgd
+from .search import release_configuration
 from .train import check_setting, train_dpsgd
 
 NOISE_SOURCE = ("Gaussian noise and Poisson sampling seeded from the project's secret key (OS entropy), not the "
@@ -119,43 +118,6 @@ def dpsgd(params: Params, root: str | Path = ".") -> dict:
 
 
 RELEASE_FOLDER = "dpsgd_release"  # under the artifacts: the staged (unsigned, private) release
-DECLARED_RECIPE = ("declared in params.yaml (dpsgd.head) before this run: the frontier's validation choice at ε 8 on "
-                   "an earlier run of this data (docs/frontier.md), a choice on private records that no ε covers")
-
-
-def release_configuration(params: Params, lay: Layout, *, epsilon: float, delta: float):
-    """(the DP-SGD run settings, how they were chosen, in words, the public start or None): the PUBLIC proxy's best
-    configuration of the declared grid ``frontier.dpsgd`` at ``epsilon`` (zero ε) for a linear head; with
-    ``dpsgd.warm_start`` each configuration is simulated as it will be used: from the public model fit on
-    ``public_rest``, on the pseudo-private ``proxy_train``, scored on ``proxy_validation`` (dpsgd/warm.py).
-    Otherwise the declared recipe ``dpsgd.head``, whose values were chosen on this data's validation split."""
-    run = params.dpsgd.run_for(params.model.backend)
-    hidden = run.hidden if run.hidden is not None else params.model.head.hidden
-    linear = params.model.backend == "head" and not hidden
-    warm = linear and params.dpsgd.warm_start and warm_start.available(lay)
-    start, l2, start_note, floor = None, None, "", None
-    if warm:
-        sim = warm_start.simulation_start(params, lay)
-        start, l2, floor = (sim.weight, sim.bias), sim.l2, sim.score
-        start_note = (f", each run started from the public model fit on the rest of the public period (L2 {l2:g}, "
-                      f"chosen on the proxy's validation part from {len(params.public_model.l2)}; the public model alone scores "
-                      f"{floor:.3f} there)")
-    ranked = proxy_ranking(params, lay, epsilon=epsilon, delta=delta, init=start) if linear else None
-    if not ranked:
-        return run, PRIVATE_VALIDATION + " (not covered)", DECLARED_RECIPE, None
-    n = n_public(lay)
-    grid = params.frontier.dpsgd
-    cfg = configurations(grid, n=n)[ranked[0][0]]
-    chosen = run.model_copy(update={"epochs": cfg["epochs"], "batch_size": 0 if cfg["batch_size"] >= n else
-                                    cfg["batch_size"], "lr": cfg["lr"], "max_grad_norm": cfg["max_grad_norm"],
-                                    "optimizer": cfg["optimizer"], "momentum": cfg["momentum"], "hidden": 0})
-    release_start = warm_start.release_start(lay, l2=l2) if warm else None
-    return chosen, PUBLIC_PROXY, (f"the best of the declared {len(ranked)}-configuration grid (frontier.dpsgd) on the "
-                                  f"public proxy (reports up to {params.proxy.until}) at ε {epsilon:g}{start_note}: "
-                                  f"weighted F1 {ranked[0][1]:.3f} on its validation part, zero ε (no private record "
-                                  "read)"), release_start
-
-
 def staged(params: Params) -> str:
     return f"{params.artifacts}/{RELEASE_FOLDER}/release"
 
@@ -193,20 +155,20 @@ def dpsgd_release(params: Params, root: str | Path = ".") -> dict:
     gen = torch.Generator().manual_seed(secret.seed(lay.artifacts, "release/evaluation"))
     covered = dp_scores(y.numpy(), pred, len(labels["codes"]), noise_multiplier=z, generator=gen)
     hidden = run.hidden if run.hidden is not None else params.model.head.hidden
-    manifest = {"guarantee": g.as_dict(), "mechanism": "dpsgd", "backend": params.model.backend,
-                "configuration": {**run.model_dump(mode="json"), "hidden": hidden, "conversion": conversion,
-                                  "source": source},
-                "tuning": tuning, "test_f1": {**covered, "kind": "dp_noised_counts"},
-                "start": "the public model (softmax regression on the public period, logit-adjusted)" if start is not
-                         None else "zero",
-                "training": {"steps": res.steps, "noise_multiplier": res.noise_multiplier,
-                             "sample_rate": res.sample_rate, "expected_records": n_hat},
-                "coverage": coverage(params),
-                "randomness": {"public_seed": params.seed, "public_seed_drives": "the public proxy's split only",
-                               "secret_key_drives": "each private report's role, initialisation, Poisson sampling, "
-                                                    "dropout, the Gaussian noise and the evaluation's noise",
-                               "secret_key_id": secret.key_id(lay.artifacts),
-                               "release_id": params.released.release_id}}
+    manifest = release_manifest(
+        params, lay, g, mechanism="dpsgd", backend=params.model.backend,
+        test_f1={**covered, "kind": "dp_noised_counts"},
+        randomness={"public_seed_drives": "the public proxy's split only",
+                    "secret_key_drives": "each private report's role, initialisation, Poisson sampling, "
+                                         "dropout, the Gaussian noise and the evaluation's noise",
+                    "release_id": params.released.release_id},
+        configuration={**run.model_dump(mode="json"), "hidden": hidden, "conversion": conversion, "source": source},
+        tuning=tuning,
+        start="the public model (softmax regression on the public period, logit-adjusted)" if start is not None
+              else "zero",
+        training={"steps": res.steps, "noise_multiplier": res.noise_multiplier, "sample_rate": res.sample_rate,
+                  "expected_records": n_hat},
+        coverage=coverage(params))
     write_release(Path(root) / staged(params), backend, model, labels["codes"], labels["titles"], manifest,
                   closure(__name__), private=True)
     write_json(lay.artifacts / RELEASE_FOLDER / "internal.json",  # the operator's exact figures (private)
@@ -257,8 +219,7 @@ def declare(params: Params) -> list[Stage]:
               params=["seed", "model", "dpsgd", "released", "proxy", "public_model", "frontier.dpsgd",
                       "frontier.accountants"], deps=deps,
               outs=[f"{a}/{RELEASE_FOLDER}"], metrics=["metrics/public_floor.json"],
-              group="release" if params.released.mechanism == "dpsgd" else "dpsgd_release"),
-        *publish_stage(params, SPEC),
+              group="dpsgd_release"),
         Stage(name="frontier_dpsgd", run=frontier_dpsgd,
               params=["seed", "data", "model.backend", "dpsgd.delta", "dpsgd.warm_start", "public_model", "proxy",
                       "frontier"],

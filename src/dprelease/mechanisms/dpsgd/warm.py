@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import torch
 
+from dprelease.contracts.layout import Layout
 from dprelease.core import public_fit
-from dprelease.pipeline.layout import Layout
 
 WHO = "DP-SGD's warm start"
 

@@ -12,13 +12,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dprelease.contracts.layout import Layout
 from dprelease.core.config import Params
 from dprelease.core.data import records
 from dprelease.core.data.sectors import group_rare
 from dprelease.core.data.splits import features, label_info
 from dprelease.core.data.stages import all_splits, joined
 from dprelease.core.errors import DataError
-from dprelease.pipeline.layout import Layout
 
 from .data import GPPData, load_regions, merge_regions, osha_columns
 

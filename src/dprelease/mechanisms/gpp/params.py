@@ -1,5 +1,5 @@
 """The ``gpp:`` section of ``params.yaml`` (issue 12, docs/algorithms.md, G) and its defaults: the GPP package's own section,
-added to ``Params`` as ``Params.gpp`` through :data:`SECTION` (:mod:`dprelease.pipeline.plugins`)."""
+added to ``Params`` as ``Params.gpp`` through :data:`SECTION` (:mod:`dprelease.contracts.plugins`)."""
 
 from __future__ import annotations
 
@@ -63,4 +63,4 @@ class GPPParams(_Strict):
     release: str = Field("release-gpp", description="the sanitizer release folder (OSHA encoder + card)")
 
 
-SECTION = ("gpp", GPPParams)  # Params.gpp (dprelease.pipeline.plugins)
+SECTION = ("gpp", GPPParams)  # Params.gpp (dprelease.contracts.plugins)

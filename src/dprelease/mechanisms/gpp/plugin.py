@@ -1,7 +1,7 @@
 """The Gaussian Privacy Protector's plug-in: its params section (``params.py``), stages, flow, MLflow record
 (``tracking.py``: plain data) and sanitizer. Everything GPP adds to dprelease is in this folder."""
 
-from dprelease.pipeline.mechanism import FlowSpec, Mechanism
+from dprelease.contracts.mechanism import FlowSpec, Mechanism
 
 from . import stages, tracking
 

@@ -18,18 +18,17 @@ import torch
 from safetensors.torch import save_file
 
 from dprelease import __version__
+from dprelease.contracts.source import code_hash
 from dprelease.core.backends.encoder import encoder_reference
 from dprelease.core.config import Params
 from dprelease.core.errors import ReleaseError
-from dprelease.core.io import atomic_dir, read_json, write_json
+from dprelease.core.io import atomic_dir, read_json, skip_marker, write_json
 from dprelease.core.privacy.guarantee import Guarantee, empirical_probe
 from dprelease.core.release.check import MANIFEST, check_release_folder, file_digests, verify_release_folder
 from dprelease.core.release.check import SANITIZER as KIND
+from dprelease.core.release.path import check_release_path
 from dprelease.core.release.signing import agency_signer, sign_folder
 from dprelease.core.untrusted import bounded, fit_state, load_weights, module_shapes
-from dprelease.pipeline.cache import code_hash
-from dprelease.pipeline.layout import check_release_path
-from dprelease.pipeline.stage import skip_marker
 
 from .model import Encoder
 from .train import TrainConfig

@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pandas as pd
 
+from dprelease.contracts.code_scope import closure
+from dprelease.contracts.layout import Layout
+from dprelease.contracts.stage import Stage
 from dprelease.core.config import Params
 from dprelease.core.errors import ConfigError
 from dprelease.core.io import atomic_dir, private_dir, write_json
 from dprelease.core.release.signing import public_key_dep
 from dprelease.core.seeds import stage_seed
 from dprelease.core.threads import torch_threads
-from dprelease.pipeline.code_scope import closure
-from dprelease.pipeline.layout import Layout
-from dprelease.pipeline.stage import Stage
 
 from .audit import ProbeConfig, audit
 from .data import GPPData, digits_composites

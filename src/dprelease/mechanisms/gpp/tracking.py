@@ -1,4 +1,4 @@
-"""GPP's MLflow record, as plain data (:class:`dprelease.pipeline.mechanism.TrackedRun`; this package never imports
+"""GPP's MLflow record, as plain data (:class:`dprelease.contracts.mechanism.TrackedRun`; this package never imports
 MLflow): a parent run with the ``gpp.*`` params and a child per dataset holding each audited row's utility and
 adversary figures and the communication figures. Aggregates and public config only; the report is attached."""
 
@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dprelease.contracts.layout import Layout
+from dprelease.contracts.mechanism import TrackedRun
 from dprelease.core.config import Params
 from dprelease.core.io import read_json
-from dprelease.pipeline.layout import Layout
-from dprelease.pipeline.mechanism import TrackedRun
 
 DATASETS = ("gpp_digits", "gpp_osha")
 FIGURES = ("utility_auc", "utility_accuracy", "adversary_auc")

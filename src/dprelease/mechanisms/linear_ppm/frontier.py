@@ -13,12 +13,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from dprelease.compare.frontier.points import Point, write_points
+from dprelease.contracts.layout import Layout
 from dprelease.core.config import Params
 from dprelease.core.data.splits import label_info
 from dprelease.core.privacy import secret
 from dprelease.core.utility.metrics import f1_summary
-from dprelease.pipeline.layout import Layout
+from dprelease.core.utility.points import Point, write_points
 
 from . import posterior
 from .diagnostics import DiagnosticsRefused

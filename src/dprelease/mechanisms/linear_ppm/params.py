@@ -1,5 +1,5 @@
 """The ``linear_ppm:`` section of ``params.yaml`` (docs/linear_ppm.md), added to ``Params`` as ``Params.linear_ppm``
-through :data:`SECTION` (:mod:`dprelease.pipeline.plugins`). Pydantic only. Every level here — λ, T, the censored ε, the
+through :data:`SECTION` (:mod:`dprelease.contracts.plugins`). Pydantic only. Every level here — λ, T, the censored ε, the
 diagnostics' thresholds — is declared before any run; none is chosen by looking at an ε."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-FRONTIER = "frontier_linear_ppm"  # the stage that writes its frontier points (dprelease.compare.frontier.points)
+FRONTIER = "frontier_linear_ppm"  # the stage that writes its frontier points (dprelease.core.utility.points)
 
 
 class _Strict(BaseModel):
@@ -73,6 +73,5 @@ class LinearPPMParams(_Strict):
         return self
 
 
-SECTION = ("linear_ppm", LinearPPMParams)  # Params.linear_ppm (dprelease.pipeline.plugins)
+SECTION = ("linear_ppm", LinearPPMParams)  # Params.linear_ppm (dprelease.contracts.plugins)
 
-RELEASES = True  # its plug-in releases through the shared publish step (released.mechanism may name it)

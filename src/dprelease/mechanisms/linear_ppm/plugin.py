@@ -1,6 +1,6 @@
 """The linear PPM's plug-in: its stages and its release flow (``make flow FLOW=linear-ppm``)."""
 
-from dprelease.pipeline.mechanism import FlowSpec, Mechanism
+from dprelease.contracts.mechanism import FlowSpec, Mechanism
 
 from . import stages
 

@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from dprelease.contracts.code_scope import closure
+from dprelease.contracts.layout import Layout
 from dprelease.core.config import Params
 from dprelease.core.data.splits import head_embeddings, label_info, linear_backend_for, n_public
 from dprelease.core.io import atomic_dir, read_json, write_json
@@ -25,11 +27,11 @@ from dprelease.core.privacy import guarantee, secret
 from dprelease.core.privacy.target import default_delta
 from dprelease.core.release.folder import publish as write_published
 from dprelease.core.release.folder import verify_release, write_release
+from dprelease.core.release.manifest import release_manifest
+from dprelease.core.release.path import check_release_path
 from dprelease.core.release.signing import agency_signer
 from dprelease.core.utility.dp_eval import separate_figures
 from dprelease.core.utility.metrics import f1_summary
-from dprelease.pipeline.code_scope import closure
-from dprelease.pipeline.layout import Layout, check_release_path
 
 from . import diagnostics, maths, posterior
 from .card import render
@@ -163,17 +165,16 @@ def draw(params: Params, root: str | Path = ".") -> dict:
     utility = {"released_draw": separate_figures(ys.numpy(), drawn, len(k), noise_multiplier=params.released.evaluation_noise,
                                                  delta=params.released.delta or default_delta(n_public(lay)),
                                                  generator=gen)}
-    manifest = {"guarantee": g.as_dict(), "mechanism": "linear_ppm", "variant": p.variant,
-                "prior_precision": p.prior_precision, "temperature": p.temperature,
-                "censor_epsilon": p.censor_epsilon if p.variant == "censored" else None,
-                "risk_weights": {"c": p.c, "g": p.g, "norm": p.risk_norm} if p.variant == "risk" else None,
-                "sampling": run.summary, **extra, "diagnostics_thresholds": p.diagnostics.model_dump(),
-                "test_f1": utility, "backend": "head (linear, hidden 0)",
-                "randomness": {"public_seed": params.seed, "public_seed_drives": "the stratified split only",
-                               "secret_key_drives": "chain starts, momenta, trajectory jitter (HMC) or directions "
-                                                    "(NUTS), Metropolis coins, the released draw",
-                               "released_draw": SECRET_DRAW,
-                               "secret_key_id": secret.key_id(lay.artifacts)}}
+    manifest = release_manifest(
+        params, lay, g, mechanism="linear_ppm", backend="head (linear, hidden 0)", test_f1=utility,
+        randomness={"public_seed_drives": "the stratified split only",
+                    "secret_key_drives": "chain starts, momenta, trajectory jitter (HMC) or directions "
+                                         "(NUTS), Metropolis coins, the released draw",
+                    "released_draw": SECRET_DRAW},
+        variant=p.variant, prior_precision=p.prior_precision, temperature=p.temperature,
+        censor_epsilon=p.censor_epsilon if p.variant == "censored" else None,
+        risk_weights={"c": p.c, "g": p.g, "norm": p.risk_norm} if p.variant == "risk" else None,
+        sampling=run.summary, **extra, diagnostics_thresholds=p.diagnostics.model_dump())
     backend = _linear_backend(params, lay)
     with atomic_dir(Path(root) / private_dir(params) / "draw", private=True) as tmp:
         write_release(tmp / "release", backend, head_model(theta, xs.shape[1] - 1), labels["codes"],

@@ -4,13 +4,12 @@ secret-chosen draw), ``linear_ppm_publish`` (the signed release folder with its 
 
 from __future__ import annotations
 
+from dprelease.contracts.code_scope import closure
+from dprelease.contracts.mechanism import ReleaseSpec
+from dprelease.contracts.stage import Stage
 from dprelease.core.config import Params
 from dprelease.core.privacy.stages import key_id_file
 from dprelease.core.release.signing import public_key_dep
-from dprelease.core.release.stages import publish_stage
-from dprelease.pipeline.code_scope import closure
-from dprelease.pipeline.mechanism import ReleaseSpec
-from dprelease.pipeline.stage import Stage
 
 from . import card, released
 from .frontier import frontier_linear_ppm
@@ -28,12 +27,11 @@ def declare(params: Params) -> list[Stage]:
     return [
         Stage(name="linear_ppm_draw", run=released.draw, params=["seed", "model.backend", "linear_ppm"], deps=deps,
               outs=[f"{folder}/draw", f"{folder}/chains"], metrics=["metrics/linear_ppm.json"],
-              group="release" if params.released.mechanism == "linear_ppm" else "linear_ppm"),
+              group="linear_ppm"),
         Stage(name="linear_ppm_publish", run=released.publish, params=["linear_ppm.release", "force_release_path"],
               deps=[f"{folder}/draw", "metrics/data.json", public_key_dep(params)], outs=[params.linear_ppm.release],
               group="linear_ppm", signs=True),
         Stage(name=FRONTIER, run=frontier_linear_ppm,
               params=["seed", "model.backend", "linear_ppm", "frontier.seeds"], deps=deps, outs=[],
               metrics=["metrics/frontier/linear_ppm.json"], group="frontier"),
-        *publish_stage(params, SPEC),
     ]

@@ -1,5 +1,4 @@
-"""What DP nearest class mean contributes to ``Params`` (:mod:`dprelease.pipeline.plugins`): its frontier stage. It has no
+"""What DP nearest class mean contributes to ``Params`` (:mod:`dprelease.contracts.plugins`): its frontier stage. It has no
 section of its own: it reads ``frontier.epsilons``, ``frontier.seeds`` and the shared δ (``dpsgd.delta``)."""
 
-FRONTIER = "frontier_ncm"  # the stage that writes its frontier points (dprelease.compare.frontier.points)
-RELEASES = True  # its plug-in releases through the shared publish step (released.mechanism may name it)
+FRONTIER = "frontier_ncm"  # the stage that writes its frontier points (dprelease.core.utility.points)

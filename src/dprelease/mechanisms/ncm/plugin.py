@@ -1,6 +1,6 @@
 """DP nearest class mean's plug-in: its frontier stage (the no-tuning floor of the frontier)."""
 
-from dprelease.pipeline.mechanism import FlowSpec, Mechanism
+from dprelease.contracts.mechanism import FlowSpec, Mechanism
 
 from . import stages
 

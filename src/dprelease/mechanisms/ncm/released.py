@@ -11,7 +11,8 @@ from pathlib import Path
 
 import torch
 
-from dprelease.compare.frontier.points import DECLARED, PUBLIC_PROXY
+from dprelease.contracts.code_scope import closure
+from dprelease.contracts.layout import Layout
 from dprelease.core.config import Params
 from dprelease.core.data.splits import head_embeddings, label_info, linear_backend_for, n_public
 from dprelease.core.errors import ConfigError
@@ -21,10 +22,10 @@ from dprelease.core.privacy.gaussian import mu_epsilon, sigma_beside
 from dprelease.core.privacy.target import default_delta
 from dprelease.core.release.coverage import UNIT, coverage
 from dprelease.core.release.folder import write_release
+from dprelease.core.release.manifest import release_manifest
 from dprelease.core.utility.dp_eval import dp_scores
 from dprelease.core.utility.metrics import f1_summary
-from dprelease.pipeline.code_scope import closure
-from dprelease.pipeline.layout import Layout
+from dprelease.core.utility.points import DECLARED, PUBLIC_PROXY
 
 from . import maths
 
@@ -85,14 +86,15 @@ def ncm_release(params: Params, root: str | Path = ".") -> dict:
                              training_epsilon=mu_epsilon(1.0 / sigma, delta), evaluation_noise_multiplier=z,
                              noise_and_sampling="Gaussian noise on the class sums, seeded from the project's secret key")
     tuning = PUBLIC_PROXY if shift is not None else DECLARED
-    manifest = {"guarantee": g.as_dict(), "mechanism": "ncm", "backend": "head (linear, hidden 0)",
-                "configuration": {"sigma": sigma, "clip_norm": 1.0, "centred": shift is not None,
-                                  "source": ("embeddings centred on the public proxy's mean (zero ε); no other "
-                                             "setting") if shift is not None else "no setting: nothing chosen"},
-                "tuning": tuning, "test_f1": {**covered, "kind": "dp_noised_counts"}, "coverage": coverage(params),
-                "randomness": {"public_seed": params.seed, "public_seed_drives": "the stratified split only",
-                               "secret_key_drives": "the Gaussian noise on the class sums",
-                               "secret_key_id": secret.key_id(lay.artifacts)}}
+    manifest = release_manifest(
+        params, lay, g, mechanism="ncm", backend="head (linear, hidden 0)",
+        test_f1={**covered, "kind": "dp_noised_counts"},
+        randomness={"public_seed_drives": "the stratified split only",
+                    "secret_key_drives": "the Gaussian noise on the class sums"},
+        configuration={"sigma": sigma, "clip_norm": 1.0, "centred": shift is not None,
+                       "source": ("embeddings centred on the public proxy's mean (zero ε); no other "
+                                  "setting") if shift is not None else "no setting: nothing chosen"},
+        tuning=tuning, coverage=coverage(params))
     write_release(Path(root) / staged(params), linear_backend_for(params, lay), model, labels["codes"],
                   labels["titles"], manifest, closure(__name__), private=True)
     write_json(lay.artifacts / FOLDER / "internal.json",  # the operator's exact figures (private)

@@ -9,18 +9,17 @@ from pathlib import Path
 
 import torch
 
-from dprelease.compare.frontier.points import DECLARED, PUBLIC_PROXY, Point, write_points
+from dprelease.contracts.code_scope import closure
+from dprelease.contracts.layout import Layout
+from dprelease.contracts.mechanism import ReleaseSpec
+from dprelease.contracts.stage import Stage
 from dprelease.core.config import Params
 from dprelease.core.data.splits import label_info, n_public
 from dprelease.core.privacy import secret
 from dprelease.core.privacy.stages import key_id_file
 from dprelease.core.privacy.target import default_delta
-from dprelease.core.release.stages import publish_stage
 from dprelease.core.utility.metrics import f1_summary, mean_sd
-from dprelease.pipeline.code_scope import closure
-from dprelease.pipeline.layout import Layout
-from dprelease.pipeline.mechanism import ReleaseSpec
-from dprelease.pipeline.stage import Stage
+from dprelease.core.utility.points import DECLARED, PUBLIC_PROXY, Point, write_points
 
 from . import maths, released
 from .released import embeddings, proxy_centre
@@ -85,5 +84,4 @@ def declare(params: Params) -> list[Stage]:
                   deps=deps, outs=[], metrics=["metrics/frontier/ncm.json"], group="frontier"),
             Stage(name="ncm_release", run=released.ncm_release, params=["seed", "model", "released", "proxy"],
                   deps=deps, outs=[f"{a}/{released.FOLDER}"],
-                  group="release" if params.released.mechanism == "ncm" else "ncm"),  # `make flow FLOW=ncm` otherwise
-            *publish_stage(params, SPEC)]
+                  group="ncm")]

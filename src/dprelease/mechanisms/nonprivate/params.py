@@ -1,10 +1,10 @@
-"""What the non-private baseline contributes to ``Params`` (:mod:`dprelease.pipeline.plugins`): its section and arm."""
+"""What the non-private baseline contributes to ``Params`` (:mod:`dprelease.contracts.plugins`): its section and arm."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dprelease.pipeline.mechanism import Arm
+from dprelease.contracts.mechanism import Arm
 
 
 class NonprivateParams(BaseModel):
@@ -14,9 +14,9 @@ class NonprivateParams(BaseModel):
     epochs: int = Field(30, ge=1, description="non-private baseline epochs")
 
 
-SECTION = ("nonprivate", NonprivateParams)  # Params.nonprivate (dprelease.pipeline.plugins)
+SECTION = ("nonprivate", NonprivateParams)  # Params.nonprivate (dprelease.contracts.plugins)
 MOVED = {"compare.nonprivate_epochs": ("nonprivate.epochs", "the non-private baseline's own section")}
 
 ARMS = (Arm(name="nonprivate", stage="nonprivate", label="Non-private"),)
 
-FRONTIER = "frontier_nonprivate"  # the frontier's ceiling (dprelease.compare.frontier.points)
+FRONTIER = "frontier_nonprivate"  # the frontier's ceiling (dprelease.core.utility.points)

@@ -1,6 +1,6 @@
 """The non-private baseline's plug-in: its stage (its arm is in :mod:`.params`), trained like the released model without any privacy."""
 
-from dprelease.pipeline.mechanism import Mechanism
+from dprelease.contracts.mechanism import Mechanism
 
 from . import stages
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dprelease.compare.frontier.points import Point, write_points
+from dprelease.contracts.code_scope import closure
+from dprelease.contracts.layout import Layout
+from dprelease.contracts.stage import Stage
 from dprelease.core.config import Params
 from dprelease.core.data.splits import backend_for, features, label_info
 from dprelease.core.privacy import guarantee, secret
@@ -14,9 +16,7 @@ from dprelease.core.release.folder import arm_model_dir, write_arm_model
 from dprelease.core.seeds import stage_seed
 from dprelease.core.training import finetune
 from dprelease.core.utility.evaluate import evaluate, write_arm
-from dprelease.pipeline.code_scope import closure
-from dprelease.pipeline.layout import Layout
-from dprelease.pipeline.stage import Stage
+from dprelease.core.utility.points import Point, write_points
 
 
 def nonprivate(params: Params, root: str | Path = ".") -> dict:

@@ -11,11 +11,10 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from dprelease.core.io import atomic_dir, read_json, write_json
+from dprelease.contracts.layout import Layout
+from dprelease.core.io import atomic_dir, read_json, skip_marker, write_json
 from dprelease.core.seeds import stage_seed
 from dprelease.core.threads import torch_threads
-from dprelease.pipeline.layout import Layout
-from dprelease.pipeline.stage import skip_marker
 
 from .datasets import Split, is_pair, load
 from .nvib import NO_CLIP, Clip, NVDPModule

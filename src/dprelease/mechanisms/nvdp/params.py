@@ -1,5 +1,5 @@
 """The ``nvdp:`` section of ``params.yaml`` (issue 11, docs/algorithms.md, F) and its defaults: NVDP's own section, added to
-``Params`` as ``Params.nvdp`` through :data:`SECTION` (:mod:`dprelease.pipeline.plugins`). Pydantic only."""
+``Params`` as ``Params.nvdp`` through :data:`SECTION` (:mod:`dprelease.contracts.plugins`). Pydantic only."""
 
 from __future__ import annotations
 
@@ -48,4 +48,4 @@ class NVDPParams(_Strict):
         return self
 
 
-SECTION = ("nvdp", NVDPParams)  # Params.nvdp (dprelease.pipeline.plugins)
+SECTION = ("nvdp", NVDPParams)  # Params.nvdp (dprelease.contracts.plugins)

@@ -1,7 +1,7 @@
 """NVDP's plug-in: token-state cache, every task's (variant, λ) grid, the probe, the membership scores for the
 audit's NVDP arm, the sanitizer release and the report; ``sanitize`` for ``dprelease sanitize``."""
 
-from dprelease.pipeline.mechanism import FlowSpec, Mechanism
+from dprelease.contracts.mechanism import FlowSpec, Mechanism
 
 from . import stages
 

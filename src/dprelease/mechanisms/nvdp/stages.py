@@ -13,15 +13,16 @@ import pandas as pd
 import torch
 from safetensors.torch import save_file
 
+from dprelease.contracts.layout import Layout
+from dprelease.contracts.stage import Stage, pick
 from dprelease.core.config import Params
-from dprelease.core.io import atomic_dir, read_json, write_json
+from dprelease.core.io import atomic_dir, read_json, skip_marker, write_json
 from dprelease.core.privacy import guarantee
 from dprelease.core.privacy.stages import key_id_file
+from dprelease.core.release.path import check_release_path
 from dprelease.core.release.signing import agency_signer, public_key_dep
 from dprelease.core.seeds import stage_seed
 from dprelease.core.threads import torch_threads
-from dprelease.pipeline.layout import Layout, check_release_path
-from dprelease.pipeline.stage import Stage, pick, skip_marker
 
 from . import report
 from .datasets import TASKS

@@ -12,8 +12,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from dprelease.core.backends.encoder import load_encoder, load_tokenizer
-from dprelease.core.io import atomic_dir, write_json
-from dprelease.pipeline.stage import skip_marker
+from dprelease.core.io import atomic_dir, skip_marker, write_json
 
 from .datasets import Split, load
 from .nvib import NVDPModule

@@ -4,7 +4,7 @@ it is the release, are a Gaussian mechanism of their own (a ``dp_accountant`` re
 
 from __future__ import annotations
 
-from dprelease.pipeline.mechanism import Kind
+from dprelease.contracts.mechanism import Kind
 
 
 def _sentence(g: dict) -> str:

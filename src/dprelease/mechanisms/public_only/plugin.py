@@ -1,6 +1,6 @@
 """The public model's plug-in: its frontier stage (the floor) and its release (``released.mechanism: public_only``)."""
 
-from dprelease.pipeline.mechanism import FlowSpec, Mechanism
+from dprelease.contracts.mechanism import FlowSpec, Mechanism
 
 from . import stages
 

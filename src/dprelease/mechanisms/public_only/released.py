@@ -10,7 +10,8 @@ from pathlib import Path
 
 import torch
 
-from dprelease.compare.frontier.points import PUBLIC_PROXY
+from dprelease.contracts.code_scope import closure
+from dprelease.contracts.layout import Layout
 from dprelease.core import public_fit
 from dprelease.core.backends.head import linear_head
 from dprelease.core.config import Params
@@ -23,10 +24,10 @@ from dprelease.core.privacy.target import default_delta
 from dprelease.core.public_model import predict
 from dprelease.core.release.coverage import UNIT, coverage
 from dprelease.core.release.folder import write_release
+from dprelease.core.release.manifest import release_manifest
 from dprelease.core.utility.dp_eval import dp_scores
 from dprelease.core.utility.metrics import f1_summary
-from dprelease.pipeline.code_scope import closure
-from dprelease.pipeline.layout import Layout
+from dprelease.core.utility.points import PUBLIC_PROXY
 
 FOLDER = "public_release"  # under the artifacts: the staged (unsigned, private) release
 WHO = "the public model's release"
@@ -56,18 +57,19 @@ def public_release(params: Params, root: str | Path = ".") -> dict:
                              private_reports_read=0, unit=UNIT,
                              noise_and_sampling="no noise in the model (it reads no private report); the test "
                                                 "figures' Gaussian noise from the project's secret key")
-    manifest = {"guarantee": g.as_dict(), "mechanism": "public_only", "backend": "head (linear, hidden 0)",
-                "configuration": {"l2": sim.l2, "l2_grid": list(params.public_model.l2),
-                                  "proxy_validation_weighted_f1": round(sim.score, 4),
-                                  "source": f"L2 strength best of {len(params.public_model.l2)} on the public "
-                                            f"proxy's validation part (reports up to {params.proxy.until}; zero ε)"},
-                "tuning": PUBLIC_PROXY, "test_f1": {**covered, "kind": "dp_noised_counts"},
-                "coverage": coverage(params, released="the model's weights (from public reports only), the label "
-                                                      "map, the configuration"),
-                "randomness": {"public_seed": params.seed, "public_seed_drives": "the public proxy's split only",
-                               "secret_key_drives": "each private report's role and the evaluation's noise",
-                               "secret_key_id": secret.key_id(lay.artifacts),
-                               "release_id": params.released.release_id}}
+    manifest = release_manifest(
+        params, lay, g, mechanism="public_only", backend="head (linear, hidden 0)",
+        test_f1={**covered, "kind": "dp_noised_counts"},
+        randomness={"public_seed_drives": "the public proxy's split only",
+                    "secret_key_drives": "each private report's role and the evaluation's noise",
+                    "release_id": params.released.release_id},
+        configuration={"l2": sim.l2, "l2_grid": list(params.public_model.l2),
+                       "proxy_validation_weighted_f1": round(sim.score, 4),
+                       "source": f"L2 strength best of {len(params.public_model.l2)} on the public "
+                                 f"proxy's validation part (reports up to {params.proxy.until}; zero ε)"},
+        tuning=PUBLIC_PROXY,
+        coverage=coverage(params, released="the model's weights (from public reports only), the label "
+                                           "map, the configuration"))
     write_release(Path(root) / staged(params), linear_backend_for(params, lay), linear_head(w, b), labels["codes"],
                   labels["titles"], manifest, closure(__name__), private=True)
     exact = f1_summary(ys.numpy(), pred, range(k))

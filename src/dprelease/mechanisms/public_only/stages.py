@@ -10,18 +10,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dprelease.compare.frontier.points import PUBLIC_PROXY, Point, write_points
+from dprelease.contracts.code_scope import closure
+from dprelease.contracts.layout import Layout
+from dprelease.contracts.mechanism import ReleaseSpec
+from dprelease.contracts.stage import Stage
 from dprelease.core import public_fit
 from dprelease.core.config import Params
 from dprelease.core.data.splits import head_embeddings, label_info
 from dprelease.core.privacy.stages import key_id_file
 from dprelease.core.public_model import predict
-from dprelease.core.release.stages import publish_stage
 from dprelease.core.utility.metrics import f1_summary
-from dprelease.pipeline.code_scope import closure
-from dprelease.pipeline.layout import Layout
-from dprelease.pipeline.mechanism import ReleaseSpec
-from dprelease.pipeline.stage import Stage
+from dprelease.core.utility.points import PUBLIC_PROXY, Point, write_points
 
 from . import released
 
@@ -61,5 +60,4 @@ def declare(params: Params) -> list[Stage]:
             Stage(name="public_release", run=released.public_release,
                   params=["seed", "model", "released", "proxy", "public_model"], deps=deps,
                   outs=[f"{a}/{released.FOLDER}"],
-                  group="release" if params.released.mechanism == "public_only" else "public_only"),
-            *publish_stage(params, SPEC)]
+                  group="public_only")]

@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from dprelease.contracts.code_scope import closure
+from dprelease.contracts.layout import Layout
 from dprelease.core.config import Params
 from dprelease.core.data.splits import backend_for, features, label_info
 from dprelease.core.privacy import guarantee, secret
@@ -28,8 +30,6 @@ from dprelease.core.privacy.censor import Censor
 from dprelease.core.privacy.target import declared
 from dprelease.core.release.folder import write_arm_model
 from dprelease.core.utility.evaluate import write_arm
-from dprelease.pipeline.code_scope import closure
-from dprelease.pipeline.layout import Layout
 
 from . import calibrate, claim, extremes
 from .fit import UNCALIBRATED

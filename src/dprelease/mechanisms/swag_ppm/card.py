@@ -29,7 +29,7 @@ def _point(g: dict) -> str:
 
 def conditions(manifest: dict) -> list[str]:
     """What a SWAG-PPM ε is conditional on: temperature, Monte Carlo error, the re-weighting decision; the
-    kind's own conditions after the approximation's (:attr:`dprelease.pipeline.mechanism.Kind.conditions`)."""
+    kind's own conditions after the approximation's (:attr:`dprelease.contracts.mechanism.Kind.conditions`)."""
     g = manifest["guarantee"]
     k = kind(g["kind"])
     q, out = g["quantities"], []

@@ -12,18 +12,19 @@ import torch
 from safetensors.torch import load_file
 from tqdm.auto import tqdm
 
+from dprelease.contracts.layout import Layout
 from dprelease.core.backends.base import set_flat
 from dprelease.core.config import Params
 from dprelease.core.data.splits import backend_for, features, label_info
-from dprelease.core.headline import headline
+from dprelease.core.headline import figures as headline_figures
 from dprelease.core.io import read_json, write_json
 from dprelease.core.plots import confusion_plot, f1_violin_plot, loss_curves_plot, max_delta_plot, per_class_plot
 from dprelease.core.privacy import secret
 from dprelease.core.utility.evaluate import quartile_summary, score, write_tables
 from dprelease.core.utility.metrics import f1_summary, mean_sd
-from dprelease.pipeline.layout import Layout
 
 from .diagnostics import diagnose
+from .record import own_figures
 from .reweighting import released_round
 from .swag import SwagMoments, iter_samples
 
@@ -56,9 +57,9 @@ def evaluate_release(params: Params, root: str | Path = ".") -> dict:
 
     rounds = [k for k in params.ppm.rounds if k >= 2]
     series = {f"round {k}": np.load(lay.sensitivity(k) / "max_deltas.npy") for k in rounds}
-    claimed = read_json(lay.metrics / "release.json")["guarantee"]["epsilon"]  # None: no ε claimed (K.9)
+    claimed = read_json(lay.metrics / "swag_ppm_draw.json")["guarantee"]["epsilon"]  # None: no ε claimed (K.9)
     eps = {} if claimed is None else {f"round {r}": claimed}  # other rounds: their 2Δ̂ only, never labelled ε
-    tail = read_json(lay.metrics / "release.json")["local_sensitivity_tail"]
+    tail = read_json(lay.metrics / "swag_ppm_draw.json")["local_sensitivity_tail"]
     max_delta_plot(series, eps, lay.plots / "max_delta.png", tails={f"round {r}": tail})
     f1_violin_plot(weighted, macro, (released["weighted_f1"], released["macro_f1"]), lay.plots / "f1_violin.png",
                    title=f"test F1 over {len(draws)} draws of SWAG round {r}")
@@ -79,7 +80,8 @@ def evaluate_release(params: Params, root: str | Path = ".") -> dict:
     }
     write_json(lay.metrics / "evaluation.json", summary)
     # the headline figures under their one set of names (ε, F1, …): what `dvc exp show` compares side by side
-    write_json(lay.metrics / "headline.json", headline(lay.metrics, canary=False, released=False))
+    write_json(lay.metrics / "headline.json", headline_figures(own_figures(lay.metrics), lay.metrics, arm=None,
+                                                                    canary=False))
     return summary
 
 

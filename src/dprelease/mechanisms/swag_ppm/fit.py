@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
+from dprelease.contracts.layout import Layout
 from dprelease.core.backends.base import get_flat, set_flat
 from dprelease.core.config import Params
 from dprelease.core.data.splits import backend_for, features
@@ -23,7 +24,6 @@ from dprelease.core.privacy import secret
 from dprelease.core.privacy.censor import Censor
 from dprelease.core.seeds import SeedFn
 from dprelease.core.training import finetune as run_finetune
-from dprelease.pipeline.layout import Layout
 
 from . import calibrate
 from .params import ppm_finetune, swag_settings

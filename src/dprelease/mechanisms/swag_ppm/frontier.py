@@ -1,5 +1,5 @@
 """SWAG-PPM's points on the privacy/utility frontier, stage ``frontier_swag_ppm`` (file contract:
-:mod:`dprelease.compare.frontier.points`, ``metrics/frontier/swag_ppm.json``).
+:mod:`dprelease.core.utility.points`, ``metrics/frontier/swag_ppm.json``).
 
 SWAG-PPM's ε is measured, not targeted, so its points are a trace over two public knobs, every pair of
 ``frontier.ppm`` reported (``grid_size`` = the number of (c, τ) pairs):
@@ -19,7 +19,7 @@ What a point promises:
   max_i w_i CE_i over ``ppm.draws`` fresh secret-seeded draws at τ (``passes.run_pass``; one pass per c,
   common to its temperatures). A sampler certified in fewer than d directions has kind ``ppm_uncertified``:
   no ε, its index 2Δ in ``config["uncertified_index"]``. The point at τ = 1 and c = ``ppm.c`` IS the
-  release: its Δ̂ is the release's own pass and released draw, so its claim equals ``metrics/release.json``'s.
+  release: its Δ̂ is the release's own pass and released draw, so its claim equals ``metrics/swag_ppm_draw.json``'s.
 * ``weighted_f1``/``macro_f1``: test F1 of ``frontier.seeds`` single draws at (c, τ), each one
   release-style draw with its own secret seed (evaluate.py's scorer); ``validation_weighted_f1`` their mean
   on the validation split (None without one).
@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from dprelease.compare.frontier.points import Point, write_points
+from dprelease.contracts.layout import Layout
 from dprelease.core.backends.base import set_flat
 from dprelease.core.config import Params
 from dprelease.core.data.splits import backend_for, features
@@ -52,7 +52,7 @@ from dprelease.core.errors import ConfigError
 from dprelease.core.io import read_json
 from dprelease.core.privacy import guarantee, secret
 from dprelease.core.utility.metrics import f1_summary
-from dprelease.pipeline.layout import Layout
+from dprelease.core.utility.points import Point, write_points
 
 from . import claim, extremes, ppm
 from .fit import refit, release_censor, round_weights
@@ -123,8 +123,8 @@ def _distinct(values: list[float]) -> list[float]:
 
 
 def released_sampler(params: Params, lay: Layout, *, device) -> Sampler:
-    """The round the release was drawn from (``metrics/release.json``), as stored: no refit."""
-    r = int(read_json(lay.metrics / "release.json")["round"])
+    """The round the release was drawn from (``metrics/swag_ppm_draw.json``), as stored: no refit."""
+    r = int(read_json(lay.metrics / "swag_ppm_draw.json")["round"])
     source = lay.swag(r) / "moments.safetensors"
     return Sampler(c=float(params.ppm.c), r=r, moments=SwagMoments.load(source, device=device),
                    weights=round_weights(lay, r), temp=read_json(lay.metrics / f"temperature_r{r}.json")["temperature"],
@@ -149,7 +149,7 @@ def measured_claim(params: Params, lay: Layout, backend, model, s: Sampler, feat
     temp = Temperature(**s.temp).rescaled(tau).as_dict()  # a hotter sampler: τ·T in every direction
     if s.release and tau == 1.0:
         sens = read_json(lay.metrics / f"sensitivity_r{s.r}.json")
-        m_star = read_json(lay.metrics / "release.json")["released_draw_max_loss"]
+        m_star = read_json(lay.metrics / "swag_ppm_draw.json")["released_draw_max_loss"]
         local, draws, tail = max(sens["local_sensitivity"], m_star), sens["draws"], release_tail(params, lay, s.r)
     else:
         job = PassJob(params, lay, s.source if s.source is not None else s.moments, s.weights, None,

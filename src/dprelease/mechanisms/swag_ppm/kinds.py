@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 
+from dprelease.contracts.mechanism import Kind
 from dprelease.core.privacy.kinds import UNCERTIFIED_INDEX, beside, coverage_lines, measured_lines
-from dprelease.pipeline.mechanism import Kind
 
 
 def uncertified_text(q: dict) -> str:

@@ -1,4 +1,4 @@
-"""What SWAG-PPM contributes to ``Params`` (:mod:`dprelease.pipeline.plugins`): its sections (``ppm``, ``swag``,
+"""What SWAG-PPM contributes to ``Params`` (:mod:`dprelease.contracts.plugins`): its sections (``ppm``, ``swag``,
 ``evaluation``, ``tune``, ``selection``), its comparison and audit arms, and the level its censored arm needs."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from dprelease.pipeline.mechanism import Arm
+from dprelease.contracts.mechanism import Arm
 
 
 class _Strict(BaseModel):
@@ -152,7 +152,7 @@ def _calibrated(q: dict) -> str:
 
 
 # the stage that writes SWAG-PPM's points on the privacy/utility frontier (metrics/frontier/swag_ppm.json); the
-# frontier package finds every contributing source by this attribute (dprelease.compare.frontier.points)
+# frontier package finds every contributing source by this attribute (dprelease.core.utility.points)
 FRONTIER = "frontier_swag_ppm"
 
 ARMS = (
@@ -164,7 +164,6 @@ ARMS = (
     Arm(name="swag_ppm_censored", stage="swag_ppm_censored", label="SWAG-PPM censored (strict)", audited=False),
 )
 
-RELEASES = True  # its plug-in releases through the shared publish step (released.mechanism may name it)
 
 
 def _censored_level(params) -> str | None:
@@ -174,12 +173,12 @@ def _censored_level(params) -> str | None:
     return None
 
 
-CHECKS = (_censored_level,)  # run when params are parsed (dprelease.pipeline.plugins.checks)
+CHECKS = (_censored_level,)  # run when params are parsed (dprelease.contracts.plugins.checks)
 
 SECTIONS = (("ppm", PPMParams), ("swag", SwagSection), ("evaluation", EvaluationParams), ("tune", TuneParams),
             ("selection", SelectionParams))
 
-# where an older params.yaml had these (dprelease.pipeline.plugins.moved)
+# where an older params.yaml had these (dprelease.contracts.plugins.moved)
 MOVED = {"audit": ("evaluation", "the release's utility evaluation; the privacy audit is 'privacy_audit'"),
          "model.head.swag": ("swag.head", "SWAG's settings are SWAG-PPM's section"),
          "model.full.swag": ("swag.full", "SWAG's settings are SWAG-PPM's section")}

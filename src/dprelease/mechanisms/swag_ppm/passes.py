@@ -1,7 +1,7 @@
 """The 500-draw posterior pass shared by the risk, sensitivity and re-weighting stages (docs/algorithms.md, B.2, B.6).
 
 Draws are evaluated ``ppm.draw_batch`` at a time. In this process (no mapper installed, see
-:mod:`dprelease.pipeline.parallel`) that is the plain loop of :func:`draw_pass`. With a mapper installed (the
+:mod:`dprelease.contracts.parallel`) that is the plain loop of :func:`draw_pass`. With a mapper installed (the
 flows' Dask mapper), :func:`run_pass` hands every chunk to it as a small picklable :class:`Chunk`: the
 generator state at the chunk's first draw (replayed cheaply by ``swag.chunk_states``) plus a
 :class:`PassJob` saying where the inputs are. A chunk's result is the per-record max CE over its draws and
@@ -20,13 +20,13 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from dprelease.contracts import parallel
+from dprelease.contracts.layout import Layout
 from dprelease.core.backends.base import Backend, Features
 from dprelease.core.config import Params
 from dprelease.core.data.splits import backend_for, features
 from dprelease.core.privacy import secret
 from dprelease.core.privacy.censor import Censor
-from dprelease.pipeline import parallel
-from dprelease.pipeline.layout import Layout
 
 from . import ppm
 from .swag import SwagMoments, chunk_states, iter_samples, sample

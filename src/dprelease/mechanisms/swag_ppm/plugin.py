@@ -1,6 +1,6 @@
 """SWAG-PPM's plug-in: its stages and the release flow (its arms are in :mod:`.params`)."""
 
-from dprelease.pipeline.mechanism import FlowSpec, Mechanism
+from dprelease.contracts.mechanism import FlowSpec, Mechanism
 
 from . import stages
 

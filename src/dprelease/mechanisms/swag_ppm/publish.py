@@ -9,13 +9,14 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from dprelease.contracts.layout import Layout
 from dprelease.core.config import Params
-from dprelease.core.headline import RELEASED_ARM, epsilon_sensitivity_near
+from dprelease.core.headline import epsilon_sensitivity_near
 from dprelease.core.io import read_json
 from dprelease.core.release.card import audit_rows as release_audit_rows
-from dprelease.pipeline.layout import Layout
 
 from .card import render
+from .record import DRAW, RELEASED_ARM, details, own_figures
 
 
 def staged(params: Params) -> str:
@@ -43,16 +44,27 @@ def card(params: Params, root: str | Path, manifest: dict) -> tuple[str, dict]:
 
 
 def figures(params: Params, root: str | Path, manifest: dict) -> dict:
-    """The release record's figures: the released draw's test F1 and the fit verdicts of the released round."""
+    """The release record's figures: the released draw's test F1, the fit verdicts of the released round, SWAG-PPM's
+    own headline figures and its registry tag (the round)."""
     lay = Layout.from_params(params, root)
     ev = read_json(lay.metrics / "evaluation.json")
-    rnd = read_json(lay.metrics / "release.json")["round"]
+    rnd = read_json(lay.metrics / DRAW)["round"]
     diag = lay.metrics / "diagnostics.json"
     verdicts = {k: d.get("verdict") for k, d in read_json(diag).items()} if diag.is_file() else {}
     return {"weighted_f1": ev["released_weighted_f1"], "macro_f1": ev["released_macro_f1"],
             "arm": RELEASED_ARM[rnd], "diagnostics": {"round": rnd, **{f"verdict {k}": v for k, v in verdicts.items()
-                                                                        if k == f"round {rnd}"}}}
+                                                                        if k == f"round {rnd}"}},
+            "headline": own_figures(lay.metrics), "tags": {"round": rnd}, "details": details(params, root)}
 
 
-DEPS = ["metrics/data.json", "metrics/evaluation.json", "metrics/release.json", "reports/release"]
+DEPS = ["metrics/data.json", "metrics/evaluation.json", "metrics/swag_ppm_draw.json", "reports/release",
+        "metrics/risk.json", *(f"metrics/{m}_r{r}.json" for m in ("sensitivity", "temperature") for r in (2, 3)),
+        "metrics/reweight.json", "metrics/diagnostics.json"]  # the card, the figures and the record's details read them
+
+
+def deps(params: Params) -> list[str]:
+    """What the card and the release record read: :data:`DEPS` and the released round's loss histories."""
+    return DEPS + [f"{params.artifacts}/round{r}/{phase}" for r in (2, 3) for phase in ("finetune", "swag")]
+
+
 EVIDENCE = ["metrics/nonprivate.json", "reports/privacy", "metrics/audit_replay.json", "reports/epsilon_sensitivity"]

@@ -9,14 +9,14 @@ from pathlib import Path
 
 from safetensors.torch import save_file
 
+from dprelease.contracts.code_scope import closure
+from dprelease.contracts.layout import Layout
 from dprelease.core.config import Params
 from dprelease.core.data.splits import label_info
 from dprelease.core.io import atomic_dir, read_json, write_json
 from dprelease.core.privacy import guarantee, secret
 from dprelease.core.release.folder import write_arm_model, write_release
 from dprelease.core.utility.evaluate import write_arm
-from dprelease.pipeline.code_scope import closure
-from dprelease.pipeline.layout import Layout
 
 from . import claim
 from .params import ppm_finetune, swag_settings
@@ -38,7 +38,7 @@ def draw(params: Params, root: str | Path = ".") -> dict:
                       release_manifest(params, lay, g, tail), closure(__name__))
     summary = {"round": r, "released_draw_max_loss": m_star, "guarantee": g.as_dict(),
                "local_sensitivity_tail": tail}
-    write_json(lay.metrics / "release.json", summary)
+    write_json(lay.metrics / "swag_ppm_draw.json", summary)
     return summary
 
 

@@ -39,12 +39,12 @@ import torch
 from safetensors.torch import load_file
 from scipy import stats
 
+from dprelease.contracts.layout import Layout
 from dprelease.core.config import Params
 from dprelease.core.data.splits import backend_for, features
 from dprelease.core.io import atomic_dir, read_json, write_json
 from dprelease.core.privacy import guarantee, secret
 from dprelease.core.seeds import SeedFn, public_seeds, stage_seed
-from dprelease.pipeline.layout import Layout
 
 from . import gaussian
 from .fit import refit, release_censor, round_weights
@@ -105,7 +105,7 @@ def audit_replay(params: Params, root: str | Path = ".") -> dict:
     lay, a = Layout.from_params(params, root), params.privacy_audit
     r = released_round(params, lay)
     tag = attempt_tag(read_json(decision_file(lay))["refits"] - 1) if r == 3 else ""
-    claim = guarantee.Guarantee.from_dict(read_json(lay.metrics / "release.json")["guarantee"])
+    claim = guarantee.Guarantee.from_dict(read_json(lay.metrics / "swag_ppm_draw.json")["guarantee"])
     claimed = claimed_number(claim)
     backend = backend_for(params, lay)
     feats, y = features(lay)

@@ -33,15 +33,14 @@ import numpy as np
 import torch
 from safetensors.torch import save_file
 
+from dprelease.contracts.layout import Layout
 from dprelease.core.backends.base import set_flat
 from dprelease.core.config import Params
 from dprelease.core.data.splits import backend_for, features
-from dprelease.core.io import atomic_dir, private_dir, read_json, write_json
+from dprelease.core.io import atomic_dir, private_dir, read_json, skip_marker, write_json
 from dprelease.core.privacy import secret
 from dprelease.core.privacy.censor import Censor
 from dprelease.core.utility.metrics import f1_summary
-from dprelease.pipeline.layout import Layout
-from dprelease.pipeline.stage import skip_marker
 
 from . import ppm
 from .fit import refit

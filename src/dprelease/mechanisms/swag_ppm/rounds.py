@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from dprelease.contracts.layout import Layout
 from dprelease.core.backends.base import set_flat
 from dprelease.core.config import Params
 from dprelease.core.data.splits import backend_for, features
 from dprelease.core.io import atomic_dir, read_json, write_json
 from dprelease.core.privacy import guarantee, secret
-from dprelease.pipeline.layout import Layout
 
 from . import claim, extremes, ppm
 from .fit import release_censor, round_weights

@@ -23,17 +23,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from dprelease.contracts.code_scope import closure
+from dprelease.contracts.layout import Layout
 from dprelease.core.backends.base import set_flat
 from dprelease.core.config import Params
 from dprelease.core.data.splits import backend_for, features, label_info
-from dprelease.core.io import atomic_dir, read_json, write_json
+from dprelease.core.io import atomic_dir, read_json, skip_marker, write_json
 from dprelease.core.privacy import secret
 from dprelease.core.privacy.selection import select, selection_budget
 from dprelease.core.release.folder import write_release
+from dprelease.core.release.path import check_release_path
 from dprelease.core.utility.metrics import f1_summary
-from dprelease.pipeline.code_scope import closure
-from dprelease.pipeline.layout import Layout, check_release_path
-from dprelease.pipeline.stage import skip_marker
 
 from . import claim, ppm
 from .released import release_manifest

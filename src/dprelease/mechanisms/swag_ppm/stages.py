@@ -11,15 +11,14 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
+from dprelease.contracts.code_scope import closure
+from dprelease.contracts.mechanism import ReleaseSpec
+from dprelease.contracts.stage import Stage
 from dprelease.core.config import Params
 from dprelease.core.privacy.stages import key_id_file
 from dprelease.core.release.folder import arm_model_dir
-from dprelease.core.release.stages import publish_stage
-from dprelease.pipeline.code_scope import closure
-from dprelease.pipeline.mechanism import ReleaseSpec
-from dprelease.pipeline.stage import Stage
 
-from . import arms, evaluate, fit, publish, released, replay, reweighting, rounds, select
+from . import arms, evaluate, fit, publish, record, released, replay, reweighting, rounds, select
 from .frontier import frontier_swag_ppm
 from .params import FRONTIER
 
@@ -34,8 +33,9 @@ REWEIGHT_PARAMS = ["ppm.reweight", "ppm.reweight_mode", "ppm.k", "ppm.reweight_f
 
 # released when ``released.mechanism: swag_ppm``: ONE draw from the released round, signed by the shared publish step
 SPEC = ReleaseSpec(mechanism="swag_ppm", stage="draw", staged=publish.staged, card=publish.card,
-                   figures=publish.figures, deps=lambda params: publish.DEPS, evidence=lambda params: publish.EVIDENCE,
-                   params=("ppm.reweight",), code=lambda: closure(publish.__name__))
+                   figures=publish.figures, deps=publish.deps, evidence=lambda params: publish.EVIDENCE,
+                   params=("ppm.reweight",), code=lambda: closure(publish.__name__),
+                   summary=record.summary_lines)
 
 
 def declare(params: Params) -> list[Stage]:
@@ -72,10 +72,10 @@ def declare(params: Params) -> list[Stage]:
             "metrics/temperature_r3.json", "metrics/reweight.json", "metrics/data.json"]
     out.append(Stage(name="draw", run=released.draw, params=MODEL + ["ppm"],
                      deps=[key, labels, feats, *finals, *sens, f"{a}/round2/sensitivity", f"{a}/round3/sensitivity"],
-                     outs=[f"{a}/draw"], metrics=["metrics/release.json"]))
+                     outs=[f"{a}/draw"], metrics=["metrics/swag_ppm_draw.json"]))
     out.append(Stage(name="evaluate", run=evaluate.evaluate_release, params=MODEL + ["ppm.reweight", "evaluation"],
                      deps=[key, labels, feats, f"{a}/draw", *histories, f"{a}/round2/sensitivity", f"{a}/round3/sensitivity",
-                           *sens, "metrics/release.json"],
+                           *sens, "metrics/swag_ppm_draw.json"],
                      outs=["reports/release"],
                      metrics=["metrics/evaluation.json", "metrics/diagnostics.json", "metrics/headline.json"],
                      plots=["plots/max_delta.png", "plots/f1_violin.png", "plots/per_class_f1.png",
@@ -84,7 +84,6 @@ def declare(params: Params) -> list[Stage]:
                      params=MODEL + ["ppm", "privacy_audit.replay_targets", "privacy_audit.alpha"],
                      deps=[key, labels, feats, *finals, *sens, f"{a}/draw", f"{a}/round3/decision.json"],
                      outs=[f"{a}/audit/replay"], metrics=["metrics/audit_replay.json"], group="audit"))
-    out += publish_stage(params, SPEC)
     selected = Path(params.release)
     out.append(Stage(name="select", run=select.private_select,
                      params=MODEL + ["ppm", "evaluation.draws", "selection", "data.validation_size", "release"],
@@ -109,6 +108,6 @@ def declare(params: Params) -> list[Stage]:
     out.append(Stage(name=FRONTIER, run=frontier_swag_ppm,  # its points on the frontier (dprelease.compare.frontier)
                      params=MODEL + ["ppm", "frontier.ppm", "frontier.seeds"],
                      deps=[key, labels, feats, f"{a}/round1/swag", *finals, *sens, f"{a}/round2/sensitivity",
-                           f"{a}/round3/sensitivity", "metrics/release.json"],
+                           f"{a}/round3/sensitivity", "metrics/swag_ppm_draw.json"],
                      outs=[], metrics=["metrics/frontier/swag_ppm.json"], group="frontier"))
     return out

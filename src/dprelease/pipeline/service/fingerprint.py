@@ -4,7 +4,7 @@ compares before it runs anything.
 * ``snapshot_id``     the extract's bytes, keyed (HMAC with the randomness key: never a plain content digest of a
                       private file, which anyone holding D∖{x} and x could test);
 * ``code_hash``       the code of every release stage (each stage's declared code, :attr:`Stage.code`, hashed
-                      as its cache key hashes it: :func:`dprelease.pipeline.cache.code_hash`);
+                      as its cache key hashes it: :func:`dprelease.contracts.source.code_hash`);
 * ``params_hash``     the params each release stage reads (the run folder's, so the snapshot's path too),
                       the contents of the stages' inputs from outside the run (the agency's public key), and
                       the id of the project's randomness key (a one-way hash; the run folder's key is derived
@@ -24,12 +24,11 @@ import json
 import os
 from pathlib import Path
 
+from dprelease.contracts.source import code_hash
+from dprelease.contracts.stage import pick
 from dprelease.core.config import Params
 from dprelease.core.io import file_hash
 from dprelease.core.privacy import secret
-
-from ..cache import code_hash
-from ..stage import pick
 
 TAGS = ("snapshot_id", "code_hash", "params_hash")
 

@@ -22,15 +22,15 @@ from pathlib import Path
 
 import pandas as pd
 
+from dprelease.contracts.layout import Layout
 from dprelease.core.config import Params
 from dprelease.core.errors import OneLineError
 from dprelease.core.headline import NAMES, audit_bound, headline, markdown, released_record
 from dprelease.core.io import file_hash, read_json
+from dprelease.core.locks import Busy, root_lock
 from dprelease.core.privacy.guarantee import Guarantee
 from dprelease.core.release.signing import PUBLIC, key_folder
 
-from ..layout import Layout
-from ..locks import Busy, root_lock
 from ..tracking import log_pipeline_run, open_store, release_run_name
 from . import fingerprint as fpr
 from . import model_registry as mr
@@ -46,9 +46,8 @@ def figures_tags(lay: Layout, arm: str) -> dict:
     audit ran, its loss-attack AUC. Aggregates only."""
     rec = released_record(lay.metrics)  # the declared mechanism's release record (the shared publish step's)
     g = rec["guarantee"]
-    rnd = g.get("quantities", {}).get("round") if rec.get("mechanism") == "swag_ppm" else None
-    tags = headline(lay.metrics) | {"guarantee": g["kind"], "delta": g.get("delta"), "mechanism": rec["mechanism"],
-                                    "round": rnd}
+    tags = headline(lay.metrics) | {"guarantee": g["kind"], "delta": g.get("delta"), "mechanism": rec["mechanism"]}
+    tags |= rec.get("tags") or {}  # the mechanism's own (its plug-in's figures hook: SWAG-PPM's released round)
     mia = lay.metrics / "privacy_audit.json"
     if "epsilon_lb" in tags and arm and mia.is_file() and arm in read_json(mia)["arms"]:
         tags["audit_loss_auc"] = read_json(mia)["arms"][arm]["attacks"]["loss"]["auc"]

@@ -46,13 +46,12 @@ def prepare_run(p: Params, top: Path, rel: Path) -> tuple[Path, Params]:
 
 
 def released(where: str | Path) -> tuple[str, str | None]:
-    """What the release stages released in ``where`` (the declared mechanism, with SWAG-PPM's round) and its arm
-    in the privacy audit (None: no audit arm runs this mechanism as released)."""
+    """What the release stages released in ``where`` (the declared mechanism, with its own tags from the record:
+    SWAG-PPM's round) and its arm in the privacy audit (None: no audit arm runs this mechanism as released)."""
     rec = released_record(Path(where) / "metrics")
     if rec is None:
         raise FileNotFoundError(f"{Path(where) / 'metrics' / 'released.json'}: the release stages published nothing")
-    rnd = rec["guarantee"].get("quantities", {}).get("round")
-    what = rec["mechanism"] + (f" round {rnd}" if rec["mechanism"] == "swag_ppm" and rnd is not None else "")
+    what = rec["mechanism"] + "".join(f" {k} {v}" for k, v in (rec.get("tags") or {}).items())
     return what, rec.get("arm")
 
 

@@ -146,17 +146,17 @@ def _statements(path: Path, module: str, stamp: tuple[int, int]) -> tuple[tuple[
 
 
 def implicit_imports(module: str, known: set[str]) -> list[str]:
-    """Imports by a computed name, made visible: ``dprelease.pipeline.plugins`` reads each listed package's ``params``
-    and ``kinds`` modules, ``dprelease.pipeline.registry`` loads each one's ``plugin`` module (:data:`dprelease.pipeline.plugins.PACKAGES`,
+    """Imports by a computed name, made visible: ``dprelease.contracts.plugins`` reads each listed package's ``params``
+    and ``kinds`` modules, ``dprelease.pipeline.registry`` loads each one's ``plugin`` module (:data:`dprelease.contracts.plugins.PACKAGES`,
     read from the source, not imported)."""
     suffixes = {PLUGINS: ("params", "kinds"), REGISTRY: ("plugin",)}.get(module, ())
     return [f"{p}.{suffix}" for p in listed_packages() for suffix in suffixes if f"{p}.{suffix}" in known]
 
 
 def listed_packages() -> tuple[str, ...]:
-    """:data:`dprelease.pipeline.plugins.PACKAGES`, read from its source, ``packages.py`` (nothing imported): the one list of
+    """:data:`dprelease.contracts.plugins.PACKAGES`, read from its source, ``packages.py`` (nothing imported): the one list of
     packages."""
-    listing = PACKAGE_DIR / "pipeline" / "packages.py"
+    listing = PACKAGE_DIR / "contracts" / "packages.py"
     return _listed_packages(listing, _stamp(listing))
 
 
@@ -167,14 +167,14 @@ def _listed_packages(path: Path, stamp: tuple[int, int]) -> tuple[str, ...]:
                       and any(getattr(t, "id", None) == "PACKAGES" for t in n.targets)))
 
 
-PLUGINS = f"{PKG}.pipeline.plugins"
+PLUGINS = f"{PKG}.contracts.plugins"
 REGISTRY = f"{PKG}.pipeline.registry"
-PACKAGE_LIST = f"{PKG}.pipeline.packages"  # the list of packages: configuration, in no stage's scope (as a params module)
+PACKAGE_LIST = f"{PKG}.contracts.packages"  # the list of packages: configuration, in no stage's scope (as a params module)
 # the functions of the plug-in list that hand out a params module's declarations beyond its schema (ARMS,
 # FRONTIER: labels, stage names, ``requires`` tests — code a caller runs) or every package's guarantee kinds; a
 # module naming one of them depends on every listed ``params`` and ``kinds`` module. ``sections`` and
 # ``arm_names`` give the schema only (config.py): values.
-DECLARATION_READERS = frozenset({"arms", "frontier_sources", "check_arms", "guarantee_kinds"})
+DECLARATION_READERS = frozenset({"arms", "frontier_sources", "guarantee_kinds"})
 KIND_LOOKUP = f"{PKG}.core.privacy.guarantee"  # finds one kind by name (loading every ``kinds`` module on a miss)
 
 

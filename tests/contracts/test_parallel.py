@@ -1,4 +1,4 @@
-"""Posterior passes in seeded chunks (dprelease.pipeline.parallel, swag_ppm.passes) and the flows' runner choice.
+"""Posterior passes in seeded chunks (dprelease.contracts.parallel, swag_ppm.passes) and the flows' runner choice.
 
 A mapped pass must equal the sequential ``draw_pass`` bit for bit whatever runs its chunks: in order, in a
 shuffled order, in other processes. Every chunk regenerates its draws from the generator state recorded at
@@ -20,6 +20,8 @@ import torch
 import torch.nn.functional as F
 from conftest import install_test_key
 
+from dprelease.contracts import parallel
+from dprelease.contracts.layout import Layout
 from dprelease.core.backends.base import get_flat, save_features
 from dprelease.core.config import parse_params
 from dprelease.core.data.splits import backend_for, features
@@ -36,8 +38,6 @@ from dprelease.mechanisms.swag_ppm.swag import (
     sample,
     transform,
 )
-from dprelease.pipeline import parallel
-from dprelease.pipeline.layout import Layout
 
 N, DIM, CLASSES, DRAWS, BATCH = 40, 6, 3, 11, 3  # 4 chunks: 3 + 3 + 3 + 2
 

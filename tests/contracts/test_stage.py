@@ -1,4 +1,4 @@
-"""dprelease.pipeline.stage: the Stage declaration, pick() of dotted params keys and skip markers."""
+"""dprelease.contracts.stage: the Stage declaration, pick() of dotted params keys and skip markers."""
 
 from __future__ import annotations
 
@@ -6,10 +6,9 @@ import functools
 
 import pytest
 
+from dprelease.contracts.stage import Stage, pick
 from dprelease.core.config import parse_params
 from dprelease.core.data import stages as data_stages
-from dprelease.core.io import read_json
-from dprelease.pipeline.stage import Stage, pick, skip_marker
 
 
 def run_fn(params, root):
@@ -42,29 +41,6 @@ def test_pick_empty_and_unknown():
         pick(params, ["ppm.nope"])
 
 
-# skip_marker --------------------------------------------------------------------------------------
-def test_skip_marker_writes_only_skipped_json(tmp_path):
-    folder = tmp_path / "artifacts" / "round3"
-    folder.mkdir(parents=True)
-    (folder / "stale.bin").write_bytes(b"old")  # the folder is replaced whole
-    summary = skip_marker(folder, "no re-weighting")
-    assert summary == {"skipped": "no re-weighting"}
-    assert sorted(p.name for p in folder.iterdir()) == ["skipped.json"]
-    assert read_json(folder / "skipped.json") == {"skipped": "no re-weighting"}
-    assert not (tmp_path / "metrics").exists()
-    assert sorted(p.name for p in folder.parent.iterdir()) == ["round3"]  # no temporary sibling
-
-
-def test_skip_marker_with_metrics(tmp_path):
-    folder, metrics = tmp_path / "out", tmp_path / "metrics" / "select.json"
-    summary = skip_marker(folder, "no validation split", metrics)
-    assert summary == {"skipped": "no validation split"}
-    assert sorted(p.name for p in folder.iterdir()) == ["skipped.json"]
-    assert read_json(metrics) == {"skipped": "no validation split"}
-    assert sorted(p.name for p in metrics.parent.iterdir()) == ["select.json"]
-
-
-# Stage --------------------------------------------------------------------------------------------
 def test_active_without_when_is_always_true():
     s = _stage()
     assert s.when is None
@@ -117,8 +93,8 @@ def test_produced_is_outs_metrics_plots_in_order():
 
 def test_module_of_function_and_partial():
     assert _stage().module == __name__
-    part = functools.partial(skip_marker, why="x")
-    assert _stage(run=part).module == "dprelease.pipeline.stage"
+    part = functools.partial(pick, dotted=[])
+    assert _stage(run=part).module == "dprelease.contracts.stage"
     assert _stage(run=functools.partial(run_fn)).module == __name__
 
 

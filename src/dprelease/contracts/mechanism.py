@@ -1,7 +1,7 @@
 """The plug-in surface: what a package of dprelease contributes, as ONE object.
 
 Each package that declares stages (a mechanism such as ``swag_ppm`` or ``gpp``, or a shared step such as
-``data`` or the audit package ``mia``) exports ``PLUGIN`` from its ``plugin`` module; :mod:`dprelease.pipeline.plugins`
+``data`` or the audit package ``mia``) exports ``PLUGIN`` from its ``plugin`` module; :mod:`dprelease.contracts.plugins`
 lists those packages (the one line a new mechanism adds). From these objects the rest is assembled:
 
 * ``Params`` — a package's ``params`` module, when it has one, gives its section (:data:`SECTION`);
@@ -29,7 +29,7 @@ from typing import Any, Callable
 class Arm:
     """A model a package contributes to the comparison and (``audited``) to the membership audit. Declared in
     the package's ``params`` module (``ARMS``), so that ``compare.arms`` and ``privacy_audit.arms`` accept its
-    name when ``Params`` is assembled (:func:`dprelease.pipeline.plugins.arms`)."""
+    name when ``Params`` is assembled (:func:`dprelease.contracts.plugins.arms`)."""
 
     name: str
     stage: str  # the stage that trains it
@@ -113,11 +113,15 @@ class ReleaseSpec:
     stage: str  # the stage that writes the staged folder (in the ``release`` group while declared)
     staged: Callable[[Any], str]  # (params) -> the staged release folder, relative to the root
     card: Callable[[Any, Any, dict], tuple[str, dict]]  # (params, root, manifest) -> (model card, manifest additions)
-    figures: Callable[[Any, Any, dict], dict]  # (params, root, manifest) -> weighted_f1, macro_f1, diagnostics, arm
+    # (params, root, manifest) -> weighted_f1, macro_f1, diagnostics, arm; optionally headline (its own headline
+    # figures beside ε and F1, dprelease.core.headline's names), tags (its own registry version tags) and details
+    # (further public aggregates for the MLflow run's details.json): all of it goes into the release's record
+    figures: Callable[[Any, Any, dict], dict]
     deps: Callable[[Any], list[str]] = lambda params: []  # further files the card and figures read
     evidence: Callable[[Any], list[str]] = lambda params: []  # read when present (comparison, audit)
     params: tuple[str, ...] = ()  # params keys the card and figures read
     code: Callable[[], list[str]] = lambda: []  # package-relative files of the card and figures (publish's scope)
+    summary: Callable[[Any, Any], list[str]] = lambda params, root: []  # (params, root) -> its lines in the summary
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from dprelease.core.errors import OneLineError
-from dprelease.pipeline.locks import ROOT_LOCK, Busy, file_lock, root_lock
+from dprelease.core.locks import ROOT_LOCK, Busy, file_lock, root_lock
 
 TIMEOUT = 900  # seconds a helper process may take before the test fails (generous: a loaded machine; every wait
 #               returns when the process does)
@@ -28,7 +28,7 @@ def _run_child(code: str) -> subprocess.CompletedProcess:
 def _try_root_lock(root: Path) -> subprocess.CompletedProcess:
     """Another process tries to take the root lock; prints BUSY:<message> or ACQUIRED."""
     return _run_child(f"""
-        from dprelease.pipeline.locks import Busy, root_lock
+        from dprelease.core.locks import Busy, root_lock
         try:
             with root_lock({str(root)!r}, command="second run"):
                 print("ACQUIRED")
@@ -41,7 +41,7 @@ def _holder(code_inside: str, lock_expr: str) -> subprocess.Popen:
     """A child process that takes a lock, prints READY and then runs ``code_inside`` (e.g. sleeps)."""
     code = textwrap.dedent(f"""
         import sys, time
-        from dprelease.pipeline.locks import file_lock, root_lock
+        from dprelease.core.locks import file_lock, root_lock
         with {lock_expr}:
             print("READY", flush=True)
             {code_inside}
@@ -168,7 +168,7 @@ def test_file_lock_is_exclusive_between_sequential_users(tmp_path):
     with file_lock(path, timeout_s=0.2):
         assert path.is_file()
         res = _run_child(f"""
-            from dprelease.pipeline.locks import Busy, file_lock
+            from dprelease.core.locks import Busy, file_lock
             try:
                 with file_lock({str(path)!r}, timeout_s=0.2):
                     print("ACQUIRED")

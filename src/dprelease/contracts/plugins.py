@@ -1,18 +1,18 @@
-"""The packages that make up this dprelease, in execution order (:data:`PACKAGES`, kept in :mod:`dprelease.pipeline.packages`:
+"""The packages that make up this dprelease, in execution order (:data:`PACKAGES`, kept in :mod:`dprelease.contracts.packages`:
 the ONE list a new mechanism is added to), and what is read from them.
 
-A package listed here exports ``PLUGIN`` (a :class:`dprelease.pipeline.mechanism.Mechanism`) from its ``plugin``
+A package listed here exports ``PLUGIN`` (a :class:`dprelease.contracts.mechanism.Mechanism`) from its ``plugin``
 module, and may have a ``params`` module whose ``SECTION = (key, Model)`` becomes ``Params.<key>`` and whose
-``ARMS`` (:class:`dprelease.pipeline.mechanism.Arm`) become names ``compare.arms`` and ``privacy_audit.arms`` accept.
-A ``params`` module imports pydantic and :mod:`dprelease.pipeline.mechanism` only (``Params`` is assembled from it),
+``ARMS`` (:class:`dprelease.contracts.mechanism.Arm`) become names ``compare.arms`` and ``privacy_audit.arms`` accept.
+A ``params`` module imports pydantic, :mod:`dprelease.contracts.mechanism` and the accountant registry only (``Params`` is assembled from it),
 and a package's ``__init__`` imports nothing of the project, so reading them can never import a stage. A package
-may have a ``kinds`` module whose ``KINDS`` (:class:`dprelease.pipeline.mechanism.Kind`) are the guarantee kinds only it
-makes (:func:`guarantee_kinds`; imports :mod:`dprelease.pipeline.mechanism` and :mod:`dprelease.core.privacy.kinds` only). The registry loads the
+may have a ``kinds`` module whose ``KINDS`` (:class:`dprelease.contracts.mechanism.Kind`) are the guarantee kinds only it
+makes (:func:`guarantee_kinds`; imports :mod:`dprelease.contracts.mechanism` and :mod:`dprelease.core.privacy.kinds` only). The registry loads the
 ``plugin`` modules, each on first use (:func:`dprelease.pipeline.registry.plugin`). The import-graph analysis reads :data:`PACKAGES`
-(:func:`dprelease.pipeline.code_scope.implicit_imports`), so these imports by name are edges like any other; a stage's
+(:func:`dprelease.contracts.code_scope.implicit_imports`), so these imports by name are edges like any other; a stage's
 code scope leaves this module's edges to the ``params`` and ``kinds`` modules out (a stage's key hashes the validated values it
 reads) unless its code reads their arms, frontier sources or guarantee kinds (:func:`arms`, :func:`frontier_sources`,
-:func:`check_arms`, :func:`guarantee_kinds`: :func:`dprelease.pipeline.code_scope.scope_imports`).
+:func:`guarantee_kinds`: :func:`dprelease.contracts.code_scope.scope_imports`).
 
 Adding a mechanism: write its folder (pure maths, run functions, ``stages.declare``, ``params.py`` with its
 section, defaults and arms, ``plugin.py`` with its flow, tracking hook and sanitizer, ``kinds.py`` if it makes a
@@ -29,9 +29,7 @@ import importlib
 import importlib.util
 from functools import cache
 
-from dprelease.core.errors import ConfigError
-
-from .packages import PACKAGES  # the list itself: configuration, in its own module (packages.py)
+from dprelease.contracts.packages import PACKAGES  # the list itself: configuration, in its own module (packages.py)
 
 
 @cache
@@ -81,21 +79,15 @@ def arms() -> dict:
 def arm_names(*, audited: bool = False) -> list[str]:
     """The names ``compare.arms`` (``audited``: ``privacy_audit.arms``) accept, in :data:`PACKAGES` order: the
     schema only. A module that calls this and not :func:`arms` reads no declaration beyond the validated values
-    (:data:`dprelease.pipeline.code_scope.DECLARATION_READERS`), so no other package's ``params`` module is in its scope."""
+    (:data:`dprelease.contracts.code_scope.DECLARATION_READERS`), so no other package's ``params`` module is in its scope."""
     return [name for name, arm in arms().items() if arm.audited or not audited]
 
 
 def frontier_sources() -> dict[str, str]:
     """``{source: stage}`` of every package whose ``params`` module declares ``FRONTIER`` (the stage writing its
-    points, :mod:`dprelease.compare.frontier.points`); the source is the package's short name, in :data:`PACKAGES` order."""
+    points, :mod:`dprelease.core.utility.points`); the source is the package's short name, in :data:`PACKAGES` order."""
     return {module.__name__.split(".")[-2]: module.FRONTIER for module in _params_modules()
             if hasattr(module, "FRONTIER")}
-
-
-def releasing() -> list[str]:
-    """The short names of the packages whose ``params`` module declares ``RELEASES = True`` (their plug-in has a
-    :class:`dprelease.pipeline.mechanism.ReleaseSpec`): what ``released.mechanism`` may name, in :data:`PACKAGES` order."""
-    return [module.__name__.split(".")[-2] for module in _params_modules() if getattr(module, "RELEASES", False)]
 
 
 def overridden(params) -> dict[str, str]:
@@ -108,27 +100,8 @@ def overridden(params) -> dict[str, str]:
     return {}
 
 
-def refuse_inert(params, keys) -> None:
-    """Preflight of the release flow: a ``--set`` of a setting the released mechanism's own choice replaces
-    (:func:`overridden`) is refused in one line: the run would re-make the release and change nothing."""
-    inert = overridden(params) if keys else {}
-    for key in keys:
-        if key in inert:
-            raise ConfigError(f"--set {key}: refused, it changes nothing in this release ({params.released.mechanism}): "
-                              f"{inert[key]}")
-
-
 def guarantee_kinds() -> list:
     """Every listed package's guarantee kinds (``KINDS`` of its ``kinds`` module, if it has one), in
     :data:`PACKAGES` order; what :func:`dprelease.core.privacy.guarantee.kind` looks a name up in."""
     return [k for package in PACKAGES if importlib.util.find_spec(f"{package}.kinds") is not None
             for k in importlib.import_module(f"{package}.kinds").KINDS]
-
-
-def check_arms(params, sections: tuple[str, ...]) -> None:
-    """A one-line error when an arm named in ``sections``' arm lists cannot run with these params."""
-    known = arms()
-    for section in sections:
-        for name in getattr(params, section).arms:
-            if (why := known[name].refusal(params, f"{section}.arms")) is not None:
-                raise ConfigError(why)

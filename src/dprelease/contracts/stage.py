@@ -13,22 +13,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
-from dprelease.core.config import Params
-from dprelease.core.io import atomic_dir, write_json
+from pydantic import BaseModel  # a stage's params: dprelease.core.config.Params, assembled above this floor
 
-from .code_scope import closure, module_of
+from dprelease.contracts.code_scope import closure, module_of
 
 
 @dataclass(frozen=True, kw_only=True)
 class StageAccess:
     """What the registry hands a stage declared ``runs_stages=True``, at the call: ``run(name, params, root)`` runs
-    one stage by name (a module-level function: picklable for worker processes) and ``declared(params)`` lists
-    every stage declaration. Passed in, so no stage module imports the registry (which imports every one)."""
+    one stage by name (a module-level function: picklable for worker processes), ``declared(params)`` lists
+    every stage declaration and ``plan(stages, params, targets=…)`` is the runner's planner
+    (:func:`dprelease.pipeline.plan.plan`). Passed in, so no stage module imports the registry (which imports every
+    one) nor the runtime above it."""
 
-    run: Callable[[str, Params, str | Path], dict]
-    declared: Callable[[Params], list["Stage"]]
+    run: Callable[[str, BaseModel, str | Path], dict]
+    declared: Callable[[BaseModel], list["Stage"]]
+    plan: Callable[..., Any]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,11 +38,11 @@ class Stage:
     """One stage, read like a DVC stage: ``name``, the function it runs, the ``params`` keys it reads, the
     files it reads (``deps``) and writes (``outs``, ``metrics``, ``plots``). Paths are relative to the
     project root. Its code is computed, not declared: the static import closure of the run function's
-    module (:mod:`dprelease.pipeline.code_scope`), plus ``extra_code`` for what no import statement shows
+    module (:mod:`dprelease.contracts.code_scope`), plus ``extra_code`` for what no import statement shows
     (package-relative paths; ``"."`` = the whole package)."""
 
     name: str
-    run: Callable[[Params, str | Path], dict]
+    run: Callable[[BaseModel, str | Path], dict]
     params: list[str]
     deps: list[str]
     outs: list[str]
@@ -50,7 +52,7 @@ class Stage:
     group: str = "release"  # which flow's group: release | select | compare | audit | nvdp | gpp | ...
     evidence: list[str] = field(default_factory=list)  # deps used when present, never produced for this stage:
     #   a flow that adds the evidence (the comparison, the audit) re-runs this stage itself
-    when: Callable[[Params], bool] | None = None  # None: always needed; else the flow runs it only when true
+    when: Callable[[BaseModel], bool] | None = None  # None: always needed; else the flow runs it only when true
     timed: bool = True  # False: its run time grows with a data-dependent search (selection's tries, re-weighting's
     #                     refits), which no guarantee covers: flows never record, print or log its duration
     shared: bool = True  # False: never restored from (nor saved to) the stage store shared between roots,
@@ -58,7 +60,7 @@ class Stage:
     runs_stages: bool = False  # True: its run function also takes ``stages`` (a StageAccess) from the registry
     signs: bool = False  # True: it signs with the agency key, which must exist before its inputs are hashed
 
-    def active(self, params: Params) -> bool:
+    def active(self, params: BaseModel) -> bool:
         return self.when is None or self.when(params)
 
     @property
@@ -84,17 +86,7 @@ class Stage:
         return module_of(self.run)
 
 
-def skip_marker(folder: Path, why: str, metrics: Path | None = None) -> dict:
-    """What a stage that is not needed with these params writes, so its declared outputs still exist
-    (DVC runs every stage of ``dvc.yaml``)."""
-    with atomic_dir(folder) as tmp:
-        write_json(tmp / "skipped.json", {"skipped": why})
-    if metrics is not None:
-        write_json(metrics, {"skipped": why})
-    return {"skipped": why}
-
-
-def pick(params: Params, dotted: list[str]) -> dict:
+def pick(params: BaseModel, dotted: list[str]) -> dict:
     """The values of ``dotted`` params keys (e.g. ``["seed", "ppm.c"]``)."""
     raw = params.model_dump(mode="json")
     picked = {}

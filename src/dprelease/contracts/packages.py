@@ -1,11 +1,11 @@
 """The packages that make up this dprelease, in execution order: the ONE list a new mechanism is added to
-(read through :data:`dprelease.pipeline.plugins.PACKAGES`).
+(read through :data:`dprelease.contracts.plugins.PACKAGES`).
 
-Configuration, not code: no stage's code scope holds this file (:func:`dprelease.pipeline.code_scope.closure`), as none
+Configuration, not code: no stage's code scope holds this file (:func:`dprelease.contracts.code_scope.closure`), as none
 holds another package's ``params`` module. What a stage reads of the list is the ``Params`` schema its validated
 values come from, and those values are hashed in its cache key already; so adding a mechanism here changes no
 other stage's key, ``dvc.yaml`` or ``dvc.lock``. The import-graph analysis reads the list from this source
-(:func:`dprelease.pipeline.code_scope.listed_packages`): keep it one literal tuple.
+(:func:`dprelease.contracts.code_scope.listed_packages`): keep it one literal tuple.
 """
 
 PACKAGES = (

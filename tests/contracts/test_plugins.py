@@ -1,4 +1,4 @@
-"""dprelease.pipeline.plugins / dprelease.pipeline.mechanism: a new mechanism is one new folder plus one line in the plug-in list.
+"""dprelease.contracts.plugins / dprelease.contracts.mechanism: a new mechanism is one new folder plus one line in the plug-in list.
 
 End to end in a copy of the package: a toy mechanism (params section, one stage, one flow, one arm) is added
 by writing its folder and appending its package name to ``PACKAGES`` (found by ``ast``) — no other file is edited — and then
@@ -13,17 +13,17 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
 from conftest import ROOT
 
+from dprelease.contracts import code_scope, plugins, source
 from dprelease.core.config import load_params
-from dprelease.pipeline import cache, code_scope, plugins, registry
+from dprelease.pipeline import registry
 
 TOY = {
     "__init__.py": '"""A toy mechanism (test only)."""\n',
     "params.py": """
         from pydantic import BaseModel, ConfigDict, Field
-        from dprelease.pipeline.mechanism import Arm
+        from dprelease.contracts.mechanism import Arm
 
         class ToyParams(BaseModel):
             model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
@@ -35,7 +35,7 @@ TOY = {
     "stages.py": """
         from pathlib import Path
         from dprelease.core.io import write_json
-        from dprelease.pipeline.stage import Stage
+        from dprelease.contracts.stage import Stage
 
         def total(params, root="."):
             value = params.toy.scale * 21
@@ -48,7 +48,7 @@ TOY = {
                           outs=["reports/arms/toy"], metrics=["metrics/toy.json"], group="toy")]
         """,
     "plugin.py": """
-        from dprelease.pipeline.mechanism import FlowSpec, Mechanism
+        from dprelease.contracts.mechanism import FlowSpec, Mechanism
         from . import stages
 
         PLUGIN = Mechanism(name="toy", declare=stages.declare,
@@ -58,7 +58,8 @@ TOY = {
 
 CHECK = """
 import json, sys
-from dprelease.pipeline import cache, plan as pipeline, registry
+from dprelease.contracts import source
+from dprelease.pipeline import plan as pipeline, registry
 from dprelease.core.config import parse_params
 p = parse_params({"toy": {"scale": 3}, "compare": {"arms": ["nonprivate", "toy"]}})
 plan = pipeline.plan(registry.stages(p), p, **{"groups": registry.flows()["toy"].groups})
@@ -72,7 +73,7 @@ print(json.dumps({"scale": p.toy.scale, "order": plan.order, "summary": summary,
                   "flows": sorted(registry.flows()), "code": registry.get(p, "toy_total").code,
                   "report_deps": registry.get(p, "compare_report").deps, "audit": audit,
                   "release_code": {s.name: s.code for s in registry.group(p, "release", active_only=False)},
-                  "release_hash": {s.name: cache.code_hash(s.code) for s in registry.group(p, "release", active_only=False)},
+                  "release_hash": {s.name: source.code_hash(s.code) for s in registry.group(p, "release", active_only=False)},
                   "report_code": registry.get(p, "compare_report").code}))
 """
 
@@ -99,7 +100,7 @@ def test_a_new_mechanism_is_one_folder_and_one_line(tmp_path):
     for name, text in TOY.items():
         (src / "dprelease" / "mechanisms" / "toy").mkdir(exist_ok=True)
         (src / "dprelease" / "mechanisms" / "toy" / name).write_text(textwrap.dedent(text), encoding="utf-8")
-    add_package(src / "dprelease" / "pipeline" / "packages.py", "dprelease.mechanisms.toy")
+    add_package(src / "dprelease" / "contracts" / "packages.py", "dprelease.mechanisms.toy")
     root = tmp_path / "root"
     proc = subprocess.run([sys.executable, "-c", CHECK, str(root)], cwd=tmp_path, capture_output=True, text=True,
                           env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, timeout=900)
@@ -114,13 +115,13 @@ def test_a_new_mechanism_is_one_folder_and_one_line(tmp_path):
     # its arm can be compared (the report reads its files) but not audited (it declared audited=False)
     assert {"reports/arms/toy", "metrics/toy.json"} <= set(got["report_deps"])
     assert "privacy_audit.arms.0" in got["audit"] and "'toy'" not in got["audit"]
-    assert {"mechanisms/toy/stages.py", "mechanisms/toy/params.py", "pipeline/stage.py", "core/io.py"} <= set(got["code"])
+    assert {"mechanisms/toy/stages.py", "mechanisms/toy/params.py", "contracts/stage.py", "core/io.py"} <= set(got["code"])
     # its params section is in no other package's stage's scope (their keys hash the values they read) ...
     params = load_params(ROOT / "params.yaml")
     assert got["release_code"] == {s.name: s.code for s in registry.group(params, "release", active_only=False)}
     # nor is the list of packages it was added to (configuration): every release stage's key and dvc.yaml deps,
     # hence dvc.lock, are as they were
-    assert got["release_hash"] == {s.name: cache.code_hash(s.code) for s in registry.group(params, "release",
+    assert got["release_hash"] == {s.name: source.code_hash(s.code) for s in registry.group(params, "release",
                                                                                          active_only=False)}
     # ... except where its declarations are read: the comparison report reads its arm's label
     assert "mechanisms/toy/params.py" in got["report_code"]
@@ -128,7 +129,7 @@ def test_a_new_mechanism_is_one_folder_and_one_line(tmp_path):
 
 def test_the_plug_in_list_is_rewritten_by_ast(tmp_path):
     listing = tmp_path / "packages.py"
-    listing.write_text((code_scope.PACKAGE_DIR / "pipeline" / "packages.py").read_text(encoding="utf-8"),
+    listing.write_text((code_scope.PACKAGE_DIR / "contracts" / "packages.py").read_text(encoding="utf-8"),
                        encoding="utf-8")
     add_package(listing, "dprelease.mechanisms.toy")
     compile(listing.read_text(encoding="utf-8"), str(listing), "exec")  # still Python
@@ -178,16 +179,6 @@ def test_every_stage_is_planned_by_a_flow():
     assert not orphans, f"stages no flow plans: {orphans}"
 
 
-def test_an_arm_that_needs_a_setting_is_refused_with_the_reason():
-    from dprelease.core.config import parse_params
-    from dprelease.core.errors import ConfigError
-
-    params = parse_params({"ppm": {"reweight": False}, "compare": {"arms": ["nonprivate", "swag_ppm_reweighted"]}})
-    with pytest.raises(ConfigError, match=r"^compare\.arms: swag_ppm_reweighted needs ppm\.reweight: true$"):
-        plugins.check_arms(params, ("compare",))
-    plugins.check_arms(parse_params({"ppm": {"reweight": True}}), ("compare", "privacy_audit"))  # no error
-
-
 def test_every_declared_arm_is_trained_by_a_stage_of_its_own_package():
     """Each package's ``ARMS`` (its ``params`` module) against the registry: the arm's stage exists and belongs
     to the declaring package, and the comparison report's deps for it are outputs of that package's stages."""
@@ -210,3 +201,90 @@ def test_every_declared_arm_is_trained_by_a_stage_of_its_own_package():
             assert set(stage.produced) & set(arm_files(arm.name)) or arm.release, arm.name
             assert set(arm_files(arm.name)) <= own, arm.name
     assert declared == list(plugins.arms())
+
+
+TOY_RELEASE = {
+    "__init__.py": '"""A toy mechanism that releases (test only)."""\n',
+    "stages.py": """
+        from dprelease.contracts.mechanism import ReleaseSpec
+        from dprelease.contracts.stage import Stage
+
+        def staged(params):
+            return f"{params.artifacts}/toy_release/release"
+
+        def stage_it(params, root="."):
+            return {}
+
+        def card(params, root, manifest):
+            return "# toy", {}
+
+        def figures(params, root, manifest):
+            return {"weighted_f1": 0.5, "macro_f1": 0.4, "arm": None, "diagnostics": {}}
+
+        SPEC = ReleaseSpec(mechanism="toy_release", stage="toy_stage", staged=staged, card=card, figures=figures)
+
+        def declare(params):
+            return [Stage(name="toy_stage", run=stage_it, params=["seed"], deps=[f"{params.artifacts}/features"],
+                          outs=[f"{params.artifacts}/toy_release"], group="toy_release")]
+        """,
+    "plugin.py": """
+        from dprelease.contracts.mechanism import Mechanism
+        from . import stages
+
+        PLUGIN = Mechanism(name="toy_release", declare=stages.declare, release=stages.SPEC)
+        """,
+}
+
+CHECK_RELEASE = """
+import json, sys
+from dprelease.cli import main
+from dprelease.core.config import load_params
+from dprelease.pipeline import registry
+p = load_params(sys.argv[1])
+assert main(["plugin-index", "--params", sys.argv[1]]) == 0  # the index fragments, each in its package's folder
+assert main(["dvc-yaml", "--params", sys.argv[1], "--output", sys.argv[2]]) == 0
+print(json.dumps({"spec": registry.release_spec(p).mechanism, "releasing": list(registry.releasing()),
+                  "release": [s.name for s in registry.group(p, "release", active_only=False)],
+                  "publish": registry.get(p, "publish").deps}))
+"""
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and "__pycache__" not in p.parts}
+
+
+def test_a_new_releasing_mechanism_is_its_folder_and_two_shared_files(tmp_path):
+    """A mechanism that releases through the shared publish step: its folder (stages, ``ReleaseSpec`` on its
+    plug-in), its line in the plug-in list and the operator's ``released.mechanism`` in params.yaml. The registry
+    resolves the declaration (its stage joins the release group, ``publish`` signs its staged folder) and
+    ``dprelease plugin-index`` / ``dprelease dvc-yaml`` regenerate what is generated; no other source file changes."""
+    import json
+
+    import yaml
+
+    src = tmp_path / "src"
+    shutil.copytree(code_scope.PACKAGE_DIR, src / "dprelease", ignore=shutil.ignore_patterns("__pycache__"))
+    before = _tree(src / "dprelease")
+    toy = src / "dprelease" / "mechanisms" / "toy_release"
+    toy.mkdir()
+    for name, text in TOY_RELEASE.items():
+        (toy / name).write_text(textwrap.dedent(text), encoding="utf-8")
+    add_package(src / "dprelease" / "contracts" / "packages.py", "dprelease.mechanisms.toy_release")
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    raw.setdefault("released", {})["mechanism"] = "toy_release"
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-c", CHECK_RELEASE, str(tmp_path / "params.yaml"),
+                           str(tmp_path / "dvc.yaml")], cwd=tmp_path, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["spec"] == "toy_release" and "toy_release" in got["releasing"]
+    assert got["release"][got["release"].index("toy_stage") + 1] == "publish"  # resolved once, by the registry
+    assert "artifacts/toy_release" in got["publish"]
+    stages = yaml.safe_load((tmp_path / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
+    assert "toy_stage" in stages and "artifacts/toy_release" in stages["publish"]["deps"]
+    after = _tree(src / "dprelease")
+    changed = {f for f in set(before) | set(after) if before.get(f) != after.get(f)}
+    assert changed == {"contracts/packages.py", *(f"mechanisms/toy_release/{n}" for n in TOY_RELEASE),
+                       "mechanisms/toy_release/plugin_index.json"}, changed

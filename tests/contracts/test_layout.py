@@ -1,4 +1,4 @@
-"""dprelease.pipeline.layout: every path derives from params.artifacts / params.release / the root."""
+"""dprelease.contracts.layout: every path derives from params.artifacts / params.release / the root."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from dprelease.contracts.layout import Layout
 from dprelease.core.config import parse_params
-from dprelease.pipeline.layout import Layout
 
 
 def test_defaults_relative_to_current_folder():
