@@ -4,6 +4,7 @@
     python scripts/public_encoder.py --out /tmp/enc       # elsewhere (then compare with the shipped one)
     python scripts/public_encoder.py --evaluate           # also: a linear probe on the proxy's validation part,
                                                           # wheel encoder vs tuned (public figures only)
+    python scripts/public_encoder.py --features-only      # only the shipped table of the public period's embeddings
 
 Reads the params file's data and proxy sections (public inputs only: no key, no private report).
 """
@@ -54,8 +55,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--params", default=str(ROOT / "params.yaml"))
     ap.add_argument("--out", type=Path, default=RESOURCE)
     ap.add_argument("--evaluate", action="store_true", help="linear probe on proxy_validation, wheel vs tuned")
+    ap.add_argument("--features-only", action="store_true", help="only re-embed the public period (the table)")
     args = ap.parse_args(argv)
     params = load_params(args.params)
+    if args.features_only:
+        from dprelease.core.data.stages import period_split
+
+        _, public = period_split(params, ROOT)
+        start = time.perf_counter()
+        rows = public_encoder.write_features(public["text"].tolist(), max_length=params.features.max_length)
+        print(f"public features: {rows} narratives in {time.perf_counter() - start:.1f} s")
+        return 0
     texts, labels, meta = corpus(params, ROOT)
     print(f"corpus: {meta['what']}", file=sys.stderr)
     start = time.perf_counter()
@@ -63,6 +73,14 @@ def main(argv: list[str] | None = None) -> int:
                                  recipe=public_encoder.Recipe(seed=params.seed))
     print(f"fine-tune: {written['wall_seconds']} s on {written['threads']} threads "
           f"({time.perf_counter() - start:.1f} s with the slice check)")
+    if args.out.resolve() == RESOURCE.resolve():  # the shipped layers changed: so does the table they embed
+        from dprelease.core.data.stages import period_split
+        from dprelease.core.encoder_recipe import recipe
+
+        recipe.cache_clear()
+        _, public = period_split(params, ROOT)
+        rows = public_encoder.write_features(public["text"].tolist(), max_length=params.features.max_length)
+        print(f"public features: {rows} narratives")
     if args.evaluate:
         if args.out.resolve() != RESOURCE.resolve():
             print("--evaluate reads the shipped encoder: run it with the default --out", file=sys.stderr)

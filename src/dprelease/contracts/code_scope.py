@@ -46,7 +46,8 @@ _PARSE = threading.Lock()  # CPython 3.11's parser is not thread-safe ("AST cons
 #                          and flows run stages in threads: one parse at a time
 DATA = {"dprelease.core.data.records": ("core/resources/__init__.py", "core/resources/oiics_201_nature.csv"),
         "dprelease.core.encoder_recipe": ("core/resources/public_encoder/layers.safetensors",
-                                  "core/resources/public_encoder/recipe.json")}  # files read as data
+                                  "core/resources/public_encoder/recipe.json",
+                                  "core/resources/public_encoder/public_features.safetensors")}  # files read as data
 
 
 @dataclass(frozen=True)

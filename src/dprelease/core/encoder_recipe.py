@@ -44,3 +44,6 @@ def check_period(until: str, *, source: str = "params.yaml") -> None:
         raise ValueError(f"{source}: proxy.until {until} is before {trained}, the last day of the reports the public "
                          f"encoder (features.encoder: public_tuned) was fine-tuned on: those would be private; set "
                          f"features.encoder: pretrained, or re-run scripts/public_encoder.py on this public period")
+
+
+FEATURES = RESOURCE / "public_features.safetensors"  # the public period's embeddings by the tuned encoder (fp16)

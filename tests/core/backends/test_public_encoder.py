@@ -88,3 +88,27 @@ def test_the_corpus_reads_no_private_report(tmp_path, project_corpus):
     frame.to_csv(tmp_path / "data/osha_sir_2015_2016.csv.gz", index=False)
     shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
     assert corpus(load_params(tmp_path / "params.yaml"), tmp_path) == project_corpus
+
+
+def test_the_shipped_public_features_are_the_tuned_encoders_embeddings(project_corpus):
+    """The table of the public period's embeddings holds what the shipped encoder computes (fp16), for every
+    narrative of the corpus; a narrative it lacks is embedded, in input order; another window uses no table."""
+    texts, _, _ = project_corpus
+    sample = [texts[i] for i in range(0, len(texts), len(texts) // 12)][:12]
+    computed = embed(sample, torch.device("cpu"), encoder="public_tuned")
+    calls = []
+
+    def fresh(batch):
+        calls.append(list(batch))
+        return embed(batch, torch.device("cpu"), encoder="public_tuned")
+
+    got, hits = pe.public_features(sample, fresh, max_length=128)
+    assert hits == len(sample) and not calls
+    torch.testing.assert_close(got, computed, atol=2e-3, rtol=0)  # fp16 rounding of unit vectors
+    new = "a forklift ran over the employee's foot, fracturing two toes"
+    got, hits = pe.public_features([sample[0], new, sample[1]], fresh, max_length=128)
+    assert hits == 2 and calls == [[new]]
+    torch.testing.assert_close(got[1], fresh([new])[0].half().float())
+    torch.testing.assert_close(got[[0, 2]], computed[:2], atol=2e-3, rtol=0)
+    _, hits = pe.public_features(sample[:2], fresh, max_length=64)
+    assert hits == 0

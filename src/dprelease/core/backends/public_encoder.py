@@ -11,9 +11,11 @@ public_tuned`` embeds every split, ``predict`` and ``serve`` through them; a rel
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import torch
@@ -22,7 +24,7 @@ from torch import nn
 
 from dprelease.core.backends import minilm
 from dprelease.core.backends.encoder import mean_pool
-from dprelease.core.encoder_recipe import RECIPE, WEIGHTS
+from dprelease.core.encoder_recipe import FEATURES, RECIPE, WEIGHTS, recipe
 
 SLICE = {"reports": 48, "batch_size": 16}  # the slice the test re-runs (tests/core/backends/test_public_encoder.py)
 
@@ -188,3 +190,55 @@ def run(texts: list[str], labels: list[int], *, n_classes: int, corpus: dict, fo
             "corpus": corpus, "slice_check": SLICE | slice_fingerprint(small),
             "wall_seconds": round(seconds, 1), "threads": torch.get_num_threads(), "torch": torch.__version__}
     return save(layers, folder, meta=meta)
+
+
+# The public period's embeddings, shipped: every public narrative embedded once by the tuned encoder (fp16, keyed by
+# the sha256 of its text), so featurize embeds only what the table lacks (the private reports). Public inputs only.
+def text_key(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+def write_features(texts: list[str], *, path: Path = FEATURES, max_length: int = 128, progress: bool = True) -> int:
+    """Embed each distinct public narrative with the shipped encoder and write the table; returns its rows."""
+    from safetensors.torch import save_file
+
+    from dprelease.core.backends.head import embed
+
+    unique = sorted(set(texts), key=text_key)
+    x = embed(unique, torch.device("cpu"), max_length=max_length, progress=progress, encoder="public_tuned")
+    keys = torch.tensor(list(b"".join(text_key(t) for t in unique)), dtype=torch.uint8).view(len(unique), 32)
+    save_file({"keys": keys, "x": x.to(torch.float16)}, str(path),
+              metadata={"weights_sha256": recipe()["weights_sha256"], "max_length": str(max_length)})
+    return len(unique)
+
+
+@lru_cache(maxsize=1)
+def _table(max_length: int) -> tuple[dict[bytes, int], torch.Tensor] | None:
+    from safetensors import safe_open
+
+    if not FEATURES.is_file():
+        return None
+    with safe_open(str(FEATURES), framework="pt") as f:
+        meta = f.metadata() or {}
+        if meta.get("weights_sha256") != recipe()["weights_sha256"] or meta.get("max_length") != str(max_length):
+            return None  # made by another encoder or window: embed everything
+        keys, x = f.get_tensor("keys"), f.get_tensor("x")
+    return {bytes(k): i for i, k in enumerate(keys.numpy())}, x
+
+
+def public_features(texts: list[str], embed_fn, *, max_length: int) -> tuple[torch.Tensor, int]:
+    """Public narratives' embeddings at the table's precision (fp16, returned as float32): from the shipped table
+    where it holds the text, else ``embed_fn(missing texts)`` rounded the same way. Returns (embeddings, hits)."""
+    table = _table(max_length)
+    index, x = table if table is not None else ({}, None)
+    rows = [index.get(text_key(t)) for t in texts]
+    miss = [i for i, r in enumerate(rows) if r is None]
+    out = torch.empty(len(texts), x.shape[1] if x is not None else 0)
+    if miss:
+        fresh = embed_fn([texts[i] for i in miss]).to(torch.float16).float()
+        out = out if x is not None else torch.empty(len(texts), fresh.shape[1])
+        out[miss] = fresh
+    hit = [i for i, r in enumerate(rows) if r is not None]
+    if hit:
+        out[hit] = x[[rows[i] for i in hit]].float()
+    return out, len(hit)

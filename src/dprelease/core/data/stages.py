@@ -9,11 +9,12 @@ import numpy as np
 import pandas as pd
 import torch
 
+from dprelease.contracts.layout import Layout
+from dprelease.contracts.stage import Stage
+
 from ..backends.base import save_features
 from ..config import Params
 from ..io import atomic_dir, file_hash, write_json
-from dprelease.contracts.layout import Layout
-from dprelease.contracts.stage import Stage
 from ..privacy import secret
 from ..privacy.stages import key_id_file
 from . import records, roles
@@ -148,10 +149,16 @@ def stratify(params: Params, root: str | Path = ".") -> dict:
     return summary["public"]  # public figures only: a stage's return value reaches Prefect's store
 
 
+PUBLIC_SPLITS = ("proxy_train", "proxy_validation", "public_rest")
+
+
 def featurize(params: Params, root: str | Path = ".") -> dict:
-    """Backend features for every split (head: cached encoder embeddings; full: token ids)."""
+    """Backend features for every split (head: cached encoder embeddings; full: token ids). With the public encoder,
+    the public splits' embeddings come from its shipped table of the public period where it holds the narrative
+    (fp16: every public split at that precision), so only the private reports are embedded here."""
     lay = Layout.from_params(params, root)
-    if params.model.backend == "head" and params.features.encoder == "public_tuned":
+    tuned, shipped = params.model.backend == "head" and params.features.encoder == "public_tuned", 0
+    if tuned:
         from dprelease.core.encoder_recipe import check_period
 
         try:
@@ -165,10 +172,17 @@ def featurize(params: Params, root: str | Path = ".") -> dict:
             if not (lay.data / f"{split}.csv").is_file():
                 continue
             df = pd.read_csv(lay.data / f"{split}.csv", dtype=str, keep_default_na=False)
-            feats = backend.featurize(df["text"].tolist(), progress=True)
+            if tuned and split in PUBLIC_SPLITS:  # public narratives: the shipped table where it holds them
+                from ..backends.public_encoder import public_features
+
+                x, hits = public_features(df["text"].tolist(), lambda t: backend.featurize(t, progress=True)["x"],
+                                          max_length=params.features.max_length)
+                feats, shipped = {"x": x}, shipped + hits
+            else:
+                feats = backend.featurize(df["text"].tolist(), progress=True)
             y = torch.tensor([index[c] for c in df["label"]], dtype=torch.long)
             save_features(tmp / f"{split}.safetensors", feats, y)
-    return {"backend": params.model.backend}
+    return {"backend": params.model.backend, "public_embeddings_shipped": shipped}
 
 
 def declare(params: Params) -> list[Stage]:
