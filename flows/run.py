@@ -139,9 +139,7 @@ def track_flow(spec: FlowSpec, params: Params, root: str, timings: dict) -> str:
     from dprelease.pipeline import tracking, tracking_experiments
 
     shared = {"pipeline": lambda: tracking.log_pipeline_run(params, root, None, timings=timings),
-              "compare": lambda: tracking_experiments.log_compare_run(params, root),
-              "audit": lambda: tracking_experiments.log_audit_run(params, root),
-              "nvdp": lambda: tracking_experiments.log_nvdp_run(params, root)}
+              "compare": lambda: tracking_experiments.log_compare_run(params, root)}
     return shared[spec.track]()
 
 

@@ -288,3 +288,11 @@ def test_a_new_releasing_mechanism_is_its_folder_and_two_shared_files(tmp_path):
     changed = {f for f in set(before) | set(after) if before.get(f) != after.get(f)}
     assert changed == {"contracts/packages.py", *(f"mechanisms/toy_release/{n}" for n in TOY_RELEASE),
                        "mechanisms/toy_release/plugin_index.json"}, changed
+
+
+def test_the_plug_ins_name_the_folders_key_rotation_re_signs():
+    """``dprelease key rotate`` re-signs the release and each plug-in's ``SIGNED`` folders; no list by name."""
+    from dprelease.core.config import parse_params
+
+    params = parse_params({"nvdp": {"release_dir": "n"}, "gpp": {"release": "g"}})
+    assert plugins.signed_folders(params) == ["n", "g"]

@@ -175,7 +175,7 @@ PACKAGE_LIST = f"{PKG}.contracts.packages"  # the list of packages: configuratio
 # FRONTIER: labels, stage names, ``requires`` tests — code a caller runs) or every package's guarantee kinds; a
 # module naming one of them depends on every listed ``params`` and ``kinds`` module. ``sections`` and
 # ``arm_names`` give the schema only (config.py): values.
-DECLARATION_READERS = frozenset({"arms", "frontier_sources", "guarantee_kinds"})
+DECLARATION_READERS = frozenset({"arms", "frontier_sources", "guarantee_kinds", "signed_folders"})
 KIND_LOOKUP = f"{PKG}.core.privacy.guarantee"  # finds one kind by name (loading every ``kinds`` module on a miss)
 
 

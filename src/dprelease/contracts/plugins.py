@@ -90,6 +90,12 @@ def frontier_sources() -> dict[str, str]:
             if hasattr(module, "FRONTIER")}
 
 
+def signed_folders(params) -> list[str]:
+    """The root-relative folders the listed packages sign besides the release (``SIGNED`` of a ``params`` module:
+    a function of ``Params``), in :data:`PACKAGES` order: what ``dprelease key rotate`` re-signs."""
+    return [folder for module in _params_modules() for folder in getattr(module, "SIGNED", lambda params: [])(params)]
+
+
 def overridden(params) -> dict[str, str]:
     """``{dotted key: what sets it instead}``: the settings a declared choice of the released mechanism
     (``released.mechanism``) replaces, from its ``params`` module's ``OVERRIDDEN`` (a function of ``Params``); a

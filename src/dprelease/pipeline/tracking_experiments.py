@@ -1,6 +1,7 @@
-"""MLflow runs of the experiments beside the release: the comparison, the tuning, the privacy audit, NVDP's, and
-any plug-in's :class:`TrackedRun` (GPP's, the frontier's): a parent run per experiment and a child per arm / task /
-dataset, built from their aggregate outputs (tables, metrics JSON), never from per-record data. Shares
+"""MLflow runs of the experiments beside the release: the comparison, the tuning, and any plug-in's
+:class:`TrackedRun` (the audit's, NVDP's, GPP's, the frontier's: each built where what it tracks lives): a parent run
+per experiment and a child per arm / task / dataset, built from their aggregate outputs (tables, metrics JSON),
+never from per-record data. Shares
 :mod:`dprelease.pipeline.tracking`'s store set-up; reads files, imports no mechanism."""
 
 from __future__ import annotations
@@ -14,41 +15,9 @@ from dprelease.contracts import plugins
 from dprelease.contracts.layout import Layout
 from dprelease.contracts.mechanism import TrackedRun
 from dprelease.core.config import Params
-from dprelease.core.io import read_json
 from dprelease.core.utility.evaluate import quartile_summary
 from dprelease.core.utility.metrics import quartile_table
-
-from .tracking import _flatten, _guarantee_metrics, _guarantee_tags, _is_number, _run, _setup
-
-
-def log_nvdp_run(params: Params, root: str | Path = ".") -> str:
-    """A parent run for the NVDP experiments (report, table, figure) and a child run per task × variant,
-    with one metric step per λ. Reads the aggregates table ``reports/nvdp/table.csv`` (a file, not an import)."""
-    import pandas as pd
-
-    mlflow = _setup(params, root)
-    lay = Layout.from_params(params, root)
-    out = lay.reports / "nvdp"
-    df = pd.read_csv(out / "table.csv")
-    metrics = ["score", "bdp_epsilon", "rd_max", "rd_avg", "rd_max_filtered", "rd_avg_filtered", "bdp_nan_terms_zeroed",
-               "rd_nan_pairs"]
-    with _run(mlflow, root, run_name="nvdp") as parent:
-        mlflow.log_params({k: v for k, v in _flatten(params.model_dump(mode="json")).items()
-                           if k.startswith(("nvdp.", "seed"))})
-        mlflow.set_tag("guarantees", "NVDP: no finite ε claimed; bdp_epsilon is the reference accountant's figure, "
-                       "not an ε (see the sanitizer card); RD bound over test pairs")
-        for (task, variant), g in df.groupby(["task", "variant"], sort=False):
-            with _run(mlflow, root, run_name=f"nvdp {task} {variant}", nested=True):
-                mlflow.set_tags({"task": task, "variant": variant})
-                for step, row in enumerate(g.sort_values("lambda").itertuples(index=False)):
-                    values = {m: float(getattr(row, m)) for m in metrics if _is_number(getattr(row, m))}
-                    lam = row[2]
-                    if _is_number(lam) and lam == lam:
-                        values["lambda"] = float(lam)
-                    mlflow.log_metrics({k: v for k, v in values.items() if v == v}, step=step)
-        for path in sorted(out.glob("*")):
-            mlflow.log_artifact(str(path), "nvdp")
-        return parent.info.run_id
+from dprelease.pipeline.tracking import _flatten, _guarantee_metrics, _guarantee_tags, _run, _setup
 
 
 def log_tracked(params: Params, root: str | Path, record: TrackedRun) -> str:
@@ -117,27 +86,4 @@ def log_tune_run(params: Params, root: str | Path, result: dict) -> str:
             mlflow.log_params({"chosen_c": result["chosen"]["c"], "chosen_epochs": result["chosen"]["epochs"]})
         for path in sorted(out.glob(f"{result['mode']}*")):
             mlflow.log_artifact(str(path), "tune")
-        return parent.info.run_id
-
-
-def log_audit_run(params: Params, root: str | Path = ".") -> str:
-    """A parent run for the privacy audit (figures, table) and a child run per arm: claimed ε, each
-    attack's AUC / TPR at low FPR / heuristic ε figure, and the canary ε lower bound. Aggregates only."""
-    mlflow = _setup(params, root)
-    lay = Layout.from_params(params, root)
-    mia, canary = read_json(lay.metrics / "privacy_audit.json"), read_json(lay.metrics / "audit_canary.json")
-    with _run(mlflow, root, run_name="privacy-audit") as parent:
-        mlflow.log_params({f"privacy_audit.{k}": v for k, v in params.privacy_audit.model_dump().items()})
-        mlflow.set_tag("mlflow.note.content", "Membership inference (loss, LiRA offline) and one-run canary audit")
-        for arm, d in mia["arms"].items():
-            with _run(mlflow, root, run_name=f"audit {arm}", nested=True):
-                mlflow.set_tags({"arm": arm, "guarantee": d["guarantee"]})
-                values = {f"{atk}.{k}": v for atk, r in d["attacks"].items() for k, v in r.items() if _is_number(v)}
-                if d["claimed_epsilon"] is not None:
-                    values["claimed_epsilon"] = d["claimed_epsilon"]
-                for kind, c in canary["arms"].get(arm, {}).get("audits", {}).items():
-                    values |= {f"canary_{kind}.{k}": c["gate"][k] for k in ("epsilon_lower_bound", "ceiling")}
-                mlflow.log_metrics(values)
-        for path in sorted((lay.reports / "privacy").glob("*")):
-            mlflow.log_artifact(str(path), "privacy")
         return parent.info.run_id

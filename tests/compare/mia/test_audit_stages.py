@@ -160,10 +160,11 @@ def test_card_before_any_audit_says_how_to_get_one(head_run):
 def test_audit_mlflow_run_holds_figures_and_aggregates(audited):
     import mlflow
 
+    from dprelease.compare.mia.tracking import tracked_run
     from dprelease.pipeline.tracking import tracking_uri
-    from dprelease.pipeline.tracking_experiments import log_audit_run
+    from dprelease.pipeline.tracking_experiments import log_tracked
 
-    run_id = log_audit_run(audited.params, audited.root)
+    run_id = log_tracked(audited.params, audited.root, tracked_run(audited.params, audited.root))
     client = mlflow.MlflowClient(tracking_uri=tracking_uri(audited.params, audited.root))
     files = {a.path for a in client.list_artifacts(run_id, "privacy")}
     assert files == {"privacy/audit.csv", "privacy/roc.png", "privacy/report.md"}

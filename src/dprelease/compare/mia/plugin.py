@@ -3,10 +3,10 @@ audited arm, the one-run canary audit, the report (and the NVDP arm's audit, run
 
 from dprelease.contracts.mechanism import FlowSpec, Mechanism
 
-from . import stages
+from . import stages, tracking
 
 AUDIT = FlowSpec(name="audit", title="privacy-audit", targets=("audit_replay", "privacy_report"), then=("publish",),
-                 check=stages.check, track="audit", report="privacy/report.md", children="arm",
+                 check=stages.check, track=tracking.tracked_run, report="privacy/report.md", children="arm",
                  doc="Membership inference, the one-run canary audit of every audited arm and the replay audit "
                      "of the release (swag_ppm's stage audit_replay); the model card then carries the audit.")
 

@@ -22,7 +22,9 @@ import hashlib
 import json
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from ..errors import OneLineError
 
@@ -111,8 +113,9 @@ def _agency_rel(params) -> str:
 
 
 # the randomness key ------------------------------------------------------------------------------------------------
-def _secret_state(params, root: Path) -> tuple[Path, str | None, set[str], set[str]]:
-    """(folder, current key id or None, md5s of key_id.json and ids of keys known here besides the current one)."""
+def _secret_state(params, root: Path) -> tuple[Path, str | None, str | None, set[str], set[str]]:
+    """(folder, current key id or None, md5 of its key_id.json, md5s and ids of keys known here besides the
+    current one)."""
     from . import secret
 
     folder = root / params.artifacts / "secret"
@@ -125,7 +128,7 @@ def _secret_state(params, root: Path) -> tuple[Path, str | None, set[str], set[s
         ids |= {v for k, v in r.get("replaced", {}).items() if k == "key_id"}
     md5s = {_md5(secret_id_bytes(k)) for k in ids} | {v for r in _replaced(folder)
                                                      for k, v in r.get("replaced", {}).items() if k == "md5"}
-    return folder, current, md5s, ids
+    return folder, current, _md5(secret_id_bytes(current)) if current else None, md5s, ids
 
 
 def _agency_state(params, root: Path) -> tuple[Path, str | None, str | None, set[str], set[str]]:
@@ -162,9 +165,9 @@ def check(params, root: str | Path = ".", *, new_key: bool = False, keys: tuple[
     lock = lock_md5s(root, {secret_path, agency_path})
     lines: list[str] = []
     if "randomness" in keys:
-        lines += _check_secret(params, root, lock.get(secret_path), rel_secret, new_key)
+        lines += _check_key(RANDOMNESS, params, root, lock.get(secret_path), rel_secret, new_key)
     if "agency" in keys:
-        lines += _check_agency(params, root, lock.get(agency_path), rel_agency, new_key)
+        lines += _check_key(AGENCY, params, root, lock.get(agency_path), rel_agency, new_key)
     return lines
 
 
@@ -175,31 +178,71 @@ def _recorded(params, lock_md5: str | None, release_id: str | None) -> tuple[dic
     return recorded, where
 
 
-def _check_secret(params, root: Path, lock_md5: str | None, release_id: str | None, new_key: bool) -> list[str]:
+def _new_secret(params, root: Path, folder: Path) -> tuple[str, str]:
     from . import secret
 
-    folder, current, known_md5s, known_ids = _secret_state(params, root)
+    _, kid = secret.rotate(root / params.artifacts)
+    return kid, f"new randomness key {kid}"
+
+
+def _new_agency(params, root: Path, folder: Path) -> tuple[str, str]:
+    from ..io import private_dir
+
+    private_dir(folder)  # the new key itself is made by the caller, or at the first signing (signing.ensure_key)
+    return "a new key", "a new agency key"
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Key:
+    """One of the two keys :func:`check` compares with the recorded ones, and how its messages name it."""
+
+    kind: str  # as history.json records it
+    name: str  # "the {name} in FOLDER"
+    missing: str  # "no {missing} in FOLDER"
+    made: str  # "{where} was {made} with"
+    label: str  # how a key id is introduced: "(id …)", "(key …)"
+    width: int | None  # how much of a key id the messages show (None: all of it)
+    refused: str  # what a differing key would make
+    remedy: str  # what to do about a differing key
+    note: str  # added to the lines --new-key prints
+    state: Callable  # (params, root) -> (folder, current id, its md5, known md5s, known ids)
+    renew: Callable  # (params, root, folder) -> (what history.json records, how the line names the new key)
+
+
+RANDOMNESS = _Key(kind="randomness", name="randomness key", missing="randomness key", made="made", label="id", width=None,
+                  refused="a different release", remedy="import the recorded key (`dprelease key import-private`) or "
+                  "accept this one as a new release with --new-key (`make run ARGS=--new-key`, `make repro NEW_KEY=1`)",
+                  note="", state=_secret_state, renew=_new_secret)
+AGENCY = _Key(kind="agency", name="agency key", missing="agency signing key", made="signed", label="key", width=16,
+              refused="a release signed by another key", remedy="import the recorded key (`dprelease key "
+              "import-private`), rotate (`dprelease key rotate`), or pass --new-key (`make run ARGS=--new-key`, "
+              "`make repro NEW_KEY=1`)", note="; give partners the new agency.pub", state=_agency_state,
+              renew=_new_agency)
+
+
+def _check_key(key: _Key, params, root: Path, lock_md5: str | None, release_id: str | None, new_key: bool) -> list[str]:
+    """One key against what recorded it (dvc.lock's md5, the release's key id): nothing, a one-line refusal, or
+    with ``new_key`` the replacement recorded in its folder's history and the line saying so."""
+    folder, current, md5, known_md5s, known_ids = key.state(params, root)
     recorded, where = _recorded(params, lock_md5, release_id)
     if not recorded:
         return []
     if current is None:
         if not new_key:
-            named = f" (id {release_id})" if release_id else ""
-            raise KeyMismatchError(f"no randomness key in {folder}, but {where} was made with one{named}: {HOW}")
-        _, kid = secret.rotate(root / params.artifacts)
-        record_replacement(folder, "randomness", recorded, kid)
-        return [f"--new-key: new randomness key {kid}; {where} was made with another (recorded in {folder / HISTORY})"]
-    if not _differs(lock_md5, _md5(secret_id_bytes(current)), known_md5s, release_id, current, known_ids):
+            named = f" ({key.label} {release_id[:key.width]})" if release_id else ""
+            raise KeyMismatchError(f"no {key.missing} in {folder}, but {where} was {key.made} with one{named}: {HOW}")
+        by, what = key.renew(params, root, folder)
+        record_replacement(folder, key.kind, recorded, by)
+        return [f"--new-key: {what}; {where} was {key.made} with another (recorded in {folder / HISTORY}{key.note})"]
+    if not _differs(lock_md5, md5, known_md5s, release_id, current, known_ids):
         return []
     if not new_key:
-        named = f" {release_id}" if release_id else ""
-        raise KeyMismatchError(f"the randomness key in {folder} (id {current}) is not the key{named} {where} was made "
-                               f"with: refused (a different release); import the recorded key (`dprelease key "
-                               f"import-private`) or accept this one as a new release with --new-key (`make run ARGS=--new-key`, "
-                               f"`make repro NEW_KEY=1`)")
-    record_replacement(folder, "randomness", recorded, current)
-    return [f"--new-key: randomness key {current} replaces the one {where} was made with (recorded in "
-            f"{folder / HISTORY})"]
+        named = f" {release_id[:key.width]}" if release_id else ""
+        raise KeyMismatchError(f"the {key.name} in {folder} ({key.label} {current[:key.width]}) is not the key{named} "
+                               f"{where} was {key.made} with: refused ({key.refused}); {key.remedy}")
+    record_replacement(folder, key.kind, recorded, current)
+    return [f"--new-key: {key.name} {current[:key.width]} replaces the one {where} was {key.made} with (recorded in "
+            f"{folder / HISTORY}{key.note})"]
 
 
 def _differs(lock_md5: str | None, md5: str, known_md5s, release_id: str | None, current: str, known_ids) -> bool:
@@ -207,31 +250,3 @@ def _differs(lock_md5: str | None, md5: str, known_md5s, release_id: str | None,
     recorded predecessors."""
     return bool((lock_md5 and lock_md5 != md5 and lock_md5 not in known_md5s)
                 or (release_id and release_id != current and release_id not in known_ids))
-
-
-def _check_agency(params, root: Path, lock_md5: str | None, release_id: str | None, new_key: bool) -> list[str]:
-    folder, current, md5, known_md5s, known_ids = _agency_state(params, root)
-    recorded, where = _recorded(params, lock_md5, release_id)
-    if not recorded:
-        return []
-    if current is None:
-        if not new_key:
-            named = f" (key {release_id[:16]})" if release_id else ""
-            raise KeyMismatchError(f"no agency signing key in {folder}, but {where} was signed with one{named}: {HOW}")
-        from ..io import private_dir
-
-        private_dir(folder)  # the new key itself is made by the caller, or at the first signing (signing.ensure_key)
-        record_replacement(folder, "agency", recorded, "a new key")
-        return [f"--new-key: a new agency key; {where} was signed with another (recorded in {folder / HISTORY}; "
-                "give partners the new agency.pub)"]
-    if not _differs(lock_md5, md5, known_md5s, release_id, current, known_ids):
-        return []
-    if not new_key:
-        named = f" {release_id[:16]}" if release_id else ""
-        raise KeyMismatchError(f"the agency key in {folder} (key {current[:16]}) is not the key{named} {where} was "
-                               f"signed with: refused (a release signed by another key); import the recorded key "
-                               f"(`dprelease key import-private`), rotate (`dprelease key rotate`), or pass --new-key "
-                               f"(`make run ARGS=--new-key`, `make repro NEW_KEY=1`)")
-    record_replacement(folder, "agency", recorded, current)
-    return [f"--new-key: agency key {current[:16]} replaces the one {where} was signed with (recorded in "
-            f"{folder / HISTORY}; give partners the new agency.pub)"]

@@ -5,7 +5,7 @@
 * ``show`` — the key id, the signer's name and where the key lives;
 * ``export --output agency.pub`` — the public key, to hand to partners (never the folder's other files);
 * ``rotate [--signer NAME]`` — one command: retire the key pair to ``retired/<key id>/``, make a new one,
-  re-sign the project's release folders (``release``, ``nvdp.release_dir``, ``gpp.release``) after checking
+  re-sign the project's release folders (``release`` and each plug-in's ``SIGNED`` folders) after checking
   their files and old signatures. Partners need the new public key for releases signed from now on, and
   keep the old one for older releases; the signing stages list the public key as an input, so a later run
   finds them up to date;
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dprelease.contracts import plugins
 from dprelease.core.locks import root_lock
 
 from ..config import Params
@@ -29,7 +30,8 @@ from .signing import DEFAULT_SIGNER, PUBLIC, RETIRED, ensure_key, export_public,
 
 
 def release_folders(params: Params, root: Path) -> list[Path]:
-    return [root / params.release, root / params.nvdp.release_dir, root / params.gpp.release]
+    """The release and every folder a plug-in signs (its ``SIGNED``: :func:`dprelease.contracts.plugins.signed_folders`)."""
+    return [root / params.release, *(root / folder for folder in plugins.signed_folders(params))]
 
 
 def key_command(action: str, params: Params, *, signer: str | None = None, output: str | None = None,

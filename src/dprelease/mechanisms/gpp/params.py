@@ -64,3 +64,4 @@ class GPPParams(_Strict):
 
 
 SECTION = ("gpp", GPPParams)  # Params.gpp (dprelease.contracts.plugins)
+SIGNED = lambda params: [params.gpp.release]  # its signed folder: `dprelease key rotate` re-signs it

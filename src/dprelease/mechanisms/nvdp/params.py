@@ -49,3 +49,4 @@ class NVDPParams(_Strict):
 
 
 SECTION = ("nvdp", NVDPParams)  # Params.nvdp (dprelease.contracts.plugins)
+SIGNED = lambda params: [params.nvdp.release_dir]  # its signed folder: `dprelease key rotate` re-signs it
