@@ -7,10 +7,10 @@ import math
 
 import pandas as pd
 import pytest
-
 from conftest import compare_raw, copy_root, run_stages
-from dprelease.contracts import plugins
+
 from dprelease.compare.reports import compare as report
+from dprelease.contracts import plugins
 from dprelease.core.config import parse_params
 from dprelease.core.io import read_json
 

@@ -8,9 +8,9 @@ import json
 import pandas as pd
 import pytest
 
+from dprelease.compare.reports.tune import write_tune_report
 from dprelease.core.config import parse_params
 from dprelease.core.io import read_json
-from dprelease.compare.reports.tune import write_tune_report
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 REQ = {"target_epsilon": 10.0, "max_drop_weighted": 0.1, "max_drop_macro": 0.2}

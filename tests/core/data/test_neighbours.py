@@ -9,15 +9,14 @@ with exactly two private reports) so that the six neighbours run in about a minu
 from __future__ import annotations
 
 import gzip
-import io
 import json
 from collections import Counter
 from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from conftest import DATA, compare_raw, install_test_key
+
 from dprelease.core.config import parse_params
 from dprelease.pipeline import registry
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-
 from conftest import DATA, compare_raw, make_root, slice_raw
-from dprelease.pipeline import registry
+
 from dprelease.core.config import parse_params
 from dprelease.core.errors import ConfigError, DataError
 from dprelease.core.io import read_json
+from dprelease.pipeline import registry
 
 UNTIL = "2015-12-31"
 
@@ -55,8 +55,8 @@ def test_the_private_sample_comes_from_the_later_period_and_the_proxy_from_the_e
 def test_dpsgd_releases_the_proxys_choice(proxied, tmp_path):
     import shutil
 
-    from dprelease.mechanisms.dpsgd.search import configurations, proxy_ranking
     from dprelease.contracts.layout import Layout
+    from dprelease.mechanisms.dpsgd.search import configurations, proxy_ranking
 
     root = tmp_path / "root"
     shutil.copytree(proxied[0], root)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import os
-
 from pathlib import Path
 
 import pandas as pd

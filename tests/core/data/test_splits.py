@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
+from dprelease.contracts.layout import Layout
 from dprelease.core.backends.base import save_features
 from dprelease.core.backends.full import FullBackend
 from dprelease.core.backends.head import HeadBackend
 from dprelease.core.config import parse_params
 from dprelease.core.data.splits import SPLITS, backend_for, features, label_info, n_train
 from dprelease.core.io import write_json
-from dprelease.contracts.layout import Layout
 
 LABELS = {"codes": ["10", "11", "1972"], "titles": ["Fractures", "Amputations", "Other"],
           "train_sizes": [5, 3, 2], "test_sizes": [4, 3, 1]}

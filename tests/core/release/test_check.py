@@ -11,7 +11,6 @@ from safetensors.torch import save_file
 
 from dprelease.core.errors import ReleaseError
 
-
 # one verification for every kind of release folder -------------------------------------------------------------------
 # Each kind is built small here (no pipeline run); each mechanism's own loader must refuse what the shared
 # verify_release_folder refuses, with the same one-line message.
@@ -28,6 +27,7 @@ def signer(tmp_path_factory):
 
 def _classifier(folder, signer):
     from conftest import tiny_head_backend
+
     from dprelease.core.privacy.guarantee import ppm
     from dprelease.core.release.folder import publish, write_release
 
@@ -48,10 +48,10 @@ def _nvdp(folder, signer):
 
 def _gpp(folder, signer):
     from dprelease.core.backends.encoder import encoder_reference
-    from dprelease.mechanisms.gpp.model import Encoder
     from dprelease.core.io import write_json
     from dprelease.core.release.check import file_digests
     from dprelease.core.release.signing import sign_folder
+    from dprelease.mechanisms.gpp.model import Encoder
 
     folder.mkdir()
     save_file(Encoder(384, 4, (8,)).state_dict(), str(folder / "model.safetensors"))

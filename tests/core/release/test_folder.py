@@ -10,11 +10,11 @@ import shutil
 
 import pandas as pd
 import pytest
-
 from conftest import SliceRun
+
 from dprelease.cli import main as cli
-from dprelease.core.io import read_json
 from dprelease.core.errors import ReleaseError
+from dprelease.core.io import read_json
 from dprelease.core.release.folder import ALLOWED, check_release_folder, verify_release
 
 pytestmark = pytest.mark.slow

@@ -11,15 +11,13 @@ import stat
 
 import pytest
 import yaml
-
 from conftest import make_root, slice_raw
-from dprelease.core.privacy import key_guard
-from dprelease.core.release import key_transfer
-from dprelease.core.release import signing
+
 from dprelease.cli import main as dprelease
 from dprelease.core.config import parse_params
 from dprelease.core.errors import ConfigError
-from dprelease.core.privacy import secret
+from dprelease.core.privacy import key_guard, secret
+from dprelease.core.release import key_transfer, signing
 
 PW = "correct horse battery staple"
 

@@ -10,12 +10,12 @@ import stat
 
 import pytest
 import yaml
+from release_helpers import agency, published, rehash, verify_cli, verify_refused  # noqa: F401  (fixtures)
 
 from dprelease.cli import main as cli
 from dprelease.core.io import read_json
 from dprelease.core.release.check import MANIFEST
 from dprelease.core.release.signing import KEY, PUBLIC, RETIRED, load_signer
-from release_helpers import agency, published, rehash, verify_cli, verify_refused  # noqa: F401  (fixtures)
 
 
 @pytest.fixture

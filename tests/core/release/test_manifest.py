@@ -3,10 +3,10 @@ mechanism's own fields beside them; the secret key's id only, never the key."""
 
 from __future__ import annotations
 
+from dprelease.contracts.layout import Layout
 from dprelease.core.config import parse_params
 from dprelease.core.privacy import guarantee, secret
 from dprelease.core.release.manifest import release_manifest
-from dprelease.contracts.layout import Layout
 
 
 def test_the_common_fields_are_filled_once_and_the_mechanism_adds_its_own(tmp_path):

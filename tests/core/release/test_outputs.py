@@ -11,11 +11,11 @@ import stat
 
 import pandas as pd
 import pytest
-
-from dprelease.core.release import folder as release_mod
-from dprelease.cli import main as cli
-from dprelease.core.release.signing import PUBLIC, ensure_key
 from release_helpers import CODES, NARRATIVES, run_predict, tiny_release, write_narratives
+
+from dprelease.cli import main as cli
+from dprelease.core.release import folder as release_mod
+from dprelease.core.release.signing import PUBLIC, ensure_key
 
 
 @pytest.fixture(scope="module")

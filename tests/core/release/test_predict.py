@@ -11,13 +11,13 @@ import sys
 import pandas as pd
 import pytest
 import torch
+from release_helpers import NARRATIVES, copy_release, fails, run_key, run_predict, write_narratives
 
-from dprelease.core.release import folder as release_mod
 from dprelease.cli import main as cli
 from dprelease.core.errors import ReleaseError
 from dprelease.core.io import read_json
+from dprelease.core.release import folder as release_mod
 from dprelease.core.release.folder import verify_release
-from release_helpers import NARRATIVES, copy_release, fails, run_key, run_predict, write_narratives
 
 
 @pytest.fixture

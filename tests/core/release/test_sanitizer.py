@@ -10,13 +10,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dprelease.pipeline import registry
 from dprelease.cli import main
 from dprelease.core.errors import ReleaseError
 from dprelease.core.io import write_json
-from dprelease.core.release.check import MANIFEST, file_digests
 from dprelease.core.release import sanitizer as sanitizer_mod
+from dprelease.core.release.check import MANIFEST, file_digests
 from dprelease.core.release.sanitizer import batch_seed, read_metadata, sanitize_file, verify_sanitizer
+from dprelease.pipeline import registry
 
 
 def _release(folder, kind="sanitizer", mechanism="toy"):

@@ -11,12 +11,12 @@ import stat
 import subprocess
 
 import pytest
+from release_helpers import AGENCY, agency, published, signed_copy  # noqa: F401  (fixtures)
 
 from dprelease.core.errors import ConfigError, ReleaseError
 from dprelease.core.io import read_json
 from dprelease.core.release.check import MANIFEST, SIGNATURE
 from dprelease.core.release.signing import KEY, PUBLIC, check_signature, ensure_key, load_signer
-from release_helpers import AGENCY, agency, published, signed_copy  # noqa: F401  (fixtures)
 
 
 @pytest.fixture

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-
 from conftest import compare_raw, copy_root
-from dprelease.pipeline import registry
+
 from dprelease.core.config import parse_params
 from dprelease.core.errors import ConfigError
 from dprelease.core.io import read_json
 from dprelease.core.release.folder import Coder, verify_release
 from dprelease.core.release.signing import key_folder
+from dprelease.pipeline import registry
 
 
 def _declared(mechanism: str, **overrides):

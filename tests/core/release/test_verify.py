@@ -12,14 +12,25 @@ import shutil
 import numpy as np
 import pandas as pd
 import pytest
+from release_helpers import (  # noqa: F401
+    AGENCY,
+    CODES,
+    agency,
+    published,
+    rehash,
+    run_predict,
+    signed_copy,
+    tiny_release,
+    verify_cli,
+    verify_refused,
+    write_narratives,
+)
 from safetensors.torch import load_file, save_file
 
 from dprelease.cli import main as cli
 from dprelease.core.io import read_json, write_json
 from dprelease.core.release.check import MANIFEST, SIGNATURE, file_digests
 from dprelease.core.release.signing import KEY_ENV, PUBLIC, ensure_key, sign_folder
-from release_helpers import (AGENCY, CODES, agency, published, rehash, run_predict, signed_copy,  # noqa: F401
-                             tiny_release, verify_cli, verify_refused, write_narratives)
 
 
 @pytest.fixture(autouse=True)

@@ -8,12 +8,12 @@ import random
 
 import pytest
 import torch
+from release_helpers import copy_release, edit_json, fails, rehash, write_narratives
 from safetensors.torch import load_file, save_file
 
 from dprelease.core.errors import ReleaseError
 from dprelease.core.io import read_json, write_json
 from dprelease.core.release.folder import verify_release
-from release_helpers import copy_release, edit_json, fails, rehash, write_narratives
 
 
 @pytest.fixture

@@ -7,9 +7,9 @@ from pathlib import Path
 import pandas as pd
 
 from dprelease.contracts import plugins
+from dprelease.contracts.layout import Layout
 from dprelease.core.config import Params
 from dprelease.core.io import atomic_dir, atomic_path, read_json
-from dprelease.contracts.layout import Layout
 from dprelease.core.plots import per_class_compare_plot
 from dprelease.core.privacy.guarantee import Guarantee
 from dprelease.core.utility.evaluate import arm_dir, quartile_summary

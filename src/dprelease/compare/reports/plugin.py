@@ -2,6 +2,7 @@
 ``compare.arms`` on one split, then the model card again: it shows the non-private comparison)."""
 
 from dprelease.contracts.mechanism import FlowSpec, Mechanism
+
 from . import stages
 
 COMPARE = FlowSpec(name="compare", title="swag-ppm-compare", targets=("compare_report",), then=("publish",),

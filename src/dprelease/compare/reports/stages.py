@@ -4,9 +4,9 @@ records). Its deps are the arms' files, so the compare flow's plan holds exactly
 from __future__ import annotations
 
 from dprelease.compare.arms import check_arms
-from dprelease.core.config import Params
 from dprelease.contracts import plugins
 from dprelease.contracts.stage import Stage
+from dprelease.core.config import Params
 
 from .compare import compare_report
 

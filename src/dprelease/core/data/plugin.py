@@ -1,6 +1,7 @@
 """The data package's plug-in: ``stratify`` (the split) and ``featurize`` (the cached encoder features)."""
 
 from dprelease.contracts.mechanism import Mechanism
+
 from . import stages
 
 PLUGIN = Mechanism(name="data", declare=stages.declare)

@@ -6,10 +6,11 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from dprelease.contracts.layout import Layout
+
 from ..backends import make_backend
 from ..backends.base import Backend, Features, load_features
 from ..io import read_json
-from dprelease.contracts.layout import Layout
 
 if TYPE_CHECKING:  # the typed config (pydantic) is not needed to load a release
     from ..config import Params

@@ -22,14 +22,16 @@ import torch
 from tqdm.auto import tqdm
 
 from dprelease import __version__
+from dprelease.core.release.classifier import verify_classifier as _verify
+from dprelease.core.release.classifier import verify_release
+
 from ..backends import backend_class
 from ..data.records import read_csv
 from ..data.splits import label_info
 from ..errors import ReleaseError
 from ..io import atomic_dir, atomic_path, write_json
+from .check import ALLOWED, MANIFEST, UNLISTED, check_release_folder, file_digests, release_files, shown_as, snapshot  # noqa: F401  (ALLOWED: re-exported)
 from .outputs import check_output, new_columns, require_rows
-from .check import ALLOWED, MANIFEST, UNLISTED, check_release_folder, file_digests, release_files, shown_as, snapshot
-from dprelease.core.release.classifier import verify_classifier as _verify, verify_release
 from .signing import Signer, require_signature, sign_folder
 
 CARD = "README.md"

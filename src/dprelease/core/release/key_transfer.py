@@ -126,8 +126,7 @@ def import_private(params, root: str | Path, src: str | Path, pw: bytes) -> list
     """Install the keys of an ``export-private`` folder here; a different key already here is refused."""
     from cryptography.exceptions import InvalidTag
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-    from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, \
-        load_pem_private_key
+    from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, load_pem_private_key
 
     from ..io import private_dir, write_json
     from ..privacy import secret

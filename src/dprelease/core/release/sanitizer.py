@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING
 
 from ..errors import ReleaseError
 from ..io import atomic_path, file_hash
+from .check import MANIFEST, shown_as, snapshot, verify_release_folder
+from .check import SANITIZER as KIND
 from .outputs import check_output, require_rows
-from .check import MANIFEST, SANITIZER as KIND, shown_as, snapshot, verify_release_folder
 from .signing import require_signature
 
 if TYPE_CHECKING:

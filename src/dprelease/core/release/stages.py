@@ -13,9 +13,9 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
-from dprelease.core.release.path import check_release_path
 from dprelease.contracts.layout import Layout
 from dprelease.contracts.stage import Stage
+from dprelease.core.release.path import check_release_path
 
 from ..config import Params
 from ..io import write_json

@@ -15,13 +15,15 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from dprelease.core.release.classifier import verify_release
+
 from ..errors import ReleaseError
 from ..io import atomic_dir
 from ..privacy.guarantee import Guarantee, kind
-from dprelease.core.release.classifier import verify_release
 from ..untrusted import read_json_object
 from .check import MANIFEST, UNLISTED, check_release_folder, release_files, shown_as, snapshot
-from .sanitizer import KIND as SANITIZER, verify_sanitizer
+from .sanitizer import KIND as SANITIZER
+from .sanitizer import verify_sanitizer
 from .signing import Signer, check_signature, missing_key, sign_folder
 
 
