@@ -31,8 +31,7 @@ from dprelease.core.io import private_dir
 from dprelease.core.release import signing
 from dprelease.pipeline import cache, registry, stage_store
 from dprelease.pipeline.registry import run_stage
-
-from . import dvc_record, prefect_home, server_guard
+from tasks import dvc_record, prefect_home, server_guard
 
 server_guard.install()
 prefect_home.make_private()  # before the temporary server creates its database (0600, not the umask's 0644)

@@ -13,9 +13,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
 from dprelease.contracts import plugins
-
-from .errors import ConfigError
-from .params_path import params_file  # noqa: F401  (here for the callers that read params anyway)
+from dprelease.core.errors import ConfigError
+from dprelease.core.params_path import params_file  # noqa: F401  (here for the callers that read params anyway)
 
 
 class _Strict(BaseModel):

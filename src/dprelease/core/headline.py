@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .io import read_json
+from dprelease.core.io import read_json
 
 NAMES = ("epsilon", "epsilon_point", "epsilon_ci_low", "epsilon_ci_high", "uncertified_index", "temperature",
          "weighted_f1", "macro_f1", "weighted_f1_mean", "macro_f1_mean", "epsilon_lb", "records")

@@ -23,10 +23,10 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
-from .backends.base import Backend, Features, batches, n_records, take, trainable
-from .config import OptimParams
-from .errors import DataError
-from .privacy.censor import Censor
+from dprelease.core.backends.base import Backend, Features, batches, n_records, take, trainable
+from dprelease.core.config import OptimParams
+from dprelease.core.errors import DataError
+from dprelease.core.privacy.censor import Censor
 
 
 @dataclass

@@ -31,8 +31,7 @@ from dprelease.contracts.stage import Stage, StageAccess
 from dprelease.core.config import Params
 from dprelease.core.errors import ConfigError, ReleaseError
 from dprelease.core.io import atomic_path, make_private_within, private_dir
-
-from .plan import plan as plan_stages
+from dprelease.pipeline.plan import plan as plan_stages
 
 PACKAGE_ROOT = "src/dprelease"
 INDEX_ROOT = Path(__file__).parents[1]  # the package folders holding the index fragments (another tree: tests)

@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from core.backends.test_head_curvature import _problem
 from dprelease.core.backends import curvature
-
-from .test_head_curvature import _problem
 
 
 def test_dispatch_uses_the_backends_closed_form(monkeypatch):

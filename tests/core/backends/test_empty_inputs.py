@@ -8,14 +8,13 @@ from __future__ import annotations
 import pytest
 import torch
 
+from core.backends.test_backend_registry import CPU, TEXTS
 from dprelease.core.backends.base import get_flat
 from dprelease.core.backends.full import FullBackend
 from dprelease.core.backends.head import HeadBackend
 from dprelease.core.config import FullParams, HeadParams, OptimParams
 from dprelease.core.errors import DataError, OneLineError
 from dprelease.mechanisms.swag_ppm.params import SwagParams
-
-from .test_backend_registry import CPU, TEXTS
 
 C = 3
 

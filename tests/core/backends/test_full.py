@@ -9,11 +9,10 @@ import shutil
 import pytest
 import torch
 
+from core.backends.test_backend_registry import CPU, TEXTS, perturbed
 from dprelease.core.backends.full import FullBackend, SequenceClassifier, load_release_full
 from dprelease.core.config import FullParams
 from dprelease.core.errors import ReleaseError
-
-from .test_backend_registry import CPU, TEXTS, perturbed
 
 
 def test_full_release_round_trip(tmp_path):

@@ -12,14 +12,13 @@ import numpy as np
 import pytest
 import torch
 
+from core.backends.test_per_record_ce import NARRATIVES
 from dprelease.core.backends import base as base_mod
 from dprelease.core.backends import curvature, full_curvature
 from dprelease.core.backends import full as full_mod
 from dprelease.core.backends.base import Backend, eval_autocast, get_flat, length_sorted_batches
 from dprelease.core.backends.full import FullBackend
 from dprelease.core.config import FullParams
-
-from .test_per_record_ce import NARRATIVES
 
 CPU = torch.device("cpu")
 N_CLASSES = 5

@@ -1,9 +1,8 @@
 """The frontier's plug-in: the ``frontier_report`` stage and the ``frontier`` flow (every source's points, then the
 report, the plot and the recommendation)."""
 
+from dprelease.compare.frontier import stages, tracking
 from dprelease.contracts.mechanism import FlowSpec, Mechanism
-
-from . import stages, tracking
 
 FRONTIER = FlowSpec(name="frontier", title="dprelease-frontier", targets=("frontier_report",), workers=1,
                     check=stages.check, track=tracking.tracked_run, report="frontier/report.md", children="point",

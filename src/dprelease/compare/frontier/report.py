@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from dprelease.compare.frontier.plot import FLOOR_KIND, plot
 from dprelease.contracts import plugins
 from dprelease.contracts.layout import Layout
 from dprelease.core.config import Params
@@ -21,8 +22,6 @@ from dprelease.core.io import atomic_dir, read_json, write_json
 from dprelease.core.privacy.stages import key_id_file
 from dprelease.core.utility.metrics import mean_sd
 from dprelease.core.utility.points import COVERED, points_file, read_points
-
-from .plot import FLOOR_KIND, plot
 
 COLUMNS = ["mechanism", "label", "epsilon", "target_epsilon", "delta", "kind", "tuning", "accountant",
            "weighted_f1_mean", "weighted_f1_sd", "macro_f1_mean", "macro_f1_sd", "seeds", "grid_size",

@@ -5,14 +5,13 @@ stages that write them; the audit's table is evidence (used when present, never 
 
 from __future__ import annotations
 
+from dprelease.compare.frontier.report import frontier_report, sources
 from dprelease.contracts import plugins
 from dprelease.contracts.stage import Stage
 from dprelease.core.config import Params
 from dprelease.core.errors import ConfigError
 from dprelease.core.privacy.stages import key_id_file
 from dprelease.core.utility.points import FOLDER
-
-from .report import frontier_report, sources
 
 AUDIT = "reports/privacy/audit.csv"
 

@@ -13,6 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
+from dprelease.compare.mia import bounds
+from dprelease.compare.mia.population import audit_dir
+from dprelease.compare.mia.references import targets
+from dprelease.compare.mia.scores import lira_offline, lira_online, logit_confidence, loss_scores
 from dprelease.contracts import plugins
 from dprelease.contracts.layout import Layout
 from dprelease.core.config import Params
@@ -20,11 +24,6 @@ from dprelease.core.data.splits import backend_for
 from dprelease.core.io import write_json
 from dprelease.core.release.folder import arm_model_dir, load_release_model
 from dprelease.core.seeds import stage_seed
-
-from . import bounds
-from .population import audit_dir
-from .references import targets
-from .scores import lira_offline, lira_online, logit_confidence, loss_scores
 
 FPR_GRID = np.logspace(-4, 0, 41)
 ATTACKS = ("loss", "lira_offline", "lira_online")

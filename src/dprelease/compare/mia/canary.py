@@ -34,6 +34,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from dprelease.compare.mia import onerun, workers
+from dprelease.compare.mia.attack import arm_folder
+from dprelease.compare.mia.population import audit_dir
+from dprelease.compare.mia.scores import loss_scores
 from dprelease.contracts import plugins
 from dprelease.contracts.layout import Layout
 from dprelease.contracts.stage import StageAccess
@@ -44,11 +48,6 @@ from dprelease.core.errors import OneLineError
 from dprelease.core.io import atomic_dir, private_dir, read_json, write_json
 from dprelease.core.privacy import secret
 from dprelease.core.release.folder import load_release_model
-
-from . import onerun, workers
-from .attack import arm_folder
-from .population import audit_dir
-from .scores import loss_scores
 
 SKIP = {"stratify", "featurize", "evaluate", "audit_replay", "select", "publish"}  # data given directly; no utility
 # eval, no replay audit (of the release itself, not of a canary run), no card

@@ -17,12 +17,11 @@ from pathlib import Path
 import numpy as np
 from safetensors.torch import load_file
 
+from dprelease.compare.mia.attack import FPR_GRID, summarise
 from dprelease.contracts.layout import Layout
 from dprelease.core.config import Params
 from dprelease.core.io import atomic_dir, read_json, write_json
 from dprelease.core.seeds import stage_seed
-
-from .attack import FPR_GRID, summarise
 
 LABELS = {"nonprivate": "NVDP non-private classifier", "unconstrained": "NVDP unconstrained",
           "clipped": "NVDP clipped"}

@@ -1,9 +1,8 @@
 """The privacy audit's plug-in: population pool and canaries, LiRA references, membership inference of every
 audited arm, the one-run canary audit, the report (and the NVDP arm's audit, run by the NVDP flow)."""
 
+from dprelease.compare.mia import stages, tracking
 from dprelease.contracts.mechanism import FlowSpec, Mechanism
-
-from . import stages, tracking
 
 AUDIT = FlowSpec(name="audit", title="privacy-audit", targets=("audit_replay", "privacy_report"), then=("publish",),
                  check=stages.check, track=tracking.tracked_run, report="privacy/report.md", children="arm",

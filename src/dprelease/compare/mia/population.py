@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from dprelease.compare.mia import audit_cache, workers
 from dprelease.contracts.layout import Layout
 from dprelease.core.backends import make_backend
 from dprelease.core.backends.base import save_features
@@ -44,8 +45,6 @@ from dprelease.core.data.splits import backend_for, label_info
 from dprelease.core.io import atomic_dir, write_json
 from dprelease.core.privacy import secret
 from dprelease.core.seeds import stage_seed
-
-from . import audit_cache, workers
 
 
 def audit_dir(lay: Layout) -> Path:

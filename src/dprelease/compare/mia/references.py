@@ -22,6 +22,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from dprelease.compare.mia import audit_cache, workers
+from dprelease.compare.mia.population import audit_dir
+from dprelease.compare.mia.scores import logit_confidence
 from dprelease.contracts.layout import Layout
 from dprelease.contracts.source import code_hash
 from dprelease.core.backends.base import load_features
@@ -30,10 +33,6 @@ from dprelease.core.data.splits import backend_for, features
 from dprelease.core.io import atomic_dir, file_hash, write_json
 from dprelease.core.seeds import stage_seed
 from dprelease.core.training import finetune
-
-from . import audit_cache, workers
-from .population import audit_dir
-from .scores import logit_confidence
 
 
 def targets(lay: Layout):

@@ -4,16 +4,15 @@ membership inference on every arm, the one-run canary audit, and the report."""
 from __future__ import annotations
 
 from dprelease.compare.arms import check_arms
+from dprelease.compare.mia.attack import arm_folder, privacy_audit
+from dprelease.compare.mia.canary import canary_runs, timed
+from dprelease.compare.mia.nvdp_arm import audit_nvdp
+from dprelease.compare.mia.population import audit_pool
+from dprelease.compare.mia.references import audit_references
+from dprelease.compare.mia.report import privacy_report
 from dprelease.contracts.stage import Stage
 from dprelease.core.config import Params
 from dprelease.core.privacy.stages import key_id_file
-
-from .attack import arm_folder, privacy_audit
-from .canary import canary_runs, timed
-from .nvdp_arm import audit_nvdp
-from .population import audit_pool
-from .references import audit_references
-from .report import privacy_report
 
 
 def check(params: Params) -> None:

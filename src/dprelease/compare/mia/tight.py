@@ -31,7 +31,7 @@ import math
 import numpy as np
 from scipy.stats import beta
 
-from .onerun import gdp_epsilon
+from dprelease.compare.mia.onerun import gdp_epsilon
 
 
 def cp_upper(x: int, n: int, a: float) -> float:

@@ -4,11 +4,10 @@ records). Its deps are the arms' files, so the compare flow's plan holds exactly
 from __future__ import annotations
 
 from dprelease.compare.arms import check_arms
+from dprelease.compare.reports.compare import compare_report
 from dprelease.contracts import plugins
 from dprelease.contracts.stage import Stage
 from dprelease.core.config import Params
-
-from .compare import compare_report
 
 RELEASE_FILES = ["reports/release", "metrics/evaluation.json", "metrics/swag_ppm_draw.json", "metrics/data.json"]
 

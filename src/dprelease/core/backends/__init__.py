@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..errors import ReleaseError
-from .base import Backend, pick_device
-from .full import FullBackend
-from .head import HeadBackend
+from dprelease.core.backends.base import Backend, pick_device
+from dprelease.core.backends.full import FullBackend
+from dprelease.core.backends.head import HeadBackend
+from dprelease.core.errors import ReleaseError
 
 if TYPE_CHECKING:  # the typed config (pydantic) is not needed to load a release
-    from ..config import Params
+    from dprelease.core.config import Params
 
 BACKENDS: dict[str, type[Backend]] = {"head": HeadBackend, "full": FullBackend}
 

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from ..io import atomic_path
+from dprelease.core.io import atomic_path
 
 Features = dict[str, torch.Tensor]
 

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from .base import Backend, Features, batches, n_records, set_flat, take, trainable
+from dprelease.core.backends.base import Backend, Features, batches, n_records, set_flat, take, trainable
 
 
 def _flat_grad(out: torch.Tensor, params: list[nn.Parameter], retain: bool) -> torch.Tensor:

@@ -33,7 +33,7 @@ def encoder_reference(encoder: str = "pretrained") -> dict:
 
 @lru_cache(maxsize=1)
 def _weights_hash() -> str:
-    from ..io import file_hash
+    from dprelease.core.io import file_hash
 
     return file_hash(encoder_dir() / "model.safetensors")
 

@@ -16,14 +16,23 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import ReleaseError
-from ..untrusted import BOUNDS, bounded, fit_state, load_weights, module_shapes, read_json_object
-from . import full_curvature
-from .base import Backend, Features, eval_autocast, length_sorted_batches, n_records, save_state, set_flat, trainable
-from .encoder import encoder_dir, encoder_reference, load_tokenizer
+from dprelease.core.backends import full_curvature
+from dprelease.core.backends.base import (
+    Backend,
+    Features,
+    eval_autocast,
+    length_sorted_batches,
+    n_records,
+    save_state,
+    set_flat,
+    trainable,
+)
+from dprelease.core.backends.encoder import encoder_dir, encoder_reference, load_tokenizer
+from dprelease.core.errors import ReleaseError
+from dprelease.core.untrusted import BOUNDS, bounded, fit_state, load_weights, module_shapes, read_json_object
 
 if TYPE_CHECKING:  # the typed config (pydantic) is not needed to load a release
-    from ..config import FullParams
+    from dprelease.core.config import FullParams
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
 TINY = {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64}

@@ -24,7 +24,7 @@ from torch import nn
 from torch.func import functional_call, grad, jvp, vjp, vmap
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from .base import Features, n_records, set_flat
+from dprelease.core.backends.base import Features, n_records, set_flat
 
 # Per-record gradients materialised at once (one [chunk, d] float32 tensor per parameter, its square and a
 # float64 reduction): what bounds a chunk. 22.7 M parameters: ~23 pairs per chunk on a GPU.

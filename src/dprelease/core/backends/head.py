@@ -17,16 +17,15 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from dprelease.core.architecture import check_head_arch, head_shapes
-
-from ..errors import ReleaseError
-from ..threads import torch_threads
-from ..untrusted import fit_state, load_weights
-from . import head_curvature, minilm
-from .base import Backend, Features, save_state, trainable
-from .encoder import encoder_reference, mean_pool
+from dprelease.core.backends import head_curvature, minilm
+from dprelease.core.backends.base import Backend, Features, save_state, trainable
+from dprelease.core.backends.encoder import encoder_reference, mean_pool
+from dprelease.core.errors import ReleaseError
+from dprelease.core.threads import torch_threads
+from dprelease.core.untrusted import fit_state, load_weights
 
 if TYPE_CHECKING:  # the typed config (pydantic) is not needed to load a release
-    from ..config import HeadParams
+    from dprelease.core.config import HeadParams
 
 ENCODERS = ("public_tuned", "pretrained")  # features.encoder
 EMBED_BATCH = 64  # narratives encoded at once (features.batch_size sets the pipeline's)

@@ -24,7 +24,7 @@ import math
 import torch
 from torch import nn
 
-from .base import trainable
+from dprelease.core.backends.base import trainable
 
 CHUNK = 2048
 

@@ -1,7 +1,6 @@
 """The data package's plug-in: ``stratify`` (the split) and ``featurize`` (the cached encoder features)."""
 
 from dprelease.contracts.mechanism import Mechanism
-
-from . import stages
+from dprelease.core.data import stages
 
 PLUGIN = Mechanism(name="data", declare=stages.declare)

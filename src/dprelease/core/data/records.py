@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import DataError
+from dprelease.core.errors import DataError
 
 __all__ = ["DataError", "read_text", "read_csv", "read_records", "stratified_sample", "split", "gini", "load_titles"]
 

@@ -7,13 +7,12 @@ from typing import TYPE_CHECKING
 import torch
 
 from dprelease.contracts.layout import Layout
-
-from ..backends import make_backend
-from ..backends.base import Backend, Features, load_features
-from ..io import read_json
+from dprelease.core.backends import make_backend
+from dprelease.core.backends.base import Backend, Features, load_features
+from dprelease.core.io import read_json
 
 if TYPE_CHECKING:  # the typed config (pydantic) is not needed to load a release
-    from ..config import Params
+    from dprelease.core.config import Params
 
 # proxy_* and public_rest: public reports (the proxy and the rest of the public period)
 SPLITS = ("train", "test", "validation", "proxy_train", "proxy_validation", "public_rest")

@@ -11,14 +11,13 @@ import torch
 
 from dprelease.contracts.layout import Layout
 from dprelease.contracts.stage import Stage
-
-from ..backends.base import save_features
-from ..config import Params
-from ..io import atomic_dir, file_hash, write_json
-from ..privacy import secret
-from ..privacy.stages import key_id_file
-from . import records, roles
-from .splits import SPLITS, backend_for, label_info
+from dprelease.core.backends.base import save_features
+from dprelease.core.config import Params
+from dprelease.core.data import records, roles
+from dprelease.core.data.splits import SPLITS, backend_for, label_info
+from dprelease.core.io import atomic_dir, file_hash, write_json
+from dprelease.core.privacy import secret
+from dprelease.core.privacy.stages import key_id_file
 
 
 def period_split(params: Params, root: str | Path = ".") -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -173,7 +172,7 @@ def featurize(params: Params, root: str | Path = ".") -> dict:
                 continue
             df = pd.read_csv(lay.data / f"{split}.csv", dtype=str, keep_default_na=False)
             if tuned and split in PUBLIC_SPLITS:  # public narratives: the shipped table where it holds them
-                from ..backends.public_encoder import public_features
+                from dprelease.core.backends.public_encoder import public_features
 
                 x, hits = public_features(df["text"].tolist(), lambda t: backend.featurize(t, progress=True)["x"],
                                           max_length=params.features.max_length)

@@ -19,7 +19,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Callable
 
-from ..errors import ConfigError
+from dprelease.core.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def get(name: str) -> Accountant:
 # the project's three ---------------------------------------------------------------------------------------------
 def _rdp(conversion: str) -> Callable[[float, float, int, float], float]:
     def spent(sigma: float, q: float, steps: int, delta: float) -> float:
-        from .rdp import sampled_gaussian_epsilon
+        from dprelease.core.privacy.rdp import sampled_gaussian_epsilon
 
         with warnings.catch_warnings():  # "optimal order is the largest alpha": the bound holds at any order
             warnings.filterwarnings("ignore", message="Optimal order is the largest alpha")
@@ -82,7 +82,7 @@ def _converted_rdp(conversion: str):
     from opacus.accountants import RDPAccountant
     from opacus.accountants.analysis.rdp import compute_rdp
 
-    from .rdp import ORDERS, rdp_to_epsilon
+    from dprelease.core.privacy.rdp import ORDERS, rdp_to_epsilon
 
     class ConvertedRDPAccountant(RDPAccountant):
         """Opacus's RDP accountant, reporting ε with the chosen conversion."""

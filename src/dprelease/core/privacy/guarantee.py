@@ -24,9 +24,8 @@ from dataclasses import asdict, dataclass, field
 
 from dprelease.contracts import plugins
 from dprelease.contracts.mechanism import Kind
-
-from .kinds import KINDS as CORE
-from .kinds import UNCERTIFIED_INDEX, coverage_sentence  # noqa: F401  (coverage_sentence: re-export)
+from dprelease.core.privacy.kinds import KINDS as CORE
+from dprelease.core.privacy.kinds import UNCERTIFIED_INDEX, coverage_sentence  # noqa: F401  (coverage_sentence: re-export)
 
 NO_DELTA_PPM = "asymptotic, not quantified"
 NOT_PRIVATE = "none (not private)"

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..errors import OneLineError
+from dprelease.core.errors import OneLineError
 
 NEW_KEY_ENV = "DPRELEASE_NEW_KEY"  # 1: accept a new key under `dvc repro` (as --new-key does for the flows)
 HISTORY = "history.json"
@@ -98,7 +98,7 @@ def _replaced(folder: Path) -> list[dict]:
 
 def record_replacement(folder: Path, kind: str, recorded: dict, by: str) -> None:
     """Note in ``folder/history.json`` that the recorded key was replaced here on purpose (``--new-key``)."""
-    from ..io import write_json
+    from dprelease.core.io import write_json
 
     h = _read_json(folder / HISTORY)
     h = h if isinstance(h, dict) else {}
@@ -116,7 +116,7 @@ def _agency_rel(params) -> str:
 def _secret_state(params, root: Path) -> tuple[Path, str | None, str | None, set[str], set[str]]:
     """(folder, current key id or None, md5 of its key_id.json, md5s and ids of keys known here besides the
     current one)."""
-    from . import secret
+    from dprelease.core.privacy import secret
 
     folder = root / params.artifacts / "secret"
     current = secret._id(secret._read_key(folder / secret.KEY)) if (folder / secret.KEY).is_file() else None
@@ -179,14 +179,14 @@ def _recorded(params, lock_md5: str | None, release_id: str | None) -> tuple[dic
 
 
 def _new_secret(params, root: Path, folder: Path) -> tuple[str, str]:
-    from . import secret
+    from dprelease.core.privacy import secret
 
     _, kid = secret.rotate(root / params.artifacts)
     return kid, f"new randomness key {kid}"
 
 
 def _new_agency(params, root: Path, folder: Path) -> tuple[str, str]:
-    from ..io import private_dir
+    from dprelease.core.io import private_dir
 
     private_dir(folder)  # the new key itself is made by the caller, or at the first signing (signing.ensure_key)
     return "a new key", "a new agency key"

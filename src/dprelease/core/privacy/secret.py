@@ -36,8 +36,8 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import OneLineError
-from ..io import private_dir, write_json
+from dprelease.core.errors import OneLineError
+from dprelease.core.io import private_dir, write_json
 
 KEY_BYTES = 32
 KEY = "key"

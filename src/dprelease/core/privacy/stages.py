@@ -12,9 +12,8 @@ from pathlib import Path
 
 from dprelease.contracts.layout import Layout
 from dprelease.contracts.stage import Stage
-
-from ..config import Params
-from . import secret
+from dprelease.core.config import Params
+from dprelease.core.privacy import secret
 
 
 def key_id_file(params: Params) -> str:
@@ -23,7 +22,7 @@ def key_id_file(params: Params) -> str:
 
 
 def ensure(params: Params, root: str | Path = ".") -> dict:
-    from . import key_guard
+    from dprelease.core.privacy import key_guard
 
     # in a DVC project (`dvc repro`): refuse keys other than those dvc.lock records (DPRELEASE_NEW_KEY=1 accepts)
     for line in key_guard.check(params, root, new_key=key_guard.new_key_from_env(), use_release=False):

@@ -9,8 +9,8 @@ here reads ``metrics/swag_ppm_draw.json``.
 
 from __future__ import annotations
 
-from ..errors import ConfigError
-from ..params_path import params_file
+from dprelease.core.errors import ConfigError
+from dprelease.core.params_path import params_file
 
 
 def declared(value: float | None, *, key: str, who: str) -> float:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from ..privacy.guarantee import kind
+from dprelease.core.privacy.guarantee import kind
 
 CARD = "README.md"
 

@@ -23,9 +23,9 @@ import stat
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ..errors import ReleaseError
-from ..io import file_hash
-from ..untrusted import check_shapes, read_json_object, safetensors_header
+from dprelease.core.errors import ReleaseError
+from dprelease.core.io import file_hash
+from dprelease.core.untrusted import check_shapes, read_json_object, safetensors_header
 
 ALLOWED = {"model.safetensors", "model.json", "labels.json", "release.json", "release.sig", "README.md", "config.json",
            "tokenizer/tokenizer.json", "tokenizer/tokenizer_config.json", "tokenizer/special_tokens_map.json",

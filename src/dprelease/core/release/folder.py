@@ -22,17 +22,25 @@ import torch
 from tqdm.auto import tqdm
 
 from dprelease import __version__
+from dprelease.core.backends import backend_class
+from dprelease.core.data.records import read_csv
+from dprelease.core.data.splits import label_info
+from dprelease.core.errors import ReleaseError
+from dprelease.core.io import atomic_dir, atomic_path, write_json
+from dprelease.core.release.check import (  # noqa: F401  (ALLOWED: re-exported)
+    ALLOWED,
+    MANIFEST,
+    UNLISTED,
+    check_release_folder,
+    file_digests,
+    release_files,
+    shown_as,
+    snapshot,
+)
 from dprelease.core.release.classifier import verify_classifier as _verify
 from dprelease.core.release.classifier import verify_release
-
-from ..backends import backend_class
-from ..data.records import read_csv
-from ..data.splits import label_info
-from ..errors import ReleaseError
-from ..io import atomic_dir, atomic_path, write_json
-from .check import ALLOWED, MANIFEST, UNLISTED, check_release_folder, file_digests, release_files, shown_as, snapshot  # noqa: F401  (ALLOWED: re-exported)
-from .outputs import check_output, new_columns, require_rows
-from .signing import Signer, require_signature, sign_folder
+from dprelease.core.release.outputs import check_output, new_columns, require_rows
+from dprelease.core.release.signing import Signer, require_signature, sign_folder
 
 CARD = "README.md"
 
@@ -196,7 +204,7 @@ def over_window(texts: list[str], max_length: int) -> list[int]:
     """The 1-based data rows whose narrative is longer than ``max_length`` tokens of the public encoder's tokenizer
     (the head's encoder, and the full backend's released copy of it), special tokens included: what the model
     cuts. Counted in chunks, each text's characters bounded (a token is at least one character)."""
-    from ..backends.minilm import token_ids  # the fast tokenizer `embed` uses (no transformers import)
+    from dprelease.core.backends.minilm import token_ids  # the fast tokenizer `embed` uses (no transformers import)
 
     rows = []
     for start in range(0, len(texts), PREDICT_BATCH):

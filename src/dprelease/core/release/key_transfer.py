@@ -24,7 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..errors import ConfigError
+from dprelease.core.errors import ConfigError
 
 PASSPHRASE_ENV = "DPRELEASE_KEY_PASSPHRASE"
 SECRET_FILE, AGENCY_FILE, INFO = "randomness.key.enc", "agency.key.pem", "keys.json"
@@ -64,7 +64,7 @@ def _write(path: Path, data: bytes) -> None:
 
 
 def _folders(params, root: Path) -> tuple[Path, Path]:
-    from .signing import key_folder
+    from dprelease.core.release.signing import key_folder
 
     return root / params.artifacts / "secret", key_folder(params, root)
 
@@ -74,8 +74,8 @@ def export_private(params, root: str | Path, to: str | Path, pw: bytes) -> list[
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
     from cryptography.hazmat.primitives.serialization import BestAvailableEncryption, Encoding, PrivateFormat
 
-    from ..privacy import secret
-    from .signing import PUBLIC, SIGNER, load_signer
+    from dprelease.core.privacy import secret
+    from dprelease.core.release.signing import PUBLIC, SIGNER, load_signer
 
     root, to = Path(root), Path(to)
     sdir, kdir = _folders(params, root)
@@ -128,9 +128,9 @@ def import_private(params, root: str | Path, src: str | Path, pw: bytes) -> list
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, load_pem_private_key
 
-    from ..io import private_dir, write_json
-    from ..privacy import secret
-    from .signing import KEY, PUBLIC, SIGNER, _install, _locked, key_id, load_signer
+    from dprelease.core.io import private_dir, write_json
+    from dprelease.core.privacy import secret
+    from dprelease.core.release.signing import KEY, PUBLIC, SIGNER, _install, _locked, key_id, load_signer
 
     root, src = Path(root), Path(src)
     info = _check_folder(src)

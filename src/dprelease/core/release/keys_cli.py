@@ -22,11 +22,19 @@ from __future__ import annotations
 from pathlib import Path
 
 from dprelease.contracts import plugins
+from dprelease.core.config import Params
+from dprelease.core.errors import ConfigError
 from dprelease.core.locks import root_lock
-
-from ..config import Params
-from ..errors import ConfigError
-from .signing import DEFAULT_SIGNER, PUBLIC, RETIRED, ensure_key, export_public, key_folder, load_signer, rotate
+from dprelease.core.release.signing import (
+    DEFAULT_SIGNER,
+    PUBLIC,
+    RETIRED,
+    ensure_key,
+    export_public,
+    key_folder,
+    load_signer,
+    rotate,
+)
 
 
 def release_folders(params: Params, root: Path) -> list[Path]:
@@ -41,7 +49,7 @@ def key_command(action: str, params: Params, *, signer: str | None = None, outpu
     root = Path(root)
     folder = key_folder(params, root)
     if action in ("export-private", "import-private"):
-        from . import key_transfer
+        from dprelease.core.release import key_transfer
 
         where = to if action == "export-private" else source
         if not where:
@@ -62,7 +70,7 @@ def key_command(action: str, params: Params, *, signer: str | None = None, outpu
         return [f"agency key {s.key_id} (signer {s.name}) in {folder}; public key {folder / PUBLIC}"]
     with root_lock(root, f"dprelease key {action}"):
         if action == "init":
-            from ..privacy import key_guard
+            from dprelease.core.privacy import key_guard
 
             done = key_guard.check(params, root, new_key=new_key, keys=("agency",), use_release=False)
             s, made = ensure_key(folder, signer=signer or DEFAULT_SIGNER)
@@ -72,7 +80,7 @@ def key_command(action: str, params: Params, *, signer: str | None = None, outpu
                 raise ConfigError(f"{folder}: a key exists already (signer {s.name}); `dprelease key rotate "
                                   f"--signer {signer!r}` makes a new one")
             return [f"{'made' if made else 'kept'} agency key {s.key_id[:16]} (signer {s.name}) in {folder}"]
-        from .verify import resign_all
+        from dprelease.core.release.verify import resign_all
 
         old, new = rotate(folder, signer=signer)
         retired = folder / RETIRED / old.key_id[:16]

@@ -14,7 +14,7 @@ import os
 import stat
 from pathlib import Path
 
-from ..errors import ReleaseError
+from dprelease.core.errors import ReleaseError
 
 KINDS = {stat.S_ISLNK: "a symbolic link", stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block device",
          stat.S_ISFIFO: "a FIFO", stat.S_ISSOCK: "a socket"}

@@ -2,7 +2,6 @@
 (:mod:`.stages`), which signs the declared mechanism's staged release, is added by the registry."""
 
 from dprelease.contracts.mechanism import Mechanism
-
-from . import stages
+from dprelease.core.release import stages
 
 PLUGIN = Mechanism(name="release", declare=stages.declare)

@@ -25,12 +25,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import ReleaseError
-from ..io import atomic_path, file_hash
-from .check import MANIFEST, shown_as, snapshot, verify_release_folder
-from .check import SANITIZER as KIND
-from .outputs import check_output, require_rows
-from .signing import require_signature
+from dprelease.core.errors import ReleaseError
+from dprelease.core.io import atomic_path, file_hash
+from dprelease.core.release.check import MANIFEST, shown_as, snapshot, verify_release_folder
+from dprelease.core.release.check import SANITIZER as KIND
+from dprelease.core.release.outputs import check_output, require_rows
+from dprelease.core.release.signing import require_signature
 
 if TYPE_CHECKING:
     import pandas as pd

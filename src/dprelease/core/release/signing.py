@@ -32,11 +32,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dprelease.core.errors import ConfigError, ReleaseError
+from dprelease.core.io import atomic_path, private_dir, write_json
 from dprelease.core.locks import file_lock
-
-from ..errors import ConfigError, ReleaseError
-from ..io import atomic_path, private_dir, write_json
-from .check import MANIFEST, SIGNATURE
+from dprelease.core.release.check import MANIFEST, SIGNATURE
 
 KEY, PUBLIC, SIGNER = "agency.key", "agency.pub", "signer.json"
 KEY_ENV = "DPRELEASE_AGENCY_KEY"  # the agency's public key file, where no --key is given
@@ -309,7 +308,7 @@ def opted_out(value: str | None) -> bool:
 def agency_signer(params, root: str | Path = ".") -> Signer:
     """The signer a stage that publishes uses (the key is made on first use, unless dvc.lock records another:
     :mod:`dprelease.core.privacy.key_guard`)."""
-    from ..privacy import key_guard
+    from dprelease.core.privacy import key_guard
 
     key_guard.check(params, root, new_key=key_guard.new_key_from_env(), keys=("agency",), use_release=False)
     return ensure_key(key_folder(params, root))[0]

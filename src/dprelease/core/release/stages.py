@@ -15,13 +15,12 @@ from pathlib import Path
 
 from dprelease.contracts.layout import Layout
 from dprelease.contracts.stage import Stage
+from dprelease.core.config import Params
+from dprelease.core.io import write_json
+from dprelease.core.release.folder import publish as write_published
+from dprelease.core.release.folder import verify_release
 from dprelease.core.release.path import check_release_path
-
-from ..config import Params
-from ..io import write_json
-from .folder import publish as write_published
-from .folder import verify_release
-from .signing import agency_signer, public_key_dep
+from dprelease.core.release.signing import agency_signer, public_key_dep
 
 RECORD = "metrics/released.json"  # the release record: mechanism, kind, ε, δ, F1, diagnostics, folder (aggregates)
 

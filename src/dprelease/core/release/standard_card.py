@@ -6,9 +6,9 @@ Aggregates only: never a per-record quantity."""
 
 from __future__ import annotations
 
-from ..privacy.guarantee import kind
-from .card import audit_lines, audit_rows
-from .card import fixed as _f
+from dprelease.core.privacy.guarantee import kind
+from dprelease.core.release.card import audit_lines, audit_rows
+from dprelease.core.release.card import fixed as _f
 
 
 def coverage_lines(manifest: dict) -> list[str]:

@@ -15,16 +15,15 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from dprelease.core.errors import ReleaseError
+from dprelease.core.io import atomic_dir
+from dprelease.core.privacy.guarantee import Guarantee, kind
+from dprelease.core.release.check import MANIFEST, UNLISTED, check_release_folder, release_files, shown_as, snapshot
 from dprelease.core.release.classifier import verify_release
-
-from ..errors import ReleaseError
-from ..io import atomic_dir
-from ..privacy.guarantee import Guarantee, kind
-from ..untrusted import read_json_object
-from .check import MANIFEST, UNLISTED, check_release_folder, release_files, shown_as, snapshot
-from .sanitizer import KIND as SANITIZER
-from .sanitizer import verify_sanitizer
-from .signing import Signer, check_signature, missing_key, sign_folder
+from dprelease.core.release.sanitizer import KIND as SANITIZER
+from dprelease.core.release.sanitizer import verify_sanitizer
+from dprelease.core.release.signing import Signer, check_signature, missing_key, sign_folder
+from dprelease.core.untrusted import read_json_object
 
 
 def _check(folder: Path) -> dict:

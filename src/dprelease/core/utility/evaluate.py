@@ -10,11 +10,10 @@ import pandas as pd
 import torch
 
 from dprelease.contracts.layout import Layout
-
-from ..data.splits import features
-from ..io import atomic_path, write_json
-from ..privacy.guarantee import Guarantee
-from .metrics import f1_summary, per_class_f1, quartile_table
+from dprelease.core.data.splits import features
+from dprelease.core.io import atomic_path, write_json
+from dprelease.core.privacy.guarantee import Guarantee
+from dprelease.core.utility.metrics import f1_summary, per_class_f1, quartile_table
 
 
 def evaluate(backend, model, features, labels: torch.Tensor, label_info: dict) -> tuple[dict, pd.DataFrame, pd.DataFrame]:

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .accounting import noise_multiplier, spent_epsilon, steps_for
+from dprelease.mechanisms.dpsgd.accounting import noise_multiplier, spent_epsilon, steps_for
 
 OPTIMIZERS = ("adamw", "sgd")
 BETAS = (0.9, 0.999)

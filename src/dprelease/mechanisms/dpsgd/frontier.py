@@ -29,11 +29,10 @@ from dprelease.core.config import Params
 from dprelease.core.data.splits import label_info, n_public
 from dprelease.core.utility.metrics import f1_summary, mean_sd
 from dprelease.core.utility.points import PRIVATE_VALIDATION, PUBLIC_PROXY, Point, write_points
-
-from .accounting import default_delta
-from .forward import forward_check
-from .private_selection import private_points
-from .search import (
+from dprelease.mechanisms.dpsgd.accounting import default_delta
+from dprelease.mechanisms.dpsgd.forward import forward_check
+from dprelease.mechanisms.dpsgd.private_selection import private_points
+from dprelease.mechanisms.dpsgd.search import (
     ACCOUNTANTS,
     _Sigmas,
     _weighted_f1,

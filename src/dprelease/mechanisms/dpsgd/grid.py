@@ -34,7 +34,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .batched import CLIP_EPS, Setting, adam_moments
+from dprelease.mechanisms.dpsgd.batched import CLIP_EPS, Setting, adam_moments
 
 CHUNK = 32  # runs per chunk: a chunk's logits are chunk × records × K floats, its gathered batches chunk × B × d
 TINY = 1e-20  # inputs and softmax probabilities at or below it count as 0 (module docstring)

@@ -4,8 +4,7 @@ and the preflight every flow that plans its stages runs (the declared target, ba
 before any training."""
 
 from dprelease.contracts.mechanism import Mechanism
-
-from . import stages
+from dprelease.mechanisms.dpsgd import stages
 
 
 def check(params, root) -> None:

@@ -28,9 +28,8 @@ from dprelease.core.privacy.rdp import ORDERS, rdp_to_epsilon
 from dprelease.core.privacy.tuning import draw_repetitions, gaussian_rdp, selection_rdp
 from dprelease.core.utility.metrics import f1_summary, mean_sd
 from dprelease.core.utility.points import PRIVATE_SELECTION, Point
-
-from .accounting import noise_multiplier, steps_for
-from .batched import Setting, setting_for
+from dprelease.mechanisms.dpsgd.accounting import noise_multiplier, steps_for
+from dprelease.mechanisms.dpsgd.batched import Setting, setting_for
 
 CONVERSION = "opacus"
 SMALLEST_LEVEL = 0.25  # the per-run level s the search starts from (the RDP orders up to 63 floor ε near 0.14)

@@ -18,11 +18,10 @@ from dprelease.core.data.splits import head_embeddings, label_info, n_public
 from dprelease.core.privacy import accountants, secret
 from dprelease.core.utility.metrics import f1
 from dprelease.core.utility.points import PRIVATE_VALIDATION, PUBLIC_PROXY
-
-from . import warm as warm_start
-from .accounting import noise_multiplier, steps_for
-from .batched import Setting, setting_for
-from .grid import train_grid
+from dprelease.mechanisms.dpsgd import warm as warm_start
+from dprelease.mechanisms.dpsgd.accounting import noise_multiplier, steps_for
+from dprelease.mechanisms.dpsgd.batched import Setting, setting_for
+from dprelease.mechanisms.dpsgd.grid import train_grid
 
 # frontier.accountants' names → (the accountant DP-SGD's σ is calibrated with, its label: the registry's)
 ACCOUNTANTS = {name: (accountant, accountants.get(accountant).label) for name, accountant in (("rdp", "opacus"),

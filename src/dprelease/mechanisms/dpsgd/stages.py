@@ -31,12 +31,11 @@ from dprelease.core.release.manifest import release_manifest
 from dprelease.core.utility.dp_eval import dp_scores
 from dprelease.core.utility.evaluate import evaluate, score, write_arm
 from dprelease.core.utility.metrics import f1_summary
-
-from . import card
-from .accounting import default_delta, spent_epsilon
-from .frontier import frontier_dpsgd
-from .search import release_configuration
-from .train import check_setting, train_dpsgd
+from dprelease.mechanisms.dpsgd import card
+from dprelease.mechanisms.dpsgd.accounting import default_delta, spent_epsilon
+from dprelease.mechanisms.dpsgd.frontier import frontier_dpsgd
+from dprelease.mechanisms.dpsgd.search import release_configuration
+from dprelease.mechanisms.dpsgd.train import check_setting, train_dpsgd
 
 NOISE_SOURCE = ("Gaussian noise and Poisson sampling seeded from the project's secret key (OS entropy), not the "
                 "public seed; Opacus secure_mode not used")

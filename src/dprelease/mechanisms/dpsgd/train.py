@@ -20,8 +20,7 @@ from torch.utils.data import TensorDataset
 from tqdm.auto import tqdm
 
 from dprelease.core.backends.base import Backend, Features, n_records, trainable
-
-from .accounting import accountant_for, noise_multiplier, steps_for
+from dprelease.mechanisms.dpsgd.accounting import accountant_for, noise_multiplier, steps_for
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,9 @@ import torch
 from sklearn.metrics import roc_auc_score
 from torch.nn import functional as F
 
-from .model import head
-from .params import GPPParams
-from .train import GPPInputError, check_arrays
+from dprelease.mechanisms.gpp.model import head
+from dprelease.mechanisms.gpp.params import GPPParams
+from dprelease.mechanisms.gpp.train import GPPInputError, check_arrays
 
 
 @dataclass(frozen=True, kw_only=True)

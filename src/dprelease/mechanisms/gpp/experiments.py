@@ -11,9 +11,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from .audit import ProbeConfig, audit
-from .data import GPPData
-from .train import TrainConfig, release, train_method
+from dprelease.mechanisms.gpp.audit import ProbeConfig, audit
+from dprelease.mechanisms.gpp.data import GPPData
+from dprelease.mechanisms.gpp.train import TrainConfig, release, train_method
 
 SETTING = "centralized"
 

@@ -19,8 +19,7 @@ from dprelease.core.data.sectors import group_rare
 from dprelease.core.data.splits import features, label_info
 from dprelease.core.data.stages import all_splits, joined
 from dprelease.core.errors import DataError
-
-from .data import GPPData, load_regions, merge_regions, osha_columns
+from dprelease.mechanisms.gpp.data import GPPData, load_regions, merge_regions, osha_columns
 
 
 def pipeline_split(params: Params, root: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:

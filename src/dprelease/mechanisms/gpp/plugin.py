@@ -2,8 +2,7 @@
 (``tracking.py``: plain data) and sanitizer. Everything GPP adds to dprelease is in this folder."""
 
 from dprelease.contracts.mechanism import FlowSpec, Mechanism
-
-from . import stages, tracking
+from dprelease.mechanisms.gpp import stages, tracking
 
 GPP = FlowSpec(name="gpp", title="gpp", groups=("gpp",), check=stages.check, track=tracking.tracked_run,
                report="gpp/report.md", children="dataset",

@@ -29,9 +29,8 @@ from dprelease.core.release.check import SANITIZER as KIND
 from dprelease.core.release.path import check_release_path
 from dprelease.core.release.signing import agency_signer, sign_folder
 from dprelease.core.untrusted import bounded, fit_state, load_weights, module_shapes
-
-from .model import Encoder
-from .train import TrainConfig
+from dprelease.mechanisms.gpp.model import Encoder
+from dprelease.mechanisms.gpp.train import TrainConfig
 
 MECHANISM = "gpp"
 BOUNDS = {"d_in": (1, 4096), "d_z": (1, 4096)}

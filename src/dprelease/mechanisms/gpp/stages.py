@@ -20,11 +20,10 @@ from dprelease.core.io import atomic_dir, private_dir, write_json
 from dprelease.core.release.signing import public_key_dep
 from dprelease.core.seeds import stage_seed
 from dprelease.core.threads import torch_threads
-
-from .audit import ProbeConfig, audit
-from .data import GPPData, digits_composites
-from .experiments import baseline_table, row, sweeps
-from .train import TrainConfig
+from dprelease.mechanisms.gpp.audit import ProbeConfig, audit
+from dprelease.mechanisms.gpp.data import GPPData, digits_composites
+from dprelease.mechanisms.gpp.experiments import baseline_table, row, sweeps
+from dprelease.mechanisms.gpp.train import TrainConfig
 
 
 def train_config(params: Params, d_z: int, *, epochs: int | None = None) -> TrainConfig:
@@ -46,7 +45,7 @@ def distributed_rows(data: GPPData, params: Params, config: TrainConfig, seed: i
     if not params.gpp.distributed.enabled:
         return [], {"skipped": "gpp.distributed.enabled is false"}
     try:
-        from .federated import run_distributed
+        from dprelease.mechanisms.gpp.federated import run_distributed
     except ImportError as e:
         return [], {"skipped": f"gpp.federated.run_distributed unavailable ({e})"}
     t = len(data.clients)
@@ -108,8 +107,8 @@ def gpp_digits(params: Params, root: str | Path = ".") -> dict:
 
 
 def gpp_osha(params: Params, root: str | Path = ".") -> dict:
-    from .osha import osha_data
-    from .sanitizer import save_encoder
+    from dprelease.mechanisms.gpp.osha import osha_data
+    from dprelease.mechanisms.gpp.sanitizer import save_encoder
 
     g, lay = params.gpp, Layout.from_params(params, root)
     if not g.osha.enabled:
@@ -130,20 +129,20 @@ def gpp_osha(params: Params, root: str | Path = ".") -> dict:
 
 
 def gpp_release(params: Params, root: str | Path = ".") -> dict:
-    from .sanitizer import write_sanitizer_release
+    from dprelease.mechanisms.gpp.sanitizer import write_sanitizer_release
 
     return write_sanitizer_release(params, root, encoder_dir(params, root), code=closure(__name__))
 
 
 def gpp_report(params: Params, root: str | Path = ".") -> dict:
-    from .report import write_report
+    from dprelease.mechanisms.gpp.report import write_report
 
     return write_report(params, root)
 
 
 def sanitize(release_dir: Path, texts: list[str], *, seed: int) -> tuple[pd.DataFrame, dict]:
     """One sanitized draw z per text from a GPP sanitizer release (contract shared with NVDP)."""
-    from .sanitizer import sanitize_texts
+    from dprelease.mechanisms.gpp.sanitizer import sanitize_texts
 
     return sanitize_texts(Path(release_dir), texts, seed=seed)
 

@@ -23,9 +23,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from dprelease.core.errors import OneLineError
-
-from .model import Encoder, encoder_loss, head, kl_term, reparameterise
-from .params import GPPParams
+from dprelease.mechanisms.gpp.model import Encoder, encoder_loss, head, kl_term, reparameterise
+from dprelease.mechanisms.gpp.params import GPPParams
 
 METHODS = ("raw", "noprivacy", "random_projection", "noisy", "gpp")
 

@@ -19,10 +19,9 @@ from dprelease.core.data.splits import label_info
 from dprelease.core.privacy import secret
 from dprelease.core.utility.metrics import f1_summary
 from dprelease.core.utility.points import Point, write_points
-
-from . import posterior
-from .diagnostics import DiagnosticsRefused
-from .released import load, sample_variant
+from dprelease.mechanisms.linear_ppm import posterior
+from dprelease.mechanisms.linear_ppm.diagnostics import DiagnosticsRefused
+from dprelease.mechanisms.linear_ppm.released import load, sample_variant
 
 SOURCE = "linear_ppm"
 
@@ -92,8 +91,7 @@ def frontier_linear_ppm(params: Params, root: str | Path = ".") -> dict:
 
 def run_guarantee(run: posterior.Run):
     from dprelease.core.privacy import guarantee
-
-    from .released import quantities
+    from dprelease.mechanisms.linear_ppm.released import quantities
 
     return guarantee.ppm(posterior.epsilon(run), run.delta_hat, mechanism="linear PPM, no weights (MCMC)",
                          **quantities(run), weights=guarantee.UNIFORM_WEIGHTS, temperature_declared=1.0)

@@ -14,8 +14,8 @@ from typing import Callable
 import numpy as np
 import torch
 
-from . import diagnostics, maths
-from .sampler import overdispersed_starts, run_chains
+from dprelease.mechanisms.linear_ppm import diagnostics, maths
+from dprelease.mechanisms.linear_ppm.sampler import overdispersed_starts, run_chains
 
 CHUNK = 20  # draws evaluated at once (memory: CHUNK × n × K floats)
 

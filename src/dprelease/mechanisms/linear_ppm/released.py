@@ -32,9 +32,8 @@ from dprelease.core.release.path import check_release_path
 from dprelease.core.release.signing import agency_signer
 from dprelease.core.utility.dp_eval import separate_figures
 from dprelease.core.utility.metrics import f1_summary
-
-from . import diagnostics, maths, posterior
-from .card import render
+from dprelease.mechanisms.linear_ppm import diagnostics, maths, posterior
+from dprelease.mechanisms.linear_ppm.card import render
 
 FOLDER = "linear_ppm"  # under the artifacts: private
 SECRET_DRAW = "one kept draw, chosen uniformly with a seed from the secret key"

@@ -22,7 +22,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from . import hmc
+from dprelease.mechanisms.linear_ppm import hmc
 
 KINDS = ("hmc_split", "hmc_leapfrog", "nuts_pyro")
 NAMES = {"hmc_split": "batched split HMC", "hmc_leapfrog": "batched HMC"}

@@ -10,10 +10,9 @@ from dprelease.contracts.stage import Stage
 from dprelease.core.config import Params
 from dprelease.core.privacy.stages import key_id_file
 from dprelease.core.release.signing import public_key_dep
-
-from . import card, released
-from .frontier import frontier_linear_ppm
-from .params import FRONTIER
+from dprelease.mechanisms.linear_ppm import card, released
+from dprelease.mechanisms.linear_ppm.frontier import frontier_linear_ppm
+from dprelease.mechanisms.linear_ppm.params import FRONTIER
 
 # released by the shared publish step when ``released.mechanism: linear_ppm`` (its own flow signs linear_ppm.release)
 SPEC = ReleaseSpec(mechanism="linear_ppm", stage="linear_ppm_draw", staged=released.staged, card=card.release_card,

@@ -26,8 +26,7 @@ from dprelease.core.release.manifest import release_manifest
 from dprelease.core.utility.dp_eval import dp_scores
 from dprelease.core.utility.metrics import f1_summary
 from dprelease.core.utility.points import DECLARED, PUBLIC_PROXY
-
-from . import maths
+from dprelease.mechanisms.ncm import maths
 
 FOLDER = "ncm_release"  # under the artifacts: the staged (unsigned, private) release
 

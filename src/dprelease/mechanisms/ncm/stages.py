@@ -20,9 +20,8 @@ from dprelease.core.privacy.stages import key_id_file
 from dprelease.core.privacy.target import default_delta
 from dprelease.core.utility.metrics import f1_summary, mean_sd
 from dprelease.core.utility.points import DECLARED, PUBLIC_PROXY, Point, write_points
-
-from . import maths, released
-from .released import embeddings, proxy_centre
+from dprelease.mechanisms.ncm import maths, released
+from dprelease.mechanisms.ncm.released import embeddings, proxy_centre
 
 # released by the shared publish step when ``released.mechanism: ncm``
 SPEC = ReleaseSpec(mechanism="ncm", stage="ncm_release", staged=released.staged, card=released.card,

@@ -1,7 +1,6 @@
 """The non-private baseline's plug-in: its stage (its arm is in :mod:`.params`), trained like the released model without any privacy."""
 
 from dprelease.contracts.mechanism import Mechanism
-
-from . import stages
+from dprelease.mechanisms.nonprivate import stages
 
 PLUGIN = Mechanism(name="nonprivate", declare=stages.declare)

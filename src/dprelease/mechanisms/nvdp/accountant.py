@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from scipy import stats
 
-from .renyi import LAMBDA, Batch, dirichlet_part
+from dprelease.mechanisms.nvdp.renyi import LAMBDA, Batch, dirichlet_part
 
 DELTA = 1e-5
 CONF = 1 - 1e-16

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from .nvib import Clip, Posterior
+from dprelease.mechanisms.nvdp.nvib import Clip, Posterior
 
 
 class ClipStats:

@@ -15,11 +15,10 @@ from dprelease.contracts.layout import Layout
 from dprelease.core.io import atomic_dir, read_json, skip_marker, write_json
 from dprelease.core.seeds import stage_seed
 from dprelease.core.threads import torch_threads
-
-from .datasets import Split, is_pair, load
-from .nvib import NO_CLIP, Clip, NVDPModule
-from .states import DIM, EncoderNVDP, Packed, Tokens, load_states, nvdp_dir
-from .train import TrainOptions, evaluate, train
+from dprelease.mechanisms.nvdp.datasets import Split, is_pair, load
+from dprelease.mechanisms.nvdp.nvib import NO_CLIP, Clip, NVDPModule
+from dprelease.mechanisms.nvdp.states import DIM, EncoderNVDP, Packed, Tokens, load_states, nvdp_dir
+from dprelease.mechanisms.nvdp.train import TrainOptions, evaluate, train
 
 VARIANTS = ("nonprivate", "unconstrained", "clipped")
 

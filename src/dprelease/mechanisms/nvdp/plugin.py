@@ -2,8 +2,7 @@
 audit's NVDP arm, the sanitizer release and the report; ``sanitize`` for ``dprelease sanitize``."""
 
 from dprelease.contracts.mechanism import FlowSpec, Mechanism
-
-from . import stages, tracking
+from dprelease.mechanisms.nvdp import stages, tracking
 
 NVDP = FlowSpec(name="nvdp", title="nvdp", groups=("nvdp",), workers=2, track=tracking.tracked_run, report="nvdp/report.md",
                 children="task × variant",

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .nvib import ALPHA_ZERO
+from dprelease.mechanisms.nvdp.nvib import ALPHA_ZERO
 
 LAMBDA = 1.1
 Z_FILTER = 0.5  # the reference code zeroes per-batch RD values whose |z-score| exceeds this

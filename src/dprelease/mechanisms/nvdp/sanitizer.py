@@ -24,11 +24,10 @@ from dprelease.core.io import atomic_dir, write_json
 from dprelease.core.release.check import MANIFEST, SANITIZER, check_release_folder, file_digests, verify_release_folder
 from dprelease.core.release.signing import Signer, sign_folder
 from dprelease.core.untrusted import bounded, fit_state, load_weights, module_shapes
-
-from .datasets import Split
-from .experiment import module_from
-from .states import Packed, encode
-from .train import represent
+from dprelease.mechanisms.nvdp.datasets import Split
+from dprelease.mechanisms.nvdp.experiment import module_from
+from dprelease.mechanisms.nvdp.states import Packed, encode
+from dprelease.mechanisms.nvdp.train import represent
 
 CARD = "README.md"
 MECHANISM = "nvdp"

@@ -23,15 +23,14 @@ from dprelease.core.release.path import check_release_path
 from dprelease.core.release.signing import agency_signer, public_key_dep
 from dprelease.core.seeds import stage_seed
 from dprelease.core.threads import torch_threads
-
-from . import report
-from .datasets import TASKS
-from .experiment import VARIANTS, module_from, task_stage
-from .membership import true_class_log_probs
-from .probe import probe_auc, sector_labels
-from .sanitizer import privatize, write_sanitizer
-from .states import Packed, cache_stage, load_states, nvdp_dir
-from .train import represent
+from dprelease.mechanisms.nvdp import report
+from dprelease.mechanisms.nvdp.datasets import TASKS
+from dprelease.mechanisms.nvdp.experiment import VARIANTS, module_from, task_stage
+from dprelease.mechanisms.nvdp.membership import true_class_log_probs
+from dprelease.mechanisms.nvdp.probe import probe_auc, sector_labels
+from dprelease.mechanisms.nvdp.sanitizer import privatize, write_sanitizer
+from dprelease.mechanisms.nvdp.states import Packed, cache_stage, load_states, nvdp_dir
+from dprelease.mechanisms.nvdp.train import represent
 
 STATE_PARAMS = ["seed", "data", "proxy", "nvdp.tasks", "nvdp.max_length", "nvdp.glue_dir", "nvdp.sst2_max_train",
                 "nvdp.osha_max_train", "nvdp.encode_batch", "nvdp.backend"]

@@ -13,9 +13,8 @@ from torch import nn
 
 from dprelease.core.backends.encoder import load_encoder, load_tokenizer
 from dprelease.core.io import atomic_dir, skip_marker, write_json
-
-from .datasets import Split, load
-from .nvib import NVDPModule
+from dprelease.mechanisms.nvdp.datasets import Split, load
+from dprelease.mechanisms.nvdp.nvib import NVDPModule
 
 DIM = 384  # MiniLM-L6 hidden width
 

@@ -12,10 +12,10 @@ import torch
 from sklearn.metrics import accuracy_score, f1_score
 from torch import nn
 
-from .accountant import BDPAccountant
-from .clipstats import ClipStats
-from .nvib import Clip, kl_dirichlet, kl_gaussian
-from .renyi import Batch, RDStats
+from dprelease.mechanisms.nvdp.accountant import BDPAccountant
+from dprelease.mechanisms.nvdp.clipstats import ClipStats
+from dprelease.mechanisms.nvdp.nvib import Clip, kl_dirichlet, kl_gaussian
+from dprelease.mechanisms.nvdp.renyi import Batch, RDStats
 
 
 @dataclass(frozen=True)

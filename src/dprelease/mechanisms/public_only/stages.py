@@ -21,8 +21,7 @@ from dprelease.core.privacy.stages import key_id_file
 from dprelease.core.public_model import predict
 from dprelease.core.utility.metrics import f1_summary
 from dprelease.core.utility.points import PUBLIC_PROXY, Point, write_points
-
-from . import released
+from dprelease.mechanisms.public_only import released
 
 SPEC = ReleaseSpec(mechanism="public_only", stage="public_release", staged=released.staged, card=released.card,
                    figures=released.figures, code=lambda: closure(released.__name__))

@@ -30,13 +30,12 @@ from dprelease.core.privacy.censor import Censor
 from dprelease.core.privacy.target import declared
 from dprelease.core.release.folder import write_arm_model
 from dprelease.core.utility.evaluate import write_arm
-
-from . import calibrate, claim, extremes
-from .fit import UNCALIBRATED
-from .passes import PassJob, run_pass
-from .reweighting import fit
-from .rounds import SECRET_NOISE, draw_one
-from .swag import SwagMoments
+from dprelease.mechanisms.swag_ppm import calibrate, claim, extremes
+from dprelease.mechanisms.swag_ppm.fit import UNCALIBRATED
+from dprelease.mechanisms.swag_ppm.passes import PassJob, run_pass
+from dprelease.mechanisms.swag_ppm.reweighting import fit
+from dprelease.mechanisms.swag_ppm.rounds import SECRET_NOISE, draw_one
+from dprelease.mechanisms.swag_ppm.swag import SwagMoments
 
 
 def censor_epsilon(params: Params) -> float:

@@ -30,11 +30,10 @@ from torch import nn
 from dprelease.core.backends import curvature
 from dprelease.core.backends.base import Backend, Features, get_flat
 from dprelease.core.privacy.censor import Censor
-
-from . import temperature
-from .params import SwagParams
-from .swag import SwagMoments
-from .swag_train import swag as run_swag
+from dprelease.mechanisms.swag_ppm import temperature
+from dprelease.mechanisms.swag_ppm.params import SwagParams
+from dprelease.mechanisms.swag_ppm.swag import SwagMoments
+from dprelease.mechanisms.swag_ppm.swag_train import swag as run_swag
 
 # The pipeline's CG budget per temperature measurement (r = K − 1 solves at once). Whatever it leaves
 # unconverged widens the certified bounds (temperature.laplace_marginal) and so LOWERS the reported

@@ -19,8 +19,7 @@ from typing import Callable
 
 from dprelease.core.privacy import guarantee
 from dprelease.core.privacy.guarantee import Guarantee
-
-from .temperature import implied_epsilon
+from dprelease.mechanisms.swag_ppm.temperature import implied_epsilon
 
 HEADLINE = ("GEV upper bound ({confidence:.0%} interval) of the {level:.4f} quantile of the per-draw maximum, or the "
             "measured Δ̂ if larger")

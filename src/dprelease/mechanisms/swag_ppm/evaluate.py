@@ -22,11 +22,10 @@ from dprelease.core.plots import confusion_plot, f1_violin_plot, loss_curves_plo
 from dprelease.core.privacy import secret
 from dprelease.core.utility.evaluate import quartile_summary, score, write_tables
 from dprelease.core.utility.metrics import f1_summary, mean_sd
-
-from .diagnostics import diagnose
-from .record import own_figures
-from .reweighting import released_round
-from .swag import SwagMoments, iter_samples
+from dprelease.mechanisms.swag_ppm.diagnostics import diagnose
+from dprelease.mechanisms.swag_ppm.record import own_figures
+from dprelease.mechanisms.swag_ppm.reweighting import released_round
+from dprelease.mechanisms.swag_ppm.swag import SwagMoments, iter_samples
 
 
 def evaluate_release(params: Params, root: str | Path = ".") -> dict:

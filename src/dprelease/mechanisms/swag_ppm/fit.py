@@ -24,9 +24,8 @@ from dprelease.core.privacy import secret
 from dprelease.core.privacy.censor import Censor
 from dprelease.core.seeds import SeedFn
 from dprelease.core.training import finetune as run_finetune
-
-from . import calibrate
-from .params import ppm_finetune, swag_settings
+from dprelease.mechanisms.swag_ppm import calibrate
+from dprelease.mechanisms.swag_ppm.params import ppm_finetune, swag_settings
 
 UNCALIBRATED = "uncalibrated.safetensors"  # a weighted round's SWAG moments before calibration (private)
 

@@ -53,13 +53,12 @@ from dprelease.core.io import read_json
 from dprelease.core.privacy import guarantee, secret
 from dprelease.core.utility.metrics import f1_summary
 from dprelease.core.utility.points import Point, write_points
-
-from . import claim, extremes, ppm
-from .fit import refit, release_censor, round_weights
-from .passes import PassJob, posterior_pass, run_pass
-from .rounds import SECRET_NOISE, release_tail
-from .swag import SwagMoments, sample
-from .temperature import Temperature
+from dprelease.mechanisms.swag_ppm import claim, extremes, ppm
+from dprelease.mechanisms.swag_ppm.fit import refit, release_censor, round_weights
+from dprelease.mechanisms.swag_ppm.passes import PassJob, posterior_pass, run_pass
+from dprelease.mechanisms.swag_ppm.rounds import SECRET_NOISE, release_tail
+from dprelease.mechanisms.swag_ppm.swag import SwagMoments, sample
+from dprelease.mechanisms.swag_ppm.temperature import Temperature
 
 SOURCE = "swag_ppm"  # metrics/frontier/swag_ppm.json
 MECHANISM = "swag_ppm"

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .swag import SwagMoments
+from dprelease.mechanisms.swag_ppm.swag import SwagMoments
 
 
 @dataclass(frozen=True)

@@ -27,9 +27,8 @@ from dprelease.core.config import Params
 from dprelease.core.data.splits import backend_for, features
 from dprelease.core.privacy import secret
 from dprelease.core.privacy.censor import Censor
-
-from . import ppm
-from .swag import SwagMoments, chunk_states, iter_samples, sample
+from dprelease.mechanisms.swag_ppm import ppm
+from dprelease.mechanisms.swag_ppm.swag import SwagMoments, chunk_states, iter_samples, sample
 
 
 def evaluate(backend: Backend, model, thetas: torch.Tensor, feats: Features, y: torch.Tensor,

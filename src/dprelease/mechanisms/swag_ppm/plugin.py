@@ -1,8 +1,7 @@
 """SWAG-PPM's plug-in: its stages and the release flow (its arms are in :mod:`.params`)."""
 
 from dprelease.contracts.mechanism import FlowSpec, Mechanism
-
-from . import stages
+from dprelease.mechanisms.swag_ppm import stages
 
 RELEASE = FlowSpec(name="release", title="swag-ppm-release", groups=("release",), track="pipeline",
                    doc="The SWAG-PPM release: the registry's release stages as cached Prefect tasks, then one "

@@ -14,9 +14,8 @@ from dprelease.core.config import Params
 from dprelease.core.headline import epsilon_sensitivity_near
 from dprelease.core.io import read_json
 from dprelease.core.release.card import audit_rows as release_audit_rows
-
-from .card import render
-from .record import DRAW, RELEASED_ARM, details, own_figures
+from dprelease.mechanisms.swag_ppm.card import render
+from dprelease.mechanisms.swag_ppm.record import DRAW, RELEASED_ARM, details, own_figures
 
 
 def staged(params: Params) -> str:

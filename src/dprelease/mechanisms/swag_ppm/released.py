@@ -17,11 +17,10 @@ from dprelease.core.io import atomic_dir, read_json, write_json
 from dprelease.core.privacy import guarantee, secret
 from dprelease.core.release.folder import write_arm_model, write_release
 from dprelease.core.utility.evaluate import write_arm
-
-from . import claim
-from .params import ppm_finetune, swag_settings
-from .reweighting import released_round
-from .rounds import SECRET_NOISE, _draw, draw_from_round
+from dprelease.mechanisms.swag_ppm import claim
+from dprelease.mechanisms.swag_ppm.params import ppm_finetune, swag_settings
+from dprelease.mechanisms.swag_ppm.reweighting import released_round
+from dprelease.mechanisms.swag_ppm.rounds import SECRET_NOISE, _draw, draw_from_round
 
 
 def draw(params: Params, root: str | Path = ".") -> dict:

@@ -45,11 +45,10 @@ from dprelease.core.data.splits import backend_for, features
 from dprelease.core.io import atomic_dir, read_json, write_json
 from dprelease.core.privacy import guarantee, secret
 from dprelease.core.seeds import SeedFn, public_seeds, stage_seed
-
-from . import gaussian
-from .fit import refit, release_censor, round_weights
-from .reweighting import attempt_tag, decision_file, released_round
-from .swag import SwagMoments, sample
+from dprelease.mechanisms.swag_ppm import gaussian
+from dprelease.mechanisms.swag_ppm.fit import refit, release_censor, round_weights
+from dprelease.mechanisms.swag_ppm.reweighting import attempt_tag, decision_file, released_round
+from dprelease.mechanisms.swag_ppm.swag import SwagMoments, sample
 
 VIEWS = ("public", "operator")
 NOT_COVERED = "the adversary holds the secret key: not covered by the guarantee (why the key stays private)"

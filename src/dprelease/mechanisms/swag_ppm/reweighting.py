@@ -41,11 +41,10 @@ from dprelease.core.io import atomic_dir, private_dir, read_json, skip_marker, w
 from dprelease.core.privacy import secret
 from dprelease.core.privacy.censor import Censor
 from dprelease.core.utility.metrics import f1_summary
-
-from . import ppm
-from .fit import refit
-from .passes import draw_pass
-from .swag import SwagMoments, iter_samples
+from dprelease.mechanisms.swag_ppm import ppm
+from dprelease.mechanisms.swag_ppm.fit import refit
+from dprelease.mechanisms.swag_ppm.passes import draw_pass
+from dprelease.mechanisms.swag_ppm.swag import SwagMoments, iter_samples
 
 NO_REWEIGHT = "ppm.reweight is false (or the censored mechanism, which needs no re-weighting)"
 

@@ -17,11 +17,10 @@ from dprelease.core.config import Params
 from dprelease.core.data.splits import backend_for, features
 from dprelease.core.io import atomic_dir, read_json, write_json
 from dprelease.core.privacy import guarantee, secret
-
-from . import claim, extremes, ppm
-from .fit import release_censor, round_weights
-from .passes import posterior_pass
-from .swag import SwagMoments, iter_samples
+from dprelease.mechanisms.swag_ppm import claim, extremes, ppm
+from dprelease.mechanisms.swag_ppm.fit import release_censor, round_weights
+from dprelease.mechanisms.swag_ppm.passes import posterior_pass
+from dprelease.mechanisms.swag_ppm.swag import SwagMoments, iter_samples
 
 
 def risk(params: Params, root: str | Path = ".") -> dict:

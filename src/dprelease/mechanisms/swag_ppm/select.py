@@ -34,12 +34,11 @@ from dprelease.core.privacy.selection import select, selection_budget
 from dprelease.core.release.folder import write_release
 from dprelease.core.release.path import check_release_path
 from dprelease.core.utility.metrics import f1_summary
-
-from . import claim, ppm
-from .released import release_manifest
-from .reweighting import released_round
-from .rounds import SECRET_NOISE
-from .swag import SwagMoments, iter_samples
+from dprelease.mechanisms.swag_ppm import claim, ppm
+from dprelease.mechanisms.swag_ppm.released import release_manifest
+from dprelease.mechanisms.swag_ppm.reweighting import released_round
+from dprelease.mechanisms.swag_ppm.rounds import SECRET_NOISE
+from dprelease.mechanisms.swag_ppm.swag import SwagMoments, iter_samples
 
 COMPOSITION = ("publishing both the plain release (ε) and this selected one (2ε) from the same data "
                "costs ε + 2ε in total (basic composition)")

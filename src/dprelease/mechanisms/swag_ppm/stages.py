@@ -17,10 +17,20 @@ from dprelease.contracts.stage import Stage
 from dprelease.core.config import Params
 from dprelease.core.privacy.stages import key_id_file
 from dprelease.core.release.folder import arm_model_dir
-
-from . import arms, evaluate, fit, publish, record, released, replay, reweighting, rounds, select
-from .frontier import frontier_swag_ppm
-from .params import FRONTIER
+from dprelease.mechanisms.swag_ppm import (
+    arms,
+    evaluate,
+    fit,
+    publish,
+    record,
+    released,
+    replay,
+    reweighting,
+    rounds,
+    select,
+)
+from dprelease.mechanisms.swag_ppm.frontier import frontier_swag_ppm
+from dprelease.mechanisms.swag_ppm.params import FRONTIER
 
 MODEL = ["seed", "model", "swag"]
 SAMPLING = ["ppm.draws", "ppm.draw_batch"]

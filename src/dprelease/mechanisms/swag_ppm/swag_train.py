@@ -14,9 +14,8 @@ from dprelease.core.backends.base import Backend, Features, get_flat, trainable
 from dprelease.core.privacy.censor import Censor
 from dprelease.core.training import History, seed_model
 from dprelease.core.training import epoch as run_epoch
-
-from .params import SwagParams
-from .swag import SwagCollector, SwagMoments
+from dprelease.mechanisms.swag_ppm.params import SwagParams
+from dprelease.mechanisms.swag_ppm.swag import SwagCollector, SwagMoments
 
 
 def swag(backend: Backend, model: nn.Module, features: Features, labels: torch.Tensor, weights: torch.Tensor | None,

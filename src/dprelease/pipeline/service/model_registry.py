@@ -13,8 +13,8 @@ from __future__ import annotations
 from importlib import metadata
 from pathlib import Path
 
-from .gates import Decision, Figures
-from .pyfunc_model import ARTIFACT, KEY_ARTIFACT, SIGNATURE
+from dprelease.pipeline.service.gates import Decision, Figures
+from dprelease.pipeline.service.pyfunc_model import ARTIFACT, KEY_ARTIFACT, SIGNATURE
 
 PRODUCTION, CANDIDATE, REFUSED = "production", "candidate", "refused"
 MODEL_NAME = "autocoder"  # the model's name on its run

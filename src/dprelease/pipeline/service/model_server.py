@@ -205,7 +205,7 @@ def app(model, *, max_batch: int = MAX_BATCH, max_bytes: int = MAX_BYTES):
 
 def _record(root: Path, port: int, model_uri: str) -> Path:
     """``.prefect/serve/model.json`` naming this process, or a one-line error when a model server runs already."""
-    from . import supervisor as sv
+    from dprelease.pipeline.service import supervisor as sv
 
     path = root / sv.STATE / sv.MODEL  # {"pid", "port", "model"}
     if path.is_file():

@@ -30,12 +30,11 @@ from dprelease.core.io import file_hash, read_json
 from dprelease.core.locks import Busy, root_lock
 from dprelease.core.privacy.guarantee import Guarantee
 from dprelease.core.release.signing import PUBLIC, key_folder
-
-from ..tracking import log_pipeline_run, open_store, release_run_name
-from . import fingerprint as fpr
-from . import model_registry as mr
-from .gates import Decision, decide
-from .ledger import Ledger, record_hashes
+from dprelease.pipeline.service import fingerprint as fpr
+from dprelease.pipeline.service import model_registry as mr
+from dprelease.pipeline.service.gates import Decision, decide
+from dprelease.pipeline.service.ledger import Ledger, record_hashes
+from dprelease.pipeline.tracking import log_pipeline_run, open_store, release_run_name
 
 AUDIT_TAGS = ("epsilon_lb", "audit_loss_auc")
 COMPOSITION = "basic (per-record sum over published versions)"

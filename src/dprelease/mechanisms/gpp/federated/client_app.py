@@ -25,8 +25,16 @@ import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
-from ..model import head
-from .local import ClientModels, batch_rows, build_client, client_step, encode, generator, steps_per_client
+from dprelease.mechanisms.gpp.federated.local import (
+    ClientModels,
+    batch_rows,
+    build_client,
+    client_step,
+    encode,
+    generator,
+    steps_per_client,
+)
+from dprelease.mechanisms.gpp.model import head
 
 STATE_KEY = "gpp-client"
 _DATA: dict[str, dict[str, np.ndarray]] = {}  # per worker process: partition file → arrays (read once)

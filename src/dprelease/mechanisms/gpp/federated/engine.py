@@ -19,10 +19,9 @@ import numpy as np
 import torch
 
 from dprelease.core.errors import DataError
-
-from . import offline
-from .local import build_client, n_params, steps_per_client
-from .result import DistributedResult
+from dprelease.mechanisms.gpp.federated import offline
+from dprelease.mechanisms.gpp.federated.local import build_client, n_params, steps_per_client
+from dprelease.mechanisms.gpp.federated.result import DistributedResult
 
 ENGINE_CPUS = 1  # one Ray actor: clients run one after another (their compute is summable), one thread each
 
@@ -47,7 +46,7 @@ def _check(*, x_train, u_train, s_train, client_train, x_test, client_test, beta
 
 
 def _write_partitions(folder: Path, t: int, x_train, u_train, s_train, client_train, x_test, client_test) -> None:
-    from .client_app import partition_file
+    from dprelease.mechanisms.gpp.federated.client_app import partition_file
 
     for m in range(t):
         path = partition_file(folder, m)
@@ -82,8 +81,8 @@ def run_distributed(*, x_train: np.ndarray, u_train: np.ndarray, s_train: np.nda
     offline.apply()  # before Flower/Ray load (and inherited by Ray's workers)
     from flwr.simulation import run_simulation
 
-    from .client_app import make_client_app
-    from .server_app import make_server_app
+    from dprelease.mechanisms.gpp.federated.client_app import make_client_app
+    from dprelease.mechanisms.gpp.federated.server_app import make_server_app
 
     counts = np.bincount(client_train, minlength=t)
     steps = steps_per_client(counts.tolist(), epochs=epochs, batch_size=batch_size)

@@ -28,7 +28,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..model import Encoder, encoder_loss, head, reparameterise
+from dprelease.mechanisms.gpp.model import Encoder, encoder_loss, head, reparameterise
 
 PURPOSE = {"init": 0, "encode": 1, "adversary": 2, "step": 3, "release": 4, "perm": 5, "server": 6}
 

@@ -17,7 +17,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict
 from flwr.common.serde import recorddict_to_proto
 from flwr.serverapp import Grid, ServerApp
 
-from .local import build_utility_head, generator, head_steps, participants
+from dprelease.mechanisms.gpp.federated.local import build_utility_head, generator, head_steps, participants
 
 NODE_WAIT_S = 120.0
 
