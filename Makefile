@@ -112,7 +112,8 @@ chromium:  ## install headless Chromium for the MLflow UI test when missing (roo
 # a third process keeps both cores busy meanwhile (docs/benchmarks.md, "The test suite")
 TEST_WORKERS ?= 3
 XDIST = -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
-lint: env  ## ruff check: pyflakes, syntax and sorted imports (pyproject.toml [tool.ruff]); `make test` runs it first
+lint: env  ## ruff: the format (120 columns) and the lint (pyflakes, syntax, sorted absolute imports); `make test` runs it first
+	$(PY) -m ruff format --check --no-cache .
 	$(PY) -m ruff check --no-cache .
 
 test: env chromium lint  ## the whole test suite, after the linter (PYTEST_ARGS=... for pytest options)
