@@ -69,10 +69,21 @@ def child(root: str, stage: str, overrides: str) -> None:
     except ImportError:
         used = None
     timed = registry.get(p, stage).timed
-    print(MARK + json.dumps({"stage": stage, "seconds": seconds if timed else None,  # untimed: never printed
-                             "torch_threads": threads, "workers": used, "timed": timed,
-                             "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                             "worker_rss_mb": peak.worker / 1024, "tree_rss_mb": peak.total / 1024}))
+    print(
+        MARK
+        + json.dumps(
+            {
+                "stage": stage,
+                "seconds": seconds if timed else None,  # untimed: never printed
+                "torch_threads": threads,
+                "workers": used,
+                "timed": timed,
+                "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "worker_rss_mb": peak.worker / 1024,
+                "tree_rss_mb": peak.total / 1024,
+            }
+        )
+    )
 
 
 class _TreePeak:
@@ -127,14 +138,18 @@ def run_stage(work: Path, home: Path, stage: str, overrides: dict) -> dict:
     log = work / f"stage-{stage}.log"  # the stage's own output (progress bars) and the child's line
     start = time.perf_counter()
     with open(log, "w") as out:
-        done = subprocess.run([sys.executable, __file__, "--child", stage, "--root", str(work), "--overrides",
-                               json.dumps(overrides)], cwd=ROOT, env=_env(work, home), stdout=out,
-                              stderr=subprocess.STDOUT)
+        done = subprocess.run(
+            [sys.executable, __file__, "--child", stage, "--root", str(work), "--overrides", json.dumps(overrides)],
+            cwd=ROOT,
+            env=_env(work, home),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     wall = time.perf_counter() - start
     text = log.read_text()
     if done.returncode:
         sys.exit(f"stage {stage} failed:\n{text[-3000:]}")
-    row = json.loads(next(line for line in text.splitlines() if line.startswith(MARK))[len(MARK):])
+    row = json.loads(next(line for line in text.splitlines() if line.startswith(MARK))[len(MARK) :])
     return row | {"process_wall": wall}
 
 
@@ -158,10 +173,13 @@ def load(root: Path):
 
 
 def table(title: str, rows: list[dict], load_avg: tuple) -> str:
-    lines = [f"\n## {title} (load average before: {load_avg[0]:.2f} {load_avg[1]:.2f} {load_avg[2]:.2f}; "
-             f"{os.cpu_count()} cores)",
-             "| stage | seconds | torch threads (stage process) | worker processes × threads | peak RSS MB "
-             "(stage process ru_maxrss / largest worker / all together) |", "|---|---|---|---|---|"]
+    lines = [
+        f"\n## {title} (load average before: {load_avg[0]:.2f} {load_avg[1]:.2f} {load_avg[2]:.2f}; "
+        f"{os.cpu_count()} cores)",
+        "| stage | seconds | torch threads (stage process) | worker processes × threads | peak RSS MB "
+        "(stage process ru_maxrss / largest worker / all together) |",
+        "|---|---|---|---|---|",
+    ]
     total, hidden = 0.0, False
     for r in rows:
         secs = f"{r['seconds']:.1f}" if r["timed"] else "untimed"
@@ -169,10 +187,14 @@ def table(title: str, rows: list[dict], load_avg: tuple) -> str:
         hidden |= not r["timed"]
         workers = f"{r['workers']} × 1" if r["workers"] else "-"
         together = r.get("tree_rss_mb", r["rss_mb"])
-        lines.append(f"| {r['stage']} | {secs} | {r['torch_threads']} | {workers} | "
-                     f"{r['rss_mb']:.0f} / {r['worker_rss_mb']:.0f} / {together:.0f} |")
-    lines.append(f"| total (processes, imports included) | {'–' if hidden else f'{total:.1f}'} | | | "
-                 f"{max(r.get('tree_rss_mb', r['rss_mb']) for r in rows):.0f} |")
+        lines.append(
+            f"| {r['stage']} | {secs} | {r['torch_threads']} | {workers} | "
+            f"{r['rss_mb']:.0f} / {r['worker_rss_mb']:.0f} / {together:.0f} |"
+        )
+    lines.append(
+        f"| total (processes, imports included) | {'–' if hidden else f'{total:.1f}'} | | | "
+        f"{max(r.get('tree_rss_mb', r['rss_mb']) for r in rows):.0f} |"
+    )
     return "\n".join(lines)
 
 
@@ -204,11 +226,19 @@ def series(title: str, work: Path, home: Path, names: list[str], overrides: dict
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--keep", default=None, help="work in this folder and keep it (default: a temporary folder)")
-    ap.add_argument("--from", dest="source", default=None,
-                    help="copy the release and the comparison arms from this project folder (no warm-up)")
+    ap.add_argument(
+        "--from",
+        dest="source",
+        default=None,
+        help="copy the release and the comparison arms from this project folder (no warm-up)",
+    )
     ap.add_argument("--skip", nargs="*", default=[], help="stages to leave out (e.g. audit_replay)")
-    ap.add_argument("--only", choices=("make", "retrain"), default=None,
-                    help="only make audit's stages, or only the scheduled retrain's audit (default: both)")
+    ap.add_argument(
+        "--only",
+        choices=("make", "retrain"),
+        default=None,
+        help="only make audit's stages, or only the scheduled retrain's audit (default: both)",
+    )
     ap.add_argument("--warm", action="store_true", help="also the retrain's audit with the audit cache of step 1")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--root", default=None, help=argparse.SUPPRESS)
@@ -225,26 +255,49 @@ def main() -> None:
         scratch_project(str(warm), "")
         start = time.perf_counter()
         with open(base / "warmup.log", "w") as out:
-            done = subprocess.run([sys.executable, "-m", "flows.compare", "--root", str(warm), "--no-track"], cwd=ROOT,
-                                  env=_env(warm, base / "warmup-prefect"), stdout=out, stderr=subprocess.STDOUT)
+            done = subprocess.run(
+                [sys.executable, "-m", "flows.compare", "--root", str(warm), "--no-track"],
+                cwd=ROOT,
+                env=_env(warm, base / "warmup-prefect"),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         if done.returncode:
             sys.exit(f"warm-up failed:\n{(base / 'warmup.log').read_text()[-3000:]}")
         print(f"warm-up (release + comparison arms, not counted): {time.perf_counter() - start:.1f} s")
     make, retrain, overrides = load(warm)
     skip = set(args.skip)
-    out = [f"# bench_audit ({ROOT}) {time.strftime('%Y-%m-%d %H:%M:%S')}; "
-           f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}"]
+    out = [
+        f"# bench_audit ({ROOT}) {time.strftime('%Y-%m-%d %H:%M:%S')}; "
+        f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}"
+    ]
     if args.only != "retrain":
         work = copy_project(warm, base / "make-audit")
         out.append(series("make audit's stages, cold", work, base / "prefect-make", make, {}, skip))
     if args.only != "make":
         work = copy_project(warm, base / "retrain-cold")
-        out.append(series("retrain's audit, new snapshot (empty audit cache)", work, base / "prefect-retrain",
-                          retrain, overrides, skip))
+        out.append(
+            series(
+                "retrain's audit, new snapshot (empty audit cache)",
+                work,
+                base / "prefect-retrain",
+                retrain,
+                overrides,
+                skip,
+            )
+        )
         if args.warm:
             work = copy_project(warm, base / "retrain-warm")
-            out.append(series("retrain's audit, audit cache of make audit's run", work, base / "prefect-make",
-                              retrain, overrides, skip))
+            out.append(
+                series(
+                    "retrain's audit, audit cache of make audit's run",
+                    work,
+                    base / "prefect-make",
+                    retrain,
+                    overrides,
+                    skip,
+                )
+            )
     print("\n".join(out[:1]) + "\n(the tables above, in order)")
     if not args.keep:
         shutil.rmtree(base, ignore_errors=True)

@@ -41,8 +41,10 @@ def heavy_imports(argv: list[str]) -> list[str]:
 
 
 def commands(release: Path, key: str | None) -> dict[str, list[str]]:
-    out = {"dprelease --help": [str(DPRELEASE), "--help"],
-           "dprelease verify --help": [str(DPRELEASE), "verify", "--help"]}
+    out = {
+        "dprelease --help": [str(DPRELEASE), "--help"],
+        "dprelease verify --help": [str(DPRELEASE), "verify", "--help"],
+    }
     if (release / "release.json").is_file():
         argv = [str(DPRELEASE), "verify", "--release", str(release)] + (["--key", key] if key else [])
         out[f"dprelease verify --release {release}" + (f" --key {key}" if key else " (no key: refused)")] = argv
@@ -53,23 +55,32 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-n", type=int, default=5, help="runs per command (default: 5)")
     ap.add_argument("--release", default="release", help="the release folder verified (default: release)")
-    ap.add_argument("--key", default=None,
-                    help="the agency's public key (default: agency.pub when it exists, else $DPRELEASE_AGENCY_KEY)")
+    ap.add_argument(
+        "--key",
+        default=None,
+        help="the agency's public key (default: agency.pub when it exists, else $DPRELEASE_AGENCY_KEY)",
+    )
     args = ap.parse_args()
     release = Path(args.release)
     key = args.key or ("agency.pub" if Path("agency.pub").is_file() else os.environ.get(KEY_ENV))
-    print(f"{'command':72s} {'median s':>9s} {'min s':>7s} {'max s':>7s}  exit  heavy imports  "
-          f"(n={args.n}, python {sys.version.split()[0]})")
+    print(
+        f"{'command':72s} {'median s':>9s} {'min s':>7s} {'max s':>7s}  exit  heavy imports  "
+        f"(n={args.n}, python {sys.version.split()[0]})"
+    )
     for label, argv in commands(release, key).items():
         runs = [time_once(argv) for _ in range(args.n)]
         secs = [r[0] for r in runs]
         codes = ",".join(str(c) for c in sorted({r[1] for r in runs}))
         heavy = ", ".join(heavy_imports(argv)) or "none"
-        print(f"{label:72s} {statistics.median(secs):9.2f} {min(secs):7.2f} {max(secs):7.2f}  {codes:>4s}  {heavy}",
-              flush=True)
+        print(
+            f"{label:72s} {statistics.median(secs):9.2f} {min(secs):7.2f} {max(secs):7.2f}  {codes:>4s}  {heavy}",
+            flush=True,
+        )
     if not (release / "release.json").is_file():
-        print(f"no release folder at {release} (no release.json): `dprelease verify` on a release not timed "
-              "(`make run` makes one; --release DIR names another)")
+        print(
+            f"no release folder at {release} (no release.json): `dprelease verify` on a release not timed "
+            "(`make run` makes one; --release DIR names another)"
+        )
 
 
 if __name__ == "__main__":

@@ -96,12 +96,17 @@ def on_dask(work: Path, workers: int, repeats: int) -> dict:
             cluster = time.perf_counter() - start
             first = _timed_pass(p, root)  # workers import the code and load the inputs
             runs = [_timed_pass(p, root) for _ in range(repeats)]
-        return {"cluster_start": cluster, "first": first[0], "times": [t for t, _ in runs],
-                "digests": sorted({d for _, d in [first, *runs]})}
+        return {
+            "cluster_start": cluster,
+            "first": first[0],
+            "times": [t for t, _ in runs],
+            "digests": sorted({d for _, d in [first, *runs]}),
+        }
 
     params = _params(work, workers)
-    return passes.with_options(task_runner=runners.task_runner(params))(params.model_dump(mode="json"), str(work),
-                                                                         repeats)
+    return passes.with_options(task_runner=runners.task_runner(params))(
+        params.model_dump(mode="json"), str(work), repeats
+    )
 
 
 def replay_seconds(work: Path) -> float:
@@ -151,31 +156,42 @@ def main() -> None:
     load_after = os.getloadavg()
 
     reference = rows["in-process"]["digests"]
-    print(f"\nposterior pass of round 2: {draws} draws in chunks of {params.ppm.draw_batch}, {n} train records "
-          f"({data['rows']} rows, {data['classes']} classes); flow-process torch threads: {torch.get_num_threads()}; "
-          f"{os.cpu_count()} CPUs; load average {load_before[0]:.2f} before, {load_after[0]:.2f} after")
-    print(f"{'mode':<15}{'median s':>10}{'draws/s':>10}{'s/draw/record':>15}{'core-s/draw/rec':>17}"
-          f"  bit-identical  runs (s)")
+    print(
+        f"\nposterior pass of round 2: {draws} draws in chunks of {params.ppm.draw_batch}, {n} train records "
+        f"({data['rows']} rows, {data['classes']} classes); flow-process torch threads: {torch.get_num_threads()}; "
+        f"{os.cpu_count()} CPUs; load average {load_before[0]:.2f} before, {load_after[0]:.2f} after"
+    )
+    print(
+        f"{'mode':<15}{'median s':>10}{'draws/s':>10}{'s/draw/record':>15}{'core-s/draw/rec':>17}"
+        f"  bit-identical  runs (s)"
+    )
     medians = {}
     for name, row in rows.items():
         med = medians[name] = statistics.median(row["times"])
         cores = int(name.split()[1]) if name.startswith("dask") else 1
         same = row["digests"] == reference and len(reference) == 1
         runs = ", ".join(f"{t:.1f}" for t in row["times"])
-        print(f"{name:<15}{med:>10.2f}{draws / med:>10.1f}{med / (draws * n):>15.3e}"
-              f"{med * cores / (draws * n):>17.3e}  {'yes' if same else 'NO':<13}  {runs}")
+        print(
+            f"{name:<15}{med:>10.2f}{draws / med:>10.1f}{med / (draws * n):>15.3e}"
+            f"{med * cores / (draws * n):>17.3e}  {'yes' if same else 'NO':<13}  {runs}"
+        )
         if "cluster_start" in row:
-            print(f"{'':<15}cluster start {row['cluster_start']:.1f} s (workers up; they import the code with "
-                  f"their first task), first pass {row['first']:.1f} s")
+            print(
+                f"{'':<15}cluster start {row['cluster_start']:.1f} s (workers up; they import the code with "
+                f"their first task), first pass {row['first']:.1f} s"
+            )
     if "dask 1" in medians and "dask 2" in medians:
         print(f"\nthroughput 2 workers / 1 worker: {medians['dask 1'] / medians['dask 2']:.2f}x  (target >= 1.6x)")
     if "dask 2" in medians:
         print(f"throughput 2 workers / in-process: {medians['in-process'] / medians['dask 2']:.2f}x")
     print(f"coordinator replay of the chunk states (normals only): {replay:.2f} s per pass")
-    print("projection: pass seconds ~ (s/draw/record of a mode) x draws x records, plus the replay and, once per "
-          "flow run, the cluster start")
-    (work / "bench_dask.json").write_text(json.dumps({"rows": rows, "replay_s": replay, "train_rows": n,
-                                                      "draws": draws}, indent=2), encoding="utf-8")
+    print(
+        "projection: pass seconds ~ (s/draw/record of a mode) x draws x records, plus the replay and, once per "
+        "flow run, the cluster start"
+    )
+    (work / "bench_dask.json").write_text(
+        json.dumps({"rows": rows, "replay_s": replay, "train_rows": n, "draws": draws}, indent=2), encoding="utf-8"
+    )
     print(f"figures: {work / 'bench_dask.json'}")
     if not all(r["digests"] == reference for r in rows.values()) or len(reference) != 1:
         sys.exit("a pass differed from the in-process result")

@@ -43,9 +43,21 @@ def dpsgd_steps_per_s(backend, feats, y, steps: int, batch: int, lr: float, mode
     n = len(y)
     epochs = max(1, round(steps * batch / n))
     start = time.perf_counter()
-    res = train_dpsgd(backend, model, feats, y, epochs=epochs, batch_size=batch, lr=lr, max_grad_norm=1.0,
-                      target_epsilon=8.0, delta=default_delta(n), grad_sample_mode=mode, seed=0,
-                      noise_seed=int.from_bytes(os.urandom(8), "little"))  # benchmark: fresh noise each run
+    res = train_dpsgd(
+        backend,
+        model,
+        feats,
+        y,
+        epochs=epochs,
+        batch_size=batch,
+        lr=lr,
+        max_grad_norm=1.0,
+        target_epsilon=8.0,
+        delta=default_delta(n),
+        grad_sample_mode=mode,
+        seed=0,
+        noise_seed=int.from_bytes(os.urandom(8), "little"),
+    )  # benchmark: fresh noise each run
     return res.steps / (time.perf_counter() - start)
 
 

@@ -68,8 +68,13 @@ def transformers_embed(texts: list[str], *, batch_size: int = 64, pad_to_max: bo
     with torch.inference_mode():
         for start in range(0, len(texts), batch_size):
             idx = order[start : start + batch_size]
-            batch = tok([texts[i] for i in idx], padding="max_length" if pad_to_max else True, truncation=True,
-                        max_length=128, return_tensors="pt")
+            batch = tok(
+                [texts[i] for i in idx],
+                padding="max_length" if pad_to_max else True,
+                truncation=True,
+                max_length=128,
+                return_tensors="pt",
+            )
             out[idx] = F.normalize(mean_pool(enc(**batch).last_hidden_state, batch["attention_mask"]), dim=-1)
     return out
 
@@ -122,15 +127,30 @@ def stand_in_release(root: Path, head, codes: list[str]) -> tuple[Path, Path]:
     titles = load_titles()
     backend = HeadBackend(n_classes=len(codes), device=CPU, seed=0, params=HeadParams(hidden=head.hidden))
     signer, _ = ensure_key(root / "keys", signer="benchmark")
-    write_release(root / "staging", backend, head, codes, [titles.get(c, c) for c in codes],
-                  {"guarantee": ppm(1.0, 0.5).as_dict()}, ["core/release/folder.py"])
+    write_release(
+        root / "staging",
+        backend,
+        head,
+        codes,
+        [titles.get(c, c) for c in codes],
+        {"guarantee": ppm(1.0, 0.5).as_dict()},
+        ["core/release/folder.py"],
+    )
     publish(root / "staging", root / "release", "# benchmark stand-in (not private)\n", signer=signer)
     return root / "release", root / "keys" / PUBLIC
 
 
 def time_predict(release: Path, key: Path, runs: int, out_dir: Path, src: str | None = None) -> list[float]:
-    argv = [str(Path(sys.executable).parent / "dprelease"), "predict", "--release", str(release), "--key", str(key),
-            "--input", str(EXAMPLES)]
+    argv = [
+        str(Path(sys.executable).parent / "dprelease"),
+        "predict",
+        "--release",
+        str(release),
+        "--key",
+        str(key),
+        "--input",
+        str(EXAMPLES),
+    ]
     env = os.environ | ({"PYTHONPATH": str(Path(src).resolve())} if src else {})
     secs = []
     for i in range(runs):
@@ -164,27 +184,39 @@ def main() -> None:
     if args.predict_only:
         from dprelease.core.backends.head import Head
 
-        return predict_figures(args, Path(args.release) if args.release else None, args.key and Path(args.key),
-                               Head(384, 3, 256, 0.0).eval(), ["111", "112", "113"])
+        return predict_figures(
+            args,
+            Path(args.release) if args.release else None,
+            args.key and Path(args.key),
+            Head(384, 3, 256, 0.0).eval(),
+            ["111", "112", "113"],
+        )
 
     train, test = sample()
     texts = train["text"].sample(frac=1.0, random_state=0).tolist()[: args.n]
     tokens = [len(i) for i in minilm.token_ids(texts, 128)]
-    print(f"# {len(texts)} OSHA narratives, {statistics.mean(tokens):.0f} tokens on average (median "
-          f"{statistics.median(tokens):.0f}, max {max(tokens)}); torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads; median of {args.repeats} passes")
-    print(f"{'embedding':60s} {'narratives/s':>12s} {'max |Δ| vs ref':>14s}  (ref: the char-length-sorted 'before', else the first line)")
+    print(
+        f"# {len(texts)} OSHA narratives, {statistics.mean(tokens):.0f} tokens on average (median "
+        f"{statistics.median(tokens):.0f}, max {max(tokens)}); torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads; median of {args.repeats} passes"
+    )
+    print(
+        f"{'embedding':60s} {'narratives/s':>12s} {'max |Δ| vs ref':>14s}  (ref: the char-length-sorted 'before', else the first line)"
+    )
     variants = {}
     if not args.skip_before:
-        variants["before: transformers, padded to 128, input order, batch 64"] = (
-            lambda t: transformers_embed(t, pad_to_max=True))
+        variants["before: transformers, padded to 128, input order, batch 64"] = lambda t: transformers_embed(
+            t, pad_to_max=True
+        )
         variants["before: transformers, char-length-sorted, batch 64"] = transformers_embed
     for b in map(int, args.batch_sizes.split(",")):
         variants[f"after: plain-torch MiniLM, token-sorted, batch {b}" + (" (default)" if b == EMBED_BATCH else "")] = (
-            lambda t, b=b: embed(t, CPU, batch_size=b))
+            lambda t, b=b: embed(t, CPU, batch_size=b)
+        )
     if not args.skip_int8:
-        variants[f"after: int8 dynamic quantized, token-sorted, batch {EMBED_BATCH}"] = (
-            lambda t: embed(t, CPU, quantized=True))
+        variants[f"after: int8 dynamic quantized, token-sorted, batch {EMBED_BATCH}"] = lambda t: embed(
+            t, CPU, quantized=True
+        )
     measured = rates(variants, texts, args.repeats)
     reference = next((v for k, (_, v) in measured.items() if "char-length" in k), measured[next(iter(measured))][1])
     for label, (per_s, v) in measured.items():
@@ -203,17 +235,21 @@ def main() -> None:
         y = torch.tensor([codes.index(c) for c in train["label"]])
         head = train_head(x_train, y, len(codes))
         accuracy = (head(x32).argmax(1) == torch.tensor([codes.index(c) for c in test["label"]])).float().mean()
-        print(f"# head: a non-private stand-in ({len(codes)} classes, hidden 256) trained on {len(x_train)} float32 "
-              f"train embeddings; test accuracy {accuracy:.3f}")
+        print(
+            f"# head: a non-private stand-in ({len(codes)} classes, hidden 256) trained on {len(x_train)} float32 "
+            f"train embeddings; test accuracy {accuracy:.3f}"
+        )
         release = key = None
     if not args.skip_int8:
         x8 = embed(test_texts, CPU, quantized=True)
         cos = (x32 * x8).sum(1)
         with torch.no_grad():
             agree = (head(x32).argmax(1) == head(x8).argmax(1)).float().mean().item()
-        print(f"int8 vs float32 on the test half ({len(test_texts)} narratives): max |Δ| {(x8 - x32).abs().max():.3e}, "
-              f"min cosine {cos.min():.4f}, mean cosine {cos.mean():.4f}; the head's codes agree on "
-              f"{100 * agree:.2f} % (bar: 99.5 %)")
+        print(
+            f"int8 vs float32 on the test half ({len(test_texts)} narratives): max |Δ| {(x8 - x32).abs().max():.3e}, "
+            f"min cosine {cos.min():.4f}, mean cosine {cos.mean():.4f}; the head's codes agree on "
+            f"{100 * agree:.2f} % (bar: 99.5 %)"
+        )
     few, small = test_texts[:5], head_module.SMALL_INPUT
     for n in (1, 2):
         head_module.SMALL_INPUT = 0  # embed's own one-thread rule off: the block's count holds
@@ -236,8 +272,10 @@ def predict_figures(args, release: Path | None, key: Path | None, head, codes: l
             release, key = stand_in_release(Path(tmp), head, codes)
         secs = time_predict(release, key, args.runs, Path(tmp), args.src)
     where = f" (src: {args.src})" if args.src else ""
-    print(f"dprelease predict of the {EXAMPLES.name} narratives (5), {args.runs} processes{where}: median "
-          f"{statistics.median(secs):.2f} s (min {min(secs):.2f}, max {max(secs):.2f})")
+    print(
+        f"dprelease predict of the {EXAMPLES.name} narratives (5), {args.runs} processes{where}: median "
+        f"{statistics.median(secs):.2f} s (min {min(secs):.2f}, max {max(secs):.2f})"
+    )
 
 
 if __name__ == "__main__":

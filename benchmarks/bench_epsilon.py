@@ -28,8 +28,11 @@ SETTINGS = {
     "uncalibrated": ["ppm.calibration=none"],
     "oneshot": ["ppm.calibration=none", "ppm.reweight_mode=oneshot"],  # the paper's procedure, uncalibrated SWAG
 }
-LR_SWEEP = {f"lr {lr} {cal}": [f"swag.head.lr={lr}", f"ppm.calibration={cal}", "ppm.reweight=false"]
-            for lr in ("0.003", "0.01", "0.03") for cal in ("none", "scale")}
+LR_SWEEP = {
+    f"lr {lr} {cal}": [f"swag.head.lr={lr}", f"ppm.calibration={cal}", "ppm.reweight=false"]
+    for lr in ("0.003", "0.01", "0.03")
+    for cal in ("none", "scale")
+}
 
 
 def timed_flow(work: Path, sets: list[str]) -> float:
@@ -53,24 +56,42 @@ def round2_f1(work: Path, sets: list[str]) -> float:
     backend = backend_for(params, lay)
     feats, y = features(lay, "test")
     moments = SwagMoments.load(lay.swag(2) / "moments.safetensors")
-    return mean_weighted_f1(backend, backend.new_model(feats), moments, feats, y, draws=params.evaluation.draws,
-                            seed=stage_seed(params.seed, "audit", 2))
+    return mean_weighted_f1(
+        backend,
+        backend.new_model(feats),
+        moments,
+        feats,
+        y,
+        draws=params.evaluation.draws,
+        seed=stage_seed(params.seed, "audit", 2),
+    )
 
 
 def collect(work: Path, sets: list[str], wall: float) -> dict:
     m = lambda name: json.loads((work / "metrics" / f"{name}.json").read_text())  # noqa: E731
     rel, audit = m("release"), m("evaluation")
-    row = {"wall_s": round(wall, 1), "released_round": rel["round"], "released_epsilon": rel["guarantee"]["epsilon"],
-           "released_f1_30": audit["weighted_f1_mean"], "round2_f1_30": round2_f1(work, sets),
-           "tail": rel["local_sensitivity_tail"], "rounds": {}}
+    row = {
+        "wall_s": round(wall, 1),
+        "released_round": rel["round"],
+        "released_epsilon": rel["guarantee"]["epsilon"],
+        "released_f1_30": audit["weighted_f1_mean"],
+        "round2_f1_30": round2_f1(work, sets),
+        "tail": rel["local_sensitivity_tail"],
+        "rounds": {},
+    }
     manifest = json.loads((work / "release" / "release.json").read_text())
     for r in sorted(int(k.split("_")[1]) for k in manifest["epsilon_by_round"]):  # the rounds this run fitted
         sens = m(f"sensitivity_r{r}")
         t = m(f"temperature_r{r}")
-        row["rounds"][r] = {"epsilon": sens["epsilon"], "draws": sens["draws"],
-                            "T_uncalibrated": t["temperature_uncalibrated"]["subspace"],
-                            "T": t["temperature"]["subspace"], "T_min": t["temperature"]["subspace_min"],
-                            "T_max": t["temperature"]["subspace_max"], "calibration": t["calibration"]}
+        row["rounds"][r] = {
+            "epsilon": sens["epsilon"],
+            "draws": sens["draws"],
+            "T_uncalibrated": t["temperature_uncalibrated"]["subspace"],
+            "T": t["temperature"]["subspace"],
+            "T_min": t["temperature"]["subspace_min"],
+            "T_max": t["temperature"]["subspace_max"],
+            "calibration": t["calibration"],
+        }
     rw = m("reweight")
     if 3 in row["rounds"] and "skipped" not in rw:
         row["reweight"] = {k: rw[k] for k in ("mode", "refits", "accepted", "reason")}
@@ -81,25 +102,34 @@ def report(name: str, row: dict) -> None:
     print(f"\n== {name}  (warm wall {row['wall_s']} s)")
     for r, d in row["rounds"].items():
         cmp = "≥" if d["draws"] < 500 else "="
-        print(f"  round {r}: ε {cmp} {d['epsilon']:.3f} ({d['draws']} draws); T̂ {d['T_uncalibrated']:.3f} → "
-              f"{d['T']:.3f} [{d['calibration']}], per-direction {d['T_min']:.3f}–{d['T_max']:.3f}")
+        print(
+            f"  round {r}: ε {cmp} {d['epsilon']:.3f} ({d['draws']} draws); T̂ {d['T_uncalibrated']:.3f} → "
+            f"{d['T']:.3f} [{d['calibration']}], per-direction {d['T_min']:.3f}–{d['T_max']:.3f}"
+        )
     if "reweight" in row:
         print(f"  re-weighting: {row['reweight']['refits']} refit(s); {row['reweight']['reason']}")
     t = row["tail"]
     eps2 = row["rounds"][2]["epsilon"]
-    print(f"  released: round {row['released_round']}, ε = {row['released_epsilon']:.3f} "
-          f"(ratio to round 2: {row['released_epsilon'] / eps2:.3f}); GEV q{t['level']:.4f} of M: "
-          f"{t['estimate']:.3f} [{t['ci_low']:.3f}, {t['ci_high']:.3f}] → ε {2 * t['estimate']:.3f} "
-          f"[{2 * t['ci_low']:.3f}, {2 * t['ci_high']:.3f}]")
-    print(f"  30-draw weighted F1 (test): released {row['released_f1_30']:.4f}, round 2 {row['round2_f1_30']:.4f} "
-          f"(difference {row['released_f1_30'] - row['round2_f1_30']:+.4f})")
+    print(
+        f"  released: round {row['released_round']}, ε = {row['released_epsilon']:.3f} "
+        f"(ratio to round 2: {row['released_epsilon'] / eps2:.3f}); GEV q{t['level']:.4f} of M: "
+        f"{t['estimate']:.3f} [{t['ci_low']:.3f}, {t['ci_high']:.3f}] → ε {2 * t['estimate']:.3f} "
+        f"[{2 * t['ci_low']:.3f}, {2 * t['ci_high']:.3f}]"
+    )
+    print(
+        f"  30-draw weighted F1 (test): released {row['released_f1_30']:.4f}, round 2 {row['round2_f1_30']:.4f} "
+        f"(difference {row['released_f1_30'] - row['round2_f1_30']:+.4f})"
+    )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--settings", default="default,uncalibrated,oneshot", help="comma-separated settings to run")
-    ap.add_argument("--lr-sweep", action="store_true", help="ε and T̂ at SWAG lr 0.003/0.01/0.03, with and "
-                                                             "without calibration (round 2 only)")
+    ap.add_argument(
+        "--lr-sweep",
+        action="store_true",
+        help="ε and T̂ at SWAG lr 0.003/0.01/0.03, with and without calibration (round 2 only)",
+    )
     ap.add_argument("--cap", type=int, default=None, help="data.cap (1000000 = all 19,908 usable rows)")
     ap.add_argument("--keep", default=None, help="work in this folder and keep it (default: a temporary folder)")
     args = ap.parse_args()
@@ -121,10 +151,15 @@ def main() -> None:
         eps2 = default["rounds"][2]["epsilon"]
         print("\ntargets (default settings):")
         print(f"  released ε / round 2 ε = {default['released_epsilon'] / eps2:.3f}  (target ≤ 1.15)")
-        print(f"  released − round 2 30-draw weighted F1 = {default['released_f1_30'] - default['round2_f1_30']:+.4f}"
-              "  (target ≥ −0.005)")
-        print("  T̂ after calibration: " + ", ".join(f"round {r} {d['T']:.3f}" for r, d in default["rounds"].items())
-              + "  (target within [0.8, 1.25])")
+        print(
+            f"  released − round 2 30-draw weighted F1 = {default['released_f1_30'] - default['round2_f1_30']:+.4f}"
+            "  (target ≥ −0.005)"
+        )
+        print(
+            "  T̂ after calibration: "
+            + ", ".join(f"round {r} {d['T']:.3f}" for r, d in default["rounds"].items())
+            + "  (target within [0.8, 1.25])"
+        )
         print(f"  warm wall time {default['wall_s']} s  (target ≤ 45 s)")
     (work / "bench_epsilon.json").write_text(json.dumps(rows, indent=2), encoding="utf-8")
     print(f"\nfigures: {work / 'bench_epsilon.json'}")

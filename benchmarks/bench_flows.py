@@ -19,8 +19,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-COMMANDS = {"compare": ["-m", "flows.compare", "--no-track"],
-            "tune-grid": ["-m", "flows.tune", "--mode", "grid", "--no-track"]}
+COMMANDS = {
+    "compare": ["-m", "flows.compare", "--no-track"],
+    "tune-grid": ["-m", "flows.tune", "--mode", "grid", "--no-track"],
+}
 
 
 def main() -> None:
@@ -32,11 +34,11 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     shutil.copy2(ROOT / "params.yaml", work / "params.yaml")
     shutil.copytree(ROOT / "data", work / "data", dirs_exist_ok=True)
-    env = os.environ | {"PREFECT_HOME": str(work / ".prefect"),
-                        "PYTHONPATH": str(ROOT)}
+    env = os.environ | {"PREFECT_HOME": str(work / ".prefect"), "PYTHONPATH": str(ROOT)}
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, *COMMANDS[args.flow], "--root", str(work)], cwd=ROOT, env=env,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, *COMMANDS[args.flow], "--root", str(work)], cwd=ROOT, env=env, capture_output=True, text=True
+    )
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         sys.exit(f"{args.flow} failed:\n{proc.stderr[-3000:]}")

@@ -39,8 +39,9 @@ def run(stage: str, threads: int) -> tuple[float, float]:
     """(wall seconds, peak RSS of the children so far in MB) of ``dprelease stage STAGE`` in a fresh process."""
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "dprelease.cli", "stage", stage], env=env, capture_output=True,
-                          text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "dprelease.cli", "stage", stage], env=env, capture_output=True, text=True
+    )
     seconds = time.perf_counter() - start
     if done.returncode:
         raise SystemExit(f"{stage} failed: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else '?'}")
@@ -50,16 +51,23 @@ def run(stage: str, threads: int) -> tuple[float, float]:
 def main(argv: list[str] | None = None) -> int:
     known, configured = stages()
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sources", nargs="+", default=configured, choices=["all", *known],
-                    help=f"the frontier sources whose stages to time, or all (default: the params' frontier.sources "
-                         f"or every one: {' '.join(configured)})")
+    ap.add_argument(
+        "--sources",
+        nargs="+",
+        default=configured,
+        choices=["all", *known],
+        help=f"the frontier sources whose stages to time, or all (default: the params' frontier.sources "
+        f"or every one: {' '.join(configured)})",
+    )
     ap.add_argument("--no-report", action="store_true", help=f"leave out {REPORT} (it reads every source's points)")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch/BLAS threads per stage")
     a = ap.parse_args(argv)
     chosen = list(known) if "all" in a.sources else [s for s in known if s in a.sources]
     names = [known[s] for s in chosen] + ([] if a.no_report else [REPORT])
-    print(f"cores {os.cpu_count()}, threads per stage {a.threads}, load average at start "
-          f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(
+        f"cores {os.cpu_count()}, threads per stage {a.threads}, load average at start "
+        f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
     total = 0.0
     for stage in names:
         seconds, peak_mb = run(stage, a.threads)

@@ -56,8 +56,13 @@ def main() -> None:
     log = work / "flow.log"
     start = time.perf_counter()
     with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "flows.gpp", "--root", str(work), "--no-track"], cwd=ROOT,
-                                env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "flows.gpp", "--root", str(work), "--no-track"],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
         sampler = threading.Thread(target=_sample_tree, args=(proc.pid,), daemon=True)
         sampler.start()
         _, status, usage = os.wait4(proc.pid, 0)
@@ -71,13 +76,17 @@ def main() -> None:
         print(f"\n{name}: centralized experiments {m['centralized_s']} s")
         for setting, c in m.get("communication", {}).items():
             if isinstance(c, dict) and "wall_s" in c:
-                print(f"  {setting}: {c['clients']} clients, {c['rounds']} rounds, wall {c['wall_s']} s = engine "
-                      f"overhead {c['engine_overhead_s']} s + training {c['train_s']} s; bytes/round up "
-                      f"{c['bytes_up_per_round']:,} down {c['bytes_down_per_round']:,} vs FedAvg "
-                      f"{c['fedavg_bytes_per_round']:,}")
+                print(
+                    f"  {setting}: {c['clients']} clients, {c['rounds']} rounds, wall {c['wall_s']} s = engine "
+                    f"overhead {c['engine_overhead_s']} s + training {c['train_s']} s; bytes/round up "
+                    f"{c['bytes_up_per_round']:,} down {c['bytes_down_per_round']:,} vs FedAvg "
+                    f"{c['fedavg_bytes_per_round']:,}"
+                )
     tree = f", whole process tree (Ray workers included) {PEAK['tree'] / 2**20:.0f} MB" if PEAK["tree"] else ""
-    print(f"\nmake gpp (cold): wall {wall:.1f} s ({wall / 60:.1f} min), peak RSS {usage.ru_maxrss / 1024:.0f} MB{tree} "
-          f"(target: ≤ {TARGET_S // 60} min, ≤ {TARGET_MB / 1024:.0f} GB); 2-core machine shared with other jobs")
+    print(
+        f"\nmake gpp (cold): wall {wall:.1f} s ({wall / 60:.1f} min), peak RSS {usage.ru_maxrss / 1024:.0f} MB{tree} "
+        f"(target: ≤ {TARGET_S // 60} min, ≤ {TARGET_MB / 1024:.0f} GB); 2-core machine shared with other jobs"
+    )
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
 

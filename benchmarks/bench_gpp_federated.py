@@ -65,29 +65,55 @@ def main() -> None:
     betas = list(np.linspace(0.5, 2.0, t)) if args.hetero else [1.0] * t
     rss = PeakRSS()
     rss.start()
-    res = run_distributed(x_train=x[tr], u_train=u[tr], s_train=s[tr], client_train=client[tr], x_test=x[te],
-                          client_test=client[te], n_u=19, n_s=2, betas=betas, lams=[0.01] * t, d_z=args.d_z,
-                          epochs=args.epochs, batch_size=args.batch_size, lr=1e-3, seed=0)
+    res = run_distributed(
+        x_train=x[tr],
+        u_train=u[tr],
+        s_train=s[tr],
+        client_train=client[tr],
+        x_test=x[te],
+        client_test=client[te],
+        n_u=19,
+        n_s=2,
+        betas=betas,
+        lams=[0.01] * t,
+        d_z=args.d_z,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        lr=1e-3,
+        seed=0,
+    )
     rss.stop.set()
     rss.join()
     b, per_client_up = args.batch_size, res.bytes_up_per_round / t
-    print(f"distributed GPP on Flower: {t} clients, {args.n_train} training records, {args.epochs} epochs, "
-          f"{res.rounds} rounds, d_z {args.d_z}, batch {b}, encoder |θ| {res.encoder_params:,}, "
-          f"utility head |ψ| {res.head_params:,}")
-    print(f"  wall {res.wall_s:.1f} s = training compute {res.train_s:.1f} s (clients {res.clients_compute_s:.1f} s, "
-          f"aggregator {res.aggregator_s:.1f} s) + engine overhead {res.engine_overhead_s:.1f} s")
-    print(f"  engine overhead: start-up {res.engine_start_s:.1f} s, messaging "
-          f"{res.engine_overhead_s - res.engine_start_s:.1f} s = "
-          f"{1000 * (res.engine_overhead_s - res.engine_start_s) / res.rounds:.0f} ms per round")
-    print(f"  uplink {res.bytes_up_per_round / 1e3:.1f} kB/round (all clients; {per_client_up / 1e3:.1f} kB per "
-          f"client and round ≈ b(d_z+d_u) = {b * (args.d_z + 1) * 4 / 1e3:.1f} kB as float32), "
-          f"downlink {res.bytes_down_per_round / 1e3:.1f} kB/round (Q_ψ broadcast)")
-    print(f"  FedAvg of the encoder: {res.fedavg_bytes_per_round / 1e6:.2f} MB/round (up + down); GPP moves "
-          f"{(res.bytes_up_per_round + res.bytes_down_per_round) / 1e6:.3f} MB/round: "
-          f"{res.fedavg_bytes_per_round / (res.bytes_up_per_round + res.bytes_down_per_round):.1f}x less; "
-          f"uplink alone {res.fedavg_bytes_per_round / 2 / res.bytes_up_per_round:.1f}x less")
-    print(f"  final release of the draws: {res.release_bytes / 1e6:.2f} MB once; peak RSS (process tree) "
-          f"{rss.peak / 2**30:.2f} GiB")
+    print(
+        f"distributed GPP on Flower: {t} clients, {args.n_train} training records, {args.epochs} epochs, "
+        f"{res.rounds} rounds, d_z {args.d_z}, batch {b}, encoder |θ| {res.encoder_params:,}, "
+        f"utility head |ψ| {res.head_params:,}"
+    )
+    print(
+        f"  wall {res.wall_s:.1f} s = training compute {res.train_s:.1f} s (clients {res.clients_compute_s:.1f} s, "
+        f"aggregator {res.aggregator_s:.1f} s) + engine overhead {res.engine_overhead_s:.1f} s"
+    )
+    print(
+        f"  engine overhead: start-up {res.engine_start_s:.1f} s, messaging "
+        f"{res.engine_overhead_s - res.engine_start_s:.1f} s = "
+        f"{1000 * (res.engine_overhead_s - res.engine_start_s) / res.rounds:.0f} ms per round"
+    )
+    print(
+        f"  uplink {res.bytes_up_per_round / 1e3:.1f} kB/round (all clients; {per_client_up / 1e3:.1f} kB per "
+        f"client and round ≈ b(d_z+d_u) = {b * (args.d_z + 1) * 4 / 1e3:.1f} kB as float32), "
+        f"downlink {res.bytes_down_per_round / 1e3:.1f} kB/round (Q_ψ broadcast)"
+    )
+    print(
+        f"  FedAvg of the encoder: {res.fedavg_bytes_per_round / 1e6:.2f} MB/round (up + down); GPP moves "
+        f"{(res.bytes_up_per_round + res.bytes_down_per_round) / 1e6:.3f} MB/round: "
+        f"{res.fedavg_bytes_per_round / (res.bytes_up_per_round + res.bytes_down_per_round):.1f}x less; "
+        f"uplink alone {res.fedavg_bytes_per_round / 2 / res.bytes_up_per_round:.1f}x less"
+    )
+    print(
+        f"  final release of the draws: {res.release_bytes / 1e6:.2f} MB once; peak RSS (process tree) "
+        f"{rss.peak / 2**30:.2f} GiB"
+    )
 
 
 if __name__ == "__main__":

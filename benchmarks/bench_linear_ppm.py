@@ -25,8 +25,14 @@ import torch
 import torch.nn.functional as F
 
 # λ = 100 each; "risk" is the default release's configuration: an unweighted run, then the risk-weighted one (T 1)
-CONFIGS = {"unweighted": {}, "risk": {}, "tempered": {"temperature": 0.5}, "censored4": {"kappa": 2.0},
-           "censored8": {"kappa": 4.0}, "censored16": {"kappa": 8.0}}
+CONFIGS = {
+    "unweighted": {},
+    "risk": {},
+    "tempered": {"temperature": 0.5},
+    "censored4": {"kappa": 2.0},
+    "censored8": {"kappa": 4.0},
+    "censored16": {"kappa": 8.0},
+}
 
 
 def surrogate(n: int = 2626, d: int = 384, k: int = 108, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -71,33 +77,64 @@ def main(argv: list[str] | None = None) -> int:
     x, y, k, what = data(a.root)
     xa = x if x.shape[1] == 385 else maths.augment(x)
     s = LinearPPMParams().sampler
-    kw = {"chains": s.chains, "warmup": s.warmup, "draws": s.draws, "start_spread": s.start_spread,
-          "max_tree_depth": s.max_tree_depth, "target_accept": s.target_accept}
+    kw = {
+        "chains": s.chains,
+        "warmup": s.warmup,
+        "draws": s.draws,
+        "start_spread": s.start_spread,
+        "max_tree_depth": s.max_tree_depth,
+        "target_accept": s.target_accept,
+    }
     if a.kind is not None and "kind" in inspect.signature(posterior.sample).parameters:
         kw["kind"] = a.kind
-    print(f"data: {what}; n {len(y)}, classes {k}, parameters {k * xa.shape[1]}; torch threads {a.threads}, "
-          f"load average {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
+    print(
+        f"data: {what}; n {len(y)}, classes {k}, parameters {k * xa.shape[1]}; torch threads {a.threads}, "
+        f"load average {', '.join(f'{v:.2f}' for v in os.getloadavg())}"
+    )
     jobs = [(name, CONFIGS[name], a.seed) for name in a.configs]
     while jobs:
         name, config, seed = jobs.pop(0)
         target = maths.Target(xa=xa, y=y, n_classes=k, prior_precision=100.0, **config)
         begin = time.perf_counter()
-        run = posterior.sample(target, seeds=lambda label, seed=seed: seed + int(label.removeprefix("chain")),
-                               starts_rng=np.random.default_rng(seed), **kw)
+        run = posterior.sample(
+            target,
+            seeds=lambda label, seed=seed: seed + int(label.removeprefix("chain")),
+            starts_rng=np.random.default_rng(seed),
+            **kw,
+        )
         seconds = time.perf_counter() - begin
         if name == "risk":  # the unweighted run just done gives the weights of the weighted run, next
             weights = torch.from_numpy(maths.risk_weights(run.record_risk)).float()
             jobs.insert(0, ("risk-weighted", {"weights": weights}, seed + 100))
             name = "risk-unweighted"
         s_ = run.summary
-        keep = ("rhat_log_posterior", "rhat_max_loss", "ess_bulk_min", "ess_tail_min", "divergences",
-                "acceptance_min", "acceptance_max", "temperature_all", "temperature_all_q05", "temperature_all_q95")
-        out = {"config": name, "seed": seed, "seconds": round(seconds, 1), "sampling_seconds": s_["sampler"]["sampling_seconds"],
-               "delta_hat": round(run.delta_hat, 3), **{key: round(float(s_[key]), 4) for key in keep},
-               "step_size": [round(s_["sampler"]["step_size_min"], 4), round(s_["sampler"]["step_size_max"], 4)],
-               "sampler": s_["sampler"]["sampler"],
-               **({"gradients_per_chain": s_["sampler"]["gradients_per_chain"]}
-                  if "gradients_per_chain" in s_["sampler"] else {})}
+        keep = (
+            "rhat_log_posterior",
+            "rhat_max_loss",
+            "ess_bulk_min",
+            "ess_tail_min",
+            "divergences",
+            "acceptance_min",
+            "acceptance_max",
+            "temperature_all",
+            "temperature_all_q05",
+            "temperature_all_q95",
+        )
+        out = {
+            "config": name,
+            "seed": seed,
+            "seconds": round(seconds, 1),
+            "sampling_seconds": s_["sampler"]["sampling_seconds"],
+            "delta_hat": round(run.delta_hat, 3),
+            **{key: round(float(s_[key]), 4) for key in keep},
+            "step_size": [round(s_["sampler"]["step_size_min"], 4), round(s_["sampler"]["step_size_max"], 4)],
+            "sampler": s_["sampler"]["sampler"],
+            **(
+                {"gradients_per_chain": s_["sampler"]["gradients_per_chain"]}
+                if "gradients_per_chain" in s_["sampler"]
+                else {}
+            ),
+        }
         print(json.dumps(out), flush=True)
     return 0
 

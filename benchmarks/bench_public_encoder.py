@@ -24,8 +24,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-SERIES = {"public_model": "the public model (ε 0)", "dpsgd_linear_proxy_warm_rdp": "DP-SGD from the public model",
-          "dpsgd_linear_proxy_prv": "DP-SGD from zero"}
+SERIES = {
+    "public_model": "the public model (ε 0)",
+    "dpsgd_linear_proxy_warm_rdp": "DP-SGD from the public model",
+    "dpsgd_linear_proxy_prv": "DP-SGD from zero",
+}
 
 
 def _points(folder: Path) -> dict[tuple[str, float], list[float]]:
@@ -50,8 +53,10 @@ def gain(before: Path, after: Path) -> int:
 
     print("| series | ε | wheel encoder | public encoder | gain |\n|---|---|---|---|---|")
     for key in sorted(set(a) & set(b), key=lambda k: (list(SERIES).index(k[0]), k[1])):
-        print(f"| {SERIES[key[0]]} | {key[1]:g} | {fmt(a[key])} | {fmt(b[key])} | "
-              f"{statistics.mean(b[key]) - statistics.mean(a[key]):+.3f} |")
+        print(
+            f"| {SERIES[key[0]]} | {key[1]:g} | {fmt(a[key])} | {fmt(b[key])} | "
+            f"{statistics.mean(b[key]) - statistics.mean(a[key]):+.3f} |"
+        )
     return 0
 
 

@@ -25,13 +25,17 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_flow(work: Path, extra: list[str]) -> tuple[float, float, dict]:
-    env = os.environ | {"PREFECT_HOME": str(work / ".prefect"),
-                        "PYTHONPATH": str(ROOT)}
+    env = os.environ | {"PREFECT_HOME": str(work / ".prefect"), "PYTHONPATH": str(ROOT)}
     log = work / "flow.log"
     start = time.perf_counter()
     with open(log, "w") as out:  # a file, not a pipe: the child never blocks on a full pipe
-        proc = subprocess.Popen([sys.executable, "-m", "flows.release", "--root", str(work), *extra], cwd=ROOT,
-                                env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "flows.release", "--root", str(work), *extra],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
         _, status, usage = os.wait4(proc.pid, 0)  # peak RSS of the flow process itself
     wall = time.perf_counter() - start
     if status != 0:

@@ -50,14 +50,18 @@ def project(work: Path, port: int | None = None) -> Path:
 
 
 def env(work: Path) -> dict:
-    return os.environ | {"PREFECT_HOME": str(work / ".prefect"), "PYTHONPATH": str(ROOT),
-                         "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    return os.environ | {
+        "PREFECT_HOME": str(work / ".prefect"),
+        "PYTHONPATH": str(ROOT),
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    }
 
 
 def timed(cmd: list[str], work: Path, name: str) -> tuple[float, str]:
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", *cmd, "--root", str(work)], cwd=ROOT, env=env(work),
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", *cmd, "--root", str(work)], cwd=ROOT, env=env(work), capture_output=True, text=True
+    )
     wall = time.perf_counter() - start
     if done.returncode:
         sys.exit(f"{name} failed:\n{(done.stdout + done.stderr)[-3000:]}")
@@ -87,14 +91,21 @@ def main() -> None:
     release = project(base / "release")
     shutil.copy2(middle, release / "data" / middle.name)
     wall, _, _ = run_flow(release, ["--set", f"data.path=data/{middle.name}"])
-    print(f"make run on {middle.name}: {wall:.1f} s  (retrain on it: {rows[middle.name]:.1f} s, "
-          f"ratio {rows[middle.name] / wall:.2f})")
+    print(
+        f"make run on {middle.name}: {wall:.1f} s  (retrain on it: {rows[middle.name]:.1f} s, "
+        f"ratio {rows[middle.name] / wall:.2f})"
+    )
     wall, line = timed(["flows.retrain", str(windows[-1])], work, "unchanged retrain")
     print(f"retrain (unchanged snapshot): {wall:.1f} s — {line}")
 
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "flows.serve", "start", "--root", str(work)], cwd=ROOT,
-                          env=env(work) | {"DPRELEASE_SERVE_UI": "false"}, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "flows.serve", "start", "--root", str(work)],
+        cwd=ROOT,
+        env=env(work) | {"DPRELEASE_SERVE_UI": "false"},
+        capture_output=True,
+        text=True,
+    )
     serve_wall = time.perf_counter() - start
     try:
         if done.returncode:
@@ -105,15 +116,27 @@ def main() -> None:
         (work / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True))
         wall, line = timed(["flows.serve", "trigger", "--timeout", "900"], work, "trigger")
         retrain_s = json.loads(line)
-        own = json.loads(next((work / "runs" / "retrain").glob(f"{windows[-1].name.split('.')[0]}*/metrics/"
-                                                                  "retrain.json")).read_text())["seconds"]
-        print(f"serve start: {serve_wall:.1f} s (server {state['timings']['server_start_s']} s, pools + deployments "
-              f"{state['timings']['deploy_s']} s)")
-        print(f"triggered run: {wall:.1f} s wall ({retrain_s['seconds']} s until the flow run finished; the retrain "
-              f"itself {own:.1f} s; worker pick-up + flow-run start-up {retrain_s['seconds'] - own:.1f} s)")
+        own = json.loads(
+            next(
+                (work / "runs" / "retrain").glob(f"{windows[-1].name.split('.')[0]}*/metrics/retrain.json")
+            ).read_text()
+        )["seconds"]
+        print(
+            f"serve start: {serve_wall:.1f} s (server {state['timings']['server_start_s']} s, pools + deployments "
+            f"{state['timings']['deploy_s']} s)"
+        )
+        print(
+            f"triggered run: {wall:.1f} s wall ({retrain_s['seconds']} s until the flow run finished; the retrain "
+            f"itself {own:.1f} s; worker pick-up + flow-run start-up {retrain_s['seconds'] - own:.1f} s)"
+        )
     finally:
-        subprocess.run([sys.executable, "-m", "flows.serve", "stop", "--root", str(work)], cwd=ROOT, env=env(work),
-                       capture_output=True, text=True)
+        subprocess.run(
+            [sys.executable, "-m", "flows.serve", "stop", "--root", str(work)],
+            cwd=ROOT,
+            env=env(work),
+            capture_output=True,
+            text=True,
+        )
     if not args.keep:
         shutil.rmtree(base, ignore_errors=True)
 

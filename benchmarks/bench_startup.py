@@ -28,15 +28,20 @@ SUBCOMMANDS = ("stage", "predict", "sanitize", "verify", "key", "dvc-yaml", "tra
 
 # `dprelease stage NAME` up to the stage's start: the CLI's own path, with the registry's run_stage replaced by one
 # that resolves the stage (what the real one does first) and returns without running it
-UNTIL_START = ("import sys; import dprelease.pipeline.registry as r; "
-               "r.run_stage = lambda name, params, root='.': {'resolved': r.get(params, name).run.__name__}; "
-               "from dprelease.cli import main; sys.exit(main(['stage', sys.argv[1]]))")
+UNTIL_START = (
+    "import sys; import dprelease.pipeline.registry as r; "
+    "r.run_stage = lambda name, params, root='.': {'resolved': r.get(params, name).run.__name__}; "
+    "from dprelease.cli import main; sys.exit(main(['stage', sys.argv[1]]))"
+)
 
 
 def flow_modules() -> list[str]:
     """The modules of ``flows/`` with a command line (``if __name__ == "__main__"``)."""
-    return sorted(p.stem for p in (ROOT / "flows").glob("*.py")
-                  if p.stem != "__init__" and '__name__ == "__main__"' in p.read_text(encoding="utf-8"))
+    return sorted(
+        p.stem
+        for p in (ROOT / "flows").glob("*.py")
+        if p.stem != "__init__" and '__name__ == "__main__"' in p.read_text(encoding="utf-8")
+    )
 
 
 def commands() -> dict[str, tuple[list[str], bool]]:
@@ -44,11 +49,13 @@ def commands() -> dict[str, tuple[list[str], bool]]:
     dp = str(BIN / "dprelease")
     out: dict[str, tuple[list[str], bool]] = {"dprelease --help": ([dp, "--help"], False)}
     out.update({f"dprelease {c} --help": ([dp, c, "--help"], False) for c in SUBCOMMANDS})
-    out.update({f"dprelease stage {n} (to start)": ([sys.executable, "-c", UNTIL_START, n], True)
-                for n in CHEAP_STAGES})
+    out.update(
+        {f"dprelease stage {n} (to start)": ([sys.executable, "-c", UNTIL_START, n], True) for n in CHEAP_STAGES}
+    )
     out["dprelease stage no_such_stage (error)"] = ([dp, "stage", "no_such_stage"], True)
-    out.update({f"python -m flows.{m} --help": ([sys.executable, "-m", f"flows.{m}", "--help"], False)
-                for m in flow_modules()})
+    out.update(
+        {f"python -m flows.{m} --help": ([sys.executable, "-m", f"flows.{m}", "--help"], False) for m in flow_modules()}
+    )
     return out
 
 
@@ -65,10 +72,15 @@ def main() -> None:
     args = ap.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="dprelease-startup-"))
     shutil.copy2(ROOT / "params.yaml", scratch / "params.yaml")
-    env = os.environ | {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-                        "PREFECT_HOME": str(scratch / ".prefect"), "OMP_NUM_THREADS": "1"}
-    print(f"{'command':48s} {'median s':>9s} {'min s':>7s} {'max s':>7s}  exit  "
-          f"(n={args.n}, python {sys.version.split()[0]})")
+    env = os.environ | {
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        "PREFECT_HOME": str(scratch / ".prefect"),
+        "OMP_NUM_THREADS": "1",
+    }
+    print(
+        f"{'command':48s} {'median s':>9s} {'min s':>7s} {'max s':>7s}  exit  "
+        f"(n={args.n}, python {sys.version.split()[0]})"
+    )
     try:
         for label, (argv, in_scratch) in commands().items():
             if args.only and args.only not in label:
@@ -76,8 +88,11 @@ def main() -> None:
             runs = [time_once(argv, scratch if in_scratch else ROOT, env) for _ in range(args.n)]
             secs = [r[0] for r in runs]
             codes = sorted({r[1] for r in runs})
-            print(f"{label:48s} {statistics.median(secs):9.2f} {min(secs):7.2f} {max(secs):7.2f}  "
-                  f"{','.join(map(str, codes))}", flush=True)
+            print(
+                f"{label:48s} {statistics.median(secs):9.2f} {min(secs):7.2f} {max(secs):7.2f}  "
+                f"{','.join(map(str, codes))}",
+                flush=True,
+            )
             if codes != [0] and "error" not in label:
                 print(f"    last line: {runs[-1][2]}", flush=True)
     finally:

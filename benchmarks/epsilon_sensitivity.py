@@ -45,11 +45,35 @@ from dprelease.pipeline.registry import run_stage  # noqa: E402
 
 LRS = (0.003, 0.01, 0.03)
 PRIOR_FACTORS = (0.1, 1.0, 10.0)  # × the configured λ (the objective's λ/(2N)·|θ|²)
-STAGES = ("finetune_r1", "swag_r1", "risk", "finetune_r2", "swag_r2", "sensitivity_r2", "draw", "evaluate",
-          "swag_ppm_uncalibrated")
-COLUMNS = ("swag_lr", "prior_precision", "rank", "swag_epochs", "seed", "calibration", "temperature_raw",
-           "temperature_min_raw", "temperature", "temperature_min", "local_sensitivity", "epsilon",
-           "epsilon_uncalibrated", "weighted_f1_mean", "macro_f1_mean", "seconds")
+STAGES = (
+    "finetune_r1",
+    "swag_r1",
+    "risk",
+    "finetune_r2",
+    "swag_r2",
+    "sensitivity_r2",
+    "draw",
+    "evaluate",
+    "swag_ppm_uncalibrated",
+)
+COLUMNS = (
+    "swag_lr",
+    "prior_precision",
+    "rank",
+    "swag_epochs",
+    "seed",
+    "calibration",
+    "temperature_raw",
+    "temperature_min_raw",
+    "temperature",
+    "temperature_min",
+    "local_sensitivity",
+    "epsilon",
+    "epsilon_uncalibrated",
+    "weighted_f1_mean",
+    "macro_f1_mean",
+    "seconds",
+)
 
 
 def cells(base: dict, *, seeds: int, grid_seeds: int, quick: bool) -> list[dict]:
@@ -57,8 +81,10 @@ def cells(base: dict, *, seeds: int, grid_seeds: int, quick: bool) -> list[dict]
     swag, lam = base["model"]["head"]["swag"], base["ppm"]["prior_precision"]
     default = {"swag_lr": swag["lr"], "prior_precision": lam, "rank": swag["rank"], "swag_epochs": swag["epochs"]}
     lrs, factors = ((LRS[0], LRS[-1]), (PRIOR_FACTORS[0], PRIOR_FACTORS[-1])) if quick else (LRS, PRIOR_FACTORS)
-    out = [default | {"swag_lr": lr, "prior_precision": lam * f, "seed": s}
-           for lr, f, s in itertools.product(lrs, factors, range(grid_seeds))]
+    out = [
+        default | {"swag_lr": lr, "prior_precision": lam * f, "seed": s}
+        for lr, f, s in itertools.product(lrs, factors, range(grid_seeds))
+    ]
     if not quick:
         out += [default | {"seed": s} for s in range(seeds)]
         # SWAG keeps one snapshot per epoch, so 10 epochs allow rank ≤ 10: that cell pairs with rank 10
@@ -96,11 +122,16 @@ def run_cell(cell: dict, base: dict, root: Path, scratch: Path) -> dict:
         "calibration": params.ppm.calibration,
         "temperature_raw": t["temperature_uncalibrated"]["subspace"],
         "temperature_min_raw": t["temperature_uncalibrated"]["subspace_min"],
-        "temperature": t["temperature"]["subspace"], "temperature_min": t["temperature"]["subspace_min"],
+        "temperature": t["temperature"]["subspace"],
+        "temperature_min": t["temperature"]["subspace_min"],
         # a cell released without an ε (kind ppm_uncertified, docs/guarantees.md K.9) is recorded as nan, never its index
-        "local_sensitivity": g["quantities"]["local_sensitivity"], "epsilon": _eps(g),
-        "epsilon_uncalibrated": _eps(unc), "weighted_f1_mean": audit["weighted_f1_mean"],
-        "macro_f1_mean": audit["macro_f1_mean"], "seconds": time.perf_counter() - start}
+        "local_sensitivity": g["quantities"]["local_sensitivity"],
+        "epsilon": _eps(g),
+        "epsilon_uncalibrated": _eps(unc),
+        "weighted_f1_mean": audit["weighted_f1_mean"],
+        "macro_f1_mean": audit["macro_f1_mean"],
+        "seconds": time.perf_counter() - start,
+    }
 
 
 def _eps(g: dict) -> float:
@@ -133,22 +164,30 @@ def summarise(rows: list[dict], *, lam: float) -> list[str]:
     for r in rows:
         if (r["rank"], r["swag_epochs"]) == (rows[0]["rank"], rows[0]["swag_epochs"]):
             grid.setdefault((r["swag_lr"], r["prior_precision"]), []).append(r)
-    med = {k: {c: statistics.median(x[c] for x in v) for c in ("epsilon", "epsilon_uncalibrated", "weighted_f1_mean")}
-           for k, v in grid.items()}
+    med = {
+        k: {c: statistics.median(x[c] for x in v) for c in ("epsilon", "epsilon_uncalibrated", "weighted_f1_mean")}
+        for k, v in grid.items()
+    }
     best = max(med.values(), key=lambda m: m["weighted_f1_mean"])["weighted_f1_mean"]
     near = [m for m in med.values() if m["weighted_f1_mean"] >= best - 0.01]
     lines = []
     for key in ("epsilon", "epsilon_uncalibrated"):
         vals = [m[key] for m in med.values()]
-        lines.append(f"{key}: lr × λ grid (median over seeds) min {min(vals):.3f} max {max(vals):.3f} "
-                     f"max/min {max(vals) / min(vals):.2f}; all cells {min(r[key] for r in rows):.3f}–"
-                     f"{max(r[key] for r in rows):.3f}")
+        lines.append(
+            f"{key}: lr × λ grid (median over seeds) min {min(vals):.3f} max {max(vals):.3f} "
+            f"max/min {max(vals) / min(vals):.2f}; all cells {min(r[key] for r in rows):.3f}–"
+            f"{max(r[key] for r in rows):.3f}"
+        )
     around = [r["epsilon"] for r in rows if r["prior_precision"] == lam]
-    lines.append(f"epsilon around the settings (λ = {lam:g}: every lr, seed, rank and epochs cell): "
-                 f"{min(around):.3f}–{max(around):.3f}, max/min {max(around) / min(around):.2f}; largest {max(around):.3f}")
+    lines.append(
+        f"epsilon around the settings (λ = {lam:g}: every lr, seed, rank and epochs cell): "
+        f"{min(around):.3f}–{max(around):.3f}, max/min {max(around) / min(around):.2f}; largest {max(around):.3f}"
+    )
     eps_near = [m["epsilon"] for m in near]
-    lines.append(f"best 30-draw weighted F1 {best:.3f}; {len(near)} of {len(med)} lr × λ cells within 0.01 of it, "
-                 f"their ε max/min {max(eps_near) / min(eps_near):.2f}")
+    lines.append(
+        f"best 30-draw weighted F1 {best:.3f}; {len(near)} of {len(med)} lr × λ cells within 0.01 of it, "
+        f"their ε max/min {max(eps_near) / min(eps_near):.2f}"
+    )
     return lines
 
 
@@ -161,8 +200,12 @@ def plot(rows: list[dict], path: Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for lam in sorted({r["prior_precision"] for r in rows}):
         for ax, key in zip(axes, ("epsilon", "epsilon_uncalibrated")):
-            pts = sorted((r["swag_lr"], r[key]) for r in rows if r["prior_precision"] == lam
-                         and (r["rank"], r["swag_epochs"]) == (rows[0]["rank"], rows[0]["swag_epochs"]))
+            pts = sorted(
+                (r["swag_lr"], r[key])
+                for r in rows
+                if r["prior_precision"] == lam
+                and (r["rank"], r["swag_epochs"]) == (rows[0]["rank"], rows[0]["swag_epochs"])
+            )
             ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=f"λ = {lam:g}")
     for ax, title in zip(axes, ("released ε (calibrated)", "ε of SWAG as fitted (2Δ̂ / min(1, T_min))")):
         ax.set(xscale="log", yscale="log", xlabel="SWAG learning rate", ylabel="ε", title=title)
@@ -194,8 +237,14 @@ def main(argv: list[str] | None = None) -> int:
         for i, cell in enumerate(cells(base, seeds=args.seeds, grid_seeds=args.grid_seeds, quick=args.quick)):
             again = [r for r in done if {k: r[k] for k in cell} == cell]
             rows.append(again[0] if again else run_cell(cell, base, root, Path(tmp) / "cell"))
-            print(f"[{i + 1}] " + ", ".join(f"{k}={rows[-1][k]:.4g}" if isinstance(rows[-1][k], float) else
-                                            f"{k}={rows[-1][k]}" for k in COLUMNS), flush=True)
+            print(
+                f"[{i + 1}] "
+                + ", ".join(
+                    f"{k}={rows[-1][k]:.4g}" if isinstance(rows[-1][k], float) else f"{k}={rows[-1][k]}"
+                    for k in COLUMNS
+                ),
+                flush=True,
+            )
             write_table(partial, rows)  # a crash keeps the cells measured so far (--resume reuses them)
     write_table(table, rows)
     partial.unlink()

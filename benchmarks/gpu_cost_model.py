@@ -80,10 +80,12 @@ def predict(params, pr: dict, ft: int, sw: int, draws: int, refits: int) -> dict
     calib = 0.0
     if p.calibration != "none":
         calib = (6 + 2 * k + 3 * r * cg_iters) * pr["t_pass32"] + 6 * cg_iters * r * pr["dim"] * pr["t_host_elem"]
-    return {"fits": fits * (ft + sw) * steps * pr["t_step"],
-            "calibration": (fits - 1) * calib,
-            "passes": ((2 + refits) * draws + (p.validation_draws * refits + params.evaluation.draws) * 0.5) * pr["t_pass"],
-            "overhead": (12 + 3 * refits) * pr["t_build"]}
+    return {
+        "fits": fits * (ft + sw) * steps * pr["t_step"],
+        "calibration": (fits - 1) * calib,
+        "passes": ((2 + refits) * draws + (p.validation_draws * refits + params.evaluation.draws) * 0.5) * pr["t_pass"],
+        "overhead": (12 + 3 * refits) * pr["t_build"],
+    }
 
 
 def plan(params, pr: dict, budget: float) -> tuple[dict, list[str], dict, dict]:
@@ -110,10 +112,12 @@ def plan(params, pr: dict, budget: float) -> tuple[dict, list[str], dict, dict]:
             d = max(least, int(d * 0.85))
     chosen = (ft, sw, d, r)
     changes, overrides = [], {}
-    for name, key, before, after in (("fine-tune epochs", "finetune.epochs", ft0, chosen[0]),
-                                     ("SWAG epochs", "swag.epochs", sw0, chosen[1]),
-                                     ("posterior draws", "ppm.draws", d0, chosen[2]),
-                                     ("re-weighting refits", "ppm.max_refits", r0, chosen[3])):
+    for name, key, before, after in (
+        ("fine-tune epochs", "finetune.epochs", ft0, chosen[0]),
+        ("SWAG epochs", "swag.epochs", sw0, chosen[1]),
+        ("posterior draws", "ppm.draws", d0, chosen[2]),
+        ("re-weighting refits", "ppm.max_refits", r0, chosen[3]),
+    ):
         if after != before:
             changes.append(f"{name} {before}→{after}")
             overrides[key] = after

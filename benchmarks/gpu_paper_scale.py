@@ -42,23 +42,34 @@ from gpu_cost_model import MIN_DRAWS_EPSILON, SAFETY, plan, probe, sync  # noqa:
 TINY = {  # the tiny random transformer on a tiny slice (as tests/conftest.py's full-tiny run)
     "data": {"limit_classes": 4, "cap": 12},
     "features": {"max_length": 32},
-    "model": {"full": {"tiny": True,
-                       "finetune": {"epochs": 2, "lr": 0.001, "batch_size": 8, "weight_decay": 0.01},
-                       "swag": {"epochs": 3, "lr": 0.01, "batch_size": 8, "rank": 3}}},
+    "model": {
+        "full": {
+            "tiny": True,
+            "finetune": {"epochs": 2, "lr": 0.001, "batch_size": 8, "weight_decay": 0.01},
+            "swag": {"epochs": 3, "lr": 0.01, "batch_size": 8, "rank": 3},
+        }
+    },
     "ppm": {"draws": 20, "draw_batch": 10, "smoke_test": True, "max_refits": 1},
 }
 
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--budget-s", type=float, default=420.0,
-                    help="time the release may take (default 420 s: with setup, under 8 min on one H100); "
-                         "epochs/draws are scaled down to fit, and the output says so")
+    ap.add_argument(
+        "--budget-s",
+        type=float,
+        default=420.0,
+        help="time the release may take (default 420 s: with setup, under 8 min on one H100); "
+        "epochs/draws are scaled down to fit, and the output says so",
+    )
     ap.add_argument("--tiny", action="store_true", help="tiny random transformer, tiny sample (CPU check)")
     ap.add_argument("--root", type=Path, help="project root to run in (default: a temporary folder)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary project root")
-    ap.add_argument("--eval-batch", type=int, help="records per evaluation forward pass "
-                    "(DPRELEASE_FULL_EVAL_BATCH; default 512 on CUDA)")
+    ap.add_argument(
+        "--eval-batch",
+        type=int,
+        help="records per evaluation forward pass (DPRELEASE_FULL_EVAL_BATCH; default 512 on CUDA)",
+    )
     ap.add_argument("--no-amp", action="store_true", help="no bf16 autocast of evaluation passes on CUDA")
     return ap.parse_args(argv)
 
@@ -79,7 +90,11 @@ class Utilisation:
         self.period = period
         self._stop = threading.Event()
         index = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] or "0"
-        self.cmd = [self.exe, "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits", "-i", index] if self.exe else None
+        self.cmd = (
+            [self.exe, "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits", "-i", index]
+            if self.exe
+            else None
+        )
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def start(self) -> "Utilisation":
@@ -200,8 +215,10 @@ def main(argv=None) -> int:
             rows.append((name, end - start, peak, util.mean(start, end)))
             print(f"  {name:<16} {end - start:8.1f} s", flush=True)
 
-        print(f"gpu_paper_scale{' --tiny' if args.tiny else ''}: backend full{' (tiny random transformer)' if args.tiny else ''}"
-              f", device {device}, torch {torch.__version__}")
+        print(
+            f"gpu_paper_scale{' --tiny' if args.tiny else ''}: backend full{' (tiny random transformer)' if args.tiny else ''}"
+            f", device {device}, torch {torch.__version__}"
+        )
         for name in names[:first_fit]:
             run(name, params)
         t = time.perf_counter()
@@ -219,29 +236,41 @@ def main(argv=None) -> int:
             raw["ppm"]["smoke_test"] = True
         params = parse_params(raw)
         backend = backend_for(params, lay)
-        print(f"data: {pr['n_train']} training records, {backend.n_classes} classes, max_length "
-              f"{params.features.max_length}; θ: {pr['dim']:,} parameters; eval batch {backend.eval_batch_size}, "
-              f"bf16 eval autocast {'on' if cuda and backend.amp else 'off (CPU: float32)' if not cuda else 'off'}")
-        print(f"probe ({t_probe:.1f} s): {pr['t_step'] * 1e3:.1f} ms per training step (batch "
-              f"{params.backend.finetune.batch_size}), {pr['t_pass']:.3f} s per evaluation pass over the training "
-              f"records ({pr['t_pass32']:.3f} s in float32)")
+        print(
+            f"data: {pr['n_train']} training records, {backend.n_classes} classes, max_length "
+            f"{params.features.max_length}; θ: {pr['dim']:,} parameters; eval batch {backend.eval_batch_size}, "
+            f"bf16 eval autocast {'on' if cuda and backend.amp else 'off (CPU: float32)' if not cuda else 'off'}"
+        )
+        print(
+            f"probe ({t_probe:.1f} s): {pr['t_step'] * 1e3:.1f} ms per training step (batch "
+            f"{params.backend.finetune.batch_size}), {pr['t_pass']:.3f} s per evaluation pass over the training "
+            f"records ({pr['t_pass32']:.3f} s in float32)"
+        )
         predicted = sum(cost.values())
         if changes:
-            print(f"BUDGET {args.budget_s:.0f} s: predicted {sum(full_cost.values()):.0f} s at the configured settings, "
-                  f"so SCALED DOWN: {', '.join(changes)} (predicted {predicted:.0f} s, ×{SAFETY} margin); the figures below are for "
-                  "these settings, NOT the paper's")
+            print(
+                f"BUDGET {args.budget_s:.0f} s: predicted {sum(full_cost.values()):.0f} s at the configured settings, "
+                f"so SCALED DOWN: {', '.join(changes)} (predicted {predicted:.0f} s, ×{SAFETY} margin); the figures below are for "
+                "these settings, NOT the paper's"
+            )
         else:
             print(f"budget {args.budget_s:.0f} s: predicted {predicted:.0f} s at the configured settings (not scaled)")
         if SAFETY * predicted > args.budget_s:
-            print(f"WARNING: even the least settings are predicted at {predicted:.0f} s (×{SAFETY} margin): over the "
-                  f"{args.budget_s:.0f} s budget")
+            print(
+                f"WARNING: even the least settings are predicted at {predicted:.0f} s (×{SAFETY} margin): over the "
+                f"{args.budget_s:.0f} s budget"
+            )
         if params.ppm.smoke_test:
-            print(f"NOTE: {params.ppm.draws} posterior draws (< {MIN_DRAWS_EPSILON}): ppm.smoke_test is on, "
-                  "the ε below is NOT meaningful")
-        print(f"settings: fine-tune {params.backend.finetune.epochs} epochs, SWAG {getattr(params.swag, params.model.backend).epochs} epochs "
-              f"(rank {getattr(params.swag, params.model.backend).rank}), {params.ppm.draws} draws, calibration {params.ppm.calibration}, "
-              f"re-weighting {params.ppm.reweight_mode if params.ppm.reweighting else 'off'} "
-              f"(≤ {params.ppm.max_refits} refits)")
+            print(
+                f"NOTE: {params.ppm.draws} posterior draws (< {MIN_DRAWS_EPSILON}): ppm.smoke_test is on, "
+                "the ε below is NOT meaningful"
+            )
+        print(
+            f"settings: fine-tune {params.backend.finetune.epochs} epochs, SWAG {getattr(params.swag, params.model.backend).epochs} epochs "
+            f"(rank {getattr(params.swag, params.model.backend).rank}), {params.ppm.draws} draws, calibration {params.ppm.calibration}, "
+            f"re-weighting {params.ppm.reweight_mode if params.ppm.reweighting else 'off'} "
+            f"(≤ {params.ppm.max_refits} refits)"
+        )
         t_stages = time.perf_counter()
         for name in names[first_fit:]:
             run(name, params)
@@ -252,8 +281,10 @@ def main(argv=None) -> int:
         model = backend.new_model(feats)
         set_flat(model, load_file(str(lay.finetune(1) / "theta.safetensors"))["theta"])
         pred = backend.predict_proba(model, feats).argmax(1).numpy()
-        r1 = (f1_score(y.numpy(), pred, average="weighted", zero_division=0),
-              f1_score(y.numpy(), pred, average="macro", zero_division=0))
+        r1 = (
+            f1_score(y.numpy(), pred, average="weighted", zero_division=0),
+            f1_score(y.numpy(), pred, average="macro", zero_division=0),
+        )
         ev = json.loads((lay.metrics / "evaluation.json").read_text())
         rel = json.loads((lay.metrics / "swag_ppm_draw.json").read_text())
         g, q = rel["guarantee"], rel["guarantee"]["quantities"]
@@ -263,9 +294,11 @@ def main(argv=None) -> int:
     for name, secs, peak, u in rows:
         print(f"{name:<16} {secs:8.1f} {peak:>13} {u:>11}")
     print(f"{'probe':<16} {t_probe:8.1f}")
-    print(f"stages from finetune_r1: {measured:.0f} s measured, {predicted:.0f} s predicted "
-          f"(fits {cost['fits']:.0f}, calibration {cost['calibration']:.0f}, passes {cost['passes']:.0f}, "
-          f"stage overhead {cost['overhead']:.0f})")
+    print(
+        f"stages from finetune_r1: {measured:.0f} s measured, {predicted:.0f} s predicted "
+        f"(fits {cost['fits']:.0f}, calibration {cost['calibration']:.0f}, passes {cost['passes']:.0f}, "
+        f"stage overhead {cost['overhead']:.0f})"
+    )
     print("\nposterior passes (draws sampled on the device, per-record CE of every training record):")
     for desc, n, secs in PASSES:
         print(f"  {desc:<24} {n:5d} draws {secs:8.2f} s  {n / secs:8.1f} draws/s")
@@ -274,19 +307,27 @@ def main(argv=None) -> int:
         print(f"  {'all':<24} {n:5d} draws {secs:8.2f} s  {n / secs:8.1f} draws/s")
     print("\ntest F1 (weighted / macro):")
     print(f"  round-1 fine-tune (non-private)  {r1[0]:.3f} / {r1[1]:.3f}")
-    print(f"  released draw (round {ev['released_round']})         {ev['released_weighted_f1']:.3f} / "
-          f"{ev['released_macro_f1']:.3f}")
-    print(f"  {ev['draws']} draws, mean ± sd           {ev['weighted_f1_mean']:.3f} ± {ev['weighted_f1_sd']:.3f} / "
-          f"{ev['macro_f1_mean']:.3f} ± {ev['macro_f1_sd']:.3f}")
+    print(
+        f"  released draw (round {ev['released_round']})         {ev['released_weighted_f1']:.3f} / "
+        f"{ev['released_macro_f1']:.3f}"
+    )
+    print(
+        f"  {ev['draws']} draws, mean ± sd           {ev['weighted_f1_mean']:.3f} ± {ev['weighted_f1_sd']:.3f} / "
+        f"{ev['macro_f1_mean']:.3f} ± {ev['macro_f1_sd']:.3f}"
+    )
     eps = g["epsilon"]
-    print(f"\nε = {'none claimed' if eps is None else f'{eps:.4g}'} ({g['kind']}); 2Δ̂ at T = 1: "
-          f"{q.get('epsilon_at_temperature_one', float('nan')):.4g}; T_min (subspace) = "
-          f"{q.get('temperature_min', float('nan')):.4g}, T_min over all {q.get('parameters', 0):,} directions = "
-          f"{q.get('temperature_min_all', float('nan')):.4g}; {q.get('posterior_draws')} posterior draws")
+    print(
+        f"\nε = {'none claimed' if eps is None else f'{eps:.4g}'} ({g['kind']}); 2Δ̂ at T = 1: "
+        f"{q.get('epsilon_at_temperature_one', float('nan')):.4g}; T_min (subspace) = "
+        f"{q.get('temperature_min', float('nan')):.4g}, T_min over all {q.get('parameters', 0):,} directions = "
+        f"{q.get('temperature_min_all', float('nan')):.4g}; {q.get('posterior_draws')} posterior draws"
+    )
     import resource
 
-    print(f"total wall {time.perf_counter() - began:.0f} s; host peak RSS "
-          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB")
+    print(
+        f"total wall {time.perf_counter() - began:.0f} s; host peak RSS "
+        f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB"
+    )
     return 0
 
 

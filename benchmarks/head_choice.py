@@ -34,8 +34,9 @@ def main() -> None:
         rows.append((f"logistic-regression probe, C={C:g}", f1, time.perf_counter() - t))
     grid = [(0, 10, 1e-3), (0, 30, 3e-3), (256, 10, 1e-3), (512, 10, 1e-3), (512, 20, 1e-3), (1024, 10, 1e-3)]
     for hidden, epochs, lr in grid:
-        hp = HeadParams(hidden=hidden, dropout=0.1,
-                        finetune=OptimParams(epochs=epochs, lr=lr, batch_size=32, weight_decay=0.01))
+        hp = HeadParams(
+            hidden=hidden, dropout=0.1, finetune=OptimParams(epochs=epochs, lr=lr, batch_size=32, weight_decay=0.01)
+        )
         backend = HeadBackend(len(labels), torch.device("cpu"), params.seed, hp)
         model = backend.build_model(xtr["x"].shape[1])
         t = time.perf_counter()

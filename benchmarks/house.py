@@ -46,7 +46,9 @@ def figures(root: Path) -> dict:
         "parts": len(parts),
         "part layers": max(depth(p) for p in parts),
         "part import edges": sum(len(v) for v in parts.values()),
-        "top-level entries of src/dprelease": len([p for p in (src / "dprelease").iterdir() if p.name != "__pycache__"]),
+        "top-level entries of src/dprelease": len(
+            [p for p in (src / "dprelease").iterdir() if p.name != "__pycache__"]
+        ),
         "config.py lines": len(config.splitlines()),
         "config.py mechanism mentions": len(re.findall(MECHANISM_WORDS, config, re.IGNORECASE)),
         "places reading dpsgd.target_epsilon": _files(root, r"\.dpsgd\.target_epsilon\b", "src"),

@@ -37,7 +37,7 @@ def fit_score(x_tr, y_tr, x_te, y_te, seed: int) -> float:
 def pooled_states(path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     s = load_states(path)
     st, off = s["states"].float(), s["offsets"]
-    mean = torch.stack([st[off[i]:off[i + 1]].mean(0) for i in range(len(off) - 1)]).numpy()
+    mean = torch.stack([st[off[i] : off[i + 1]].mean(0) for i in range(len(off) - 1)]).numpy()
     cls = st[off[:-1]].numpy()
     return mean, cls, s["labels"].numpy()
 
@@ -47,7 +47,7 @@ def sentence_embeddings(texts: list[str], encoder, tok, *, max_length: int, batc
     order = np.argsort([len(t) for t in texts])
     out = np.zeros((len(texts), 384), np.float32)
     for s in range(0, len(texts), batch):
-        idx = order[s:s + batch]
+        idx = order[s : s + batch]
         enc = tok([texts[i] for i in idx], truncation=True, max_length=max_length, padding=True, return_tensors="pt")
         h = encoder(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"]).last_hidden_state
         m = enc["attention_mask"].unsqueeze(-1).float()
@@ -71,11 +71,13 @@ def main() -> None:
             u = sentence_embeddings(split.text_a, encoder, tok, max_length=n.max_length)
             v = sentence_embeddings(split.text_b, encoder, tok, max_length=n.max_length)
             feats.append(np.hstack([u, v, np.abs(u - v), u * v]))
-        print(f"{task}: dev majority class {majority:.3f}; "
-              f"probe on cached pair states mean-pooled {fit_score(m_tr, y_tr, m_te, y_te, params.seed):.3f}, "
-              f"[CLS] {fit_score(c_tr, y_tr, c_te, y_te, params.seed):.3f}; "
-              f"sentence LR [u, v, |u−v|, u⊙v] {fit_score(feats[0], train.labels, feats[1], dev.labels, params.seed):.3f}",
-              flush=True)
+        print(
+            f"{task}: dev majority class {majority:.3f}; "
+            f"probe on cached pair states mean-pooled {fit_score(m_tr, y_tr, m_te, y_te, params.seed):.3f}, "
+            f"[CLS] {fit_score(c_tr, y_tr, c_te, y_te, params.seed):.3f}; "
+            f"sentence LR [u, v, |u−v|, u⊙v] {fit_score(feats[0], train.labels, feats[1], dev.labels, params.seed):.3f}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

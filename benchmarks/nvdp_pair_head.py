@@ -62,14 +62,32 @@ def main() -> None:
         majority = np.bincount(y[val_rows]).max() / k
         for variant, lam in (("nonprivate", 0.0), ("clipped", 0.01)):
             for name, cls in (("block, mean-pooled", NVDPModule), ("Dirichlet-weighted draw", WeightedPairs)):
-                model = ex.seeded_init(cls(DIM, n.dim, 2, heads=n.heads, clip=ex.clip_for(params, task, variant),
-                                           stochastic=variant != "nonprivate", pair=True), stage_seed(params.seed, "ph", 1))
-                train(model, Rows(tr, fit_rows), y[fit_rows], TrainOptions(n.epochs, n.lr, n.batch_size, lam),
-                      seed=stage_seed(params.seed, "ph", 2))
-                acc = evaluate(model, Rows(tr, val_rows), y[val_rows], task, seed=stage_seed(params.seed, "ph", 3),
-                               privacy=False)["accuracy"]
-                print(f"{task} {variant:10s} {name:24s} held-out accuracy {acc:.3f} (majority {majority:.3f}, "
-                      f"{k} pairs)", flush=True)
+                model = ex.seeded_init(
+                    cls(
+                        DIM,
+                        n.dim,
+                        2,
+                        heads=n.heads,
+                        clip=ex.clip_for(params, task, variant),
+                        stochastic=variant != "nonprivate",
+                        pair=True,
+                    ),
+                    stage_seed(params.seed, "ph", 1),
+                )
+                train(
+                    model,
+                    Rows(tr, fit_rows),
+                    y[fit_rows],
+                    TrainOptions(n.epochs, n.lr, n.batch_size, lam),
+                    seed=stage_seed(params.seed, "ph", 2),
+                )
+                acc = evaluate(
+                    model, Rows(tr, val_rows), y[val_rows], task, seed=stage_seed(params.seed, "ph", 3), privacy=False
+                )["accuracy"]
+                print(
+                    f"{task} {variant:10s} {name:24s} held-out accuracy {acc:.3f} (majority {majority:.3f}, {k} pairs)",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -65,8 +65,10 @@ def leaks(root: Path) -> list[str]:
         searched += 1
         if any(n in data for n in needles):
             found.append(str(path.relative_to(root)))
-    print(f"  searched {searched} files of {root.name} (release/, metrics/, reports/, mlflow.db, dvc.lock, "
-          f".prefect/, logs): {len(found)} hold the key")
+    print(
+        f"  searched {searched} files of {root.name} (release/, metrics/, reports/, mlflow.db, dvc.lock, "
+        f".prefect/, logs): {len(found)} hold the key"
+    )
     return found
 
 
@@ -107,8 +109,10 @@ def main() -> int:
         differ = sha(a / m) != sha(b / m)
         same = sha(a / m) == first[name]
         ok &= differ and same
-        print(f"  {name}: clone A vs clone B differ: {differ} (must be True); "
-              f"clone A re-run byte-identical: {same} (must be True)")
+        print(
+            f"  {name}: clone A vs clone B differ: {differ} (must be True); "
+            f"clone A re-run byte-identical: {same} (must be True)"
+        )
     for c in (a, b):
         ok &= not leaks(c)
     print("OK" if ok else "FAILED")

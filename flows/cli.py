@@ -27,9 +27,19 @@ from dprelease.pipeline import stage_store
 
 def parser(doc: str | None) -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--params", default=params_file(), help="the params file, relative to --root (default: $DPRELEASE_PARAMS or params.yaml)")
+    ap.add_argument(
+        "--params",
+        default=params_file(),
+        help="the params file, relative to --root (default: $DPRELEASE_PARAMS or params.yaml)",
+    )
     ap.add_argument("--root", default=".", help="the project folder the run reads and writes (default: .)")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a param, e.g. --set ppm.c=0.8 (repeatable)")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a param, e.g. --set ppm.c=0.8 (repeatable)",
+    )
     ap.add_argument("--no-track", action="store_true", help="do not log the run to MLflow")
     return ap
 
@@ -98,10 +108,13 @@ def failures_off_terminal() -> Callable[[], None]:
         for logger, propagate, handler in saved:
             logger.removeHandler(handler)
             logger.propagate = propagate
+
     return undo
 
 
-def run(args: argparse.Namespace, check: Callable[[Params], None], go: Callable[[Params], dict]) -> tuple[int, Params | None, dict | None]:
+def run(
+    args: argparse.Namespace, check: Callable[[Params], None], go: Callable[[Params], dict]
+) -> tuple[int, Params | None, dict | None]:
     """Load and validate params, run ``check`` (cheap, before Prefect starts), then ``go`` while holding
     the project root (one run per root). Returns (exit code, params, result); errors print one line and
     give :data:`EXIT_ERROR`."""
@@ -143,8 +156,9 @@ def check_data(params: Params, root: str | Path) -> None:
     from dprelease.core.data import records
 
     d = params.data
-    records.read_records(Path(root) / d.path, d.text_column, d.label_column, d.encoding,
-                         date_column=params.proxy.date_column)
+    records.read_records(
+        Path(root) / d.path, d.text_column, d.label_column, d.encoding, date_column=params.proxy.date_column
+    )
 
 
 def one_line(err: BaseException) -> str:
@@ -156,7 +170,7 @@ def _clean(params: Params, root: Path) -> None:
     entries (shared between roots, so only old ones)."""
     for folder in (params.artifacts, "metrics", "plots", "reports", "runs"):
         clean_leftovers(root / folder)
-    release = (root / params.release)
+    release = root / params.release
     for p in release.parent.glob(f".{release.name}*"):
         if p.name.endswith(LEFTOVER_SUFFIXES):
             shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
@@ -176,8 +190,11 @@ def tracked(out: dict, log: Callable[[], str]) -> None:
 def tracking_status(result: dict, what: str = "release") -> int:
     """One line and :data:`EXIT_UNTRACKED` if MLflow logging failed, else 0."""
     if result.get("mlflow_error"):
-        print(f"dprelease: warning: the {what} is written and valid, but MLflow logging failed "
-              f"({result['mlflow_error']}); log it later with `dprelease track`", file=sys.stderr)
+        print(
+            f"dprelease: warning: the {what} is written and valid, but MLflow logging failed "
+            f"({result['mlflow_error']}); log it later with `dprelease track`",
+            file=sys.stderr,
+        )
         return EXIT_UNTRACKED
     return 0
 

@@ -17,8 +17,9 @@ def _compare_flow(params: dict, root: str = ".", track: bool = True) -> dict:
 
 def __getattr__(name: str):
     if name == "compare_flow":  # the Prefect flow, built on first use (flows.cli.prefect_flow)
-        return cli.prefect_flow(globals(), name, _compare_flow, name="swag-ppm-compare", log_prints=False,
-                                persist_result=False)
+        return cli.prefect_flow(
+            globals(), name, _compare_flow, name="swag-ppm-compare", log_prints=False, persist_result=False
+        )
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

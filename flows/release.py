@@ -41,13 +41,15 @@ def _release_flow(params: dict, root: str = ".", track: bool = True) -> dict:
 
 def __getattr__(name: str):
     if name == "release_flow":  # the Prefect flow, built on first use (flows.cli.prefect_flow)
-        return cli.prefect_flow(globals(), name, _release_flow, name="dprelease-release", log_prints=False,
-                                persist_result=False)
+        return cli.prefect_flow(
+            globals(), name, _release_flow, name="dprelease-release", log_prints=False, persist_result=False
+        )
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _keys(args):
     """The cheap check before Prefect starts: the keys are those the recorded release was made with."""
+
     def check(p: Params) -> None:
         from dprelease.core.privacy import key_guard
         from dprelease.pipeline import registry
@@ -63,21 +65,28 @@ def _keys(args):
 
             secret.init(Path(args.root) / p.artifacts)
             ensure_key(key_folder(p, args.root))
+
     return check
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = cli.parser(__doc__)
-    ap.add_argument("--new-key", action="store_true",
-                    help="make the release even if the randomness or agency key differs from (or is missing where) "
-                         "dvc.lock or the existing release recorded one: a new release, the replaced key recorded in "
-                         "the key folder's history.json")
+    ap.add_argument(
+        "--new-key",
+        action="store_true",
+        help="make the release even if the randomness or agency key differs from (or is missing where) "
+        "dvc.lock or the existing release recorded one: a new release, the replaced key recorded in "
+        "the key folder's history.json",
+    )
     args = ap.parse_args(argv)
     start = time.perf_counter()
-    code, params, result = cli.run(args, _keys(args),
-                                   lambda p: __getattr__("release_flow").with_options(
-                                       task_runner=runners.task_runner(p))(
-                                       p.model_dump(mode="json"), args.root, not args.no_track))
+    code, params, result = cli.run(
+        args,
+        _keys(args),
+        lambda p: __getattr__("release_flow").with_options(task_runner=runners.task_runner(p))(
+            p.model_dump(mode="json"), args.root, not args.no_track
+        ),
+    )
     if code:
         return code
     wall = time.perf_counter() - start  # the flow's wall time: what the operator waited (printed, never recorded)
@@ -85,8 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     # duration that grows with selection's tries or re-weighting's refits is not covered by ε and never published)
     untimed = any(not s.timed for s in registry.group(params, "release"))
     seconds = sum(result["timings"].values()) if untimed else wall
-    write_json(Path(args.root) / "metrics" / "timings.json",
-               {"flow_seconds": round(seconds, 2), "stages": list(result["timings"].items())})
+    write_json(
+        Path(args.root) / "metrics" / "timings.json",
+        {"flow_seconds": round(seconds, 2), "stages": list(result["timings"].items())},
+    )
     from flows.summary import print_summary  # the release's figures (and what they import): once it is written
 
     print_summary(params, args.root, result, wall)

@@ -101,8 +101,13 @@ def pipeline_run_name() -> str:
     return f"stages {Path(flow_run.parameters.get('where', '?')).name}"
 
 
-def _retrain_flow(snapshot: str | None = None, root: str = ".", params_file: str | None = None,
-                 overrides: dict | None = None, track: bool = True) -> dict:
+def _retrain_flow(
+    snapshot: str | None = None,
+    root: str = ".",
+    params_file: str | None = None,
+    overrides: dict | None = None,
+    track: bool = True,
+) -> dict:
     """Retrain on ``snapshot`` (default ``service.snapshot``, else ``data.path``). Parameters are public
     (Prefect stores them): paths and public settings only."""
     from prefect.runtime import deployment
@@ -173,12 +178,20 @@ def _retrain(p: Params, top: Path, snapshot: Path, track: bool) -> dict:
         checked["check"] = seconds = round(time.perf_counter() - start, 2)
         if same is not None:
             name = snapshots.snapshot_rel(snapshot, artifacts=top / p.artifacts).name
-            message = (f"unchanged: snapshot {name}, the release stages' code and params are those of version "
-                       f"{same['version']} ({same['decision'].removeprefix('unchanged, already ')}); nothing "
-                       f"registered, nothing run ({seconds:.1f} s)")
+            message = (
+                f"unchanged: snapshot {name}, the release stages' code and params are those of version "
+                f"{same['version']} ({same['decision'].removeprefix('unchanged, already ')}); nothing "
+                f"registered, nothing run ({seconds:.1f} s)"
+            )
             progress(message)
-            return {"snapshot": name, "unchanged": True, "message": message, "registry": same,
-                    "timings": checked, "seconds": seconds}
+            return {
+                "snapshot": name,
+                "unchanged": True,
+                "message": message,
+                "registry": same,
+                "timings": checked,
+                "seconds": seconds,
+            }
     start = time.perf_counter()
     from dprelease.core.privacy import secret
 
@@ -187,17 +200,30 @@ def _retrain(p: Params, top: Path, snapshot: Path, track: bool) -> dict:
     out: dict = {"snapshot": rel.name, "timings": checked | {"snapshot": round(time.perf_counter() - start, 2)}}
     if pushed := snapshots.push_snapshot(top, rel, warn=PROGRESS.warning):
         out["dvc_remote"] = pushed
-    progress(f"snapshot {rel.name} versioned with DVC ({out['timings']['snapshot']:.1f} s)"
-             + (f", pushed to remote {pushed}" if pushed else ""))
+    progress(
+        f"snapshot {rel.name} versioned with DVC ({out['timings']['snapshot']:.1f} s)"
+        + (f", pushed to remote {pushed}" if pushed else "")
+    )
     where, rp = svc.prepare_run(p, top, rel)
-    run_pipeline = __getattr__("pipeline_flow").with_options(task_runner=runners.task_runner(p))  # threads, or Dask (dask.*)
+    run_pipeline = __getattr__("pipeline_flow").with_options(
+        task_runner=runners.task_runner(p)
+    )  # threads, or Dask (dask.*)
     arm, timings = run_pipeline(rp.model_dump(mode="json"), str(where), p.service.audit)
     out["timings"] |= timings
     out["run_folder"] = str(where.relative_to(top))
     if track:
         t = time.perf_counter()
-        out |= register_release(p, rp, top, where, arm, snapshot_file=top / rel, timings=out["timings"],
-                                fingerprint=fp, audited=p.service.audit)
+        out |= register_release(
+            p,
+            rp,
+            top,
+            where,
+            arm,
+            snapshot_file=top / rel,
+            timings=out["timings"],
+            fingerprint=fp,
+            audited=p.service.audit,
+        )
         out["timings"]["register"] = round(time.perf_counter() - t, 2)
         progress(svc.registry_line(out["registry"], out["timings"]["register"]))
     else:
@@ -213,8 +239,9 @@ def summary_artifact(out: dict) -> None:
 
     from dprelease.pipeline.service import retrain as svc
 
-    create_markdown_artifact(svc.summary_markdown(out), key=ARTIFACT_KEY,
-                             description=f"ε, F1 and the gate decision of {out['snapshot']}")
+    create_markdown_artifact(
+        svc.summary_markdown(out), key=ARTIFACT_KEY, description=f"ε, F1 and the gate decision of {out['snapshot']}"
+    )
 
 
 def _pipeline_flow(params: dict, where: str, audit: bool) -> tuple[str, dict]:
@@ -240,9 +267,16 @@ def _pipeline_flow(params: dict, where: str, audit: bool) -> tuple[str, dict]:
         for spec in registry.group(rp, "release"):
             timed(spec.name, rp)
         what, arm = svc.released(where)
-        progress(f"released {what}" + (f" ({arm}); auditing it" if audit and arm else
-                                       "; no audit (service.audit: false)" if not audit else
-                                       "; no audit arm runs it as released"))
+        progress(
+            f"released {what}"
+            + (
+                f" ({arm}); auditing it"
+                if audit and arm
+                else "; no audit (service.audit: false)"
+                if not audit
+                else "; no audit arm runs it as released"
+            )
+        )
         if audit and arm:
             # the released arm only; the planted bugs are the audit's own self-test (make audit), not a retrain's
             ap = parse_params(params, {"privacy_audit.arms": [arm], "privacy_audit.planted_bugs": False})
@@ -257,9 +291,19 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("snapshot", nargs="?", help="the extract to retrain on (default: service.snapshot or data.path)")
     ap.add_argument("--simulate", action="store_true", help="retrain on each EventDate window of data.path")
-    ap.add_argument("--params", default=default_params_file(), help="the params file, relative to --root (default: $DPRELEASE_PARAMS or params.yaml)")
+    ap.add_argument(
+        "--params",
+        default=default_params_file(),
+        help="the params file, relative to --root (default: $DPRELEASE_PARAMS or params.yaml)",
+    )
     ap.add_argument("--root", default=".", help="the project folder (default: .)")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a param, e.g. --set service.audit=false (repeatable)")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a param, e.g. --set service.audit=false (repeatable)",
+    )
     ap.add_argument("--no-track", action="store_true", help="skip MLflow and the registry")
     ap.add_argument("--ledger", action="store_true", help="print the privacy ledger's per-version figures and stop")
     args = ap.parse_args(argv)
@@ -277,20 +321,32 @@ def main(argv: list[str] | None = None) -> int:
         p = load_params(Path(args.root) / args.params, overrides)
         snapshots = [args.snapshot]
         if args.simulate:
-            snapshots = [str(f) for f in cut_windows(Path(args.root) / p.data.path, p.service.windows,
-                                                     Path(args.root) / "runs" / "windows")]
+            snapshots = [
+                str(f)
+                for f in cut_windows(
+                    Path(args.root) / p.data.path, p.service.windows, Path(args.root) / "runs" / "windows"
+                )
+            ]
         for snap in snapshots:
-            print(svc.result_line(__getattr__("retrain_flow")(snap, args.root, args.params, overrides, not args.no_track)))
+            print(
+                svc.result_line(__getattr__("retrain_flow")(snap, args.root, args.params, overrides, not args.no_track))
+            )
     except (OneLineError, ValueError, FileNotFoundError) as err:
         print(f"dprelease: error: {cli.one_line(err)}", file=sys.stderr)
         return cli.EXIT_ERROR
     return 0
 
 
-FLOWS = {"retrain_flow": (_retrain_flow, {"name": "retrain", "flow_run_name": run_name, "log_prints": False,
-                                          "persist_result": False}),
-         "pipeline_flow": (_pipeline_flow, {"name": "retrain-pipeline", "flow_run_name": pipeline_run_name,
-                                            "log_prints": False, "persist_result": False})}
+FLOWS = {
+    "retrain_flow": (
+        _retrain_flow,
+        {"name": "retrain", "flow_run_name": run_name, "log_prints": False, "persist_result": False},
+    ),
+    "pipeline_flow": (
+        _pipeline_flow,
+        {"name": "retrain-pipeline", "flow_run_name": pipeline_run_name, "log_prints": False, "persist_result": False},
+    ),
+}
 
 
 if __name__ == "__main__":

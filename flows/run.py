@@ -114,8 +114,9 @@ def _graph_flow(name: str, params: dict, root: str = ".", track: bool = True) ->
 
 def __getattr__(name: str):
     if name == "graph_flow":  # the generic Prefect flow, built on first use (flows.cli.prefect_flow)
-        return cli.prefect_flow(globals(), name, _graph_flow, name="dprelease-flow", log_prints=False,
-                                persist_result=False)
+        return cli.prefect_flow(
+            globals(), name, _graph_flow, name="dprelease-flow", log_prints=False, persist_result=False
+        )
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -138,8 +139,10 @@ def track_flow(spec: FlowSpec, params: Params, root: str, timings: dict) -> str:
         return log_tracked(params, root, spec.track(params, root, timings))
     from dprelease.pipeline import tracking, tracking_experiments
 
-    shared = {"pipeline": lambda: tracking.log_pipeline_run(params, root, None, timings=timings),
-              "compare": lambda: tracking_experiments.log_compare_run(params, root)}
+    shared = {
+        "pipeline": lambda: tracking.log_pipeline_run(params, root, None, timings=timings),
+        "compare": lambda: tracking_experiments.log_compare_run(params, root),
+    }
     return shared[spec.track]()
 
 

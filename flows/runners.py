@@ -48,9 +48,10 @@ def task_runner(params: Params, threads: int = 2) -> TaskRunner:
 
     if d.address:
         return DaskTaskRunner(address=d.address)
-    return DaskTaskRunner(cluster_class=local_cluster,
-                          cluster_kwargs={"n_workers": d.workers, "threads_per_worker": 1, "processes": True,
-                                          "dashboard_address": None})
+    return DaskTaskRunner(
+        cluster_class=local_cluster,
+        cluster_kwargs={"n_workers": d.workers, "threads_per_worker": 1, "processes": True, "dashboard_address": None},
+    )
 
 
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")

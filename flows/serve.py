@@ -53,9 +53,15 @@ def start(root: Path, params_file: str, timeout_s: float = 120.0, cron: str | No
     """The server, the pools and deployments (``_deploy``, in the serve environment; ``cron``: the schedule instead
     of ``service.cron``), the current release registered (:func:`register_current`), and a CPU worker."""
     p = load_params(root / params_file)
-    return sv.start(root, port=p.service.port, work_pool=p.service.work_pool, code=CODE, timeout_s=timeout_s,
-                    deploy=["flows.serve", "_deploy", "--params", params_file, *(["--cron", cron] if cron else [])],
-                    before_worker=lambda: register_current(root, params_file))
+    return sv.start(
+        root,
+        port=p.service.port,
+        work_pool=p.service.work_pool,
+        code=CODE,
+        timeout_s=timeout_s,
+        deploy=["flows.serve", "_deploy", "--params", params_file, *(["--cron", cron] if cron else [])],
+        before_worker=lambda: register_current(root, params_file),
+    )
 
 
 def register_current(root: Path, params_file: str) -> dict:
@@ -76,10 +82,16 @@ def register_current(root: Path, params_file: str) -> dict:
         return {"line": f"registry: nothing registered ({out['skipped']})"}
     reg = out["registry"]
     eps = "no ε" if reg.get("epsilon") is None else f"ε={reg['epsilon']:.4g}"
-    what = (f"the current release is already version {reg['version']}, nothing registered"
-            if reg["decision"].startswith("unchanged") else f"the current release is version {reg['version']}")
-    return {"line": f"registry: {what} ({reg.get('guarantee')}, {eps}, weighted F1 {reg['utility']:.4f}) → "
-                    f"{reg['decision']}", "version": reg["version"]}
+    what = (
+        f"the current release is already version {reg['version']}, nothing registered"
+        if reg["decision"].startswith("unchanged")
+        else f"the current release is version {reg['version']}"
+    )
+    return {
+        "line": f"registry: {what} ({reg.get('guarantee')}, {eps}, weighted F1 {reg['utility']:.4f}) → "
+        f"{reg['decision']}",
+        "version": reg["version"],
+    }
 
 
 def concurrency():
@@ -100,16 +112,28 @@ def deploy(root: Path, params_file: str, entrypoint: str = ENTRYPOINT, cron: str
     template = ProcessWorker.get_default_base_job_template()
     with get_client(sync_client=True) as client:  # the process work pools (replaced if they exist)
         for pool in dict.fromkeys((p.service.work_pool, p.service.gpu_pool)):
-            client.create_work_pool(WorkPoolCreate(name=pool, type="process", base_job_template=template),
-                                    overwrite=True)
+            client.create_work_pool(
+                WorkPoolCreate(name=pool, type="process", base_job_template=template), overwrite=True
+            )
     source = Flow.from_source(source=str(CODE), entrypoint=entrypoint)
     common = {"root": str(root.resolve()), "params_file": params_file}
     scheduled_pool = p.service.gpu_pool if p.model.backend == "full" else p.service.work_pool
     one_at_a_time = {"concurrency_limit": concurrency(), "print_next_steps": False}  # never queued behind a run
-    source.deploy(name=SCHEDULED, work_pool_name=scheduled_pool, parameters=common, schedule=_schedule(p, cron),
-                  description="Retrain on the current extract (service.snapshot).", **one_at_a_time)
-    source.deploy(name=FULL, work_pool_name=p.service.gpu_pool, parameters=common | {"overrides": {"model.backend": "full"}},
-                  description="Retrain with the full-transformer backend, on a GPU worker.", **one_at_a_time)
+    source.deploy(
+        name=SCHEDULED,
+        work_pool_name=scheduled_pool,
+        parameters=common,
+        schedule=_schedule(p, cron),
+        description="Retrain on the current extract (service.snapshot).",
+        **one_at_a_time,
+    )
+    source.deploy(
+        name=FULL,
+        work_pool_name=p.service.gpu_pool,
+        parameters=common | {"overrides": {"model.backend": "full"}},
+        description="Retrain with the full-transformer backend, on a GPU worker.",
+        **one_at_a_time,
+    )
 
 
 def _schedule(p, cron: str | None = None):
@@ -125,11 +149,13 @@ def check_cron(cron: str) -> str:
     """A cron string of five fields (minute hour day month weekday) or a ``@daily``-style name, else a one-line
     error (Prefect validates it fully when it deploys)."""
     fields = cron.split()
-    if (len(fields) == 1 and fields[0] in ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@hourly")) \
-            or (len(fields) == 5 and all(CRON_FIELD.match(f) for f in fields)):
+    if (len(fields) == 1 and fields[0] in ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@hourly")) or (
+        len(fields) == 5 and all(CRON_FIELD.match(f) for f in fields)
+    ):
         return " ".join(fields)
-    raise ConfigError(f"--cron {cron!r}: not a cron schedule (five fields: minute hour day month weekday, "
-                      "e.g. \"0 3 * * 1\")")
+    raise ConfigError(
+        f'--cron {cron!r}: not a cron schedule (five fields: minute hour day month weekday, e.g. "0 3 * * 1")'
+    )
 
 
 def trigger(timeout_s: float) -> dict:
@@ -140,19 +166,32 @@ def trigger(timeout_s: float) -> dict:
 
     t0 = time.perf_counter()
     run = run_deployment(f"{sv.FLOW}/{SCHEDULED}", timeout=timeout_s)
-    return {"flow_run": str(run.id), "state": run.state.type.value if run.state else "UNKNOWN",
-            "message": run.state.message if run.state else None, "seconds": round(time.perf_counter() - t0, 2)}
+    return {
+        "flow_run": str(run.id),
+        "state": run.state.type.value if run.state else "UNKNOWN",
+        "message": run.state.message if run.state else None,
+        "seconds": round(time.perf_counter() - t0, 2),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=["start", "stop", "status", "trigger", "_deploy", "_trigger"],
-                    help="start | stop | status | trigger (the _ ones are internal)")
+    ap.add_argument(
+        "command",
+        choices=["start", "stop", "status", "trigger", "_deploy", "_trigger"],
+        help="start | stop | status | trigger (the _ ones are internal)",
+    )
     ap.add_argument("--root", default=".", help="the project folder served (default: .)")
-    ap.add_argument("--params", default="params.yaml", help="the params file, relative to --root (default: params.yaml)")
+    ap.add_argument(
+        "--params", default="params.yaml", help="the params file, relative to --root (default: params.yaml)"
+    )
     ap.add_argument("--timeout", type=float, default=3600.0, help="trigger: seconds to wait for the run")
-    ap.add_argument("--cron", default=None, help="start: the scheduled retrain's cron (e.g. \"0 3 * * 1\"; "
-                                                 "`make serve CRON=...`) instead of service.cron; params.yaml unchanged")
+    ap.add_argument(
+        "--cron",
+        default=None,
+        help='start: the scheduled retrain\'s cron (e.g. "0 3 * * 1"; '
+        "`make serve CRON=...`) instead of service.cron; params.yaml unchanged",
+    )
     ap.add_argument("--entrypoint", default=ENTRYPOINT, help=argparse.SUPPRESS)  # _deploy: a test's stand-in flow
     args = ap.parse_args(argv)
     root = Path(args.root).resolve()
@@ -168,10 +207,14 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_ERROR
         registered = state.get("before_worker") or {}
         if registered.get("line"):
-            print(f"{'dprelease: warning: ' if registered.get('warning') else ''}{registered['line']}",
-                  file=sys.stderr if registered.get("warning") else sys.stdout)
-        print(f"serving: Prefect API {state['url']} (server {state['timings']['server_start_s']} s, pools + deployments "
-              f"{state['timings']['deploy_s']} s); worker pid {state['pids']['worker']}; logs in {STATE}/")
+            print(
+                f"{'dprelease: warning: ' if registered.get('warning') else ''}{registered['line']}",
+                file=sys.stderr if registered.get("warning") else sys.stdout,
+            )
+        print(
+            f"serving: Prefect API {state['url']} (server {state['timings']['server_start_s']} s, pools + deployments "
+            f"{state['timings']['deploy_s']} s); worker pid {state['pids']['worker']}; logs in {STATE}/"
+        )
     elif args.command == "stop":
         print(f"stopped: {sv.stop(root) or 'nothing was running'}")
     elif args.command == "status":
@@ -187,7 +230,9 @@ def main(argv: list[str] | None = None) -> int:
         if not state:
             print("dprelease: error: not serving; run `make serve` first", file=sys.stderr)
             return EXIT_ERROR
-        result = sv.run_module(root, state["port"], ["flows.serve", "_trigger", "--timeout", str(args.timeout)], code=CODE)
+        result = sv.run_module(
+            root, state["port"], ["flows.serve", "_trigger", "--timeout", str(args.timeout)], code=CODE
+        )
         lines = result.stdout.strip().splitlines()
         print(lines[-1] if result.returncode == 0 and lines else f"dprelease: error: {result.stderr.strip()[-400:]}")
         return result.returncode

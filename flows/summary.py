@@ -30,14 +30,21 @@ def release_blocks(params: Params, root: str, stages: list[str]) -> list[str]:
             f1 = m.get("test_f1") or {}
             f1 = f1.get("released_draw", f1)
             s = m.get("sampling") or {}
-            diag = ", ".join(f"{k} {s[k]:.4g}" for k in ("rhat_max", "ess_bulk_min", "divergences", "temperature_all")
-                             if isinstance(s.get(k), (int, float)))
-            lines += ["", f"Release ({m.get('mechanism', name)})",
-                      f"  mechanism  {g.mechanism}",
-                      f"  claim      {g.claim_text} [{g.kind}]" + ("" if g.delta is not None else f", δ {g.delta_text}"),
-                      f"  utility    weighted F1 {_num(f1.get('weighted_f1'))}, macro F1 {_num(f1.get('macro_f1'))} "
-                      "(test split)", *([f"  diagnostics {diag}"] if diag else []),
-                      f"  release    {out}/ (signed; check: dprelease verify --release {out} --key agency.pub)"]
+            diag = ", ".join(
+                f"{k} {s[k]:.4g}"
+                for k in ("rhat_max", "ess_bulk_min", "divergences", "temperature_all")
+                if isinstance(s.get(k), (int, float))
+            )
+            lines += [
+                "",
+                f"Release ({m.get('mechanism', name)})",
+                f"  mechanism  {g.mechanism}",
+                f"  claim      {g.claim_text} [{g.kind}]" + ("" if g.delta is not None else f", δ {g.delta_text}"),
+                f"  utility    weighted F1 {_num(f1.get('weighted_f1'))}, macro F1 {_num(f1.get('macro_f1'))} "
+                "(test split)",
+                *([f"  diagnostics {diag}"] if diag else []),
+                f"  release    {out}/ (signed; check: dprelease verify --release {out} --key agency.pub)",
+            ]
     return lines
 
 
@@ -47,8 +54,10 @@ def released_lines(params: Params, root: str) -> list[str]:
     lay = Layout.from_params(params, root)
     rec = read_json(lay.metrics / "released.json")
     g = Guarantee.from_dict(rec["guarantee"])
-    diag = ", ".join(f"{k} {_num(v, '.4g') if isinstance(v, (int, float)) and not isinstance(v, bool) else v}"
-                     for k, v in (rec.get("diagnostics") or {}).items())
+    diag = ", ".join(
+        f"{k} {_num(v, '.4g') if isinstance(v, (int, float)) and not isinstance(v, bool) else v}"
+        for k, v in (rec.get("diagnostics") or {}).items()
+    )
     return [
         f"  mechanism  {g.mechanism} (released.mechanism: {rec['mechanism']}, declared before the data were seen)",
         f"  claim      {g.claim_text} [{g.kind}]" + ("" if g.delta is not None else f", δ {g.delta_text}"),
@@ -73,8 +82,10 @@ def floor_lines(lay: Layout) -> list[str]:
         return []
     pub, rel = f["public_model"], f["release_exact"]
     gain = rel["weighted_f1"] - pub["weighted_f1"]
-    return [f"  floor      the public model (reads no private report, ε 0): weighted F1 {pub['weighted_f1']:.3f}; the "
-            f"release {rel['weighted_f1']:.3f} exact, {gain:+.3f} over the floor (internal: exact test figures)"]
+    return [
+        f"  floor      the public model (reads no private report, ε 0): weighted F1 {pub['weighted_f1']:.3f}; the "
+        f"release {rel['weighted_f1']:.3f} exact, {gain:+.3f} over the floor (internal: exact test figures)"
+    ]
 
 
 def print_summary(params: Params, root: str, result: dict, seconds: float) -> None:
@@ -94,13 +105,17 @@ def print_summary(params: Params, root: str, result: dict, seconds: float) -> No
         *registry.release_spec(params).summary(params, root),
     ]
     if result.get("mlflow_run_id"):
-        lines.append(f"  MLflow     run {result['mlflow_run_id']}  (UI: make ui  or  mlflow ui --backend-store-uri {params.tracking.mlflow_uri} --workers 1)")
+        lines.append(
+            f"  MLflow     run {result['mlflow_run_id']}  (UI: make ui  or  mlflow ui --backend-store-uri {params.tracking.mlflow_uri} --workers 1)"
+        )
 
     # ``seconds``: the flow's own wall time, start to end (every stage, re-weighting's refits included); the
     # per-stage list leaves out the untimed stages, whose duration depends on the data and is never recorded
     untimed = [s.name for s in registry.group(params, "release") if not s.timed and s.name not in result["timings"]]
-    lines.append(f"  wall time  {seconds:.1f} s  (the flow, start to end; per stage: "
-                 + ", ".join(f"{k} {v:.1f}s" for k, v in result["timings"].items())
-                 + (f"; not itemised: {', '.join(untimed)}, whose duration depends on the data" if untimed else "")
-                 + ")")
+    lines.append(
+        f"  wall time  {seconds:.1f} s  (the flow, start to end; per stage: "
+        + ", ".join(f"{k} {v:.1f}s" for k, v in result["timings"].items())
+        + (f"; not itemised: {', '.join(untimed)}, whose duration depends on the data" if untimed else "")
+        + ")"
+    )
     print("\n".join(lines))

@@ -56,8 +56,14 @@ def _cell(base: dict, root: str, c: float, epochs: int) -> dict:
         run(spec.name, p, where)
     rel, ev = read_json(where / "metrics/swag_ppm_draw.json"), read_json(where / "metrics/evaluation.json")
     eps = rel["guarantee"]["epsilon"]  # None: an uncertified sampler (no ε) meets no ε target
-    return Outcome(c=c, epochs=epochs, epsilon=math.inf if eps is None else eps, weighted_f1=ev["weighted_f1_mean"],
-                   macro_f1=ev["macro_f1_mean"], verdict=ev["verdict"]).as_dict()
+    return Outcome(
+        c=c,
+        epochs=epochs,
+        epsilon=math.inf if eps is None else eps,
+        weighted_f1=ev["weighted_f1_mean"],
+        macro_f1=ev["macro_f1_mean"],
+        verdict=ev["verdict"],
+    ).as_dict()
 
 
 def _setup(p: Params, root: str) -> tuple[Requirements, Steps, dict]:
@@ -65,8 +71,14 @@ def _setup(p: Params, root: str) -> tuple[Requirements, Steps, dict]:
 
     t = p.tune
     req = Requirements(t.target_epsilon, t.max_drop_weighted, t.max_drop_macro)
-    steps = Steps(start_c=t.start_c, start_epochs=t.start_epochs, c_step=t.c_step, epoch_step=t.epoch_step,
-                  c_min=t.c_min, max_epochs=t.max_epochs)
+    steps = Steps(
+        start_c=t.start_c,
+        start_epochs=t.start_epochs,
+        c_step=t.c_step,
+        epoch_step=t.epoch_step,
+        c_min=t.c_min,
+        max_epochs=t.max_epochs,
+    )
     base_root = Path(root) / "runs" / "tune" / "baseline"
     base_root.mkdir(parents=True, exist_ok=True)
     secret.init(Path(root) / p.artifacts)  # the project's key, from which each cell's is derived
@@ -106,8 +118,13 @@ def _tune_flow(params: dict, root: str = ".", mode: str = "search", track: bool 
             outcomes = [Outcome(**f.result()) for f in futures]
             chosen = choose(outcomes, req, baseline)
             trail = [o.as_dict() for o in outcomes]
-    result = {"mode": mode, "requirements": vars(req), "baseline": {k: baseline[k] for k in ("weighted_f1", "macro_f1")},
-              "trail": trail, "chosen": chosen.as_dict() if chosen else None}
+    result = {
+        "mode": mode,
+        "requirements": vars(req),
+        "baseline": {k: baseline[k] for k in ("weighted_f1", "macro_f1")},
+        "trail": trail,
+        "chosen": chosen.as_dict() if chosen else None,
+    }
     write_tune_report(p, root, result)
     if track:
         from dprelease.pipeline.tracking_experiments import log_tune_run
@@ -123,21 +140,33 @@ def __getattr__(name: str):
             from prefect import task
             from prefect.cache_policies import NONE
 
-            globals()[name] = task(persist_result=False, cache_policy=NONE,
-                                   task_run_name="cell c={c} FT={epochs}")(_cell)
+            globals()[name] = task(persist_result=False, cache_policy=NONE, task_run_name="cell c={c} FT={epochs}")(
+                _cell
+            )
         return globals()[name]
     if name == "tune_flow":
         from prefect.task_runners import ThreadPoolTaskRunner
 
-        return cli.prefect_flow(globals(), name, _tune_flow, name="swag-ppm-tune", log_prints=False,
-                                persist_result=False, task_runner=ThreadPoolTaskRunner(max_workers=2))
+        return cli.prefect_flow(
+            globals(),
+            name,
+            _tune_flow,
+            name="swag-ppm-tune",
+            log_prints=False,
+            persist_result=False,
+            task_runner=ThreadPoolTaskRunner(max_workers=2),
+        )
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = cli.parser(__doc__)
-    ap.add_argument("--mode", choices=("search", "grid"), default="search",
-                    help="search: the diagnostic-driven search (default); grid: every (c, epochs) cell")
+    ap.add_argument(
+        "--mode",
+        choices=("search", "grid"),
+        default="search",
+        help="search: the diagnostic-driven search (default); grid: every (c, epochs) cell",
+    )
     args = ap.parse_args(argv)
     start = time.perf_counter()
 
@@ -146,8 +175,9 @@ def main(argv: list[str] | None = None) -> int:
 
     def go(p: Params) -> dict:
         runner = runners.task_runner(p, threads=p.tune.workers)
-        return __getattr__("tune_flow").with_options(task_runner=runner)(p.model_dump(mode="json"), args.root,
-                                                                          args.mode, not args.no_track)
+        return __getattr__("tune_flow").with_options(task_runner=runner)(
+            p.model_dump(mode="json"), args.root, args.mode, not args.no_track
+        )
 
     code, _, result = cli.run(args, check, go)
     if code:

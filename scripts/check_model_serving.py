@@ -79,9 +79,26 @@ def main(argv: list[str] | None = None) -> int:
         env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"  # the documented form: no activation
         log = open(Path(tmp) / "serve.log", "w+")  # noqa: SIM115 - read back on failure
         t = time.perf_counter()
-        proc = subprocess.Popen([str(venv / "bin" / "mlflow"), "models", "serve", "-m", str(model), "--env-manager",
-                                 "local", "--host", "127.0.0.1", "-p", str(port)], cwd=tmp, env=env, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [
+                str(venv / "bin" / "mlflow"),
+                "models",
+                "serve",
+                "-m",
+                str(model),
+                "--env-manager",
+                "local",
+                "--host",
+                "127.0.0.1",
+                "-p",
+                str(port),
+            ],
+            cwd=tmp,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         base = f"http://127.0.0.1:{port}"
         try:
             while time.perf_counter() - t < args.timeout and proc.poll() is None:
@@ -98,14 +115,19 @@ def main(argv: list[str] | None = None) -> int:
             print(f"scoring server up: {time.perf_counter() - t:.0f} s", flush=True)
             for column in ("Final Narrative", "narrative"):
                 t = time.perf_counter()
-                code, body = post(f"{base}/invocations", {"dataframe_split": {"columns": ["ID", column],
-                                                                              "data": [["1", NARRATIVE]]}})
+                code, body = post(
+                    f"{base}/invocations", {"dataframe_split": {"columns": ["ID", column], "data": [["1", NARRATIVE]]}}
+                )
                 row = (body.get("predictions") or [{}])[0]
-                check(code == 200 and {"code", "title", "probability"} <= set(row),
-                      f"column {column!r}: HTTP {code}, {row} ({time.perf_counter() - t:.1f} s)")
+                check(
+                    code == 200 and {"code", "title", "probability"} <= set(row),
+                    f"column {column!r}: HTTP {code}, {row} ({time.perf_counter() - t:.1f} s)",
+                )
             code, body = post(f"{base}/invocations", {"dataframe_split": {"columns": ["narrative"], "data": [[" "]]}})
-            check(code == 400 and "stack_trace" not in body and "empty narrative" in body.get("message", ""),
-                  f"empty narrative: HTTP {code}, {body}")
+            check(
+                code == 400 and "stack_trace" not in body and "empty narrative" in body.get("message", ""),
+                f"empty narrative: HTTP {code}, {body}",
+            )
         finally:
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(timeout=30)

@@ -36,8 +36,15 @@ ROOT = Path(__file__).resolve().parents[1]
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 INSTALL = "apt-get install -y chromium"
 WIDTH, HEIGHT = 1600, 1000
-CHROMIUM_FLAGS = ("--headless=new", "--disable-gpu", "--no-sandbox", "--hide-scrollbars", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync")
+CHROMIUM_FLAGS = (
+    "--headless=new",
+    "--disable-gpu",
+    "--no-sandbox",
+    "--hide-scrollbars",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -45,8 +52,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--experiment", default="dprelease", help="experiment name (default: dprelease)")
     p.add_argument("--run-id", help="run to show (default: the experiment's newest run)")
     p.add_argument("--out", type=Path, default=Path("reports/ui"), help="output folder (default: reports/ui)")
-    p.add_argument("--tracking-uri", default=f"sqlite:///{ROOT / 'mlflow.db'}",
-                   help="backend store (default: the project's mlflow.db)")
+    p.add_argument(
+        "--tracking-uri",
+        default=f"sqlite:///{ROOT / 'mlflow.db'}",
+        help="backend store (default: the project's mlflow.db)",
+    )
     p.add_argument("--budget-ms", type=int, default=30000, help="Chromium virtual time budget per page")
     return p.parse_args(argv)
 
@@ -54,8 +64,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def store_uri(uri: str, root: Path = ROOT) -> str:
     """A relative ``sqlite:///file`` is anchored at the project root (as dprelease's tracking does)."""
     prefix = "sqlite:///"
-    if uri.startswith(prefix) and not uri[len(prefix):].startswith("/"):
-        return prefix + str((root / uri[len(prefix):]).resolve())
+    if uri.startswith(prefix) and not uri[len(prefix) :].startswith("/"):
+        return prefix + str((root / uri[len(prefix) :]).resolve())
     return uri
 
 
@@ -66,8 +76,9 @@ def find_browser(which=shutil.which) -> str:
     raise SystemExit(f"error: no Chromium on PATH (tried {', '.join(BROWSERS)}); install it: {INSTALL}")
 
 
-def ui_urls(base: str, experiment_id: str, run_id: str, model: tuple[str, str] | None = None
-            ) -> dict[str, tuple[str, int]]:
+def ui_urls(
+    base: str, experiment_id: str, run_id: str, model: tuple[str, str] | None = None
+) -> dict[str, tuple[str, int]]:
     """Screenshot file name -> (URL, window height): plain URLs, as a person would type or follow them. The
     run and version pages are taller, to show metrics, params and tags."""
     run = f"{base}/#/experiments/{experiment_id}/runs/{run_id}"
@@ -79,20 +90,33 @@ def ui_urls(base: str, experiment_id: str, run_id: str, model: tuple[str, str] |
     }
     if model:
         name, version = (urllib.parse.quote(part, safe="") for part in model)
-        urls |= {"registry.png": (f"{base}/#/models/{name}", HEIGHT),
-                 "model_version.png": (f"{base}/#/models/{name}/versions/{version}", 1500)}
+        urls |= {
+            "registry.png": (f"{base}/#/models/{name}", HEIGHT),
+            "model_version.png": (f"{base}/#/models/{name}/versions/{version}", 1500),
+        }
     return urls
 
 
-def chromium_command(browser: str, url: str, out: Path, profile: Path, height: int, budget_ms: int,
-                     dump_dom: bool = False) -> list[str]:
+def chromium_command(
+    browser: str, url: str, out: Path, profile: Path, height: int, budget_ms: int, dump_dom: bool = False
+) -> list[str]:
     """A headless Chromium call: a screenshot into ``out``, or (``dump_dom``) the rendered page on stdout."""
     what = ["--dump-dom"] if dump_dom else [f"--screenshot={out}"]
-    return [browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--window-size={WIDTH},{height}",
-            f"--virtual-time-budget={budget_ms}", "--run-all-compositor-stages-before-draw", *what, url]
+    return [
+        browser,
+        *CHROMIUM_FLAGS,
+        f"--user-data-dir={profile}",
+        f"--window-size={WIDTH},{height}",
+        f"--virtual-time-budget={budget_ms}",
+        "--run-all-compositor-stages-before-draw",
+        *what,
+        url,
+    ]
 
 
-COLUMN_HEADER = re.compile(r'role="columnheader"[^>]*col-id="metrics\.`([^`]+)`"[^>]*style="left: (\d+)px; width: (\d+)px;')
+COLUMN_HEADER = re.compile(
+    r'role="columnheader"[^>]*col-id="metrics\.`([^`]+)`"[^>]*style="left: (\d+)px; width: (\d+)px;'
+)
 
 
 def visible_metric_columns(dom: str, within_px: int = 800) -> list[str]:
@@ -109,9 +133,24 @@ def free_port() -> int:
 
 
 def start_server(uri: str, port: int, log) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--app-name", "dprelease",
-           "--artifacts-destination", str(ROOT / "mlartifacts"), "--host", "127.0.0.1", "--port", str(port),
-           "--workers", "1"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "ui",
+        "--backend-store-uri",
+        uri,
+        "--app-name",
+        "dprelease",
+        "--artifacts-destination",
+        str(ROOT / "mlartifacts"),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+    ]
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     # its own process group: `mlflow ui` runs uvicorn as a child, and both must stop
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -168,8 +207,11 @@ def find_run(base: str, experiment: str, run_id: str | None) -> tuple[str, str]:
         if info["experiment_id"] != exp_id:
             raise SystemExit(f"error: run {run_id} belongs to experiment {info['experiment_id']}, not {experiment}")
         return exp_id, run_id
-    runs = api(base, "runs/search", body={"experiment_ids": [exp_id], "max_results": 1,
-                                          "order_by": ["attributes.start_time DESC"]}).get("runs", [])
+    runs = api(
+        base,
+        "runs/search",
+        body={"experiment_ids": [exp_id], "max_results": 1, "order_by": ["attributes.start_time DESC"]},
+    ).get("runs", [])
     if not runs:
         raise SystemExit(f"error: experiment {experiment} has no runs")
     return exp_id, runs[0]["info"]["run_id"]
@@ -197,8 +239,9 @@ def screenshot(browser: str, url: str, shot: Path, height: int, budget_ms: int) 
 def rendered(browser: str, url: str, budget_ms: int, height: int = HEIGHT) -> str:
     """The page as Chromium renders it for a first-time visitor (a fresh profile): its DOM after scripts ran."""
     with tempfile.TemporaryDirectory() as profile:
-        cmd = chromium_command(browser, url, Path(profile) / "unused.png", Path(profile), height, budget_ms,
-                               dump_dom=True)
+        cmd = chromium_command(
+            browser, url, Path(profile) / "unused.png", Path(profile), height, budget_ms, dump_dom=True
+        )
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=budget_ms / 1000 + 120)
     if res.returncode != 0 or "<html" not in res.stdout:
         raise SystemExit(f"error: Chromium failed on {url}: {res.stderr.strip()[-300:]}")
@@ -209,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     browser = find_browser()
     uri = store_uri(args.tracking_uri)
-    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///"):]).is_file():
+    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///") :]).is_file():
         raise SystemExit(f"error: no MLflow store at {uri} (run the pipeline first, e.g. make run)")
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -222,8 +265,10 @@ def main(argv: list[str] | None = None) -> int:
             wait_ready(base, proc, log)
             exp_id, run_id = find_run(base, args.experiment, args.run_id)
             model = latest_model_version(base)
-            print(f"experiment {args.experiment} ({exp_id}), run {run_id}, "
-                  + (f"model {model[0]} version {model[1]}" if model else "no registered model (no registry pages)"))
+            print(
+                f"experiment {args.experiment} ({exp_id}), run {run_id}, "
+                + (f"model {model[0]} version {model[1]}" if model else "no registered model (no registry pages)")
+            )
             urls = ui_urls(base, exp_id, run_id, model)
             columns = visible_metric_columns(rendered(browser, urls["runs_table.png"][0], args.budget_ms))
             print(f"runs table, first open: metric columns in view: {', '.join(columns) or 'none'}")

@@ -69,10 +69,18 @@ def main(argv: list[str] | None = None) -> int:
     texts, labels, meta = corpus(params, ROOT)
     print(f"corpus: {meta['what']}", file=sys.stderr)
     start = time.perf_counter()
-    written = public_encoder.run(texts, labels, n_classes=meta["classes"], corpus=meta, folder=args.out,
-                                 recipe=public_encoder.Recipe(seed=params.seed))
-    print(f"fine-tune: {written['wall_seconds']} s on {written['threads']} threads "
-          f"({time.perf_counter() - start:.1f} s with the slice check)")
+    written = public_encoder.run(
+        texts,
+        labels,
+        n_classes=meta["classes"],
+        corpus=meta,
+        folder=args.out,
+        recipe=public_encoder.Recipe(seed=params.seed),
+    )
+    print(
+        f"fine-tune: {written['wall_seconds']} s on {written['threads']} threads "
+        f"({time.perf_counter() - start:.1f} s with the slice check)"
+    )
     if args.out.resolve() == RESOURCE.resolve():  # the shipped layers changed: so does the table they embed
         from dprelease.core.data.stages import period_split
         from dprelease.core.encoder_recipe import recipe

@@ -152,8 +152,12 @@ def record(name: str, params: Params, root: str | Path, key: str | None = None) 
         return None
     private_dir(_cache_dir(root))
     with _LOCK:  # DVC resolves stage names and its run cache against the working directory: run it in root
-        done = subprocess.run([sys.executable, "-m", "dvc", "commit", "-q", "-f", "--no-relink", name], cwd=root,
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "dvc", "commit", "-q", "-f", "--no-relink", name],
+            cwd=root,
+            capture_output=True,
+            text=True,
+        )
     if done.returncode != 0:
         raise RuntimeError(f"dvc commit {name}: {' '.join((done.stderr or done.stdout).split())[:300]}")
     _note_stamped(params, root, name)
@@ -196,8 +200,9 @@ def _as_locked(root: Path, name: str, params: Params) -> bool:
     declared = _expected(params)["stages"].get(name) or {}
     outs = [o if isinstance(o, str) else next(iter(o)) for o in declared.get("outs", []) + declared.get("metrics", [])]
     files = entry.get("deps", []) + entry.get("outs", [])
-    if (sorted(d["path"] for d in entry.get("deps", [])) != sorted(declared.get("deps", []))
-            or sorted(o["path"] for o in entry.get("outs", [])) != sorted(outs)):
+    if sorted(d["path"] for d in entry.get("deps", [])) != sorted(declared.get("deps", [])) or sorted(
+        o["path"] for o in entry.get("outs", [])
+    ) != sorted(outs):
         return False
     for item in files:
         path = root / item["path"]
@@ -207,8 +212,9 @@ def _as_locked(root: Path, name: str, params: Params) -> bool:
         return False
     recorded = (entry.get("params") or {}).get("params.yaml", {})
     raw = _read_yaml(root / "params.yaml")
-    return (sorted(recorded) == sorted(declared.get("params", []))
-            and all(_dotted(raw, k) == v for k, v in recorded.items()))
+    return sorted(recorded) == sorted(declared.get("params", [])) and all(
+        _dotted(raw, k) == v for k, v in recorded.items()
+    )
 
 
 def mark_recorded(name: str, params: Params, root: str | Path, key: str) -> None:
@@ -233,8 +239,9 @@ def restored(name: str, params: Params, root: str | Path) -> bool:
         return False
     if top not in _STATUS:
         with _LOCK:  # as `dvc commit`: a subprocess in the root (DVC's in-process API wants the main thread)
-            done = subprocess.run([sys.executable, "-m", "dvc", "status", "--json"], cwd=top, capture_output=True,
-                                  text=True)
+            done = subprocess.run(
+                [sys.executable, "-m", "dvc", "status", "--json"], cwd=top, capture_output=True, text=True
+            )
         try:
             status = json.loads(done.stdout or "{}") if done.returncode == 0 else None
         except ValueError:
@@ -255,7 +262,9 @@ def pipeline(params: Params, group: str, root: str | Path) -> list[str]:
     params, every one (an inactive stage writes only its marker, as under ``dvc repro``), so that all of
     them are recorded."""
     names = [s.name for s in registry.group(params, group, active_only=False)]
-    return [n for n in names if registry.get(params, n).active(params) or why_not(n, params, root, inputs=False) is None]
+    return [
+        n for n in names if registry.get(params, n).active(params) or why_not(n, params, root, inputs=False) is None
+    ]
 
 
 def unrecorded(params: Params, names: list[str], root: str | Path) -> dict[str, str]:

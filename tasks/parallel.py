@@ -47,8 +47,7 @@ class Sealed:
         return f"Sealed({getattr(self.call[0], '__qualname__', 'fn')})"
 
 
-@task(name="chunk", task_run_name="chunk {index}", persist_result=False, cache_policy=NONE, log_prints=False,
-      retries=0)
+@task(name="chunk", task_run_name="chunk {index}", persist_result=False, cache_policy=NONE, log_prints=False, retries=0)
 def chunk_task(sealed: Sealed, index: int):
     fn, item = sealed.call
     with _one_thread():

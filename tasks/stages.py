@@ -58,9 +58,13 @@ def stage_task(name: str, params: dict, root: str, key: str) -> dict:
     # outputs DVC describes as current (e.g. `dvc pull`ed into a second clone with the keys imported); not for a stage
     # whose evidence is present (read when present, not a DVC dep: a new audit must still rebuild the card)
     # only for outputs this clone's flows never stamped (a normal re-run with changed inputs asks DVC nothing)
-    if (summary is None and stage.shared and not any((Path(root) / e).exists() for e in stage.evidence)
-            and not (Path(root) / p.artifacts / ".stamps" / f"{name}.json").exists()
-            and dvc_record.restored(name, p, root)):
+    if (
+        summary is None
+        and stage.shared
+        and not any((Path(root) / e).exists() for e in stage.evidence)
+        and not (Path(root) / p.artifacts / ".stamps" / f"{name}.json").exists()
+        and dvc_record.restored(name, p, root)
+    ):
         summary, HOW[name] = {"restored": "dvc.lock"}, "dvc.lock"
         cache.mark_done(stage, p, key, root, summary)
         dvc_record.mark_recorded(name, p, root, key)  # dvc.lock describes them already: no `dvc commit` to run

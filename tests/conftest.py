@@ -60,8 +60,14 @@ SLICE = {
 
 # the privacy audit's sizes where a test checks that the audit ran and what it attached, not its power (the
 # defaults embed a 6,000-row population pool and fit 16 reference models: about 30 s on the slice)
-SMALL_AUDIT = {"pool_size": 300, "references": 3, "canaries": 40, "input_canaries": 200, "guess_grid": [10, 40],
-               "replay_targets": SLICE["privacy_audit"]["replay_targets"]}
+SMALL_AUDIT = {
+    "pool_size": 300,
+    "references": 3,
+    "canaries": 40,
+    "input_canaries": 200,
+    "guess_grid": [10, 40],
+    "replay_targets": SLICE["privacy_audit"]["replay_targets"],
+}
 
 _PREFECT_TMP: str | None = None
 
@@ -141,8 +147,11 @@ def written(root: Path, top: str = "artifacts") -> list[str]:
     """Files under ``root/top`` that a run wrote (the suite's test key, installed before any run, aside)."""
     folder = root / top
     key = folder / "secret" / "key"
-    return sorted(p.relative_to(root).as_posix() for p in folder.rglob("*") if p.is_file() and p != key) \
-        if folder.exists() else []
+    return (
+        sorted(p.relative_to(root).as_posix() for p in folder.rglob("*") if p.is_file() and p != key)
+        if folder.exists()
+        else []
+    )
 
 
 def copy_key(secret_dir: Path, root: Path, artifacts: str = "artifacts") -> Path:
@@ -218,8 +227,11 @@ def noreweight_run(tmp_path_factory) -> SliceRun:
 
 # the comparison arms ---------------------------------------------------------------------------------
 COMPARE = {  # tiny DP-SGD runs and a short δ sweep (the slice has 24 training records)
-    "dpsgd": {"head": {"epochs": 2, "batch_size": 8}, "full": {"epochs": 1, "batch_size": 8},
-              "delta_sweep": [1e-3, 0.5]},
+    "dpsgd": {
+        "head": {"epochs": 2, "batch_size": 8},
+        "full": {"epochs": 1, "batch_size": 8},
+        "delta_sweep": [1e-3, 0.5],
+    },
     "nonprivate": {"epochs": 3},
 }
 
@@ -272,8 +284,13 @@ def no_training(monkeypatch):
     def trained(*a, **k):  # pragma: no cover - only reached on failure
         raise AssertionError("training started despite invalid input")
 
-    for mod, name in [(dpsgd_stages, "train_dpsgd"), (dpsgd_train, "train_dpsgd"), (nonprivate_stages, "finetune"),
-                      (fit, "run_finetune"), (training, "finetune")]:
+    for mod, name in [
+        (dpsgd_stages, "train_dpsgd"),
+        (dpsgd_train, "train_dpsgd"),
+        (nonprivate_stages, "finetune"),
+        (fit, "run_finetune"),
+        (training, "finetune"),
+    ]:
         monkeypatch.setattr(mod, name, trained)
 
 

@@ -41,8 +41,9 @@ REGISTRY = "dprelease.pipeline.registry"
 # section and ``kinds``); ``core`` and ``compare`` (and every other module but the registry's callers) are shared.
 FLOORS = tuple(sorted(p.name for p in (SRC / PKG).iterdir() if (p / "__init__.py").is_file()))
 MECHANISM_FLOOR = f"{PKG}.mechanisms"
-MECHANISMS = tuple(sorted(f"{MECHANISM_FLOOR}.{p.name}" for p in (SRC / PKG / "mechanisms").iterdir()
-                          if (p / "__init__.py").is_file()))
+MECHANISMS = tuple(
+    sorted(f"{MECHANISM_FLOOR}.{p.name}" for p in (SRC / PKG / "mechanisms").iterdir() if (p / "__init__.py").is_file())
+)
 # the floors that never reach a mechanism's code, even indirectly (its declarations aside)
 SHARED = (f"{PKG}.contracts", f"{PKG}.core", f"{PKG}.compare")
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
@@ -67,9 +68,14 @@ def floor_rank(module: str, order: tuple[str, ...]) -> int:
 def upward_violations(imports: list[Import], order: tuple[str, ...], declarations: set[str]) -> list[str]:
     """Arrows back up: an import of a module on a floor above the importer's. Apart: the plug-in list's imports by
     name of a listed package's declarations (``declarations``: its ``params`` and ``kinds``), the one inversion."""
-    return [f"{i.where()}: {i.importer} imports {i.target}" for i in imports
-            if floor_rank(i.target, order) > floor_rank(i.importer, order)
-            and not (i.importer == PLUGINS and i.target in declarations)]
+    return [
+        f"{i.where()}: {i.importer} imports {i.target}"
+        for i in imports
+        if floor_rank(i.target, order) > floor_rank(i.importer, order)
+        and not (i.importer == PLUGINS and i.target in declarations)
+    ]
+
+
 # modules of a mechanism that hold its loops/run functions: orchestration reaches them only via the registry
 RUN_MODULES = {"rounds", "released", "fit", "evaluate", "select", "passes", "train"}
 
@@ -84,8 +90,12 @@ def module_files(src: Path, package: str = PKG) -> dict[str, Path]:
 def init_has_code(path: Path) -> bool:
     """True when a package ``__init__`` does more than carry a docstring (and ``from __future__``)."""
     body = ast.parse(path.read_text(encoding="utf-8")).body
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-            and isinstance(body[0].value.value, str):
+    if (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
         body = body[1:]
     body = [n for n in body if not (isinstance(n, ast.ImportFrom) and n.module == "__future__")]
     return bool(body)
@@ -141,7 +151,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
             node, children = stack[-1]
             for child in children:
                 if colour.get(child, BLACK) == GREY:
-                    return path[path.index(child):] + [child]
+                    return path[path.index(child) :] + [child]
                 if colour.get(child) == WHITE:
                     colour[child] = GREY
                     path.append(child)
@@ -193,8 +203,12 @@ def orchestration_files() -> dict[str, Path]:
 
 def orchestration_imports() -> list[Import]:
     known = set(module_files(SRC)) | set(orchestration_files())
-    return [imp for module, path in orchestration_files().items() for imp in raw_imports(path, module, known)
-            if inside(imp.target, PKG)]
+    return [
+        imp
+        for module, path in orchestration_files().items()
+        for imp in raw_imports(path, module, known)
+        if inside(imp.target, PKG)
+    ]
 
 
 def run_module_violations(imports: list[Import]) -> list[str]:
@@ -202,15 +216,17 @@ def run_module_violations(imports: list[Import]) -> list[str]:
     bad = []
     for imp in imports:
         mech = mechanism_of(imp.target)
-        if mech and RUN_MODULES & set(imp.target[len(mech) + 1:].split(".")):
+        if mech and RUN_MODULES & set(imp.target[len(mech) + 1 :].split(".")):
             bad.append(f"{imp.where()}: {imp.importer} imports {imp.target}")
     return bad
 
 
 def cross_mechanism_violations(imports: list[Import]) -> list[str]:
-    return [f"{i.where()}: {i.importer} imports {i.target}" for i in imports
-            if mechanism_of(i.importer) and mechanism_of(i.target)
-            and mechanism_of(i.importer) != mechanism_of(i.target)]
+    return [
+        f"{i.where()}: {i.importer} imports {i.target}"
+        for i in imports
+        if mechanism_of(i.importer) and mechanism_of(i.target) and mechanism_of(i.importer) != mechanism_of(i.target)
+    ]
 
 
 PLUGINS = "dprelease.contracts.plugins"  # reads each package's params section (pydantic models only)
@@ -234,20 +250,31 @@ def is_declaration(module: str) -> bool:
 def shared_violations(imports: list[Import]) -> list[str]:
     """A non-mechanism module importing anything of a mechanism package; apart: the registry (its plug-in),
     the plug-in list (its params section and its guarantee kinds)."""
-    return [f"{i.where()}: {i.importer} imports {i.target}" for i in imports
-            if mechanism_of(i.target) and not mechanism_of(i.importer) and i.importer != REGISTRY
-            and not (i.importer == PLUGINS and is_declaration(i.target))]
+    return [
+        f"{i.where()}: {i.importer} imports {i.target}"
+        for i in imports
+        if mechanism_of(i.target)
+        and not mechanism_of(i.importer)
+        and i.importer != REGISTRY
+        and not (i.importer == PLUGINS and is_declaration(i.target))
+    ]
 
 
 def registry_violations(imports: list[Import]) -> list[str]:
-    return sorted({i.target for i in imports if i.importer == REGISTRY and mechanism_of(i.target)
-                   and i.target != f"{mechanism_of(i.target)}.plugin"})
+    return sorted(
+        {
+            i.target
+            for i in imports
+            if i.importer == REGISTRY and mechanism_of(i.target) and i.target != f"{mechanism_of(i.target)}.plugin"
+        }
+    )
 
 
 def describe_cycle(cycle: list[str], imports: list[Import]) -> str:
     lines = ["import cycle: " + " -> ".join(cycle)]
     for a, b in zip(cycle, cycle[1:]):
-        where = [i.where() for i in sorted({i for i in imports if i.importer == a and i.target == b},
-                                           key=lambda i: i.lineno)]
+        where = [
+            i.where() for i in sorted({i for i in imports if i.importer == a and i.target == b}, key=lambda i: i.lineno)
+        ]
         lines.append(f"  {a} -> {b}: {', '.join(where)}")
     return "\n".join(lines)

@@ -31,8 +31,11 @@ def longest_first(items: list, seconds: dict[str, float]) -> list:
 
 
 def pytest_addoption(parser):
-    parser.addoption("--record-durations", action="store_true",
-                     help=f"write each module's seconds (setup, call, teardown) to {RECORD.name}")
+    parser.addoption(
+        "--record-durations",
+        action="store_true",
+        help=f"write each module's seconds (setup, call, teardown) to {RECORD.name}",
+    )
 
 
 def pytest_collection_modifyitems(session, config, items):

@@ -67,8 +67,9 @@ def fails(capsys, release, input_csv, output, *names: str, key=None) -> str:
     """``predict`` refuses with one error line, writing nothing. With ``key``, the signature is checked with
     it; without, ``--no-signature-check`` reaches the checks a signature would pre-empt (a file changed along
     with the manifest), and its one warning line comes before the error."""
-    rc, _, err = run_predict(capsys, release, input_csv, output,
-                             *(["--key", str(key)] if key is not None else ["--no-signature-check"]))
+    rc, _, err = run_predict(
+        capsys, release, input_csv, output, *(["--key", str(key)] if key is not None else ["--no-signature-check"])
+    )
     assert rc == 2, err
     if key is None:
         warning, _, err = err.partition("\n")
@@ -102,11 +103,12 @@ def tiny_release(folder, *, signer, favour: int = 0):
         model.net[-1].bias.fill_(-4.0)
         model.net[-1].bias[favour] = 4.0
     staging = folder.parent / f"{folder.name}-staging"
-    write_release(staging, backend, model, CODES, TITLES, {"guarantee": ppm(1.5, 0.75).as_dict()}, ["core/release/folder.py"])
+    write_release(
+        staging, backend, model, CODES, TITLES, {"guarantee": ppm(1.5, 0.75).as_dict()}, ["core/release/folder.py"]
+    )
     publish(staging, folder, "# a tiny release\n", signer=signer)
     shutil.rmtree(staging)
     return folder
-
 
 
 # a signing agency and its published release, shared by the signing tests -----------------------------------------

@@ -34,8 +34,12 @@ def _flat(path) -> dict:
     flattened in, for terse assertions."""
     m = read_json(path)
     g = m["guarantee"]
-    return {**m, "epsilon": g["epsilon"], "delta": g["delta"] if g["delta"] is not None else g["delta_reason"],
-            **g["quantities"]}
+    return {
+        **m,
+        "epsilon": g["epsilon"],
+        "delta": g["delta"] if g["delta"] is not None else g["delta_reason"],
+        **g["quantities"],
+    }
 
 
 def _n_train(root) -> int:
@@ -72,8 +76,14 @@ def test_arms_write_metrics_with_f1_in_range(arms_run):
         assert read_json(arms_run.path(f"metrics/{arm}.json")) == arms_run.summaries[arm]
         m = _flat(arms_run.path(f"metrics/{arm}.json"))
         assert m["arm"] == arm
-        for key in ("weighted_f1", "macro_f1", "top_quartile_weighted_f1", "top_quartile_macro_f1",
-                    "bottom_quartile_weighted_f1", "bottom_quartile_macro_f1"):
+        for key in (
+            "weighted_f1",
+            "macro_f1",
+            "top_quartile_weighted_f1",
+            "top_quartile_macro_f1",
+            "bottom_quartile_weighted_f1",
+            "bottom_quartile_macro_f1",
+        ):
             assert 0.0 <= m[key] <= 1.0, (arm, key, m[key])
     sweep = read_json(arms_run.path("metrics/dpsgd_sweep.json"))
     for row in sweep["rows"]:
@@ -91,8 +101,11 @@ def test_every_private_artifact_is_owner_only(request, run):
         assert {p.parent.name for p in art.glob("arms/*/model")} >= {"nonprivate", "swag_ppm", "dpsgd"}
     paths = [art, *art.rglob("*")]
     assert len(paths) > 20
-    bad = [f"{p.relative_to(art)} {stat.S_IMODE(p.stat().st_mode):04o}" for p in paths
-           if stat.S_IMODE(p.stat().st_mode) != (0o700 if p.is_dir() else 0o600)]
+    bad = [
+        f"{p.relative_to(art)} {stat.S_IMODE(p.stat().st_mode):04o}"
+        for p in paths
+        if stat.S_IMODE(p.stat().st_mode) != (0o700 if p.is_dir() else 0o600)
+    ]
     assert bad == []
 
 
@@ -110,13 +123,15 @@ def test_swag_ppm_arm_epsilon_includes_its_own_draw(arms_run):
 
     m = _flat(arms_run.path("metrics/swag_ppm.json"))
     sens = read_json(arms_run.path("metrics/sensitivity_r2.json"))
-    _, _, _, m_star, g = draw_from_round(arms_run.params, Layout.from_params(arms_run.params, arms_run.root), 2,
-                                         tag="swag_ppm")  # the arm's own draw (its secret-key label)
+    _, _, _, m_star, g = draw_from_round(
+        arms_run.params, Layout.from_params(arms_run.params, arms_run.root), 2, tag="swag_ppm"
+    )  # the arm's own draw (its secret-key label)
     assert m["round"] == 2 and m["guarantee"] == g.as_dict()
     two_delta = 2 * max(sens["local_sensitivity"], m_star)  # ε = 2Δ̂ / min(1, T_min over all d directions)
     q = g.quantities
-    assert m["epsilon"] == pytest.approx(two_delta / min(1.0, q["temperature_min"], q["temperature_min_all"]),
-                                         rel=1e-12)
+    assert m["epsilon"] == pytest.approx(
+        two_delta / min(1.0, q["temperature_min"], q["temperature_min_all"]), rel=1e-12
+    )
     assert q["temperature_min"] == pytest.approx(1.0, rel=1e-4)  # the subspace is calibrated; the floor is not
     assert m["epsilon"] >= sens["epsilon"] - 1e-12
     assert m["delta"] == "asymptotic, not quantified" and m["guarantee"]["kind"] == "ppm_local_asymptotic"
@@ -132,7 +147,7 @@ def test_dpsgd_runs_at_the_declared_target_by_default(arms_run):
     assert m["target_epsilon"] == 8.0 and release["epsilon"] != 8.0
     assert 0.9 * m["target_epsilon"] <= m["epsilon"] <= m["target_epsilon"] + 1e-6
     assert m["noise_multiplier"] > 0
-    assert m["delta"] == pytest.approx(_default_delta(n), rel=1e-12) and m["delta"] <= n ** -1.1
+    assert m["delta"] == pytest.approx(_default_delta(n), rel=1e-12) and m["delta"] <= n**-1.1
     q = p.dpsgd.head.batch_size / n
     assert m["sample_rate"] == pytest.approx(q)
     assert m["steps"] == math.ceil(p.dpsgd.head.epochs / q)
@@ -292,8 +307,9 @@ def test_a_null_target_is_one_line_before_training(head_run, tmp_path, no_traini
     """No fallback to the release's ε: a null target is a one-line error, release or not, before any training
     (parse time when an arm needs it; read time otherwise)."""
     assert "dpsgd.target_epsilon" in _config_error(compare_raw(dpsgd__target_epsilon=None))
-    params = parse_params(compare_raw(dpsgd__target_epsilon=None, compare__arms=["nonprivate"],
-                                      privacy_audit__arms=["nonprivate"]))
+    params = parse_params(
+        compare_raw(dpsgd__target_epsilon=None, compare__arms=["nonprivate"], privacy_audit__arms=["nonprivate"])
+    )
     root = copy_root(head_run.root, tmp_path / "root")
     assert (root / "metrics/swag_ppm_draw.json").is_file()  # a release is there: it is not read
     for run in (baselines.dpsgd, baselines.dpsgd_sweep):
@@ -316,8 +332,9 @@ def test_declared_levels_make_the_arms_independent_of_the_release():
     assert "ppm.censor_epsilon" in stages["swag_ppm_censored"].params
 
 
-@pytest.mark.parametrize("arms", [["nonprivate", "bogus"], [], ["dpsgd", "nonprivate", "dpsgd"]],
-                         ids=["unknown", "empty", "duplicate"])
+@pytest.mark.parametrize(
+    "arms", [["nonprivate", "bogus"], [], ["dpsgd", "nonprivate", "dpsgd"]], ids=["unknown", "empty", "duplicate"]
+)
 def test_bad_arms_rejected(arms):
     assert "compare.arms" in _config_error(compare_raw(compare__arms=arms))
 
@@ -354,6 +371,19 @@ def test_dpsgd_full_tiny_batches_narrower_than_the_padding(full_run, mode):
     feats = {k: torch.cat([v, torch.zeros(v.shape[0], 5, dtype=v.dtype)], dim=1) for k, v in feats.items()}
     backend = backend_for(params, lay)
     model = backend.new_model(feats)
-    res = train_dpsgd(backend, model, feats, y, epochs=1, batch_size=8, lr=1e-3, max_grad_norm=1.0,
-                      target_epsilon=3.0, delta=1e-3, grad_sample_mode=mode, seed=1, noise_seed=2)
+    res = train_dpsgd(
+        backend,
+        model,
+        feats,
+        y,
+        epochs=1,
+        batch_size=8,
+        lr=1e-3,
+        max_grad_norm=1.0,
+        target_epsilon=3.0,
+        delta=1e-3,
+        grad_sample_mode=mode,
+        seed=1,
+        noise_seed=2,
+    )
     assert math.isfinite(res.final_loss) and res.epsilon <= 3.0 + 1e-6

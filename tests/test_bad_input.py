@@ -21,18 +21,23 @@ def _csv(rows: list[tuple[str, str]]) -> str:
 def _dated_csv(rows: list[tuple[str, str]]) -> str:
     """With an EventDate column, alternating the public (2015) and the private (2016) period."""
     return "ID,EventDate,Final Narrative,Nature\n" + "".join(
-        f'{i},{2015 + i % 2}-06-01,"{text}",{label}\n' for i, (text, label) in enumerate(rows, 1))
+        f'{i},{2015 + i % 2}-06-01,"{text}",{label}\n' for i, (text, label) in enumerate(rows, 1)
+    )
 
 
 # enough reports on both sides of proxy.until for the stratify stage to succeed (the declared codes: 111, 1311)
-DATED_ROWS = [(f"Employee {verb} while working on site {i}", label)
-              for label, verb in (("111", "fell from a ladder and broke an arm"), ("1311", "lost a fingertip in a press"))
-              for i in range(16)]
+DATED_ROWS = [
+    (f"Employee {verb} while working on site {i}", label)
+    for label, verb in (("111", "fell from a ladder and broke an arm"), ("1311", "lost a fingertip in a press"))
+    for i in range(16)
+]
 
 
-GOOD_ROWS = [(f"Employee {verb} while working on site {i}", label)
-             for label, verb in (("111", "fell from a ladder and broke an arm"), ("1311", "lost a fingertip in a press"))
-             for i in range(4)]
+GOOD_ROWS = [
+    (f"Employee {verb} while working on site {i}", label)
+    for label, verb in (("111", "fell from a ladder and broke an arm"), ("1311", "lost a fingertip in a press"))
+    for i in range(4)
+]
 
 
 @pytest.fixture
@@ -169,8 +174,10 @@ def test_cp1252_bytes_are_read(project, capsys):
 
 
 def test_utf8_bom_is_read(project, capsys):
-    project(slice_raw(data__path="data/input.csv", data__codes=["111", "1311"]),
-            data=b"\xef\xbb\xbf" + _dated_csv(DATED_ROWS).encode("utf-8"))
+    project(
+        slice_raw(data__path="data/input.csv", data__codes=["111", "1311"]),
+        data=b"\xef\xbb\xbf" + _dated_csv(DATED_ROWS).encode("utf-8"),
+    )
     rc, err = _stratify(project.root, capsys)
     assert rc == 0, err
 
@@ -191,16 +198,24 @@ def test_unknown_top_level_section(project, capsys):
     _assert_one_line_error(project.root, capsys, "trainer", "unknown key")
 
 
-@pytest.mark.parametrize("dotted, value", [
-    ("ppm.c", 0.0), ("ppm.c", -1.0), ("ppm.c", 2.5),
-    ("ppm.g", 1.5), ("ppm.g", -1.5),
-    ("ppm.k", 1.2), ("ppm.k", -0.1),
-    ("ppm.draws", 1), ("ppm.draws", 0),
-    ("data.cap", 0),
-    ("evaluation.draws", 0),
-    ("data.test_size", 1.0),
-    ("ppm.c", "high"),
-])
+@pytest.mark.parametrize(
+    "dotted, value",
+    [
+        ("ppm.c", 0.0),
+        ("ppm.c", -1.0),
+        ("ppm.c", 2.5),
+        ("ppm.g", 1.5),
+        ("ppm.g", -1.5),
+        ("ppm.k", 1.2),
+        ("ppm.k", -0.1),
+        ("ppm.draws", 1),
+        ("ppm.draws", 0),
+        ("data.cap", 0),
+        ("evaluation.draws", 0),
+        ("data.test_size", 1.0),
+        ("ppm.c", "high"),
+    ],
+)
 def test_out_of_range(project, capsys, dotted, value):
     raw = slice_raw(data__path="data/input.csv")
     section, key = dotted.split(".")
@@ -244,13 +259,16 @@ def flow_main(monkeypatch):
     return fr.main
 
 
-@pytest.mark.parametrize("override, named", [
-    ("ppm.c=0", "ppm.c"),
-    ("ppm.k=2", "ppm.k"),
-    ("ppm.bogus=1", "ppm.bogus"),
-    ("ppm.c", "ppm.c"),  # no '='
-    ("data.path=data/missing.csv.gz", "data.path"),
-])
+@pytest.mark.parametrize(
+    "override, named",
+    [
+        ("ppm.c=0", "ppm.c"),
+        ("ppm.k=2", "ppm.k"),
+        ("ppm.bogus=1", "ppm.bogus"),
+        ("ppm.c", "ppm.c"),  # no '='
+        ("data.path=data/missing.csv.gz", "data.path"),
+    ],
+)
 def test_flow_main_rejects_bad_params_before_prefect(tmp_path, capsys, flow_main, override, named):
     root = make_root(tmp_path)
     (root / "params.yaml").write_text(yaml.safe_dump(slice_raw()), encoding="utf-8")

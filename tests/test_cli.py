@@ -75,8 +75,9 @@ def test_dvc_yaml_matches_registry(params_file, tmp_path, capsys):
 def test_predict_missing_release_is_one_line(tmp_path, capsys):
     """The release folder is verified before the input is read (input problems: tests/core/release/test_predict.py)."""
     missing, output = tmp_path / "missing.csv", tmp_path / "out.csv"
-    code = main(["predict", "--release", str(tmp_path / "no_release"), "--input", str(missing),
-                 "--output", str(output)])
+    code = main(
+        ["predict", "--release", str(tmp_path / "no_release"), "--input", str(missing), "--output", str(output)]
+    )
     assert code == 2
     line = _one_error_line(capsys)
     assert "release folder not found" in line and "no_release" in line
@@ -107,8 +108,21 @@ def signed(tmp_path_factory):
 
 def _predict_cmd(signed, src, out, *extra) -> list[str]:
     release, key = signed
-    return [sys.executable, "-m", "dprelease.cli", "predict", "--release", str(release), "--input", str(src),
-            "--output", str(out), "--key", str(key), *extra]
+    return [
+        sys.executable,
+        "-m",
+        "dprelease.cli",
+        "predict",
+        "--release",
+        str(release),
+        "--input",
+        str(src),
+        "--output",
+        str(out),
+        "--key",
+        str(key),
+        *extra,
+    ]
 
 
 def _predict(signed, src, out, *extra) -> subprocess.CompletedProcess:
@@ -126,8 +140,9 @@ def _one_line(res: subprocess.CompletedProcess, code: int, start: str, *needles:
 def test_predict_refuses_a_column_of_numbers(signed, tmp_path):
     src, out = tmp_path / "numbers.csv", tmp_path / "coded.csv"
     src.write_text("id,Final Narrative\n1,0.0\n2,3.5\n3,12\n", encoding="utf-8")
-    _one_line(_predict(signed, src, out), 2, "dprelease: error: ", "numbers.csv", "holds no text", "'0.0'",
-              "--text-column")
+    _one_line(
+        _predict(signed, src, out), 2, "dprelease: error: ", "numbers.csv", "holds no text", "'0.0'", "--text-column"
+    )
     assert not out.exists()
 
 
@@ -159,9 +174,15 @@ def test_predict_ctrl_c_is_one_line(signed, tmp_path):
     src, out, tmp = tmp_path / "narratives.csv", tmp_path / "coded.csv", tmp_path / "tmp"
     tmp.mkdir()
     pd.DataFrame({"Final Narrative": ["An employee fell from a ladder and fractured a wrist."] * 20000}).to_csv(
-        src, index=False)
-    proc = subprocess.Popen(_predict_cmd(signed, src, out), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, "TMPDIR": str(tmp)})
+        src, index=False
+    )
+    proc = subprocess.Popen(
+        _predict_cmd(signed, src, out),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(tmp)},
+    )
     deadline = time.monotonic() + WAIT_S
     while not list(tmp.glob("dprelease-release-*")):
         assert proc.poll() is None, proc.communicate()
@@ -187,8 +208,13 @@ sys.exit(main(sys.argv[1:]))
 
 def test_an_oserror_in_a_stage_under_dvc_is_one_line(params_file):
     """``dprelease stage NAME`` (what dvc.yaml runs) meeting a full disk: one line naming the file, exit 2."""
-    res = subprocess.run([sys.executable, "-c", STAGE_FULL_DISK, "stage", "stratify", "--params", str(params_file)],
-                         cwd=params_file.parent, capture_output=True, text=True, timeout=WAIT_S)
+    res = subprocess.run(
+        [sys.executable, "-c", STAGE_FULL_DISK, "stage", "stratify", "--params", str(params_file)],
+        cwd=params_file.parent,
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+    )
     out = res.stdout + res.stderr
     assert res.returncode == 2 and out.count("\n") == 1, out
     assert out.startswith("dprelease: error: artifacts/data/.train.csv.tmp: No space left on device: free some space")

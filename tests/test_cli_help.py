@@ -9,8 +9,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = [ROOT / "src" / "dprelease" / "cli.py", *sorted((ROOT / "flows").glob("*.py")),
-           *sorted((ROOT / "scripts").glob("*.py")), *sorted((ROOT / "benchmarks").glob("*.py"))]
+SOURCES = [
+    ROOT / "src" / "dprelease" / "cli.py",
+    *sorted((ROOT / "flows").glob("*.py")),
+    *sorted((ROOT / "scripts").glob("*.py")),
+    *sorted((ROOT / "benchmarks").glob("*.py")),
+]
 
 
 def _options_without_help(path: Path) -> list[str]:
@@ -24,9 +28,13 @@ def _options_without_help(path: Path) -> list[str]:
 
 
 def test_every_option_has_help_text():
-    calls = sum(1 for p in SOURCES for n in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
-                if isinstance(n, ast.Call) and getattr(n.func, "attr", None) == "add_argument")
-    assert calls > 50                                                    # the scan sees the options
+    calls = sum(
+        1
+        for p in SOURCES
+        for n in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+        if isinstance(n, ast.Call) and getattr(n.func, "attr", None) == "add_argument"
+    )
+    assert calls > 50  # the scan sees the options
     assert [b for p in SOURCES for b in _options_without_help(p)] == []
 
 

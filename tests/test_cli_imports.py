@@ -38,16 +38,27 @@ print("rc", rc)
 {REPORT.format(heavy=set(HEAVY))}
 """
 # what the commands above import (dprelease.cli dispatches to these): each alone, in a fresh interpreter
-MODULES = ("dprelease.cli", "dprelease.core.release.verify", "dprelease.core.release.keys_cli",
-           "dprelease.core.release.key_transfer", "dprelease.core.release.signing", "dprelease.core.release.classifier",
-           "dprelease.core.release.sanitizer", "dprelease.core.release.check", "dprelease.core.untrusted",
-           "dprelease.core.architecture", "dprelease.core.privacy.secret", "dprelease.core.privacy.key_guard")
+MODULES = (
+    "dprelease.cli",
+    "dprelease.core.release.verify",
+    "dprelease.core.release.keys_cli",
+    "dprelease.core.release.key_transfer",
+    "dprelease.core.release.signing",
+    "dprelease.core.release.classifier",
+    "dprelease.core.release.sanitizer",
+    "dprelease.core.release.check",
+    "dprelease.core.untrusted",
+    "dprelease.core.architecture",
+    "dprelease.core.privacy.secret",
+    "dprelease.core.privacy.key_guard",
+)
 
 
 def _fresh(code: str, *args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in (KEY_ENV, "DPRELEASE_PARAMS")}
-    return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=WAIT_S)
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=WAIT_S
+    )
 
 
 def dprelease(cwd: Path, *argv: str) -> tuple[int, list[str], list[str]]:
@@ -65,8 +76,9 @@ def test_importing_the_module_imports_nothing_heavy(module):
     assert proc.stdout.strip() == "[]", f"{module} imports {proc.stdout.strip()}"
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["verify", "--help"], ["key", "--help"], ["secret", "--help"]],
-                         ids=lambda argv: " ".join(argv))
+@pytest.mark.parametrize(
+    "argv", [["--help"], ["verify", "--help"], ["key", "--help"], ["secret", "--help"]], ids=lambda argv: " ".join(argv)
+)
 def test_help_imports_nothing_heavy(argv):
     rc, out, heavy = dprelease(ROOT, *argv)
     assert rc == 0 and any("usage: dprelease" in line for line in out)
@@ -84,6 +96,7 @@ def project(tmp_path_factory) -> Path:
 def test_key_and_secret_commands_and_verify_import_nothing_heavy(project):
     """The agency key's life (init, show, export, a release verified with it, rotate: which re-signs the release,
     verify again with the new key) and the randomness key's (init, show, rotate), each a fresh ``dprelease``."""
+
     def run(*argv: str) -> list[str]:
         rc, out, heavy = dprelease(project, *argv)
         assert rc == 0, (argv, out)
@@ -95,8 +108,10 @@ def test_key_and_secret_commands_and_verify_import_nothing_heavy(project):
     run("key", "export", "--output", "agency.pub")
     params = _params(project)
     release = tiny_release(project / params.release, signer=load_signer(key_folder(params, project)))
-    assert "classifier release signed by CLI Test Agency" in run("verify", "--release", str(release), "--key",
-                                                                 "agency.pub")[0]
+    assert (
+        "classifier release signed by CLI Test Agency"
+        in run("verify", "--release", str(release), "--key", "agency.pub")[0]
+    )
     assert f"re-signed: {params.release}" in run("key", "rotate")  # the project's release folder, checked first
     run("key", "export", "--output", "agency2.pub")
     assert "signed by CLI Test Agency" in run("verify", "--release", str(release), "--key", "agency2.pub")[0]
@@ -116,9 +131,16 @@ def test_verify_of_a_sanitizer_release_imports_nothing_heavy(project, tmp_path):
     folder.mkdir()
     save_file(Encoder(384, 4, (8,)).state_dict(), str(folder / "model.safetensors"))
     write_json(folder / "model.json", {"mechanism": "gpp", "d_in": 384, "d_z": 4, "hidden": [8]})
-    write_json(folder / MANIFEST, {"kind": "sanitizer", "mechanism": "gpp", "input": encoder_reference(),
-                                   "guarantee": guarantee({"adversary_auc": 0.62, "noprivacy_adversary_auc": 0.8}),
-                                   "files": file_digests(folder)})
+    write_json(
+        folder / MANIFEST,
+        {
+            "kind": "sanitizer",
+            "mechanism": "gpp",
+            "input": encoder_reference(),
+            "guarantee": guarantee({"adversary_auc": 0.62, "noprivacy_adversary_auc": 0.8}),
+            "files": file_digests(folder),
+        },
+    )
     keys = key_folder(_params(project), project)
     if not (keys / PUBLIC).is_file():  # run alone: the key test above has not made it
         from dprelease.core.release.signing import ensure_key
@@ -162,8 +184,18 @@ def test_predict_loads_only_what_scoring_needs(tmp_path):
     release = tiny_release(tmp_path / "release", signer=signer)
     report = REPORT.format(heavy={"torch", *SCORING_ONLY})
     code = RUN.replace(REPORT.format(heavy=set(HEAVY)), report)
-    proc = _fresh(code, "predict", "--release", str(release), "--key", str(tmp_path / "keys" / PUBLIC), "--input",
-                  str(ROOT / "data" / "example_narratives.csv"), "--output", str(tmp_path / "coded.csv"))
+    proc = _fresh(
+        code,
+        "predict",
+        "--release",
+        str(release),
+        "--key",
+        str(tmp_path / "keys" / PUBLIC),
+        "--input",
+        str(ROOT / "data" / "example_narratives.csv"),
+        "--output",
+        str(tmp_path / "coded.csv"),
+    )
     lines = proc.stdout.strip().splitlines()
     assert proc.returncode == 0 and lines[-2] == "rc 0", (proc.stdout, proc.stderr[-2000:])
     loaded = {m.split(".")[0] for m in json.loads(lines[-1])}

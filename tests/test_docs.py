@@ -21,19 +21,32 @@ def files() -> list[Path]:
     out = []
     for name in SCANNED:
         path = ROOT / name
-        out += [path] if path.is_file() else [p for p in sorted(path.rglob("*")) if p.suffix in SUFFIXES and p.is_file()]
+        out += (
+            [path] if path.is_file() else [p for p in sorted(path.rglob("*")) if p.suffix in SUFFIXES and p.is_file()]
+        )
     return out
 
 
 def test_nothing_cites_the_absent_spec_or_a_path_outside_the_repository():
-    hits = [f"{p.relative_to(ROOT)}:{i}: {line.strip()[:100]}" for p in files()
-            for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if ABSENT_SPEC.search(line)]
+    hits = [
+        f"{p.relative_to(ROOT)}:{i}: {line.strip()[:100]}"
+        for p in files()
+        for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if ABSENT_SPEC.search(line)
+    ]
     assert not hits, "\n".join(hits)
 
 
 def test_the_pattern_catches_each_old_form():
-    for old in ("(spec D.5)", "TRUST.md O", "(TRUST O)", "ALGORITHMS B.8", "spec G.4", "the spec's SWAG",
-                "../shared/spec/ALGORITHMS.md"):
+    for old in (
+        "(spec D.5)",
+        "TRUST.md O",
+        "(TRUST O)",
+        "ALGORITHMS B.8",
+        "spec G.4",
+        "the spec's SWAG",
+        "../shared/spec/ALGORITHMS.md",
+    ):
         assert ABSENT_SPEC.search(old), old
     for fine in ('spec["steps"]', "spec.name", "module_from_spec(spec)", "specification"):
         assert not ABSENT_SPEC.search(fine), fine
@@ -85,7 +98,7 @@ def test_the_label_check_rejects_an_undefined_label():
     assert not defined(page, "C") and not defined(page, "B.7") and not defined(page, "D.7")
     assert LABEL.findall(CITED.search("(docs/algorithms.md, D.7.4–D.9; and more)").group(2)) == ["D.7.4", "D.9"]
     assert LABEL.findall(CITED.search("docs/algorithms.md, G.4, Algorithm 2").group(2)) == ["G.4"]
-    assert CITED.search("[guarantees.md](guarantees.md), K.6.").groups() == ("guarantees", "K.6")   # a link
+    assert CITED.search("[guarantees.md](guarantees.md), K.6.").groups() == ("guarantees", "K.6")  # a link
 
 
 def test_the_readme_stays_short_and_maps_every_docs_page_once():
@@ -93,4 +106,4 @@ def test_the_readme_stays_short_and_maps_every_docs_page_once():
     assert len(readme.splitlines()) <= 250
     rows = [line for line in readme.splitlines() if line.startswith("| [docs/")]
     mapped = [re.match(r"\| \[docs/([a-z_]+\.md)\]", line).group(1) for line in rows]
-    assert sorted(mapped) == sorted(p.name for p in (ROOT / "docs").glob("*.md"))   # every page, once each
+    assert sorted(mapped) == sorted(p.name for p in (ROOT / "docs").glob("*.md"))  # every page, once each

@@ -72,13 +72,21 @@ def _write(root: Path, rel: str, text: str = "") -> None:
 
 def test_analysis_sees_the_whole_package(files):
     assert len(files) > 40
-    for name in ("dprelease", "dprelease.pipeline.registry", "dprelease.mechanisms.swag_ppm.rounds", "dprelease.mechanisms.dpsgd.stages",
-                 "dprelease.mechanisms.gpp.federated", "dprelease.compare.mia"):
+    for name in (
+        "dprelease",
+        "dprelease.pipeline.registry",
+        "dprelease.mechanisms.swag_ppm.rounds",
+        "dprelease.mechanisms.dpsgd.stages",
+        "dprelease.mechanisms.gpp.federated",
+        "dprelease.compare.mia",
+    ):
         assert name in files, name
 
 
 def test_relative_imports_resolve():
-    assert resolve_relative("dprelease.mechanisms.swag_ppm.rounds", False, 1, "ppm") == "dprelease.mechanisms.swag_ppm.ppm"
+    assert (
+        resolve_relative("dprelease.mechanisms.swag_ppm.rounds", False, 1, "ppm") == "dprelease.mechanisms.swag_ppm.ppm"
+    )
     assert resolve_relative("dprelease.mechanisms.swag_ppm.rounds", False, 2, "a.b") == "dprelease.mechanisms.a.b"
     assert resolve_relative("dprelease.mechanisms.swag_ppm.rounds", False, 1, None) == "dprelease.mechanisms.swag_ppm"
     assert resolve_relative("dprelease.core.backends", True, 1, "base") == "dprelease.core.backends.base"
@@ -89,17 +97,21 @@ def test_relative_imports_resolve():
 
 def test_synthetic_package_edges_and_resolution(tmp_path):
     _write(tmp_path, "pkg/__init__.py", '"""Only a docstring."""\nfrom __future__ import annotations\n')
-    _write(tmp_path, "pkg/sub/__init__.py", "from .inner import THING\n")           # has code
+    _write(tmp_path, "pkg/sub/__init__.py", "from .inner import THING\n")  # has code
     _write(tmp_path, "pkg/sub/inner.py", "from ..leaf import f\nTHING = 1\n")
     _write(tmp_path, "pkg/data/__init__.py", '"""docstring only"""\n')
     _write(tmp_path, "pkg/data/rec.py", "")
     _write(tmp_path, "pkg/leaf.py", "def f():\n    import json\n    from . import data\n    return json\n")
-    _write(tmp_path, "pkg/user.py", "def g():\n    from pkg.sub.inner import THING\n    from .data import rec\n"
-                                    "    import importlib\n    return importlib.import_module('pkg.leaf')\n")
+    _write(
+        tmp_path,
+        "pkg/user.py",
+        "def g():\n    from pkg.sub.inner import THING\n    from .data import rec\n"
+        "    import importlib\n    return importlib.import_module('pkg.leaf')\n",
+    )
     g = import_graph(tmp_path, "pkg")
-    assert g["pkg.sub"] == {"pkg.sub.inner"}                 # inside its own package: no edge to pkg.sub
-    assert g["pkg.sub.inner"] == {"pkg.leaf"}                 # from ..leaf import f -> module pkg.leaf
-    assert g["pkg.leaf"] == {"pkg.data"}                      # from . import data -> the subpackage
+    assert g["pkg.sub"] == {"pkg.sub.inner"}  # inside its own package: no edge to pkg.sub
+    assert g["pkg.sub.inner"] == {"pkg.leaf"}  # from ..leaf import f -> module pkg.leaf
+    assert g["pkg.leaf"] == {"pkg.data"}  # from . import data -> the subpackage
     # function-level imports count; pkg.sub's __init__ has code so it is an implicit edge; pkg.data's not
     assert g["pkg.user"] == {"pkg.sub.inner", "pkg.sub", "pkg.data.rec", "pkg.leaf"}
     assert find_cycle(g) is None
@@ -110,9 +122,9 @@ def test_synthetic_package_edges_and_resolution(tmp_path):
 def test_synthetic_cycle_is_detected(tmp_path):
     _write(tmp_path, "pkg/__init__.py", '"""doc"""\n')
     _write(tmp_path, "pkg/a.py", "from . import b\n")
-    _write(tmp_path, "pkg/b.py", "def late():\n    from .c import x\n")   # function-level import still counts
+    _write(tmp_path, "pkg/b.py", "def late():\n    from .c import x\n")  # function-level import still counts
     _write(tmp_path, "pkg/c.py", "from pkg.a import y\n")
-    _write(tmp_path, "pkg/d.py", "from . import a\n")                    # reaches the cycle, not on it
+    _write(tmp_path, "pkg/d.py", "from . import a\n")  # reaches the cycle, not on it
     cycle = find_cycle(import_graph(tmp_path, "pkg"))
     assert cycle is not None
     assert cycle[0] == cycle[-1] and set(cycle) == {"pkg.a", "pkg.b", "pkg.c"} and len(cycle) == 4
@@ -130,18 +142,25 @@ def test_cycle_through_a_package_init_is_detected(tmp_path):
 def test_real_graph_has_known_edges(graph):
     assert "dprelease.mechanisms.swag_ppm.ppm" in graph["dprelease.mechanisms.swag_ppm.rounds"]
     assert "dprelease.mechanisms.swag_ppm.passes" in graph["dprelease.mechanisms.swag_ppm.rounds"]
-    assert "dprelease.mechanisms.swag_ppm.plugin" in graph["dprelease.pipeline.registry"]  # the plug-in list's imports by name
+    assert (
+        "dprelease.mechanisms.swag_ppm.plugin" in graph["dprelease.pipeline.registry"]
+    )  # the plug-in list's imports by name
     assert "dprelease.mechanisms.swag_ppm.stages" in graph["dprelease.mechanisms.swag_ppm.plugin"]
-    assert "dprelease.mechanisms.gpp.params" in graph["dprelease.contracts.plugins"] and "dprelease.contracts.plugins" in graph["dprelease.core.config"]
+    assert (
+        "dprelease.mechanisms.gpp.params" in graph["dprelease.contracts.plugins"]
+        and "dprelease.contracts.plugins" in graph["dprelease.core.config"]
+    )
     assert "dprelease.mechanisms.dpsgd.plugin" in graph["dprelease.pipeline.registry"]
-    assert "dprelease.core.data.plugin" in graph["dprelease.pipeline.registry"]          # from .data import stages as …
-    assert "dprelease.core.data.stages" in graph["dprelease.mechanisms.dpsgd.stages"]     # from …data.stages import …
+    assert "dprelease.core.data.plugin" in graph["dprelease.pipeline.registry"]  # from .data import stages as …
+    assert "dprelease.core.data.stages" in graph["dprelease.mechanisms.dpsgd.stages"]  # from …data.stages import …
     assert "dprelease.core.privacy.accountants" in graph["dprelease.mechanisms.dpsgd.accounting"]  # names → accountants
     assert "dprelease.core.privacy.rdp" in graph["dprelease.core.privacy.accountants"]
-    assert "dprelease.core.backends" in graph["dprelease.core.data.splits"]          # from ..backends import make_backend
-    assert "dprelease.core.backends" in graph["dprelease.core.training"]             # implicit: backends/__init__ has code
-    assert "dprelease.core.privacy" not in graph["dprelease.mechanisms.swag_ppm.rounds"]   # privacy/__init__ is a docstring
-    assert "dprelease.pipeline.registry" in graph["dprelease.cli"]                  # a function-level import
+    assert "dprelease.core.backends" in graph["dprelease.core.data.splits"]  # from ..backends import make_backend
+    assert "dprelease.core.backends" in graph["dprelease.core.training"]  # implicit: backends/__init__ has code
+    assert (
+        "dprelease.core.privacy" not in graph["dprelease.mechanisms.swag_ppm.rounds"]
+    )  # privacy/__init__ is a docstring
+    assert "dprelease.pipeline.registry" in graph["dprelease.cli"]  # a function-level import
 
 
 # ------------------------------------------------------------------------------------------------- rules
@@ -171,9 +190,13 @@ def test_part_layering_sees_a_loop_between_two_folders_without_a_module_cycle(tm
     _write(tmp_path, "dprelease/core/release/check.py", "")
     _write(tmp_path, "dprelease/core/release/folder.py", "from ..backends import head\n")
     graph = import_graph(tmp_path)
-    assert find_cycle(graph) is None                                   # no module imports itself back ...
-    assert find_cycle(part_graph(graph)) == ["dprelease.core.backends", "dprelease.core.release", "dprelease.core.backends"]
-    _write(tmp_path, "dprelease/core/backends/head.py", "")                 # ... and once the loop is cut, none
+    assert find_cycle(graph) is None  # no module imports itself back ...
+    assert find_cycle(part_graph(graph)) == [
+        "dprelease.core.backends",
+        "dprelease.core.release",
+        "dprelease.core.backends",
+    ]
+    _write(tmp_path, "dprelease/core/backends/head.py", "")  # ... and once the loop is cut, none
     assert find_cycle(part_graph(import_graph(tmp_path))) is None
 
 
@@ -200,15 +223,21 @@ def test_listed_shared_modules_do_not_reach_a_mechanism_even_indirectly(graph):
 
     # a mechanism's params section (pydantic only) and guarantee kinds (declarations only), both checked below, are
     # the parts of it shared code reads
-    bad = {m: sorted(t for t in reach(m) if mechanism_of(t) and not is_declaration(t) and t not in MECHANISMS)
-           for m in graph if any(inside(m, s) for s in SHARED)}
+    bad = {
+        m: sorted(t for t in reach(m) if mechanism_of(t) and not is_declaration(t) and t not in MECHANISMS)
+        for m in graph
+        if any(inside(m, s) for s in SHARED)
+    }
     bad = {m: t for m, t in bad.items() if t}
     assert not bad, bad
 
 
 def test_registry_imports_only_the_stages_module_of_a_mechanism(imports):
     targets = {i.target for i in imports if i.importer == REGISTRY and mechanism_of(i.target)}
-    assert {f"{m}.plugin" for m in ("dprelease.mechanisms.swag_ppm", "dprelease.mechanisms.dpsgd", "dprelease.mechanisms.nonprivate")} <= targets
+    assert {
+        f"{m}.plugin"
+        for m in ("dprelease.mechanisms.swag_ppm", "dprelease.mechanisms.dpsgd", "dprelease.mechanisms.nonprivate")
+    } <= targets
     bad = registry_violations(imports)
     assert not bad, bad
 
@@ -231,15 +260,27 @@ def test_a_kinds_module_imports_only_the_declarations(graph):
     declaration (:mod:`dprelease.contracts.mechanism`) and the core kinds' helpers, nothing that could import torch."""
     kinds = [m for m in graph if is_kinds(m)]
     assert "dprelease.mechanisms.swag_ppm.kinds" in kinds
-    assert "dprelease.mechanisms.swag_ppm.kinds" in graph["dprelease.contracts.plugins"]  # the plug-in list's imports by name
+    assert (
+        "dprelease.mechanisms.swag_ppm.kinds" in graph["dprelease.contracts.plugins"]
+    )  # the plug-in list's imports by name
     assert graph["dprelease.core.privacy.kinds"] == {"dprelease.contracts.mechanism"}
-    assert {m: graph[m] for m in kinds if graph[m] - {"dprelease.contracts.mechanism", "dprelease.core.privacy.kinds"}} == {}
+    assert {
+        m: graph[m] for m in kinds if graph[m] - {"dprelease.contracts.mechanism", "dprelease.core.privacy.kinds"}
+    } == {}
 
 
 def test_layering_rules_see_synthetic_violations(tmp_path):
     _write(tmp_path, "dprelease/__init__.py", '"""doc"""\n')
-    for pkg in ("mechanisms", "mechanisms/swag_ppm", "mechanisms/dpsgd", "compare", "compare/mia", "core",
-                "core/utility", "pipeline"):
+    for pkg in (
+        "mechanisms",
+        "mechanisms/swag_ppm",
+        "mechanisms/dpsgd",
+        "compare",
+        "compare/mia",
+        "core",
+        "core/utility",
+        "pipeline",
+    ):
         _write(tmp_path, f"dprelease/{pkg}/__init__.py", '"""doc"""\n')
     _write(tmp_path, "dprelease/mechanisms/swag_ppm/stages.py", "")
     _write(tmp_path, "dprelease/mechanisms/swag_ppm/rounds.py", "")
@@ -248,11 +289,16 @@ def test_layering_rules_see_synthetic_violations(tmp_path):
     _write(tmp_path, "dprelease/core/utility/evaluate.py", "from ...mechanisms.swag_ppm.stages import x\n")
     _write(tmp_path, "dprelease/mechanisms/swag_ppm/plugin.py", "from . import stages\n")
     _write(tmp_path, "dprelease/mechanisms/dpsgd/plugin.py", "from . import stages\n")
-    _write(tmp_path, "dprelease/pipeline/registry.py",
-           "from ..mechanisms.swag_ppm import plugin, rounds\nfrom ..mechanisms.dpsgd import plugin\n")
+    _write(
+        tmp_path,
+        "dprelease/pipeline/registry.py",
+        "from ..mechanisms.swag_ppm import plugin, rounds\nfrom ..mechanisms.dpsgd import plugin\n",
+    )
     imports = internal_imports(tmp_path)
     cross = cross_mechanism_violations(imports)
-    assert len(cross) == 1 and "dprelease.mechanisms.dpsgd.stages imports dprelease.mechanisms.swag_ppm.rounds" in cross[0]
+    assert (
+        len(cross) == 1 and "dprelease.mechanisms.dpsgd.stages imports dprelease.mechanisms.swag_ppm.rounds" in cross[0]
+    )
     shared = shared_violations(imports)
     assert len(shared) == 2
     assert any("dprelease.compare.mia.audit imports dprelease.mechanisms.dpsgd.stages" in b for b in shared)
@@ -268,7 +314,9 @@ def test_the_package_is_five_floors_and_the_command_line():
     assert len(entries) <= 10, entries
     assert set(entries) == {*FLOORS, "__init__.py", "cli.py", "py.typed"}, entries
     assert FLOORS == ("compare", "contracts", "core", "mechanisms", "pipeline")
-    assert {"dprelease.mechanisms.dpsgd", "dprelease.mechanisms.swag_ppm", "dprelease.mechanisms.ncm"} <= set(MECHANISMS)
+    assert {"dprelease.mechanisms.dpsgd", "dprelease.mechanisms.swag_ppm", "dprelease.mechanisms.ncm"} <= set(
+        MECHANISMS
+    )
     from dprelease.contracts import code_scope
 
     # every package of the plug-in list lives on a floor; the mechanisms are exactly the mechanisms floor's packages
@@ -300,8 +348,12 @@ def test_no_arrow_back_up_between_floors(imports):
 
 
 def test_the_package_never_imports_the_orchestration(files):
-    bad = [f"{i.where()}: {i.target}" for module, path in files.items() for i in raw_imports(path, module)
-           if top_level(i.target) in ("flows", "tasks")]
+    bad = [
+        f"{i.where()}: {i.target}"
+        for module, path in files.items()
+        for i in raw_imports(path, module)
+        if top_level(i.target) in ("flows", "tasks")
+    ]
     assert not bad, "\n".join(bad)
 
 
@@ -309,28 +361,36 @@ def test_the_floor_rule_sees_synthetic_arrows_back_up(tmp_path):
     _write(tmp_path, "dprelease/__init__.py", '"""doc"""\n')
     for pkg in ("contracts", "core", "mechanisms", "mechanisms/toy", "compare", "pipeline"):
         _write(tmp_path, f"dprelease/{pkg}/__init__.py", '"""doc"""\n')
-    _write(tmp_path, "dprelease/contracts/stage.py", "from dprelease.core.io import write_json\n")       # up: 1
+    _write(tmp_path, "dprelease/contracts/stage.py", "from dprelease.core.io import write_json\n")  # up: 1
     _write(tmp_path, "dprelease/contracts/plugins.py", "def f():\n    from dprelease.mechanisms.toy import params\n")
     _write(tmp_path, "dprelease/core/io.py", "from dprelease.contracts import stage\nfrom dprelease import x\n")
     _write(tmp_path, "dprelease/mechanisms/toy/params.py", "")
-    _write(tmp_path, "dprelease/mechanisms/toy/run.py", "from dprelease.compare import arms\n")          # up: 2
-    _write(tmp_path, "dprelease/compare/arms.py", "from dprelease.pipeline import plan\n")               # up: 3
+    _write(tmp_path, "dprelease/mechanisms/toy/run.py", "from dprelease.compare import arms\n")  # up: 2
+    _write(tmp_path, "dprelease/compare/arms.py", "from dprelease.pipeline import plan\n")  # up: 3
     _write(tmp_path, "dprelease/pipeline/plan.py", "from dprelease.mechanisms.toy import run\n")
     _write(tmp_path, "dprelease/cli.py", "from dprelease.pipeline import plan\n")
     order = ("contracts", "core", "mechanisms", "compare", "pipeline")
     imports = internal_imports(tmp_path)
     bad = upward_violations(imports, order, {"dprelease.mechanisms.toy.params"})
-    assert sorted(b.split(": ", 1)[1] for b in bad) == ["dprelease.compare.arms imports dprelease.pipeline.plan",
-                                                        "dprelease.contracts.stage imports dprelease.core.io",
-                                                        "dprelease.mechanisms.toy.run imports dprelease.compare.arms"]
+    assert sorted(b.split(": ", 1)[1] for b in bad) == [
+        "dprelease.compare.arms imports dprelease.pipeline.plan",
+        "dprelease.contracts.stage imports dprelease.core.io",
+        "dprelease.mechanisms.toy.run imports dprelease.compare.arms",
+    ]
     # the plug-in list's by-name import is the one inversion, and only of a declaration
-    assert any("dprelease.contracts.plugins imports dprelease.mechanisms.toy.params" in b
-               for b in upward_violations(imports, order, set()))
+    assert any(
+        "dprelease.contracts.plugins imports dprelease.mechanisms.toy.params" in b
+        for b in upward_violations(imports, order, set())
+    )
 
 
-MLFLOW_ALLOWED = ("dprelease/pipeline/tracking.py", "dprelease/pipeline/service/pyfunc_model.py", "dprelease/pipeline/service/model_code.py",
-                  "dprelease/pipeline/mlflow_app.py",  # the MLflow UI server plugin (mlflow ui --app-name dprelease)
-                  "dprelease/pipeline/service/model_server.py")  # make serve-model: MLflow's scoring app, bounded
+MLFLOW_ALLOWED = (
+    "dprelease/pipeline/tracking.py",
+    "dprelease/pipeline/service/pyfunc_model.py",
+    "dprelease/pipeline/service/model_code.py",
+    "dprelease/pipeline/mlflow_app.py",  # the MLflow UI server plugin (mlflow ui --app-name dprelease)
+    "dprelease/pipeline/service/model_server.py",
+)  # make serve-model: MLflow's scoring app, bounded
 
 
 def test_mlflow_flwr_prefect_dvc(files):
@@ -354,8 +414,11 @@ def test_mlflow_flwr_prefect_dvc(files):
 
 def test_third_party_rule_sees_synthetic_violations(tmp_path):
     _write(tmp_path, "dprelease/__init__.py", "")
-    _write(tmp_path, "dprelease/x.py", "def f():\n    import mlflow.sklearn\n    from prefect import flow\n"
-                                       "    __import__('dvc.api')\n")
+    _write(
+        tmp_path,
+        "dprelease/x.py",
+        "def f():\n    import mlflow.sklearn\n    from prefect import flow\n    __import__('dvc.api')\n",
+    )
     tops = {top_level(i.target) for i in raw_imports(tmp_path / "dprelease/x.py", "dprelease.x")}
     assert {"mlflow", "prefect", "dvc"} <= tops
 
@@ -367,8 +430,11 @@ def test_only_the_plug_in_loader_imports_by_a_computed_name(files):
     import re
 
     pattern = re.compile(r"\b(import_module|__import__)\(")
-    callers = {module for module, path in files.items()
-               if pattern.search(path.read_text(encoding="utf-8")) and module != "dprelease.contracts.code_scope"}
+    callers = {
+        module
+        for module, path in files.items()
+        if pattern.search(path.read_text(encoding="utf-8")) and module != "dprelease.contracts.code_scope"
+    }
     assert callers == {"dprelease.contracts.plugins", "dprelease.pipeline.registry"}, callers
     outside = [m for m, path in orchestration_files().items() if pattern.search(path.read_text(encoding="utf-8"))]
     assert outside == [], outside
@@ -402,17 +468,24 @@ def test_tasks_and_flows_reach_mechanisms_only_through_stages_declarations_or_tu
     """What is legitimately there: the registry for every stage, ``<mechanism>.stages`` for pre-flight
     checks (``check_dpsgd``, ``preview_train_size``) and SWAG-PPM's pure tuning rules."""
     allowed = {"dprelease.mechanisms.swag_ppm.tuning"}
-    bad = [f"{i.where()}: {i.target}" for i in orchestration_imports()
-           if mechanism_of(i.target) and i.target != f"{mechanism_of(i.target)}.stages" and i.target not in allowed]
+    bad = [
+        f"{i.where()}: {i.target}"
+        for i in orchestration_imports()
+        if mechanism_of(i.target) and i.target != f"{mechanism_of(i.target)}.stages" and i.target not in allowed
+    ]
     assert not bad, "\n".join(bad)
 
 
 def test_run_module_rule_flags_synthetic_imports(tmp_path):
-    _write(tmp_path, "flows/bad.py", "from dprelease.mechanisms.swag_ppm.rounds import finetune\n"
-                                     "from dprelease.mechanisms.dpsgd import train\n"
-                                     "def f():\n    import dprelease.mechanisms.swag_ppm.select as s\n"
-                                     "from dprelease.mechanisms.swag_ppm import tuning\n"
-                                     "from dprelease.core.utility.evaluate import write_arm\n")
+    _write(
+        tmp_path,
+        "flows/bad.py",
+        "from dprelease.mechanisms.swag_ppm.rounds import finetune\n"
+        "from dprelease.mechanisms.dpsgd import train\n"
+        "def f():\n    import dprelease.mechanisms.swag_ppm.select as s\n"
+        "from dprelease.mechanisms.swag_ppm import tuning\n"
+        "from dprelease.core.utility.evaluate import write_arm\n",
+    )
     known = set(module_files(SRC))
     imports = [i for i in raw_imports(tmp_path / "flows/bad.py", "flows.bad", known) if inside(i.target, PKG)]
     bad = run_module_violations(imports)

@@ -23,10 +23,15 @@ def test_defaults():
 
 
 def test_options():
-    args = shots.parse_args(["--experiment", "other", "--run-id", "abc123", "--out", "shots",
-                             "--tracking-uri", "sqlite:///x.db"])
-    assert (args.experiment, args.run_id, args.out, args.tracking_uri) == ("other", "abc123", Path("shots"),
-                                                                            "sqlite:///x.db")
+    args = shots.parse_args(
+        ["--experiment", "other", "--run-id", "abc123", "--out", "shots", "--tracking-uri", "sqlite:///x.db"]
+    )
+    assert (args.experiment, args.run_id, args.out, args.tracking_uri) == (
+        "other",
+        "abc123",
+        Path("shots"),
+        "sqlite:///x.db",
+    )
 
 
 def test_relative_sqlite_store_is_anchored_at_the_project(tmp_path):
@@ -52,9 +57,19 @@ def test_urls():
 def test_chromium_command(tmp_path):
     cmd = shots.chromium_command("/bin/chromium", "http://u", tmp_path / "a.png", tmp_path / "p", 1000, 15000)
     assert cmd[0] == "/bin/chromium" and cmd[-1] == "http://u"
-    for flag in ("--headless=new", "--disable-gpu", "--no-sandbox", "--hide-scrollbars", "--window-size=1600,1000",
-                 "--virtual-time-budget=15000", f"--screenshot={tmp_path / 'a.png'}", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp_path / 'p'}"):
+    for flag in (
+        "--headless=new",
+        "--disable-gpu",
+        "--no-sandbox",
+        "--hide-scrollbars",
+        "--window-size=1600,1000",
+        "--virtual-time-budget=15000",
+        f"--screenshot={tmp_path / 'a.png'}",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'p'}",
+    ):
         assert flag in cmd
     dom = shots.chromium_command("/bin/chromium", "http://u", tmp_path / "a.png", tmp_path / "p", 1000, 15000, True)
     assert "--dump-dom" in dom and not any(f.startswith("--screenshot") for f in dom)
@@ -62,10 +77,18 @@ def test_chromium_command(tmp_path):
 
 def test_visible_metric_columns_reads_the_rendered_header():
     def header(name, left, width=100):
-        return (f'<div role="columnheader" tabindex="-1" aria-colindex="9" col-id="metrics.`{name}`" '
-                f'aria-sort="none" style="left: {left}px; width: {width}px;">')
-    dom = header("weighted_f1", 100) + header("epsilon", 0) + header("records", 750) + '<div col-id="attributes.`Models`">'
-    assert shots.visible_metric_columns(dom) == ["epsilon", "weighted_f1"]            # records ends past 800 px
+        return (
+            f'<div role="columnheader" tabindex="-1" aria-colindex="9" col-id="metrics.`{name}`" '
+            f'aria-sort="none" style="left: {left}px; width: {width}px;">'
+        )
+
+    dom = (
+        header("weighted_f1", 100)
+        + header("epsilon", 0)
+        + header("records", 750)
+        + '<div col-id="attributes.`Models`">'
+    )
+    assert shots.visible_metric_columns(dom) == ["epsilon", "weighted_f1"]  # records ends past 800 px
     assert shots.visible_metric_columns(dom, within_px=900) == ["epsilon", "weighted_f1", "records"]
     assert shots.visible_metric_columns("<html></html>") == []
 

@@ -18,8 +18,11 @@ from dprelease.pipeline import registry
 
 HEAVY = ("torch", "opacus", "pandas", "prefect", "mlflow", "transformers", "sklearn", "scipy", "flwr", "dask")
 SUBCOMMANDS = ("stage", "predict", "sanitize", "verify", "key", "dvc-yaml", "plugin-index", "track", "secret")
-FLOW_MODULES = sorted(p.stem for p in (ROOT / "flows").glob("*.py")
-                      if p.stem != "__init__" and '__name__ == "__main__"' in p.read_text(encoding="utf-8"))
+FLOW_MODULES = sorted(
+    p.stem
+    for p in (ROOT / "flows").glob("*.py")
+    if p.stem != "__init__" and '__name__ == "__main__"' in p.read_text(encoding="utf-8")
+)
 # flow modules whose --help still imports Prefect and the service at module level (their own imports, not this
 # structure's): strict, so the entry goes once the module parses its arguments first
 HEAVY_HELP: dict[str, str] = {}
@@ -27,8 +30,9 @@ HEAVY_HELP: dict[str, str] = {}
 
 def _imported(*args: str) -> set[str]:
     """Every module a fresh ``python -X importtime ARGS`` imports (read from its import-time report)."""
-    proc = subprocess.run([sys.executable, "-X", "importtime", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", *args], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
 
@@ -39,8 +43,9 @@ def _heavy(modules: set[str]) -> list[str]:
 
 def _plug_in_modules(modules) -> set[str]:
     """The listed packages' ``plugin`` and ``stages`` modules among ``modules``."""
-    return {m for m in modules
-            if m.rsplit(".", 1)[0] in plugins.PACKAGES and m.rsplit(".", 1)[1] in ("stages", "plugin")}
+    return {
+        m for m in modules if m.rsplit(".", 1)[0] in plugins.PACKAGES and m.rsplit(".", 1)[1] in ("stages", "plugin")
+    }
 
 
 HELP_ALL = f"""
@@ -78,10 +83,11 @@ print(json.dumps({"run": stage.module, "modules": sorted(sys.modules)}))
 """
 
 
-@pytest.mark.parametrize("name, package", [("secret", "dprelease.core.privacy"), ("draw", "dprelease.mechanisms.swag_ppm")])
+@pytest.mark.parametrize(
+    "name, package", [("secret", "dprelease.core.privacy"), ("draw", "dprelease.mechanisms.swag_ppm")]
+)
 def test_resolving_a_stage_imports_its_package_only(name, package):
-    proc = subprocess.run([sys.executable, "-c", RESOLVE, name], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run([sys.executable, "-c", RESOLVE, name], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got["run"].startswith(package + ".")
@@ -100,9 +106,11 @@ def test_unknown_stage_is_answered_from_the_index(tmp_path):
         copy = registry.index_file(package, tmp_path / "ix")
         copy.parent.mkdir(parents=True, exist_ok=True)
         copy.write_bytes(registry.index_file(package).read_bytes())
-    script = ("import json, sys; from pathlib import Path; from dprelease.pipeline import registry; "
-              "registry.INDEX_ROOT = Path('ix'); from dprelease.cli import main; "
-              "rc = main(['stage', 'no_such_stage']); print(json.dumps([rc, sorted(sys.modules)]))")
+    script = (
+        "import json, sys; from pathlib import Path; from dprelease.pipeline import registry; "
+        "registry.INDEX_ROOT = Path('ix'); from dprelease.cli import main; "
+        "rc = main(['stage', 'no_such_stage']); print(json.dumps([rc, sorted(sys.modules)]))"
+    )
     proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     rc, modules = json.loads(proc.stdout.strip().splitlines()[-1])
     assert rc == 2 and "unknown stage 'no_such_stage'" in proc.stderr and "secret" in proc.stderr
@@ -115,8 +123,9 @@ def test_unknown_stage_is_answered_from_the_index(tmp_path):
 def test_plugin_index_is_in_sync_with_the_registry():
     written = registry.read_index()
     assert written is not None, "a listed package has no plug-in index fragment: run `dprelease plugin-index`"
-    assert written == registry.build_index(load_params(ROOT / "params.yaml")), \
+    assert written == registry.build_index(load_params(ROOT / "params.yaml")), (
         "the plug-in index is out of date; regenerate it with `dprelease plugin-index`"
+    )
     assert registry.plugin_index() == written  # every fragment is there: the index is used
     # stage names never depend on params (every stage is always declared): any params give the same index
     assert registry.build_index(parse_params({"nvdp": {"tasks": ["osha"]}, "ppm": {"reweight": False}})) == written
@@ -124,21 +133,27 @@ def test_plugin_index_is_in_sync_with_the_registry():
     # declared release's stage)
     assert sorted(written["stages"]) == sorted(s.name for s in registry.stages(load_params(ROOT / "params.yaml")))
     assert written["stages"]["publish"] == "dprelease.core.release"
-    assert written["releases"] == {"swag_ppm": {"package": "dprelease.mechanisms.swag_ppm", "stage": "draw"},
-                                   "public_only": {"package": "dprelease.mechanisms.public_only", "stage": "public_release"},
-                                   "dpsgd": {"package": "dprelease.mechanisms.dpsgd", "stage": "dpsgd_release"},
-                                   "ncm": {"package": "dprelease.mechanisms.ncm", "stage": "ncm_release"},
-                                   "linear_ppm": {"package": "dprelease.mechanisms.linear_ppm", "stage": "linear_ppm_draw"}}
+    assert written["releases"] == {
+        "swag_ppm": {"package": "dprelease.mechanisms.swag_ppm", "stage": "draw"},
+        "public_only": {"package": "dprelease.mechanisms.public_only", "stage": "public_release"},
+        "dpsgd": {"package": "dprelease.mechanisms.dpsgd", "stage": "dpsgd_release"},
+        "ncm": {"package": "dprelease.mechanisms.ncm", "stage": "ncm_release"},
+        "linear_ppm": {"package": "dprelease.mechanisms.linear_ppm", "stage": "linear_ppm_draw"},
+    }
     assert set(written["flows"]) == set(registry.flows())
 
 
 def test_a_stale_or_missing_index_falls_back_to_every_plug_in(monkeypatch, tmp_path):
     params = load_params(ROOT / "params.yaml")
     registry.write_index(params, root=tmp_path / "lacking")
-    registry.index_file("dprelease.mechanisms.gpp", tmp_path / "lacking").unlink()  # a package without its fragment: not used
+    registry.index_file(
+        "dprelease.mechanisms.gpp", tmp_path / "lacking"
+    ).unlink()  # a package without its fragment: not used
     registry.write_index(params, root=tmp_path / "foreign")
     registry.index_file("dprelease.mechanisms.gpp", tmp_path / "foreign").write_text(  # a fragment of another package
-        registry.index_file("dprelease.mechanisms.nvdp", tmp_path / "foreign").read_text(encoding="utf-8"), encoding="utf-8")
+        registry.index_file("dprelease.mechanisms.nvdp", tmp_path / "foreign").read_text(encoding="utf-8"),
+        encoding="utf-8",
+    )
     for root in (tmp_path / "lacking", tmp_path / "foreign", tmp_path / "missing"):
         monkeypatch.setattr(registry, "INDEX_ROOT", root)
         registry.plugin_index.cache_clear()
@@ -163,7 +178,9 @@ def test_a_name_the_index_lacks_is_looked_up_everywhere_once_a_source_changed(mo
     paths = registry.write_index(params, root=tmp_path)
     monkeypatch.setattr(registry, "INDEX_ROOT", tmp_path)
     monkeypatch.setattr(registry, "plugin_index", lambda: lacking)
-    os.utime(registry.index_file("dprelease.mechanisms.swag_ppm", tmp_path), ns=(0, 0))  # older than its package's sources
+    os.utime(
+        registry.index_file("dprelease.mechanisms.swag_ppm", tmp_path), ns=(0, 0)
+    )  # older than its package's sources
     assert not registry.index_is_current()
     assert registry.get(params, "dpsgd_sweep").name == "dpsgd_sweep"
     for path in paths:
@@ -197,7 +214,10 @@ def test_plugin_index_command_writes_the_index(tmp_path, capsys):
 
     assert main(["plugin-index", "--params", str(ROOT / "params.yaml"), "--output", str(tmp_path)]) == 0
     assert registry.read_index(tmp_path) == registry.read_index() is not None
-    assert json.loads(registry.index_file("dprelease.mechanisms.gpp", tmp_path).read_text(encoding="utf-8"))["sanitizer"] == "gpp"
+    assert (
+        json.loads(registry.index_file("dprelease.mechanisms.gpp", tmp_path).read_text(encoding="utf-8"))["sanitizer"]
+        == "gpp"
+    )
     assert "wrote" in capsys.readouterr().out
 
 
@@ -212,7 +232,11 @@ def test_flow_modules_build_their_prefect_flows_on_first_use(monkeypatch):
     import flows.tune as ft
 
     assert {fr.release_flow.name, fc.compare_flow.name, frun.graph_flow.name, ft.tune_flow.name} == {
-        "dprelease-release", "swag-ppm-compare", "dprelease-flow", "swag-ppm-tune"}
+        "dprelease-release",
+        "swag-ppm-compare",
+        "dprelease-flow",
+        "swag-ppm-tune",
+    }
     assert all(isinstance(f, Flow) for f in (fr.release_flow, fc.compare_flow, frun.graph_flow, ft.tune_flow))
     assert isinstance(ft.cell_task, Task) and ft.cell_task is ft.cell_task  # built once
     assert fr.release_flow is fr.__getattr__("release_flow")

@@ -12,8 +12,13 @@ from dprelease.core.config import parse_params
 
 def test_defaults_relative_to_current_folder():
     lay = Layout.from_params(parse_params({}))
-    assert lay == Layout(artifacts=Path("artifacts"), release=Path("release"), metrics=Path("metrics"),
-                         plots=Path("plots"), reports=Path("reports"))
+    assert lay == Layout(
+        artifacts=Path("artifacts"),
+        release=Path("release"),
+        metrics=Path("metrics"),
+        plots=Path("plots"),
+        reports=Path("reports"),
+    )
     assert lay.data == Path("artifacts/data")
     assert lay.features == Path("artifacts/features")
     assert lay.draw == Path("artifacts/draw")

@@ -43,8 +43,13 @@ N, DIM, CLASSES, DRAWS, BATCH = 40, 6, 3, 11, 3  # 4 chunks: 3 + 3 + 3 + 2
 
 
 def _params(**ppm):
-    return parse_params({"seed": 2025, "ppm": {"draws": DRAWS, "draw_batch": BATCH, "smoke_test": True, **ppm},
-                         "model": {"device": "cpu", "head": {"hidden": 4}}})
+    return parse_params(
+        {
+            "seed": 2025,
+            "ppm": {"draws": DRAWS, "draw_batch": BATCH, "smoke_test": True, **ppm},
+            "model": {"device": "cpu", "head": {"hidden": 4}},
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +58,10 @@ def project(tmp_path_factory):
     root = install_test_key(tmp_path_factory.mktemp("chunks"))  # the passes draw from the key
     params = _params()
     lay = Layout.from_params(params, root)
-    write_json(lay.data / "labels.json", {"codes": ["10", "11", "12"], "titles": ["a", "b", "c"],
-                                          "train_sizes": [14, 13, 13], "test_sizes": [1, 1, 1]})
+    write_json(
+        lay.data / "labels.json",
+        {"codes": ["10", "11", "12"], "titles": ["a", "b", "c"], "train_sizes": [14, 13, 13], "test_sizes": [1, 1, 1]},
+    )
     gen = torch.Generator().manual_seed(3)
     x = F.normalize(torch.randn(N, DIM, generator=gen), dim=1)
     y = torch.arange(N) % CLASSES
@@ -92,6 +99,7 @@ def _in(pool):
     def mapper(fn, items):
         futures = [pool.submit(fn, item) for item in items]
         return (f.result() for f in futures)
+
     return mapper
 
 
@@ -159,8 +167,12 @@ def test_mapped_pass_with_a_scale_or_moments_in_memory(project, pool):
     model = backend.new_model(feats)
     w, seed = _weights(), stage_seed(params.seed, "uncalibrated", 2)
     expected = draw_pass(backend, model, moments, feats, y, w, draws=DRAWS, chunk=BATCH, seed=seed, desc="x")
-    assert not np.array_equal(expected[1], draw_pass(backend, model, SwagMoments.load(path), feats, y, w,
-                                                     draws=DRAWS, chunk=BATCH, seed=seed, desc="x")[1])
+    assert not np.array_equal(
+        expected[1],
+        draw_pass(backend, model, SwagMoments.load(path), feats, y, w, draws=DRAWS, chunk=BATCH, seed=seed, desc="x")[
+            1
+        ],
+    )
     kw = dict(draws=DRAWS, chunk=BATCH, seed=seed, desc="x")
     for job in (PassJob(params, lay, path, w, scale=0.2), PassJob(params, lay, moments, w)):
         _same(run_pass(job, **kw), expected)
@@ -201,8 +213,15 @@ def test_per_record_losses_do_not_depend_on_the_thread_count(tmp_path):
     A head of the real shape (384 → 256 → 108 classes) on 3,000 records, 20 draws: bit-identical losses."""
     params = parse_params({"model": {"device": "cpu"}})
     lay = Layout.from_params(params, tmp_path)
-    write_json(lay.data / "labels.json", {"codes": [str(i) for i in range(108)], "titles": ["t"] * 108,
-                                          "train_sizes": [1] * 108, "test_sizes": [1] * 108})
+    write_json(
+        lay.data / "labels.json",
+        {
+            "codes": [str(i) for i in range(108)],
+            "titles": ["t"] * 108,
+            "train_sizes": [1] * 108,
+            "test_sizes": [1] * 108,
+        },
+    )
     backend = backend_for(params, lay)
     gen = torch.Generator().manual_seed(1)
     feats = {"x": F.normalize(torch.randn(3000, 384, generator=gen), dim=1)}
@@ -231,8 +250,12 @@ def test_runner_follows_the_dask_params():
     assert isinstance(off, ThreadPoolTaskRunner) and off._max_workers == 3 and not runners.is_dask(off)
     local = runners.task_runner(parse_params({"dask": {"enabled": True, "workers": 3}}))
     assert isinstance(local, DaskTaskRunner) and local.address is None and local.cluster_class is runners.local_cluster
-    assert local.cluster_kwargs == {"n_workers": 3, "threads_per_worker": 1, "processes": True,
-                                    "dashboard_address": None}
+    assert local.cluster_kwargs == {
+        "n_workers": 3,
+        "threads_per_worker": 1,
+        "processes": True,
+        "dashboard_address": None,
+    }
     remote = runners.task_runner(parse_params({"dask": {"enabled": True, "address": "tcp://10.0.0.5:8786"}}))
     assert isinstance(remote, DaskTaskRunner) and remote.address == "tcp://10.0.0.5:8786"
     assert remote.duplicate() == remote  # what a worker rebuilds from the flow's context

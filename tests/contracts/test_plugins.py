@@ -84,14 +84,18 @@ def add_package(listing: Path, package: str) -> None:
     import ast
 
     text = listing.read_text(encoding="utf-8")
-    node = next(n for n in ast.parse(text).body if isinstance(n, ast.Assign)
-                and any(getattr(t, "id", None) == "PACKAGES" for t in n.targets))
+    node = next(
+        n
+        for n in ast.parse(text).body
+        if isinstance(n, ast.Assign) and any(getattr(t, "id", None) == "PACKAGES" for t in n.targets)
+    )
     listed = (*ast.literal_eval(node.value), package)
     lines = text.splitlines(keepends=True)
-    start = sum(len(line) for line in lines[:node.value.lineno - 1]) + node.value.col_offset
-    end = sum(len(line) for line in lines[:node.value.end_lineno - 1]) + node.value.end_col_offset
-    listing.write_text(text[:start] + "(" + "".join(f"\n    {p!r}," for p in listed) + "\n)" + text[end:],
-                       encoding="utf-8")
+    start = sum(len(line) for line in lines[: node.value.lineno - 1]) + node.value.col_offset
+    end = sum(len(line) for line in lines[: node.value.end_lineno - 1]) + node.value.end_col_offset
+    listing.write_text(
+        text[:start] + "(" + "".join(f"\n    {p!r}," for p in listed) + "\n)" + text[end:], encoding="utf-8"
+    )
 
 
 def test_a_new_mechanism_is_one_folder_and_one_line(tmp_path):
@@ -102,8 +106,14 @@ def test_a_new_mechanism_is_one_folder_and_one_line(tmp_path):
         (src / "dprelease" / "mechanisms" / "toy" / name).write_text(textwrap.dedent(text), encoding="utf-8")
     add_package(src / "dprelease" / "contracts" / "packages.py", "dprelease.mechanisms.toy")
     root = tmp_path / "root"
-    proc = subprocess.run([sys.executable, "-c", CHECK, str(root)], cwd=tmp_path, capture_output=True, text=True,
-                          env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHECK, str(root)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     import json
 
@@ -115,25 +125,32 @@ def test_a_new_mechanism_is_one_folder_and_one_line(tmp_path):
     # its arm can be compared (the report reads its files) but not audited (it declared audited=False)
     assert {"reports/arms/toy", "metrics/toy.json"} <= set(got["report_deps"])
     assert "privacy_audit.arms.0" in got["audit"] and "'toy'" not in got["audit"]
-    assert {"mechanisms/toy/stages.py", "mechanisms/toy/params.py", "contracts/stage.py", "core/io.py"} <= set(got["code"])
+    assert {"mechanisms/toy/stages.py", "mechanisms/toy/params.py", "contracts/stage.py", "core/io.py"} <= set(
+        got["code"]
+    )
     # its params section is in no other package's stage's scope (their keys hash the values they read) ...
     params = load_params(ROOT / "params.yaml")
     assert got["release_code"] == {s.name: s.code for s in registry.group(params, "release", active_only=False)}
     # nor is the list of packages it was added to (configuration): every release stage's key and dvc.yaml deps,
     # hence dvc.lock, are as they were
-    assert got["release_hash"] == {s.name: source.code_hash(s.code) for s in registry.group(params, "release",
-                                                                                         active_only=False)}
+    assert got["release_hash"] == {
+        s.name: source.code_hash(s.code) for s in registry.group(params, "release", active_only=False)
+    }
     # ... except where its declarations are read: the comparison report reads its arm's label
     assert "mechanisms/toy/params.py" in got["report_code"]
 
 
 def test_the_plug_in_list_is_rewritten_by_ast(tmp_path):
     listing = tmp_path / "packages.py"
-    listing.write_text((code_scope.PACKAGE_DIR / "contracts" / "packages.py").read_text(encoding="utf-8"),
-                       encoding="utf-8")
+    listing.write_text(
+        (code_scope.PACKAGE_DIR / "contracts" / "packages.py").read_text(encoding="utf-8"), encoding="utf-8"
+    )
     add_package(listing, "dprelease.mechanisms.toy")
     compile(listing.read_text(encoding="utf-8"), str(listing), "exec")  # still Python
-    assert code_scope._listed_packages(listing, code_scope._stamp(listing)) == (*plugins.PACKAGES, "dprelease.mechanisms.toy")
+    assert code_scope._listed_packages(listing, code_scope._stamp(listing)) == (
+        *plugins.PACKAGES,
+        "dprelease.mechanisms.toy",
+    )
 
 
 def _params_module(package: str):
@@ -151,8 +168,11 @@ def test_the_real_list_loads_every_package_once():
     assert len(names) == len(set(names)) == len(plugins.PACKAGES)
     assert names == [p.rsplit(".", 1)[1] for p in plugins.PACKAGES]  # each plugin.py names its own folder
     modules = [m for p in plugins.PACKAGES if (m := _params_module(p)) is not None]
-    sections = [key for m in modules for key, _ in ((m.SECTION,) if hasattr(m, "SECTION") else ()) +
-                tuple(getattr(m, "SECTIONS", ()))]
+    sections = [
+        key
+        for m in modules
+        for key, _ in ((m.SECTION,) if hasattr(m, "SECTION") else ()) + tuple(getattr(m, "SECTIONS", ()))
+    ]
     assert list(plugins.sections()) == sections and sections  # every declared section, once, in package order
     raw = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
     assert set(sections) <= set(raw), f"params.yaml lacks the sections {sorted(set(sections) - set(raw))}"
@@ -173,8 +193,9 @@ def test_every_stage_is_planned_by_a_flow():
     flows = registry.flows().values()
     stages = registry.stages(params)
     assert {g for f in flows for g in f.groups} <= {s.group for s in stages}, "a flow names a group no stage has"
-    planned = {n for f in flows for n in pipeline.plan(stages, params, groups=f.groups, targets=f.targets,
-                                                       then=f.then).order}
+    planned = {
+        n for f in flows for n in pipeline.plan(stages, params, groups=f.groups, targets=f.targets, then=f.then).order
+    }
     orphans = sorted(s.name for s in stages if s.active(params) and s.name not in planned)
     assert not orphans, f"stages no flow plans: {orphans}"
 
@@ -250,8 +271,11 @@ print(json.dumps({"spec": registry.release_spec(p).mechanism, "releasing": list(
 
 
 def _tree(folder: Path) -> dict[str, bytes]:
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*"))
-            if p.is_file() and "__pycache__" not in p.parts}
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
 
 
 def test_a_new_releasing_mechanism_is_its_folder_and_two_shared_files(tmp_path):
@@ -274,9 +298,14 @@ def test_a_new_releasing_mechanism_is_its_folder_and_two_shared_files(tmp_path):
     raw = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
     raw.setdefault("released", {})["mechanism"] = "toy_release"
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-c", CHECK_RELEASE, str(tmp_path / "params.yaml"),
-                           str(tmp_path / "dvc.yaml")], cwd=tmp_path, capture_output=True, text=True,
-                          env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHECK_RELEASE, str(tmp_path / "params.yaml"), str(tmp_path / "dvc.yaml")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got["spec"] == "toy_release" and "toy_release" in got["releasing"]
@@ -286,8 +315,11 @@ def test_a_new_releasing_mechanism_is_its_folder_and_two_shared_files(tmp_path):
     assert "toy_stage" in stages and "artifacts/toy_release" in stages["publish"]["deps"]
     after = _tree(src / "dprelease")
     changed = {f for f in set(before) | set(after) if before.get(f) != after.get(f)}
-    assert changed == {"contracts/packages.py", *(f"mechanisms/toy_release/{n}" for n in TOY_RELEASE),
-                       "mechanisms/toy_release/plugin_index.json"}, changed
+    assert changed == {
+        "contracts/packages.py",
+        *(f"mechanisms/toy_release/{n}" for n in TOY_RELEASE),
+        "mechanisms/toy_release/plugin_index.json",
+    }, changed
 
 
 def test_the_plug_ins_name_the_folders_key_rotation_re_signs():

@@ -64,11 +64,22 @@ def test_code_is_the_import_closure_of_the_run_module():
     code = s.code
     assert code == sorted(set(code))
     # its own module, what it imports (and what those import), the package inits, the data it reads
-    assert {"core/data/stages.py", "core/data/records.py", "core/data/__init__.py", "__init__.py", "core/config.py", "core/io.py",
-            "core/resources/oiics_201_nature.csv"} <= set(code)
+    assert {
+        "core/data/stages.py",
+        "core/data/records.py",
+        "core/data/__init__.py",
+        "__init__.py",
+        "core/config.py",
+        "core/io.py",
+        "core/resources/oiics_201_nature.csv",
+    } <= set(code)
     # nothing of a mechanism it cannot run: only their params sections (Params is built from them) and inits
-    assert not [c for c in code if c.startswith(("mechanisms/swag_ppm/", "mechanisms/gpp/", "mechanisms/nvdp/"))
-                and not c.endswith(("/params.py", "/__init__.py"))]
+    assert not [
+        c
+        for c in code
+        if c.startswith(("mechanisms/swag_ppm/", "mechanisms/gpp/", "mechanisms/nvdp/"))
+        and not c.endswith(("/params.py", "/__init__.py"))
+    ]
     assert "core/plots.py" not in code
 
 

@@ -17,8 +17,14 @@ WIDTH = json.loads((encoder_dir() / "config.json").read_text(encoding="utf-8"))[
 
 
 def _arch(**dims) -> dict:
-    return {"backend": "head", "dim": WIDTH, "hidden": 0, "n_classes": 3, "max_length": 32,
-            "encoder": {"weights_sha256": "0" * 64}} | dims
+    return {
+        "backend": "head",
+        "dim": WIDTH,
+        "hidden": 0,
+        "n_classes": 3,
+        "max_length": 32,
+        "encoder": {"weights_sha256": "0" * 64},
+    } | dims
 
 
 @pytest.mark.parametrize("hidden, n_classes", [(0, 3), (16, 5), (1, 2)], ids=["linear", "hidden", "narrow"])
@@ -36,8 +42,10 @@ def test_too_many_parameters_is_refused_as_before(tmp_path):
     assert total > MAX_PARAMETERS
     with pytest.raises(ReleaseError) as err:
         head_shapes(tmp_path, _arch(hidden=hidden, n_classes=n_classes))
-    assert str(err.value) == (f"{tmp_path / 'model.json'}: the architecture has {total:,} parameters, more than a "
-                              f"release may hold ({MAX_PARAMETERS:,})")
+    assert str(err.value) == (
+        f"{tmp_path / 'model.json'}: the architecture has {total:,} parameters, more than a "
+        f"release may hold ({MAX_PARAMETERS:,})"
+    )
 
 
 def test_dimension_the_encoder_does_not_have_is_refused(tmp_path):
@@ -46,11 +54,15 @@ def test_dimension_the_encoder_does_not_have_is_refused(tmp_path):
     assert str(err.value) == f"{tmp_path / 'model.json'}: dim={WIDTH + 1} but the encoder's embeddings have {WIDTH}"
 
 
-@pytest.mark.parametrize("arch, named", [
-    (_arch(hidden=2_000_000_000), "hidden=2000000000 outside the bounds"),
-    (_arch(n_classes="3"), "n_classes must be an integer"),
-    ({k: v for k, v in _arch().items() if k != "encoder"}, "no encoder reference (encoder.weights_sha256)"),
-], ids=["out-of-bounds", "not-an-integer", "no-encoder"])
+@pytest.mark.parametrize(
+    "arch, named",
+    [
+        (_arch(hidden=2_000_000_000), "hidden=2000000000 outside the bounds"),
+        (_arch(n_classes="3"), "n_classes must be an integer"),
+        ({k: v for k, v in _arch().items() if k != "encoder"}, "no encoder reference (encoder.weights_sha256)"),
+    ],
+    ids=["out-of-bounds", "not-an-integer", "no-encoder"],
+)
 def test_bad_dimensions_are_refused_before_any_shape(tmp_path, arch, named):
     with pytest.raises(ReleaseError, match="model.json: ") as err:
         check_head_arch(tmp_path, arch)

@@ -195,15 +195,20 @@ def test_data_encoding_choices():
 
 
 def test_a_renamed_section_names_its_new_name():
-    with pytest.raises(ConfigError, match=r"^params\.yaml: section 'audit' is now 'evaluation' \(the release's utility"):
+    with pytest.raises(
+        ConfigError, match=r"^params\.yaml: section 'audit' is now 'evaluation' \(the release's utility"
+    ):
         parse_params({"audit": {"draws": 3}})
     assert parse_params({"evaluation": {"draws": 3}}).evaluation.draws == 3
 
 
-@pytest.mark.parametrize("raw, old, new", [
-    ({"model": {"head": {"swag": {"epochs": 5}}}}, "model.head.swag", "swag.head"),
-    ({"compare": {"nonprivate_epochs": 5}}, "compare.nonprivate_epochs", "nonprivate.epochs"),
-])
+@pytest.mark.parametrize(
+    "raw, old, new",
+    [
+        ({"model": {"head": {"swag": {"epochs": 5}}}}, "model.head.swag", "swag.head"),
+        ({"compare": {"nonprivate_epochs": 5}}, "compare.nonprivate_epochs", "nonprivate.epochs"),
+    ],
+)
 def test_a_moved_key_names_its_new_place(raw, old, new):
     """A key a package moved into its own section (its params module's ``MOVED``): one line naming the new place."""
     with pytest.raises(ConfigError, match=rf"^params\.yaml: '{re.escape(old)}' is now '{re.escape(new)}' \("):
@@ -215,9 +220,15 @@ def test_the_core_configuration_names_no_mechanism():
     own package's params module (read through the plug-in list), so no mechanism's name or section key is here."""
     from dprelease.contracts import code_scope, plugins
 
-    mechanisms = sorted(p.name for p in (code_scope.PACKAGE_DIR / "mechanisms").iterdir() if (p / "params.py").is_file())
-    keys = {key for module in plugins._params_modules() if ".mechanisms." in module.__name__
-            for key, _ in ((module.SECTION,) if hasattr(module, "SECTION") else ()) + tuple(getattr(module, "SECTIONS", ()))}
+    mechanisms = sorted(
+        p.name for p in (code_scope.PACKAGE_DIR / "mechanisms").iterdir() if (p / "params.py").is_file()
+    )
+    keys = {
+        key
+        for module in plugins._params_modules()
+        if ".mechanisms." in module.__name__
+        for key, _ in ((module.SECTION,) if hasattr(module, "SECTION") else ()) + tuple(getattr(module, "SECTIONS", ()))
+    }
     assert {"dpsgd", "swag_ppm", "ncm"} <= set(mechanisms) and {"ppm", "swag", "dpsgd", "tune"} <= keys
     text = (code_scope.PACKAGE_DIR / "core" / "config.py").read_text(encoding="utf-8")
     found = {w for w in {*mechanisms, *keys, "swag_ppm_censored"} if re.search(rf"\b{w}\b", text, re.IGNORECASE)}

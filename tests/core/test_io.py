@@ -111,8 +111,15 @@ def test_write_read_json_round_trip_with_numpy_and_path(tmp_path):
     target = tmp_path / "deep" / "x.json"
     write_json(target, obj)
     back = read_json(target)
-    assert back == {"int": 3, "float": 0.5, "bool": True, "array": [[0, 1], [2, 3]], "farray": [0.25, 1.5],
-                    "path": str(Path("a") / "b.txt"), "plain": {"nested": [1, "two", None]}}
+    assert back == {
+        "int": 3,
+        "float": 0.5,
+        "bool": True,
+        "array": [[0, 1], [2, 3]],
+        "farray": [0.25, 1.5],
+        "path": str(Path("a") / "b.txt"),
+        "plain": {"nested": [1, "two", None]},
+    }
     assert type(back["int"]) is int and type(back["float"]) is float and type(back["bool"]) is bool
     text = target.read_text(encoding="utf-8")
     assert text.endswith("\n")

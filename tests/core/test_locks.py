@@ -21,8 +21,9 @@ TIMEOUT = 900  # seconds a helper process may take before the test fails (genero
 
 
 def _run_child(code: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          timeout=TIMEOUT)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=TIMEOUT
+    )
 
 
 def _try_root_lock(root: Path) -> subprocess.CompletedProcess:
@@ -69,7 +70,7 @@ def test_root_lock_held_here_blocks_another_process(tmp_path):
         assert res.returncode == 0, res.stderr
         out = res.stdout.strip()
         assert out.startswith("BUSY:"), out
-        msg = out[len("BUSY:"):]
+        msg = out[len("BUSY:") :]
         assert "\n" not in msg
         assert f"pid {os.getpid()}" in msg
         assert "(dprelease run --first)" in msg

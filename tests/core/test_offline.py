@@ -6,8 +6,12 @@ import os
 
 from dprelease.core import offline
 
-EXPECTED = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-            "TOKENIZERS_PARALLELISM": "false"}
+EXPECTED = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}
 
 
 # offline ------------------------------------------------------------------------------------------

@@ -22,4 +22,7 @@ def test_the_environment_names_the_file_else_params_yaml(monkeypatch):
 def test_one_definition_and_no_pydantic():
     assert config.params_file is params_file
     code = "import sys, dprelease.core.params_path; print('pydantic' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+    assert (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+        == "False"
+    )

@@ -45,8 +45,14 @@ def test_f1_violin_plot_single_draw(tmp_path):
 
 
 def test_per_class_plot(tmp_path):
-    df = pd.DataFrame({"code": ["a", "b", "c", "d"], "train_size": [1000, 50, 3, 0],
-                       "test_support": [300, 20, 1, 0], "f1": [0.9, 0.5, 0.0, 0.0]})
+    df = pd.DataFrame(
+        {
+            "code": ["a", "b", "c", "d"],
+            "train_size": [1000, 50, 3, 0],
+            "test_support": [300, 20, 1, 0],
+            "f1": [0.9, 0.5, 0.0, 0.0],
+        }
+    )
     out = tmp_path / "per_class.png"
     per_class_plot(df, out)
     _check_png(out)
@@ -60,4 +66,5 @@ def test_no_global_pyplot_state(tmp_path):
     max_delta_plot({"r": np.array([0.1, 0.2])}, {"r": 0.4}, tmp_path / "x.png")
     assert matplotlib.get_backend() == backend
     import matplotlib.pyplot as plt
+
     assert plt.get_fignums() == []

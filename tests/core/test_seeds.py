@@ -19,10 +19,7 @@ def test_deterministic():
 
 
 def test_distinct_across_stages_rounds_and_seeds():
-    seeds = [
-        stage_seed(s, st, r)
-        for s, st, r in itertools.product([0, 1, 2025, 2026], STAGES, [0, 1, 2, 3])
-    ]
+    seeds = [stage_seed(s, st, r) for s, st, r in itertools.product([0, 1, 2025, 2026], STAGES, [0, 1, 2, 3])]
     assert len(set(seeds)) == len(seeds)
 
 

@@ -67,8 +67,8 @@ def test_blocks_overlapping_in_two_threads_leave_the_process_count_as_it_was():
         for t in threads:
             t.join(20)
         assert seen == {"a": 1, "b": 1, "b after": 2}
-        assert _in_new_thread(torch.get_num_threads) == 2         # a thread started now: the process's count
-        assert torch.get_num_threads() == 2                        # this thread was never touched
+        assert _in_new_thread(torch.get_num_threads) == 2  # a thread started now: the process's count
+        assert torch.get_num_threads() == 2  # this thread was never touched
     finally:
         torch.set_num_threads(before)
 

@@ -117,16 +117,34 @@ def test_the_prior_is_part_of_the_objective():
     theta0 = get_flat(model).clone()
     lam, lr = 3.0, 0.1
     opt = torch.optim.SGD(trainable(model), lr=lr)
-    loss = epoch(backend, model, feats, y, torch.zeros(N), opt, batch_size=8, generator=torch.Generator().manual_seed(0),
-                 prior_precision=lam)
+    loss = epoch(
+        backend,
+        model,
+        feats,
+        y,
+        torch.zeros(N),
+        opt,
+        batch_size=8,
+        generator=torch.Generator().manual_seed(0),
+        prior_precision=lam,
+    )
     steps = -(-N // 8)
     torch.testing.assert_close(get_flat(model), theta0 * (1 - lr * lam / N) ** steps, rtol=1e-5, atol=1e-7)
     assert loss > 0
     backend = HeadBackend(n_classes=C, device=torch.device("cpu"), seed=1, params=HeadParams(hidden=8, dropout=0.0))
     model = backend.new_model(feats)
     theta = get_flat(model)
-    loss = epoch(backend, model, feats, y, None, torch.optim.SGD(trainable(model), lr=0.0), batch_size=N,
-                 generator=torch.Generator().manual_seed(0), prior_precision=lam)
+    loss = epoch(
+        backend,
+        model,
+        feats,
+        y,
+        None,
+        torch.optim.SGD(trainable(model), lr=0.0),
+        batch_size=N,
+        generator=torch.Generator().manual_seed(0),
+        prior_precision=lam,
+    )
     model.eval()
     with torch.no_grad():
         ce = F.cross_entropy(model(feats["x"]), y).item()
@@ -138,8 +156,14 @@ def _tiny_full():
     from dprelease.core.config import FullParams
 
     backend = FullBackend(n_classes=3, device=torch.device("cpu"), seed=5, params=FullParams(tiny=True), max_length=16)
-    texts = ["worker fell from a ladder", "hand caught in a press", "burned by hot oil", "struck by a falling box",
-             "cut by a saw blade", "slipped on ice"]
+    texts = [
+        "worker fell from a ladder",
+        "hand caught in a press",
+        "burned by hot oil",
+        "struck by a falling box",
+        "cut by a saw blade",
+        "slipped on ice",
+    ]
     return backend, backend.featurize(texts), torch.tensor([0, 1, 2, 0, 1, 2])
 
 
@@ -149,8 +173,18 @@ def _grads(backend, model, feats, y, *, prior_precision, prior_center):
 
     opt = torch.optim.SGD(trainable(model), lr=0.0)
     torch.manual_seed(0)  # the same dropout masks for both calls
-    epoch(backend, model, feats, y, None, opt, len(y), torch.Generator().manual_seed(1),
-          prior_precision=prior_precision, prior_center=prior_center)
+    epoch(
+        backend,
+        model,
+        feats,
+        y,
+        None,
+        opt,
+        len(y),
+        torch.Generator().manual_seed(1),
+        prior_precision=prior_precision,
+        prior_center=prior_center,
+    )
     return [p.grad.clone() for p in trainable(model)]
 
 
@@ -192,9 +226,11 @@ def test_training_options_are_keyword_only():
 
     from dprelease.mechanisms.swag_ppm import calibrate, swag_train
 
-    for fn, positional in ((finetune, ["backend", "model", "features", "labels", "weights", "opt"]),
-                           (swag_train.swag, ["backend", "model", "features", "labels", "weights", "params"]),
-                           (calibrate.swag, ["backend", "model", "features", "labels", "weights", "params"])):
+    for fn, positional in (
+        (finetune, ["backend", "model", "features", "labels", "weights", "opt"]),
+        (swag_train.swag, ["backend", "model", "features", "labels", "weights", "params"]),
+        (calibrate.swag, ["backend", "model", "features", "labels", "weights", "params"]),
+    ):
         kinds = {n: p.kind for n, p in inspect.signature(fn).parameters.items()}
         assert [n for n, k in kinds.items() if k is inspect.Parameter.POSITIONAL_OR_KEYWORD] == positional, fn
         assert "seed" in kinds and kinds["seed"] is inspect.Parameter.KEYWORD_ONLY, fn

@@ -11,8 +11,13 @@ from prefect import flow
 
 
 @flow(name="retrain", persist_result=False, log_prints=False)
-def retrain_flow(snapshot: str | None = None, root: str = ".", params_file: str = "params.yaml",
-                 overrides: dict | None = None, track: bool = True) -> dict:
+def retrain_flow(
+    snapshot: str | None = None,
+    root: str = ".",
+    params_file: str = "params.yaml",
+    overrides: dict | None = None,
+    track: bool = True,
+) -> dict:
     hold, t0 = Path(root) / "hold", time.monotonic()
     while hold.exists() and time.monotonic() - t0 < 300:
         time.sleep(0.5)

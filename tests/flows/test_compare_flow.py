@@ -162,13 +162,16 @@ def test_batch_larger_than_data_stops_before_any_arm(compare_env, tmp_path, capf
     assert not logged, "besides the one-line error, the console gets: " + " | ".join(logged)
 
 
-@pytest.mark.parametrize("override, named", [
-    ("compare.arms=[nonprivate, bogus]", "compare.arms"),
-    ("compare.arms=[]", "compare.arms"),
-    ("compare.arms=[dpsgd, dpsgd]", "compare.arms"),
-    ("dpsgd.target_epsilon=0", "dpsgd.target_epsilon"),
-    ("dpsgd.delta=1.0", "dpsgd.delta"),
-])
+@pytest.mark.parametrize(
+    "override, named",
+    [
+        ("compare.arms=[nonprivate, bogus]", "compare.arms"),
+        ("compare.arms=[]", "compare.arms"),
+        ("compare.arms=[dpsgd, dpsgd]", "compare.arms"),
+        ("dpsgd.target_epsilon=0", "dpsgd.target_epsilon"),
+        ("dpsgd.delta=1.0", "dpsgd.delta"),
+    ],
+)
 def test_bad_settings_rejected_before_prefect(compare_env, tmp_path, capsys, monkeypatch, override, named):
     def no_flow(*a, **k):  # pragma: no cover - only reached on failure
         raise AssertionError("compare_flow started despite invalid input")

@@ -32,8 +32,15 @@ IGNORED = {"metrics/timings.json", "metrics/mlflow_run.json"}
 
 def _params(workers: int, keys: Path):
     """``keys``: one agency key folder for every run (the release's signature is then byte-identical too)."""
-    return parse_params(compare_raw(ppm__draws=DRAWS, ppm__draw_batch=BATCH, compare__arms=ARMS,
-                                    dask={"enabled": True, "workers": workers}, signing_key=str(keys)))
+    return parse_params(
+        compare_raw(
+            ppm__draws=DRAWS,
+            ppm__draw_batch=BATCH,
+            compare__arms=ARMS,
+            dask={"enabled": True, "workers": workers},
+            signing_key=str(keys),
+        )
+    )
 
 
 def _without_code_version(obj):
@@ -118,8 +125,9 @@ def on_dask(request, env, keys, randomness, tmp_path_factory):
     # a Prefect home of its own: an empty stage store (every stage recomputed, on the workers too) that no
     # other test module sees; the temporary API server stays the module's
     with temporary_settings(updates={PREFECT_HOME: str(tmp_path_factory.mktemp("home"))}):
-        state = env.fc.compare_flow.with_options(task_runner=runner)(params.model_dump(mode="json"), str(root),
-                                                                     False, return_state=True)
+        state = env.fc.compare_flow.with_options(task_runner=runner)(
+            params.model_dump(mode="json"), str(root), False, return_state=True
+        )
     assert state.is_completed(), state
     return SimpleNamespace(root=root, outputs=_outputs(root), chunks=_chunk_runs(state.state_details.flow_run_id))
 
@@ -129,9 +137,13 @@ def test_outputs_are_bit_identical_to_the_in_process_run(reference, on_dask):
     differ = [rel for rel in reference if on_dask.outputs[rel] != reference[rel]]
     assert not differ, differ
     # not vacuous: the private arrays of the passes are among them
-    assert {"artifacts/round2/weights/weights.npy", "artifacts/round2/sensitivity/record_max_loss.npy",
-            "artifacts/round2/sensitivity/max_deltas.npy", "metrics/sensitivity_r2.json",
-            "release/release.sig"} <= set(reference)
+    assert {
+        "artifacts/round2/weights/weights.npy",
+        "artifacts/round2/sensitivity/record_max_loss.npy",
+        "artifacts/round2/sensitivity/max_deltas.npy",
+        "metrics/sensitivity_r2.json",
+        "release/release.sig",
+    } <= set(reference)
 
 
 def test_passes_ran_as_chunk_tasks(on_dask):

@@ -57,11 +57,14 @@ def _main(root: Path, *extra: str, track: bool = False) -> SimpleNamespace:
 
 
 def _outcome(root: Path, release: str = "release") -> tuple[str, float]:
-    return _sha(root / release / "model.safetensors"), read_json(root / "metrics/swag_ppm_draw.json")["guarantee"]["epsilon"]
+    return _sha(root / release / "model.safetensors"), read_json(root / "metrics/swag_ppm_draw.json")["guarantee"][
+        "epsilon"
+    ]
 
 
-def _wait_until(event, what: str, *, proc: subprocess.Popen | None = None, timeout: float = WAIT_S,
-                every: float = 0.05):
+def _wait_until(
+    event, what: str, *, proc: subprocess.Popen | None = None, timeout: float = WAIT_S, every: float = 0.05
+):
     """``event()`` once it is truthy, polled every ``every`` seconds; fails naming ``what`` after ``timeout``
     seconds, or as soon as ``proc`` (the run the event belongs to) has exited without it."""
     deadline = time.monotonic() + timeout
@@ -160,10 +163,16 @@ def test_second_run_on_a_busy_root_is_refused(copy):
 
 def test_concurrent_mlflow_store_creation(tmp_path):
     """Two processes creating mlflow.db at once (the probe saw `_alembic_tmp_experiments already exists`)."""
-    code = ("import sys; from dprelease.core.config import parse_params; from dprelease.pipeline.tracking import _setup; "
-            "_setup(parse_params({}), sys.argv[1]); print('ok')")
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    code = (
+        "import sys; from dprelease.core.config import parse_params; from dprelease.pipeline.tracking import _setup; "
+        "_setup(parse_params({}), sys.argv[1]); print('ok')"
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
     results = [p.communicate(timeout=WAIT_S) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], results
     assert all(r[0].strip() == "ok" for r in results)
@@ -256,8 +265,13 @@ def test_data_error_inside_a_stage_is_one_line(tmp_path):
     ERROR lines and tracebacks stay in its store; stdout holds the progress lines only. The data pass the preflight
     (columns, rows, classes); only the stage finds that no report is private."""
     root = _project(tmp_path, proxy__until="2030-12-31")
-    res = subprocess.run([sys.executable, "-m", "flows.release", "--root", str(root), "--no-track"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=WAIT_S)
+    res = subprocess.run(
+        [sys.executable, "-m", "flows.release", "--root", str(root), "--no-track"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+    )
     assert res.returncode == 2, res.stdout + res.stderr
     assert res.stderr.count("\n") == 1 and res.stderr.startswith("dprelease: error: proxy.until 2030-12-31"), res.stderr
     assert "data/sir.csv.gz" in res.stderr and "set proxy.until between" in res.stderr, res.stderr
@@ -338,8 +352,9 @@ def test_a_result_file_naming_pickle_never_runs(clean, copy, tmp_path):
         key = read_json(copy / f"artifacts/.stamps/{stage}.json")["key"]
         path = _storage() / key
         path.parent.mkdir(parents=True, exist_ok=True)
-        record = ResultRecord(metadata=ResultRecordMetadata(storage_key=str(path), serializer=PickleSerializer()),
-                              result=_Payload(marker))
+        record = ResultRecord(
+            metadata=ResultRecordMetadata(storage_key=str(path), serializer=PickleSerializer()), result=_Payload(marker)
+        )
         path.write_bytes(record.serialize())
         planted.append(path)
     try:

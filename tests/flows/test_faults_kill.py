@@ -48,12 +48,19 @@ def prefect_db(clean, tmp_path_factory) -> Path:
     return dst
 
 
-@pytest.mark.parametrize(("sig", "during", "first_run"),
-                         [(signal.SIGKILL, "server", True), (signal.SIGKILL, "featurize", False),
-                          (signal.SIGTERM, "server", False), (signal.SIGTERM, "featurize", False)],
-                         ids=["kill-early", "kill-mid", "term-early", "term-mid"])
-def test_killed_run_leaves_no_server_and_resumes_to_the_same_release(clean, prefect_db, tmp_path, sig, during,
-                                                                     first_run):
+@pytest.mark.parametrize(
+    ("sig", "during", "first_run"),
+    [
+        (signal.SIGKILL, "server", True),
+        (signal.SIGKILL, "featurize", False),
+        (signal.SIGTERM, "server", False),
+        (signal.SIGTERM, "featurize", False),
+    ],
+    ids=["kill-early", "kill-mid", "term-early", "term-mid"],
+)
+def test_killed_run_leaves_no_server_and_resumes_to_the_same_release(
+    clean, prefect_db, tmp_path, sig, during, first_run
+):
     """Killed while Prefect's server starts (``server``: as soon as its guard process exists) or while the
     ``featurize`` stage runs (just after ``stratify``'s stamp is written; checked afterwards: some stages
     done, ``featurize`` not). ``first_run``: a Prefect home with no database yet, so the kill lands while the
@@ -70,8 +77,9 @@ def test_killed_run_leaves_no_server_and_resumes_to_the_same_release(clean, pref
     stamps = root / "artifacts" / ".stamps"
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        guards = _wait_until(lambda: _guards(proc.pid), "the flow started its (guarded) Prefect server", proc=proc,
-                             every=0.2)
+        guards = _wait_until(
+            lambda: _guards(proc.pid), "the flow started its (guarded) Prefect server", proc=proc, every=0.2
+        )
         if during == "featurize":
             _wait_until((stamps / "stratify.json").is_file, "stratify's stamp was written", proc=proc)
             time.sleep(0.2)  # into featurize (not a margin: the check below says where the kill landed)

@@ -23,8 +23,14 @@ def _tree(root: Path) -> dict[str, tuple[int, int]]:
 def _release(root: Path, *args: str, env: dict | None = None, code: str | None = None) -> subprocess.CompletedProcess:
     """The release flow's command line (or ``code``, a script that runs it) on ``root``, its output captured."""
     cmd = [sys.executable, "-c", code] if code else [sys.executable, "-m", "flows.release"]
-    return subprocess.run([*cmd, "--root", str(root), "--no-track", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=WAIT_S, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [*cmd, "--root", str(root), "--no-track", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def _refused(res: subprocess.CompletedProcess, *needles: str) -> str:
@@ -44,14 +50,17 @@ def root(tmp_path) -> Path:
     return root
 
 
-@pytest.mark.parametrize("override, needles", [
-    ("released.epsilon=.inf", ("released.epsilon", "finite", "params.yaml")),
-    ("dpsgd.head.max_grad_norm=.nan", ("dpsgd.head.max_grad_norm", "finite")),  # NaN passes every range check
-    ("released.delta=-0.1", ("released.delta",)),
-    ("data.test_size=1.5", ("data.test_size",)),
-    ("data.label_column=Nope", ("Nope", "label column", SLICE_DATA)),
-    ("data.text_column=Nope", ("Nope", "text column")),
-])
+@pytest.mark.parametrize(
+    "override, needles",
+    [
+        ("released.epsilon=.inf", ("released.epsilon", "finite", "params.yaml")),
+        ("dpsgd.head.max_grad_norm=.nan", ("dpsgd.head.max_grad_norm", "finite")),  # NaN passes every range check
+        ("released.delta=-0.1", ("released.delta",)),
+        ("data.test_size=1.5", ("data.test_size",)),
+        ("data.label_column=Nope", ("Nope", "label column", SLICE_DATA)),
+        ("data.text_column=Nope", ("Nope", "text column")),
+    ],
+)
 def test_bad_settings_and_columns_are_one_line_before_anything_runs(root, override, needles):
     before = _tree(root)
     _refused(_release(root, "--set", override), *needles)
@@ -92,9 +101,20 @@ def test_a_setting_the_release_choice_overrides_is_refused_as_inert(root):
     """With a linear head, DP-SGD's release takes its run settings from the public proxy's choice (frontier.dpsgd):
     ``--set dpsgd.head.max_grad_norm`` would re-make the release and change nothing."""
     before = _tree(root)
-    _refused(_release(root, "--set", "released.mechanism=dpsgd", "--set", "dpsgd.head.hidden=0",
-                      "--set", "dpsgd.head.max_grad_norm=0.2"),
-             "dpsgd.head.max_grad_norm", "changes nothing", "frontier.dpsgd")
+    _refused(
+        _release(
+            root,
+            "--set",
+            "released.mechanism=dpsgd",
+            "--set",
+            "dpsgd.head.hidden=0",
+            "--set",
+            "dpsgd.head.max_grad_norm=0.2",
+        ),
+        "dpsgd.head.max_grad_norm",
+        "changes nothing",
+        "frontier.dpsgd",
+    )
     assert _tree(root) == before
 
 

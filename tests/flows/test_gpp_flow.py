@@ -15,10 +15,21 @@ from conftest import ROOT, make_root, slice_raw
 
 pytestmark = pytest.mark.slow
 
-TINY_GPP = {"epochs": 1, "sweep_epochs": 1, "encoder_hidden": [16, 8], "head_hidden": [8], "batch_size": 16,
-            "probe": {"epochs": 1, "lr": 0.01, "batch_size": 16}, "noise_grid": [1.0], "sweep_beta": [1.0],
-            "sweep_d_z": [4], "sweep_k": [1], "digits": {"n_train": 80, "n_test": 40, "d_z": 4, "clients": 2},
-            "osha": {"d_z": 4, "min_client_rows": 1, "min_sector_rows": 1}, "distributed": {"enabled": False}}
+TINY_GPP = {
+    "epochs": 1,
+    "sweep_epochs": 1,
+    "encoder_hidden": [16, 8],
+    "head_hidden": [8],
+    "batch_size": 16,
+    "probe": {"epochs": 1, "lr": 0.01, "batch_size": 16},
+    "noise_grid": [1.0],
+    "sweep_beta": [1.0],
+    "sweep_d_z": [4],
+    "sweep_k": [1],
+    "digits": {"n_train": 80, "n_test": 40, "d_z": 4, "clients": 2},
+    "osha": {"d_z": 4, "min_client_rows": 1, "min_sector_rows": 1},
+    "distributed": {"enabled": False},
+}
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +39,9 @@ def gpp_flow(tmp_path_factory):
 
     root = make_root(tmp_path_factory.mktemp("gppflow"))
     shutil.copyfile(ROOT / "data/osha_regions.csv", root / "data/osha_regions.csv")
-    (root / "params.yaml").write_text(yaml.safe_dump(slice_raw("head") | {"gpp": TINY_GPP}, allow_unicode=True),
-                                      encoding="utf-8")
+    (root / "params.yaml").write_text(
+        yaml.safe_dump(slice_raw("head") | {"gpp": TINY_GPP}, allow_unicode=True), encoding="utf-8"
+    )
     calls: list[str] = []
     real = ts.run_stage
 

@@ -104,7 +104,8 @@ def test_first_run_runs_every_stage_once(first):
     assert first.out["draw"] == read_json(first.root / "metrics/swag_ppm_draw.json")
     # as JSON: a quartile with no test support is NaN (core/utility/metrics.py), equal to itself only as text
     assert json.dumps(first.out["evaluate"], sort_keys=True) == json.dumps(
-        read_json(first.root / "metrics/evaluation.json"), sort_keys=True)
+        read_json(first.root / "metrics/evaluation.json"), sort_keys=True
+    )
 
 
 def test_first_run_writes_outputs_and_stamps(first):
@@ -156,8 +157,10 @@ def test_first_run_tracks_to_mlflow_under_root(first):
     # params: what the release's stages read, for the backend in use; no other mechanism's settings
     assert run.data.params["ppm.c"] == "1.0" and run.data.params["model.backend"] == "head"
     assert "model.head.hidden" in run.data.params and not any(k.startswith("model.full.") for k in run.data.params)
-    assert not any(k.split(".")[0] in ("dpsgd", "nvdp", "gpp", "tune", "compare", "service", "dask", "tracking")
-                   for k in run.data.params)
+    assert not any(
+        k.split(".")[0] in ("dpsgd", "nvdp", "gpp", "tune", "compare", "service", "dask", "tracking")
+        for k in run.data.params
+    )
 
 
 def test_prefect_store_keeps_untimed_stages_times_and_is_operator_only(first):
@@ -172,8 +175,9 @@ def test_prefect_store_keeps_untimed_stages_times_and_is_operator_only(first):
     untimed = sorted(s.name for s in registry.group(first.params, "release") if not s.timed)
     home = Path(PREFECT_HOME.value())
     with sqlite3.connect(home / "prefect.db") as db:
-        rows = db.execute(f"SELECT name, start_time, end_time FROM task_run WHERE name IN "
-                          f"({','.join('?' * len(untimed))})", untimed).fetchall()
+        rows = db.execute(
+            f"SELECT name, start_time, end_time FROM task_run WHERE name IN ({','.join('?' * len(untimed))})", untimed
+        ).fetchall()
     assert {r[0] for r in rows} == set(untimed) and all(start and end for _, start, end in rows)
     assert stat.S_IMODE(home.stat().st_mode) == 0o700
     modes = {f.name: stat.S_IMODE(f.stat().st_mode) for f in home.glob("prefect.db*")}
@@ -211,6 +215,7 @@ def test_resume_after_crash_mid_stage(flow_env, tmp_path):
 
     def crash_after_outputs(real, name, p, r):
         """The stage commits its output folder, then dies before writing its metrics."""
+
         def dying_write_json(path, obj):
             if Path(path).name == "sensitivity_r2.json":
                 raise RuntimeError("simulated crash in sensitivity_r2")
@@ -248,7 +253,7 @@ def test_changing_c_reruns_risk_and_downstream_only(flow_env, first, tmp_path):
     params = parse_params(slice_raw(), {"ppm.c": 0.8})
     names = _names(params)
     out, calls = _run(flow_env, params, root)
-    assert calls == names[names.index("risk"):]
+    assert calls == names[names.index("risk") :]
     assert not set(calls) & set(UPSTREAM_OF_RISK)
     w = np.load(root / params.artifacts / "round2/weights/weights.npy")
     assert w.min() == 0.0 and w.max() == pytest.approx(0.8)
@@ -301,11 +306,13 @@ def test_second_root_restores_from_stage_store(flow_env, first, tmp_path):
     assert out["draw"]["guarantee"] == first.out["draw"]["guarantee"]
     from dprelease.core.release.signing import PUBLIC, check_signature, key_folder
 
-    mine, theirs = (check_signature(r / first.params.release, key_folder(first.params, r) / PUBLIC)
-                    for r in (other, first.root))
+    mine, theirs = (
+        check_signature(r / first.params.release, key_folder(first.params, r) / PUBLIC) for r in (other, first.root)
+    )
     assert mine["key_id"] != theirs["key_id"]
-    assert (other / first.params.release / "model.safetensors").read_bytes() == \
-        (first.root / first.params.release / "model.safetensors").read_bytes()
+    assert (other / first.params.release / "model.safetensors").read_bytes() == (
+        first.root / first.params.release / "model.safetensors"
+    ).read_bytes()
     assert read_json(other / "metrics/evaluation.json") == read_json(first.root / "metrics/evaluation.json")
 
 
@@ -326,7 +333,7 @@ def test_full_backend_flow_resumes_after_interruption(flow_env, tmp_path):
     assert flow_env.calls == names[: names.index("swag_r2") + 1]
 
     out, calls = _run(flow_env, params, root)
-    assert calls == names[len(done):], "finished stages come from the cache"
+    assert calls == names[len(done) :], "finished stages come from the cache"
     manifest = read_json(root / params.release / "release.json")
     assert manifest["backend"] == "full" and manifest["guarantee"] == out["draw"]["guarantee"]
     assert (root / params.release / "tokenizer" / "vocab.txt").is_file()

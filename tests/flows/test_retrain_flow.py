@@ -24,9 +24,11 @@ def simulated(tmp_path_factory):
     import flows.retrain as fr
 
     root = make_root(tmp_path_factory.mktemp("retrain"))
-    raw = slice_raw(**GATED, privacy_audit=SMALL_AUDIT,  # the unchanged retrain's audit: its figures attached
-                    service={"windows": WINDOWS, "audit": False, "gates": {"epsilon_budget": 50.0,
-                                                                          "utility_tolerance": 1.0}})
+    raw = slice_raw(
+        **GATED,
+        privacy_audit=SMALL_AUDIT,  # the unchanged retrain's audit: its figures attached
+        service={"windows": WINDOWS, "audit": False, "gates": {"epsilon_budget": 50.0, "utility_tolerance": 1.0}},
+    )
     (root / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
@@ -55,22 +57,37 @@ def test_snapshots_are_versioned_with_dvc(simulated):
     snaps = sorted((simulated.root / "data" / "snapshots").glob("*.csv.gz"))
     assert len(snaps) == 4 and all(s.with_name(s.name + ".dvc").is_file() for s in snaps)
     assert [len(pd.read_csv(w)) for w in simulated.windows] == sorted(len(pd.read_csv(w)) for w in simulated.windows)
-    assert len({len(pd.read_csv(w)) for w in simulated.windows}) == 3          # windows grow
+    assert len({len(pd.read_csv(w)) for w in simulated.windows}) == 3  # windows grow
     assert (simulated.root / ".dvc").is_dir()
 
 
 def test_versions_tags_and_gates(simulated):
     _, client = _client(simulated.root)
     versions = sorted(client.search_model_versions("name = 'oiics-autocoder'"), key=lambda v: int(v.version))
-    assert [str(v.version) for v in versions] == ["1", "2", "3", "4"]              # the unchanged retrain added none
+    assert [str(v.version) for v in versions] == ["1", "2", "3", "4"]  # the unchanged retrain added none
     for v in versions:
-        for key in ("epsilon", "guarantee", "cumulative_epsilon", "weighted_f1", "macro_f1", "weighted_f1_mean",
-                    "records", "release.digest", "snapshot", "gate.decision", "gate.reason",
-                    "snapshot_id", "code_hash", "params_hash", "audited", "source"):  # what it was made from
+        for key in (
+            "epsilon",
+            "guarantee",
+            "cumulative_epsilon",
+            "weighted_f1",
+            "macro_f1",
+            "weighted_f1_mean",
+            "records",
+            "release.digest",
+            "snapshot",
+            "gate.decision",
+            "gate.reason",
+            "snapshot_id",
+            "code_hash",
+            "params_hash",
+            "audited",
+            "source",
+        ):  # what it was made from
             assert key in v.tags, (v.version, key)
         assert v.tags["source"] == "retrain"
         run = client.get_run(v.tags["run_id"])
-        for key in ("epsilon", "weighted_f1", "macro_f1", "records"):                # one name, same figure
+        for key in ("epsilon", "weighted_f1", "macro_f1", "records"):  # one name, same figure
             assert float(v.tags[key]) == pytest.approx(run.data.metrics[key])
     assert [v.tags["gate.decision"] for v in versions[:3]] == ["promoted"] * 3
     from dprelease.core.release.signing import load_signer
@@ -81,9 +98,14 @@ def test_versions_tags_and_gates(simulated):
     refused = versions[3]
     assert refused.tags["gate.decision"] == "refused" and refused.tags["gate.failed"] == "epsilon"
     assert "ε" in refused.tags["gate.reason"] and "budget 0.01" in refused.tags["gate.reason"]
-    assert refused.description.startswith("refused by epsilon") and "| weighted F1 (released model) |" in refused.description
-    aliases = {a: str(client.get_model_version_by_alias("oiics-autocoder", a).version)
-               for a in ("production", "candidate", "refused")}
+    assert (
+        refused.description.startswith("refused by epsilon")
+        and "| weighted F1 (released model) |" in refused.description
+    )
+    aliases = {
+        a: str(client.get_model_version_by_alias("oiics-autocoder", a).version)
+        for a in ("production", "candidate", "refused")
+    }
     assert aliases == {"production": "3", "candidate": "4", "refused": "4"}
 
 
@@ -107,7 +129,7 @@ def test_unchanged_retrain_attaches_its_audit(simulated):
     _, client = _client(simulated.root)
     versions = {str(v.version): v for v in client.search_model_versions("name = 'oiics-autocoder'")}
     assert "epsilon_lb" in versions["1"].tags and "audit_loss_auc" in versions["1"].tags  # the audit of the 4th call
-    assert not any("epsilon_lb" in versions[v].tags for v in ("2", "3", "4"))              # those ran no audit
+    assert not any("epsilon_lb" in versions[v].tags for v in ("2", "3", "4"))  # those ran no audit
     run = client.get_run(versions["1"].tags["run_id"])
     assert run.data.metrics["epsilon_lb"] == pytest.approx(float(versions["1"].tags["epsilon_lb"]))
     again = sorted((simulated.root / "runs" / "retrain").glob("*/metrics/retrain.json"))
@@ -134,13 +156,30 @@ def test_ledger_composes_published_versions(simulated):
 def test_production_model_codes_narratives(simulated):
     mlflow, _ = _client(simulated.root)
     model = mlflow.pyfunc.load_model("models:/oiics-autocoder@production")
-    out = model.predict(pd.DataFrame({"narrative": ["An employee fell from a ladder and fractured a wrist.",
-                                                    "A worker's finger was amputated by a press."]}))
+    out = model.predict(
+        pd.DataFrame(
+            {
+                "narrative": [
+                    "An employee fell from a ladder and fractured a wrist.",
+                    "A worker's finger was amputated by a press.",
+                ]
+            }
+        )
+    )
     assert list(out.columns) == ["code", "title", "probability"] and len(out) == 2
     assert out["probability"].between(0, 1).all()
     # the extract's own narrative column passes the signature, with the extract's other columns beside it
-    own = model.predict(pd.DataFrame({"ID": ["1", "2"], "Final Narrative": ["An employee fell from a ladder and "
-                                      "fractured a wrist.", "A worker's finger was amputated by a press."]}))
+    own = model.predict(
+        pd.DataFrame(
+            {
+                "ID": ["1", "2"],
+                "Final Narrative": [
+                    "An employee fell from a ladder and fractured a wrist.",
+                    "A worker's finger was amputated by a press.",
+                ],
+            }
+        )
+    )
     assert own.equals(out)
 
 
@@ -149,8 +188,10 @@ def test_bad_input_is_a_one_line_invalid_parameter_error(simulated):
 
     mlflow, _ = _client(simulated.root)
     model = mlflow.pyfunc.load_model("models:/oiics-autocoder@production")
-    for frame, why in ((pd.DataFrame({"narrative": ["fell", "  "]}), r"empty narrative in row\(s\) 2"),
-                       (pd.DataFrame({"a": ["x"], "b": ["y"]}), "no narrative column")):
+    for frame, why in (
+        (pd.DataFrame({"narrative": ["fell", "  "]}), r"empty narrative in row\(s\) 2"),
+        (pd.DataFrame({"a": ["x"], "b": ["y"]}), "no narrative column"),
+    ):
         with pytest.raises(MlflowException, match=why) as err:
             model.predict(frame)
         assert err.value.get_http_status_code() == 400 and "\n" not in err.value.message
@@ -164,7 +205,7 @@ def test_model_requirements_example_and_signature(simulated):
     mlflow, _ = _client(simulated.root)
     path = Path(mlflow.artifacts.download_artifacts("models:/oiics-autocoder@production"))
     reqs = (path / "requirements.txt").read_text().split()
-    assert "torch==2.13.0" in reqs and not any("+" in r for r in reqs)          # installable from the index
+    assert "torch==2.13.0" in reqs and not any("+" in r for r in reqs)  # installable from the index
     example = json.loads((path / "serving_input_example.json").read_text())
     assert example["dataframe_split"]["columns"] == ["narrative"]
     inputs = Model.load(path).get_input_schema()

@@ -30,17 +30,25 @@ def served(tmp_path, monkeypatch):
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     root = make_root(tmp_path)
-    (root / "params.yaml").write_text(yaml.safe_dump(slice_raw(service={"audit": False}), sort_keys=False),
-                                      encoding="utf-8")
+    (root / "params.yaml").write_text(
+        yaml.safe_dump(slice_raw(service={"audit": False}), sort_keys=False), encoding="utf-8"
+    )
     p = load_params(root / "params.yaml")
     fp, same = fr._unchanged(p, root, root / SLICE_DATA)
-    assert same is None                                                     # an empty registry: nothing to compare
+    assert same is None  # an empty registry: nothing to compare
     model = tmp_path / "model"
     model.mkdir()
     (model / "MLmodel").write_text("flavors: {}\n", encoding="utf-8")
     mlflow = open_store(p, root)
-    tags = fp | {"release.digest": "d1", "epsilon": 2.0, "guarantee": "ppm_local_asymptotic", "weighted_f1": 0.5,
-                 "cumulative_epsilon": 2.0, "gate.decision": "promoted", "audited": "false"}
+    tags = fp | {
+        "release.digest": "d1",
+        "epsilon": 2.0,
+        "guarantee": "ppm_local_asymptotic",
+        "weighted_f1": 0.5,
+        "cumulative_epsilon": 2.0,
+        "gate.decision": "promoted",
+        "audited": "false",
+    }
     version = mr.register(mlflow, p.service.registered_model, model.as_uri(), tags)
     mlflow.MlflowClient().set_registered_model_alias(p.service.registered_model, mr.PRODUCTION, version)
 
@@ -69,9 +77,12 @@ def test_unchanged_snapshot_code_and_params_end_at_once_with_nothing_registered(
     seconds = float(line.split(": ", 1)[1].split(" s")[0])  # the check alone (hashes, registry): nothing ran, below
     print(f"unchanged retrain: {seconds:.1f} s of flow work, {time.monotonic() - t0:.1f} s with Prefect's start")
     state = fr.retrain_flow(root=str(root), return_state=True)
-    assert state.is_completed() and state.message.startswith("unchanged: snapshot sir-") and \
-        "are those of version 1 (promoted); nothing registered, nothing run" in state.message, state.message
-    assert _versions(client, p) == ["1"]                                     # nothing registered ...
+    assert (
+        state.is_completed()
+        and state.message.startswith("unchanged: snapshot sir-")
+        and "are those of version 1 (promoted); nothing registered, nothing run" in state.message
+    ), state.message
+    assert _versions(client, p) == ["1"]  # nothing registered ...
     assert len(client.search_runs([client.get_experiment_by_name(p.tracking.experiment).experiment_id])) == runs
     assert not (root / "data" / "snapshots").exists() and not (root / "runs").exists()  # ... copied or run
 
@@ -80,11 +91,11 @@ def test_a_changed_param_or_a_missing_audit_goes_on_to_retrain(served):
     import flows.retrain as fr
 
     root, p, client = served
-    with pytest.raises(WouldRun):                                            # a param a release stage reads
+    with pytest.raises(WouldRun):  # a param a release stage reads
         fr.retrain_flow(root=str(root), overrides={"ppm.c": 0.9})
-    with pytest.raises(WouldRun):                                            # the audit asked, never run on v1
+    with pytest.raises(WouldRun):  # the audit asked, never run on v1
         fr.retrain_flow(root=str(root), overrides={"service.audit": True})
-    with pytest.raises(WouldRun):                                            # not registering: nothing to compare
+    with pytest.raises(WouldRun):  # not registering: nothing to compare
         fr.retrain_flow(root=str(root), track=False)
     assert _versions(client, p) == ["1"]
 

@@ -44,8 +44,14 @@ def _free_port() -> int:
 def _serve(root: Path, *args: str, timeout: float = 2 * WAIT_S) -> subprocess.CompletedProcess:
     env = os.environ | {"DPRELEASE_SERVE_UI": "false", "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")])}
     env.pop("MLFLOW_TRACKING_URI", None)
-    return subprocess.run([sys.executable, "-m", "flows.serve", *args, "--root", str(root)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "flows.serve", *args, "--root", str(root)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _wait_for(what, timeout: float, every: float = 2.0):
@@ -99,8 +105,10 @@ def test_start_on_a_busy_port_is_one_line_exit_2(tmp_path):
         (root / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
         started = _serve(root, "start")
     assert started.returncode == 2 and started.stdout == ""
-    assert started.stderr == (f"dprelease: error: port {port} on 127.0.0.1 is in use (service.port): "
-                              "stop what listens there or set another port\n")
+    assert started.stderr == (
+        f"dprelease: error: port {port} on 127.0.0.1 is in use (service.port): "
+        "stop what listens there or set another port\n"
+    )
     assert not (root / ".prefect" / "serve" / "pids.json").exists()
     assert _serve(root, "trigger").stderr == "dprelease: error: not serving; run `make serve` first\n"
 
@@ -120,7 +128,7 @@ def test_scheduled_retrain_fires_completes_and_reports(tmp_path):
         assert "serving: Prefect API http://127.0.0.1:" in started.stdout
         # no release folder yet: `make serve` says so (a release is registered: tests/pipeline/service/test_register_current.py)
         assert "registry: nothing registered (no release in release/ (`make run` makes one))" in started.stdout
-        assert (root / ".prefect" / "prefect.db").is_file()                      # its database is in the project
+        assert (root / ".prefect" / "prefect.db").is_file()  # its database is in the project
         url = state["url"]
         dep = api(url, "deployments/name/retrain/scheduled")
         assert [s["schedule"]["cron"] for s in dep["schedules"]] == [EVERY_MINUTE] and dep["work_pool_name"] == "cpu"
@@ -129,11 +137,14 @@ def test_scheduled_retrain_fires_completes_and_reports(tmp_path):
         scheduled = _wait_for(lambda: [r for r in flow_runs(url) if r["auto_scheduled"]], timeout=WAIT_S)
         assert scheduled, f"no scheduled run after {WAIT_S} s; server log: {_log_problems(logs / 'server.log')[-5:]}"
         # ... and the worker runs the first one due to completion
-        done = _wait_for(lambda: [r for r in flow_runs(url) if r["auto_scheduled"] and r["state"] == "COMPLETED"],
-                         timeout=WAIT_S)
+        done = _wait_for(
+            lambda: [r for r in flow_runs(url) if r["auto_scheduled"] and r["state"] == "COMPLETED"], timeout=WAIT_S
+        )
         assert done, f"no scheduled run completed: {[(r['name'], r['state']) for r in flow_runs(url)]}"
         run_id = done[0]["id"]
-        assert done[0]["name"] == f"retrain {snapshot_id(root / SLICE_DATA, artifacts=root / 'artifacts')}"      # named after its snapshot
+        assert (
+            done[0]["name"] == f"retrain {snapshot_id(root / SLICE_DATA, artifacts=root / 'artifacts')}"
+        )  # named after its snapshot
         fired_s = time.monotonic() - t0
 
         # its progress lines are the run's Prefect logs
@@ -148,8 +159,9 @@ def test_scheduled_retrain_fires_completes_and_reports(tmp_path):
         assert any(m.startswith("registry: version 1 → promoted") for m in lines), lines
         # the pipeline subflow logs one line per stage
         every = api(url, "logs/filter", {"limit": 200})
-        assert any(e["message"].startswith("stage draw: ") and e["name"] == "prefect.flow_runs.dprelease"
-                   for e in every)
+        assert any(
+            e["message"].startswith("stage draw: ") and e["name"] == "prefect.flow_runs.dprelease" for e in every
+        )
 
         # a Markdown artifact with ε, F1 and the gate decision
         arts = api(url, "artifacts/filter", {"artifacts": {"flow_run_id": {"any_": [run_id]}}})
@@ -172,10 +184,10 @@ def test_scheduled_retrain_fires_completes_and_reports(tmp_path):
         # a deployment run that finds the root held by another run (here: this test) ends Cancelled, naming it
         with root_lock(root, "a command-line retrain"):
             run = _trigger(root)
-        assert run["state"] == "CANCELLED" and run["message"].startswith(f"skipped: {root.resolve()} is in use by "
-                                                                         f"another dprelease run: pid {os.getpid()} "
-                                                                         "(a command-line retrain)"), run
-        assert _log_problems(logs / "server.log") == []                          # the scheduler never failed
+        assert run["state"] == "CANCELLED" and run["message"].startswith(
+            f"skipped: {root.resolve()} is in use by another dprelease run: pid {os.getpid()} (a command-line retrain)"
+        ), run
+        assert _log_problems(logs / "server.log") == []  # the scheduler never failed
         assert _log_problems(logs / "worker.log") == []
     finally:
         stopped = _serve(root, "stop")
@@ -204,15 +216,21 @@ def test_a_run_due_while_one_runs_is_cancelled_not_queued(tmp_path, monkeypatch)
     (root / "hold").touch()
     state = {}
     try:
-        state = sv.start(root, port=port, work_pool="cpu", code=ROOT, timeout_s=WAIT_S,
-                         deploy=["flows.serve", "_deploy", "--params", "params.yaml", "--entrypoint", STAND_IN])
+        state = sv.start(
+            root,
+            port=port,
+            work_pool="cpu",
+            code=ROOT,
+            timeout_s=WAIT_S,
+            deploy=["flows.serve", "_deploy", "--params", "params.yaml", "--entrypoint", STAND_IN],
+        )
         url = state["url"]
         for name in ("scheduled", "full-backend"):
             dep = api(url, f"deployments/name/retrain/{name}")
             assert dep["global_concurrency_limit"]["limit"] == 1, dep
             assert dep["concurrency_options"]["collision_strategy"] == "CANCEL_NEW", dep
         dep = api(url, "deployments/name/retrain/scheduled")
-        api(url, f"deployments/{dep['id']}/create_flow_run", {})          # a run due now (or the cron's, if first)
+        api(url, f"deployments/{dep['id']}/create_flow_run", {})  # a run due now (or the cron's, if first)
         held = _wait_for(lambda: [r for r in flow_runs(url) if r["state"] == "RUNNING"], timeout=WAIT_S)
         assert held and len(held) == 1, [(r["state"], r["state_name"]) for r in flow_runs(url)]
 
@@ -225,22 +243,33 @@ def test_a_run_due_while_one_runs_is_cancelled_not_queued(tmp_path, monkeypatch)
         print(f"triggered run cancelled after {time.monotonic() - t0:.0f} s")
 
         # the cron's own run, due at the next minute, too
-        cron = _wait_for(lambda: [r for r in flow_runs(url) if r["auto_scheduled"] and r["state"] == "CANCELLED"
-                                  and r["id"] != held[0]["id"]], timeout=WAIT_S)
+        cron = _wait_for(
+            lambda: [
+                r
+                for r in flow_runs(url)
+                if r["auto_scheduled"] and r["state"] == "CANCELLED" and r["id"] != held[0]["id"]
+            ],
+            timeout=WAIT_S,
+        )
         assert cron and cron[0]["message"] == LIMIT, cron
 
         runs = flow_runs(url)
         now = time.time()
         assert [r["id"] for r in runs if r["state"] in ("RUNNING", "PENDING")] == [held[0]["id"]]  # only the held one
-        assert not [r for r in runs if r["state_name"] == "AwaitingConcurrencySlot"]               # no queue ...
-        overdue = [r for r in runs if r["state"] == "SCHEDULED"
-                   and datetime.fromisoformat(r["expected_start"]).timestamp() < now - 30]
-        assert not overdue, overdue                                                                 # ... nothing late
+        assert not [r for r in runs if r["state_name"] == "AwaitingConcurrencySlot"]  # no queue ...
+        overdue = [
+            r
+            for r in runs
+            if r["state"] == "SCHEDULED" and datetime.fromisoformat(r["expected_start"]).timestamp() < now - 30
+        ]
+        assert not overdue, overdue  # ... nothing late
         assert all(r["message"] == LIMIT for r in runs if r["state"] == "CANCELLED")
 
-        (root / "hold").unlink()                                        # the held "retrain" ends
-        finished = _wait_for(lambda: [r for r in flow_runs(url) if r["id"] == held[0]["id"]
-                                      and r["state"] == "COMPLETED"], timeout=WAIT_S)
+        (root / "hold").unlink()  # the held "retrain" ends
+        finished = _wait_for(
+            lambda: [r for r in flow_runs(url) if r["id"] == held[0]["id"] and r["state"] == "COMPLETED"],
+            timeout=WAIT_S,
+        )
         assert finished, [(r["id"], r["state"]) for r in flow_runs(url)]
         logs = root / ".prefect" / "serve"
         assert _log_problems(logs / "server.log") == [] and _log_problems(logs / "worker.log") == []
@@ -248,7 +277,7 @@ def test_a_run_due_while_one_runs_is_cancelled_not_queued(tmp_path, monkeypatch)
         (root / "hold").unlink(missing_ok=True)
         stopped = sv.stop(root)
     assert state and sorted(stopped) == sorted(state["pids"].values())
-    assert all(_reaped(pid) for pid in stopped)                  # children of this test: reaped, not zombies
+    assert all(_reaped(pid) for pid in stopped)  # children of this test: reaped, not zombies
 
 
 def _reaped(pid: int, timeout: float = WAIT_S) -> bool:

@@ -54,4 +54,6 @@ def test_the_printed_wall_time_is_the_flows(tmp_path, monkeypatch):
     monkeypatch.setattr(summary, "print_summary", lambda p, root, result, seconds: printed.update(seconds=seconds))
     assert fr.main(["--root", str(tmp_path), "--no-track"]) == 0
     assert printed["seconds"] >= 0.5
-    assert any(not s.timed for s in __import__("dprelease.pipeline.registry", fromlist=["group"]).group(params, "release"))
+    assert any(
+        not s.timed for s in __import__("dprelease.pipeline.registry", fromlist=["group"]).group(params, "release")
+    )

@@ -21,8 +21,15 @@ from dprelease.core.io import read_json
 pytestmark = pytest.mark.slow
 
 GRID_C, GRID_EPOCHS = [1.0, 0.7], [2, 3]
-TUNE = {"grid_c": GRID_C, "grid_epochs": GRID_EPOCHS, "target_epsilon": 100.0,
-        "max_drop_weighted": 0.9, "max_drop_macro": 0.9, "start_epochs": 2, "epoch_step": 1}
+TUNE = {
+    "grid_c": GRID_C,
+    "grid_epochs": GRID_EPOCHS,
+    "target_epsilon": 100.0,
+    "max_drop_weighted": 0.9,
+    "max_drop_macro": 0.9,
+    "start_epochs": 2,
+    "epoch_step": 1,
+}
 
 
 def _raw() -> dict:
@@ -88,7 +95,9 @@ def test_grid_cells_are_full_runs_with_their_c_and_epochs(grid, tune_env):
         audit = read_json(where / "metrics" / "evaluation.json")
         assert audit["verdict"] in ("underfit", "overfit", "ok")
         row = next(r for r in read_json(grid.out / "grid.json")["trail"] if (r["c"], r["epochs"]) == (c, e))
-        assert row["epsilon"] == pytest.approx(read_json(where / "metrics" / "swag_ppm_draw.json")["guarantee"]["epsilon"])
+        assert row["epsilon"] == pytest.approx(
+            read_json(where / "metrics" / "swag_ppm_draw.json")["guarantee"]["epsilon"]
+        )
         assert row["macro_f1"] == pytest.approx(audit["macro_f1_mean"])
 
 
@@ -131,8 +140,19 @@ def test_search_with_budget_two(grid, tune_env):
 
 
 def test_search_spends_its_budget_when_privacy_is_unreachable(grid, tune_env):
-    rc = tune_env.main(["--root", str(tune_env.root), "--mode", "search", "--no-track",
-                        "--set", "tune.budget=2", "--set", "tune.target_epsilon=0.001"])
+    rc = tune_env.main(
+        [
+            "--root",
+            str(tune_env.root),
+            "--mode",
+            "search",
+            "--no-track",
+            "--set",
+            "tune.budget=2",
+            "--set",
+            "tune.target_epsilon=0.001",
+        ]
+    )
     assert rc == 0
     result = read_json(tune_env.root / "reports" / "tune" / "search.json")
     trail = result["trail"]
@@ -143,12 +163,15 @@ def test_search_spends_its_budget_when_privacy_is_unreachable(grid, tune_env):
     assert "Chosen: none" in (tune_env.root / "reports" / "tune" / "search.md").read_text(encoding="utf-8")
 
 
-@pytest.mark.parametrize("setting, key", [
-    ("tune.target_epsilon=0", "tune.target_epsilon"),
-    ("tune.grid_c=[]", "tune.grid_c"),
-    ("tune.budget=0", "tune.budget"),
-    ("tune.max_drop_macro=1.5", "tune.max_drop_macro"),
-])
+@pytest.mark.parametrize(
+    "setting, key",
+    [
+        ("tune.target_epsilon=0", "tune.target_epsilon"),
+        ("tune.grid_c=[]", "tune.grid_c"),
+        ("tune.budget=0", "tune.budget"),
+        ("tune.max_drop_macro=1.5", "tune.max_drop_macro"),
+    ],
+)
 def test_bad_input_exits_2_with_one_line(tune_env, capsys, setting, key):
     capsys.readouterr()
     tune_env.calls.clear()

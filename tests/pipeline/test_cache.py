@@ -99,7 +99,9 @@ def test_key_follows_params_and_inputs(tmp_path):
     risk = registry.get(PARAMS, "risk")
     key = cache.input_key(risk, PARAMS, tmp_path)
     assert cache.input_key(risk, parse_params(slice_raw(ppm__c=0.8)), tmp_path) != key
-    assert cache.input_key(risk, parse_params(slice_raw(evaluation__draws=5)), tmp_path) == key  # a param it does not read
+    assert (
+        cache.input_key(risk, parse_params(slice_raw(evaluation__draws=5)), tmp_path) == key
+    )  # a param it does not read
     swag = tmp_path / PARAMS.artifacts / "round1" / "swag"
     swag.mkdir(parents=True)
     (swag / "moments.safetensors").write_bytes(b"x")
@@ -115,14 +117,27 @@ def test_code_a_stage_runs_is_code_it_declares(backend, tmp_path, monkeypatch):
     draw passes (γ = 1e-6; at γ = 0.1 a third of the slice's runs stopped empty-handed and never wrote a release)."""
     from conftest import COMPARE
 
-    raw = slice_raw(backend, data__validation_size=0.3, selection__tau=0.0, selection__gamma=1e-6,
-                    selection__enabled=True,
-                    privacy_audit={"pool_size": 300, "references": 3, "canaries": 40, "input_canaries": 60,
-                                   "guess_grid": [10], "replay_targets": 1})  # the replay's code, not its power
+    raw = slice_raw(
+        backend,
+        data__validation_size=0.3,
+        selection__tau=0.0,
+        selection__gamma=1e-6,
+        selection__enabled=True,
+        privacy_audit={
+            "pool_size": 300,
+            "references": 3,
+            "canaries": 40,
+            "input_canaries": 60,
+            "guess_grid": [10],
+            "replay_targets": 1,
+        },
+    )  # the replay's code, not its power
     raw.update(COMPARE)
     params = parse_params(raw)
     root = make_root(tmp_path)
-    monkeypatch.setenv("DPRELEASE_AUDIT_WORKERS", "1")  # the audit's fits run in this process, where the trace sees them
+    monkeypatch.setenv(
+        "DPRELEASE_AUDIT_WORKERS", "1"
+    )  # the audit's fits run in this process, where the trace sees them
     stages = registry.group(params, "release") + registry.group(params, "compare") + registry.group(params, "audit")
     assert "select" in [s.name for s in stages]
     used = {}
@@ -132,9 +147,13 @@ def test_code_a_stage_runs_is_code_it_declares(backend, tmp_path, monkeypatch):
         declared = {f.relative_to(source.PACKAGE_DIR).as_posix() for f in source.code_files(s.code)}
         assert used[s.name] <= declared, f"{s.name} ran code it does not declare: {sorted(used[s.name] - declared)}"
     # the trace sees what it should (so the check above is not vacuous)
-    assert {"mechanisms/swag_ppm/passes.py", "mechanisms/swag_ppm/ppm.py", f"core/backends/{backend}.py"} <= used["risk"]
+    assert {"mechanisms/swag_ppm/passes.py", "mechanisms/swag_ppm/ppm.py", f"core/backends/{backend}.py"} <= used[
+        "risk"
+    ]
     assert "core/plots.py" in used["evaluate"] and "core/plots.py" not in used["risk"]
     assert {"mechanisms/dpsgd/train.py", "mechanisms/dpsgd/accounting.py", "core/privacy/rdp.py"} <= used["dpsgd"]
     assert {"mechanisms/swag_ppm/select.py", "core/privacy/selection.py", "core/release/folder.py"} <= used["select"]
-    assert {"compare/mia/attack.py", "compare/mia/scores.py", "compare/mia/bounds.py", "core/release/check.py"} <= used["privacy_audit"]
+    assert {"compare/mia/attack.py", "compare/mia/scores.py", "compare/mia/bounds.py", "core/release/check.py"} <= used[
+        "privacy_audit"
+    ]
     assert {"mechanisms/swag_ppm/rounds.py", "mechanisms/dpsgd/train.py", "pipeline/registry.py"} <= used["canary_runs"]

@@ -25,7 +25,7 @@ _spec.loader.exec_module(shots)
 def test_seed_script_sets_only_defaults_the_browser_lacks():
     script = mlflow_app.seed_script(["1", "42"])
     assert script.startswith("<script>") and script.endswith("</script>") and "s.getItem(k)===null" in script
-    defaults = json.loads(script[script.index("d=") + 2:script.index(";for(")])
+    defaults = json.loads(script[script.index("d=") + 2 : script.index(";for(")])
     assert json.loads(defaults["mlflow.workflowType_v1"]) == "machine_learning"
     assert defaults["mlflow.assistant.fab.autoOpenedOnFirstLoad_v1"] == "true"
     state = json.loads(defaults['MLflowLocalStorage-1.1-ExperimentPage-["42"]-ReactComponentState'])
@@ -74,5 +74,5 @@ def test_runs_table_shows_epsilon_and_weighted_f1_on_first_open(browser, tmp_pat
             shots.stop_server(proc)
     columns = shots.visible_metric_columns(dom)
     assert columns[:2] == ["epsilon", "weighted_f1"], columns
-    assert "Model training" in dom and 'col-id="attributes.`Run Name`"' in dom      # the training view's runs table
-    assert "Ask questions about your experiments" not in dom                          # the assistant panel is shut
+    assert "Model training" in dom and 'col-id="attributes.`Run Name`"' in dom  # the training view's runs table
+    assert "Ask questions about your experiments" not in dom  # the assistant panel is shut

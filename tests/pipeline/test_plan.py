@@ -17,9 +17,15 @@ def _s(name, deps, outs, **kw) -> Stage:
     return Stage(name=name, run=data_stages.stratify, params=[], deps=deps, outs=outs, **kw)
 
 
-TOY = [_s("a", [], ["x/a"]), _s("b", ["x/a"], ["x/b"]), _s("c", ["x/a/file.npy"], ["x/c"], group="g"),
-       _s("d", ["x/b", "x/c"], ["x/d"], group="g"), _s("e", [], ["x/e"], group="other"),
-       _s("f", ["x/d"], ["x/f"], evidence=["x/e"]), _s("off", ["x/a"], ["x/off"], group="g", when=lambda p: False)]
+TOY = [
+    _s("a", [], ["x/a"]),
+    _s("b", ["x/a"], ["x/b"]),
+    _s("c", ["x/a/file.npy"], ["x/c"], group="g"),
+    _s("d", ["x/b", "x/c"], ["x/d"], group="g"),
+    _s("e", [], ["x/e"], group="other"),
+    _s("f", ["x/d"], ["x/f"], evidence=["x/e"]),
+    _s("off", ["x/a"], ["x/off"], group="g", when=lambda p: False),
+]
 
 
 def test_producers_are_pulled_in_and_order_follows_the_graph():

@@ -56,8 +56,10 @@ def test_every_dvc_stage_lists_its_code():
             continue
         assert code == [f"src/dprelease/{p}" for p in s.code], s.name
         assert {"src/dprelease/core/config.py", "src/dprelease/__init__.py"} <= set(code), s.name
-        assert any(d.startswith(f"src/dprelease/{s.module.split('.')[1]}") or
-                   d == f"src/dprelease/{s.module.split('.')[1]}.py" for d in code), (s.name, s.module)
+        assert any(
+            d.startswith(f"src/dprelease/{s.module.split('.')[1]}") or d == f"src/dprelease/{s.module.split('.')[1]}.py"
+            for d in code
+        ), (s.name, s.module)
         for rel in code:  # every declared path exists in the checkout
             assert (ROOT / rel).exists(), rel
 
@@ -100,8 +102,21 @@ def test_stage_names_unique_and_groups_known():
     assert {s.group for s in stages} == reached and registry.PIPELINE in reached
     # the stage set and order the release flow runs with the default params (select needs a validation split)
     assert [s.name for s in registry.group(DEFAULT, "release")] == [
-        "secret", "stratify", "featurize", "finetune_r1", "swag_r1", "risk", "finetune_r2", "swag_r2", "sensitivity_r2",
-        "reweight", "draw", "evaluate", "dpsgd_release", "publish"]
+        "secret",
+        "stratify",
+        "featurize",
+        "finetune_r1",
+        "swag_r1",
+        "risk",
+        "finetune_r2",
+        "swag_r2",
+        "sensitivity_r2",
+        "reweight",
+        "draw",
+        "evaluate",
+        "dpsgd_release",
+        "publish",
+    ]
     # the comparison's and the audit's: these, in this order (a new mechanism's arm joins them: not listed here)
     compare = [s.name for s in registry.group(DEFAULT, "compare")]
     assert [n for n in compare if n in COMPARE] == COMPARE
@@ -109,8 +124,15 @@ def test_stage_names_unique_and_groups_known():
     assert [n for n in audit if n in AUDIT] == AUDIT
 
 
-COMPARE = ["nonprivate", "swag_ppm", "swag_ppm_uncalibrated", "swag_ppm_censored", "dpsgd", "dpsgd_sweep",
-           "compare_report"]
+COMPARE = [
+    "nonprivate",
+    "swag_ppm",
+    "swag_ppm_uncalibrated",
+    "swag_ppm_censored",
+    "dpsgd",
+    "dpsgd_sweep",
+    "compare_report",
+]
 AUDIT = ["audit_replay", "audit_pool", "audit_references", "privacy_audit", "canary_runs", "privacy_report"]
 
 

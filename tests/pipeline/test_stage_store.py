@@ -140,7 +140,11 @@ def test_bytes_are_dvc_cache_objects_shared_between_entries(tmp_path):
     save(store, "k2", ["artifacts/features"], src, {}, dvc_cache)
     x = src / "artifacts" / "features" / "x.bin"
     obj = object_path(dvc_cache, hashlib.md5(x.read_bytes()).hexdigest())
-    assert stored_file(store, "k1", "artifacts/features/x.bin") == obj == stored_file(store, "k2", "artifacts/features/x.bin")
+    assert (
+        stored_file(store, "k1", "artifacts/features/x.bin")
+        == obj
+        == stored_file(store, "k2", "artifacts/features/x.bin")
+    )
     assert obj.read_bytes() == x.read_bytes() and stat.S_IMODE(obj.stat().st_mode) == 0o444
     assert stat.S_IMODE(dvc_cache.stat().st_mode) == 0o700
     assert len([p for p in (dvc_cache / "files" / "md5").rglob("*") if p.is_file()]) == 3  # 3 distinct files

@@ -75,8 +75,16 @@ def test_tracking_uri_default_root_is_cwd(tmp_path, monkeypatch):
     assert tracking.tracking_uri(_params()) == "sqlite:///" + str((tmp_path / "mlflow.db").resolve())
 
 
-@pytest.mark.parametrize("uri", ["sqlite:////var/lib/mlflow/mlflow.db", "http://127.0.0.1:5000",
-                                 "https://mlflow.example.org", "file:///tmp/mlruns", "databricks"])
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "sqlite:////var/lib/mlflow/mlflow.db",
+        "http://127.0.0.1:5000",
+        "https://mlflow.example.org",
+        "file:///tmp/mlruns",
+        "databricks",
+    ],
+)
 def test_tracking_uri_leaves_absolute_and_remote_alone(tmp_path, monkeypatch, uri):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     assert tracking.tracking_uri(_params(mlflow_uri=uri), tmp_path) == uri
@@ -95,15 +103,21 @@ def test_tracking_uri_environment_wins_and_is_anchored_too(tmp_path, monkeypatch
 def test_guarantee_metrics_ppm():
     g = guarantee.ppm(10.6, 5.3, posterior_draws=500, round=3, c=0.75, reweight=True, risk_norm="max")
     m = tracking._guarantee_metrics(g, "release.")
-    assert m == {"release.epsilon": 10.6, "release.local_sensitivity": 5.3, "release.posterior_draws": 500,
-                 "release.round": 3, "release.c": 0.75}
+    assert m == {
+        "release.epsilon": 10.6,
+        "release.local_sensitivity": 5.3,
+        "release.posterior_draws": 500,
+        "release.round": 3,
+        "release.c": 0.75,
+    }
     assert not any(k.endswith("delta") for k in m)  # Δ̂ is local_sensitivity, never 'delta'; δ is not a number
-    assert tracking._guarantee_metrics(g) == {k[len("release."):]: v for k, v in m.items()}
+    assert tracking._guarantee_metrics(g) == {k[len("release.") :]: v for k, v in m.items()}
 
 
 def test_guarantee_metrics_accountant():
-    g = guarantee.accountant("DP-SGD", 3.0, 1e-5, accountant="RDP", noise_multiplier=1.1, sample_rate=0.01,
-                             steps=300, poisson=True)
+    g = guarantee.accountant(
+        "DP-SGD", 3.0, 1e-5, accountant="RDP", noise_multiplier=1.1, sample_rate=0.01, steps=300, poisson=True
+    )
     m = tracking._guarantee_metrics(g)
     assert m == {"epsilon": 3.0, "delta": 1e-5, "noise_multiplier": 1.1, "sample_rate": 0.01, "steps": 300}
     assert all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in m.values())
@@ -124,8 +138,12 @@ def test_guarantee_tags(monkeypatch):
             tags.update(d)
 
     tracking._guarantee_tags(Fake, guarantee.ppm(2.0, 1.0, round=2))
-    assert tags == {"mechanism": "SWAG-PPM", "guarantee": "ppm_local_asymptotic",
-                    "delta": "asymptotic, not quantified", "claim": "ε = 2"}
+    assert tags == {
+        "mechanism": "SWAG-PPM",
+        "guarantee": "ppm_local_asymptotic",
+        "delta": "asymptotic, not quantified",
+        "claim": "ε = 2",
+    }
     tracking._guarantee_tags(Fake, guarantee.uncertified(7.1, 3.55, certified_directions=19, parameters=126_316))
     assert tags["guarantee"] == "ppm_uncertified" and "ε" not in tags["claim"].replace("not an ε", "")
     assert tags["claim"] == "index 2Δ̂ = 7.1 (not DP; certified in 19 of 126,316 directions)"
@@ -134,8 +152,12 @@ def test_guarantee_tags(monkeypatch):
 
 
 def test_flatten():
-    assert tracking._flatten({"a": 1, "b": {"c": 2, "d": {"e": "x"}}, "f": [1, 2]}) == \
-        {"a": 1, "b.c": 2, "b.d.e": "x", "f": [1, 2]}
+    assert tracking._flatten({"a": 1, "b": {"c": 2, "d": {"e": "x"}}, "f": [1, 2]}) == {
+        "a": 1,
+        "b.c": 2,
+        "b.d.e": "x",
+        "f": [1, 2],
+    }
 
 
 # the store --------------------------------------------------------------------------------------------
@@ -241,8 +263,11 @@ def test_run_is_pending_only_while_open(template, tmp_path):
 
 
 def test_http_limits_are_defaults_an_explicit_env_wins(template, tmp_path, monkeypatch):
-    assert set(HTTP_LIMITS) == {"MLFLOW_HTTP_REQUEST_TIMEOUT", "MLFLOW_HTTP_REQUEST_MAX_RETRIES",
-                                "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR"}
+    assert set(HTTP_LIMITS) == {
+        "MLFLOW_HTTP_REQUEST_TIMEOUT",
+        "MLFLOW_HTTP_REQUEST_MAX_RETRIES",
+        "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR",
+    }
     assert all(int(v) >= 1 for v in HTTP_LIMITS.values())
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "42")
     monkeypatch.delenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", raising=False)
@@ -282,13 +307,15 @@ def test_release_run_name_says_what_ran():
     name = tracking.release_run_name(params, g)
     assert name == "SWAG-PPM · head · round 2 · ε=5.496 · c=1 · calibration=subspace · reweight=iterative"
     u = guarantee.uncertified(7.1452, 3.5726, certified_directions=19, parameters=126_316, round=2)
-    assert tracking.release_run_name(params, u) == ("SWAG-PPM · head · round 2 · index=7.145 (not DP) · c=1 · "
-                                                    "calibration=subspace · reweight=iterative")
+    assert tracking.release_run_name(params, u) == (
+        "SWAG-PPM · head · round 2 · index=7.145 (not DP) · c=1 · calibration=subspace · reweight=iterative"
+    )
 
 
 def test_guarantee_metrics_of_an_uncertified_record_have_no_epsilon():
-    u = guarantee.uncertified(7.1452, 3.5726, certified_directions=19, parameters=126_316, round=2,
-                              uncertified_index_point=6.0)
+    u = guarantee.uncertified(
+        7.1452, 3.5726, certified_directions=19, parameters=126_316, round=2, uncertified_index_point=6.0
+    )
     m = tracking._guarantee_metrics(u)
     assert not any(k.startswith("epsilon") or k == "delta" for k in m)
     assert m["uncertified_index"] == 7.1452 and (m["certified_directions"], m["parameters"]) == (19, 126_316)
@@ -305,11 +332,17 @@ def test_release_sections_are_what_the_release_stages_read():
 
 def test_mechanism_params_keep_what_the_mechanism_reads():
     iterative = tracking.mechanism_params(parse_params({}))
-    assert {"seed", "ppm.c", "ppm.reweight_step", "model.backend", "model.head.hidden", "evaluation.draws"} <= set(iterative)
-    assert not any(k.startswith(("model.full.", "ppm.censor_", "dpsgd.full.", "dpsgd.delta_sweep", "nvdp", "gpp",
-                                 "service", "tune")) for k in iterative)
+    assert {"seed", "ppm.c", "ppm.reweight_step", "model.backend", "model.head.hidden", "evaluation.draws"} <= set(
+        iterative
+    )
+    assert not any(
+        k.startswith(
+            ("model.full.", "ppm.censor_", "dpsgd.full.", "dpsgd.delta_sweep", "nvdp", "gpp", "service", "tune")
+        )
+        for k in iterative
+    )
     assert {"released.mechanism", "released.epsilon", "dpsgd.head.lr", "dpsgd.target_epsilon"} <= set(iterative)
-    assert "ppm.k" not in iterative                                   # one-shot strength: not read when iterative
+    assert "ppm.k" not in iterative  # one-shot strength: not read when iterative
     oneshot = tracking.mechanism_params(parse_params({"ppm": {"reweight_mode": "oneshot"}}))
     assert "ppm.k" in oneshot and "ppm.reweight_step" not in oneshot
     plain = tracking.mechanism_params(parse_params({"ppm": {"reweight": False}, "model": {"backend": "full"}}))

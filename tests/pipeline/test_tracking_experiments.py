@@ -23,9 +23,15 @@ def test_a_tracked_run_and_its_children_are_logged_as_nested_runs(tmp_path):
 
     report = tmp_path / "report.md"
     report.write_text("# a report\n", encoding="utf-8")
-    record = TrackedRun(name="toy", params={"toy.scale": 3}, tags={"guarantee": "none"}, metrics={"time_s.a": 1.5},
-                        steps=[{"loss": 2.0}, {"loss": 1.0}], artifacts=[(report, "toy")],
-                        children=[TrackedRun(name="toy child", metrics={"auc": 0.75})])
+    record = TrackedRun(
+        name="toy",
+        params={"toy.scale": 3},
+        tags={"guarantee": "none"},
+        metrics={"time_s.a": 1.5},
+        steps=[{"loss": 2.0}, {"loss": 1.0}],
+        artifacts=[(report, "toy")],
+        children=[TrackedRun(name="toy child", metrics={"auc": 0.75})],
+    )
     params = parse_params({"tracking": {"mlflow_uri": "sqlite:///mlflow.db", "experiment": "toy-experiment"}})
     parent_id = log_tracked(params, tmp_path, record)
 

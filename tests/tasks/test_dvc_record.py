@@ -27,8 +27,23 @@ from dprelease.pipeline import registry, stage_store
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("git") is None, reason="no git on PATH")]
 
 # dvc.yaml: the release pipeline, every stage of which the flow runs and records, then the MLflow run (track)
-RECORDED = ["secret", "stratify", "featurize", "finetune_r1", "swag_r1", "risk", "finetune_r2", "swag_r2",
-            "sensitivity_r2", "reweight", "draw", "evaluate", "publish", "select", "track"]
+RECORDED = [
+    "secret",
+    "stratify",
+    "featurize",
+    "finetune_r1",
+    "swag_r1",
+    "risk",
+    "finetune_r2",
+    "swag_r2",
+    "sensitivity_r2",
+    "reweight",
+    "draw",
+    "evaluate",
+    "publish",
+    "select",
+    "track",
+]
 CLEAN = "Data and pipelines are up to date."
 
 
@@ -57,8 +72,9 @@ def moments_bytes(root: Path, params) -> bytes:
 def _project(path: Path, params) -> Path:
     """A git + DVC project: the package source (dvc.yaml's code deps), the slice, params.yaml, dvc.yaml."""
     root = make_root(path)
-    shutil.copytree(ROOT / "src" / "dprelease", root / "src" / "dprelease",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(
+        ROOT / "src" / "dprelease", root / "src" / "dprelease", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+    )
     for name in (".gitignore", ".dvcignore"):
         shutil.copyfile(ROOT / name, root / name)
     (root / "params.yaml").write_text(yaml.safe_dump(params.model_dump(mode="json"), sort_keys=False))
@@ -148,8 +164,14 @@ def test_outputs_are_dvc_cache_objects_and_the_key_is_in_none(recorded):
     cached = {p.read_bytes() for c in (objects, store_dir()) for p in c.rglob("*") if p.is_file()}
     private = [f for f in secret.rglob("*") if f.is_file() and f.name != "key_id.json"]
     assert private and not any(f.read_bytes() in cached for f in private)
-    assert _lock(root)["secret"]["outs"] == [{"path": f"{params.artifacts}/secret/key_id.json", "hash": "md5",
-                                              "md5": _md5(secret / "key_id.json"), "size": 35}]
+    assert _lock(root)["secret"]["outs"] == [
+        {
+            "path": f"{params.artifacts}/secret/key_id.json",
+            "hash": "md5",
+            "md5": _md5(secret / "key_id.json"),
+            "size": 35,
+        }
+    ]
 
 
 def test_push_then_pull_in_a_second_clone(recorded, tmp_path):
@@ -233,8 +255,11 @@ def test_a_second_operator_imports_the_keys_pulls_and_gets_the_same_release(reco
     _dvc("push", "-q", cwd=root)
     _git("add", "dvc.lock", cwd=root)
     _git("commit", "-q", "-m", "run", "--allow-empty", cwd=root)
-    env = {**os.environ, key_transfer.PASSPHRASE_ENV: "correct horse battery staple",
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env = {
+        **os.environ,
+        key_transfer.PASSPHRASE_ENV: "correct horse battery staple",
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
     cli = [sys.executable, "-m", "dprelease.cli"]
     assert subprocess.run([*cli, "key", "export-private", "--to", str(xfer)], cwd=root, env=env).returncode == 0
     for where in (clone, other):
@@ -244,13 +269,20 @@ def test_a_second_operator_imports_the_keys_pulls_and_gets_the_same_release(reco
     assert subprocess.run([*cli, "key", "import-private", "--from", str(xfer)], cwd=clone, env=env).returncode == 0
     assert _status(clone, []) == {"track": [{"changed outs": {"metrics/mlflow_run.json": "deleted"}}]}
     files = sorted(p.relative_to(root / params.release) for p in (root / params.release).rglob("*") if p.is_file())
-    assert files and all((root / params.release / f).read_bytes() == (clone / params.release / f).read_bytes()
-                         for f in files)
+    assert files and all(
+        (root / params.release / f).read_bytes() == (clone / params.release / f).read_bytes() for f in files
+    )
     # a clone whose operator made keys of their own: `dvc repro` (its `secret` stage) refuses, making nothing
     done = subprocess.run([*cli, "secret", "init"], cwd=other, env=env, capture_output=True, text=True)
     assert done.returncode == 0
-    done = subprocess.run([sys.executable, "-m", "dvc", "repro", "secret"], cwd=other, env=env, capture_output=True,
-                          text=True, timeout=900)
+    done = subprocess.run(
+        [sys.executable, "-m", "dvc", "repro", "secret"],
+        cwd=other,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode != 0 and "is not the key dvc.lock was made with" in done.stdout + done.stderr
     assert _lock(other)["secret"] == _lock(root)["secret"]  # nothing recorded
 

@@ -24,8 +24,9 @@ print(json.dumps({"loaded": loaded, "launcher": guarded}))
 
 def _probe(api_url: str) -> dict:
     env = os.environ | {"PREFECT_API_URL": api_url, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=900)  # generous (a loaded machine): it returns when the probe does
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
+    )  # generous (a loaded machine): it returns when the probe does
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 

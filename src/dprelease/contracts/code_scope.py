@@ -44,10 +44,14 @@ PKG = "dprelease"
 PACKAGE_DIR = SRC / PKG
 _PARSE = threading.Lock()  # CPython 3.11's parser is not thread-safe ("AST constructor recursion depth mismatch"),
 #                          and flows run stages in threads: one parse at a time
-DATA = {"dprelease.core.data.records": ("core/resources/__init__.py", "core/resources/oiics_201_nature.csv"),
-        "dprelease.core.encoder_recipe": ("core/resources/public_encoder/layers.safetensors",
-                                  "core/resources/public_encoder/recipe.json",
-                                  "core/resources/public_encoder/public_features.safetensors")}  # files read as data
+DATA = {
+    "dprelease.core.data.records": ("core/resources/__init__.py", "core/resources/oiics_201_nature.csv"),
+    "dprelease.core.encoder_recipe": (
+        "core/resources/public_encoder/layers.safetensors",
+        "core/resources/public_encoder/recipe.json",
+        "core/resources/public_encoder/public_features.safetensors",
+    ),
+}  # files read as data
 
 
 @dataclass(frozen=True)
@@ -136,8 +140,11 @@ def _statements(path: Path, module: str, stamp: tuple[int, int]) -> tuple[tuple[
         elif isinstance(node, ast.ImportFrom):
             if node.module == "__future__":
                 continue
-            base = (resolve_relative(module, path.name == "__init__.py", node.level, node.module) if node.level
-                    else node.module or "")
+            base = (
+                resolve_relative(module, path.name == "__init__.py", node.level, node.module)
+                if node.level
+                else node.module or ""
+            )
             out.append((node.lineno, base, tuple(a.name for a in node.names)))
         elif isinstance(node, ast.Call):
             target = _dynamic_target(node)
@@ -164,13 +171,20 @@ def listed_packages() -> tuple[str, ...]:
 @lru_cache(maxsize=None)
 def _listed_packages(path: Path, stamp: tuple[int, int]) -> tuple[str, ...]:
     tree = _parse(path.read_text(encoding="utf-8"), path.name)
-    return tuple(next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
-                      and any(getattr(t, "id", None) == "PACKAGES" for t in n.targets)))
+    return tuple(
+        next(
+            ast.literal_eval(n.value)
+            for n in tree.body
+            if isinstance(n, ast.Assign) and any(getattr(t, "id", None) == "PACKAGES" for t in n.targets)
+        )
+    )
 
 
 PLUGINS = f"{PKG}.contracts.plugins"
 REGISTRY = f"{PKG}.pipeline.registry"
-PACKAGE_LIST = f"{PKG}.contracts.packages"  # the list of packages: configuration, in no stage's scope (as a params module)
+PACKAGE_LIST = (
+    f"{PKG}.contracts.packages"  # the list of packages: configuration, in no stage's scope (as a params module)
+)
 # the functions of the plug-in list that hand out a params module's declarations beyond its schema (ARMS,
 # FRONTIER: labels, stage names, ``requires`` tests — code a caller runs) or every package's guarantee kinds; a
 # module naming one of them depends on every listed ``params`` and ``kinds`` module. ``sections`` and
@@ -187,17 +201,25 @@ def reads_declarations(path: Path, module: str) -> bool:
 
 @lru_cache(maxsize=None)
 def _reads_declarations(path: Path, module: str, stamp: tuple[int, int]) -> bool:
-    imports_plugins = any(base == PLUGINS or (names and base == PLUGINS.rpartition(".")[0] and "plugins" in names)
-                          for _, base, names in _statements(path, module, stamp))
+    imports_plugins = any(
+        base == PLUGINS or (names and base == PLUGINS.rpartition(".")[0] and "plugins" in names)
+        for _, base, names in _statements(path, module, stamp)
+    )
     if not imports_plugins:
         return False
     tree = _parse(path.read_text(encoding="utf-8"), str(path))
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr in DECLARATION_READERS \
-                and isinstance(node.value, ast.Name) and node.value.id == "plugins":
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr in DECLARATION_READERS
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "plugins"
+        ):
             return True
-    return any(base == PLUGINS and names and DECLARATION_READERS & set(names)
-               for _, base, names in _statements(path, module, stamp))
+    return any(
+        base == PLUGINS and names and DECLARATION_READERS & set(names)
+        for _, base, names in _statements(path, module, stamp)
+    )
 
 
 def scope_imports(module: str, path: Path, known: set[str]) -> list[str]:

@@ -21,8 +21,13 @@ class Layout:
     @classmethod
     def from_params(cls, params, root: str | Path = ".") -> "Layout":
         root = Path(root)
-        return cls(artifacts=root / params.artifacts, release=root / params.release, metrics=root / "metrics",
-                   plots=root / "plots", reports=root / "reports")
+        return cls(
+            artifacts=root / params.artifacts,
+            release=root / params.release,
+            metrics=root / "metrics",
+            plots=root / "plots",
+            reports=root / "reports",
+        )
 
     # data ------------------------------------------------------------------------------------
     @property

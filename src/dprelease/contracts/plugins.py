@@ -35,8 +35,11 @@ from dprelease.contracts.packages import PACKAGES  # the list itself: configurat
 @cache
 def _params_modules() -> tuple:
     """The listed packages' ``params`` modules (found once per process: flows ask for the arms per stage)."""
-    return tuple(importlib.import_module(f"{package}.params") for package in PACKAGES
-                 if importlib.util.find_spec(f"{package}.params") is not None)
+    return tuple(
+        importlib.import_module(f"{package}.params")
+        for package in PACKAGES
+        if importlib.util.find_spec(f"{package}.params") is not None
+    )
 
 
 def sections() -> dict[str, type]:
@@ -86,8 +89,9 @@ def arm_names(*, audited: bool = False) -> list[str]:
 def frontier_sources() -> dict[str, str]:
     """``{source: stage}`` of every package whose ``params`` module declares ``FRONTIER`` (the stage writing its
     points, :mod:`dprelease.core.utility.points`); the source is the package's short name, in :data:`PACKAGES` order."""
-    return {module.__name__.split(".")[-2]: module.FRONTIER for module in _params_modules()
-            if hasattr(module, "FRONTIER")}
+    return {
+        module.__name__.split(".")[-2]: module.FRONTIER for module in _params_modules() if hasattr(module, "FRONTIER")
+    }
 
 
 def signed_folders(params) -> list[str]:
@@ -109,5 +113,9 @@ def overridden(params) -> dict[str, str]:
 def guarantee_kinds() -> list:
     """Every listed package's guarantee kinds (``KINDS`` of its ``kinds`` module, if it has one), in
     :data:`PACKAGES` order; what :func:`dprelease.core.privacy.guarantee.kind` looks a name up in."""
-    return [k for package in PACKAGES if importlib.util.find_spec(f"{package}.kinds") is not None
-            for k in importlib.import_module(f"{package}.kinds").KINDS]
+    return [
+        k
+        for package in PACKAGES
+        if importlib.util.find_spec(f"{package}.kinds") is not None
+        for k in importlib.import_module(f"{package}.kinds").KINDS
+    ]

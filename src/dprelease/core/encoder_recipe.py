@@ -17,8 +17,10 @@ RECIPE = RESOURCE / "recipe.json"  # how they were made: the recipe, the public 
 def recipe() -> dict:
     """The shipped recipe.json (a one-line error when the package lacks it)."""
     if not RECIPE.is_file() or not WEIGHTS.is_file():
-        raise FileNotFoundError(f"the public encoder is missing from the package ({RESOURCE.name}/): reinstall, or "
-                                f"set features.encoder: pretrained")
+        raise FileNotFoundError(
+            f"the public encoder is missing from the package ({RESOURCE.name}/): reinstall, or "
+            f"set features.encoder: pretrained"
+        )
     return json.loads(RECIPE.read_text(encoding="utf-8"))
 
 
@@ -32,18 +34,22 @@ def describe() -> str:
     """The card's words for the encoder: which public data shaped it."""
     r = recipe()
     c = r["corpus"]
-    return (f"the MiniLM encoder (all-MiniLM-L6-v2) with its top {len(r['changed_layers'])} layers fine-tuned, "
-            f"without privacy, on {c['reports']} public reports dated up to {c['until']} ({c['classes']} codes; "
-            f"docs/encoder.md)")
+    return (
+        f"the MiniLM encoder (all-MiniLM-L6-v2) with its top {len(r['changed_layers'])} layers fine-tuned, "
+        f"without privacy, on {c['reports']} public reports dated up to {c['until']} ({c['classes']} codes; "
+        f"docs/encoder.md)"
+    )
 
 
 def check_period(until: str, *, source: str = "params.yaml") -> None:
     """Refuse a configuration whose private period would include a report the public encoder trained on."""
     trained = recipe()["corpus"]["until"]
     if str(until) < trained:
-        raise ValueError(f"{source}: proxy.until {until} is before {trained}, the last day of the reports the public "
-                         f"encoder (features.encoder: public_tuned) was fine-tuned on: those would be private; set "
-                         f"features.encoder: pretrained, or re-run scripts/public_encoder.py on this public period")
+        raise ValueError(
+            f"{source}: proxy.until {until} is before {trained}, the last day of the reports the public "
+            f"encoder (features.encoder: public_tuned) was fine-tuned on: those would be private; set "
+            f"features.encoder: pretrained, or re-run scripts/public_encoder.py on this public period"
+        )
 
 
 FEATURES = RESOURCE / "public_features.safetensors"  # the public period's embeddings by the tuned encoder (fp16)

@@ -30,8 +30,13 @@ def os_error_line(err: OSError) -> str:
     place, so a re-run starts clean."""
     where = err.filename or "a file"
     why = err.strerror or " ".join(str(err).split()) or type(err).__name__
-    todo = {errno.ENOSPC: "free some space", errno.EDQUOT: "free some space (disk quota)",
-            errno.EACCES: "make it writable", errno.EPERM: "make it writable",
-            errno.EROFS: "use a writable file system"}.get(err.errno, "fix it")
-    return (f"{where}: {why}: {todo} and run again (nothing was released; a re-run resumes after the last "
-            "finished stage)")
+    todo = {
+        errno.ENOSPC: "free some space",
+        errno.EDQUOT: "free some space (disk quota)",
+        errno.EACCES: "make it writable",
+        errno.EPERM: "make it writable",
+        errno.EROFS: "use a writable file system",
+    }.get(err.errno, "fix it")
+    return (
+        f"{where}: {why}: {todo} and run again (nothing was released; a re-run resumes after the last finished stage)"
+    )

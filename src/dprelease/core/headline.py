@@ -31,21 +31,42 @@ from pathlib import Path
 
 from dprelease.core.io import read_json
 
-NAMES = ("epsilon", "epsilon_point", "epsilon_ci_low", "epsilon_ci_high", "uncertified_index", "temperature",
-         "weighted_f1", "macro_f1", "weighted_f1_mean", "macro_f1_mean", "epsilon_lb", "records")
+NAMES = (
+    "epsilon",
+    "epsilon_point",
+    "epsilon_ci_low",
+    "epsilon_ci_high",
+    "uncertified_index",
+    "temperature",
+    "weighted_f1",
+    "macro_f1",
+    "weighted_f1_mean",
+    "macro_f1_mean",
+    "epsilon_lb",
+    "records",
+)
 # the interval is NOT one for the claimed ε's point estimate: it is the GEV interval of the tail quantile of Δ (the
 # 1 − 1/(10·S) quantile of the per-draw maximum) as an ε; the claimed ε is its upper end (or the measured Δ̂'s ε, if
 # larger), and the point estimate (from the measured maximum Δ̂ over S draws) usually lies below it
-INTERVAL_NOTE = ("epsilon_ci_low/high: the GEV 95% interval of the tail quantile of Δ, as ε (2Δ / min(1, T_min)); the "
-                 "claimed epsilon is its upper end (or the measured Δ̂'s ε, if larger); NOT an interval for epsilon_point, "
-                 "which comes from the measured maximum Δ̂ and may lie below it")
-LABELS = {"epsilon": "ε", "epsilon_point": "ε point estimate (measured Δ̂)",
-          "epsilon_ci_low": "tail-quantile ε, GEV interval low (not an interval for the point estimate)",
-          "epsilon_ci_high": "tail-quantile ε, GEV interval high (the claimed ε's basis)", "uncertified_index": "index 2Δ̂ (NOT an ε: uncertified sampler)",
-          "temperature": "T̂ (temperature)", "weighted_f1": "weighted F1 (released model)",
-          "macro_f1": "macro F1 (released model)", "weighted_f1_mean": "weighted F1 (mean over draws)",
-          "macro_f1_mean": "macro F1 (mean over draws)", "epsilon_lb": "ε lower bound (canary audit)",
-          "records": "training records (public expected n̂)"}
+INTERVAL_NOTE = (
+    "epsilon_ci_low/high: the GEV 95% interval of the tail quantile of Δ, as ε (2Δ / min(1, T_min)); the "
+    "claimed epsilon is its upper end (or the measured Δ̂'s ε, if larger); NOT an interval for epsilon_point, "
+    "which comes from the measured maximum Δ̂ and may lie below it"
+)
+LABELS = {
+    "epsilon": "ε",
+    "epsilon_point": "ε point estimate (measured Δ̂)",
+    "epsilon_ci_low": "tail-quantile ε, GEV interval low (not an interval for the point estimate)",
+    "epsilon_ci_high": "tail-quantile ε, GEV interval high (the claimed ε's basis)",
+    "uncertified_index": "index 2Δ̂ (NOT an ε: uncertified sampler)",
+    "temperature": "T̂ (temperature)",
+    "weighted_f1": "weighted F1 (released model)",
+    "macro_f1": "macro F1 (released model)",
+    "weighted_f1_mean": "weighted F1 (mean over draws)",
+    "macro_f1_mean": "macro F1 (mean over draws)",
+    "epsilon_lb": "ε lower bound (canary audit)",
+    "records": "training records (public expected n̂)",
+}
 
 
 def _number(v) -> bool:
@@ -74,8 +95,11 @@ def audit_bound(metrics: str | Path, arm: str | None) -> tuple[float, str] | Non
     audits = entry.get("audits", {})
     gate = audits.get("input", audits.get("mislabelled", {})).get("gate", {})
     value = gate.get("epsilon_lower_bound", entry.get("epsilon_lower_bound"))
-    return None if value is None else (value, f"{gate.get('method', '?')} one-run canary bound, "
-                                              f"{gate.get('guesses', '?')} guesses")
+    return (
+        None
+        if value is None
+        else (value, f"{gate.get('method', '?')} one-run canary bound, {gate.get('guesses', '?')} guesses")
+    )
 
 
 def released_record(metrics: str | Path) -> dict | None:
@@ -123,12 +147,23 @@ def epsilon_sensitivity_near(root: str | Path, prior_precision: float) -> dict |
         return None
     with open(path, newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
-    near = [float(r["epsilon"]) for r in rows if r.get("epsilon") not in (None, "", "nan")
-            and r.get("prior_precision") not in (None, "") and float(r["prior_precision"]) == float(prior_precision)]
+    near = [
+        float(r["epsilon"])
+        for r in rows
+        if r.get("epsilon") not in (None, "", "nan")
+        and r.get("prior_precision") not in (None, "")
+        and float(r["prior_precision"]) == float(prior_precision)
+    ]
     if not near:
         return None
-    return {"figure": "ε", "maximum": max(near), "minimum": min(near), "cells": len(near),
-            "prior_precision": float(prior_precision), "source": "make epsilon-sensitivity (" + SENSITIVITY_TABLE + ")"}
+    return {
+        "figure": "ε",
+        "maximum": max(near),
+        "minimum": min(near),
+        "cells": len(near),
+        "prior_precision": float(prior_precision),
+        "source": "make epsilon-sensitivity (" + SENSITIVITY_TABLE + ")",
+    }
 
 
 def markdown(figures: dict, title: str, extra: dict | None = None) -> str:
@@ -136,5 +171,6 @@ def markdown(figures: dict, title: str, extra: dict | None = None) -> str:
     rows = [(LABELS[k], f"{v:.4g}" if isinstance(v, float) else str(v)) for k, v in figures.items() if k in LABELS]
     rows += [(k, str(v)) for k, v in (extra or {}).items()]
     cell = lambda s: " ".join(str(s).split()).replace("|", "\\|")  # noqa: E731 - one line per row
-    return "\n".join([f"### {title}", "", "| figure | value |", "|---|---|",
-                      *(f"| {cell(k)} | {cell(v)} |" for k, v in rows)])
+    return "\n".join(
+        [f"### {title}", "", "| figure | value |", "|---|---|", *(f"| {cell(k)} | {cell(v)} |" for k, v in rows)]
+    )

@@ -45,8 +45,10 @@ def root_lock(root: str | Path, command: str | None = None) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise Busy(f"{root.resolve()} is in use by another dprelease run: {_holder(path)}; "
-                       "wait for it to finish or use another --root") from None
+            raise Busy(
+                f"{root.resolve()} is in use by another dprelease run: {_holder(path)}; "
+                "wait for it to finish or use another --root"
+            ) from None
         info = {"pid": os.getpid(), "command": command or " ".join(sys.argv)[:200], "since": time.time()}
         os.ftruncate(fd, 0)
         os.write(fd, json.dumps(info).encode())

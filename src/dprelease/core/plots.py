@@ -28,8 +28,9 @@ def _save(fig: Figure, path: str | Path) -> None:
         fig.clear()
 
 
-def max_delta_plot(series: dict[str, np.ndarray], epsilons: dict[str, float], path,
-                   tails: dict[str, dict] | None = None) -> None:
+def max_delta_plot(
+    series: dict[str, np.ndarray], epsilons: dict[str, float], path, tails: dict[str, dict] | None = None
+) -> None:
     """One panel per round: M_s (largest weighted per-record loss of draw s) against s = 1..S.
 
     The dashed line is Delta = max_s M_s; the title gives 2*Delta and, for a round in ``epsilons`` (the released
@@ -50,16 +51,31 @@ def max_delta_plot(series: dict[str, np.ndarray], epsilons: dict[str, float], pa
         x = np.arange(1, m.size + 1)
         delta = float(np.nanmax(m))
         eps = epsilons.get(name)
-        eps_txt = (f"2Δ = {2 * delta:.4g}" if eps is None else f"ε = 2Δ = {eps:.4g}" if np.isclose(eps, 2.0 * delta)
-                   else f"ε = {eps:.4g} (2Δ = {2 * delta:.4g})")
+        eps_txt = (
+            f"2Δ = {2 * delta:.4g}"
+            if eps is None
+            else f"ε = 2Δ = {eps:.4g}"
+            if np.isclose(eps, 2.0 * delta)
+            else f"ε = {eps:.4g} (2Δ = {2 * delta:.4g})"
+        )
         ax.plot(x, m, marker="o", markersize=3 if m.size > 50 else 5, linewidth=0.8)
         ax.axhline(delta, linestyle="--", color="tab:red", linewidth=1, label=f"Δ = {delta:.4g}")
         tail = (tails or {}).get(name)
         if tail is not None:
-            ax.axhspan(tail["ci_low"], tail["ci_high"], color="tab:orange", alpha=0.2,
-                       label=f"{tail['confidence']:.0%} CI [{tail['ci_low']:.4g}, {tail['ci_high']:.4g}]")
-            ax.axhline(tail["estimate"], linestyle=":", color="tab:orange", linewidth=1.2,
-                       label=f"GEV q{tail['level']:.4g} = {tail['estimate']:.4g}")
+            ax.axhspan(
+                tail["ci_low"],
+                tail["ci_high"],
+                color="tab:orange",
+                alpha=0.2,
+                label=f"{tail['confidence']:.0%} CI [{tail['ci_low']:.4g}, {tail['ci_high']:.4g}]",
+            )
+            ax.axhline(
+                tail["estimate"],
+                linestyle=":",
+                color="tab:orange",
+                linewidth=1.2,
+                label=f"GEV q{tail['level']:.4g} = {tail['estimate']:.4g}",
+            )
         ax.set_title(f"{name}: Δ = {delta:.4g}, {eps_txt}", fontsize=10)
         ax.set_xlabel("draw s")
         ax.set_ylabel("$M_s$ (max weighted per-record loss)")
@@ -177,7 +193,9 @@ def confusion_plot(matrix: np.ndarray, names: list[str], path, title: str = "") 
 VERDICT_COLOURS = {"underfit": "#f4b183", "overfit": "#e06666", "ok": "#93c47d"}
 
 
-def tune_grid_plot(cells: list[dict], path, chosen: tuple[float, int] | None = None, target: float | None = None) -> None:
+def tune_grid_plot(
+    cells: list[dict], path, chosen: tuple[float, int] | None = None, target: float | None = None
+) -> None:
     """Seed 001 Figure 6 analogue: one cell per (c, FT epochs), coloured by fit verdict, labelled with
     ε and weighted / macro F1; the chosen configuration is outlined."""
     if not cells:
@@ -190,11 +208,24 @@ def tune_grid_plot(cells: list[dict], path, chosen: tuple[float, int] | None = N
         x, y = cs.index(cell["c"]), es.index(cell["epochs"])
         colour = VERDICT_COLOURS.get(cell["verdict"], "#cccccc")
         chosen_cell = chosen is not None and (cell["c"], cell["epochs"]) == tuple(chosen)
-        ax.add_patch(Rectangle(
-            (x - 0.48, y - 0.45), 0.96, 0.9, facecolor=colour, edgecolor="black" if chosen_cell else "white",
-            linewidth=2.5 if chosen_cell else 0.5))
-        ax.text(x, y, f"{cell['verdict']}\nε = {cell['epsilon']:.2f}\nF1 {cell['weighted_f1']:.3f} / {cell['macro_f1']:.3f}",
-                ha="center", va="center", fontsize=7)
+        ax.add_patch(
+            Rectangle(
+                (x - 0.48, y - 0.45),
+                0.96,
+                0.9,
+                facecolor=colour,
+                edgecolor="black" if chosen_cell else "white",
+                linewidth=2.5 if chosen_cell else 0.5,
+            )
+        )
+        ax.text(
+            x,
+            y,
+            f"{cell['verdict']}\nε = {cell['epsilon']:.2f}\nF1 {cell['weighted_f1']:.3f} / {cell['macro_f1']:.3f}",
+            ha="center",
+            va="center",
+            fontsize=7,
+        )
     ax.set_xlim(-0.5, len(cs) - 0.5)
     ax.set_ylim(-0.5, len(es) - 0.5)
     ax.set_xticks(range(len(cs)), [f"c = {c:g}" for c in cs])
@@ -211,11 +242,17 @@ def roc_plot(curves: dict[str, tuple[list[float], list[float]]], path, title: st
     fig = _new_figure(6.4, 5.2)
     ax = fig.subplots()
     for label, (fpr, tpr) in curves.items():
-        ax.plot(np.maximum(fpr, 1e-4), np.maximum(tpr, 1e-4), label=label, lw=1.4,
-                ls="--" if "LiRA" in label else "-")
+        ax.plot(np.maximum(fpr, 1e-4), np.maximum(tpr, 1e-4), label=label, lw=1.4, ls="--" if "LiRA" in label else "-")
     grid = np.logspace(-4, 0, 50)
     ax.plot(grid, grid, color="grey", lw=0.8, ls=":", label="chance")
-    ax.set(xscale="log", yscale="log", xlim=(1e-4, 1), ylim=(1e-4, 1.05), xlabel="false positive rate",
-           ylabel="true positive rate", title=title)
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlim=(1e-4, 1),
+        ylim=(1e-4, 1.05),
+        xlabel="false positive rate",
+        ylabel="true positive rate",
+        title=title,
+    )
     ax.legend(fontsize=7, loc="lower right")
     _save(fig, path)

@@ -26,8 +26,9 @@ def target_prior(public_counts: Mapping[str, int], rates: Mapping[str, float], c
     return log_prior(torch.tensor([public_counts.get(c, 0) * rates[c] for c in codes], dtype=torch.float64))
 
 
-def fit(x: torch.Tensor, y: torch.Tensor, n_classes: int, *, l2: float, steps: int = 100
-        ) -> tuple[torch.Tensor, torch.Tensor]:
+def fit(
+    x: torch.Tensor, y: torch.Tensor, n_classes: int, *, l2: float, steps: int = 100
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Balanced softmax regression (weights [K, d], biases [K]) on (x, y): cross-entropy of logits + log π_train
     plus l2/2·‖W‖², full batch, L-BFGS from zero (convex: no randomness)."""
     xs = x.float() * x.shape[1] ** 0.5
@@ -50,8 +51,15 @@ def predict(w: torch.Tensor, b: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     return ((x.float() * x.shape[1] ** 0.5) @ w.T + b).argmax(1)
 
 
-def choose_l2(train: tuple[torch.Tensor, torch.Tensor], validation: tuple[torch.Tensor, torch.Tensor],
-              n_classes: int, *, grid: Sequence[float], prior: torch.Tensor, score) -> tuple[float, list[float]]:
+def choose_l2(
+    train: tuple[torch.Tensor, torch.Tensor],
+    validation: tuple[torch.Tensor, torch.Tensor],
+    n_classes: int,
+    *,
+    grid: Sequence[float],
+    prior: torch.Tensor,
+    score,
+) -> tuple[float, list[float]]:
     """The L2 strength of ``grid`` with the best ``score(y, pred)`` on public validation (ties: the first), and
     every score (public: zero ε)."""
     found = []

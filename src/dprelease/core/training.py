@@ -44,11 +44,21 @@ def seed_model(model: nn.Module, seed: int) -> None:
         torch.manual_seed(seed)
 
 
-def epoch(backend: Backend, model: nn.Module, features: Features, labels: torch.Tensor, weights: torch.Tensor | None,
-           optimizer: torch.optim.Optimizer, batch_size: int, generator: torch.Generator,
-           scheduler: torch.optim.lr_scheduler.LRScheduler | None = None, censor: Censor | None = None,
-           prior_precision: float = 0.0, desc: str = "training",
-           prior_center: list[torch.Tensor] | None = None) -> float:
+def epoch(
+    backend: Backend,
+    model: nn.Module,
+    features: Features,
+    labels: torch.Tensor,
+    weights: torch.Tensor | None,
+    optimizer: torch.optim.Optimizer,
+    batch_size: int,
+    generator: torch.Generator,
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+    censor: Censor | None = None,
+    prior_precision: float = 0.0,
+    desc: str = "training",
+    prior_center: list[torch.Tensor] | None = None,
+) -> float:
     """One pass over the records in mini-batches; the mean training loss. ``desc`` names the fit in the error
     for 0 records (an epoch over nothing has no loss and fits nothing)."""
     n = n_records(features)
@@ -84,9 +94,20 @@ def no_records(n: int, desc: str) -> None:
         raise DataError(f"{desc}: 0 training records, nothing to fit (an empty training set or subset)")
 
 
-def finetune(backend: Backend, model: nn.Module, features: Features, labels: torch.Tensor,
-             weights: torch.Tensor | None, opt: OptimParams, *, seed: int, progress: bool = False,
-             desc: str = "fine-tune", censor: Censor | None = None, prior_precision: float = 0.0) -> History:
+def finetune(
+    backend: Backend,
+    model: nn.Module,
+    features: Features,
+    labels: torch.Tensor,
+    weights: torch.Tensor | None,
+    opt: OptimParams,
+    *,
+    seed: int,
+    progress: bool = False,
+    desc: str = "fine-tune",
+    censor: Censor | None = None,
+    prior_precision: float = 0.0,
+) -> History:
     """AdamW fine-tuning in place with a linear decay schedule (objective and ``prior_precision``: module
     docstring). The data, their weights and the optimiser settings are positional; every option after them is
     keyword-only (as in :func:`dprelease.mechanisms.swag_ppm.calibrate.swag`): a seed is never taken for a flag."""
@@ -99,6 +120,21 @@ def finetune(backend: Backend, model: nn.Module, features: Features, labels: tor
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: max(0.0, 1.0 - s / steps))
     history = History()
     for _ in tqdm(range(opt.epochs), desc=desc, disable=not progress, unit="epoch"):
-        history.losses.append(epoch(backend, model, features, labels, weights, optimizer, opt.batch_size, gen, scheduler,
-                                    censor, prior_precision, desc, prior_center=centre))
+        history.losses.append(
+            epoch(
+                backend,
+                model,
+                features,
+                labels,
+                weights,
+                optimizer,
+                opt.batch_size,
+                gen,
+                scheduler,
+                censor,
+                prior_precision,
+                desc,
+                prior_center=centre,
+            )
+        )
     return history

@@ -23,16 +23,39 @@ if TYPE_CHECKING:
 BOUNDS: dict[str, dict[str, tuple[int, int]]] = {
     "head": {"dim": (1, 4096), "hidden": (0, 16384), "n_classes": (2, 100_000), "max_length": (8, 512)},
     "full": {"n_classes": (2, 100_000), "max_length": (8, 512)},
-    "config.json": {"hidden_size": (1, 4096), "num_hidden_layers": (1, 48), "num_attention_heads": (1, 64),
-                    "intermediate_size": (1, 16384), "vocab_size": (1, 250_000),
-                    "max_position_embeddings": (8, 8192), "type_vocab_size": (1, 16), "num_labels": (2, 100_000)},
+    "config.json": {
+        "hidden_size": (1, 4096),
+        "num_hidden_layers": (1, 48),
+        "num_attention_heads": (1, 64),
+        "intermediate_size": (1, 16384),
+        "vocab_size": (1, 250_000),
+        "max_position_embeddings": (8, 8192),
+        "type_vocab_size": (1, 16),
+        "num_labels": (2, 100_000),
+    },
 }
 MAX_PARAMETERS = 1_000_000_000  # all tensors together (4 GB as float32), however the dimensions combine
 MAX_JSON_BYTES = 64 << 20  # release.json, model.json, labels.json, config.json
 MAX_HEADER_BYTES = 64 << 20  # a safetensors header
 FLOAT_DTYPES = {"F16", "BF16", "F32", "F64"}
-DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
-               "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}
+DTYPE_BYTES = {
+    "BOOL": 1,
+    "U8": 1,
+    "I8": 1,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "I16": 2,
+    "U16": 2,
+    "F16": 2,
+    "BF16": 2,
+    "I32": 4,
+    "U32": 4,
+    "F32": 4,
+    "I64": 8,
+    "U64": 8,
+    "F64": 8,
+}
+
 
 def read_json_object(path: Path) -> dict:
     if not path.is_file():
@@ -71,8 +94,9 @@ def limited(path: Path, shapes: dict[str, tuple[tuple[int, ...], bool]]) -> dict
     :data:`MAX_PARAMETERS`."""
     total = sum(math.prod(s) for s, _ in shapes.values())
     if total > MAX_PARAMETERS:
-        raise ReleaseError(f"{path}: the architecture has {total:,} parameters, more than a release may hold "
-                           f"({MAX_PARAMETERS:,})")
+        raise ReleaseError(
+            f"{path}: the architecture has {total:,} parameters, more than a release may hold ({MAX_PARAMETERS:,})"
+        )
     return shapes
 
 
@@ -90,7 +114,9 @@ def safetensors_header(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
     try:
         header = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
-        raise ReleaseError(f"{path}: safetensors header is not valid JSON (corrupt or not a safetensors file)") from None
+        raise ReleaseError(
+            f"{path}: safetensors header is not valid JSON (corrupt or not a safetensors file)"
+        ) from None
     if not isinstance(header, dict):
         raise ReleaseError(f"{path}: safetensors header is not a JSON object")
     data_size, out, spans = size - 8 - n, {}, []
@@ -99,8 +125,14 @@ def safetensors_header(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
             continue
         try:
             dtype, shape, (begin, end) = info["dtype"], info["shape"], info["data_offsets"]
-            ok = (dtype in DTYPE_BYTES and isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape)
-                  and type(begin) is int and type(end) is int and 0 <= begin <= end)
+            ok = (
+                dtype in DTYPE_BYTES
+                and isinstance(shape, list)
+                and all(type(d) is int and d >= 0 for d in shape)
+                and type(begin) is int
+                and type(end) is int
+                and 0 <= begin <= end
+            )
         except (TypeError, KeyError, ValueError):
             ok = False
         if not ok:
@@ -125,14 +157,16 @@ def check_shapes(path: Path, header: dict, expected: dict, source: str) -> None:
     (floating-point where it is)."""
     missing, extra = sorted(set(expected) - set(header)), sorted(set(header) - set(expected))
     if missing or extra:
-        parts = ([f"missing {', '.join(missing[:5])}"] if missing else []) + \
-                ([f"unexpected {', '.join(extra[:5])}"] if extra else [])
+        parts = ([f"missing {', '.join(missing[:5])}"] if missing else []) + (
+            [f"unexpected {', '.join(extra[:5])}"] if extra else []
+        )
         raise ReleaseError(f"{path}: tensors do not match the architecture in {source} ({'; '.join(parts)})")
     for name, (shape, floating) in expected.items():
         dtype, found = header[name]
         if found != shape:
-            raise ReleaseError(f"{path}: tensor {name!r} has shape {list(found)}, the architecture in {source} "
-                               f"implies {list(shape)}")
+            raise ReleaseError(
+                f"{path}: tensor {name!r} has shape {list(found)}, the architecture in {source} implies {list(shape)}"
+            )
         if floating and dtype not in FLOAT_DTYPES:
             raise ReleaseError(f"{path}: tensor {name!r} is {dtype}, expected a floating-point type")
 

@@ -24,8 +24,20 @@ WORKFLOW_KEY, ML_VIEW = "mlflow.workflowType_v1", "machine_learning"
 # the page): left closed until the person opens it
 ASSISTANT_KEYS = {"mlflow.assistant.fab.autoOpenedOnFirstLoad_v1": "true", "mlflow.assistant.panelOpen_v1": "false"}
 # the runs table's columns: the headline figures, ε and weighted F1 first, then the registered model
-ORDER = ("epsilon", "weighted_f1", "macro_f1", "epsilon_lb", "epsilon_point", "epsilon_ci_low", "epsilon_ci_high",
-         "uncertified_index", "temperature", "weighted_f1_mean", "macro_f1_mean", "records")
+ORDER = (
+    "epsilon",
+    "weighted_f1",
+    "macro_f1",
+    "epsilon_lb",
+    "epsilon_point",
+    "epsilon_ci_low",
+    "epsilon_ci_high",
+    "uncertified_index",
+    "temperature",
+    "weighted_f1_mean",
+    "macro_f1_mean",
+    "records",
+)
 assert sorted(ORDER) == sorted(NAMES)
 METRICS = [f"metrics.`{n}`" for n in ORDER]
 COLUMNS = [*METRICS, "attributes.`Models`"]
@@ -34,17 +46,23 @@ COLUMN_ORDER = ["attributes.`Run Name`", "runDateAndNestInfo", *METRICS, "durati
 
 def state_key(experiment_id: str) -> str:
     """Where the UI keeps its state for the runs page of one experiment (MLflow 3.17's local-storage key)."""
-    return f"MLflowLocalStorage-1.1-ExperimentPage-{json.dumps([experiment_id], separators=(',', ':'))}" \
-           "-ReactComponentState"
+    return (
+        f"MLflowLocalStorage-1.1-ExperimentPage-{json.dumps([experiment_id], separators=(',', ':'))}"
+        "-ReactComponentState"
+    )
 
 
 def seed_script(experiment_ids: list[str]) -> str:
     """The ``<script>`` that fills in the defaults the browser does not hold yet."""
     defaults = {WORKFLOW_KEY: json.dumps(ML_VIEW), **ASSISTANT_KEYS}
-    defaults |= {state_key(e): json.dumps({"selectedColumns": COLUMNS, "columnOrder": COLUMN_ORDER})
-                 for e in experiment_ids}
-    return ("<script>(function(){try{var s=window.localStorage,d=" + json.dumps(defaults).replace("</", "<\\/")
-            + ";for(var k in d){if(s.getItem(k)===null){s.setItem(k,d[k]);}}}catch(e){}})();</script>")
+    defaults |= {
+        state_key(e): json.dumps({"selectedColumns": COLUMNS, "columnOrder": COLUMN_ORDER}) for e in experiment_ids
+    }
+    return (
+        "<script>(function(){try{var s=window.localStorage,d="
+        + json.dumps(defaults).replace("</", "<\\/")
+        + ";for(var k in d){if(s.getItem(k)===null){s.setItem(k,d[k]);}}}catch(e){}})();</script>"
+    )
 
 
 def _experiment_ids() -> list[str]:
@@ -59,8 +77,11 @@ def _experiment_ids() -> list[str]:
 @flask_app.after_request
 def _seed_defaults(response):
     """The UI's page (``/``) with the script in its head; every other response untouched."""
-    if request.path.rstrip("/") not in ("", "/index.html") or response.status_code != 200 \
-            or response.mimetype != "text/html":
+    if (
+        request.path.rstrip("/") not in ("", "/index.html")
+        or response.status_code != 200
+        or response.mimetype != "text/html"
+    ):
         return response
     response.direct_passthrough = False
     page = response.get_data(as_text=True)

@@ -31,8 +31,14 @@ def producers(stages: list[Stage], path: str) -> list[str]:
     return [s.name for s in stages if any(_covers(o, path) for o in s.produced)]
 
 
-def plan(stages: list[Stage], params: Params, *, groups: tuple[str, ...] = (), targets: tuple[str, ...] = (),
-         then: tuple[str, ...] = ()) -> Plan:
+def plan(
+    stages: list[Stage],
+    params: Params,
+    *,
+    groups: tuple[str, ...] = (),
+    targets: tuple[str, ...] = (),
+    then: tuple[str, ...] = (),
+) -> Plan:
     active = [s for s in stages if s.active(params)]
     by_name = {s.name: s for s in active}
     unknown = [t for t in (*targets, *then) if t not in {s.name for s in stages}]
@@ -54,7 +60,7 @@ def plan(stages: list[Stage], params: Params, *, groups: tuple[str, ...] = (), t
         s = by_name[name]
         waits[name] = {p for path in s.inputs for p in producers(active, path) if p in needed and p != name}
         if name in last:  # run last: after every other planned stage
-            waits[name] |= needed - set(last[last.index(name):])
+            waits[name] |= needed - set(last[last.index(name) :])
         else:
             waits[name] -= set(last)
     order: list[str] = []

@@ -65,8 +65,11 @@ def releasing() -> dict[str, dict]:
     index = plugin_index()
     if index is not None and index["releases"]:
         return dict(index["releases"])
-    return {m.release.mechanism: {"package": package, "stage": m.release.stage}
-            for package in plugins.PACKAGES if (m := plugin(package)).release is not None}
+    return {
+        m.release.mechanism: {"package": package, "stage": m.release.stage}
+        for package in plugins.PACKAGES
+        if (m := plugin(package)).release is not None
+    }
 
 
 def release_spec(params: Params) -> ReleaseSpec:
@@ -75,8 +78,10 @@ def release_spec(params: Params) -> ReleaseSpec:
     known = releasing()
     entry = known.get(params.released.mechanism)
     if entry is None:
-        raise ConfigError(f"released.mechanism: {params.released.mechanism!r} releases nothing here (mechanisms "
-                          f"with a release: {', '.join(known)})")
+        raise ConfigError(
+            f"released.mechanism: {params.released.mechanism!r} releases nothing here (mechanisms "
+            f"with a release: {', '.join(known)})"
+        )
     return plugin(entry["package"]).release
 
 
@@ -92,7 +97,7 @@ def _released(params: Params, package: str, declared: list[Stage]) -> list[Stage
         return declared
     out = [replace(s, group=PIPELINE) if s.name == spec.stage else s for s in declared]
     last = max(i for i, s in enumerate(out) if s.group == PIPELINE)
-    return out[:last + 1] + publish_stage(params, spec) + out[last + 1:]
+    return out[: last + 1] + publish_stage(params, spec) + out[last + 1 :]
 
 
 def stages(params: Params) -> list[Stage]:
@@ -147,12 +152,14 @@ def refuse_inert(params, keys) -> None:
     inert = plugins.overridden(params) if keys else {}
     for key in keys:
         if key in inert:
-            raise ConfigError(f"--set {key}: refused, it changes nothing in this release ({params.released.mechanism}): "
-                              f"{inert[key]}")
+            raise ConfigError(
+                f"--set {key}: refused, it changes nothing in this release ({params.released.mechanism}): {inert[key]}"
+            )
 
 
-
-ACCESS = StageAccess(run=run_stage, declared=stages, plan=plan_stages)  # what a stage that runs other stages is handed (runs_stages)
+ACCESS = StageAccess(
+    run=run_stage, declared=stages, plan=plan_stages
+)  # what a stage that runs other stages is handed (runs_stages)
 
 
 def sanitizer(mechanism: str):
@@ -164,8 +171,10 @@ def sanitizer(mechanism: str):
         return plugin(package).sanitize
     found = {m.name: m.sanitize for m in mechanisms() if m.sanitize is not None}  # not indexed: every plug-in
     if mechanism not in found:
-        raise ReleaseError(f"no sanitizer for mechanism {mechanism!r} in this dprelease "
-                           f"(sanitizers: {', '.join(sorted(found)) or 'none'})")
+        raise ReleaseError(
+            f"no sanitizer for mechanism {mechanism!r} in this dprelease "
+            f"(sanitizers: {', '.join(sorted(found)) or 'none'})"
+        )
     return found[mechanism]
 
 
@@ -233,13 +242,19 @@ def build_index(params: Params) -> dict:
     and doc, each sanitizer's package and each release (the name ``released.mechanism`` gives it and its stage)."""
     owner = {s.name: package for package in plugins.PACKAGES for s in plugin(package).declare(params)}
     owner[PUBLISH] = PUBLISH_PACKAGE
-    return {"packages": list(plugins.PACKAGES),
-            "releases": {m.release.mechanism: {"package": package, "stage": m.release.stage}
-                         for package in plugins.PACKAGES if (m := plugin(package)).release is not None},
-            "stages": {s.name: owner[s.name] for s in stages(params)},  # stages(): fails on a name declared twice
-            "flows": {f.name: {"title": f.title, "doc": f.doc} for m in mechanisms() for f in m.flows},
-            "sanitizers": {plugin(package).name: package for package in plugins.PACKAGES
-                           if plugin(package).sanitize is not None}}
+    return {
+        "packages": list(plugins.PACKAGES),
+        "releases": {
+            m.release.mechanism: {"package": package, "stage": m.release.stage}
+            for package in plugins.PACKAGES
+            if (m := plugin(package)).release is not None
+        },
+        "stages": {s.name: owner[s.name] for s in stages(params)},  # stages(): fails on a name declared twice
+        "flows": {f.name: {"title": f.title, "doc": f.doc} for m in mechanisms() for f in m.flows},
+        "sanitizers": {
+            plugin(package).name: package for package in plugins.PACKAGES if plugin(package).sanitize is not None
+        },
+    }
 
 
 def write_index(params: Params, *, root: str | Path | None = None) -> list[Path]:
@@ -248,10 +263,13 @@ def write_index(params: Params, *, root: str | Path | None = None) -> list[Path]
     index, written = build_index(params), []
     for package in plugins.PACKAGES:
         m = plugin(package)
-        part = {"package": package, "stages": [n for n, p in index["stages"].items() if p == package],
-                "flows": {f.name: index["flows"][f.name] for f in m.flows},
-                "sanitizer": m.name if m.sanitize is not None else None,
-                "release": None if m.release is None else {"mechanism": m.release.mechanism, "stage": m.release.stage}}
+        part = {
+            "package": package,
+            "stages": [n for n, p in index["stages"].items() if p == package],
+            "flows": {f.name: index["flows"][f.name] for f in m.flows},
+            "sanitizer": m.name if m.sanitize is not None else None,
+            "release": None if m.release is None else {"mechanism": m.release.mechanism, "stage": m.release.stage},
+        }
         path = index_file(package, root)
         path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(path) as tmp:
@@ -299,9 +317,22 @@ def dvc_yaml(params: Params) -> dict:
     evaluate = get(params, "evaluate")
     from dprelease.contracts.code_scope import closure
 
-    tracking_code = [f"{PACKAGE_ROOT}/{p}" for p in closure("dprelease.pipeline.tracking")]  # a change to the logging re-runs it
-    track_deps = ["metrics/evaluation.json", "metrics/swag_ppm_draw.json", "metrics/released.json", *evaluate.plots,
-                  "reports/release", params.release, *tracking_code]
-    entries["track"] = {"cmd": "dprelease track", "deps": track_deps, "params": ["tracking"],
-                        "outs": [{"metrics/mlflow_run.json": {"cache": False}}]}  # a new run id each time
+    tracking_code = [
+        f"{PACKAGE_ROOT}/{p}" for p in closure("dprelease.pipeline.tracking")
+    ]  # a change to the logging re-runs it
+    track_deps = [
+        "metrics/evaluation.json",
+        "metrics/swag_ppm_draw.json",
+        "metrics/released.json",
+        *evaluate.plots,
+        "reports/release",
+        params.release,
+        *tracking_code,
+    ]
+    entries["track"] = {
+        "cmd": "dprelease track",
+        "deps": track_deps,
+        "params": ["tracking"],
+        "outs": [{"metrics/mlflow_run.json": {"cache": False}}],
+    }  # a new run id each time
     return {"stages": entries}

@@ -106,8 +106,14 @@ def save(store: Path, key: str, paths: list[str], root: Path, summary: dict, obj
         for rel in paths:
             for f in _files(root, rel):
                 files[f] = {"md5": put(objects, root / f), "mode": stat.S_IMODE((root / f).stat().st_mode)}
-        manifest = {"key": key, "paths": paths, "dirs": dirs, "files": files, "summary": summary,
-                    "objects": str(objects)}
+        manifest = {
+            "key": key,
+            "paths": paths,
+            "dirs": dirs,
+            "files": files,
+            "summary": summary,
+            "objects": str(objects),
+        }
         (tmp / MANIFEST).write_text(json.dumps(manifest, sort_keys=True), encoding="utf-8")
         os.chmod(tmp / MANIFEST, 0o400)
         try:

@@ -23,7 +23,11 @@ from dprelease.core.locks import file_lock
 from dprelease.core.privacy.guarantee import Guarantee
 
 PUBLIC_METRIC_FILES = ("data", "released")
-HTTP_LIMITS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "10", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
+HTTP_LIMITS = {
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+}
 PENDING = ".mlflow-pending.json"
 EXPERIMENT_KIND, MODEL_TRAINING = "mlflow.experimentKind", "custom_model_development"
 
@@ -39,8 +43,8 @@ def tracking_uri(params: Params, root: str | Path = ".") -> str:
     """The configured URI; a relative ``sqlite:///file`` is anchored at the project root."""
     uri = os.environ.get("MLFLOW_TRACKING_URI") or params.tracking.mlflow_uri
     prefix = "sqlite:///"
-    if uri.startswith(prefix) and not uri[len(prefix):].startswith("/"):
-        uri = prefix + str((Path(root) / uri[len(prefix):]).resolve())
+    if uri.startswith(prefix) and not uri[len(prefix) :].startswith("/"):
+        uri = prefix + str((Path(root) / uri[len(prefix) :]).resolve())
     return uri
 
 
@@ -58,13 +62,14 @@ def _setup(params: Params, root: str | Path):
     artifacts = (Path(root) / "mlartifacts").resolve()
     with file_lock(Path(root) / ".mlflow.lock"):
         if uri.startswith("sqlite:///"):
-            _relocate(Path(uri[len("sqlite:///"):]), artifacts)
+            _relocate(Path(uri[len("sqlite:///") :]), artifacts)
         user_uri = os.environ.get("MLFLOW_TRACKING_URI")
         mlflow.set_tracking_uri(uri)
         # MLflow also exports the URI to the environment; keep the user's value (or none), or a later
         # run for another project root in this process would log into this root's store
         os.environ.pop("MLFLOW_TRACKING_URI", None) if user_uri is None else os.environ.update(
-            MLFLOW_TRACKING_URI=user_uri)
+            MLFLOW_TRACKING_URI=user_uri
+        )
         name = params.tracking.experiment
         if mlflow.get_experiment_by_name(name) is None:
             # marked as model training, so MLflow 3's UI opens it on its runs, not on the GenAI overview
@@ -95,8 +100,11 @@ def _relocate(db: Path, artifacts: Path) -> None:
         for exp_id, old in rows:
             if old and old != new and old.rstrip("/").endswith("/mlartifacts") and old.startswith("file:"):
                 con.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?", (new, exp_id))
-                con.execute("UPDATE runs SET artifact_uri = ? || substr(artifact_uri, ?) "
-                            "WHERE experiment_id = ? AND artifact_uri LIKE ? || '%'", (new, len(old) + 1, exp_id, old))
+                con.execute(
+                    "UPDATE runs SET artifact_uri = ? || substr(artifact_uri, ?) "
+                    "WHERE experiment_id = ? AND artifact_uri LIKE ? || '%'",
+                    (new, len(old) + 1, exp_id, old),
+                )
         con.commit()
 
 
@@ -135,9 +143,14 @@ def _source_tags(root: Path) -> dict:
     """The code version a run ran (MLflow fills these only when started from a script inside a git
     checkout, not from the ``dprelease`` console script or a Prefect worker)."""
     import subprocess
+
     try:  # one call: the commit, then the branch name
-        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD", "--abbrev-ref", "HEAD"],
-                             capture_output=True, text=True, timeout=5).stdout.split()
+        out = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD", "--abbrev-ref", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.split()
     except (OSError, subprocess.SubprocessError):
         return {}
     commit, branch = (out + ["", ""])[:2]
@@ -148,13 +161,25 @@ def _source_tags(root: Path) -> dict:
 def release_run_name(params: Params, g: Guarantee) -> str:
     """What ran, in the runs table: mechanism, backend, ε and the key public settings (SWAG-PPM: its round)."""
     q, p = g.quantities, params.ppm
-    claim = (f"ε={g.epsilon:.3f}" if g.epsilon is not None else
-             f"index={q['uncertified_index']:.3f} (not DP)" if g.kind == "ppm_uncertified" else "no ε")
+    claim = (
+        f"ε={g.epsilon:.3f}"
+        if g.epsilon is not None
+        else f"index={q['uncertified_index']:.3f} (not DP)"
+        if g.kind == "ppm_uncertified"
+        else "no ε"
+    )
     if q.get("round") is None:  # not a SWAG-PPM round: the mechanism, its kind and δ
-        return " · ".join([g.mechanism, params.model.backend, claim, g.kind] +
-                          ([f"δ={g.delta:.2g}"] if g.delta is not None else []))
-    parts = [g.mechanism, params.model.backend, f"round {q.get('round')}", claim, f"c={p.c:g}",
-             f"calibration={p.calibration}"]
+        return " · ".join(
+            [g.mechanism, params.model.backend, claim, g.kind] + ([f"δ={g.delta:.2g}"] if g.delta is not None else [])
+        )
+    parts = [
+        g.mechanism,
+        params.model.backend,
+        f"round {q.get('round')}",
+        claim,
+        f"c={p.c:g}",
+        f"calibration={p.calibration}",
+    ]
     if params.ppm.reweighting:
         parts.append(f"reweight={p.reweight_mode}")
     return " · ".join(parts)
@@ -162,8 +187,20 @@ def release_run_name(params: Params, g: Guarantee) -> str:
 
 # the params sections the release's stages read (their declarations; tests/pipeline/test_tracking.py checks the
 # list against the registry, which this shared module may not import), output paths left out
-RELEASE_SECTIONS = ("data", "dpsgd", "evaluation", "features", "frontier", "model", "ppm", "proxy", "public_model",
-                    "released", "seed", "swag")
+RELEASE_SECTIONS = (
+    "data",
+    "dpsgd",
+    "evaluation",
+    "features",
+    "frontier",
+    "model",
+    "ppm",
+    "proxy",
+    "public_model",
+    "released",
+    "seed",
+    "swag",
+)
 
 
 def _released(lay: Layout) -> tuple[Guarantee, dict]:
@@ -181,9 +218,20 @@ def mechanism_params(params: Params) -> dict:
     out = _flatten({k: raw[k] for k in RELEASE_SECTIONS})
     other = {"head", "full"} - {params.model.backend}
     drop = {f"{s}.{b}." for s in ("model", "dpsgd", "swag") for b in other} | {"dpsgd.delta_sweep", "dpsgd.planted"}
-    drop |= ({"dpsgd.", "frontier."} if params.released.mechanism != "dpsgd" else  # DP-SGD's, where it is released
-             {"frontier.epsilons", "frontier.budget", "frontier.seeds", "frontier.sources", "frontier.ppm",
-              "frontier.dpsgd.private_selection", "frontier.forward_from"})
+    drop |= (
+        {"dpsgd.", "frontier."}
+        if params.released.mechanism != "dpsgd"
+        # DP-SGD's, where it is released
+        else {
+            "frontier.epsilons",
+            "frontier.budget",
+            "frontier.seeds",
+            "frontier.sources",
+            "frontier.ppm",
+            "frontier.dpsgd.private_selection",
+            "frontier.forward_from",
+        }
+    )
     if params.ppm.mechanism != "censored":
         drop |= {"ppm.censor_"}
     if not params.ppm.reweighting:
@@ -191,8 +239,14 @@ def mechanism_params(params: Params) -> dict:
     elif params.ppm.reweight_mode == "iterative":
         drop |= {"ppm.k"}
     else:
-        drop |= {"ppm.reweight_step", "ppm.reweight_target", "ppm.reweight_tolerance", "ppm.reweight_aim",
-                 "ppm.max_refits", "ppm.validation_draws"}
+        drop |= {
+            "ppm.reweight_step",
+            "ppm.reweight_target",
+            "ppm.reweight_tolerance",
+            "ppm.reweight_aim",
+            "ppm.max_refits",
+            "ppm.validation_draws",
+        }
     return {k: v for k, v in sorted(out.items()) if not k.startswith(tuple(drop))}
 
 
@@ -209,14 +263,20 @@ def details(params: Params, lay: Layout, timings: dict | None = None) -> dict:
     g, rec = _released(lay)
     out["guarantee"] = _guarantee_metrics(g)
     out["released"] = {k: v for k, v in rec.items() if k in ("weighted_f1", "macro_f1") and _is_number(v)} | {
-        f"diagnostics.{k}": v for k, v in (rec.get("diagnostics") or {}).items() if _is_number(v)}
+        f"diagnostics.{k}": v for k, v in (rec.get("diagnostics") or {}).items() if _is_number(v)
+    }
     out |= rec.get("details") or {}
     out["timings_s"] = {k: v for k, v in (timings or {}).items() if _is_number(v)}
     return out
 
 
-def log_pipeline_run(params: Params, root: str | Path = ".", run_name: str | None = None,
-                     store_root: str | Path | None = None, timings: dict | None = None) -> str:
+def log_pipeline_run(
+    params: Params,
+    root: str | Path = ".",
+    run_name: str | None = None,
+    store_root: str | Path | None = None,
+    timings: dict | None = None,
+) -> str:
     """One run of the release at ``root``, logged into the MLflow store of ``store_root`` (default: the
     same root; a retrain's run folder logs into its project's store). Metrics: the headline figures only
     (:mod:`dprelease.core.headline`, the names the registry's version tags use); params: the settings the
@@ -238,8 +298,13 @@ def log_pipeline_run(params: Params, root: str | Path = ".", run_name: str | Non
         mlflow.log_dict(details(params, lay, timings), "details.json")
         diag_path = lay.metrics / "diagnostics.json"
         if diag_path.is_file():
-            mlflow.set_tags({f"verdict_{k.replace(' ', '')}": d["verdict"] for k, d in read_json(diag_path).items()
-                             if k == f"round {g.quantities.get('round')}"})  # the released round's only
+            mlflow.set_tags(
+                {
+                    f"verdict_{k.replace(' ', '')}": d["verdict"]
+                    for k, d in read_json(diag_path).items()
+                    if k == f"round {g.quantities.get('round')}"
+                }
+            )  # the released round's only
         for png in sorted(lay.plots.glob("*.png")):
             mlflow.log_artifact(str(png), "plots")
         for csv in sorted(lay.evaluation.glob("*.csv")):
@@ -261,11 +326,13 @@ def log_pipeline_run(params: Params, root: str | Path = ".", run_name: str | Non
 def note(params: Params, lay: Layout, g: Guarantee, rec: dict) -> str:
     """The run's description: what was released, in one line (from the release's record only)."""
     what = "".join(f"{k} {v} of " for k, v in (rec.get("tags") or {}).items()) + g.mechanism
-    return (f"Released {what} ({params.model.backend} backend): "
-            f"{g.claim_text} ({g.kind}; δ {g.delta_text}); released model weighted F1 "
-            f"{rec['weighted_f1']:.4f}, macro F1 {rec['macro_f1']:.4f}; "
-            f"{read_json(lay.metrics / 'data.json')['public']['expected_train_size']} expected training records "
-            "(public n̂). Metrics: the headline figures; everything else in details.json.")
+    return (
+        f"Released {what} ({params.model.backend} backend): "
+        f"{g.claim_text} ({g.kind}; δ {g.delta_text}); released model weighted F1 "
+        f"{rec['weighted_f1']:.4f}, macro F1 {rec['macro_f1']:.4f}; "
+        f"{read_json(lay.metrics / 'data.json')['public']['expected_train_size']} expected training records "
+        "(public n̂). Metrics: the headline figures; everything else in details.json."
+    )
 
 
 SPLIT_CONTEXT = {"train": "training", "validation": "validation", "test": "testing"}
@@ -282,9 +349,16 @@ def _log_datasets(mlflow, params: Params, root: str | Path, lay: Layout) -> None
 
     extract = Path(params.data.path).name
     inputs = [(Path(root) / params.data.path, f"{extract}", "source", None)]
-    inputs += [(lay.data / f"{split}.csv", f"{extract} · {split}", SPLIT_CONTEXT[split], Schema([
-        ColSpec("string", "text"), ColSpec("string", "label")])) for split in SPLIT_CONTEXT
-        if (lay.data / f"{split}.csv").is_file()]
+    inputs += [
+        (
+            lay.data / f"{split}.csv",
+            f"{extract} · {split}",
+            SPLIT_CONTEXT[split],
+            Schema([ColSpec("string", "text"), ColSpec("string", "label")]),
+        )
+        for split in SPLIT_CONTEXT
+        if (lay.data / f"{split}.csv").is_file()
+    ]
     for path, name, context, schema in (i for i in inputs if i[0].is_file()):
         with warnings.catch_warnings():  # "can be interpreted in multiple ways": both are the local-file source
             warnings.simplefilter("ignore")

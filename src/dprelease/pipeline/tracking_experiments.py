@@ -49,15 +49,26 @@ def log_compare_run(params: Params, root: str | Path = ".") -> str:
     lay = Layout.from_params(params, root)
     out = lay.reports / "compare"
     with _run(mlflow, root, run_name="compare") as parent:
-        mlflow.log_params({k: v for k, v in _flatten(params.model_dump(mode="json")).items()
-                           if k.startswith(("compare.", "dpsgd.", "model.backend", "seed", "ppm."))})
+        mlflow.log_params(
+            {
+                k: v
+                for k, v in _flatten(params.model_dump(mode="json")).items()
+                if k.startswith(("compare.", "dpsgd.", "model.backend", "seed", "ppm."))
+            }
+        )
         for arm in params.compare.arms:
             m, g, per_class = arm_metrics(lay, arm)
             with _run(mlflow, root, run_name=plugins.arms()[arm].label, nested=True):
                 mlflow.set_tag("arm", arm)
                 _guarantee_tags(mlflow, g)
-                mlflow.log_metrics({"weighted_f1": m["weighted_f1"], "macro_f1": m["macro_f1"],
-                                    **quartile_summary(quartile_table(per_class)), **_guarantee_metrics(g)})
+                mlflow.log_metrics(
+                    {
+                        "weighted_f1": m["weighted_f1"],
+                        "macro_f1": m["macro_f1"],
+                        **quartile_summary(quartile_table(per_class)),
+                        **_guarantee_metrics(g),
+                    }
+                )
                 with tempfile.TemporaryDirectory() as tmp:  # per-class aggregates of this arm
                     per_class.to_csv(Path(tmp) / "per_class_f1.csv", index=False)
                     mlflow.log_artifact(str(Path(tmp) / "per_class_f1.csv"))
@@ -80,8 +91,13 @@ def log_tune_run(params: Params, root: str | Path, result: dict) -> str:
                 mlflow.set_tag("verdict", row["verdict"])
                 if "decision" in row:
                     mlflow.set_tag("decision", row["decision"])
-                mlflow.log_metrics({k: row[k] for k in ("epsilon", "weighted_f1", "macro_f1")
-                                    if row.get(k) is not None and math.isfinite(row[k])})  # no ε: not logged
+                mlflow.log_metrics(
+                    {
+                        k: row[k]
+                        for k in ("epsilon", "weighted_f1", "macro_f1")
+                        if row.get(k) is not None and math.isfinite(row[k])
+                    }
+                )  # no ε: not logged
         if result["chosen"]:
             mlflow.log_params({"chosen_c": result["chosen"]["c"], "chosen_epochs": result["chosen"]["epochs"]})
         for path in sorted(out.glob(f"{result['mode']}*")):

@@ -18,14 +18,25 @@ pytestmark = pytest.mark.slow
 
 # DP-SGD: full batch and Poisson batches of 2 of the slice's 24 records (q ≈ 0.08: Opacus's RDP series at
 # fractional orders converge fast; at q = 1/3, batch 8, calibrating σ took 25 s of the plan's 30)
-FRONTIER = {"epsilons": [2.0, 8.0], "seeds": 3, "budget_epsilon": 8.0,
-            "dpsgd": {"batch_sizes": [0, 2], "epochs": [3], "max_grad_norms": [1.0], "sgd_lrs": [1.0, 10.0],
-                      "adamw_lrs": [0.01]},
-            "ppm": {"temperatures": [1.0, 2.0], "c": [1.0]}}
+FRONTIER = {
+    "epsilons": [2.0, 8.0],
+    "seeds": 3,
+    "budget_epsilon": 8.0,
+    "dpsgd": {
+        "batch_sizes": [0, 2],
+        "epochs": [3],
+        "max_grad_norms": [1.0],
+        "sgd_lrs": [1.0, 10.0],
+        "adamw_lrs": [0.01],
+    },
+    "ppm": {"temperatures": [1.0, 2.0], "c": [1.0]},
+}
 # the linear PPM's chains, short (its own tests check the sampler): a point per declared configuration
-LINEAR_PPM = {"sampler": {"chains": 2, "warmup": 25, "draws": 25},
-              "diagnostics": {"rhat_max": 10.0, "ess_min": 1.0, "divergences_max": 1000, "temperature_tolerance": 10.0},
-              "frontier": {"risk": [{"prior_precision": 100.0, "temperature": 1.0}], "censored_epsilons": [8.0]}}
+LINEAR_PPM = {
+    "sampler": {"chains": 2, "warmup": 25, "draws": 25},
+    "diagnostics": {"rhat_max": 10.0, "ess_min": 1.0, "divergences_max": 1000, "temperature_tolerance": 10.0},
+    "frontier": {"risk": [{"prior_precision": 100.0, "temperature": 1.0}], "censored_epsilons": [8.0]},
+}
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +54,9 @@ def frontier_run(head_run, tmp_path_factory):
 def test_plan_holds_every_source_and_the_report(frontier_run):
     params, _, plan = frontier_run
     sources = plugins.frontier_sources()
-    assert {"nonprivate", "swag_ppm", "dpsgd", "ncm", "linear_ppm", "public_only"} <= set(sources)  # the packages that name one
+    assert {"nonprivate", "swag_ppm", "dpsgd", "ncm", "linear_ppm", "public_only"} <= set(
+        sources
+    )  # the packages that name one
     assert set(sources.values()) <= set(plan.order) and plan.order[-1] == "frontier_report"
     assert registry.flows()["frontier"].targets == ("frontier_report",)
 
@@ -55,8 +68,11 @@ def test_each_source_writes_points_at_the_declared_levels(frontier_run):
     by = {(p.mechanism, p.target_epsilon): p for p in dpsgd}
     # the public proxy always exists now (proxy.until is required): its proxy-tuned series beside the validation ones
     # and the series warm-started from the public model (ranked in the public simulation, the first accountant)
-    assert set(by) == {(f"dpsgd_linear_{a}", e) for a in ("rdp", "prv", "proxy_rdp", "proxy_prv", "private_selection",
-                                                            "proxy_warm_rdp") for e in (2.0, 8.0)}
+    assert set(by) == {
+        (f"dpsgd_linear_{a}", e)
+        for a in ("rdp", "prv", "proxy_rdp", "proxy_prv", "private_selection", "proxy_warm_rdp")
+        for e in (2.0, 8.0)
+    }
     warm = by[("dpsgd_linear_proxy_warm_rdp", 8.0)]
     assert warm.tuning == "public proxy" and warm.config["public_l2"] in params.public_model.l2
     assert warm.epsilon <= 8.0 and 0 < warm.config["public_proxy_score"] <= 1
@@ -66,8 +82,9 @@ def test_each_source_writes_points_at_the_declared_levels(frontier_run):
         rdp, prv = by[("dpsgd_linear_rdp", eps)], by[("dpsgd_linear_prv", eps)]
         assert rdp.epsilon <= eps and prv.epsilon <= eps and rdp.kind == prv.kind == "dp_accountant"
         # side by side: the same chosen configuration, σ from each accountant (PRV is tighter: less noise)
-        assert {k: v for k, v in rdp.config.items() if k != "noise_multiplier"} == \
-               {k: v for k, v in prv.config.items() if k != "noise_multiplier"}
+        assert {k: v for k, v in rdp.config.items() if k != "noise_multiplier"} == {
+            k: v for k, v in prv.config.items() if k != "noise_multiplier"
+        }
         assert prv.config["noise_multiplier"] < rdp.config["noise_multiplier"]
         assert len(rdp.weighted_f1) == params.frontier.seeds
     _, ncm = read_points(points_file(root, "ncm"))

@@ -22,9 +22,18 @@ _spec.loader.exec_module(shots)
 
 
 def _point(mech: str, eps: float, f1: float) -> Point:
-    return Point(mechanism=mech, label=mech, kind="dp_accountant", epsilon=eps, delta=1e-4, accountant="RDP",
-                 weighted_f1=[f1, f1 + 0.01, f1 - 0.01], macro_f1=[f1 / 2] * 3, target_epsilon=eps,
-                 validation_weighted_f1=f1)
+    return Point(
+        mechanism=mech,
+        label=mech,
+        kind="dp_accountant",
+        epsilon=eps,
+        delta=1e-4,
+        accountant="RDP",
+        weighted_f1=[f1, f1 + 0.01, f1 - 0.01],
+        macro_f1=[f1 / 2] * 3,
+        target_epsilon=eps,
+        validation_weighted_f1=f1,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +52,13 @@ def test_runs_table_shows_the_frontier_points_columns(browser, tmp_path):
     raw["frontier"] = {"sources": ["dpsgd"]}
     raw["tracking"] = {"mlflow_uri": "sqlite:///mlflow.db", "experiment": "dprelease"}
     params = parse_params(raw)
-    write_points(root, "dpsgd", [_point("dpsgd_linear_rdp", 8.0, 0.51), _point("dpsgd_linear_rdp", 2.0, 0.36)],
-                 grid_size=40, selection="best on validation")
+    write_points(
+        root,
+        "dpsgd",
+        [_point("dpsgd_linear_rdp", 8.0, 0.51), _point("dpsgd_linear_rdp", 2.0, 0.36)],
+        grid_size=40,
+        selection="best on validation",
+    )
     report.frontier_report(params, root)
     record = tracking.tracked_run(params, root)
     with mlflow_globals():

@@ -20,9 +20,27 @@ from dprelease.pipeline import registry
 pytestmark = pytest.mark.slow
 
 SMALL = {"pool_size": 300, "references": 3, "canaries": 40, "input_canaries": 200, "guess_grid": [10, 40]}
-REQUIRED = ["arm", "claimed_epsilon", "delta", "attack", "method", "epsilon_lower_bound", "confidence", "guesses",
-            "correct", "canaries", "ceiling", "convicted", "gate", "auc", "tpr_at_fpr_0.01", "tp_0.01", "fp_0.01",
-            "null_tpr_95_0.01", "tpr_at_fpr_0.001"]
+REQUIRED = [
+    "arm",
+    "claimed_epsilon",
+    "delta",
+    "attack",
+    "method",
+    "epsilon_lower_bound",
+    "confidence",
+    "guesses",
+    "correct",
+    "canaries",
+    "ceiling",
+    "convicted",
+    "gate",
+    "auc",
+    "tpr_at_fpr_0.01",
+    "tp_0.01",
+    "fp_0.01",
+    "null_tpr_95_0.01",
+    "tpr_at_fpr_0.001",
+]
 CANARY_ROWS = sorted(f"canary_{k}/{m}" for k in ("input", "mislabelled") for m in ("steinke", "fdp"))
 
 
@@ -104,12 +122,14 @@ def test_public_outputs_hold_no_per_record_data(audited):
         content = path.read_text(encoding="utf-8")
         assert not any(t in content for t in texts), path
         if path.suffix == ".json":
+
             def longest(o):
                 if isinstance(o, list):
                     return max([len(o), *(longest(x) for x in o)])
                 if isinstance(o, dict):
                     return max([0, *(longest(x) for x in o.values())])
                 return 0
+
             assert longest(json.loads(content)) <= 41, path  # the fixed FPR grid is the longest list
 
 

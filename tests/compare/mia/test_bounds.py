@@ -75,6 +75,7 @@ def test_null_band_matches_a_simulation_and_the_closed_form():
     assert abs(np.mean(np.array(sims) <= exact) - 0.95) < 0.02
     # FPR 0: members ranked above every non-member; P[TP ≥ t] = C(n_in, t) / C(n_in + n_out, t)
     from math import comb
+
     t = round(bounds.null_tpr_quantile(n_in, n_out, 0.0) * n_in)
     tail = lambda t: comb(n_in, t) / comb(n_in + n_out, t)  # noqa: E731
     assert tail(t + 1) <= 0.05 < tail(t)

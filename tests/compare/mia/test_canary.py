@@ -75,8 +75,9 @@ def _plan(**audit):
     params = parse_params({"ppm": {"reweight": True}, "privacy_audit": audit})
     sp = canary._sub_params(params)
     extra = ["nonprivate"] if params.privacy_audit.planted_bugs else []
-    return canary.timed(params), *canary.plan(params, sp, list(params.privacy_audit.arms) + extra,
-                                                  access=registry.ACCESS)
+    return canary.timed(params), *canary.plan(
+        params, sp, list(params.privacy_audit.arms) + extra, access=registry.ACCESS
+    )
 
 
 def test_the_retrain_audit_runs_only_the_round_2_chain_and_stays_timed():

@@ -16,10 +16,19 @@ from dprelease.core.config import parse_params
 def _write(params, root, scores: dict, member: np.ndarray) -> None:
     folder = membership_dir(params, root)
     folder.mkdir(parents=True)
-    save_file({**{k: torch.from_numpy(v) for k, v in scores.items()},
-               "member": torch.from_numpy(member.astype(np.uint8))}, str(folder / "scores.safetensors"))
-    arms = {k: {"lambda": None if k == "nonprivate" else 0.1, "claimed_epsilon": None, "guarantee": "none",
-                "reference_accountant_epsilon": None if k == "nonprivate" else 10.47} for k in scores}
+    save_file(
+        {**{k: torch.from_numpy(v) for k, v in scores.items()}, "member": torch.from_numpy(member.astype(np.uint8))},
+        str(folder / "scores.safetensors"),
+    )
+    arms = {
+        k: {
+            "lambda": None if k == "nonprivate" else 0.1,
+            "claimed_epsilon": None,
+            "guarantee": "none",
+            "reference_accountant_epsilon": None if k == "nonprivate" else 10.47,
+        }
+        for k in scores
+    }
     (folder / "arms.json").write_text(json.dumps(arms))
 
 
@@ -37,7 +46,10 @@ def test_separable_scores_are_caught_and_identical_ones_are_not(tmp_path):
     clipped = out["arms"]["clipped"]
     assert clipped["claimed_epsilon"] is None and clipped["reference_accountant_epsilon"] == 10.47
     assert set(clipped["attacks"]) == {"loss"}
-    assert out["arms"]["nonprivate"]["attacks"]["loss"]["heuristic_epsilon"] > clipped["attacks"]["loss"]["heuristic_epsilon"]
+    assert (
+        out["arms"]["nonprivate"]["attacks"]["loss"]["heuristic_epsilon"]
+        > clipped["attacks"]["loss"]["heuristic_epsilon"]
+    )
     text = (tmp_path / "reports/privacy_nvdp/report.md").read_text(encoding="utf-8")
     assert "| NVDP clipped | 0.1 | 10.470 |" in text and "HEURISTIC" in text
     assert len(json.dumps(out)) < 20_000  # aggregates only: no per-record score is written out

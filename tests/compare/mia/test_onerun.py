@@ -60,6 +60,7 @@ def test_fdp_gaussian_matches_the_reference_implementation(c, r, m, delta, expec
 def test_gdp_conversion_round_trip_and_closed_form():
     # δ(ε; μ) at ε = 0 is 2Φ(μ/2) − 1 (total variation of N(0,1) and N(μ,1))
     from scipy.stats import norm
+
     assert onerun.gdp_delta(0.0, 1.0) == pytest.approx(2 * norm.cdf(0.5) - 1, rel=1e-9)
     for mu in (0.5, 1.0, 3.0):
         eps = onerun.gdp_epsilon(mu, 1e-5)
@@ -119,8 +120,7 @@ def test_canary_audit_stays_below_a_known_epsilon():
 def test_canary_audit_non_private_reaches_its_ceiling_and_reports_counts():
     rng = np.random.default_rng(0)
     member = rng.random(3000) < 0.5
-    audit = onerun.canary_audit(member + rng.random(3000) * 1e-3, member, guess_grid=[200, 1000, 2000],
-                                delta=1e-5)
+    audit = onerun.canary_audit(member + rng.random(3000) * 1e-3, member, guess_grid=[200, 1000, 2000], delta=1e-5)
     for k in ("steinke", "fdp"):
         assert audit[k]["correct"] == audit[k]["guesses"]
         assert audit[k]["epsilon_lower_bound"] == pytest.approx(audit[k]["ceiling"])

@@ -69,9 +69,22 @@ def _dpsgd(data, divisor: float, noise_seed: int):
     backend = _backend()
     model = backend.new_model(train)
     delta = 1 / (2 * len(y))
-    res = train_dpsgd(backend, model, train, y, epochs=40, batch_size=128, lr=0.01, max_grad_norm=1.0,
-                      target_epsilon=4.0, delta=delta, grad_sample_mode="hooks", seed=0, noise_seed=noise_seed,
-                      planted_noise_divisor=divisor)
+    res = train_dpsgd(
+        backend,
+        model,
+        train,
+        y,
+        epochs=40,
+        batch_size=128,
+        lr=0.01,
+        max_grad_norm=1.0,
+        target_epsilon=4.0,
+        delta=delta,
+        grad_sample_mode="hooks",
+        seed=0,
+        noise_seed=noise_seed,
+        planted_noise_divisor=divisor,
+    )
     return res, _audit(backend, model, canaries, cy, member, delta)
 
 

@@ -42,8 +42,9 @@ def test_the_pool_holds_no_record_of_the_split(pooled):
     lay = Layout.from_params(params, root)
     codes = label_info(lay)["codes"]
     pool = _pool(params, root, codes)
-    split = pd.concat([pd.read_csv(p, dtype=str, keep_default_na=False)
-                       for p in sorted((lay.artifacts / "data").glob("*.csv"))])
+    split = pd.concat(
+        [pd.read_csv(p, dtype=str, keep_default_na=False) for p in sorted((lay.artifacts / "data").glob("*.csv"))]
+    )
     assert len(split) > 0 and len(pool) == summary["pool_rows"] == SMALL["pool_size"]
     assert not set(pool["text"]) & set(split["text"])  # no member in disguise
     assert set(pool["label"]) <= set(codes)

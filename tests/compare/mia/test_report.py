@@ -6,14 +6,38 @@ from __future__ import annotations
 from dprelease.compare.mia.report import COLUMNS, _tight_section, audit_table
 
 BOUND = {"epsilon_lower_bound": 0.7, "guesses": 100, "correct": 80, "ceiling": 3.0}
-CANARY = {"alpha": 0.05, "planted": {}, "arms": {"dpsgd": {
-    "epsilon": 5.49, "delta": 1e-4, "guarantee": "dp_accountant",
-    "audits": {"input": {"canaries": 4000, "included": 2000, "gate": {"method": "fdp"}, "steinke": BOUND, "fdp": BOUND}}}}}
+CANARY = {
+    "alpha": 0.05,
+    "planted": {},
+    "arms": {
+        "dpsgd": {
+            "epsilon": 5.49,
+            "delta": 1e-4,
+            "guarantee": "dp_accountant",
+            "audits": {
+                "input": {"canaries": 4000, "included": 2000, "gate": {"method": "fdp"}, "steinke": BOUND, "fdp": BOUND}
+            },
+        }
+    },
+}
 MIA = {"arms": {"dpsgd": {"attacks": {}, "claimed_epsilon": 5.49, "guarantee": "dp_accountant"}}}
-TIGHT_ROW = {"arm": "dpsgd", "claimed_epsilon": 5.49, "delta": 1e-4, "attack": "tight_gradient_canary",
-             "method": "multirun_cp", "epsilon_lower_bound": 2.9, "confidence": 0.95, "guesses": 108000,
-             "correct": 55000, "ceiling": 9.1, "convicted": False, "gate": True, "runs": 120000, "tightness": 0.53,
-             "bound": "multi-run audit"}
+TIGHT_ROW = {
+    "arm": "dpsgd",
+    "claimed_epsilon": 5.49,
+    "delta": 1e-4,
+    "attack": "tight_gradient_canary",
+    "method": "multirun_cp",
+    "epsilon_lower_bound": 2.9,
+    "confidence": 0.95,
+    "guesses": 108000,
+    "correct": 55000,
+    "ceiling": 9.1,
+    "convicted": False,
+    "gate": True,
+    "runs": 120000,
+    "tightness": 0.53,
+    "bound": "multi-run audit",
+}
 
 
 def test_without_the_tight_audit_the_one_run_gate_stays():
@@ -32,11 +56,33 @@ def test_tight_rows_are_merged_and_take_the_gate():
     assert "multirun_cp" in md and "subsample of 32" in md and "not a bound" in md
 
 
-REPLAY = {"claimed": 7.1, "guarantee": "ppm_local_asymptotic", "alpha": 0.05, "views": {
-    "public": {"epsilon_lower_bound": 0.0, "decisions": 20, "correct": 10, "targets": 10, "convicted": False,
-               "reproduces_release": False, "max_privacy_loss": None, "covers": "the standard adversary"},
-    "operator": {"epsilon_lower_bound": 0.81, "decisions": 20, "correct": 20, "targets": 10, "convicted": True,
-                 "reproduces_release": True, "max_privacy_loss": 1.6e6, "covers": "not covered"}}}
+REPLAY = {
+    "claimed": 7.1,
+    "guarantee": "ppm_local_asymptotic",
+    "alpha": 0.05,
+    "views": {
+        "public": {
+            "epsilon_lower_bound": 0.0,
+            "decisions": 20,
+            "correct": 10,
+            "targets": 10,
+            "convicted": False,
+            "reproduces_release": False,
+            "max_privacy_loss": None,
+            "covers": "the standard adversary",
+        },
+        "operator": {
+            "epsilon_lower_bound": 0.81,
+            "decisions": 20,
+            "correct": 20,
+            "targets": 10,
+            "convicted": True,
+            "reproduces_release": True,
+            "max_privacy_loss": 1.6e6,
+            "covers": "not covered",
+        },
+    },
+}
 
 
 def test_replay_rows_join_the_table_one_per_view_and_never_take_the_gate():

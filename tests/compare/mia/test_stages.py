@@ -31,5 +31,12 @@ def test_each_audited_arm_folder_is_a_dep_and_its_stage_writes_it():
 def test_an_arm_the_params_cannot_run_is_refused_by_section():
     with pytest.raises(ConfigError, match=r"^privacy_audit\.arms: swag_ppm_reweighted needs ppm\.reweight"):
         check(parse_params({"ppm": {"reweight": False}, "compare": {"arms": ["nonprivate"]}}))
-    check(parse_params({"ppm": {"reweight": False}, "privacy_audit": {"arms": ["nonprivate", "dpsgd"]},
-                        "compare": {"arms": ["nonprivate", "dpsgd"]}}))  # nothing refused
+    check(
+        parse_params(
+            {
+                "ppm": {"reweight": False},
+                "privacy_audit": {"arms": ["nonprivate", "dpsgd"]},
+                "compare": {"arms": ["nonprivate", "dpsgd"]},
+            }
+        )
+    )  # nothing refused

@@ -42,12 +42,15 @@ def test_threshold_bound_both_directions():
     hi = tight.threshold_bound(scores, member, 100.0, "high", alpha=0.05, delta=0.0)
     assert (hi["tp"], hi["fp"]) == (50, 0)  # in 100..149; no out ≥ 100
     assert hi["epsilon_lower_bound"] == pytest.approx(
-        math.log(tight.cp_lower(50, 100, 0.025) / (1 - 0.025 ** (1 / 100))))
+        math.log(tight.cp_lower(50, 100, 0.025) / (1 - 0.025 ** (1 / 100)))
+    )
     lo = tight.threshold_bound(scores, member, 50.0, "low", alpha=0.05, delta=0.0)
     assert (lo["tn"], lo["fn"]) == (50, 0)
     assert lo["epsilon_lower_bound"] == pytest.approx(hi["epsilon_lower_bound"])
-    assert tight.threshold_bound(scores, member, 100.0, "high", alpha=0.05, delta=0.2)["epsilon_lower_bound"] < \
-        hi["epsilon_lower_bound"]  # δ lowers the bound
+    assert (
+        tight.threshold_bound(scores, member, 100.0, "high", alpha=0.05, delta=0.2)["epsilon_lower_bound"]
+        < hi["epsilon_lower_bound"]
+    )  # δ lowers the bound
     with pytest.raises(ValueError, match="direction"):
         tight.threshold_bound(scores, member, 1.0, "up", alpha=0.05, delta=0.0)
 
@@ -103,23 +106,43 @@ def test_planted_nonprivate_labelled_eps1_is_convicted(bench):
     assert b["confidence"] == 0.95 and b["ceiling"] == pytest.approx(b["epsilon_lower_bound"])
 
 
-POISSON = {"dpsgd.head.batch_size": 512, "dpsgd.head.epochs": 30, "dpsgd.head.lr": 0.01, "dpsgd.head.max_grad_norm": 1.0,
-           "dpsgd.head.optimizer": "adamw", "dpsgd.head.momentum": 0.0,  # the golden numbers' setting (q = 512/n)
-           "dpsgd.conversion": "mironov"}  # and accountant (params.yaml's is now PRV)
+POISSON = {
+    "dpsgd.head.batch_size": 512,
+    "dpsgd.head.epochs": 30,
+    "dpsgd.head.lr": 0.01,
+    "dpsgd.head.max_grad_norm": 1.0,
+    "dpsgd.head.optimizer": "adamw",
+    "dpsgd.head.momentum": 0.0,  # the golden numbers' setting (q = 512/n)
+    "dpsgd.conversion": "mironov",
+}  # and accountant (params.yaml's is now PRV)
 
 
 def test_planted_dpsgd_noise_div4_is_convicted_and_honest_dpsgd_is_not(bench):
     mod, _, lay, x, y = bench
-    params = load_params(ROOT / "params.yaml", {"artifacts": "artifacts", "dpsgd.target_epsilon": RELEASE_EPS, **POISSON})
-    bug = mod.dpsgd_arm(params, lay, x, y, N_TRAIN, label="test_div4", runs=12000, chunk=12000, design=20000,
-                        calibration=0.1, divisor=4.0)
+    params = load_params(
+        ROOT / "params.yaml", {"artifacts": "artifacts", "dpsgd.target_epsilon": RELEASE_EPS, **POISSON}
+    )
+    bug = mod.dpsgd_arm(
+        params,
+        lay,
+        x,
+        y,
+        N_TRAIN,
+        label="test_div4",
+        runs=12000,
+        chunk=12000,
+        design=20000,
+        calibration=0.1,
+        divisor=4.0,
+    )
     assert (bug["sample_rate"], bug["steps"]) == (512 / N_TRAIN, 154)
     # the DP-SGD stage's accountant ε at the default δ = min(n^-1.1, 1/(2n)) (5.4934 at the former 1/(2n))
     assert bug["claimed_epsilon"] == pytest.approx(5.4955, abs=1e-3)
     assert bug["sigma_fitted"] == pytest.approx(bug["noise_multiplier"] / 4, rel=0.05)
     assert bug["bound"]["epsilon_lower_bound"] > bug["claimed_epsilon"]
-    honest = mod.dpsgd_arm(params, lay, x, y, N_TRAIN, label="test_honest", runs=3000, chunk=3000, design=20000,
-                           calibration=0.1)
+    honest = mod.dpsgd_arm(
+        params, lay, x, y, N_TRAIN, label="test_honest", runs=3000, chunk=3000, design=20000, calibration=0.1
+    )
     assert 0 < honest["bound"]["epsilon_lower_bound"] <= honest["claimed_epsilon"]
     rows = mod.rows({"planted:dpsgd_noise_div4": bug, "dpsgd": honest})
     assert [r["method"] for r in rows] == ["multirun_cp", "gdp_fit_heuristic"] * 2
@@ -131,12 +154,14 @@ def test_the_default_full_batch_arm_is_audited_too(bench):
     """The DP-SGD arm as params.yaml declares it (full batch, q = 1, SGD with momentum): the planted σ/4 is
     convicted, the honest arm is not."""
     mod, params, lay, x, y = bench
-    bug = mod.dpsgd_arm(params, lay, x, y, N_TRAIN, label="full_div4", runs=6000, chunk=6000, design=20000,
-                        calibration=0.1, divisor=4.0)
+    bug = mod.dpsgd_arm(
+        params, lay, x, y, N_TRAIN, label="full_div4", runs=6000, chunk=6000, design=20000, calibration=0.1, divisor=4.0
+    )
     assert (bug["sample_rate"], bug["steps"]) == (1.0, params.dpsgd.run_for(params.model.backend).epochs)
     assert bug["bound"]["epsilon_lower_bound"] > bug["claimed_epsilon"]
-    honest = mod.dpsgd_arm(params, lay, x, y, N_TRAIN, label="full_honest", runs=3000, chunk=3000, design=20000,
-                           calibration=0.1)
+    honest = mod.dpsgd_arm(
+        params, lay, x, y, N_TRAIN, label="full_honest", runs=3000, chunk=3000, design=20000, calibration=0.1
+    )
     assert 0 < honest["bound"]["epsilon_lower_bound"] <= honest["claimed_epsilon"]
 
 

@@ -91,15 +91,20 @@ def _audit_outputs(root) -> dict[str, str]:
     """A hash of every file the audit stages wrote (per-record data included: compared here, never printed)."""
     from dprelease.core.io import file_hash
 
-    tops = ("artifacts/audit/pool", "artifacts/audit/references", "artifacts/audit/canary_run/artifacts/arms",
-            "artifacts/audit/canary_run/planted/artifacts/arms", "metrics/audit_canary.json",
-            "metrics/audit_references.json", "metrics/audit_pool.json")
+    tops = (
+        "artifacts/audit/pool",
+        "artifacts/audit/references",
+        "artifacts/audit/canary_run/artifacts/arms",
+        "artifacts/audit/canary_run/planted/artifacts/arms",
+        "metrics/audit_canary.json",
+        "metrics/audit_references.json",
+        "metrics/audit_pool.json",
+    )
     return {top: file_hash(root / top) for top in tops}
 
 
 @pytest.mark.slow
-def test_the_audit_stages_give_the_same_outputs_with_one_worker_two_and_from_the_cache(arms_run, tmp_path,
-                                                                                         monkeypatch):
+def test_the_audit_stages_give_the_same_outputs_with_one_worker_two_and_from_the_cache(arms_run, tmp_path, monkeypatch):
     from conftest import compare_raw, copy_root, run_stages
 
     from dprelease.core.config import parse_params

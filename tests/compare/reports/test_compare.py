@@ -59,7 +59,9 @@ def test_table1_one_row_per_arm_in_order(reported):
     root, params, _ = reported
     t1 = pd.read_csv(root / "reports/compare/table1.csv")
     assert list(t1.columns) == ["model", "epsilon", "delta", "guarantee", "T̂", "weighted F1", "macro F1"]
-    assert [m.split(", calibrated")[0].split(" (round")[0] for m in t1["model"]] == [plugins.arms()[a].label for a in params.compare.arms]
+    assert [m.split(", calibrated")[0].split(" (round")[0] for m in t1["model"]] == [
+        plugins.arms()[a].label for a in params.compare.arms
+    ]
     for arm, row in zip(params.compare.arms, t1.to_dict("records")):
         eps = _expected_epsilon(root, arm)
         if arm == "nonprivate":
@@ -126,7 +128,10 @@ def test_arms_subset_has_no_delta_sweep(arms_run, tmp_path):
     md = (out / "report.md").read_text(encoding="utf-8")
     assert "δ sweep" not in md and "Table 4" not in md
     t1 = pd.read_csv(out / "table1.csv")
-    assert list(t1["model"]) == ["Non-private", f"SWAG-PPM release (round {_guarantee(root, 'swag_ppm_reweighted')['quantities']['round']})"]
+    assert list(t1["model"]) == [
+        "Non-private",
+        f"SWAG-PPM release (round {_guarantee(root, 'swag_ppm_reweighted')['quantities']['round']})",
+    ]
     assert report.CAVEAT in md
 
 
@@ -184,8 +189,11 @@ def test_compare_run_has_one_child_per_arm(logged):
     root, params, parent_id, client = logged
     exp = client.get_experiment_by_name("compare-test")
     mlflow.set_tracking_uri(client.tracking_uri)
-    children = mlflow.search_runs(experiment_ids=[exp.experiment_id],
-                                  filter_string=f"tags.mlflow.parentRunId = '{parent_id}'", output_format="list")
+    children = mlflow.search_runs(
+        experiment_ids=[exp.experiment_id],
+        filter_string=f"tags.mlflow.parentRunId = '{parent_id}'",
+        output_format="list",
+    )
     everything = mlflow.search_runs(experiment_ids=[exp.experiment_id], output_format="list")
     assert len(everything) == 1 + len(params.compare.arms)
     assert sorted(c.data.tags["arm"] for c in children) == sorted(params.compare.arms)
@@ -234,7 +242,10 @@ def test_compare_run_logs_no_per_record_data(logged):
     # no narrative of the training data appears in any logged file
     texts = pd.read_csv(root / f"{params.artifacts}/data/train.csv", dtype=str, keep_default_na=False)["text"]
     local = client.download_artifacts(parent_id, "compare", str(root / "downloaded"))
-    logged_text = "".join(p.read_text(encoding="utf-8") for p in sorted(root.joinpath("downloaded", "compare").glob("*"))
-                          if p.suffix in {".md", ".csv"})
+    logged_text = "".join(
+        p.read_text(encoding="utf-8")
+        for p in sorted(root.joinpath("downloaded", "compare").glob("*"))
+        if p.suffix in {".md", ".csv"}
+    )
     assert local and logged_text
     assert not [t for t in texts if t and t in logged_text]

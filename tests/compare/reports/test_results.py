@@ -9,10 +9,37 @@ from pathlib import Path
 
 from dprelease.compare.reports import results
 
-AUDIT_COLUMNS = ["arm", "claimed_epsilon", "delta", "guarantee", "attack", "method", "epsilon_lower_bound",
-                 "confidence", "guesses", "correct", "canaries", "included", "ceiling", "convicted", "gate", "auc",
-                 "members", "non_members", "tpr_at_fpr_0.01", "tp_0.01", "fp_0.01", "null_tpr_95_0.01",
-                 "tpr_at_fpr_0.001", "tp_0.001", "fp_0.001", "null_tpr_95_0.001", "runs", "tightness", "bound"]
+AUDIT_COLUMNS = [
+    "arm",
+    "claimed_epsilon",
+    "delta",
+    "guarantee",
+    "attack",
+    "method",
+    "epsilon_lower_bound",
+    "confidence",
+    "guesses",
+    "correct",
+    "canaries",
+    "included",
+    "ceiling",
+    "convicted",
+    "gate",
+    "auc",
+    "members",
+    "non_members",
+    "tpr_at_fpr_0.01",
+    "tp_0.01",
+    "fp_0.01",
+    "null_tpr_95_0.01",
+    "tpr_at_fpr_0.001",
+    "tp_0.001",
+    "fp_0.001",
+    "null_tpr_95_0.001",
+    "runs",
+    "tightness",
+    "bound",
+]
 
 
 def _json(path: Path, obj) -> None:
@@ -30,20 +57,60 @@ def _csv(path: Path, rows: list[dict], columns: list[str] | None = None) -> None
 
 def _release(root: Path) -> None:
     m = root / "metrics"
-    _json(m / "data.json", {"rows": 5252, "classes": 108, "train_rows": 2626, "validation_rows": 525,
-                            "test_rows": 2101, "train_class_gini": 0.6592})
-    _json(m / "swag_ppm_draw.json", {
-        "round": 2,
-        "guarantee": {"epsilon": 7.1452, "delta": None, "delta_reason": "asymptotic, not quantified",
-                      "kind": "ppm_local_asymptotic", "quantities": {
-                          "local_sensitivity": 3.5726, "posterior_draws": 500, "round": 2, "temperature": 0.98,
-                          "temperature_min": 0.91, "temperature_all": 0.0034, "calibration": "subspace"}},
-        "local_sensitivity_tail": {"level": 0.9998, "confidence": 0.95, "estimate": 4.5, "ci_low": 4.0,
-                                   "ci_high": 5.25}})
-    _json(m / "evaluation.json", {"released_weighted_f1": 0.39678, "released_macro_f1": 0.12794, "draws": 30,
-                             "weighted_f1_mean": 0.41709, "weighted_f1_sd": 0.02467, "macro_f1_mean": 0.13329,
-                             "macro_f1_sd": 0.00947, "top_quartile_weighted_f1": 0.48295,
-                             "bottom_quartile_weighted_f1": 0.0, "verdict": "underfit"})
+    _json(
+        m / "data.json",
+        {
+            "rows": 5252,
+            "classes": 108,
+            "train_rows": 2626,
+            "validation_rows": 525,
+            "test_rows": 2101,
+            "train_class_gini": 0.6592,
+        },
+    )
+    _json(
+        m / "swag_ppm_draw.json",
+        {
+            "round": 2,
+            "guarantee": {
+                "epsilon": 7.1452,
+                "delta": None,
+                "delta_reason": "asymptotic, not quantified",
+                "kind": "ppm_local_asymptotic",
+                "quantities": {
+                    "local_sensitivity": 3.5726,
+                    "posterior_draws": 500,
+                    "round": 2,
+                    "temperature": 0.98,
+                    "temperature_min": 0.91,
+                    "temperature_all": 0.0034,
+                    "calibration": "subspace",
+                },
+            },
+            "local_sensitivity_tail": {
+                "level": 0.9998,
+                "confidence": 0.95,
+                "estimate": 4.5,
+                "ci_low": 4.0,
+                "ci_high": 5.25,
+            },
+        },
+    )
+    _json(
+        m / "evaluation.json",
+        {
+            "released_weighted_f1": 0.39678,
+            "released_macro_f1": 0.12794,
+            "draws": 30,
+            "weighted_f1_mean": 0.41709,
+            "weighted_f1_sd": 0.02467,
+            "macro_f1_mean": 0.13329,
+            "macro_f1_sd": 0.00947,
+            "top_quartile_weighted_f1": 0.48295,
+            "bottom_quartile_weighted_f1": 0.0,
+            "verdict": "underfit",
+        },
+    )
     _json(m / "reweight.json", {"accepted": False, "mode": "iterative", "reason": "round 2 released"})
 
 
@@ -51,7 +118,7 @@ def test_an_empty_root_says_what_to_run_for_every_section(tmp_path):
     page = results.render(tmp_path)
     for target in ("run", "compare", "audit", "audit-tight", "nvdp", "gpp", "epsilon-sensitivity"):
         assert f"not measured yet: run `make {target}`." in page, target
-    assert "| figure |" not in page                                   # no table without its inputs
+    assert "| figure |" not in page  # no table without its inputs
 
 
 def test_the_default_release_table_carries_the_measured_figures(tmp_path):
@@ -66,15 +133,23 @@ def test_the_default_release_table_carries_the_measured_figures(tmp_path):
     assert "0.4171 ± 0.0247 / 0.1333 ± 0.0095" in page
     assert "| re-weighting (round 3) | iterative not accepted | round 2 released |" in page
     assert "Data: 5,252 rows, 108 classes; train 2,626 / validation 525 / test 2,101" in page
-    assert "not measured yet: run `make compare`" in page                 # the others still missing
+    assert "not measured yet: run `make compare`" in page  # the others still missing
 
 
 def test_an_uncertified_release_has_no_epsilon_in_the_epsilon_row(tmp_path):
     _release(tmp_path)
     rel = json.loads((tmp_path / "metrics/swag_ppm_draw.json").read_text(encoding="utf-8"))
-    rel["guarantee"] |= {"epsilon": None, "kind": "ppm_uncertified", "delta_reason": "none (no differential-privacy claim)"}
-    rel["guarantee"]["quantities"] |= {"uncertified_index": 10.5, "uncertified_index_point": 7.1452,
-                                       "certified_directions": 19, "parameters": 126316}
+    rel["guarantee"] |= {
+        "epsilon": None,
+        "kind": "ppm_uncertified",
+        "delta_reason": "none (no differential-privacy claim)",
+    }
+    rel["guarantee"]["quantities"] |= {
+        "uncertified_index": 10.5,
+        "uncertified_index_point": 7.1452,
+        "certified_directions": 19,
+        "parameters": 126316,
+    }
     _json(tmp_path / "metrics/swag_ppm_draw.json", rel)
     page = results.render(tmp_path)
     assert "| ε (released) | **none claimed** | kind `ppm_uncertified`" in page
@@ -82,56 +157,163 @@ def test_an_uncertified_release_has_no_epsilon_in_the_epsilon_row(tmp_path):
 
 
 def test_comparison_audit_nvdp_and_gpp_tables(tmp_path):
-    _csv(tmp_path / "reports/compare/table1.csv", [
-        {"model": "Non-private", "epsilon": "", "delta": "none (not private)", "guarantee": "none", "T̂": "",
-         "weighted F1": 0.59416, "macro F1": 0.25664},
-        {"model": "DP-SGD (Opacus)", "epsilon": 7.14268, "delta": 0.00019040, "guarantee": "dp_accountant", "T̂": "",
-         "weighted F1": 0.42959, "macro F1": 0.14457}])
-    _csv(tmp_path / "reports/privacy/audit.csv", [
-        {"arm": "dpsgd", "claimed_epsilon": 7.1427, "delta": 0.00019, "attack": "lira_online", "method": "heuristic_l3",
-         "epsilon_lower_bound": 0.2818, "convicted": "False", "gate": "False", "auc": 0.57457, "tpr_at_fpr_0.01": 0.02894,
-         "tp_0.01": 76.0, "fp_0.01": 21.0, "null_tpr_95_0.01": 0.01561, "tpr_at_fpr_0.001": 0.00609, "tp_0.001": 16.0,
-         "fp_0.001": 2.0, "null_tpr_95_0.001": 0.00343},
-        {"arm": "planted:nonprivate_labelled_eps1", "claimed_epsilon": 1.0, "delta": 0.0, "attack": "canary_input",
-         "method": "steinke_pure", "epsilon_lower_bound": 6.5281, "confidence": 0.95, "guesses": 3000.0,
-         "correct": 3000.0, "ceiling": 6.5281, "convicted": "True", "gate": "True"}], AUDIT_COLUMNS)
-    _csv(tmp_path / "reports/nvdp/table.csv", [
-        {"task": "mrpc", "variant": "nonprivate", "lambda": "", "score": 0.70, "bdp_epsilon": "", "rd_max": "",
-         "rd_max_filtered": ""},
-        {"task": "mrpc", "variant": "clipped", "lambda": 0.01, "score": 0.68, "bdp_epsilon": 10.47, "rd_max": 0.5,
-         "rd_max_filtered": 0.01},
-        {"task": "mrpc", "variant": "clipped", "lambda": 0.1, "score": 0.66, "bdp_epsilon": 10.46, "rd_max": 0.2,
-         "rd_max_filtered": 0.005}])
-    _csv(tmp_path / "reports/gpp/table.csv", [
-        {"dataset": "digits", "experiment": "baseline", "method": "gpp", "setting": "centralized", "clients": 1,
-         "beta": 1.0, "d_z": 32, "utility_auc": 0.9781, "utility_accuracy": 0.61, "adversary_auc": 0.5312,
-         "adversary_accuracy": 0.52, "adversary_majority": 0.5},
-        {"dataset": "digits", "experiment": "sweep_beta", "method": "gpp", "setting": "centralized", "clients": 1,
-         "beta": 8.0, "d_z": 32, "utility_auc": 0.99, "utility_accuracy": 0.7, "adversary_auc": 0.8}])
+    _csv(
+        tmp_path / "reports/compare/table1.csv",
+        [
+            {
+                "model": "Non-private",
+                "epsilon": "",
+                "delta": "none (not private)",
+                "guarantee": "none",
+                "T̂": "",
+                "weighted F1": 0.59416,
+                "macro F1": 0.25664,
+            },
+            {
+                "model": "DP-SGD (Opacus)",
+                "epsilon": 7.14268,
+                "delta": 0.00019040,
+                "guarantee": "dp_accountant",
+                "T̂": "",
+                "weighted F1": 0.42959,
+                "macro F1": 0.14457,
+            },
+        ],
+    )
+    _csv(
+        tmp_path / "reports/privacy/audit.csv",
+        [
+            {
+                "arm": "dpsgd",
+                "claimed_epsilon": 7.1427,
+                "delta": 0.00019,
+                "attack": "lira_online",
+                "method": "heuristic_l3",
+                "epsilon_lower_bound": 0.2818,
+                "convicted": "False",
+                "gate": "False",
+                "auc": 0.57457,
+                "tpr_at_fpr_0.01": 0.02894,
+                "tp_0.01": 76.0,
+                "fp_0.01": 21.0,
+                "null_tpr_95_0.01": 0.01561,
+                "tpr_at_fpr_0.001": 0.00609,
+                "tp_0.001": 16.0,
+                "fp_0.001": 2.0,
+                "null_tpr_95_0.001": 0.00343,
+            },
+            {
+                "arm": "planted:nonprivate_labelled_eps1",
+                "claimed_epsilon": 1.0,
+                "delta": 0.0,
+                "attack": "canary_input",
+                "method": "steinke_pure",
+                "epsilon_lower_bound": 6.5281,
+                "confidence": 0.95,
+                "guesses": 3000.0,
+                "correct": 3000.0,
+                "ceiling": 6.5281,
+                "convicted": "True",
+                "gate": "True",
+            },
+        ],
+        AUDIT_COLUMNS,
+    )
+    _csv(
+        tmp_path / "reports/nvdp/table.csv",
+        [
+            {
+                "task": "mrpc",
+                "variant": "nonprivate",
+                "lambda": "",
+                "score": 0.70,
+                "bdp_epsilon": "",
+                "rd_max": "",
+                "rd_max_filtered": "",
+            },
+            {
+                "task": "mrpc",
+                "variant": "clipped",
+                "lambda": 0.01,
+                "score": 0.68,
+                "bdp_epsilon": 10.47,
+                "rd_max": 0.5,
+                "rd_max_filtered": 0.01,
+            },
+            {
+                "task": "mrpc",
+                "variant": "clipped",
+                "lambda": 0.1,
+                "score": 0.66,
+                "bdp_epsilon": 10.46,
+                "rd_max": 0.2,
+                "rd_max_filtered": 0.005,
+            },
+        ],
+    )
+    _csv(
+        tmp_path / "reports/gpp/table.csv",
+        [
+            {
+                "dataset": "digits",
+                "experiment": "baseline",
+                "method": "gpp",
+                "setting": "centralized",
+                "clients": 1,
+                "beta": 1.0,
+                "d_z": 32,
+                "utility_auc": 0.9781,
+                "utility_accuracy": 0.61,
+                "adversary_auc": 0.5312,
+                "adversary_accuracy": 0.52,
+                "adversary_majority": 0.5,
+            },
+            {
+                "dataset": "digits",
+                "experiment": "sweep_beta",
+                "method": "gpp",
+                "setting": "centralized",
+                "clients": 1,
+                "beta": 8.0,
+                "d_z": 32,
+                "utility_auc": 0.99,
+                "utility_accuracy": 0.7,
+                "adversary_auc": 0.8,
+            },
+        ],
+    )
     page = results.render(tmp_path)
     assert "| Non-private | – | none (not private) | `none` | – | 0.5942 | 0.2566 |" in page
     assert "| DP-SGD (Opacus) | 7.143 | 1.9e-04 | `dp_accountant` | – | 0.4296 | 0.1446 |" in page
     assert "| dpsgd | lira_online | 0.575 | 0.029 (76 / 21) | 0.016 | 0.006 (16 / 2) | 0.003 | 0.282 |" in page
-    assert ("| planted:nonprivate_labelled_eps1 | input | steinke_pure | 1.000 | 0 | 3,000 / 3,000 | 6.528 | 6.528 "
-            "| yes | yes |") in page
+    assert (
+        "| planted:nonprivate_labelled_eps1 | input | steinke_pure | 1.000 | 0 | 3,000 / 3,000 | 6.528 | 6.528 "
+        "| yes | yes |"
+    ) in page
     assert "The tight multi-run audit: not measured yet: run `make audit-tight`." in page
-    assert "| mrpc | clipped | 0.01 | 0.680 | 0.700 | 10.470 | 0.500 | 0.010 |" in page   # the best λ only
+    assert "| mrpc | clipped | 0.01 | 0.680 | 0.700 | 10.470 | 0.500 | 0.010 |" in page  # the best λ only
     assert "| mrpc | clipped | 0.1 |" not in page
     assert "| digits | gpp | centralized | 1 | 32 | 1.0 | 0.978 | 0.610 | 0.531 | 0.520 (0.500) |" in page
-    assert "0.990" not in page                                          # sweeps stay in reports/gpp/report.md
+    assert "0.990" not in page  # sweeps stay in reports/gpp/report.md
 
 
 def test_the_owner_only_sensitivity_grid_reaches_the_page_as_aggregates_only(tmp_path):
-    cells = [{"swag_lr": lr, "prior_precision": lam, "epsilon": eps, "weighted_f1_mean": f1}
-             for lr, lam, eps, f1 in [(0.003, 10.0, 34.4809, 0.4001), (0.01, 100.0, 8.2215, 0.4239),
-                                      (0.03, 100.0, 9.4368, 0.4273), (0.01, 1000.0, 5.9225, 0.0203)]]
+    cells = [
+        {"swag_lr": lr, "prior_precision": lam, "epsilon": eps, "weighted_f1_mean": f1}
+        for lr, lam, eps, f1 in [
+            (0.003, 10.0, 34.4809, 0.4001),
+            (0.01, 100.0, 8.2215, 0.4239),
+            (0.03, 100.0, 9.4368, 0.4273),
+            (0.01, 1000.0, 5.9225, 0.0203),
+        ]
+    ]
     _csv(tmp_path / "reports/epsilon_sensitivity/table.csv", cells)
     _json(tmp_path / "metrics/temperature_r2.json", {"temperature": {"prior_precision": 100.0}})
     page = results.render(tmp_path)
     assert "4 cells" in page and "ε from 5.923 to 34.481 (max / min 5.82)" in page
     assert "At the release's prior λ = 100 (2 cells): 8.222 to 9.437 (max / min 1.15)" in page
     for per_cell in ("0.4001", "0.400", "0.4239", "0.424", "0.0203", "0.003"):
-        assert per_cell not in page, per_cell                            # no F1, no per-cell setting
+        assert per_cell not in page, per_cell  # no F1, no per-cell setting
 
 
 def test_main_writes_the_page_and_refuses_a_missing_root(tmp_path, capsys):

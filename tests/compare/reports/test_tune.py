@@ -22,10 +22,19 @@ def _cell(c, e, eps, wf1, mf1, verdict):
 
 
 def _grid_result(chosen: bool = True) -> dict:
-    trail = [_cell(1.0, 7, 12.5, 0.78, 0.45, "ok"), _cell(1.0, 10, 14.0, 0.79, 0.47, "overfit"),
-             _cell(0.85, 7, 9.25, 0.74, 0.41, "ok"), _cell(0.85, 10, 11.0, 0.70, 0.35, "underfit")]
-    return {"mode": "grid", "requirements": dict(REQ), "baseline": dict(BASE), "trail": trail,
-            "chosen": dict(trail[2]) if chosen else None}
+    trail = [
+        _cell(1.0, 7, 12.5, 0.78, 0.45, "ok"),
+        _cell(1.0, 10, 14.0, 0.79, 0.47, "overfit"),
+        _cell(0.85, 7, 9.25, 0.74, 0.41, "ok"),
+        _cell(0.85, 10, 11.0, 0.70, 0.35, "underfit"),
+    ]
+    return {
+        "mode": "grid",
+        "requirements": dict(REQ),
+        "baseline": dict(BASE),
+        "trail": trail,
+        "chosen": dict(trail[2]) if chosen else None,
+    }
 
 
 @pytest.fixture
@@ -59,10 +68,12 @@ def test_grid_markdown_states_requirements_and_choice(tmp_path, params):
     header = "| c | epochs | epsilon | weighted_f1 | macro_f1 | verdict |"
     i = lines.index(header)
     assert lines[i + 1] == "|---|---|---|---|---|---|"
-    assert lines[i + 2 : i + 6] == ["| 1.000 | 7 | 12.500 | 0.780 | 0.450 | ok |",
-                                    "| 1.000 | 10 | 14.000 | 0.790 | 0.470 | overfit |",
-                                    "| 0.850 | 7 | 9.250 | 0.740 | 0.410 | ok |",
-                                    "| 0.850 | 10 | 11.000 | 0.700 | 0.350 | underfit |"]
+    assert lines[i + 2 : i + 6] == [
+        "| 1.000 | 7 | 12.500 | 0.780 | 0.450 | ok |",
+        "| 1.000 | 10 | 14.000 | 0.790 | 0.470 | overfit |",
+        "| 0.850 | 7 | 9.250 | 0.740 | 0.410 | ok |",
+        "| 0.850 | 10 | 11.000 | 0.700 | 0.350 | underfit |",
+    ]
     assert "Chosen: c = 0.85, FT epochs = 7 (ε 9.250, F1 0.740 / 0.410)" in lines
     assert "none" not in md.lower().split("chosen:")[1]
     assert "![grid](grid.png)" in lines
@@ -78,10 +89,17 @@ def test_no_choice_says_none_met_both_requirements(tmp_path, params):
 
 
 def test_search_mode_with_decision_trail(tmp_path, params):
-    trail = [_cell(1.0, 7, 12.0, 0.75, 0.42, "underfit") | {"decision": "more_epochs", "reason": "under-fit"},
-             _cell(1.0, 10, 9.0, 0.76, 0.44, "ok") | {"decision": "accept", "reason": "both requirements met"}]
-    result = {"mode": "search", "requirements": dict(REQ), "baseline": dict(BASE), "trail": trail,
-              "chosen": {k: trail[1][k] for k in ("c", "epochs", "epsilon", "weighted_f1", "macro_f1", "verdict")}}
+    trail = [
+        _cell(1.0, 7, 12.0, 0.75, 0.42, "underfit") | {"decision": "more_epochs", "reason": "under-fit"},
+        _cell(1.0, 10, 9.0, 0.76, 0.44, "ok") | {"decision": "accept", "reason": "both requirements met"},
+    ]
+    result = {
+        "mode": "search",
+        "requirements": dict(REQ),
+        "baseline": dict(BASE),
+        "trail": trail,
+        "chosen": {k: trail[1][k] for k in ("c", "epochs", "epsilon", "weighted_f1", "macro_f1", "verdict")},
+    }
     out = write_tune_report(params, tmp_path, result)
     assert sorted(p.name for p in out.iterdir()) == ["search.csv", "search.json", "search.md", "search.png"]
     md = (out / "search.md").read_text(encoding="utf-8")

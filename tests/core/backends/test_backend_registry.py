@@ -52,11 +52,13 @@ def test_unknown_backend_is_a_one_line_release_error():
 
 @pytest.mark.parametrize("name,cls", [("head", HeadBackend), ("full", FullBackend)])
 def test_make_backend_takes_everything_from_params(name, cls):
-    params = parse_params({
-        "seed": 11,
-        "features": {"max_length": 24, "batch_size": 5},
-        "model": {"backend": name, "device": "cpu", "head": {"hidden": 7, "dropout": 0.25}, "full": {"tiny": True}},
-    })
+    params = parse_params(
+        {
+            "seed": 11,
+            "features": {"max_length": 24, "batch_size": 5},
+            "model": {"backend": name, "device": "cpu", "head": {"hidden": 7, "dropout": 0.25}, "full": {"tiny": True}},
+        }
+    )
     backend = make_backend(params, 6)
     assert type(backend) is cls
     assert backend.n_classes == 6 and backend.seed == 11 and backend.device == CPU
@@ -79,8 +81,9 @@ def test_make_backend_auto_device():
 # release round trips --------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def head_release(tmp_path_factory):
-    backend = HeadBackend(n_classes=4, device=CPU, seed=3, params=HeadParams(hidden=16, dropout=0.3),
-                          max_length=32, batch_size=2)
+    backend = HeadBackend(
+        n_classes=4, device=CPU, seed=3, params=HeadParams(hidden=16, dropout=0.3), max_length=32, batch_size=2
+    )
     model = perturbed(backend.build_model(384), seed=1, scale=0.2)
     folder = tmp_path_factory.mktemp("head-release")
     arch = backend.write_release_model(model, folder)
@@ -112,8 +115,9 @@ def test_head_release_scorer_matches_model(head_release):
         torch.testing.assert_close(probs, torch.softmax(model.eval()(x), -1), rtol=1e-5, atol=1e-6)
     assert (probs.max(1).values - probs.min(1).values).min() > 1e-3  # not a flat, uninformative output
     # the static method is reachable from the class (predict has no backend instance)
-    torch.testing.assert_close(HeadBackend.release_scorer(folder, arch, CPU)(TEXTS[:1]), probs[:1],
-                               rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(
+        HeadBackend.release_scorer(folder, arch, CPU)(TEXTS[:1]), probs[:1], rtol=1e-5, atol=1e-6
+    )
 
 
 def test_head_release_refuses_a_different_encoder(head_release):

@@ -22,7 +22,7 @@ def test_flat_parameters_round_trip_and_skip_frozen_ones():
     model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Linear(2, 1))
     model[1].bias.requires_grad_(False)
     theta = get_flat(model)
-    assert theta.numel() == 3 * 2 + 2 + 2                                     # the frozen bias is not in θ
+    assert theta.numel() == 3 * 2 + 2 + 2  # the frozen bias is not in θ
     set_flat(model, torch.arange(theta.numel(), dtype=theta.dtype))
     assert torch.equal(get_flat(model), torch.arange(theta.numel(), dtype=theta.dtype))
     assert model[0].weight.flatten().tolist() == [0, 1, 2, 3, 4, 5]
@@ -36,7 +36,7 @@ def test_batches_cover_every_record_once_in_a_generator_order():
     assert sorted(torch.cat(got).tolist()) == list(range(10))
     again = list(batches(10, 4, torch.Generator().manual_seed(0)))
     assert all(torch.equal(a, b) for a, b in zip(got, again))
-    assert torch.cat(list(batches(5, 2))).tolist() == [0, 1, 2, 3, 4]         # no generator: in order
+    assert torch.cat(list(batches(5, 2))).tolist() == [0, 1, 2, 3, 4]  # no generator: in order
 
 
 def test_features_save_load_and_take(tmp_path):

@@ -98,8 +98,16 @@ def test_a_fit_over_0_records_is_a_one_line_error_naming_it(setup):
     with pytest.raises(DataError, match=r"^non-private: 0 training records"):
         epoch(backend, model, empty, none, None, sgd, 2, torch.Generator().manual_seed(0), desc="non-private")
     with pytest.raises(DataError, match=r"^SWAG r1: 0 training records"):
-        swag(backend, model, empty, none, None, SwagParams(epochs=2, lr=0.01, batch_size=2, rank=2), seed=0,
-             desc="SWAG r1")
+        swag(
+            backend,
+            model,
+            empty,
+            none,
+            None,
+            SwagParams(epochs=2, lr=0.01, batch_size=2, rank=2),
+            seed=0,
+            desc="SWAG r1",
+        )
     assert torch.equal(get_flat(model), before)  # nothing was fitted
 
 
@@ -121,7 +129,20 @@ def test_dpsgd_survives_empty_poisson_batches_on_the_full_backend(mode, monkeypa
         return forward(m, batch)
 
     monkeypatch.setattr(backend, "forward", counting)
-    r = train_dpsgd(backend, model, feats, y, epochs=1, batch_size=1, lr=0.01, max_grad_norm=1.0, target_epsilon=5.0,
-                    delta=1e-3, grad_sample_mode=mode, seed=0, noise_seed=3)
+    r = train_dpsgd(
+        backend,
+        model,
+        feats,
+        y,
+        epochs=1,
+        batch_size=1,
+        lr=0.01,
+        max_grad_norm=1.0,
+        target_epsilon=5.0,
+        delta=1e-3,
+        grad_sample_mode=mode,
+        seed=0,
+        noise_seed=3,
+    )
     assert r.steps == len(seen) == 16 and 0 in seen and max(seen) > 0  # empty batches ran, and full ones
     assert torch.isfinite(get_flat(model)).all()

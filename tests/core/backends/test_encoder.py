@@ -16,11 +16,13 @@ from dprelease.core.backends.encoder import PACKAGE, encoder_dir, encoder_refere
 
 # mean_pool ------------------------------------------------------------------------------------------
 def test_mean_pool_excludes_padding():
-    hidden = torch.tensor([
-        [[1.0, 2.0], [3.0, 4.0], [100.0, -100.0]],   # last token is padding
-        [[2.0, 0.0], [4.0, 8.0], [6.0, 1.0]],        # no padding
-        [[5.0, -5.0], [7.0, 7.0], [9.0, 9.0]],       # only the first token is real
-    ])
+    hidden = torch.tensor(
+        [
+            [[1.0, 2.0], [3.0, 4.0], [100.0, -100.0]],  # last token is padding
+            [[2.0, 0.0], [4.0, 8.0], [6.0, 1.0]],  # no padding
+            [[5.0, -5.0], [7.0, 7.0], [9.0, 9.0]],  # only the first token is real
+        ]
+    )
     mask = torch.tensor([[1, 1, 0], [1, 1, 1], [1, 0, 0]])
     out = mean_pool(hidden, mask)
     expected = torch.tensor([[2.0, 3.0], [4.0, 3.0], [5.0, -5.0]])
@@ -93,8 +95,13 @@ def test_load_tokenizer_is_cached():
 
 def test_tokenizer_pads_and_masks():
     tok = load_tokenizer()
-    batch = tok(["a worker fell", "an employee was struck in the head by a falling pallet"], padding=True,
-                truncation=True, max_length=32, return_tensors="pt")
+    batch = tok(
+        ["a worker fell", "an employee was struck in the head by a falling pallet"],
+        padding=True,
+        truncation=True,
+        max_length=32,
+        return_tensors="pt",
+    )
     ids, mask = batch["input_ids"], batch["attention_mask"]
     assert ids.shape == mask.shape and ids.shape[0] == 2
     assert ids[0, 0] == tok.cls_token_id and ids[1, 0] == tok.cls_token_id

@@ -46,8 +46,9 @@ def test_padding_columns_change_nothing():
         torch.testing.assert_close(model(wide_ids, wide_mask), model(ids, mask))
 
 
-@pytest.mark.parametrize("edit, needle", [({"model_type": "gpt2"}, "model_type"),
-                                          ({"num_hidden_layers": 10_000}, "num_hidden_layers")])
+@pytest.mark.parametrize(
+    "edit, needle", [({"model_type": "gpt2"}, "model_type"), ({"num_hidden_layers": 10_000}, "num_hidden_layers")]
+)
 def test_an_edited_config_is_refused_before_building(tmp_path, edit, needle):
     backend = FullBackend(n_classes=3, device=CPU, seed=5, params=FullParams(tiny=True), max_length=32)
     backend.write_release_model(backend.build_model(), tmp_path / "release")
@@ -55,7 +56,7 @@ def test_an_edited_config_is_refused_before_building(tmp_path, edit, needle):
     shutil.copytree(tmp_path / "release", bad)
     config = json.loads((bad / "config.json").read_text()) | edit
     (bad / "config.json").write_text(json.dumps(config))
-    load_release_full(tmp_path / "release", CPU)                          # the written one loads
+    load_release_full(tmp_path / "release", CPU)  # the written one loads
     with pytest.raises(ReleaseError, match=needle):
         load_release_full(bad, CPU)
 

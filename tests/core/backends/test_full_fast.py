@@ -114,8 +114,9 @@ def test_autocast_is_only_taken_on_cuda(monkeypatch):
     assert isinstance(eval_autocast(torch.device("cuda")), contextlib.nullcontext)
     # the backend: on for CUDA unless switched off, and a no-op on CPU whatever the switch says
     params = FullParams(tiny=True)
-    assert FullBackend(3, CPU, 0, params).amp and isinstance(FullBackend(3, CPU, 0, params).autocast(),
-                                                             contextlib.nullcontext)
+    assert FullBackend(3, CPU, 0, params).amp and isinstance(
+        FullBackend(3, CPU, 0, params).autocast(), contextlib.nullcontext
+    )
     monkeypatch.setenv(full_mod.AMP_ENV, "0")
     assert not FullBackend(3, torch.device("cuda"), 0, params).amp
 
@@ -175,10 +176,12 @@ def test_ggn_diagonal_sampled_label_matches_autograd_for_the_same_generator(prob
     """More classes than ``max_exact_classes``: one label per record from p_i, drawn as the reference draws
     it, so the same generator gives the same estimate."""
     backend, model, feats, _, w, theta, _ = problem
-    ref = curvature.ggn_diagonal_autograd(backend, model, theta, feats, w, torch.Generator().manual_seed(4),
-                                          max_exact_classes=2)
-    fast = full_curvature.ggn_diagonal(model, theta, feats, w, generator=torch.Generator().manual_seed(4),
-                                       max_exact_classes=2)
+    ref = curvature.ggn_diagonal_autograd(
+        backend, model, theta, feats, w, torch.Generator().manual_seed(4), max_exact_classes=2
+    )
+    fast = full_curvature.ggn_diagonal(
+        model, theta, feats, w, generator=torch.Generator().manual_seed(4), max_exact_classes=2
+    )
     torch.testing.assert_close(fast, ref, rtol=1e-5, atol=1e-7)
     exact = full_curvature.ggn_diagonal(model, theta, feats, w)
     assert not torch.allclose(fast, exact)  # a draw, not the exact sum

@@ -34,8 +34,10 @@ def head_backend(seed: int = 3, hidden: int = 16, dropout: float = 0.2) -> HeadB
 
 def split_draws(model: Head, thetas: torch.Tensor) -> list[torch.Tensor]:
     shapes = [p.shape for p in trainable(model)]
-    return [chunk.reshape(thetas.shape[0], *shape)
-            for chunk, shape in zip(thetas.split([s.numel() for s in shapes], dim=1), shapes)]
+    return [
+        chunk.reshape(thetas.shape[0], *shape)
+        for chunk, shape in zip(thetas.split([s.numel() for s in shapes], dim=1), shapes)
+    ]
 
 
 # Head.forward_many ----------------------------------------------------------------------------

@@ -23,6 +23,7 @@ def _problem(hidden: int, n: int = 30, dim: int = 6, classes: int = 4, seed: int
     theta = get_flat(model) + 0.3 * torch.randn(get_flat(model).numel(), generator=gen)
     return backend, model, feats, y, w, theta
 
+
 @pytest.mark.parametrize("hidden", [5, 0])
 def test_closed_forms_match_autograd(hidden):
     backend, model, feats, y, w, theta = _problem(hidden)
@@ -36,6 +37,7 @@ def test_closed_forms_match_autograd(hidden):
     got = head_curvature.gradient_noise(model, theta, feats, y, w)
     assert got == pytest.approx(ref, rel=1e-5)
 
+
 def test_linear_head_ggn_is_the_exact_hessian():
     """Softmax regression: the Hessian of Σ w_i CE_i is J^T(diag p − pp^T)J exactly (no second-order term)."""
     backend, model, feats, y, w, theta = _problem(0, classes=3)
@@ -45,7 +47,7 @@ def test_linear_head_ggn_is_the_exact_hessian():
     parts_shapes = [p.shape for p in model.parameters()]
 
     def total(t):
-        wmat, b = t[: parts_shapes[0].numel()].reshape(parts_shapes[0]), t[parts_shapes[0].numel():]
+        wmat, b = t[: parts_shapes[0].numel()].reshape(parts_shapes[0]), t[parts_shapes[0].numel() :]
         logits = (feats["x"].double() * model.dim**0.5) @ wmat.T + b
         ce = torch.nn.functional.cross_entropy(logits, y, reduction="none")
         return (w.double() * ce).sum()
@@ -53,8 +55,9 @@ def test_linear_head_ggn_is_the_exact_hessian():
     hess = torch.autograd.functional.hessian(total, theta)
     eye = torch.eye(theta.numel(), dtype=torch.float64)
     torch.testing.assert_close(head_curvature.ggn_subspace(model, theta, feats, w, eye), hess, rtol=1e-8, atol=1e-8)
-    torch.testing.assert_close(head_curvature.ggn_diagonal(model, theta, feats, w), torch.diagonal(hess),
-                               rtol=1e-8, atol=1e-8)
+    torch.testing.assert_close(
+        head_curvature.ggn_diagonal(model, theta, feats, w), torch.diagonal(hess), rtol=1e-8, atol=1e-8
+    )
 
 
 @pytest.mark.parametrize("hidden", [5, 0])

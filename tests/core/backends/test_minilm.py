@@ -99,7 +99,9 @@ def test_every_file_tensor_has_a_place():
     with safe_open(str(encoder_dir() / "model.safetensors"), "pt") as f:
         names = {n: f.get_slice(n) for n in f.keys()}
     state = minilm._state({n: torch.empty(0) for n in names})
-    assert set(state) == set(minilm.MiniLM(minilm._config()).state_dict())  # strict load: nothing missing, nothing extra
+    assert set(state) == set(
+        minilm.MiniLM(minilm._config()).state_dict()
+    )  # strict load: nothing missing, nothing extra
 
 
 def test_an_unsupported_config_is_refused(monkeypatch):
@@ -110,4 +112,3 @@ def test_an_unsupported_config_is_refused(monkeypatch):
 
 def test_empty_input_gives_an_empty_matrix():
     assert embed([], CPU).shape == (0, 384)
-

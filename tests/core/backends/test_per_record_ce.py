@@ -167,12 +167,17 @@ def test_rows_follow_draw_order_and_columns_follow_records(case):
     backend, model, thetas, feats, labels = case
     base = backend.per_record_ce(model, thetas, feats, labels)
     perm_s = torch.tensor([6, 0, 5, 1, 4, 2, 3])
-    np.testing.assert_allclose(backend.per_record_ce(model, thetas[perm_s], feats, labels).numpy(),
-                               base[perm_s].numpy(), rtol=0, atol=1e-5)
+    np.testing.assert_allclose(
+        backend.per_record_ce(model, thetas[perm_s], feats, labels).numpy(), base[perm_s].numpy(), rtol=0, atol=1e-5
+    )
     perm_n = torch.randperm(labels.shape[0], generator=torch.Generator().manual_seed(5))
     shuffled = {k: v[perm_n] for k, v in feats.items()}
-    np.testing.assert_allclose(backend.per_record_ce(model, thetas, shuffled, labels[perm_n]).numpy(),
-                               base[:, perm_n].numpy(), rtol=0, atol=1e-5)
+    np.testing.assert_allclose(
+        backend.per_record_ce(model, thetas, shuffled, labels[perm_n]).numpy(),
+        base[:, perm_n].numpy(),
+        rtol=0,
+        atol=1e-5,
+    )
 
 
 def test_label_enters_loss(case):
@@ -186,6 +191,8 @@ def test_label_enters_loss(case):
     np.testing.assert_allclose(moved[:, keep].numpy(), base[:, keep].numpy(), rtol=0, atol=1e-6)
     assert (moved[:, 4] - base[:, 4]).abs().min() > 0
     # summing exp(−CE) over all labels gives 1 for every draw and record (a proper softmax)
-    total = sum(torch.exp(-backend.per_record_ce(model, thetas[:2], feats, torch.full_like(labels, c)))
-                for c in range(N_CLASSES))
+    total = sum(
+        torch.exp(-backend.per_record_ce(model, thetas[:2], feats, torch.full_like(labels, c)))
+        for c in range(N_CLASSES)
+    )
     np.testing.assert_allclose(total.numpy(), 1.0, atol=1e-5)

@@ -43,14 +43,22 @@ def test_the_recipe_reproduces_the_shipped_slice_check(project_corpus):
     shipped = recipe()
     check, settings = shipped["slice_check"], pe.Recipe(**shipped["recipe"])
     n = check["reports"]
-    layers = pe.tune(texts[:n], labels[:n], n_classes=meta["classes"],
-                     recipe=pe.Recipe(**(asdict(settings) | {"batch_size": check["batch_size"]})))
+    layers = pe.tune(
+        texts[:n],
+        labels[:n],
+        n_classes=meta["classes"],
+        recipe=pe.Recipe(**(asdict(settings) | {"batch_size": check["batch_size"]})),
+    )
     got = pe.slice_fingerprint(layers)
     assert math.isclose(got["moved_l2"], check["moved_l2"], rel_tol=1e-3), (got, check)
     assert math.isclose(got["norm_l2"], check["norm_l2"], rel_tol=1e-4), (got, check)
     # and another seed moves them elsewhere: the check can fail
-    other = pe.tune(texts[:n], labels[:n], n_classes=meta["classes"],
-                    recipe=pe.Recipe(**(asdict(settings) | {"batch_size": check["batch_size"], "seed": 1})))
+    other = pe.tune(
+        texts[:n],
+        labels[:n],
+        n_classes=meta["classes"],
+        recipe=pe.Recipe(**(asdict(settings) | {"batch_size": check["batch_size"], "seed": 1})),
+    )
     assert not math.isclose(pe.slice_fingerprint(other)["moved_l2"], check["moved_l2"], rel_tol=1e-3)
 
 

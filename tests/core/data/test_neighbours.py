@@ -36,8 +36,11 @@ def _extract(df: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     large = list(pc.index[:2])
     mid = [c for c in pc.index if 15 <= pc[c] <= 40 and 15 <= qc.get(c, 0) <= 40][:2]
     two = next(c for c in pc.index if pc[c] >= 3 and qc.get(c, 0) == 2)
-    once = next(c for c in df["Nature"].value_counts().index[::-1] if (df["Nature"] == c).sum() == 1
-                and c not in large + mid + [two])
+    once = next(
+        c
+        for c in df["Nature"].value_counts().index[::-1]
+        if (df["Nature"] == c).sum() == 1 and c not in large + mid + [two]
+    )
     parts = [pub[pub["Nature"] == c].head(60) for c in large] + [priv[priv["Nature"] == c].head(60) for c in large]
     parts += [df[df["Nature"] == c] for c in [*mid, two, once]]
     out = pd.concat(parts).sort_values(["_date", "row"]).reset_index(drop=True)
@@ -51,10 +54,21 @@ def _write(frame: pd.DataFrame, path: Path) -> None:
 
 
 def _params():
-    return parse_params(compare_raw(
-        released__mechanism="dpsgd", data__limit_classes=None, data__codes=None, data__cap=12, proxy__rest_rate=1.0,
-        frontier__dpsgd__batch_sizes=[0], frontier__dpsgd__epochs=[2, 4], frontier__dpsgd__max_grad_norms=[0.1],
-        frontier__dpsgd__sgd_lrs=[20.0], frontier__dpsgd__adamw_lrs=[0.03], dpsgd__head__hidden=0))
+    return parse_params(
+        compare_raw(
+            released__mechanism="dpsgd",
+            data__limit_classes=None,
+            data__codes=None,
+            data__cap=12,
+            proxy__rest_rate=1.0,
+            frontier__dpsgd__batch_sizes=[0],
+            frontier__dpsgd__epochs=[2, 4],
+            frontier__dpsgd__max_grad_norms=[0.1],
+            frontier__dpsgd__sgd_lrs=[20.0],
+            frontier__dpsgd__adamw_lrs=[0.03],
+            dpsgd__head__hidden=0,
+        )
+    )
 
 
 def _run(root: Path, frame: pd.DataFrame) -> Path:
@@ -98,16 +112,26 @@ def extracts(tmp_path_factory):
         new["Final Narrative"] = f"Employee was injured while handling a pallet (added report, code {code})."
         return pd.concat([base, new]).reset_index(drop=True)
 
-    cases = {"remove from a large code": removal(roles["large"]), "remove from a mid-size code": removal(roles["mid"]),
-             "remove from a two-report code": removal(roles["two"]),
-             "remove a test report": base.drop(index=in_test.name),
-             "add to a one-report code": addition(roles["once"]), "add a code the data never had": addition("9999")}
+    cases = {
+        "remove from a large code": removal(roles["large"]),
+        "remove from a mid-size code": removal(roles["mid"]),
+        "remove from a two-report code": removal(roles["two"]),
+        "remove a test report": base.drop(index=in_test.name),
+        "add to a one-report code": addition(roles["once"]),
+        "add a code the data never had": addition("9999"),
+    }
     runs = {name: _run(tmp_path_factory.mktemp(f"n{i}"), frame) for i, (name, frame) in enumerate(cases.items())}
     return base_root, runs
 
 
-CASES = ["remove from a large code", "remove from a mid-size code", "remove from a two-report code",
-         "remove a test report", "add to a one-report code", "add a code the data never had"]
+CASES = [
+    "remove from a large code",
+    "remove from a mid-size code",
+    "remove from a two-report code",
+    "remove a test report",
+    "add to a one-report code",
+    "add a code the data never had",
+]
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -152,8 +176,9 @@ def test_no_private_count_reaches_the_release(extracts):
 def test_a_reports_role_does_not_depend_on_its_position(tmp_path):
     from dprelease.core.data import roles
 
-    frame = pd.DataFrame({"text": ["a", "b", "c", "d"], "label": ["1", "1", "2", "2"],
-                          "date": pd.to_datetime(["2016-01-01"] * 4)})
+    frame = pd.DataFrame(
+        {"text": ["a", "b", "c", "d"], "label": ["1", "1", "2", "2"], "date": pd.to_datetime(["2016-01-01"] * 4)}
+    )
     ids = roles.report_ids(frame)
     shuffled = roles.report_ids(frame.iloc[[2, 0, 3, 1]])
     assert dict(zip(frame["text"], ids)) == dict(zip(frame["text"].iloc[[2, 0, 3, 1]], shuffled))

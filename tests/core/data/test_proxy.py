@@ -17,8 +17,15 @@ UNTIL = "2015-12-31"
 
 
 def _params(**overrides):  # the slice's DP-SGD grid: batches no larger than its ~24 training records
-    return parse_params(compare_raw(released__mechanism="dpsgd", frontier__dpsgd__batch_sizes=[0, 8],
-                                    frontier__dpsgd__epochs=[2, 4], dpsgd__head__hidden=0, **overrides))
+    return parse_params(
+        compare_raw(
+            released__mechanism="dpsgd",
+            frontier__dpsgd__batch_sizes=[0, 8],
+            frontier__dpsgd__epochs=[2, 4],
+            dpsgd__head__hidden=0,
+            **overrides,
+        )
+    )
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +45,9 @@ def test_the_private_sample_comes_from_the_later_period_and_the_proxy_from_the_e
     late = set(source.loc[date > UNTIL, "Final Narrative"].str.strip())
     data = root / params.artifacts / "data"
     private = pd.concat([pd.read_csv(data / f"{s}.csv", dtype=str) for s in ("train", "validation", "test")])
-    proxy = pd.concat([pd.read_csv(data / f"{s}.csv", dtype=str) for s in ("proxy_train", "proxy_validation",
-                                                                          "public_rest")])
+    proxy = pd.concat(
+        [pd.read_csv(data / f"{s}.csv", dtype=str) for s in ("proxy_train", "proxy_validation", "public_rest")]
+    )
     assert set(private["text"]) <= late and set(proxy["text"]) <= early  # never the other period
     codes = read_json(data / "labels.json")["codes"]
     assert set(proxy["label"]) <= set(codes) and set(private["label"]) <= set(codes)  # the public label space
@@ -49,7 +57,8 @@ def test_the_private_sample_comes_from_the_later_period_and_the_proxy_from_the_e
     assert summary["expected_train_size"] == read_json(data / "public.json")["expected_train_size"]
     assert not set(read_json(data / "labels.json")) - {"codes", "titles"}  # no private count in the label map
     assert {"proxy_train.safetensors", "proxy_validation.safetensors", "public_rest.safetensors"} <= {
-        p.name for p in (root / params.artifacts / "features").iterdir()}
+        p.name for p in (root / params.artifacts / "features").iterdir()
+    }
 
 
 def test_dpsgd_releases_the_proxys_choice(proxied, tmp_path):
@@ -67,8 +76,9 @@ def test_dpsgd_releases_the_proxys_choice(proxied, tmp_path):
     sim = warm.simulation_start(params, lay)
     start = (sim.weight, sim.bias)
     ranked = proxy_ranking(params, lay, epsilon=8.0, delta=1e-3, init=start)
-    grid = configurations(params.frontier.dpsgd, n=read_json(root / params.artifacts / "data" / "public.json")[
-        "expected_train_size"])
+    grid = configurations(
+        params.frontier.dpsgd, n=read_json(root / params.artifacts / "data" / "public.json")["expected_train_size"]
+    )
     assert sorted(i for i, _ in ranked) == list(range(len(grid)))  # every configuration scored, best first
     assert [s for _, s in ranked] == sorted((s for _, s in ranked), reverse=True)
     registry.run_stage("dpsgd_release", params, root)
@@ -79,10 +89,16 @@ def test_dpsgd_releases_the_proxys_choice(proxied, tmp_path):
     assert manifest["start"].startswith("the public model")
     n_hat = read_json(root / params.artifacts / "data" / "public.json")["expected_train_size"]
     best = configurations(params.frontier.dpsgd, n=n_hat)[
-        proxy_ranking(params, lay, epsilon=params.released.epsilon, delta=manifest["guarantee"]["delta"],
-                      init=start)[0][0]]
-    assert (c["epochs"], c["lr"], c["max_grad_norm"], c["optimizer"]) == (best["epochs"], best["lr"],
-                                                                         best["max_grad_norm"], best["optimizer"])
+        proxy_ranking(params, lay, epsilon=params.released.epsilon, delta=manifest["guarantee"]["delta"], init=start)[
+            0
+        ][0]
+    ]
+    assert (c["epochs"], c["lr"], c["max_grad_norm"], c["optimizer"]) == (
+        best["epochs"],
+        best["lr"],
+        best["max_grad_norm"],
+        best["optimizer"],
+    )
     assert read_json(root / "metrics" / "released.json")["tuning"] == "public proxy"
 
 

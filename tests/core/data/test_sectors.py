@@ -21,8 +21,9 @@ def test_both_mechanisms_read_the_sector_from_the_shared_definition():
     """A record without usable NAICS digits is UNKNOWN in GPP's columns and in NVDP's OSHA task alike."""
     from dprelease.mechanisms.gpp.data import osha_columns
 
-    frame = pd.DataFrame({"t": ["a", "b", "c"], "n": ["1", "2", "3"], "Primary NAICS": ["236220", "x", ""],
-                          "State": ["TEXAS"] * 3})
+    frame = pd.DataFrame(
+        {"t": ["a", "b", "c"], "n": ["1", "2", "3"], "Primary NAICS": ["236220", "x", ""], "State": ["TEXAS"] * 3}
+    )
     cols = osha_columns(frame, text_column="t", label_column="n", regions={"TEXAS": 6})
     assert cols["sector"].tolist() == ["23", UNKNOWN, UNKNOWN]
 

@@ -13,8 +13,12 @@ from dprelease.core.config import parse_params
 from dprelease.core.data.splits import SPLITS, backend_for, features, label_info, n_train
 from dprelease.core.io import write_json
 
-LABELS = {"codes": ["10", "11", "1972"], "titles": ["Fractures", "Amputations", "Other"],
-          "train_sizes": [5, 3, 2], "test_sizes": [4, 3, 1]}
+LABELS = {
+    "codes": ["10", "11", "1972"],
+    "titles": ["Fractures", "Amputations", "Other"],
+    "train_sizes": [5, 3, 2],
+    "test_sizes": [4, 3, 1],
+}
 
 
 @pytest.fixture
@@ -57,8 +61,9 @@ def test_features_several_tensors_round_trip(tmp_path):
     lay = Layout.from_params(parse_params({}), tmp_path)
     ids = torch.arange(12, dtype=torch.long).reshape(3, 4)
     mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0], [1, 1, 1, 1]])
-    save_features(lay.features / "validation.safetensors", {"input_ids": ids, "attention_mask": mask},
-                  torch.tensor([2, 0, 1]))
+    save_features(
+        lay.features / "validation.safetensors", {"input_ids": ids, "attention_mask": mask}, torch.tensor([2, 0, 1])
+    )
     feats, y = features(lay, "validation")
     assert set(feats) == {"input_ids", "attention_mask"}
     assert torch.equal(feats["input_ids"], ids) and torch.equal(feats["attention_mask"], mask)

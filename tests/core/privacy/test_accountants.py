@@ -17,7 +17,10 @@ from dprelease.mechanisms.dpsgd.accounting import noise_multiplier, spent_epsilo
 def test_the_project_accountants_are_registered_by_name():
     assert accountants.names() == ("mironov", "opacus", "prv")
     assert {accountants.get(n).label for n in accountants.names()} == {
-        "RDP (Mironov conversion)", "RDP (Opacus conversion)", "PRV (Opacus)"}
+        "RDP (Mironov conversion)",
+        "RDP (Opacus conversion)",
+        "PRV (Opacus)",
+    }
 
 
 @pytest.mark.parametrize("name", ["mironov", "opacus", "prv"])
@@ -34,8 +37,9 @@ def test_an_accountant_and_its_opacus_object_report_the_same_epsilon(name):
 def test_mironov_matches_its_closed_form_at_full_batch():
     # q = 1: the Gaussian mechanism composed T times, RDP(α) = α·T/(2σ²); σ = 10, T = 1, δ = 1e-5 → the order grid's
     # minimiser 49 of α/200 + log(1e5)/(α − 1) (the same derivation as tests/mechanisms/dpsgd/test_accounting.py)
-    assert accountants.get("mironov").epsilon(10.0, 1.0, 1, 1e-5) == pytest.approx(49 / 200 + math.log(1e5) / 48,
-                                                                                  rel=1e-9)
+    assert accountants.get("mironov").epsilon(10.0, 1.0, 1, 1e-5) == pytest.approx(
+        49 / 200 + math.log(1e5) / 48, rel=1e-9
+    )
 
 
 def test_an_unknown_name_is_one_line():
@@ -46,8 +50,12 @@ def test_an_unknown_name_is_one_line():
 
 
 def test_a_new_accountant_is_one_registration():
-    toy = Accountant("toy", "twice the Mironov bound", lambda s, q, t, d: 2 * accountants.get("mironov").epsilon(s, q, t, d),
-                     lambda: None)
+    toy = Accountant(
+        "toy",
+        "twice the Mironov bound",
+        lambda s, q, t, d: 2 * accountants.get("mironov").epsilon(s, q, t, d),
+        lambda: None,
+    )
     accountants.register(toy)
     try:
         eps = spent_epsilon(2.0, 0.1, 100, 1e-5, "toy")
@@ -65,8 +73,9 @@ def test_opacus_get_noise_multiplier_cannot_search_with_the_default_conversion()
     with pytest.raises(ValueError):
         get_noise_multiplier(target_epsilon=8.0, target_delta=1e-5, sample_rate=0.1, steps=100, accountant="mironov")
     ours = noise_multiplier(8.0, 1e-5, 0.1, 100, "opacus")  # where Opacus can search (its RDP), both agree closely
-    theirs = get_noise_multiplier(target_epsilon=8.0, target_delta=1e-5, sample_rate=0.1, steps=100, accountant="rdp",
-                                  epsilon_tolerance=0.001)
+    theirs = get_noise_multiplier(
+        target_epsilon=8.0, target_delta=1e-5, sample_rate=0.1, steps=100, accountant="rdp", epsilon_tolerance=0.001
+    )
     assert ours == pytest.approx(theirs, rel=0.01)
 
 

@@ -18,14 +18,14 @@ def test_every_contribution_is_confined_to_zero_kappa(form):
     out = c.numpy(LOSSES)
     assert (out >= 0).all() and (out <= 2.75).all()
     assert np.allclose(c.torch(torch.tensor(LOSSES)).numpy(), out)
-    assert np.all(np.diff(out) >= 0)                                    # order of the losses is kept
+    assert np.all(np.diff(out) >= 0)  # order of the losses is kept
 
 
 def test_hard_is_the_minimum_and_soft_is_smooth_below_it():
     hard, soft = Censor(2.75, "hard"), Censor(2.75, "soft")
     assert list(hard.numpy(LOSSES)) == [0.0, 0.3, 2.0, 2.75, 2.75, 2.75]
     assert np.all(soft.numpy(LOSSES) <= hard.numpy(LOSSES) + 1e-12)
-    assert soft.numpy(np.array([1e-4]))[0] == pytest.approx(1e-4, rel=1e-6)   # ≈ identity near 0
+    assert soft.numpy(np.array([1e-4]))[0] == pytest.approx(1e-4, rel=1e-6)  # ≈ identity near 0
 
 
 def test_above_kappa_only_the_soft_form_has_a_gradient():

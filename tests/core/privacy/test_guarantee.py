@@ -39,14 +39,28 @@ def test_every_kind_constructs_and_has_a_meaning(kind):
     assert g.kind == kind
     assert isinstance(g.meaning, str) and g.meaning.strip()
     # an uncertified record's meaning carries its own numbers (index, r of d); every other kind's is the kind's text
-    assert g.meaning == (uncertified_text(g.quantities) if kind == "ppm_uncertified" else KINDS[kind].meaning
-                         if kind != "ppm_censored" else KINDS[kind].describe({}))
+    assert g.meaning == (
+        uncertified_text(g.quantities)
+        if kind == "ppm_uncertified"
+        else KINDS[kind].meaning
+        if kind != "ppm_censored"
+        else KINDS[kind].describe({})
+    )
 
 
 def test_the_documented_nine_kinds_are_known():
     """The kinds docs/guarantees.md (K) documents; a new mechanism's own kinds join them (its ``kinds`` module)."""
-    assert {"ppm_local_asymptotic", "ppm_censored", "ppm_censored_local", "dp_accountant", "bayesian_dp", "none",
-            "empirical_lower_bound", "empirical_probe", "ppm_uncertified"} <= set(KINDS)
+    assert {
+        "ppm_local_asymptotic",
+        "ppm_censored",
+        "ppm_censored_local",
+        "dp_accountant",
+        "bayesian_dp",
+        "none",
+        "empirical_lower_bound",
+        "empirical_probe",
+        "ppm_uncertified",
+    } <= set(KINDS)
 
 
 def test_unknown_kind_is_rejected_and_named():
@@ -59,14 +73,16 @@ def test_unknown_kind_is_rejected_and_named():
 def test_a_kind_of_a_package_not_imported_yet_is_found_without_its_plug_in():
     """A release.json read by a fresh process (``dprelease verify``): its kind is found in the packages' light
     ``kinds`` modules; neither the maker's plug-in nor torch is imported."""
-    code = ("import sys\n"
-            "from dprelease.core.privacy.guarantee import Guarantee, uncertified\n"
-            "assert 'dprelease.mechanisms.swag_ppm.kinds' not in sys.modules\n"
-            "g = uncertified(7.1, 3.55, certified_directions=19, parameters=126316)\n"
-            "assert Guarantee.from_dict(g.as_dict()).meaning.startswith('index 2')\n"
-            "assert 'dprelease.mechanisms.swag_ppm.kinds' in sys.modules\n"
-            "bad = [m for m in ('torch', 'dprelease.mechanisms.swag_ppm.plugin', 'dprelease.pipeline.registry') if m in sys.modules]\n"
-            "assert not bad, bad\n")
+    code = (
+        "import sys\n"
+        "from dprelease.core.privacy.guarantee import Guarantee, uncertified\n"
+        "assert 'dprelease.mechanisms.swag_ppm.kinds' not in sys.modules\n"
+        "g = uncertified(7.1, 3.55, certified_directions=19, parameters=126316)\n"
+        "assert Guarantee.from_dict(g.as_dict()).meaning.startswith('index 2')\n"
+        "assert 'dprelease.mechanisms.swag_ppm.kinds' in sys.modules\n"
+        "bad = [m for m in ('torch', 'dprelease.mechanisms.swag_ppm.plugin', 'dprelease.pipeline.registry') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -167,9 +183,11 @@ def test_as_dict_from_dict_round_trip_through_json(kind):
 
 
 def test_round_trip_of_helper_records_keeps_every_quantity():
-    for g in (guarantee.ppm(1.234, 0.617, draws=1000, rounds=3),
-              guarantee.accountant("DP-SGD", 3.0, 1.9e-4, noise_multiplier=0.9, sample_rate=0.01, steps=500),
-              guarantee.none(epochs=2)):
+    for g in (
+        guarantee.ppm(1.234, 0.617, draws=1000, rounds=3),
+        guarantee.accountant("DP-SGD", 3.0, 1.9e-4, noise_multiplier=0.9, sample_rate=0.01, steps=500),
+        guarantee.none(epochs=2),
+    ):
         back = Guarantee.from_dict(json.loads(json.dumps(g.as_dict())))
         assert back == g and back.quantities == g.quantities
 
@@ -231,8 +249,9 @@ def test_none_helper():
     assert guarantee.none("baseline", epochs=3).quantities == {"epochs": 3}
 
 
-@pytest.mark.parametrize("delta, text", [(0.00019, "0.00019"), (1e-5, "1e-05"), (0.0, "0"), (0.123456, "0.12"),
-                                         (2.5e-7, "2.5e-07")])
+@pytest.mark.parametrize(
+    "delta, text", [(0.00019, "0.00019"), (1e-5, "1e-05"), (0.0, "0"), (0.123456, "0.12"), (2.5e-7, "2.5e-07")]
+)
 def test_numeric_delta_text(delta, text):
     assert guarantee.accountant("DP-SGD", 1.0, delta).delta_text == text
 
@@ -254,8 +273,9 @@ def test_uncertified_record_has_no_epsilon_and_says_so_in_one_line():
     g = guarantee.uncertified(7.1452, 3.5726, certified_directions=19, parameters=126_316, round=2)
     assert (g.kind, g.epsilon, g.delta, g.delta_reason) == ("ppm_uncertified", None, None, guarantee.NO_DP_CLAIM)
     assert g.quantities["uncertified_index"] == 7.1452 and g.quantities["round"] == 2
-    assert g.meaning == ("index 2Δ̂ = 7.145, not a differential-privacy guarantee: the sampler is certified in 19 of "
-                         "126,316 directions")
+    assert g.meaning == (
+        "index 2Δ̂ = 7.145, not a differential-privacy guarantee: the sampler is certified in 19 of 126,316 directions"
+    )
     assert g.claim_text == "index 2Δ̂ = 7.145 (not DP; certified in 19 of 126,316 directions)"
     assert "ε =" not in g.claim_text and "ε =" not in g.meaning
     assert Guarantee.from_dict(json.loads(json.dumps(g.as_dict()))) == g
@@ -282,8 +302,11 @@ def test_uncertified_record_needs_a_finite_index(index):
 
 @pytest.mark.parametrize("r, d", [(100, 100), (101, 100), (None, 100), (19, None), (19.0, 100), (-1, 100), (True, 5)])
 def test_uncertified_record_needs_fewer_certified_directions_than_parameters(r, d):
-    q = {"uncertified_index": 7.1} | ({} if r is None else {"certified_directions": r}) | (
-        {} if d is None else {"parameters": d})
+    q = (
+        {"uncertified_index": 7.1}
+        | ({} if r is None else {"certified_directions": r})
+        | ({} if d is None else {"parameters": d})
+    )
     with pytest.raises(ValueError, match="certified_directions r < parameters d"):
         Guarantee("SWAG-PPM", "ppm_uncertified", None, None, guarantee.NO_DP_CLAIM, q)
 

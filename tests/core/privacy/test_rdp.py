@@ -25,12 +25,12 @@ def _quiet():
 def gaussian_rdp(sigma: float, steps: int = 1) -> np.ndarray:
     """RDP of ``steps`` compositions of the Gaussian mechanism (sensitivity 1, no subsampling): Tα/(2σ²)."""
     a = np.asarray(ORDERS, dtype=float)
-    return steps * a / (2.0 * sigma ** 2)
+    return steps * a / (2.0 * sigma**2)
 
 
 def mironov_closed_form(sigma: float, delta: float, steps: int = 1) -> float:
     a = np.asarray(ORDERS, dtype=float)
-    return float(np.min(steps * a / (2 * sigma ** 2) + math.log(1 / delta) / (a - 1)))
+    return float(np.min(steps * a / (2 * sigma**2) + math.log(1 / delta) / (a - 1)))
 
 
 def balle_closed_form(rdp: np.ndarray, delta: float) -> float:
@@ -62,9 +62,9 @@ def test_grid_value_is_at_least_the_continuous_minimum(sigma, delta):
     """min over α>1 of α/(2σ²) + L/(α−1), L = log(1/δ), is at α* = 1 + sqrt(2σ²L):
     ε* = 1/(2σ²) + sqrt(2L)/σ. The grid value can only be larger (and close when α* is inside the grid)."""
     L = math.log(1 / delta)
-    a_star = 1 + math.sqrt(2 * sigma ** 2 * L)
-    eps_star = a_star / (2 * sigma ** 2) + L / (a_star - 1)
-    assert eps_star == pytest.approx(1 / (2 * sigma ** 2) + math.sqrt(2 * L) / sigma, rel=1e-12)
+    a_star = 1 + math.sqrt(2 * sigma**2 * L)
+    eps_star = a_star / (2 * sigma**2) + L / (a_star - 1)
+    assert eps_star == pytest.approx(1 / (2 * sigma**2) + math.sqrt(2 * L) / sigma, rel=1e-12)
     grid = mironov_epsilon(gaussian_rdp(sigma), ORDERS, delta)
     assert grid >= eps_star - 1e-12
     if ORDERS[0] <= a_star <= ORDERS[-1]:
@@ -83,7 +83,8 @@ def test_hand_value_single_gaussian():
 @pytest.mark.parametrize("steps", [1, 10, 1000])
 def test_sampled_gaussian_without_subsampling_is_the_plain_composition(sigma, steps):
     assert sampled_gaussian_epsilon(sigma, 1.0, steps, DELTA) == pytest.approx(
-        mironov_closed_form(sigma, DELTA, steps), rel=1e-9)
+        mironov_closed_form(sigma, DELTA, steps), rel=1e-9
+    )
 
 
 @pytest.mark.parametrize("sigma", SIGMAS)

@@ -108,8 +108,17 @@ def test_rotation_changes_the_cache_key_of_exactly_the_stages_that_use_it(tmp_pa
     params = parse_params(slice_raw())
     registry.run_stage("secret", params, tmp_path)
     keyed = {s.name for s in registry.stages(params) if f"{params.artifacts}/secret/key_id.json" in s.deps}
-    assert {"draw", "select", "swag_ppm", "swag_ppm_censored", "swag_ppm_uncalibrated", "dpsgd", "dpsgd_sweep",
-            "audit_pool", "canary_runs"} <= keyed
+    assert {
+        "draw",
+        "select",
+        "swag_ppm",
+        "swag_ppm_censored",
+        "swag_ppm_uncalibrated",
+        "dpsgd",
+        "dpsgd_sweep",
+        "audit_pool",
+        "canary_runs",
+    } <= keyed
     before = {s.name: cache.input_key(s, params, tmp_path) for s in registry.stages(params)}
     secret.rotate(tmp_path / params.artifacts)
     after = {s.name: cache.input_key(s, params, tmp_path) for s in registry.stages(params)}

@@ -64,8 +64,10 @@ def test_the_key_appears_nowhere_outside_its_private_folder(arms_run):
     key_hex = _key_text(root, p.artifacts)
     key_bytes = bytes.fromhex(key_hex)
     secret_dir = (root / p.artifacts / "secret").resolve()
-    derived = [str(secret.seed(root / p.artifacts, label)) for label in ("release/round2", "release/round3",
-                                                                           "dpsgd/dpsgd", "select/round2")]
+    derived = [
+        str(secret.seed(root / p.artifacts, label))
+        for label in ("release/round2", "release/round3", "dpsgd/dpsgd", "select/round2")
+    ]
     checked = 0
     for path in root.rglob("*"):
         if not path.is_file() or secret_dir in path.resolve().parents:

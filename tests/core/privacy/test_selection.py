@@ -55,8 +55,12 @@ def test_tries_are_geometric_with_mean_one_over_gamma(gamma):
     """Tries ~ Geometric(γ): mean 1/γ, SD √(1−γ)/γ. With n = 4000 repetitions the standard error of the
     mean is √(1−γ)/(γ√n); we allow 4 standard errors (false-alarm rate ≈ 6e-5; seeds fixed anyway)."""
     n = 4000
-    tries = np.array([select(_counter_draw(), lambda i: 0.0, tau=1.01, gamma=gamma,
-                             rng=np.random.default_rng([2025, rep])).tries for rep in range(n)])
+    tries = np.array(
+        [
+            select(_counter_draw(), lambda i: 0.0, tau=1.01, gamma=gamma, rng=np.random.default_rng([2025, rep])).tries
+            for rep in range(n)
+        ]
+    )
     se = math.sqrt(1 - gamma) / (gamma * math.sqrt(n))
     assert abs(tries.mean() - 1 / gamma) < 4 * se
     assert tries.min() == 1

@@ -46,12 +46,15 @@ def test_a_null_level_is_a_one_line_error_when_read(fn, key):
     assert "\n" not in str(info.value) and "declared" in str(info.value)
 
 
-@pytest.mark.parametrize("raw, key", [
-    ({"dpsgd": {"target_epsilon": None}}, "dpsgd.target_epsilon"),  # the dpsgd arm is compared by default
-    ({"dpsgd": {"target_epsilon": None}, "compare": {"arms": ["nonprivate"]}}, "dpsgd.target_epsilon"),  # audited
-    ({"ppm": {"censor_epsilon": None}}, "ppm.censor_epsilon"),  # the censored arm is compared by default
-    ({"ppm": {"censor_epsilon": None, "mechanism": "censored"}}, "ppm.censor_epsilon"),  # the censored release
-])
+@pytest.mark.parametrize(
+    "raw, key",
+    [
+        ({"dpsgd": {"target_epsilon": None}}, "dpsgd.target_epsilon"),  # the dpsgd arm is compared by default
+        ({"dpsgd": {"target_epsilon": None}, "compare": {"arms": ["nonprivate"]}}, "dpsgd.target_epsilon"),  # audited
+        ({"ppm": {"censor_epsilon": None}}, "ppm.censor_epsilon"),  # the censored arm is compared by default
+        ({"ppm": {"censor_epsilon": None, "mechanism": "censored"}}, "ppm.censor_epsilon"),  # the censored release
+    ],
+)
 def test_a_null_level_is_a_one_line_config_error_for_a_mechanism_that_needs_it(raw, key):
     with pytest.raises(ConfigError, match=key) as info:
         parse_params(raw)

@@ -12,10 +12,20 @@ PPM = guarantee.ppm(10.6, 5.3, posterior_draws=500, round=3).as_dict()
 DPSGD = guarantee.accountant("DP-SGD", 3.0, 1e-5, accountant="RDP").as_dict()
 NONE = guarantee.none().as_dict()
 # an audit.csv's columns, one row per (arm, attack, method)
-AUDIT_ROWS = [{"arm": "swag_ppm_reweighted", "claimed_epsilon": "9.5", "attack": attack, "method": method,
-               "epsilon_lower_bound": bound} for attack, method, bound in
-              [("loss", "heuristic_l3", "0.25"), ("canary_input", "steinke_pure", "0.81"),
-               ("canary_input", "fdp_pure", "0.7")]]
+AUDIT_ROWS = [
+    {
+        "arm": "swag_ppm_reweighted",
+        "claimed_epsilon": "9.5",
+        "attack": attack,
+        "method": method,
+        "epsilon_lower_bound": bound,
+    }
+    for attack, method, bound in [
+        ("loss", "heuristic_l3", "0.25"),
+        ("canary_input", "steinke_pure", "0.81"),
+        ("canary_input", "fdp_pure", "0.7"),
+    ]
+]
 
 
 def test_audit_rows_filters_by_arm(tmp_path):
@@ -53,9 +63,12 @@ def test_guarantee_sentence_none():
 def test_the_card_shows_the_replay_audit_with_what_each_view_covers():
     from dprelease.core.release.card import replay_lines
 
-    replay = {"views": {
-        "public": {"targets": 10, "reproduces_release": False, "correct": 10, "decisions": 20, "convicted": False},
-        "operator": {"targets": 10, "reproduces_release": True, "correct": 20, "decisions": 20, "convicted": True}}}
+    replay = {
+        "views": {
+            "public": {"targets": 10, "reproduces_release": False, "correct": 10, "decisions": 20, "convicted": False},
+            "operator": {"targets": 10, "reproduces_release": True, "correct": 20, "decisions": 20, "convicted": True},
+        }
+    }
     text = "\n".join(replay_lines(replay))
     assert "| public | no | 10 of 20 | not convicted | yes: the standard adversary |" in text
     assert "| operator | yes | 20 of 20 | convicted | no: holds the secret key |" in text

@@ -14,8 +14,16 @@ from dprelease.core.errors import ReleaseError
 # one verification for every kind of release folder -------------------------------------------------------------------
 # Each kind is built small here (no pipeline run); each mechanism's own loader must refuse what the shared
 # verify_release_folder refuses, with the same one-line message.
-NVDP_ARCH = {"dim_in": 384, "dim": 16, "heads": 2, "n_classes": 3, "max_length": 32, "variant": "clipped",
-             "pair": False, "clip": {"mu": 1.0, "sigma_order": None, "alpha_min": None, "alpha_max": None}}
+NVDP_ARCH = {
+    "dim_in": 384,
+    "dim": 16,
+    "heads": 2,
+    "n_classes": 3,
+    "max_length": 32,
+    "variant": "clipped",
+    "pair": False,
+    "clip": {"mu": 1.0, "sigma_order": None, "alpha_min": None, "alpha_max": None},
+}
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +41,15 @@ def _classifier(folder, signer):
 
     backend = tiny_head_backend(classes=3, hidden=0)
     staging = folder.parent / "staging"
-    write_release(staging, backend, backend.build_model(384), ["1", "2", "3"], ["a", "b", "c"],
-                  {"guarantee": ppm(1.5, 0.75).as_dict()}, ["core/release/folder.py"])
+    write_release(
+        staging,
+        backend,
+        backend.build_model(384),
+        ["1", "2", "3"],
+        ["a", "b", "c"],
+        {"guarantee": ppm(1.5, 0.75).as_dict()},
+        ["core/release/folder.py"],
+    )
     publish(staging, folder, "# card\n", signer=signer)
 
 
@@ -42,8 +57,9 @@ def _nvdp(folder, signer):
     from dprelease.mechanisms.nvdp.experiment import module_from
     from dprelease.mechanisms.nvdp.sanitizer import write_sanitizer
 
-    write_sanitizer(folder, module_from(NVDP_ARCH).state_dict(), NVDP_ARCH, {"epsilon": None}, "# card\n",
-                    signer=signer)
+    write_sanitizer(
+        folder, module_from(NVDP_ARCH).state_dict(), NVDP_ARCH, {"epsilon": None}, "# card\n", signer=signer
+    )
 
 
 def _gpp(folder, signer):
@@ -57,8 +73,10 @@ def _gpp(folder, signer):
     save_file(Encoder(384, 4, (8,)).state_dict(), str(folder / "model.safetensors"))
     write_json(folder / "model.json", {"mechanism": "gpp", "d_in": 384, "d_z": 4, "hidden": [8]})
     (folder / "README.md").write_text("# card\n", encoding="utf-8")
-    write_json(folder / "release.json", {"kind": "sanitizer", "mechanism": "gpp", "input": encoder_reference(),
-                                         "files": file_digests(folder)})
+    write_json(
+        folder / "release.json",
+        {"kind": "sanitizer", "mechanism": "gpp", "input": encoder_reference(), "files": file_digests(folder)},
+    )
     sign_folder(folder, signer)
 
 
@@ -80,9 +98,11 @@ def _load_gpp(folder):
     return load_sanitizer(folder)
 
 
-KINDS = {"classifier": (_classifier, _load_classifier, {"kind": "classifier"}),
-         "nvdp": (_nvdp, _load_nvdp, {"kind": "sanitizer", "mechanism": "nvdp"}),
-         "gpp": (_gpp, _load_gpp, {"kind": "sanitizer", "mechanism": "gpp"})}
+KINDS = {
+    "classifier": (_classifier, _load_classifier, {"kind": "classifier"}),
+    "nvdp": (_nvdp, _load_nvdp, {"kind": "sanitizer", "mechanism": "nvdp"}),
+    "gpp": (_gpp, _load_gpp, {"kind": "sanitizer", "mechanism": "gpp"}),
+}
 
 
 @pytest.fixture(params=sorted(KINDS))
@@ -139,8 +159,9 @@ def test_a_link_a_stray_file_or_a_foreign_kind_is_refused(release, tmp_path):
     manifest.symlink_to(moved)
     _same_refusal(folder, load, kind, "symbolic link")
     manifest.unlink()
-    foreign = json.loads(moved.read_text()) | ({"kind": "sanitizer", "mechanism": "other"}
-                                               if kind["kind"] == "classifier" else {"mechanism": "other"})
+    foreign = json.loads(moved.read_text()) | (
+        {"kind": "sanitizer", "mechanism": "other"} if kind["kind"] == "classifier" else {"mechanism": "other"}
+    )
     manifest.write_text(json.dumps(foreign), encoding="utf-8")
     _same_refusal(folder, load, kind, "not a")
 

@@ -78,17 +78,30 @@ def test_manifest_fields(head_run):
     r = released["round"]
     assert manifest["calibration"] == p.ppm.calibration
     knobs = manifest["knobs_that_move_epsilon"]  # every setting that moves ε, as the release was fitted
-    assert (knobs["swag_lr"], knobs["swag_epochs"], knobs["swag_rank"]) == (getattr(p.swag, p.model.backend).lr, getattr(p.swag, p.model.backend).epochs,
-                                                                            getattr(p.swag, p.model.backend).rank)
+    assert (knobs["swag_lr"], knobs["swag_epochs"], knobs["swag_rank"]) == (
+        getattr(p.swag, p.model.backend).lr,
+        getattr(p.swag, p.model.backend).epochs,
+        getattr(p.swag, p.model.backend).rank,
+    )
     assert knobs["prior_precision"] == p.ppm.prior_precision and knobs["calibration"] == p.ppm.calibration
     assert knobs["finetune_epochs"] == p.backend.finetune.epochs and knobs["reweighting"]["mode"] == "iterative"
     assert manifest["temperature"] == read_json(run.path(f"metrics/temperature_r{r}.json"))["temperature"]
     assert manifest["draws"] == p.ppm.draws and manifest["randomness"]["public_seed"] == p.seed
-    assert "secret key" in manifest["randomness"]["released_draw"] and len(manifest["randomness"]["secret_key_id"]) == 16
+    assert (
+        "secret key" in manifest["randomness"]["released_draw"] and len(manifest["randomness"]["secret_key_id"]) == 16
+    )
     # only the released round's statistics and the re-weighting outcome: no Δ̂, ε, F1 or count of another round
     assert "epsilon_by_round" not in manifest and "temperature_by_round" not in manifest
-    assert set(manifest["reweighting"]) == {"mode", "k", "step", "tolerance", "max_refits", "accepted",
-                                            "released_round", "reason"}
+    assert set(manifest["reweighting"]) == {
+        "mode",
+        "k",
+        "step",
+        "tolerance",
+        "max_refits",
+        "accepted",
+        "released_round",
+        "reason",
+    }
     assert not re.search(r"\d[.,]\d|\d\d", manifest["reweighting"]["reason"])  # an outcome, never a statistic
     assert isinstance(manifest["code_version"], str) and manifest["code_version"]
     assert manifest["dataset"] == {k: data["public"][k] for k in ("classes", "until", "expected_train_size")}  # no
@@ -110,7 +123,9 @@ def test_manifest_lists_every_file_with_its_sha256(request, backend):
     assert set(manifest["files"]) == names - {"release.json", "release.sig"}
     from dprelease.core.release.signing import PUBLIC, check_signature, key_folder
 
-    assert check_signature(folder, key_folder(run.params, run.root) / PUBLIC)["key_id"] == manifest["signed_by"]["key_id"]
+    assert (
+        check_signature(folder, key_folder(run.params, run.root) / PUBLIC)["key_id"] == manifest["signed_by"]["key_id"]
+    )
     for name, digest in manifest["files"].items():
         assert digest == hashlib.sha256((folder / name).read_bytes()).hexdigest(), name
     assert {"guarantee", "model", "code_version"} <= set(manifest)
@@ -150,8 +165,9 @@ def narratives_csv(tmp_path):
 def test_predict_end_to_end(request, backend, narratives_csv, tmp_path, capsys):
     run = request.getfixturevalue(f"{backend}_run")
     out = tmp_path / f"coded_{backend}.csv"
-    rc = cli(["predict", "--release", str(_release(run)), "--input", str(narratives_csv), "--output", str(out),
-              *_key(run)])
+    rc = cli(
+        ["predict", "--release", str(_release(run)), "--input", str(narratives_csv), "--output", str(out), *_key(run)]
+    )
     assert rc == 0, capsys.readouterr().err
     assert "coded 5 narratives" in capsys.readouterr().out
     coded = pd.read_csv(out, dtype={"code": str}, keep_default_na=False)
@@ -196,15 +212,21 @@ def test_predict_no_narrative_column(head_run, tmp_path, capsys):
 
 
 def test_predict_named_column_missing(head_run, narratives_csv, tmp_path, capsys):
-    err = _predict_error(capsys, _release(head_run), narratives_csv, tmp_path / "out.csv", *_key(head_run), "--text-column", "Story")
+    err = _predict_error(
+        capsys, _release(head_run), narratives_csv, tmp_path / "out.csv", *_key(head_run), "--text-column", "Story"
+    )
     assert "Story" in err
 
 
-@pytest.mark.parametrize("content", [
-    'id,Final Narrative\n1,fell off a ladder\n2,   \n3,cut hand\n',
-    'id,Final Narrative\n1,fell off a ladder\n2,\n3,cut hand\n',
-    'Final Narrative\nfell off a ladder\n""\ncut hand\n',
-], ids=["blank", "missing", "quoted-empty"])
+@pytest.mark.parametrize(
+    "content",
+    [
+        "id,Final Narrative\n1,fell off a ladder\n2,   \n3,cut hand\n",
+        "id,Final Narrative\n1,fell off a ladder\n2,\n3,cut hand\n",
+        'Final Narrative\nfell off a ladder\n""\ncut hand\n',
+    ],
+    ids=["blank", "missing", "quoted-empty"],
+)
 def test_predict_empty_narrative(head_run, tmp_path, capsys, content):
     path = tmp_path / "empty.csv"
     path.write_text(content, encoding="utf-8")

@@ -40,11 +40,21 @@ def _lock(root, params, *, secret_md5=None, agency_md5=None):
     sid = root / params.artifacts / "secret" / "key_id.json"
     pub = signing.key_folder(params, root) / "agency.pub"
     md5 = lambda p: __import__("hashlib").md5(p.read_bytes()).hexdigest()  # noqa: E731
-    lock = {"schema": "2.0", "stages": {
-        "secret": {"cmd": "dprelease stage secret", "outs": [{"path": f"{params.artifacts}/secret/key_id.json",
-                                                              "hash": "md5", "md5": secret_md5 or md5(sid)}]},
-        "publish": {"cmd": "dprelease stage publish", "deps": [{"path": signing.public_key_dep(params), "hash": "md5",
-                                                                "md5": agency_md5 or md5(pub)}]}}}
+    lock = {
+        "schema": "2.0",
+        "stages": {
+            "secret": {
+                "cmd": "dprelease stage secret",
+                "outs": [
+                    {"path": f"{params.artifacts}/secret/key_id.json", "hash": "md5", "md5": secret_md5 or md5(sid)}
+                ],
+            },
+            "publish": {
+                "cmd": "dprelease stage publish",
+                "deps": [{"path": signing.public_key_dep(params), "hash": "md5", "md5": agency_md5 or md5(pub)}],
+            },
+        },
+    }
     (root / "dvc.lock").write_text(yaml.safe_dump(lock))
 
 

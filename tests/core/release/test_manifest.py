@@ -14,12 +14,24 @@ def test_the_common_fields_are_filled_once_and_the_mechanism_adds_its_own(tmp_pa
     lay = Layout.from_params(params, tmp_path)
     secret.init(lay.artifacts)
     g = guarantee.accountant("toy", 1.0, 1e-5, target_epsilon=1.0)
-    m = release_manifest(params, lay, g, mechanism="toy", backend="head", test_f1={"weighted_f1": 0.5},
-                         randomness={"public_seed_drives": "the split", "secret_key_drives": "the noise"},
-                         tuning="declared", configuration={"sigma": 2.0})
+    m = release_manifest(
+        params,
+        lay,
+        g,
+        mechanism="toy",
+        backend="head",
+        test_f1={"weighted_f1": 0.5},
+        randomness={"public_seed_drives": "the split", "secret_key_drives": "the noise"},
+        tuning="declared",
+        configuration={"sigma": 2.0},
+    )
     assert m["guarantee"] == g.as_dict() and (m["mechanism"], m["backend"]) == ("toy", "head")
     assert m["test_f1"] == {"weighted_f1": 0.5} and (m["tuning"], m["configuration"]) == ("declared", {"sigma": 2.0})
-    assert m["randomness"] == {"public_seed": params.seed, "public_seed_drives": "the split",
-                               "secret_key_drives": "the noise", "secret_key_id": secret.key_id(lay.artifacts)}
+    assert m["randomness"] == {
+        "public_seed": params.seed,
+        "public_seed_drives": "the split",
+        "secret_key_drives": "the noise",
+        "secret_key_id": secret.key_id(lay.artifacts),
+    }
     key = (lay.artifacts / "secret" / "key").read_bytes()
     assert key.hex() not in repr(m) and repr(key) not in repr(m)

@@ -103,8 +103,9 @@ def test_sanitize_output_that_is_the_input_is_refused(release, tmp_path, capsys)
 # input columns and rows --------------------------------------------------------------------------------------------------
 def _coded_before(tmp_path):
     path = tmp_path / "coded_before.csv"
-    pd.DataFrame({"Final Narrative": NARRATIVES, "code": ["X1"] * 4, "title": ["mine"] * 4,
-                  "probability": ["0.5"] * 4}).to_csv(path, index=False)
+    pd.DataFrame(
+        {"Final Narrative": NARRATIVES, "code": ["X1"] * 4, "title": ["mine"] * 4, "probability": ["0.5"] * 4}
+    ).to_csv(path, index=False)
     return path
 
 
@@ -115,8 +116,15 @@ def test_an_input_column_is_never_overwritten(agency, release, tmp_path, capsys)
     rc, _, _ = run_predict(capsys, release, src, out, "--column-prefix", "predicted_", "--key", str(key))
     assert rc == 0
     coded = pd.read_csv(out, dtype=str, keep_default_na=False)
-    assert list(coded.columns) == ["Final Narrative", "code", "title", "probability", "predicted_code",
-                                   "predicted_title", "predicted_probability"]
+    assert list(coded.columns) == [
+        "Final Narrative",
+        "code",
+        "title",
+        "probability",
+        "predicted_code",
+        "predicted_title",
+        "predicted_probability",
+    ]
     assert coded["code"].tolist() == ["X1"] * 4 and coded["title"].tolist() == ["mine"] * 4
     assert set(coded["predicted_code"]) == {CODES[0]}
 

@@ -101,8 +101,15 @@ def test_output_that_cannot_be_written(head_run, tmp_path, narratives_csv, capsy
         yield  # pragma: no cover
 
     monkeypatch.setattr(release_mod, "atomic_path", refused)
-    fails(capsys, head_run.path(head_run.params.release), narratives_csv, tmp_path / "out.csv", "out.csv",
-          "cannot write the output (Permission denied)", key=run_key(head_run))
+    fails(
+        capsys,
+        head_run.path(head_run.params.release),
+        narratives_csv,
+        tmp_path / "out.csv",
+        "out.csv",
+        "cannot write the output (Permission denied)",
+        key=run_key(head_run),
+    )
 
 
 @pytest.mark.slow
@@ -112,8 +119,20 @@ def test_cp1252_input_is_read(head_run, tmp_path, capsys, flag):
     path = tmp_path / "win.csv"
     path.write_bytes(f'id,Final Narrative\n1,"{text}"\n2,cut his hand\n'.encode("cp1252"))
     out = tmp_path / "coded.csv"
-    rc = cli(["predict", "--release", str(head_run.path(head_run.params.release)), "--input", str(path),
-              "--output", str(out), "--key", str(run_key(head_run)), *flag])
+    rc = cli(
+        [
+            "predict",
+            "--release",
+            str(head_run.path(head_run.params.release)),
+            "--input",
+            str(path),
+            "--output",
+            str(out),
+            "--key",
+            str(run_key(head_run)),
+            *flag,
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     coded = pd.read_csv(out, dtype=str, keep_default_na=False, encoding="utf-8")
     assert coded["Final Narrative"].tolist() == [text, "cut his hand"]
@@ -125,8 +144,16 @@ def test_stray_invalid_byte_in_utf8_input(head_run, tmp_path, capsys):
     path = tmp_path / "mixed.csv"
     path.write_bytes(raw)
     offset = raw.index(b"\xff")
-    err = fails(capsys, head_run.path(head_run.params.release), path, tmp_path / "out.csv", "mixed.csv",
-                f"offset {offset}", "line 3", key=run_key(head_run))
+    err = fails(
+        capsys,
+        head_run.path(head_run.params.release),
+        path,
+        tmp_path / "out.csv",
+        "mixed.csv",
+        f"offset {offset}",
+        "line 3",
+        key=run_key(head_run),
+    )
     assert "UTF-8" in err
 
 
@@ -134,8 +161,16 @@ def test_stray_invalid_byte_in_utf8_input(head_run, tmp_path, capsys):
 def test_utf8_option_refuses_cp1252(head_run, tmp_path, capsys):
     path = tmp_path / "win.csv"
     path.write_bytes("Final Narrative\nfell \u2014 hard\n".encode("cp1252"))
-    rc, _, err = run_predict(capsys, head_run.path(head_run.params.release), path, tmp_path / "out.csv",
-                             "--encoding", "utf-8", "--key", str(run_key(head_run)))
+    rc, _, err = run_predict(
+        capsys,
+        head_run.path(head_run.params.release),
+        path,
+        tmp_path / "out.csv",
+        "--encoding",
+        "utf-8",
+        "--key",
+        str(run_key(head_run)),
+    )
     assert rc == 2 and "\n" not in err and "not utf-8" in err and "offset" in err
 
 

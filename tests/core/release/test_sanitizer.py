@@ -37,7 +37,8 @@ def _toy(release_dir, texts, *, seed):
 def _input(tmp_path):
     path = tmp_path / "in.csv"
     pd.DataFrame({"Final Narrative": ["fell from ladder", "cut hand"], "Employer": ["ACME", "Widgets"]}).to_csv(
-        path, index=False)
+        path, index=False
+    )
     return path
 
 
@@ -55,8 +56,7 @@ def test_default_noise_is_fresh_and_a_given_seed_repeats(tmp_path):
     rel, src = _release(tmp_path / "rel"), _input(tmp_path)
     draws = []
     for name, seed in (("a", None), ("b", None), ("c", 5), ("d", 5)):
-        sanitize_file(rel, src, tmp_path / f"{name}.parquet", lookup=lambda m: _toy, signature_check=False,
-                      seed=seed)
+        sanitize_file(rel, src, tmp_path / f"{name}.parquet", lookup=lambda m: _toy, signature_check=False, seed=seed)
         draws.append(np.stack(pd.read_parquet(tmp_path / f"{name}.parquet")["z"]))
     assert not np.allclose(draws[0], draws[1])
     np.testing.assert_array_equal(draws[2], draws[3])
@@ -92,8 +92,21 @@ def test_unknown_mechanism_and_bad_output_name_are_one_line_cli_errors(tmp_path,
     with pytest.raises(ReleaseError, match="no sanitizer for mechanism 'no-such-mechanism'"):
         registry.sanitizer("no-such-mechanism")
     for out, why in (("out.parquet", "no sanitizer for mechanism"), ("out.csv", "written as parquet")):
-        assert main(["sanitize", "--release", str(rel), "--input", str(src), "--output", str(tmp_path / out),
-                     "--no-signature-check"]) == 2  # an unsigned toy release: only the opt-out gets this far
+        assert (
+            main(
+                [
+                    "sanitize",
+                    "--release",
+                    str(rel),
+                    "--input",
+                    str(src),
+                    "--output",
+                    str(tmp_path / out),
+                    "--no-signature-check",
+                ]
+            )
+            == 2
+        )  # an unsigned toy release: only the opt-out gets this far
         err = capsys.readouterr().err.splitlines()
         assert len(err) == 2 and err[0].startswith("dprelease: warning: --no-signature-check"), err
         assert err[1].startswith("dprelease: error: ") and why in err[1], err

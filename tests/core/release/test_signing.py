@@ -52,8 +52,8 @@ def test_the_private_key_never_reaches_the_release(agency, published):
         if f.is_file():
             assert body not in f.read_bytes() and b"PRIVATE KEY" not in f.read_bytes(), f
     assert sorted(p.name for p in published.iterdir()) == sorted(
-        ["README.md", "labels.json", "model.json", "model.safetensors", MANIFEST, SIGNATURE])
-
+        ["README.md", "labels.json", "model.json", "model.safetensors", MANIFEST, SIGNATURE]
+    )
 
 
 def test_openssl_verifies_the_signature_without_dprelease(agency, published):
@@ -61,8 +61,19 @@ def test_openssl_verifies_the_signature_without_dprelease(agency, published):
     if not shutil.which("openssl"):
         pytest.skip("no openssl on this machine")
     keys, _ = agency
-    cmd = ["openssl", "pkeyutl", "-verify", "-pubin", "-inkey", str(keys / PUBLIC), "-rawin",
-           "-in", str(published / MANIFEST), "-sigfile", str(published / SIGNATURE)]
+    cmd = [
+        "openssl",
+        "pkeyutl",
+        "-verify",
+        "-pubin",
+        "-inkey",
+        str(keys / PUBLIC),
+        "-rawin",
+        "-in",
+        str(published / MANIFEST),
+        "-sigfile",
+        str(published / SIGNATURE),
+    ]
     ok = subprocess.run(cmd, capture_output=True, text=True)
     assert ok.returncode == 0 and "Verified Successfully" in ok.stdout, ok.stdout + ok.stderr
 
@@ -73,5 +84,3 @@ def test_signature_is_of_the_exact_manifest_bytes(agency, release):
     (release / MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")  # same content, other bytes
     with pytest.raises(ReleaseError, match="signature does not match"):
         check_signature(release, keys / PUBLIC)
-
-

@@ -39,9 +39,11 @@ def test_dpsgd_is_released_through_the_shared_publish_step(head_run, tmp_path, h
     manifest = verify_release(root / params.release)  # hashes, allow-list, shapes: a release like any other
     g = manifest["guarantee"]
     assert out["mechanism"] == "dpsgd" and g["kind"] == "dp_accountant" and manifest["mechanism"] == "dpsgd"
-    assert g["quantities"]["target_epsilon"] == params.released.epsilon and g["epsilon"] <= params.released.epsilon * 1.001
+    assert (
+        g["quantities"]["target_epsilon"] == params.released.epsilon and g["epsilon"] <= params.released.epsilon * 1.001
+    )
     n = read_json(root / "metrics" / "data.json")["public"]["expected_train_size"]  # the public n̂
-    assert 0 < g["delta"] <= n ** -1.1 + 1e-15  # the declared default δ
+    assert 0 < g["delta"] <= n**-1.1 + 1e-15  # the declared default δ
     tuning = "public proxy" if hidden == 0 else "private validation (not covered)"  # the proxy's grid is linear
     assert manifest["tuning"] == tuning and manifest["configuration"]["hidden"] == hidden
     assert manifest["signed_by"]["key_id"] and manifest["randomness"]["secret_key_id"]
@@ -87,7 +89,10 @@ def test_nearest_class_mean_is_released_through_the_same_stage(head_run, tmp_pat
     q = g["quantities"]
     assert q["training_epsilon"] < g["epsilon"] and q["evaluation_noise_multiplier"] == params.released.evaluation_noise
     assert manifest["test_f1"]["kind"] == "dp_noised_counts" and "coverage" in manifest
-    assert manifest["tuning"] == "public proxy" and "nearest class mean" in (root / params.release / "README.md").read_text()
+    assert (
+        manifest["tuning"] == "public proxy"
+        and "nearest class mean" in (root / params.release / "README.md").read_text()
+    )
     record = read_json(root / "metrics" / "released.json")
     assert record["mechanism"] == "ncm" and record["weighted_f1"] == manifest["test_f1"]["weighted_f1"]
     gen = torch.Generator().manual_seed(0)

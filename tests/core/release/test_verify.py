@@ -67,13 +67,20 @@ def test_verify_of_a_gpp_sanitizer_names_its_empirical_guarantee(agency, tmp_pat
     save_file(Encoder(384, 4, (8,)).state_dict(), str(folder / "model.safetensors"))
     write_json(folder / "model.json", {"mechanism": "gpp", "d_in": 384, "d_z": 4, "hidden": [8]})
     record = guarantee({"adversary_auc": 0.62, "noprivacy_adversary_auc": 0.8})
-    write_json(folder / MANIFEST, {"kind": "sanitizer", "mechanism": "gpp", "input": encoder_reference(),
-                                   "guarantee": record, "files": file_digests(folder)})
+    write_json(
+        folder / MANIFEST,
+        {
+            "kind": "sanitizer",
+            "mechanism": "gpp",
+            "input": encoder_reference(),
+            "guarantee": record,
+            "files": file_digests(folder),
+        },
+    )
     sign_folder(folder, signer)
     rc, out, err = verify_cli(capsys, folder, keys / PUBLIC)
     assert rc == 0 and err == "" and "gpp sanitizer release" in out, (out, err)
     assert "guarantee: GPP: no ε" in out and "(empirical_probe); attribute-probe AUC 0.620" in out
-
 
 
 def _new_weights(folder):
@@ -92,8 +99,9 @@ def _new_guarantee(folder):
     write_json(folder / MANIFEST, manifest)
 
 
-@pytest.mark.parametrize("tamper", [_new_weights, _new_titles, _new_guarantee],
-                         ids=["weights", "label-titles", "guarantee"])
+@pytest.mark.parametrize(
+    "tamper", [_new_weights, _new_titles, _new_guarantee], ids=["weights", "label-titles", "guarantee"]
+)
 def test_a_rewritten_release_with_patched_hashes_is_refused(agency, release, capsys, tamper):
     """The probe: rewrite the weights (or every title, or ε) and patch the sha256 into release.json — the
     hash checks pass, the signature does not."""
@@ -122,8 +130,15 @@ def test_a_release_signed_by_another_key_names_both(agency, release, tmp_path, c
     other, _ = ensure_key(tmp_path / "other", signer="Mallory")
     shutil.rmtree(release)
     tiny_release(release, signer=other)
-    err = verify_refused(capsys, release, agency[0] / PUBLIC, "signed by another key", "Mallory", other.key_id[:16],
-                   agency[1].key_id[:16])
+    err = verify_refused(
+        capsys,
+        release,
+        agency[0] / PUBLIC,
+        "signed by another key",
+        "Mallory",
+        other.key_id[:16],
+        agency[1].key_id[:16],
+    )
     assert "refused" in err
 
 
@@ -187,17 +202,20 @@ def _garbage(tmp_path):
     return tmp_path / "agency.pub"
 
 
-WRONG_KEYS = {"another-agency": (_another_agency, "signed by another key"),
-              "rsa": (_rsa_key, "not an Ed25519 public key"),
-              "private-key": (_private_key, "not a PEM public key"),
-              "garbage": (_garbage, "not a PEM public key"),
-              "missing": (lambda tmp_path: tmp_path / "nope.pub", "no such key file"),
-              "a-folder": (lambda tmp_path: tmp_path, "not a regular file")}
+WRONG_KEYS = {
+    "another-agency": (_another_agency, "signed by another key"),
+    "rsa": (_rsa_key, "not an Ed25519 public key"),
+    "private-key": (_private_key, "not a PEM public key"),
+    "garbage": (_garbage, "not a PEM public key"),
+    "missing": (lambda tmp_path: tmp_path / "nope.pub", "no such key file"),
+    "a-folder": (lambda tmp_path: tmp_path, "not a regular file"),
+}
 
 
 @pytest.mark.parametrize("wrong", list(WRONG_KEYS))
-def test_a_wrong_key_is_one_line_for_predict_sanitize_and_verify(agency, published, tmp_path, monkeypatch, capsys,
-                                                                 wrong):
+def test_a_wrong_key_is_one_line_for_predict_sanitize_and_verify(
+    agency, published, tmp_path, monkeypatch, capsys, wrong
+):
     from dprelease.pipeline import registry
 
     make, why = WRONG_KEYS[wrong]
@@ -208,8 +226,22 @@ def test_a_wrong_key_is_one_line_for_predict_sanitize_and_verify(agency, publish
     assert why in err and "Traceback" not in err and not (tmp_path / "a.csv").exists()
     monkeypatch.setattr(registry, "sanitizer", lambda mechanism: _toy)
     rel = _toy_sanitizer(tmp_path / "san", agency[1])
-    assert cli(["sanitize", "--release", str(rel), "--input", str(src), "--output", str(tmp_path / "a.parquet"),
-                "--key", str(key)]) == 2
+    assert (
+        cli(
+            [
+                "sanitize",
+                "--release",
+                str(rel),
+                "--input",
+                str(src),
+                "--output",
+                str(tmp_path / "a.parquet"),
+                "--key",
+                str(key),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert err.startswith("dprelease: error:") and "\n" not in err and why in err, err
     assert not (tmp_path / "a.parquet").exists()
@@ -242,8 +274,9 @@ def test_no_signature_check_is_the_loud_opt_out(agency, release, tmp_path, capsy
     monkeypatch.setenv(KEY_ENV, str(agency[0] / PUBLIC))  # the flag wins over the environment's key
     rc, _, err = run_predict(capsys, release, src, tmp_path / "env.csv", "--no-signature-check")
     assert rc == 0 and err.startswith("dprelease: warning: --no-signature-check"), err
-    rc, _, err = run_predict(capsys, release, src, tmp_path / "both.csv", "--no-signature-check", "--key",
-                             str(agency[0] / PUBLIC))
+    rc, _, err = run_predict(
+        capsys, release, src, tmp_path / "both.csv", "--no-signature-check", "--key", str(agency[0] / PUBLIC)
+    )
     assert rc == 2 and "\n" not in err and "contradict" in err and not (tmp_path / "both.csv").exists(), err
 
 
@@ -262,8 +295,10 @@ def _toy_sanitizer(folder, signer):
     folder.mkdir()
     write_json(folder / "model.json", {"d": 3})
     (folder / "README.md").write_text("card\n", encoding="utf-8")
-    write_json(folder / MANIFEST, {"kind": "sanitizer", "mechanism": "toy", "guarantee": {"epsilon": 2.0},
-                                   "files": file_digests(folder)})
+    write_json(
+        folder / MANIFEST,
+        {"kind": "sanitizer", "mechanism": "toy", "guarantee": {"epsilon": 2.0}, "files": file_digests(folder)},
+    )
     sign_folder(folder, signer)
     return folder
 
@@ -302,6 +337,8 @@ def test_guarantee_text_of_each_claim_in_one_line():
     from dprelease.core.release.verify import guarantee_text
 
     u = guarantee.uncertified(9.31, 4.655, certified_directions=19, parameters=126_316).as_dict()
-    assert guarantee_text(u) == ("SWAG-PPM: no ε, index 2Δ̂ = 9.31 (not DP; certified in 19 of 126,316 directions), "
-                                 "δ none (no differential-privacy claim) (ppm_uncertified)")
+    assert guarantee_text(u) == (
+        "SWAG-PPM: no ε, index 2Δ̂ = 9.31 (not DP; certified in 19 of 126,316 directions), "
+        "δ none (no differential-privacy claim) (ppm_uncertified)"
+    )
     assert guarantee_text(guarantee.ppm(7.145, 3.57).as_dict()).startswith("SWAG-PPM: ε = 7.145, δ asymptotic")

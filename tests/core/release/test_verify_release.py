@@ -23,6 +23,7 @@ def narratives_csv(tmp_path):
 
 def _never(what: str):
     """A stand-in for a constructor or loader the check must refuse before: calling it fails the test."""
+
     def called(*args, **kwargs):  # pragma: no cover - only reached on failure
         raise AssertionError(f"{what} although the release was refused")
 
@@ -55,23 +56,34 @@ def _extra_tensor(folder):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("tamper", [_truncate, _random_bytes, _wrong_shape],
-                         ids=["truncated", "random-bytes", "wrong-shape"])
+@pytest.mark.parametrize(
+    "tamper", [_truncate, _random_bytes, _wrong_shape], ids=["truncated", "random-bytes", "wrong-shape"]
+)
 def test_changed_weights_fail_the_hash(head_run, tmp_path, narratives_csv, capsys, tamper):
     folder = copy_release(head_run, tmp_path)
     tamper(folder)
-    fails(capsys, folder, narratives_csv, tmp_path / "out.csv", "model.safetensors",
-           "sha256 does not match release.json (tampered or corrupt)")
+    fails(
+        capsys,
+        folder,
+        narratives_csv,
+        tmp_path / "out.csv",
+        "model.safetensors",
+        "sha256 does not match release.json (tampered or corrupt)",
+    )
 
 
 # ... and by the other checks on their own (manifest edited to match) -----------------------------------------------
 @pytest.mark.slow
-@pytest.mark.parametrize("tamper, named", [
-    (_truncate, "truncated"),
-    (_random_bytes, "not a safetensors file"),
-    (_wrong_shape, "the architecture in model.json implies"),
-    (_extra_tensor, "unexpected backdoor.weight"),
-], ids=["truncated", "random-bytes", "wrong-shape", "extra-tensor"])
+@pytest.mark.parametrize(
+    "tamper, named",
+    [
+        (_truncate, "truncated"),
+        (_random_bytes, "not a safetensors file"),
+        (_wrong_shape, "the architecture in model.json implies"),
+        (_extra_tensor, "unexpected backdoor.weight"),
+    ],
+    ids=["truncated", "random-bytes", "wrong-shape", "extra-tensor"],
+)
 def test_corrupt_weights_with_matching_manifest(head_run, tmp_path, narratives_csv, capsys, tamper, named):
     folder = copy_release(head_run, tmp_path)
     tamper(folder)
@@ -108,15 +120,19 @@ def test_absurd_hidden_fails_fast_without_allocating(head_run, tmp_path, narrati
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("changes, named", [
-    ({"hidden": 8}, "the architecture in model.json implies"),  # within bounds, but not what the weights are
-    ({"dim": 0}, "dim=0"),
-    ({"n_classes": 10**9}, "n_classes"),
-    ({"max_length": 100_000}, "max_length"),
-    ({"hidden": "16"}, "hidden must be an integer"),
-    ({"backend": "evil"}, "unknown backend 'evil'"),
-    ({"backend": ["head"]}, "unknown backend"),
-], ids=["hidden-8", "dim-0", "n-classes-huge", "max-length", "hidden-str", "backend", "backend-list"])
+@pytest.mark.parametrize(
+    "changes, named",
+    [
+        ({"hidden": 8}, "the architecture in model.json implies"),  # within bounds, but not what the weights are
+        ({"dim": 0}, "dim=0"),
+        ({"n_classes": 10**9}, "n_classes"),
+        ({"max_length": 100_000}, "max_length"),
+        ({"hidden": "16"}, "hidden must be an integer"),
+        ({"backend": "evil"}, "unknown backend 'evil'"),
+        ({"backend": ["head"]}, "unknown backend"),
+    ],
+    ids=["hidden-8", "dim-0", "n-classes-huge", "max-length", "hidden-str", "backend", "backend-list"],
+)
 def test_edited_model_json_with_matching_manifest(head_run, tmp_path, narratives_csv, capsys, changes, named):
     folder = copy_release(head_run, tmp_path)
     edit_json(folder, "model.json", **changes)
@@ -130,8 +146,15 @@ def test_n_classes_differs_from_labels(head_run, tmp_path, narratives_csv, capsy
     labels = read_json(folder / "labels.json")
     edit_json(folder, "labels.json", codes=labels["codes"][:-1], titles=labels["titles"][:-1])
     rehash(folder)
-    fails(capsys, folder, narratives_csv, tmp_path / "out.csv", "labels.json",
-           f"{len(labels['codes']) - 1} codes", f"n_classes={len(labels['codes'])}")
+    fails(
+        capsys,
+        folder,
+        narratives_csv,
+        tmp_path / "out.csv",
+        "labels.json",
+        f"{len(labels['codes']) - 1} codes",
+        f"n_classes={len(labels['codes'])}",
+    )
 
 
 @pytest.mark.slow
@@ -175,16 +198,20 @@ def test_symlinked_file(head_run, tmp_path, narratives_csv, capsys):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("manifest, named", [
-    (None, "no release.json"),
-    (b"{not json", "not valid JSON"),
-    (b"\xff\xfe garbage", "not valid JSON"),
-    (b"[1, 2]", "not a JSON object"),
-    (b"[" * 100_000, "not valid JSON"),
-    (b'{"guarantee": {}}', "'files'"),
-    (b'{"files": {"model.json": "abc"}}', "not listed"),
-    (b'{"files": {"../secret": "00"}}', "may not hold"),
-], ids=["missing", "invalid", "binary", "list", "deep", "no-files", "short-list", "escape"])
+@pytest.mark.parametrize(
+    "manifest, named",
+    [
+        (None, "no release.json"),
+        (b"{not json", "not valid JSON"),
+        (b"\xff\xfe garbage", "not valid JSON"),
+        (b"[1, 2]", "not a JSON object"),
+        (b"[" * 100_000, "not valid JSON"),
+        (b'{"guarantee": {}}', "'files'"),
+        (b'{"files": {"model.json": "abc"}}', "not listed"),
+        (b'{"files": {"../secret": "00"}}', "may not hold"),
+    ],
+    ids=["missing", "invalid", "binary", "list", "deep", "no-files", "short-list", "escape"],
+)
 def test_bad_manifest(head_run, tmp_path, narratives_csv, capsys, manifest, named):
     folder = copy_release(head_run, tmp_path)
     if manifest is None:
@@ -211,13 +238,17 @@ def test_release_folder_missing_or_a_file(tmp_path, narratives_csv, capsys):
 
 # the full backend's own checks --------------------------------------------------------------------------------------
 @pytest.mark.slow
-@pytest.mark.parametrize("changes, named", [
-    ({"num_hidden_layers": 1000}, "num_hidden_layers=1000"),
-    ({"vocab_size": 10**9}, "vocab_size"),
-    ({"intermediate_size": 128}, "the architecture in config.json implies"),  # in bounds; not what the weights are
-    ({"model_type": "gpt2"}, "model_type"),
-    ({"id2label": {"0": "a", "1": "b"}}, "n_classes"),
-], ids=["layers", "vocab", "intermediate", "model-type", "labels"])
+@pytest.mark.parametrize(
+    "changes, named",
+    [
+        ({"num_hidden_layers": 1000}, "num_hidden_layers=1000"),
+        ({"vocab_size": 10**9}, "vocab_size"),
+        ({"intermediate_size": 128}, "the architecture in config.json implies"),  # in bounds; not what the weights are
+        ({"model_type": "gpt2"}, "model_type"),
+        ({"id2label": {"0": "a", "1": "b"}}, "n_classes"),
+    ],
+    ids=["layers", "vocab", "intermediate", "model-type", "labels"],
+)
 def test_full_config_checked_before_loading(full_run, tmp_path, narratives_csv, capsys, changes, named, monkeypatch):
     from dprelease.core.backends import full
 

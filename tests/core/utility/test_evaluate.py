@@ -15,8 +15,11 @@ from dprelease.core.utility.metrics import PER_CLASS_COLUMNS, QUARTILE_COLUMNS
 
 
 def _info(c: int, sizes=None) -> dict:
-    return {"codes": [f"C{i}" for i in range(c)], "titles": [f"title {i}" for i in range(c)],
-            "train_sizes": list(sizes) if sizes is not None else [10 * (c - i) for i in range(c)]}
+    return {
+        "codes": [f"C{i}" for i in range(c)],
+        "titles": [f"title {i}" for i in range(c)],
+        "train_sizes": list(sizes) if sizes is not None else [10 * (c - i) for i in range(c)],
+    }
 
 
 def test_perfect_predictions():
@@ -66,8 +69,12 @@ def test_quartile_summary_on_small_table():
     per_class, quartiles = _per_class_8()
     assert quartiles.set_index("group").loc["top quartile", "n_classes"] == 2  # q = 8 // 4
     summary = quartile_summary(quartiles)
-    assert list(summary) == ["top_quartile_weighted_f1", "top_quartile_macro_f1",
-                             "bottom_quartile_weighted_f1", "bottom_quartile_macro_f1"]
+    assert list(summary) == [
+        "top_quartile_weighted_f1",
+        "top_quartile_macro_f1",
+        "bottom_quartile_weighted_f1",
+        "bottom_quartile_macro_f1",
+    ]
     assert all(type(v) is float for v in summary.values())
     # top quartile = C0, C1: both predicted wherever true, but C0/C1 also get the false positives
     f1 = per_class.set_index("code")["f1"]
@@ -79,12 +86,22 @@ def test_quartile_summary_on_small_table():
 
 
 def test_quartile_summary_reads_the_named_rows_in_any_order():
-    quartiles = pd.DataFrame({"group": ["all classes", "bottom quartile", "top quartile"],
-                              "n_classes": [4, 1, 1], "train_size_range": ["1-4", "1-1", "4-4"],
-                              "test_support": [8, 2, 2], "macro_f1": [0.5, 0.25, 0.75],
-                              "weighted_f1": [0.6, 0.2, 0.8]})
-    assert quartile_summary(quartiles) == {"top_quartile_weighted_f1": 0.8, "top_quartile_macro_f1": 0.75,
-                                           "bottom_quartile_weighted_f1": 0.2, "bottom_quartile_macro_f1": 0.25}
+    quartiles = pd.DataFrame(
+        {
+            "group": ["all classes", "bottom quartile", "top quartile"],
+            "n_classes": [4, 1, 1],
+            "train_size_range": ["1-4", "1-1", "4-4"],
+            "test_support": [8, 2, 2],
+            "macro_f1": [0.5, 0.25, 0.75],
+            "weighted_f1": [0.6, 0.2, 0.8],
+        }
+    )
+    assert quartile_summary(quartiles) == {
+        "top_quartile_weighted_f1": 0.8,
+        "top_quartile_macro_f1": 0.75,
+        "bottom_quartile_weighted_f1": 0.2,
+        "bottom_quartile_macro_f1": 0.25,
+    }
 
 
 def test_quartile_summary_with_fewer_than_four_classes_is_nan():

@@ -37,8 +37,12 @@ def test_never_predicted_class_lowers_macro():
 
 def test_per_class_f1_columns_and_values():
     df = per_class_f1(
-        Y_TRUE, Y_PRED, labels=[0, 1, 2], train_sizes=[50, 100, 10],
-        codes=["10", "11", "12"], titles=["cut", "sprain", "burn"],
+        Y_TRUE,
+        Y_PRED,
+        labels=[0, 1, 2],
+        train_sizes=[50, 100, 10],
+        codes=["10", "11", "12"],
+        titles=["cut", "sprain", "burn"],
     )
     assert list(df.columns) == ["code", "title", "train_size", "test_support", "precision", "recall", "f1"]
     assert list(df["code"]) == ["11", "10", "12"]  # train_size desc
@@ -52,8 +56,12 @@ def test_per_class_f1_columns_and_values():
 
 def test_per_class_f1_ties_sorted_by_code_and_mapping_inputs():
     df = per_class_f1(
-        Y_TRUE, Y_PRED, labels=[0, 1, 2], train_sizes={0: 7, 1: 7, 2: 7},
-        codes={0: "c", 1: "a", 2: "b"}, titles={0: "x", 1: "y", 2: "z"},
+        Y_TRUE,
+        Y_PRED,
+        labels=[0, 1, 2],
+        train_sizes={0: 7, 1: 7, 2: 7},
+        codes={0: "c", 1: "a", 2: "b"},
+        titles={0: "x", 1: "y", 2: "z"},
     )
     assert list(df["code"]) == ["a", "b", "c"]
     with pytest.raises(ValueError):
@@ -63,14 +71,24 @@ def test_per_class_f1_ties_sorted_by_code_and_mapping_inputs():
 def _synthetic_per_class():
     # 8 classes; F and G tie on train_size 200 -> the tie is broken by code, so G (after F) is bottom.
     rows = [  # code, train_size, test_support, f1  (deliberately shuffled)
-        ("E", 400, 40, 0.5), ("A", 800, 90, 0.9), ("H", 100, 5, 0.0), ("C", 600, 60, 0.7),
-        ("G", 200, 10, 0.2), ("B", 700, 70, 0.8), ("F", 200, 20, 0.4), ("D", 500, 50, 0.6),
+        ("E", 400, 40, 0.5),
+        ("A", 800, 90, 0.9),
+        ("H", 100, 5, 0.0),
+        ("C", 600, 60, 0.7),
+        ("G", 200, 10, 0.2),
+        ("B", 700, 70, 0.8),
+        ("F", 200, 20, 0.4),
+        ("D", 500, 50, 0.6),
     ]
     return pd.DataFrame(
         {
-            "code": [r[0] for r in rows], "title": [r[0].lower() for r in rows],
-            "train_size": [r[1] for r in rows], "test_support": [r[2] for r in rows],
-            "precision": [r[3] for r in rows], "recall": [r[3] for r in rows], "f1": [r[3] for r in rows],
+            "code": [r[0] for r in rows],
+            "title": [r[0].lower() for r in rows],
+            "train_size": [r[1] for r in rows],
+            "test_support": [r[2] for r in rows],
+            "precision": [r[3] for r in rows],
+            "recall": [r[3] for r in rows],
+            "f1": [r[3] for r in rows],
         }
     )
 

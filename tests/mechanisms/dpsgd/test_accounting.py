@@ -21,25 +21,28 @@ def test_steps_match_spec():
     ("delta", "expected"),
     # docs/algorithms.md, E.4 (private-transformers / Mironov Prop. 3); the project's default δ at N = 5,346,
     # N^-1.1 = exp(-1.1·ln 5346) = 7.93e-5 (below 1/(2N) = 9.35e-5), needs σ ≈ 2.22 at ε = 4 (E.3 recipe)
-    [(1 / (2 * N), 2.21), (1e-3, 1.98), (N ** -1.1, 2.22)],
+    [(1 / (2 * N), 2.21), (1e-3, 1.98), (N**-1.1, 2.22)],
 )
 def test_noise_multiplier_matches_spec(delta, expected):
     sigma = noise_multiplier(4.0, delta, Q, steps_for(EPOCHS, Q), conversion="mironov")
     assert abs(sigma - expected) <= 0.02
 
 
-@pytest.mark.parametrize(("n", "expected"), [
-    (N, 7.928082305544238e-05),  # 5346^-1.1 = exp(-1.1 · ln 5346) = exp(-9.44251…); 1/(2N) = 9.35e-5 is larger
-    (10 ** 10, 1e-11),  # (10^10)^1.1 = 10^11
-    (1024, 1 / 2048),  # the switch: 1024^1.1 = 2^(10·1.1) = 2^11 = 2·1024, both forms agree
-    (24, 1 / 48),  # below 1,024 n^-1.1 (24^-1.1 = 0.0303) exceeds 1/(2n) = 0.0208: the smaller is taken
-])
+@pytest.mark.parametrize(
+    ("n", "expected"),
+    [
+        (N, 7.928082305544238e-05),  # 5346^-1.1 = exp(-1.1 · ln 5346) = exp(-9.44251…); 1/(2N) = 9.35e-5 is larger
+        (10**10, 1e-11),  # (10^10)^1.1 = 10^11
+        (1024, 1 / 2048),  # the switch: 1024^1.1 = 2^(10·1.1) = 2^11 = 2·1024, both forms agree
+        (24, 1 / 48),  # below 1,024 n^-1.1 (24^-1.1 = 0.0303) exceeds 1/(2n) = 0.0208: the smaller is taken
+    ],
+)
 def test_default_delta_is_at_most_n_to_the_minus_1_1(n, expected):
     """δ = min(n^-1.1, 1/(2n)) (docs/algorithms.md, E.1): ≤ 1/n^1.1 and never above the former 1/(2n)."""
     assert default_delta(n) == pytest.approx(expected, rel=1e-12)
-    assert default_delta(n) <= min(n ** -1.1, 1 / (2 * n)) * (1 + 1e-12)
+    assert default_delta(n) <= min(n**-1.1, 1 / (2 * n)) * (1 + 1e-12)
     if n > 1024:
-        assert n * default_delta(n) == pytest.approx(n ** -0.1, rel=1e-12)  # records exposed by a "(0, δ)" release
+        assert n * default_delta(n) == pytest.approx(n**-0.1, rel=1e-12)  # records exposed by a "(0, δ)" release
 
 
 def test_default_delta_needs_two_records():
@@ -59,8 +62,14 @@ def test_opacus_conversion_needs_less_noise_and_agrees_with_opacus():
 
     steps = steps_for(EPOCHS, Q)
     ours = noise_multiplier(4.0, 1 / (2 * N), Q, steps, conversion="opacus")
-    theirs = get_noise_multiplier(target_epsilon=4.0, target_delta=1 / (2 * N), sample_rate=Q, steps=steps,
-                                  accountant="rdp", epsilon_tolerance=0.001)
+    theirs = get_noise_multiplier(
+        target_epsilon=4.0,
+        target_delta=1 / (2 * N),
+        sample_rate=Q,
+        steps=steps,
+        accountant="rdp",
+        epsilon_tolerance=0.001,
+    )
     assert abs(ours - theirs) < 0.01
     assert ours < noise_multiplier(4.0, 1 / (2 * N), Q, steps, conversion="mironov")
 
@@ -119,7 +128,7 @@ def test_prv_at_full_batch_is_the_composed_gaussian(sigma, steps):
 
 
 def test_prv_needs_less_noise_than_rdp_for_the_same_target():
-    q, steps, delta = 512 / 2626, 154, 2626 ** -1.1
+    q, steps, delta = 512 / 2626, 154, 2626**-1.1
     s_prv = noise_multiplier(8.0, delta, q, steps, "prv")
     s_rdp = noise_multiplier(8.0, delta, q, steps, "opacus")
     assert s_prv < s_rdp

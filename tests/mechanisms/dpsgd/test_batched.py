@@ -38,26 +38,60 @@ def _opacus(model, x, y, divisor=1.0, noise_seed=1234, optimizer="adamw", moment
     backend = HeadBackend(K, torch.device("cpu"), 0, HeadParams(hidden=0, dropout=0.0))
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(UniformWithReplacementSampler, "__iter__", record)
-        res = train_dpsgd(backend, model, {"x": x}, y, epochs=EPOCHS, batch_size=B, lr=lr, max_grad_norm=C,
-                          target_epsilon=EPS, delta=DELTA, grad_sample_mode="ghost", noise_seed=noise_seed,
-                          planted_noise_divisor=divisor, optimizer=optimizer, momentum=momentum)
+        res = train_dpsgd(
+            backend,
+            model,
+            {"x": x},
+            y,
+            epochs=EPOCHS,
+            batch_size=B,
+            lr=lr,
+            max_grad_norm=C,
+            target_epsilon=EPS,
+            delta=DELTA,
+            grad_sample_mode="ghost",
+            noise_seed=noise_seed,
+            planted_noise_divisor=divisor,
+            optimizer=optimizer,
+            momentum=momentum,
+        )
     return res, torch.stack(drawn[: res.steps])
 
 
-@pytest.mark.parametrize("divisor,optimizer,momentum,lr", [(1.0, "adamw", 0.0, LR), (4.0, "adamw", 0.0, LR),
-                                                           (1.0, "sgd", 0.9, 2.0), (1.0, "sgd", 0.0, 2.0)])
+@pytest.mark.parametrize(
+    "divisor,optimizer,momentum,lr",
+    [(1.0, "adamw", 0.0, LR), (4.0, "adamw", 0.0, LR), (1.0, "sgd", 0.9, 2.0), (1.0, "sgd", 0.0, 2.0)],
+)
 def test_one_run_equals_opacus_weight_for_weight(divisor, optimizer, momentum, lr):
     """AdamW and SGD (with and without momentum, torch.optim's rules) both match Opacus + torch.optim."""
     x, y = _data()
     model = Head(D, K, hidden=0, dropout=0.0, seed=3)
     w0, b0 = model.net[-1].weight.detach().clone(), model.net[-1].bias.detach().clone()
     res, batches = _opacus(model, x, y, divisor, optimizer=optimizer, momentum=momentum, lr=lr)
-    s = setting_for(n=N, epochs=EPOCHS, batch_size=B, lr=lr, max_grad_norm=C, target_epsilon=EPS, delta=DELTA,
-                    planted_noise_divisor=divisor, optimizer=optimizer, momentum=momentum)
+    s = setting_for(
+        n=N,
+        epochs=EPOCHS,
+        batch_size=B,
+        lr=lr,
+        max_grad_norm=C,
+        target_epsilon=EPS,
+        delta=DELTA,
+        planted_noise_divisor=divisor,
+        optimizer=optimizer,
+        momentum=momentum,
+    )
     assert (s.sample_rate, s.steps, s.noise_multiplier) == (res.sample_rate, res.steps, res.noise_multiplier)
     assert s.epsilon(DELTA) == pytest.approx(res.epsilon, rel=1e-12)  # the claim: the accountant's ε for σ
-    w, b, _ = train_batched(w0[None], b0[None], x, y, s, sample_generator=torch.Generator(),
-                            noise_generator=torch.Generator().manual_seed(1235), batches=batches)
+    w, b, _ = train_batched(
+        w0[None],
+        b0[None],
+        x,
+        y,
+        s,
+        sample_generator=torch.Generator(),
+        noise_generator=torch.Generator().manual_seed(1235),
+        batches=batches,
+    )
     assert torch.allclose(w[0], model.net[-1].weight.detach(), atol=2e-5)
     assert torch.allclose(b[0], model.net[-1].bias.detach(), atol=2e-5)
     assert not torch.allclose(w[0], w0, atol=1e-3)  # it trained
@@ -70,11 +104,32 @@ def test_a_different_noise_seed_or_noise_scale_is_seen():
     w0, b0 = model.net[-1].weight.detach().clone(), model.net[-1].bias.detach().clone()
     _, batches = _opacus(model, x, y)
     s = setting_for(n=N, epochs=EPOCHS, batch_size=B, lr=LR, max_grad_norm=C, target_epsilon=EPS, delta=DELTA)
-    for noise, setting in ((99, s), (1235, setting_for(
-            n=N, epochs=EPOCHS, batch_size=B, lr=LR, max_grad_norm=C, target_epsilon=EPS, delta=DELTA,
-            planted_noise_divisor=4.0))):
-        w, _, _ = train_batched(w0[None], b0[None], x, y, setting, sample_generator=torch.Generator(),
-                                noise_generator=torch.Generator().manual_seed(noise), batches=batches)
+    for noise, setting in (
+        (99, s),
+        (
+            1235,
+            setting_for(
+                n=N,
+                epochs=EPOCHS,
+                batch_size=B,
+                lr=LR,
+                max_grad_norm=C,
+                target_epsilon=EPS,
+                delta=DELTA,
+                planted_noise_divisor=4.0,
+            ),
+        ),
+    ):
+        w, _, _ = train_batched(
+            w0[None],
+            b0[None],
+            x,
+            y,
+            setting,
+            sample_generator=torch.Generator(),
+            noise_generator=torch.Generator().manual_seed(noise),
+            batches=batches,
+        )
         assert not torch.allclose(w[0], model.net[-1].weight.detach(), atol=1e-3)
 
 
@@ -85,8 +140,16 @@ def test_runs_are_independent_and_the_canary_column_only_moves_with_the_canary()
     included = torch.tensor([True, False, True, False])
     canary = Canary(row=1, col=D - 1, norm=10.0, included=included, generator=torch.Generator().manual_seed(5))
     nodp = dataclasses.replace(s, noise_multiplier=0.0)
-    w, _, trace = train_batched(w0, b0, x, y, nodp, sample_generator=torch.Generator().manual_seed(1),
-                                noise_generator=torch.Generator().manual_seed(2), canary=canary)
+    w, _, trace = train_batched(
+        w0,
+        b0,
+        x,
+        y,
+        nodp,
+        sample_generator=torch.Generator().manual_seed(1),
+        noise_generator=torch.Generator().manual_seed(2),
+        canary=canary,
+    )
     # without noise: the canary column is zero for runs without the canary, and its clipped gradient is C
     assert torch.count_nonzero(w[~included][:, :, D - 1]) == 0
     assert torch.count_nonzero(w[included][:, 1, D - 1]) == 2
@@ -94,11 +157,23 @@ def test_runs_are_independent_and_the_canary_column_only_moves_with_the_canary()
     assert torch.all((seen == 0) | ((seen - 1).abs() < 1e-5)) and seen.sum() > 0  # norm 10 clipped to C = 1
     assert torch.count_nonzero(trace[~included]) == 0
     # with noise, a run without the canary sees N(0, σ²) in units of C: 1000 runs × T steps
-    out = Canary(row=1, col=D - 1, norm=10.0, included=torch.zeros(1000, dtype=torch.bool),
-                 generator=torch.Generator().manual_seed(5))
-    _, _, trace = train_batched(torch.zeros(1000, K, D), torch.zeros(1000, K), x, y, s,
-                                sample_generator=torch.Generator().manual_seed(1),
-                                noise_generator=torch.Generator().manual_seed(2), canary=out)
+    out = Canary(
+        row=1,
+        col=D - 1,
+        norm=10.0,
+        included=torch.zeros(1000, dtype=torch.bool),
+        generator=torch.Generator().manual_seed(5),
+    )
+    _, _, trace = train_batched(
+        torch.zeros(1000, K, D),
+        torch.zeros(1000, K),
+        x,
+        y,
+        s,
+        sample_generator=torch.Generator().manual_seed(1),
+        noise_generator=torch.Generator().manual_seed(2),
+        canary=out,
+    )
     assert trace.std().item() == pytest.approx(s.noise_multiplier, rel=0.03)
     assert abs(trace.mean().item()) < 4 * s.noise_multiplier / trace.numel() ** 0.5
 
@@ -106,12 +181,24 @@ def test_runs_are_independent_and_the_canary_column_only_moves_with_the_canary()
 def test_poisson_batches_have_rate_q():
     x, y = _data()
     s = setting_for(n=N, epochs=EPOCHS, batch_size=B, lr=LR, max_grad_norm=C, target_epsilon=EPS, delta=DELTA)
-    canary = Canary(row=0, col=D - 1, norm=1.0, included=torch.ones(2000, dtype=torch.bool),
-                    generator=torch.Generator().manual_seed(3))
+    canary = Canary(
+        row=0,
+        col=D - 1,
+        norm=1.0,
+        included=torch.ones(2000, dtype=torch.bool),
+        generator=torch.Generator().manual_seed(3),
+    )
     nodp = dataclasses.replace(s, noise_multiplier=0.0)
-    _, _, trace = train_batched(torch.zeros(2000, K, D), torch.zeros(2000, K), x, y, nodp,
-                                sample_generator=torch.Generator().manual_seed(1), noise_generator=torch.Generator(),
-                                canary=canary)
+    _, _, trace = train_batched(
+        torch.zeros(2000, K, D),
+        torch.zeros(2000, K),
+        x,
+        y,
+        nodp,
+        sample_generator=torch.Generator().manual_seed(1),
+        noise_generator=torch.Generator(),
+        canary=canary,
+    )
     rate = (trace > 0.5).float().mean().item()  # the canary's coin: 2000 runs × T steps
     assert rate == pytest.approx(s.sample_rate, abs=4 * (s.sample_rate / (2000 * s.steps)) ** 0.5)
 
@@ -120,12 +207,20 @@ def test_full_batch_is_every_record_every_step():
     """batch size n: q = 1, T = epochs, every record in every batch."""
     s = setting_for(n=N, epochs=5, batch_size=N, lr=LR, max_grad_norm=C, target_epsilon=EPS, delta=DELTA)
     assert (s.sample_rate, s.steps) == (1.0, 5)
-    canary = Canary(row=0, col=D - 1, norm=1.0, included=torch.ones(3, dtype=torch.bool),
-                    generator=torch.Generator().manual_seed(3))
+    canary = Canary(
+        row=0, col=D - 1, norm=1.0, included=torch.ones(3, dtype=torch.bool), generator=torch.Generator().manual_seed(3)
+    )
     x, y = _data()
-    _, _, trace = train_batched(torch.zeros(3, K, D), torch.zeros(3, K), x, y,
-                                dataclasses.replace(s, noise_multiplier=0.0), sample_generator=torch.Generator(),
-                                noise_generator=torch.Generator(), canary=canary)
+    _, _, trace = train_batched(
+        torch.zeros(3, K, D),
+        torch.zeros(3, K),
+        x,
+        y,
+        dataclasses.replace(s, noise_multiplier=0.0),
+        sample_generator=torch.Generator(),
+        noise_generator=torch.Generator(),
+        canary=canary,
+    )
     assert torch.all((trace - 1).abs() < 1e-5)
 
 
@@ -133,10 +228,18 @@ def test_bad_shapes_are_one_line_errors():
     x, y = _data()
     s = setting_for(n=N, epochs=EPOCHS, batch_size=B, lr=LR, max_grad_norm=C, target_epsilon=EPS, delta=DELTA)
     with pytest.raises(ValueError, match="shapes"):
-        train_batched(torch.zeros(2, K, D + 1), torch.zeros(2, K), x, y, s, sample_generator=torch.Generator(),
-                      noise_generator=torch.Generator())
+        train_batched(
+            torch.zeros(2, K, D + 1),
+            torch.zeros(2, K),
+            x,
+            y,
+            s,
+            sample_generator=torch.Generator(),
+            noise_generator=torch.Generator(),
+        )
     with pytest.raises(ValueError, match="batch size"):
         setting_for(n=N, epochs=1, batch_size=N + 1, lr=LR, max_grad_norm=C, target_epsilon=EPS, delta=DELTA)
     with pytest.raises(ValueError, match="optimizer"):
-        setting_for(n=N, epochs=1, batch_size=B, lr=LR, max_grad_norm=C, target_epsilon=EPS, delta=DELTA,
-                    optimizer="rmsprop")
+        setting_for(
+            n=N, epochs=1, batch_size=B, lr=LR, max_grad_norm=C, target_epsilon=EPS, delta=DELTA, optimizer="rmsprop"
+        )

@@ -31,9 +31,24 @@ def test_select_returns_the_best_validation_configuration(tmp_path):
     configs = F.configurations(grid, n=60)
     best, score = S.select(configs, "rdp", x, y, xv, yv, 3, epsilon=8.0, delta=1e-3, artifacts=tmp_path / "artifacts")
     sigmas = F._Sigmas(epsilon=8.0, delta=1e-3, conversion="opacus")
-    scores = [f1_summary(yv.numpy(), F.predict(*S.fit(sigmas.setting(c, 60), x, y, 3, artifacts=tmp_path / "artifacts",
-                                                      label=f"frontier/dpsgd/rdp/8/select/{i}"), xv).numpy(),
-                         range(3))["weighted_f1"] for i, c in enumerate(configs)]
+    scores = [
+        f1_summary(
+            yv.numpy(),
+            F.predict(
+                *S.fit(
+                    sigmas.setting(c, 60),
+                    x,
+                    y,
+                    3,
+                    artifacts=tmp_path / "artifacts",
+                    label=f"frontier/dpsgd/rdp/8/select/{i}",
+                ),
+                xv,
+            ).numpy(),
+            range(3),
+        )["weighted_f1"]
+        for i, c in enumerate(configs)
+    ]
     assert score == max(scores) and best == scores.index(max(scores))
     # another label (another secret draw of batches and noise) gives another model
     w1, _ = S.fit(sigmas.setting(configs[0], 60), x, y, 3, artifacts=tmp_path / "artifacts", label="a")
@@ -54,8 +69,9 @@ def test_every_level_in_one_call_chooses_as_each_level_alone(tmp_path):
     configs = F.configurations(grid, n=60)
     together = F.select_all(configs, "rdp", data, 3, epsilons=[2.0, 8.0], delta=1e-3, artifacts=tmp_path / "artifacts")
     for eps in (2.0, 8.0):
-        assert together[eps] == S.select(configs, "rdp", *data, 3, epsilon=eps, delta=1e-3,
-                                         artifacts=tmp_path / "artifacts")
+        assert together[eps] == S.select(
+            configs, "rdp", *data, 3, epsilon=eps, delta=1e-3, artifacts=tmp_path / "artifacts"
+        )
     assert set(together) == {2.0, 8.0}
 
 
@@ -63,7 +79,8 @@ def test_every_level_in_one_call_chooses_as_each_level_alone(tmp_path):
 def test_sigma_meets_the_level_under_each_accountant(acc):
     conversion = F.ACCOUNTANTS[acc][0]
     s = F._Sigmas(epsilon=4.0, delta=1e-4, conversion=conversion).setting(
-        {"batch_size": 100, "epochs": 5, "max_grad_norm": 1.0, "optimizer": "sgd", "lr": 1.0, "momentum": 0.9}, 1000)
+        {"batch_size": 100, "epochs": 5, "max_grad_norm": 1.0, "optimizer": "sgd", "lr": 1.0, "momentum": 0.9}, 1000
+    )
     assert s.epsilon(1e-4, conversion) <= 4.0 and s.epsilon(1e-4, conversion) > 3.5  # tight, never above the target
 
 

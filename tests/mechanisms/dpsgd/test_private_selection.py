@@ -36,8 +36,9 @@ def test_selection_releases_a_grid_configuration_reproducibly(calibrated, tmp_pa
     feats, y = tiny_problem(90, classes=3, dim=16)
     data = (feats["x"][:60], y[:60], feats["x"][60:], y[60:])
     configs, (_, sigmas, _) = calibrated
-    kw = dict(fit_many=F.fit_many, predict=F.predict, eta=1.0, gamma=0.1, score_sigma=5.0,
-              artifacts=tmp_path / "artifacts")
+    kw = dict(
+        fit_many=F.fit_many, predict=F.predict, eta=1.0, gamma=0.1, score_sigma=5.0, artifacts=tmp_path / "artifacts"
+    )
     (w, b), cfg = P.run_selection(configs, sigmas, data, 3, label="a", **kw)
     (w2, _), cfg2 = P.run_selection(configs, sigmas, data, 3, label="a", **kw)
     assert torch.equal(w, w2) and cfg == cfg2  # the operator reproduces it with the key
@@ -76,9 +77,18 @@ def test_points_refuse_an_infeasible_level_with_a_note(calibrated, tmp_path, mon
     x = feats["x"]
     splits = {"train": (x[:60], y[:60]), "validation": (x[60:90], y[60:90]), "test": (x[90:], y[90:])}
     grid = F.configurations(GRID, n=60)  # no proxy: every ε draws from the whole grid
-    points, notes = P.private_points({0.3: grid, 8.0: grid}, splits, 3, grid=GRID, epsilons=[0.3, 8.0],
-                                     seeds=3, delta=1e-3, fit_many=F.fit_many, predict=F.predict,
-                                     artifacts=tmp_path / "artifacts")
+    points, notes = P.private_points(
+        {0.3: grid, 8.0: grid},
+        splits,
+        3,
+        grid=GRID,
+        epsilons=[0.3, 8.0],
+        seeds=3,
+        delta=1e-3,
+        fit_many=F.fit_many,
+        predict=F.predict,
+        artifacts=tmp_path / "artifacts",
+    )
     assert asked == [0.3, 8.0]
     assert [p.target_epsilon for p in points] == [8.0] and points[0].epsilon <= 8.0
     assert points[0].tuning == "private selection" and points[0].config["candidates"] == len(grid)

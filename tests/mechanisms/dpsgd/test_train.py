@@ -14,8 +14,14 @@ from dprelease.core.privacy.rdp import sampled_gaussian_epsilon
 from dprelease.mechanisms.dpsgd.train import check_setting, train_dpsgd
 
 
-@pytest.mark.parametrize("args, needle", [((100, 10, 0.0, 1e-3), "target ε"), ((100, 10, 1.0, 1.0), "δ must lie"),
-                                          ((100, 200, 1.0, 1e-3), "batch size 200")])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        ((100, 10, 0.0, 1e-3), "target ε"),
+        ((100, 10, 1.0, 1.0), "δ must lie"),
+        ((100, 200, 1.0, 1e-3), "batch size 200"),
+    ],
+)
 def test_bad_settings_are_one_line_errors(args, needle):
     with pytest.raises(ValueError, match=needle) as err:
         check_setting(*args)
@@ -26,8 +32,20 @@ def _run(noise_seed: int):
     feats, y = tiny_problem(64, dim=16)
     backend = tiny_head_backend()
     model = backend.new_model(feats)
-    res = train_dpsgd(backend, model, feats, y, epochs=2, batch_size=16, lr=0.05, max_grad_norm=1.0,
-                      target_epsilon=3.0, delta=1e-3, seed=0, noise_seed=noise_seed)
+    res = train_dpsgd(
+        backend,
+        model,
+        feats,
+        y,
+        epochs=2,
+        batch_size=16,
+        lr=0.05,
+        max_grad_norm=1.0,
+        target_epsilon=3.0,
+        delta=1e-3,
+        seed=0,
+        noise_seed=noise_seed,
+    )
     return res, get_flat(model).detach().clone()
 
 
@@ -35,10 +53,11 @@ def test_a_tiny_run_spends_at_most_its_target_and_its_noise_follows_the_noise_se
     res, theta = _run(noise_seed=11)
     assert res.sample_rate == pytest.approx(16 / 64)
     assert res.steps == math.ceil(2 / res.sample_rate)
-    assert res.epsilon <= 3.0 + 1e-6 and res.epsilon > 2.5                     # σ searched for the target
+    assert res.epsilon <= 3.0 + 1e-6 and res.epsilon > 2.5  # σ searched for the target
     assert sampled_gaussian_epsilon(res.noise_multiplier, res.sample_rate, res.steps, 1e-3) == pytest.approx(
-        res.epsilon, rel=1e-3)
+        res.epsilon, rel=1e-3
+    )
     again, theta_again = _run(noise_seed=11)
     other, theta_other = _run(noise_seed=12)
-    assert torch.equal(theta, theta_again)                                      # same key, same model
+    assert torch.equal(theta, theta_again)  # same key, same model
     assert not torch.equal(theta, theta_other) and other.noise_multiplier == res.noise_multiplier

@@ -24,8 +24,9 @@ def test_audit_separates_signal_from_noise():
     s = rng.integers(0, 2, 2 * n)
     u = rng.integers(0, 3, 2 * n)
     z = np.c_[s * 2.0 + rng.normal(0, 0.3, 2 * n), rng.normal(size=(2 * n, 3))].astype(np.float32)  # u not in z
-    out = audit(z[:n], z[n:], u_train=u[:n], u_test=u[n:], s_train=s[:n], s_test=s[n:], n_u=3, n_s=2,
-                config=FAST, seed=1)
+    out = audit(
+        z[:n], z[n:], u_train=u[:n], u_test=u[n:], s_train=s[:n], s_test=s[n:], n_u=3, n_s=2, config=FAST, seed=1
+    )
     assert out["adversary_auc"] > 0.95
     assert abs(out["utility_auc"] - 0.5) < 0.1
     assert set(out) >= {"utility_auc", "utility_accuracy", "adversary_auc", "adversary_majority"}

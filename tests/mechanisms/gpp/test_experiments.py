@@ -9,8 +9,9 @@ from dprelease.mechanisms.gpp.data import digits_composites
 from dprelease.mechanisms.gpp.params import GPPParams
 from dprelease.mechanisms.gpp.train import TrainConfig
 
-TINY = TrainConfig.from_params(GPPParams(), d_z=4, epochs=1, batch_size=32, lr=1e-3, encoder_hidden=(16, 8),
-                                head_hidden=(8,))
+TINY = TrainConfig.from_params(
+    GPPParams(), d_z=4, epochs=1, batch_size=32, lr=1e-3, encoder_hidden=(16, 8), head_hidden=(8,)
+)
 PROBE = ProbeConfig(hidden=(8,), epochs=1, lr=1e-2, batch_size=32)
 
 
@@ -38,6 +39,9 @@ def test_tune_noise_picks_the_largest_gap(monkeypatch):
 def test_sweep_rows_carry_the_swept_value():
     d = digits_composites(n_train=60, n_test=30, clients=1, seed=0)
     rows = experiments.sweeps(d, TINY, grids={"beta": [0.5, 2.0], "k": [0]}, probe=PROBE, seed=0)
-    assert [(r["experiment"], r["beta"], r["k"]) for r in rows] == [("sweep_beta", 0.5, 2), ("sweep_beta", 2.0, 2),
-                                                                   ("sweep_k", 1.0, 0)]
+    assert [(r["experiment"], r["beta"], r["k"]) for r in rows] == [
+        ("sweep_beta", 0.5, 2),
+        ("sweep_beta", 2.0, 2),
+        ("sweep_k", 1.0, 0),
+    ]
     assert all(np.isfinite(r["adversary_auc"]) for r in rows)

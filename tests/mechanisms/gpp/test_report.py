@@ -8,16 +8,41 @@ from dprelease.mechanisms.gpp.report import COLUMNS, write_report
 
 
 def _row(method, experiment="baseline", setting="centralized", **kw):
-    return {"dataset": "digits", "experiment": experiment, "method": method, "setting": setting, "clients": 1,
-            "beta": 1.0, "d_z": 8, "k": 2, "epochs": 3, "utility_auc": 0.9, "utility_accuracy": 0.5,
-            "adversary_auc": 0.55, **kw}
+    return {
+        "dataset": "digits",
+        "experiment": experiment,
+        "method": method,
+        "setting": setting,
+        "clients": 1,
+        "beta": 1.0,
+        "d_z": 8,
+        "k": 2,
+        "epochs": 3,
+        "utility_auc": 0.9,
+        "utility_accuracy": 0.5,
+        "adversary_auc": 0.55,
+        **kw,
+    }
 
 
 def test_report_from_digits_only(tmp_path):
-    rows = [_row("noprivacy"), _row("gpp"), _row("gpp", "sweep_beta", beta=0.5),
-            _row("gpp", "distributed", "distributed", clients=5)]
-    comm = {"distributed": {"clients": 5, "rounds": 9, "bytes_up_per_round": 10, "bytes_down_per_round": 20,
-                            "fedavg_bytes_per_round": 900, "engine_overhead_s": 1.0, "train_s": 2.0}}
+    rows = [
+        _row("noprivacy"),
+        _row("gpp"),
+        _row("gpp", "sweep_beta", beta=0.5),
+        _row("gpp", "distributed", "distributed", clients=5),
+    ]
+    comm = {
+        "distributed": {
+            "clients": 5,
+            "rounds": 9,
+            "bytes_up_per_round": 10,
+            "bytes_down_per_round": 20,
+            "fedavg_bytes_per_round": 900,
+            "engine_overhead_s": 1.0,
+            "train_s": 2.0,
+        }
+    }
     write_json(tmp_path / "metrics" / "gpp_digits.json", {"rows": rows, "communication": comm})
     out = write_report(parse_params({}), tmp_path)
     assert out == {"rows": 4}

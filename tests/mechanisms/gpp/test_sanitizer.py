@@ -20,12 +20,15 @@ def test_a_classifier_or_nvdp_release_is_not_a_gpp_sanitizer(tmp_path):
         load_sanitizer(tmp_path / "missing")
 
 
-@pytest.mark.parametrize("arch, message", [
-    ({"d_in": 384, "d_z": 10 ** 7, "hidden": [8]}, "outside the bounds"),
-    ({"d_in": 384, "d_z": 4, "hidden": []}, "hidden"),
-    ({"d_in": 384, "d_z": 4, "hidden": [True]}, "hidden"),
-    ({"d_in": "384", "d_z": 4, "hidden": [8]}, "integer"),
-])
+@pytest.mark.parametrize(
+    "arch, message",
+    [
+        ({"d_in": 384, "d_z": 10**7, "hidden": [8]}, "outside the bounds"),
+        ({"d_in": 384, "d_z": 4, "hidden": []}, "hidden"),
+        ({"d_in": 384, "d_z": 4, "hidden": [True]}, "hidden"),
+        ({"d_in": "384", "d_z": 4, "hidden": [8]}, "integer"),
+    ],
+)
 def test_architecture_is_bounded_before_anything_is_allocated(tmp_path, arch, message):
     with pytest.raises(ReleaseError, match=message):
         _build(arch, tmp_path / "model.json")

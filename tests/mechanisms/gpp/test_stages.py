@@ -16,10 +16,21 @@ from dprelease.mechanisms.gpp import stages
 from dprelease.mechanisms.gpp.data import digits_composites
 from dprelease.mechanisms.gpp.federated import DistributedResult
 
-TINY_GPP = {"epochs": 2, "sweep_epochs": 1, "encoder_hidden": [16, 8], "head_hidden": [8], "batch_size": 16,
-            "probe": {"epochs": 2, "lr": 0.01, "batch_size": 16}, "noise_grid": [1.0], "sweep_beta": [0.5, 2.0],
-            "sweep_d_z": [4], "sweep_k": [0], "digits": {"n_train": 120, "n_test": 60, "d_z": 4, "clients": 2},
-            "osha": {"d_z": 4, "min_client_rows": 1, "min_sector_rows": 1}, "distributed": {"enabled": False}}
+TINY_GPP = {
+    "epochs": 2,
+    "sweep_epochs": 1,
+    "encoder_hidden": [16, 8],
+    "head_hidden": [8],
+    "batch_size": 16,
+    "probe": {"epochs": 2, "lr": 0.01, "batch_size": 16},
+    "noise_grid": [1.0],
+    "sweep_beta": [0.5, 2.0],
+    "sweep_d_z": [4],
+    "sweep_k": [0],
+    "digits": {"n_train": 120, "n_test": 60, "d_z": 4, "clients": 2},
+    "osha": {"d_z": 4, "min_client_rows": 1, "min_sector_rows": 1},
+    "distributed": {"enabled": False},
+}
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +45,17 @@ def gpp_run(tmp_path_factory):
 def test_table_has_the_issue_columns_and_every_method(gpp_run):
     _, root = gpp_run
     table = pd.read_csv(root / "reports/gpp/table.csv")
-    assert {"dataset", "method", "setting", "clients", "beta", "d_z", "utility_auc", "utility_accuracy",
-            "adversary_auc"} <= set(table.columns)
+    assert {
+        "dataset",
+        "method",
+        "setting",
+        "clients",
+        "beta",
+        "d_z",
+        "utility_auc",
+        "utility_accuracy",
+        "adversary_auc",
+    } <= set(table.columns)
     base = table[table["experiment"] == "baseline"]
     for ds in ("digits", "osha"):
         assert set(base[base["dataset"] == ds]["method"]) == {"raw", "noprivacy", "random_projection", "noisy", "gpp"}
@@ -101,10 +121,17 @@ def test_distributed_rows_use_run_distributed(monkeypatch):
     def fake(**kw):
         calls.append(kw)
         rng = np.random.default_rng(0)
-        return DistributedResult(z_train=rng.normal(size=(80, 4)).astype(np.float32),
-                                 z_test=rng.normal(size=(40, 4)).astype(np.float32), rounds=7, clients=3,
-                                 bytes_up_per_round=100.0, bytes_down_per_round=50.0, fedavg_bytes_per_round=9e3,
-                                 engine_overhead_s=1.5, train_s=2.5)
+        return DistributedResult(
+            z_train=rng.normal(size=(80, 4)).astype(np.float32),
+            z_test=rng.normal(size=(40, 4)).astype(np.float32),
+            rounds=7,
+            clients=3,
+            bytes_up_per_round=100.0,
+            bytes_down_per_round=50.0,
+            fedavg_bytes_per_round=9e3,
+            engine_overhead_s=1.5,
+            train_s=2.5,
+        )
 
     monkeypatch.setattr(federated, "run_distributed", fake)
     params = parse_params({"gpp": TINY_GPP | {"distributed": {"enabled": True, "hetero_betas": [0.5, 2.0]}}})
@@ -121,13 +148,29 @@ def test_dprelease_sanitize_cli_writes_one_draw_per_narrative(gpp_run, tmp_path,
 
     params, root = gpp_run
     src = tmp_path / "narratives.csv"
-    pd.DataFrame({"Final Narrative": ["Worker fell from a ladder.", "Finger amputated by a saw."]}).to_csv(src, index=False)
+    pd.DataFrame({"Final Narrative": ["Worker fell from a ladder.", "Finger amputated by a saw."]}).to_csv(
+        src, index=False
+    )
     out = tmp_path / "z.parquet"
     from dprelease.core.release.signing import PUBLIC, key_folder
 
     key = str(key_folder(params, root) / PUBLIC)  # the agency's signature checked first
-    assert main(["sanitize", "--release", str(root / params.gpp.release), "--input", str(src), "--output", str(out),
-                 "--key", key]) == 0
+    assert (
+        main(
+            [
+                "sanitize",
+                "--release",
+                str(root / params.gpp.release),
+                "--input",
+                str(src),
+                "--output",
+                str(out),
+                "--key",
+                key,
+            ]
+        )
+        == 0
+    )
     captured = capsys.readouterr()
     assert "with the gpp release, no ε claimed ->" in captured.out and captured.err == ""  # GPP has no ε
     table, meta = pd.read_parquet(out), read_metadata(out)

@@ -9,8 +9,9 @@ import torch
 from dprelease.mechanisms.gpp.params import GPPParams
 from dprelease.mechanisms.gpp.train import METHODS, GPPInputError, TrainConfig, release, train_gpp, train_method
 
-TINY = TrainConfig.from_params(GPPParams(), d_z=4, epochs=2, batch_size=16, lr=1e-3, encoder_hidden=(16, 8),
-                                head_hidden=(8,))
+TINY = TrainConfig.from_params(
+    GPPParams(), d_z=4, epochs=2, batch_size=16, lr=1e-3, encoder_hidden=(16, 8), head_hidden=(8,)
+)
 
 
 def _data(n=64, d=6, seed=0):
@@ -56,18 +57,22 @@ def test_k_zero_never_trains_the_adversary_and_k_steps_do():
 def test_gpp_hides_an_independent_sensitive_bit_a_plain_encoder_keeps():
     """On data where S is a separate coordinate, GPP's adversary loss stays near log 2 (chance)."""
     x, u, s = _data(n=256)
-    cfg = TrainConfig.from_params(GPPParams(), d_z=4, epochs=8, batch_size=32, lr=3e-3, encoder_hidden=(32, 16),
-                                  head_hidden=(16,))
+    cfg = TrainConfig.from_params(
+        GPPParams(), d_z=4, epochs=8, batch_size=32, lr=3e-3, encoder_hidden=(32, 16), head_hidden=(16,)
+    )
     _, hist = train_gpp(x, u, s, n_u=4, n_s=2, config=cfg, seed=0)
     assert hist.adversary[-1] > 0.6  # log 2 ≈ 0.693: the adversary cannot beat chance by much
 
 
-@pytest.mark.parametrize("bad, message", [
-    (dict(x=np.zeros((0, 3), np.float32)), "non-empty"),
-    (dict(x=np.full((4, 3), np.nan, np.float32)), "NaN"),
-    (dict(u=np.zeros(3, np.int64)), "does not match"),
-    (dict(s=-np.ones(4, np.int64)), "≥ 0"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (dict(x=np.zeros((0, 3), np.float32)), "non-empty"),
+        (dict(x=np.full((4, 3), np.nan, np.float32)), "NaN"),
+        (dict(u=np.zeros(3, np.int64)), "does not match"),
+        (dict(s=-np.ones(4, np.int64)), "≥ 0"),
+    ],
+)
 def test_bad_input_is_one_line_error(bad, message):
     args = dict(x=np.zeros((4, 3), np.float32), u=np.zeros(4, np.int64), s=np.zeros(4, np.int64)) | bad
     with pytest.raises(GPPInputError, match=message):

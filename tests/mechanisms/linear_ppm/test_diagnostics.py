@@ -37,6 +37,7 @@ def test_chains_stuck_at_different_modes_are_refused_in_one_line():
 
 def test_a_deliberately_unmixed_run_is_refused(one_torch_thread):
     """Two separated modes, chains started in different ones, 2 warm-up steps: R-hat catches it."""
+
     def bimodal(z):  # [chains, 2] → [chains], or [2] → a scalar
         return -torch.logsumexp(torch.stack([-0.5 * ((z - 6) ** 2).sum(-1), -0.5 * ((z + 6) ** 2).sum(-1)]), 0)
 
@@ -56,6 +57,7 @@ def test_divergences_low_ess_and_temperature_are_failures():
     sticky = np.cumsum(rng.standard_normal((4, 300)), axis=1)  # random walks: tiny ESS
     assert any("ESS" in f for f in diagnostics.failures(_diag({"log_posterior": sticky}), **LIMITS))
     assert diagnostics.failures(_diag(ok), **LIMITS, temperature=0.5, temperature_tolerance=0.1) == [
-        "all-direction temperature 0.500 outside 1 ± 0.1"]
+        "all-direction temperature 0.500 outside 1 ± 0.1"
+    ]
     with pytest.raises(ValueError):
         diagnostics.statistic(np.zeros((1, 10)))

@@ -20,8 +20,7 @@ def test_points_with_kinds_epsilons_and_diagnostics(tmp_path, one_torch_thread):
     assert out["points"] == 3 and out["refused"] == 0
     doc, points = read_points(points_file(root, "linear_ppm"))
     by = {p.mechanism: p for p in points}
-    risk, flat, cens = (by["linear_ppm_risk_l100_t0.5"], by["linear_ppm_unweighted_l100"],
-                        by["linear_ppm_censored_e8"])
+    risk, flat, cens = (by["linear_ppm_risk_l100_t0.5"], by["linear_ppm_unweighted_l100"], by["linear_ppm_censored_e8"])
     assert risk.kind == flat.kind == "ppm_local_asymptotic" and cens.kind == "ppm_censored"
     assert risk.epsilon == pytest.approx(2 * risk.config["local_sensitivity"] / 0.5)
     assert cens.epsilon == cens.target_epsilon == 8.0 and cens.config["local_sensitivity"] <= 4.0
@@ -34,8 +33,15 @@ def test_points_with_kinds_epsilons_and_diagnostics(tmp_path, one_torch_thread):
 
 def test_refused_configurations_are_named_not_plotted(tmp_path, one_torch_thread):
     root = _root(tmp_path)
-    params = parse_params({"linear_ppm": {"sampler": FAST, "diagnostics": {**LOOSE, "ess_min": 1e6},
-                                          "frontier": {"risk": [], "censored_epsilons": [4.0]}}})
+    params = parse_params(
+        {
+            "linear_ppm": {
+                "sampler": FAST,
+                "diagnostics": {**LOOSE, "ess_min": 1e6},
+                "frontier": {"risk": [], "censored_epsilons": [4.0]},
+            }
+        }
+    )
     assert frontier_linear_ppm(params, root)["refused"] == 1
     doc, points = read_points(points_file(root, "linear_ppm"))
     assert points == [] and "censored ε 4" in doc["selection"]

@@ -107,8 +107,9 @@ def test_equipartition_reads_the_temperature_of_exact_draws(temperature):
     g = torch.Generator().manual_seed(0)
     a = torch.randn(6, 6, generator=g, dtype=torch.float64)
     precision = a @ a.T + 0.5 * torch.eye(6, dtype=torch.float64)
-    draws = torch.distributions.MultivariateNormal(torch.zeros(6, dtype=torch.float64),
-                                                   precision_matrix=precision / temperature).sample((40000,))
+    draws = torch.distributions.MultivariateNormal(
+        torch.zeros(6, dtype=torch.float64), precision_matrix=precision / temperature
+    ).sample((40000,))
     t = maths.equipartition(draws, draws @ precision)  # ∂U/∂z for U = ½ zᵀPz
     assert torch.allclose(t, torch.full_like(t, temperature), rtol=0.05)
 

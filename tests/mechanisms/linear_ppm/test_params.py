@@ -17,10 +17,19 @@ def test_section_defaults_and_the_project_params():
     assert [e for e in load_params("params.yaml").linear_ppm.frontier.censored_epsilons] == [4.0, 8.0, 16.0]
 
 
-@pytest.mark.parametrize("bad", [{"variant": "other"}, {"temperature": 0.0}, {"sampler": {"chains": 1}},
-                                 {"sampler": {"kind": "nuts"}},
-                                 {"diagnostics": {"rhat_max": 1.0}}, {"frontier": {"censored_epsilons": [-1.0]}},
-                                 {"unknown": 1}, {"release": " "}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"variant": "other"},
+        {"temperature": 0.0},
+        {"sampler": {"chains": 1}},
+        {"sampler": {"kind": "nuts"}},
+        {"diagnostics": {"rhat_max": 1.0}},
+        {"frontier": {"censored_epsilons": [-1.0]}},
+        {"unknown": 1},
+        {"release": " "},
+    ],
+)
 def test_invalid_values_are_refused(bad):
     with pytest.raises((ValidationError, ValueError)):
         lp.LinearPPMParams(**bad)

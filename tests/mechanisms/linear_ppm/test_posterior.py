@@ -19,8 +19,14 @@ def _target(**kw) -> maths.Target:
 
 @pytest.fixture(scope="module")
 def run(one_torch_thread):
-    return posterior.sample(_target(), seeds=lambda what: 1000 + int(what[-1]), starts_rng=np.random.default_rng(0),
-                            chains=4, warmup=150, draws=250)
+    return posterior.sample(
+        _target(),
+        seeds=lambda what: 1000 + int(what[-1]),
+        starts_rng=np.random.default_rng(0),
+        chains=4,
+        warmup=150,
+        draws=250,
+    )
 
 
 def test_all_parameter_temperature_reads_one(run):
@@ -57,12 +63,24 @@ def test_delta_hat_epsilon_and_the_released_draw(run):
 
 
 def test_censored_epsilon_is_the_declared_one_and_temperature_divides(one_torch_thread):
-    cens = posterior.sample(_target(kappa=maths.kappa_for(4.0, 0.5), temperature=0.5),
-                            seeds=lambda what: 7, starts_rng=np.random.default_rng(1), chains=2, warmup=30, draws=30)
+    cens = posterior.sample(
+        _target(kappa=maths.kappa_for(4.0, 0.5), temperature=0.5),
+        seeds=lambda what: 7,
+        starts_rng=np.random.default_rng(1),
+        chains=2,
+        warmup=30,
+        draws=30,
+    )
     assert posterior.epsilon(cens, epsilon_declared=4.0) == 4.0
     assert cens.delta_hat <= 1.0  # κ = 4·0.5/2
     with pytest.raises(ValueError):
         posterior.epsilon(cens, epsilon_declared=8.0)
-    tempered = posterior.sample(_target(temperature=0.5), seeds=lambda what: 7, starts_rng=np.random.default_rng(1),
-                                chains=2, warmup=20, draws=20)
+    tempered = posterior.sample(
+        _target(temperature=0.5),
+        seeds=lambda what: 7,
+        starts_rng=np.random.default_rng(1),
+        chains=2,
+        warmup=20,
+        draws=20,
+    )
     assert posterior.epsilon(tempered) == pytest.approx(2 * tempered.delta_hat / 0.5)

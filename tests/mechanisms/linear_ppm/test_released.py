@@ -33,8 +33,16 @@ def _root(tmp_path, key=True):
         feats, y = tiny_problem(n, classes=3, seed=seed)
         save_features(lay.features / f"{split}.safetensors", feats, y)
     lay.data.mkdir(parents=True, exist_ok=True)
-    (lay.data / "labels.json").write_text(json.dumps({"codes": ["1", "2", "3"], "titles": ["a", "b", "c"],
-                                                      "train_sizes": [30, 30, 30], "test_sizes": [20, 20, 20]}))
+    (lay.data / "labels.json").write_text(
+        json.dumps(
+            {
+                "codes": ["1", "2", "3"],
+                "titles": ["a", "b", "c"],
+                "train_sizes": [30, 30, 30],
+                "test_sizes": [20, 20, 20],
+            }
+        )
+    )
     (lay.data / "public.json").write_text(json.dumps({"expected_train_size": 90}))  # the public n̂ behind δ
     (tmp_path / "metrics").mkdir(exist_ok=True)
     (tmp_path / "metrics" / "data.json").write_text(json.dumps({"train_rows": 90, "classes": 3}))

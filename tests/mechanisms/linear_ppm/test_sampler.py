@@ -77,14 +77,16 @@ def logistic(beta: torch.Tensor) -> torch.Tensor:
     """U(β) = Σ_i log(1 + e^{−s_i(β₀ + β₁x_i)}) + PRIOR/2·|β|², s_i = ±1; a batch [chains, 2] → [chains]."""
     eta = beta[..., :1].double() + beta[..., 1:].double() * X
     return (torch.nn.functional.softplus(-(2 * Y - 1) * eta).sum(-1) + 0.5 * PRIOR * beta.double().pow(2).sum(-1)).to(
-        beta.dtype)
+        beta.dtype
+    )
 
 
 def quadrature() -> tuple[torch.Tensor, torch.Tensor, float]:
     """The posterior's mean, covariance and the skewness of β₁ on a 601² grid over ±9 of its scale (exact to the
     grid's resolution: far below the Monte Carlo errors)."""
-    b0, b1 = torch.meshgrid(torch.linspace(-4, 5, 601, dtype=torch.float64),
-                            torch.linspace(-3, 7, 601, dtype=torch.float64), indexing="ij")
+    b0, b1 = torch.meshgrid(
+        torch.linspace(-4, 5, 601, dtype=torch.float64), torch.linspace(-3, 7, 601, dtype=torch.float64), indexing="ij"
+    )
     grid = torch.stack([b0.reshape(-1), b1.reshape(-1)], 1)
     w = torch.exp(-(logistic(grid) - logistic(grid).min()))
     w = w / w.sum()
@@ -158,8 +160,9 @@ def test_the_step_size_adapts_to_the_declared_acceptance(kind, one_torch_thread)
         return 0.5 * (z / scale).pow(2).sum(-1)
 
     for target in (0.65, 0.9):
-        ch = run_chains(stretched, torch.zeros(3, 50), [7, 8, 9], warmup=300, draws=300, target_accept=target,
-                        kind=kind)
+        ch = run_chains(
+            stretched, torch.zeros(3, 50), [7, 8, 9], warmup=300, draws=300, target_accept=target, kind=kind
+        )
         assert abs(np.mean(ch.acceptance) - target) < 0.08, (target, ch.acceptance)
         assert all(abs(a - target) < 0.2 for a in ch.acceptance), (target, ch.acceptance)
 
@@ -172,7 +175,8 @@ def test_refusals_and_overdispersed_starts():
     with pytest.raises(ValueError, match=r"\[chains\]"):
         run_chains(lambda z: z.pow(2).sum(), torch.zeros(2, 3), [1, 2], warmup=2, draws=2)  # not batched
     with pytest.raises(ValueError, match="unknown integrator"):
-        hmc.run(gaussian, torch.zeros(2, 3), [1, 2], warmup=2, draws=2, max_steps=3, target_accept=0.8,
-                integrator="euler")
+        hmc.run(
+            gaussian, torch.zeros(2, 3), [1, 2], warmup=2, draws=2, max_steps=3, target_accept=0.8, integrator="euler"
+        )
     s = overdispersed_starts(np.random.default_rng(0), 4, 5000, spread=2.0)
     assert s.shape == (4, 5000) and s.std().item() == pytest.approx(2.0, rel=0.05)

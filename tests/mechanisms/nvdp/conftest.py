@@ -17,8 +17,9 @@ def nvdp_root(path: Path) -> Path:
         (root / "data" / "glue" / task).mkdir(parents=True, exist_ok=True)
         for split in ("train", "dev"):
             lines = (ROOT / "data" / "glue" / task / f"{split}.tsv").read_text(encoding="utf-8-sig").splitlines()
-            (root / "data" / "glue" / task / f"{split}.tsv").write_text("\n".join(lines[:GLUE_ROWS + 1]) + "\n",
-                                                                         encoding="utf-8")
+            (root / "data" / "glue" / task / f"{split}.tsv").write_text(
+                "\n".join(lines[: GLUE_ROWS + 1]) + "\n", encoding="utf-8"
+            )
     return root
 
 
@@ -26,9 +27,19 @@ def nvdp_params(**nvdp):
     from dprelease.core.config import parse_params
 
     raw = slice_raw("head")
-    raw["nvdp"] = {"tasks": ["mrpc", "osha"], "lambdas": [0.01, 1.0], "dim": 8, "heads": 2, "epochs": 2,
-                   "max_length": 32, "batch_size": 8, "eval_batch": 8, "sst2_max_train": 30, "release_lambda": 0.01,
-                   **nvdp}
+    raw["nvdp"] = {
+        "tasks": ["mrpc", "osha"],
+        "lambdas": [0.01, 1.0],
+        "dim": 8,
+        "heads": 2,
+        "epochs": 2,
+        "max_length": 32,
+        "batch_size": 8,
+        "eval_batch": 8,
+        "sst2_max_train": 30,
+        "release_lambda": 0.01,
+        **nvdp,
+    }
     return parse_params(raw)
 
 

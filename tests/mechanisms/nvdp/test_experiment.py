@@ -7,8 +7,13 @@ from tests.mechanisms.nvdp.conftest import nvdp_params
 
 def test_grid_and_clips():
     params = nvdp_params(lambdas=[0.001, 0.1], release_lambda=0.1)
-    assert grid(params) == [("nonprivate", None), ("unconstrained", 0.001), ("unconstrained", 0.1),
-                            ("clipped", 0.001), ("clipped", 0.1)]
+    assert grid(params) == [
+        ("nonprivate", None),
+        ("unconstrained", 0.001),
+        ("unconstrained", 0.1),
+        ("clipped", 0.001),
+        ("clipped", 0.1),
+    ]
     c = clip_for(params, "mrpc", "clipped")
     assert (c.mu, c.alpha_min, c.alpha_max, c.sigma_order) == (2.0, 0.0, 0.5, 1.1)
     assert clip_for(params, "mrpc", "unconstrained") == NO_CLIP

@@ -36,7 +36,7 @@ def test_scores_are_the_true_class_log_probability_and_the_seed_fixes_the_draw()
     assert np.array_equal(got, true_class_log_probs(model, _Data(x), labels, seed=5, batch_size=4))
     assert not np.array_equal(got, true_class_log_probs(model, _Data(x), labels, seed=6, batch_size=4))
     gen = torch.Generator().manual_seed(5)
-    by_hand = [torch.log_softmax(model(x[s:s + 4], gen)[0].double(), -1) for s in (0, 4, 8)]
+    by_hand = [torch.log_softmax(model(x[s : s + 4], gen)[0].double(), -1) for s in (0, 4, 8)]
     want = torch.cat(by_hand)[torch.arange(10), torch.as_tensor(labels)].detach().numpy()
     assert np.allclose(got, want)
 

@@ -47,9 +47,12 @@ def _batch(n=3, m=4, d=5, seed=0):
     g = torch.Generator().manual_seed(seed)
     mask = torch.ones(n, m, dtype=torch.bool)
     mask[0, 3] = False
-    return Batch(torch.randn(n, m, d, generator=g, dtype=torch.float64),
-                 0.5 + torch.rand(n, m, d, generator=g, dtype=torch.float64),
-                 (0.2 + torch.rand(n, m, generator=g, dtype=torch.float64)) * mask, mask)
+    return Batch(
+        torch.randn(n, m, d, generator=g, dtype=torch.float64),
+        0.5 + torch.rand(n, m, d, generator=g, dtype=torch.float64),
+        (0.2 + torch.rand(n, m, generator=g, dtype=torch.float64)) * mask,
+        mask,
+    )
 
 
 def test_identical_posteriors_have_zero_bound():

@@ -20,19 +20,32 @@ from dprelease.mechanisms.nvdp.sanitizer import (
     write_sanitizer,
 )
 
-ARCH = {"dim_in": 384, "dim": 16, "heads": 2, "n_classes": 3, "max_length": 32, "variant": "clipped",
-        "pair": False, "clip": {"mu": 1.0, "sigma_order": None, "alpha_min": None, "alpha_max": None}}
-GUARANTEE = {"epsilon": None, "delta": None, "delta_reason": "none (no differential-privacy claim)", "kind": "none",
-             "mechanism": "NVDP", "quantities": {"reference_accountant_epsilon": 10.47}}
+ARCH = {
+    "dim_in": 384,
+    "dim": 16,
+    "heads": 2,
+    "n_classes": 3,
+    "max_length": 32,
+    "variant": "clipped",
+    "pair": False,
+    "clip": {"mu": 1.0, "sigma_order": None, "alpha_min": None, "alpha_max": None},
+}
+GUARANTEE = {
+    "epsilon": None,
+    "delta": None,
+    "delta_reason": "none (no differential-privacy claim)",
+    "kind": "none",
+    "mechanism": "NVDP",
+    "quantities": {"reference_accountant_epsilon": 10.47},
+}
 
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
     base = tmp_path_factory.mktemp("nvdp_sanitizer")
     state = module_from(ARCH).state_dict()
-    assert any(k.startswith("head.") for k in state)                  # the full model has a task head …
-    write_sanitizer(base / "release-nvdp", state, ARCH, GUARANTEE, "# card\n",
-                    signer=ensure_key(base / "keys")[0])
+    assert any(k.startswith("head.") for k in state)  # the full model has a task head …
+    write_sanitizer(base / "release-nvdp", state, ARCH, GUARANTEE, "# card\n", signer=ensure_key(base / "keys")[0])
     return base / "release-nvdp"
 
 

@@ -22,7 +22,9 @@ def test_code_each_stage_runs_is_code_it_declares(nvdp_run):
         stage = registry.get(params, name)
         declared = {f.relative_to(source.PACKAGE_DIR).as_posix() for f in source.code_files(stage.code)}
         assert files <= declared, f"{name} ran code it does not declare: {sorted(files - declared)}"
-    assert {"mechanisms/nvdp/renyi.py", "mechanisms/nvdp/accountant.py", "mechanisms/nvdp/train.py"} <= used["nvdp_osha"]
+    assert {"mechanisms/nvdp/renyi.py", "mechanisms/nvdp/accountant.py", "mechanisms/nvdp/train.py"} <= used[
+        "nvdp_osha"
+    ]
     assert "mechanisms/nvdp/report.py" not in used["nvdp_osha"] and "mechanisms/nvdp/states.py" in used["nvdp_states"]
 
 
@@ -71,7 +73,10 @@ def test_sanitizer_release_holds_only_public_files(nvdp_run):
     assert signed["key_id"] == manifest["signed_by"]["key_id"]
     g = manifest["guarantee"]
     assert g["kind"] == "none" and g["epsilon"] is None and g["delta"] is None  # no finite ε claimed
-    assert g["quantities"]["reference_accountant_epsilon"] > 0 and "not an ε" in g["quantities"]["reference_accountant_note"]
+    assert (
+        g["quantities"]["reference_accountant_epsilon"] > 0
+        and "not an ε" in g["quantities"]["reference_accountant_note"]
+    )
     from safetensors.torch import load_file
 
     assert not [k for k in load_file(str(folder / "model.safetensors")) if k.startswith("head.")]
@@ -91,8 +96,10 @@ def test_sanitize_from_the_folder_alone(nvdp_run, tmp_path):
     other, _ = sanitize(folder, texts, seed=4)
     assert again.representation[0] == df.representation[0] and other.representation[0] != df.representation[0]
     assert meta["epsilon"] is None and meta["delta"] is None and meta["guarantee"] == "none"
-    assert meta["reference_accountant_epsilon"] == json.loads((folder / "release.json").read_text())[
-        "guarantee"]["quantities"]["reference_accountant_epsilon"]
+    assert (
+        meta["reference_accountant_epsilon"]
+        == json.loads((folder / "release.json").read_text())["guarantee"]["quantities"]["reference_accountant_epsilon"]
+    )
     df.to_parquet(tmp_path / "out.parquet")
     assert len(pd.read_parquet(tmp_path / "out.parquet")) == 3
     assert len(sanitize(folder, [], seed=0)[0]) == 0
@@ -120,13 +127,31 @@ def test_dprelease_sanitize_cli_writes_one_draw_per_narrative(nvdp_run, tmp_path
     folder = tmp_path / "release"
     shutil.copytree(root / params.nvdp.release_dir, folder)
     src = tmp_path / "narratives.csv"
-    pd.DataFrame({"Final Narrative": ["Employee fell from a ladder.", "Finger amputated by a saw."],
-                  "Employer": ["ACME", "Widgets"]}).to_csv(src, index=False)
+    pd.DataFrame(
+        {
+            "Final Narrative": ["Employee fell from a ladder.", "Finger amputated by a saw."],
+            "Employer": ["ACME", "Widgets"],
+        }
+    ).to_csv(src, index=False)
     from dprelease.core.release.signing import PUBLIC, key_folder
 
     key = str(key_folder(params, root) / PUBLIC)  # the agency's signature checked first
-    assert main(["sanitize", "--release", str(folder), "--input", str(src), "--output", str(tmp_path / "z.parquet"),
-                 "--key", key]) == 0
+    assert (
+        main(
+            [
+                "sanitize",
+                "--release",
+                str(folder),
+                "--input",
+                str(src),
+                "--output",
+                str(tmp_path / "z.parquet"),
+                "--key",
+                key,
+            ]
+        )
+        == 0
+    )
     captured = capsys.readouterr()
     assert "with the nvdp release, no ε claimed ->" in captured.out and captured.err == ""
     table, meta = pd.read_parquet(tmp_path / "z.parquet"), read_metadata(tmp_path / "z.parquet")

@@ -9,8 +9,12 @@ from dprelease.mechanisms.nvdp.nvib import Clip, NVDPModule
 from dprelease.mechanisms.nvdp.states import DIM, EncoderNVDP, Packed, Tokens, encode, tokenize
 from dprelease.mechanisms.nvdp.train import TrainOptions, evaluate, train
 
-TEXTS = ["Employee fell from a ladder.", "A worker cut his finger on a table saw while trimming boards.",
-         "burn", "The employee was struck by a forklift and fractured a leg."]
+TEXTS = [
+    "Employee fell from a ladder.",
+    "A worker cut his finger on a table saw while trimming boards.",
+    "burn",
+    "The employee was struck by a forklift and fractured a leg.",
+]
 
 
 def test_packed_cache_keeps_only_real_tokens_in_input_order():
@@ -34,10 +38,10 @@ def test_pair_cache_encodes_each_text_on_its_own_and_marks_the_second():
     assert first == lens_a.tolist() and np.diff(packed["offsets"].numpy()).tolist() == (lens_a + lens_b).tolist()
     s0 = packed["states"][: lens_a[0] + lens_b[0]].float()
     assert torch.allclose(s0[: lens_a[0]], a["states"][: lens_a[0]].float(), atol=1e-2)
-    assert torch.allclose(s0[lens_a[0]:], b["states"][: lens_b[0]].float(), atol=1e-2)
+    assert torch.allclose(s0[lens_a[0] :], b["states"][: lens_b[0]].float(), atol=1e-2)
     _, mask = Packed(packed["states"], packed["offsets"], torch.device("cpu"), first=packed["first"]).batch([1])
     n = lens_a[1] + lens_b[1]
-    assert mask[0, :lens_a[1]].eq(1).all() and mask[0, lens_a[1]:n].eq(2).all() and mask.shape[1] == n
+    assert mask[0, : lens_a[1]].eq(1).all() and mask[0, lens_a[1] : n].eq(2).all() and mask.shape[1] == n
 
 
 def test_joint_tokens_carry_the_segment_mask():
@@ -52,7 +56,9 @@ def test_full_backend_fine_tunes_the_encoder_with_the_same_module():
 
     torch.manual_seed(0)
     split = Split(TEXTS, None, np.array([0, 1, 0, 1]))
-    model = EncoderNVDP(load_encoder(torch.device("cpu")), NVDPModule(DIM, 8, 2, heads=2, clip=Clip(2.0, 1.1, 0.0, 0.5)))
+    model = EncoderNVDP(
+        load_encoder(torch.device("cpu")), NVDPModule(DIM, 8, 2, heads=2, clip=Clip(2.0, 1.1, 0.0, 0.5))
+    )
     before = model.encoder.embeddings.word_embeddings.weight.detach().clone()
     data = Tokens(split, 16, torch.device("cpu"))
     train(model, data, split.labels, TrainOptions(epochs=1, lr=1e-3, batch_size=2, lam=0.01, encoder_lr=1e-4), seed=0)

@@ -40,9 +40,9 @@ def test_training_lowers_the_loss_and_evaluation_reports_the_privacy_statistics(
     losses = train(model, data, labels, TrainOptions(epochs=6, lr=3e-3, batch_size=8, lam=0.01), seed=0)
     assert len(losses) == 6 and losses[-1] < losses[0]
     out = evaluate(model, data, labels, "rte", seed=1, eval_batch=8, clip=clip)
-    assert out["score"] > 0.75                                           # the label is in the states
+    assert out["score"] > 0.75  # the label is in the states
     assert {"rd_max", "rd_avg", "bdp_epsilon"} <= set(out) and out["rd_max"] >= out["rd_avg"] >= 0
     again = evaluate(model, data, labels, "rte", seed=1, eval_batch=8, clip=clip)
-    assert again == out                                                  # the seed fixes every draw
+    assert again == out  # the seed fixes every draw
     plain = evaluate(model, data, labels, "rte", seed=1, eval_batch=8, privacy=False)
     assert "bdp_epsilon" not in plain and plain["score"] == out["score"]

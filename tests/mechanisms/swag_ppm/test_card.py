@@ -18,57 +18,141 @@ DPSGD = guarantee.accountant("DP-SGD", 3.0, 1e-5, accountant="RDP").as_dict()
 NONE = guarantee.none().as_dict()
 
 LABELS = {"codes": ["10", "11", "12", "13", "14"], "titles": ["a", "b", "c", "d", "e"]}
-DATA = {"rows": 5252, "classes": 5, "train_rows": 2626, "test_rows": 2626,
-        "public": {"classes": 5, "until": "2015-12-31", "expected_train_size": 2500}}
-UTILITY = {"released_weighted_f1": 0.58703, "released_macro_f1": 0.25889, "draws": 30,
-           "weighted_f1_mean": 0.59185, "weighted_f1_sd": 0.00592, "macro_f1_mean": 0.25916, "macro_f1_sd": 0.00392}
+DATA = {
+    "rows": 5252,
+    "classes": 5,
+    "train_rows": 2626,
+    "test_rows": 2626,
+    "public": {"classes": 5, "until": "2015-12-31", "expected_train_size": 2500},
+}
+UTILITY = {
+    "released_weighted_f1": 0.58703,
+    "released_macro_f1": 0.25889,
+    "draws": 30,
+    "weighted_f1_mean": 0.59185,
+    "weighted_f1_sd": 0.00592,
+    "macro_f1_mean": 0.25916,
+    "macro_f1_sd": 0.00392,
+}
 QUARTILES = [  # as csv.DictReader gives them (strings)
-    {"group": "top quartile", "n_classes": "27", "train_size_range": "30-100", "test_support": "2096",
-     "macro_f1": "0.6713803846472276", "weighted_f1": "0.6639810035648581"},
-    {"group": "bottom quartile", "n_classes": "27", "train_size_range": "1-2", "test_support": "39",
-     "macro_f1": "0.0", "weighted_f1": "0.0"},
-    {"group": "all classes", "n_classes": "108", "train_size_range": "1-100", "test_support": "2626",
-     "macro_f1": "0.25889123112104934", "weighted_f1": "0.5870336616576767"},
+    {
+        "group": "top quartile",
+        "n_classes": "27",
+        "train_size_range": "30-100",
+        "test_support": "2096",
+        "macro_f1": "0.6713803846472276",
+        "weighted_f1": "0.6639810035648581",
+    },
+    {
+        "group": "bottom quartile",
+        "n_classes": "27",
+        "train_size_range": "1-2",
+        "test_support": "39",
+        "macro_f1": "0.0",
+        "weighted_f1": "0.0",
+    },
+    {
+        "group": "all classes",
+        "n_classes": "108",
+        "train_size_range": "1-100",
+        "test_support": "2626",
+        "macro_f1": "0.25889123112104934",
+        "weighted_f1": "0.5870336616576767",
+    },
 ]
-NONPRIVATE = {"weighted_f1": 0.594863, "macro_f1": 0.260262, "top_quartile_weighted_f1": 0.676031,
-              "top_quartile_macro_f1": 0.684814, "bottom_quartile_weighted_f1": 0.0,
-              "bottom_quartile_macro_f1": 0.0125}
+NONPRIVATE = {
+    "weighted_f1": 0.594863,
+    "macro_f1": 0.260262,
+    "top_quartile_weighted_f1": 0.676031,
+    "top_quartile_macro_f1": 0.684814,
+    "bottom_quartile_weighted_f1": 0.0,
+    "bottom_quartile_macro_f1": 0.0125,
+}
 AUDIT_ROWS = [
-    {"arm": "swag_ppm_reweighted", "claimed_epsilon": "10.6", "guarantee": "ppm_local_asymptotic", "attack": "loss",
-     "method": "heuristic_l3", "auc": "0.5123", "tpr_at_fpr_0.01": "0.0153", "tpr_at_fpr_0.001": "0.0021",
-     "epsilon_lower_bound": "0.25", "ceiling": "", "confidence": "", "guesses": "", "correct": "",
-     "bound": "heuristic (L.3: one model, records are not independent trials): not a bound"},
-    {"arm": "swag_ppm_reweighted", "claimed_epsilon": "9.5", "guarantee": "ppm_local_asymptotic",
-     "attack": "canary_input", "method": "steinke_pure", "auc": "", "tpr_at_fpr_0.01": "nan", "tpr_at_fpr_0.001": "",
-     "epsilon_lower_bound": "0.8125", "ceiling": "6.5", "confidence": "0.95", "guesses": "3000", "correct": "1700",
-     "bound": "one-run canary bound (Steinke et al. 2023, δ = 0), 95 % confidence, claim of the canary run"},
-    {"arm": "swag_ppm_reweighted", "claimed_epsilon": "9.5", "guarantee": "ppm_local_asymptotic",
-     "attack": "canary_input", "method": "fdp_pure", "auc": "", "tpr_at_fpr_0.01": "", "tpr_at_fpr_0.001": "",
-     "epsilon_lower_bound": "0.7", "ceiling": "6.49", "confidence": "0.95", "guesses": "3000", "correct": "1700",
-     "bound": "one-run f-DP bound (Mahloujifar et al. 2024, ε-DP curve), 95 % confidence, claim of the canary run"},
+    {
+        "arm": "swag_ppm_reweighted",
+        "claimed_epsilon": "10.6",
+        "guarantee": "ppm_local_asymptotic",
+        "attack": "loss",
+        "method": "heuristic_l3",
+        "auc": "0.5123",
+        "tpr_at_fpr_0.01": "0.0153",
+        "tpr_at_fpr_0.001": "0.0021",
+        "epsilon_lower_bound": "0.25",
+        "ceiling": "",
+        "confidence": "",
+        "guesses": "",
+        "correct": "",
+        "bound": "heuristic (L.3: one model, records are not independent trials): not a bound",
+    },
+    {
+        "arm": "swag_ppm_reweighted",
+        "claimed_epsilon": "9.5",
+        "guarantee": "ppm_local_asymptotic",
+        "attack": "canary_input",
+        "method": "steinke_pure",
+        "auc": "",
+        "tpr_at_fpr_0.01": "nan",
+        "tpr_at_fpr_0.001": "",
+        "epsilon_lower_bound": "0.8125",
+        "ceiling": "6.5",
+        "confidence": "0.95",
+        "guesses": "3000",
+        "correct": "1700",
+        "bound": "one-run canary bound (Steinke et al. 2023, δ = 0), 95 % confidence, claim of the canary run",
+    },
+    {
+        "arm": "swag_ppm_reweighted",
+        "claimed_epsilon": "9.5",
+        "guarantee": "ppm_local_asymptotic",
+        "attack": "canary_input",
+        "method": "fdp_pure",
+        "auc": "",
+        "tpr_at_fpr_0.01": "",
+        "tpr_at_fpr_0.001": "",
+        "epsilon_lower_bound": "0.7",
+        "ceiling": "6.49",
+        "confidence": "0.95",
+        "guesses": "3000",
+        "correct": "1700",
+        "bound": "one-run f-DP bound (Mahloujifar et al. 2024, ε-DP curve), 95 % confidence, claim of the canary run",
+    },
 ]
 
 
 def manifest(g: dict = PPM, **extra) -> dict:
-    m = {"guarantee": g, "backend": "head",
-         "dataset": {"rows": 5252, "classes": 5, "train_rows": 2626, "test_rows": 2626}}
+    m = {
+        "guarantee": g,
+        "backend": "head",
+        "dataset": {"rows": 5252, "classes": 5, "train_rows": 2626, "test_rows": 2626},
+    }
     return m | extra
 
 
 def card(g: dict = PPM, *, utility=UTILITY, quartiles=QUARTILES, nonprivate=None, audit_rows=(), **extra) -> str:
-    return render(manifest(g, **extra), data=DATA, utility=utility, quartiles=quartiles, nonprivate=nonprivate,
-                  audit_rows=list(audit_rows), labels=LABELS)
+    return render(
+        manifest(g, **extra),
+        data=DATA,
+        utility=utility,
+        quartiles=quartiles,
+        nonprivate=nonprivate,
+        audit_rows=list(audit_rows),
+        labels=LABELS,
+    )
 
 
 def section(text: str, title: str) -> str:
     start = text.index(f"## {title}")
     end = text.find("\n## ", start + 1)
-    return text[start:end if end >= 0 else None]
+    return text[start : end if end >= 0 else None]
 
 
 def quartile_lines(text: str) -> dict[str, str]:
-    return {line.split(" (")[0].lstrip("| "): line for line in text.splitlines()
-            if line.startswith(("| top quartile", "| bottom quartile", "| all classes"))}
+    return {
+        line.split(" (")[0].lstrip("| "): line
+        for line in text.splitlines()
+        if line.startswith(("| top quartile", "| bottom quartile", "| all classes"))
+    }
 
 
 # the guarantee ------------------------------------------------------------------------------------
@@ -136,25 +220,28 @@ def test_card_with_audit_rows_has_one_table_row_each():
 
 def test_card_puts_the_strongest_valid_bound_next_to_epsilon():
     """The largest valid bound (never a heuristic one, even when larger), with the release's ε beside it."""
-    rows = [AUDIT_ROWS[0] | {"epsilon_lower_bound": "5.0"}, *AUDIT_ROWS[1:],
-            AUDIT_ROWS[1] | {"method": "gdp_fit_heuristic", "epsilon_lower_bound": "4.0"},  # labelled heuristic
-            AUDIT_ROWS[1] | {"epsilon_lower_bound": "0.5", "correct": "1700.0", "guesses": "3000.0"}]
+    rows = [
+        AUDIT_ROWS[0] | {"epsilon_lower_bound": "5.0"},
+        *AUDIT_ROWS[1:],
+        AUDIT_ROWS[1] | {"method": "gdp_fit_heuristic", "epsilon_lower_bound": "4.0"},  # labelled heuristic
+        AUDIT_ROWS[1] | {"epsilon_lower_bound": "0.5", "correct": "1700.0", "guesses": "3000.0"},
+    ]
     audit = section(card(audit_rows=rows), "What an attacker can do")
     line = next(x for x in audit.splitlines() if x.startswith("**Strongest"))
     assert line.startswith("**Strongest audit lower bound: ε_LB = 0.812** (this release: ε = ")
     assert "steinke_pure on the input canaries, 1700 of 3000 guesses right" in line
     assert "largest of 3 bounds" in line and "ceiling" in line and "claim ε = 9.500" in line
     best = [AUDIT_ROWS[1] | {"epsilon_lower_bound": "0.9", "correct": "1700.0", "guesses": "3000.0"}]
-    line = next(x for x in section(card(audit_rows=best), "What an attacker can do").splitlines()
-                if x.startswith("**Strongest"))
+    line = next(
+        x for x in section(card(audit_rows=best), "What an attacker can do").splitlines() if x.startswith("**Strongest")
+    )
     assert "1700 of 3000 guesses right" in line  # counts read back as floats print as counts
 
 
 def test_card_utility_line():
     text = card()
     u = section(text, "Utility (test split)")
-    assert ("This draw: weighted F1 0.587, macro F1 0.259 (over 30 further draws: 0.592 ± 0.006 / 0.259 ± 0.004)."
-            in u)
+    assert "This draw: weighted F1 0.587, macro F1 0.259 (over 30 further draws: 0.592 ± 0.006 / 0.259 ± 0.004)." in u
     assert "This draw" not in card(utility=None)
 
 
@@ -162,7 +249,9 @@ def test_card_quartiles_without_nonprivate_say_not_measured():
     lines = quartile_lines(card(nonprivate=None))
     assert set(lines) == {"top quartile", "bottom quartile", "all classes"}
     assert lines["top quartile"] == "| top quartile (27 classes) | 0.664 / 0.671 | not measured (`make compare`) |"
-    assert lines["bottom quartile"] == "| bottom quartile (27 classes) | 0.000 / 0.000 | not measured (`make compare`) |"
+    assert (
+        lines["bottom quartile"] == "| bottom quartile (27 classes) | 0.000 / 0.000 | not measured (`make compare`) |"
+    )
     assert lines["all classes"] == "| all classes (108 classes) | 0.587 / 0.259 | not measured (`make compare`) |"
 
 
@@ -188,9 +277,17 @@ def test_card_without_quartiles_has_no_table():
 
 
 def test_card_renders_quartiles_csv_with_empty_quartiles():
-    per_class = pd.DataFrame({"code": ["10", "11", "12"], "title": ["a", "b", "c"], "train_size": [5, 3, 2],
-                              "test_support": [5, 3, 2], "precision": [1.0, 0.5, 0.0], "recall": [1.0, 0.5, 0.0],
-                              "f1": [1.0, 0.5, 0.0]})
+    per_class = pd.DataFrame(
+        {
+            "code": ["10", "11", "12"],
+            "title": ["a", "b", "c"],
+            "train_size": [5, 3, 2],
+            "test_support": [5, 3, 2],
+            "precision": [1.0, 0.5, 0.0],
+            "recall": [1.0, 0.5, 0.0],
+            "f1": [1.0, 0.5, 0.0],
+        }
+    )
     buf = io.StringIO()
     quartile_table(per_class).to_csv(buf, index=False)  # as utility.evaluate.write_tables writes it
     rows = list(csv.DictReader(io.StringIO(buf.getvalue())))
@@ -202,39 +299,87 @@ def test_card_renders_quartiles_csv_with_empty_quartiles():
 def test_ppm_card_states_what_epsilon_is_conditional_on():
     from dprelease.mechanisms.swag_ppm.card import conditions as _conditions
 
-    manifest = {"guarantee": {"kind": "ppm_local_asymptotic",
-                              "quantities": {"temperature": 1.7, "temperature_min": 1.0, "temperature_all": 0.0004}},
-                "prior_precision": 1.0, "calibration": "scale",
-                "local_sensitivity_uncertainty": {"exceedance_of_max": 1 / 501, "level": 0.9998, "estimate": 2.75,
-                                                  "confidence": 0.95, "ci_low": 2.74, "ci_high": 2.77},
-                "reweighting": {"mode": "iterative", "refits": 2, "reason": "not accepted: validation weighted F1 lower"},
-                "knobs_that_move_epsilon": {"swag_lr": 0.01, "swag_epochs": 20, "swag_rank": 20, "swag_batch_size": 32,
-                                            "finetune_epochs": 10, "prior_precision": 100.0, "calibration": "subspace",
-                                            "c": 1.0, "reweighting": {"mode": "iterative"}}}
+    manifest = {
+        "guarantee": {
+            "kind": "ppm_local_asymptotic",
+            "quantities": {"temperature": 1.7, "temperature_min": 1.0, "temperature_all": 0.0004},
+        },
+        "prior_precision": 1.0,
+        "calibration": "scale",
+        "local_sensitivity_uncertainty": {
+            "exceedance_of_max": 1 / 501,
+            "level": 0.9998,
+            "estimate": 2.75,
+            "confidence": 0.95,
+            "ci_low": 2.74,
+            "ci_high": 2.77,
+        },
+        "reweighting": {"mode": "iterative", "refits": 2, "reason": "not accepted: validation weighted F1 lower"},
+        "knobs_that_move_epsilon": {
+            "swag_lr": 0.01,
+            "swag_epochs": 20,
+            "swag_rank": 20,
+            "swag_batch_size": 32,
+            "finetune_epochs": 10,
+            "prior_precision": 100.0,
+            "calibration": "subspace",
+            "c": 1.0,
+            "reweighting": {"mode": "iterative"},
+        },
+    }
     text = "\n".join(_conditions(manifest))
-    assert ("SWAG learning rate 0.01, 20 epochs, rank 20, batch 32; fine-tune 10 epochs; prior λ = 100; calibration "
-            "subspace; c = 1; re-weighting iterative") in text
-    assert "= 1.7, smallest T_min = 1;" in text and "mean T̂_all = 0.0004, certified smallest ≥ – (calibration: scale" in text
+    assert (
+        "SWAG learning rate 0.01, 20 epochs, rank 20, batch 32; fine-tune 10 epochs; prior λ = 100; calibration "
+        "subspace; c = 1; re-weighting iterative"
+    ) in text
+    assert (
+        "= 1.7, smallest T_min = 1;" in text
+        and "mean T̂_all = 0.0004, certified smallest ≥ – (calibration: scale" in text
+    )
     assert "2Δ 5.500 (5.480–5.540); the stated figure uses the interval's upper end" in text and "0.0020" in text
     assert "raises it" not in text  # the old claim: a sampler too narrow in ANY direction raised ε (it did not)
     assert "not accepted" in text and "not covered by ε" in text
 
 
 # what is certified; the conservative headline; the ε-sensitivity maximum ---------------------------------------------
-UNCERTIFIED = guarantee.uncertified(9.31, 4.655, certified_directions=19, parameters=126_316, posterior_draws=500,
-                                    round=2, uncertified_index_point=7.145, temperature=1.0, temperature_min=1.0,
-                                    temperature_all=0.0034, local_sensitivity_bound=4.655,
-                                    claim_basis="GEV upper bound").as_dict()
-CERTIFIED = guarantee.ppm(9.31, 3.5726, certified_directions=126_316, parameters=126_316, posterior_draws=500, round=2,
-                          epsilon_point_estimate=7.145, temperature=1.0, temperature_min=1.0, temperature_all=1.2,
-                          temperature_min_all=1.0, local_sensitivity_bound=4.655, claim_basis="GEV upper bound").as_dict()
+UNCERTIFIED = guarantee.uncertified(
+    9.31,
+    4.655,
+    certified_directions=19,
+    parameters=126_316,
+    posterior_draws=500,
+    round=2,
+    uncertified_index_point=7.145,
+    temperature=1.0,
+    temperature_min=1.0,
+    temperature_all=0.0034,
+    local_sensitivity_bound=4.655,
+    claim_basis="GEV upper bound",
+).as_dict()
+CERTIFIED = guarantee.ppm(
+    9.31,
+    3.5726,
+    certified_directions=126_316,
+    parameters=126_316,
+    posterior_draws=500,
+    round=2,
+    epsilon_point_estimate=7.145,
+    temperature=1.0,
+    temperature_min=1.0,
+    temperature_all=1.2,
+    temperature_min_all=1.0,
+    local_sensitivity_bound=4.655,
+    claim_basis="GEV upper bound",
+).as_dict()
 
 
 def test_uncertified_card_claims_no_epsilon_and_says_what_is_certified_in_one_sentence():
     text = card(UNCERTIFIED, prior_precision=1000.0, calibration="subspace")
     privacy = section(text, "Privacy guarantee")
-    assert "NO differential-privacy guarantee: index 2Δ̂ = 9.31, not a differential-privacy guarantee: the sampler " \
-           "is certified in 19 of 126,316 directions (point estimate 7.145" in privacy
+    assert (
+        "NO differential-privacy guarantee: index 2Δ̂ = 9.31, not a differential-privacy guarantee: the sampler "
+        "is certified in 19 of 126,316 directions (point estimate 7.145" in privacy
+    )
     assert "kind: `ppm_uncertified`" in privacy
     assert "ε =" not in privacy and "ε + 2ε" not in privacy and "satisfies" not in privacy
     [line] = [x for x in privacy.splitlines() if x.startswith("* what is certified:")]
@@ -247,15 +392,23 @@ def test_uncertified_card_claims_no_epsilon_and_says_what_is_certified_in_one_se
 def test_certified_card_quotes_the_gev_bound_with_the_point_estimate_beside_it():
     text = card(CERTIFIED, prior_precision=1000.0, calibration="subspace")
     privacy = section(text, "Privacy guarantee")
-    assert ("satisfies ε = 9.310 (point estimate 7.145, from the measured maximum Δ̂; the headline uses the upper end "
-            "of the GEV interval of Δ's tail quantile, so the point estimate may lie below that interval)") in privacy
+    assert (
+        "satisfies ε = 9.310 (point estimate 7.145, from the measured maximum Δ̂; the headline uses the upper end "
+        "of the GEV interval of Δ's tail quantile, so the point estimate may lie below that interval)"
+    ) in privacy
     assert "Certified: the sampler's temperature in all 126,316 parameter directions" in privacy
     assert "Δ = 4.655 (GEV upper bound)" in privacy and "ε + 2ε" in privacy
 
 
 def test_card_carries_the_epsilon_sensitivity_maximum_when_measured():
-    sens = {"figure": "ε", "maximum": 9.44, "minimum": 6.1, "cells": 7, "prior_precision": 1000.0,
-            "source": "make epsilon-sensitivity"}
+    sens = {
+        "figure": "ε",
+        "maximum": 9.44,
+        "minimum": 6.1,
+        "cells": 7,
+        "prior_precision": 1000.0,
+        "source": "make epsilon-sensitivity",
+    }
     assert "the largest ε was 9.440" in card(CERTIFIED, epsilon_sensitivity=sens)
     assert "epsilon-sensitivity grid near" not in card(CERTIFIED)
 
@@ -273,8 +426,14 @@ def test_the_epsilon_interval_is_labelled_as_the_tail_quantiles_and_contains_the
     from dprelease.core import headline
     from dprelease.mechanisms.swag_ppm.card import implied_interval
 
-    tail = {"exceedance_of_max": 1 / 501, "level": 0.9998, "estimate": 4.3, "confidence": 0.95, "ci_low": 4.025,
-            "ci_high": 4.655}
+    tail = {
+        "exceedance_of_max": 1 / 501,
+        "level": 0.9998,
+        "estimate": 4.3,
+        "confidence": 0.95,
+        "ci_low": 4.025,
+        "ci_high": 4.655,
+    }
     low, high = implied_interval(CERTIFIED, tail)
     assert low <= CERTIFIED["epsilon"] <= high and abs(high - CERTIFIED["epsilon"]) < 1e-9
     assert CERTIFIED["quantities"]["epsilon_point_estimate"] < low  # the point estimate is another quantity
@@ -292,6 +451,7 @@ def test_a_toy_packages_kind_renders_on_the_card(tmp_path, monkeypatch):
     else; the card finds the kind by name (the toy's plug-in is never imported) and renders its sentence and
     lines."""
     from dprelease.contracts import plugins
+
     pkg = tmp_path / "toy_rr"
     pkg.mkdir()
     (pkg / "__init__.py").write_text('"""A toy mechanism: randomized response on labels."""\n', encoding="utf-8")
@@ -300,7 +460,9 @@ def test_a_toy_packages_kind_renders_on_the_card(tmp_path, monkeypatch):
         "KINDS = (Kind('toy_label_dp', 'ε-label-DP of randomized response on the labels', True,\n"
         "              lambda g: f\"Randomized response on the labels: ε = {g['epsilon']:.3f} label differential privacy.\",\n"
         "              measured=lambda m: [f\"* flip probability: {m['guarantee']['quantities']['flip']:.2f}\"],\n"
-        "              worst_case=True),)\n", encoding="utf-8")
+        "              worst_case=True),)\n",
+        encoding="utf-8",
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(plugins, "PACKAGES", (*plugins.PACKAGES, "toy_rr"))
     monkeypatch.setattr(guarantee, "_KNOWN", dict(guarantee._KNOWN))
@@ -310,6 +472,7 @@ def test_a_toy_packages_kind_renders_on_the_card(tmp_path, monkeypatch):
     assert "* flip probability: 0.27" in privacy and "kind: `toy_label_dp`" in privacy
     assert guarantee.Guarantee.from_dict(g).meaning == "ε-label-DP of randomized response on the labels"
     from dprelease.compare.frontier.report import dp_kinds
+
     assert dp_kinds()[0] == "dp_accountant" and dp_kinds()[-1] == "toy_label_dp"  # declared worst case: recommendable
 
 

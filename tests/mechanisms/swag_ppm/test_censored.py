@@ -73,8 +73,17 @@ def test_censored_records_contribute_no_gradient():
     loss = (F.cross_entropy(ref(feats["x"]), y, reduction="none") * w * keep).sum() / 10
     expected = start - torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss, list(ref.parameters()))])
     opt = torch.optim.SGD(model.parameters(), lr=1.0)
-    epoch(backend, model, feats, y, w, opt, batch_size=10, generator=torch.Generator().manual_seed(1),
-          censor=Censor(kappa, "hard"))
+    epoch(
+        backend,
+        model,
+        feats,
+        y,
+        w,
+        opt,
+        batch_size=10,
+        generator=torch.Generator().manual_seed(1),
+        censor=Censor(kappa, "hard"),
+    )
     torch.testing.assert_close(get_flat(model), expected, rtol=1e-5, atol=1e-6)
 
 

@@ -16,8 +16,15 @@ TAIL = {"level": 0.9998, "confidence": 0.95, "estimate": 4.3, "ci_low": 4.02, "c
 
 def _temp(*, rank=19, subspace_min=1.0, all_min=None) -> dict:
     """A temperature record as ``Temperature.as_dict()`` writes it (metrics/temperature_r2.json)."""
-    t = {"subspace": 1.0, "subspace_min": subspace_min, "subspace_max": 1.0, "all_parameters": 0.0034,
-         "subspace_conditional": 1.0, "rank": rank, "prior_precision": 1000.0}
+    t = {
+        "subspace": 1.0,
+        "subspace_min": subspace_min,
+        "subspace_max": 1.0,
+        "all_parameters": 0.0034,
+        "subspace_conditional": 1.0,
+        "rank": rank,
+        "prior_precision": 1000.0,
+    }
     return t if all_min is None else t | {"all_parameters_min": all_min, "parameters": D}
 
 
@@ -28,8 +35,9 @@ def test_a_sampler_certified_in_its_subspace_only_gets_the_uncertified_kind():
     assert (q["certified_directions"], q["parameters"]) == (19, D)
     assert q["uncertified_index"] == pytest.approx(2 * 5.17) and q["uncertified_index_point"] == pytest.approx(7.1452)
     assert not any(k.startswith("epsilon") for k in q)  # nothing in the record reads as an ε
-    assert g.meaning.startswith("index 2Δ̂ = 10.34, not a differential-privacy guarantee: the sampler is certified "
-                                "in 19 of 126,316 directions")
+    assert g.meaning.startswith(
+        "index 2Δ̂ = 10.34, not a differential-privacy guarantee: the sampler is certified in 19 of 126,316 directions"
+    )
 
 
 def test_a_cold_subspace_does_not_make_an_uncertified_sampler_an_epsilon():
@@ -90,8 +98,13 @@ def test_summary_quotes_the_headline_and_never_an_epsilon_for_an_uncertified_rec
 def _moments(rng, d=12, k=4, scale=0.5) -> SwagMoments:
     import torch
 
-    return SwagMoments(mean=torch.zeros(d, dtype=torch.float64), var=torch.from_numpy(rng.uniform(1e-4, 1e-2, d)),
-                       deviations=torch.from_numpy(rng.normal(size=(k, d)) * 0.05), n_models=k, scale=scale)
+    return SwagMoments(
+        mean=torch.zeros(d, dtype=torch.float64),
+        var=torch.from_numpy(rng.uniform(1e-4, 1e-2, d)),
+        deviations=torch.from_numpy(rng.normal(size=(k, d)) * 0.05),
+        n_models=k,
+        scale=scale,
+    )
 
 
 def test_the_rule_on_a_measured_sampler_with_and_without_the_all_direction_floor():
@@ -105,8 +118,9 @@ def test_the_rule_on_a_measured_sampler_with_and_without_the_all_direction_floor
     var, dev = m.var.numpy(), m.deviations.numpy()
     basis = temperature.subspace_basis(dev)
     marginal = temperature.laplace_marginal(lambda v: v @ g_mat, basis, np.diag(g_mat), prior_precision=lam)
-    t = temperature.estimate(var, dev, m.scale, basis, np.diag(g_mat), basis @ g_mat @ basis.T, marginal,
-                             prior_precision=lam)
+    t = temperature.estimate(
+        var, dev, m.scale, basis, np.diag(g_mat), basis @ g_mat @ basis.T, marginal, prior_precision=lam
+    )
     assert t.parameters == d and t.all_parameters_min == pytest.approx(lam * m.scale * var.min())
     certified = claim.ppm_claim(1.0, t.as_dict(), parameters=d)
     assert certified.kind == "ppm_local_asymptotic"

@@ -46,12 +46,16 @@ def _load(name: str) -> np.ndarray:
 
 
 # --- verdicts of the three synthetic shapes ----------------------------------------------------------------------------
-@pytest.mark.parametrize("make, expected", [
-    (_underfit_normal, "underfit"),
-    (_underfit_gumbel, "underfit"),
-    (_overfit, "overfit"),
-    (_ok, "ok"),
-], ids=["underfit-normal", "underfit-gumbel", "overfit", "ok"])
+@pytest.mark.parametrize(
+    "make, expected",
+    [
+        (_underfit_normal, "underfit"),
+        (_underfit_gumbel, "underfit"),
+        (_overfit, "overfit"),
+        (_ok, "ok"),
+    ],
+    ids=["underfit-normal", "underfit-gumbel", "overfit", "ok"],
+)
 def test_synthetic_shapes_get_their_verdict(make, expected):
     v, scores = diagnose(make())
     assert v == expected, scores
@@ -153,8 +157,9 @@ def test_loss_trend_does_not_override_overfit():
     assert diagnose(_overfit(), [2.0, 1.0])[0] == "overfit"
 
 
-@pytest.mark.parametrize("losses, expected", [(None, None), ([], None), ([1.0], None), ([0.0, 0.0], 0.0),
-                                              ([1.0, 2.0], -1.0)])
+@pytest.mark.parametrize(
+    "losses, expected", [(None, None), ([], None), ([1.0], None), ([0.0, 0.0], 0.0), ([1.0, 2.0], -1.0)]
+)
 def test_loss_trend_edge_cases(losses, expected):
     assert fit_scores(_ok(), losses).loss_trend == expected
 
@@ -174,13 +179,17 @@ def test_zero_mad_falls_back_to_std():
     assert s.spikes == 1 and s.max_z == pytest.approx(1.0 / m.std())
 
 
-@pytest.mark.parametrize("bad", [
-    np.array([1.0, np.nan, 2.0]),
-    np.array([1.0, np.inf, 2.0]),
-    np.array([2.5]),
-    np.array([]),
-    np.ones((10, 2)),
-], ids=["nan", "inf", "length-1", "empty", "2-D"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        np.array([1.0, np.nan, 2.0]),
+        np.array([1.0, np.inf, 2.0]),
+        np.array([2.5]),
+        np.array([]),
+        np.ones((10, 2)),
+    ],
+    ids=["nan", "inf", "length-1", "empty", "2-D"],
+)
 def test_bad_input_raises_value_error(bad):
     with pytest.raises(ValueError, match="finite 1-D"):
         fit_scores(bad)
@@ -215,14 +224,15 @@ def test_real_round3_series_is_overfit():
 
 # --- the z ≥ 6 spike threshold under a pure Gumbel null -------------------------------------------------------------
 def _gumbel_null_overfit(seeds) -> list[int]:
-    return [seed for seed in seeds
-            if diagnose(np.random.default_rng(seed).gumbel(3.0, 0.05, 500))[0] == "overfit"]
+    return [seed for seed in seeds if diagnose(np.random.default_rng(seed).gumbel(3.0, 0.05, 500))[0] == "overfit"]
 
 
 def test_gumbel_bulk_z5_about_once_per_500_draws():
     """The docstring's premise: a Gumbel bulk has about one draw at z ≥ 5 per 500 (analytically 1.17)."""
-    count = [fit_scores(np.random.default_rng(s).gumbel(3.0, 0.05, 500), thresholds=Thresholds(z_spike=5)).spikes
-             for s in range(200)]
+    count = [
+        fit_scores(np.random.default_rng(s).gumbel(3.0, 0.05, 500), thresholds=Thresholds(z_spike=5)).spikes
+        for s in range(200)
+    ]
     assert np.mean(count) == pytest.approx(1.17, abs=0.3)
 
 

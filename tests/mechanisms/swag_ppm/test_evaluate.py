@@ -45,8 +45,12 @@ def test_per_class_f1_one_row_per_class(run):
 
 def test_plots_are_pngs(run):
     plots = registry.get(run.params, "evaluate").plots
-    assert {"plots/max_delta.png", "plots/f1_violin.png", "plots/loss_curves.png",
-            "plots/confusion_top_classes.png"} <= set(plots)
+    assert {
+        "plots/max_delta.png",
+        "plots/f1_violin.png",
+        "plots/loss_curves.png",
+        "plots/confusion_top_classes.png",
+    } <= set(plots)
     for rel in plots:
         data = run.path(rel).read_bytes()
         assert data[:8] == PNG_MAGIC, rel

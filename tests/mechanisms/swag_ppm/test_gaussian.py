@@ -12,8 +12,13 @@ from dprelease.mechanisms.swag_ppm.swag import SwagMoments
 
 
 def _moments(rng, d=7, k=4, scale=0.5) -> SwagMoments:
-    return SwagMoments(mean=torch.from_numpy(rng.normal(size=d)), var=torch.from_numpy(rng.uniform(0.1, 2, d)),
-                       deviations=torch.from_numpy(rng.normal(size=(k, d))).float(), n_models=k, scale=scale)
+    return SwagMoments(
+        mean=torch.from_numpy(rng.normal(size=d)),
+        var=torch.from_numpy(rng.uniform(0.1, 2, d)),
+        deviations=torch.from_numpy(rng.normal(size=(k, d))).float(),
+        n_models=k,
+        scale=scale,
+    )
 
 
 def _dense_kl(m1, c1, m2, c2) -> float:

@@ -23,16 +23,23 @@ N, DIM, CLASSES, DRAWS = 12, 6, 3, 8
 
 
 def _params(draw_batch: int = 3, seed: int = 2025):
-    return parse_params({"seed": seed, "ppm": {"draws": DRAWS, "draw_batch": draw_batch, "smoke_test": True},
-                         "model": {"device": "cpu", "head": {"hidden": 4}}})
+    return parse_params(
+        {
+            "seed": seed,
+            "ppm": {"draws": DRAWS, "draw_batch": draw_batch, "smoke_test": True},
+            "model": {"device": "cpu", "head": {"hidden": 4}},
+        }
+    )
 
 
 def _project(root, rank: int = 3):
     """labels.json, train features and round-1 SWAG moments (rank ``rank``) under ``root``."""
     params = _params()
     lay = Layout.from_params(params, install_test_key(root))  # the passes draw from the key
-    write_json(lay.data / "labels.json", {"codes": ["10", "11", "12"], "titles": ["a", "b", "c"],
-                                          "train_sizes": [5, 4, 3], "test_sizes": [5, 4, 3]})
+    write_json(
+        lay.data / "labels.json",
+        {"codes": ["10", "11", "12"], "titles": ["a", "b", "c"], "train_sizes": [5, 4, 3], "test_sizes": [5, 4, 3]},
+    )
     gen = torch.Generator().manual_seed(3)
     x = F.normalize(torch.randn(N, DIM, generator=gen), dim=1)
     y = torch.tensor([0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 0, 1])
@@ -95,8 +102,12 @@ def test_max_weighted_loss_is_exactly_that_of_the_backends_ce(project):
     model = backend.new_model({"x": x})
     moments = SwagMoments.load(lay.swag(1) / "moments.safetensors")
     gen = torch.Generator().manual_seed(secret.seed(lay.artifacts, "sensitivity/round1"))
-    ce = np.concatenate([backend.per_record_ce(model, t, {"x": x}, y).double().numpy()
-                         for t in iter_samples(moments, DRAWS, params.ppm.draw_batch, gen)])
+    ce = np.concatenate(
+        [
+            backend.per_record_ce(model, t, {"x": x}, y).double().numpy()
+            for t in iter_samples(moments, DRAWS, params.ppm.draw_batch, gen)
+        ]
+    )
     np.testing.assert_array_equal(max_deltas, ppm.max_weighted_loss(ce, weights))
 
 
@@ -105,8 +116,7 @@ def test_without_weights_no_max_deltas(project):
     params = _params()
     record_max, max_deltas = posterior_pass(params, lay, 1, None, "risk")
     assert max_deltas is None
-    np.testing.assert_allclose(record_max, _naive_ce(params, lay, x, y, what="risk").max(axis=0),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(record_max, _naive_ce(params, lay, x, y, what="risk").max(axis=0), rtol=1e-5, atol=1e-6)
     assert np.all(np.isfinite(record_max)) and np.all(record_max > 0)
 
 

@@ -30,12 +30,19 @@ def test_an_exact_sampler_whose_loss_exceeds_the_claim_is_convicted_and_a_mere_s
     member, non_member, kl = np.array([9.0, 2.0]), np.array([-3.0, 1.0]), np.array([0.5, 0.4])
     exact = replay.verdict(llr_member=member, llr_nonmember=non_member, kl=kl, reproduces=True, claimed=7.0, alpha=0.05)
     assert exact["convicted"] and exact["max_privacy_loss"] == 9.0
-    score = replay.verdict(llr_member=member, llr_nonmember=non_member, kl=kl, reproduces=False, claimed=7.0,
-                           alpha=0.05)
+    score = replay.verdict(
+        llr_member=member, llr_nonmember=non_member, kl=kl, reproduces=False, claimed=7.0, alpha=0.05
+    )
     assert not score["convicted"] and score["max_privacy_loss"] is None
     assert score["members_called_member"] == 2 and score["non_members_called_member"] == 1
-    big_kl = replay.verdict(llr_member=np.array([1.0]), llr_nonmember=np.array([-1.0]), kl=np.array([8.0]),
-                            reproduces=True, claimed=7.0, alpha=0.05)
+    big_kl = replay.verdict(
+        llr_member=np.array([1.0]),
+        llr_nonmember=np.array([-1.0]),
+        kl=np.array([8.0]),
+        reproduces=True,
+        claimed=7.0,
+        alpha=0.05,
+    )
     assert big_kl["convicted"]  # an ε-DP mechanism's KL is at most ε
 
 
@@ -55,8 +62,10 @@ def test_the_secret_seeded_release_is_not_convicted_by_the_standard_adversary(he
     run_stages(head_run.params, root, ["audit_replay"])
     d = _rows(root)
     public, operator = d["views"]["public"], d["views"]["operator"]
-    print("public LLRs (released draw, non-member draw):",
-          [(round(r["llr_released_draw"]), round(r["llr_non_member_draw"])) for r in d["public_per_record"]])
+    print(
+        "public LLRs (released draw, non-member draw):",
+        [(round(r["llr_released_draw"]), round(r["llr_non_member_draw"])) for r in d["public_per_record"]],
+    )
     assert not public["reproduces_release"] and public["centre_distance"] > 0  # the centre is not public
     assert not public["convicted"]
     # the operator (key known) re-fits the release exactly: the guarantee does not cover that adversary
@@ -85,8 +94,10 @@ def test_a_release_trained_from_the_public_seed_is_convicted(tmp_path, monkeypat
     run_stages(params, root, [s.name for s in registry.group(params, "release", active_only=True)] + ["audit_replay"])
     d = _rows(root)
     public = d["views"]["public"]
-    print("public LLRs (released draw, non-member draw):",
-          [(round(r["llr_released_draw"]), round(r["llr_non_member_draw"])) for r in d["public_per_record"]])
+    print(
+        "public LLRs (released draw, non-member draw):",
+        [(round(r["llr_released_draw"]), round(r["llr_non_member_draw"])) for r in d["public_per_record"]],
+    )
     assert public["reproduces_release"] and public["centre_distance"] == 0.0
     assert public["convicted"] and public["max_privacy_loss"] > d["claimed"]
     assert all(r["says_member"] for r in d["public_per_record"])

@@ -25,8 +25,9 @@ def test_damped_step_moves_each_bound_towards_the_target():
     live = w > 0
     # on the log scale, each live bound moves halfway to the target (unless the weight is clipped at 1)
     unclipped = live & (new < 1)
-    np.testing.assert_allclose(np.log(new_bounds[unclipped]),
-                               0.5 * np.log(bounds[unclipped]) + 0.5 * np.log(target), rtol=1e-12)
+    np.testing.assert_allclose(
+        np.log(new_bounds[unclipped]), 0.5 * np.log(bounds[unclipped]) + 0.5 * np.log(target), rtol=1e-12
+    )
     assert new[4] < w[4]  # above the target: down-weighted
     assert new[1] > w[1]  # slack: up-weighted
     full = ppm.reweight_toward(w, L, target=target, step=1.0)

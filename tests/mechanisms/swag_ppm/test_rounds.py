@@ -148,8 +148,9 @@ def test_rerun_is_deterministic(head_run, tmp_path):
     shutil.copytree(head_run.root, root)
     again = run_stages(head_run.params, root, ["risk", "sensitivity_r2"])
     a = head_run.params.artifacts
-    assert np.array_equal(np.load(root / f"{a}/round2/weights/weights.npy"),
-                          np.load(head_run.path(f"{a}/round2/weights/weights.npy")))
+    assert np.array_equal(
+        np.load(root / f"{a}/round2/weights/weights.npy"), np.load(head_run.path(f"{a}/round2/weights/weights.npy"))
+    )
     assert again["sensitivity_r2"] == head_run.summaries["sensitivity_r2"]
 
 
@@ -197,7 +198,9 @@ def test_weighted_rounds_report_a_calibrated_temperature(run):
         raw, cal = t["temperature_uncalibrated"], t["temperature"]
         assert raw["subspace_min"] > 0 and raw["subspace_min"] < raw["subspace_max"]  # SWAG: uneven across U
         # every direction of U set to the marginal's certified bound: all temperatures 1 (float32 deviations)
-        assert cal["subspace_min"] == pytest.approx(1.0, rel=1e-4) and cal["subspace_max"] == pytest.approx(1.0, rel=1e-4)
+        assert cal["subspace_min"] == pytest.approx(1.0, rel=1e-4) and cal["subspace_max"] == pytest.approx(
+            1.0, rel=1e-4
+        )
         assert t["scale"] == 0.5 and cal["rank"] == raw["rank"]
         stored = SwagMoments.load(run.path(f"{run.params.artifacts}/round{r}/swag/moments.safetensors"))
         assert stored.scale == 0.5  # every pass samples the calibrated deviations
@@ -208,5 +211,6 @@ def test_weighted_rounds_report_a_calibrated_temperature(run):
     released = _metrics(run, f"temperature_r{q['round']}")["temperature"]
     assert q["temperature_min_all"] == pytest.approx(released["all_parameters_min"])
     assert q["temperature_min_all"] < 1e-3
-    assert g["epsilon"] == pytest.approx(q["epsilon_at_temperature_one"] / min(1.0, q["temperature_min"],
-                                                                               q["temperature_min_all"]), rel=1e-12)
+    assert g["epsilon"] == pytest.approx(
+        q["epsilon_at_temperature_one"] / min(1.0, q["temperature_min"], q["temperature_min_all"]), rel=1e-12
+    )

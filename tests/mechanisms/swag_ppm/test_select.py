@@ -99,8 +99,12 @@ def test_reachable_tau_selects_at_a_budget_fixed_before_selection(val_run, tmp_p
     check_release_folder(folder)
     manifest = read_json(folder / "release.json")
     assert manifest["guarantee"] == g
-    assert manifest["selection"] == {"tau": 0.0, "gamma": params.selection.gamma, "metric": "macro_f1",
-                                     "composition": summary["composition"]}
+    assert manifest["selection"] == {
+        "tau": 0.0,
+        "gamma": params.selection.gamma,
+        "metric": "macro_f1",
+        "composition": summary["composition"],
+    }
     assert "ε + 2ε" in summary["composition"]
     assert "selection" in g["mechanism"]
     assert (folder / "model.safetensors").is_file() and (folder / "labels.json").is_file()
@@ -148,6 +152,7 @@ def test_test_split_is_refused_before_any_draw(val_run, tmp_path, monkeypatch):
         def _f(*a, **k):
             touched.append(name)
             raise AssertionError(f"{name} called")
+
         return _f
 
     for name in ("select", "backend_for", "features", "f1_summary", "iter_samples", "write_release"):

@@ -221,8 +221,12 @@ def test_moments_file_is_byte_stable_and_keeps_its_sampling_scale(tmp_path):
     from dprelease.mechanisms.swag_ppm.swag import SwagMoments
 
     gen = torch.Generator().manual_seed(0)
-    m = SwagMoments(mean=torch.randn(5, generator=gen, dtype=torch.float64), var=torch.rand(5, dtype=torch.float64),
-                    deviations=torch.randn(3, 5, generator=gen), n_models=4)
+    m = SwagMoments(
+        mean=torch.randn(5, generator=gen, dtype=torch.float64),
+        var=torch.rand(5, dtype=torch.float64),
+        deviations=torch.randn(3, 5, generator=gen),
+        n_models=4,
+    )
     m = replace(m, scale=0.123)
     m.save(tmp_path / "a.safetensors")
     m.save(tmp_path / "b.safetensors")

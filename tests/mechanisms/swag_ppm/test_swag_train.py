@@ -84,8 +84,9 @@ def test_zero_weights_freeze_the_model():
     the variance is clamped at its floor and the deviations are zero."""
     feats, _ = _problem()
     theta0 = get_flat(_backend().new_model(feats))
-    _, moments, history, snaps, _ = _run(SwagParams(epochs=3, rank=2, lr=0.05, momentum=0.5, batch_size=8),
-                                         weights=torch.zeros(N))
+    _, moments, history, snaps, _ = _run(
+        SwagParams(epochs=3, rank=2, lr=0.05, momentum=0.5, batch_size=8), weights=torch.zeros(N)
+    )
     assert history.losses == [0.0, 0.0, 0.0]
     assert all(torch.equal(s, theta0) for s in snaps)
     torch.testing.assert_close(moments.mean, theta0.double())

@@ -38,8 +38,11 @@ def _sampler_in(basis: np.ndarray, sigma_u: np.ndarray, scale: float = 0.5):
 def _measure(g: np.ndarray, lam: float, var, dev, scale=0.5, **cg):
     basis = temperature.subspace_basis(dev)
     marginal = temperature.laplace_marginal(lambda v: v @ g, basis, np.diag(g), prior_precision=lam, **cg)
-    return temperature.estimate(var, dev, scale, basis, np.diag(g), basis @ g @ basis.T, marginal,
-                                prior_precision=lam), marginal, basis
+    return (
+        temperature.estimate(var, dev, scale, basis, np.diag(g), basis @ g @ basis.T, marginal, prior_precision=lam),
+        marginal,
+        basis,
+    )
 
 
 @pytest.mark.parametrize("spread", [10.0, 1e2, 1e4])
@@ -122,7 +125,7 @@ def _linear_softmax(seed: int = 3, lam: float = 1.5):
     shapes = [p.shape for p in model.parameters()]
 
     def total(t):
-        wmat, b = t[: shapes[0].numel()].reshape(shapes[0]), t[shapes[0].numel():]
+        wmat, b = t[: shapes[0].numel()].reshape(shapes[0]), t[shapes[0].numel() :]
         ce = torch.nn.functional.cross_entropy((feats["x"].double() * 2.0) @ wmat.T + b, y, reduction="none")
         return (w * ce).sum() + 0.5 * lam * (t @ t)  # prior N(0, I/λ)
 
@@ -137,9 +140,12 @@ def test_logistic_regression_against_the_exact_hessian_laplace(rank):
     h_inv = np.linalg.inv(h)
     u, _ = np.linalg.qr(np.random.default_rng(7).normal(size=(h.shape[0], rank)))
     var, dev = _sampler_in(u.T, 2.0 * u.T @ h_inv @ u)
-    moments = SwagMoments(mean=theta, var=torch.from_numpy(var), deviations=torch.from_numpy(dev).float(),
-                          n_models=dev.shape[0])
-    t = calibrate.temperature_of(backend, model, moments, feats, w, prior_precision=1.5, cg={"rtol": 1e-10, "max_iter": 500})
+    moments = SwagMoments(
+        mean=theta, var=torch.from_numpy(var), deviations=torch.from_numpy(dev).float(), n_models=dev.shape[0]
+    )
+    t = calibrate.temperature_of(
+        backend, model, moments, feats, w, prior_precision=1.5, cg={"rtol": 1e-10, "max_iter": 500}
+    )
     assert t.rank == rank
     assert t.subspace == pytest.approx(2.0, rel=1e-3) and t.subspace_min == pytest.approx(2.0, rel=1e-3)
     if rank < h.shape[0]:

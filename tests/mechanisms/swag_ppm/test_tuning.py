@@ -31,10 +31,18 @@ CASES = {
     "underfit-epochs-would-exceed-max": ([out(1.0, 38, "underfit")], "lower_c", 0.85, 7),
     "overfit-unbracketed-fewer-epochs": ([out(1.0, 10, "overfit")], "fewer_epochs", 1.0, 7),
     "overfit-bracketed-lower-c": ([out(1.0, 7, "underfit"), out(1.0, 10, "overfit")], "lower_c", 0.85, 7),
-    "overfit-underfit-at-other-c-not-bracketed": ([out(0.85, 7, "underfit"), out(1.0, 10, "overfit")],
-                                                  "fewer_epochs", 1.0, 7),
-    "overfit-underfit-at-more-epochs-not-bracketed": ([out(1.0, 13, "underfit"), out(1.0, 10, "overfit")],
-                                                      "fewer_epochs", 1.0, 7),
+    "overfit-underfit-at-other-c-not-bracketed": (
+        [out(0.85, 7, "underfit"), out(1.0, 10, "overfit")],
+        "fewer_epochs",
+        1.0,
+        7,
+    ),
+    "overfit-underfit-at-more-epochs-not-bracketed": (
+        [out(1.0, 13, "underfit"), out(1.0, 10, "overfit")],
+        "fewer_epochs",
+        1.0,
+        7,
+    ),
     "overfit-at-min-epochs-lower-c": ([out(1.0, 3, "overfit")], "lower_c", 0.85, 7),
     "overfit-down-to-min-epochs": ([out(1.0, 4, "overfit")], "fewer_epochs", 1.0, 1),
     "ok-privacy-unmet-lower-c": ([out(1.0, 10, "ok", 12.0, GOOD)], "lower_c", 0.85, 7),
@@ -97,8 +105,13 @@ def test_case_study_path_seed_001():
         if d.action in ("accept", "stop"):
             break
         c, e = d.next_c, d.next_epochs
-    assert path == [(1.0, 7, "more_epochs"), (1.0, 10, "lower_c"), (0.85, 7, "lower_c"),
-                    (0.7, 7, "more_epochs"), (0.7, 10, "accept")]
+    assert path == [
+        (1.0, 7, "more_epochs"),
+        (1.0, 10, "lower_c"),
+        (0.85, 7, "lower_c"),
+        (0.7, 7, "more_epochs"),
+        (0.7, 10, "accept"),
+    ]
 
 
 # --- assess boundaries ---------------------------------------------------------------------------------------------
@@ -146,38 +159,44 @@ def test_choose_none_when_nothing_meets_both():
 
 
 # --- validation -------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("kwargs, match", [
-    ({"target_epsilon": 0.0}, "target_epsilon"),
-    ({"target_epsilon": -1.0}, "target_epsilon"),
-    ({"max_drop_weighted": 0.0}, "max_drop_weighted"),
-    ({"max_drop_weighted": 1.0}, "max_drop_weighted"),
-    ({"max_drop_macro": 1.5}, "max_drop_macro"),
-    ({"max_drop_macro": -0.1}, "max_drop_macro"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"target_epsilon": 0.0}, "target_epsilon"),
+        ({"target_epsilon": -1.0}, "target_epsilon"),
+        ({"max_drop_weighted": 0.0}, "max_drop_weighted"),
+        ({"max_drop_weighted": 1.0}, "max_drop_weighted"),
+        ({"max_drop_macro": 1.5}, "max_drop_macro"),
+        ({"max_drop_macro": -0.1}, "max_drop_macro"),
+    ],
+)
 def test_requirements_validation(kwargs, match):
     args = {"target_epsilon": 10.0, "max_drop_weighted": 0.1, "max_drop_macro": 0.1} | kwargs
     with pytest.raises(ValueError, match=match):
         Requirements(**args)
 
 
-@pytest.mark.parametrize("raw, key", [
-    ({"tune": {"target_epsilon": 0}}, "tune.target_epsilon"),
-    ({"tune": {"max_drop_macro": 1.5}}, "tune.max_drop_macro"),
-    ({"tune": {"max_drop_weighted": 0.0}}, "tune.max_drop_weighted"),
-    ({"tune": {"grid_c": []}}, "tune.grid_c"),
-    ({"tune": {"grid_epochs": []}}, "tune.grid_epochs"),
-    ({"tune": {"grid_c": [1.0, 2.5]}}, "c must lie in (0, 2]"),
-    ({"tune": {"grid_epochs": [0]}}, "epochs be >= 1"),
-    ({"tune": {"budget": 0}}, "tune.budget"),
-    ({"tune": {"unknown": 1}}, "tune.unknown"),
-    ({"selection": {"gamma": 0}}, "selection.gamma"),
-    ({"selection": {"gamma": 0.0}}, "selection.gamma"),
-    ({"selection": {"gamma": 1.5}}, "selection.gamma"),
-    ({"selection": {"tau": 1.01}}, "selection.tau"),
-    ({"selection": {"split": "train"}}, "selection.split"),
-    ({"data": {"validation_size": 1.0}}, "data.validation_size"),
-    ({"data": {"validation_size": -0.1}}, "data.validation_size"),
-])
+@pytest.mark.parametrize(
+    "raw, key",
+    [
+        ({"tune": {"target_epsilon": 0}}, "tune.target_epsilon"),
+        ({"tune": {"max_drop_macro": 1.5}}, "tune.max_drop_macro"),
+        ({"tune": {"max_drop_weighted": 0.0}}, "tune.max_drop_weighted"),
+        ({"tune": {"grid_c": []}}, "tune.grid_c"),
+        ({"tune": {"grid_epochs": []}}, "tune.grid_epochs"),
+        ({"tune": {"grid_c": [1.0, 2.5]}}, "c must lie in (0, 2]"),
+        ({"tune": {"grid_epochs": [0]}}, "epochs be >= 1"),
+        ({"tune": {"budget": 0}}, "tune.budget"),
+        ({"tune": {"unknown": 1}}, "tune.unknown"),
+        ({"selection": {"gamma": 0}}, "selection.gamma"),
+        ({"selection": {"gamma": 0.0}}, "selection.gamma"),
+        ({"selection": {"gamma": 1.5}}, "selection.gamma"),
+        ({"selection": {"tau": 1.01}}, "selection.tau"),
+        ({"selection": {"split": "train"}}, "selection.split"),
+        ({"data": {"validation_size": 1.0}}, "data.validation_size"),
+        ({"data": {"validation_size": -0.1}}, "data.validation_size"),
+    ],
+)
 def test_bad_tune_and_selection_params_one_line(raw, key):
     with pytest.raises(ConfigError) as err:
         parse_params(raw)
@@ -187,7 +206,12 @@ def test_bad_tune_and_selection_params_one_line(raw, key):
 
 
 def test_good_tune_and_selection_params():
-    p = parse_params({"tune": {"grid_c": [1.0, 0.7], "grid_epochs": [2, 3], "budget": 1},
-                      "selection": {"gamma": 1.0, "tau": 0.0}, "data": {"validation_size": 0.3}})
+    p = parse_params(
+        {
+            "tune": {"grid_c": [1.0, 0.7], "grid_epochs": [2, 3], "budget": 1},
+            "selection": {"gamma": 1.0, "tau": 0.0},
+            "data": {"validation_size": 0.3},
+        }
+    )
     assert p.tune.grid_c == [1.0, 0.7] and p.selection.gamma == 1.0 and p.data.validation_size == 0.3
     assert parse_params({}).data.validation_size == 0.2 and parse_params({}).selection.split == "validation"

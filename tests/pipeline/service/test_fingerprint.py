@@ -50,12 +50,14 @@ def test_same_inputs_same_hashes_and_each_change_moves_its_own(project, monkeypa
     # other bytes under the same name: another snapshot (and another run folder)
     other = project / "data" / "other.csv.gz"
     shutil.copyfile(project / SLICE_DATA, other)
-    assert _changed(first, _fp(project, other)) == {"params_hash"}                  # same bytes: its own path only
+    assert _changed(first, _fp(project, other)) == {"params_hash"}  # same bytes: its own path only
     other.write_bytes(other.read_bytes() + b"\n")
     assert "snapshot_id" in _changed(first, _fp(project, other))
     # the code of a release stage
     real = fpr.code_hash
-    monkeypatch.setattr(fpr, "code_hash", lambda paths: real(paths) + ("!" if "core/release/folder.py" in paths else ""))
+    monkeypatch.setattr(
+        fpr, "code_hash", lambda paths: real(paths) + ("!" if "core/release/folder.py" in paths else "")
+    )
     assert _changed(first, _fp(project)) == {"code_hash"}
     monkeypatch.setattr(fpr, "code_hash", real)
     # a rotated randomness key, a new agency key

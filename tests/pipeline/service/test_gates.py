@@ -14,13 +14,16 @@ def test_first_version_passes_on_privacy_alone():
     assert d.promote and [g.name for g in d.gates] == ["epsilon", "cumulative"]
 
 
-@pytest.mark.parametrize("candidate, failed", [
-    (Figures(6.5, 0.60, 6.5), ["epsilon"]),
-    (Figures(5.0, 0.60, 12.5), ["cumulative"]),
-    (Figures(5.0, 0.585, 10.0), ["utility"]),                  # 0.585 < 0.60 - 0.01
-    (Figures(5.0, 0.59, 10.0, audit_lower_bound=5.5), ["audit"]),
-    (Figures(7.0, 0.50, 13.0, audit_lower_bound=8.0), ["epsilon", "cumulative", "utility", "audit"]),
-])
+@pytest.mark.parametrize(
+    "candidate, failed",
+    [
+        (Figures(6.5, 0.60, 6.5), ["epsilon"]),
+        (Figures(5.0, 0.60, 12.5), ["cumulative"]),
+        (Figures(5.0, 0.585, 10.0), ["utility"]),  # 0.585 < 0.60 - 0.01
+        (Figures(5.0, 0.59, 10.0, audit_lower_bound=5.5), ["audit"]),
+        (Figures(7.0, 0.50, 13.0, audit_lower_bound=8.0), ["epsilon", "cumulative", "utility", "audit"]),
+    ],
+)
 def test_each_gate_refuses_on_its_own(candidate, failed):
     d = decide(candidate, Figures(5.0, 0.60), **BUDGET)
     assert not d.promote and d.failed == failed
@@ -29,11 +32,11 @@ def test_each_gate_refuses_on_its_own(candidate, failed):
 
 def test_tolerance_edge_and_audit_switch():
     prod = Figures(5.0, 0.60)
-    assert decide(Figures(5.0, 0.59, 10.0), prod, **BUDGET).promote            # exactly production - tolerance
+    assert decide(Figures(5.0, 0.59, 10.0), prod, **BUDGET).promote  # exactly production - tolerance
     lb = Figures(5.0, 0.60, 10.0, audit_lower_bound=9.0)
     assert not decide(lb, prod, **BUDGET).promote
-    assert decide(lb, prod, **BUDGET | {"audit": False}).promote                # gate switched off
-    assert decide(Figures(5.0, 0.6), prod, epsilon_budget=6.0).promote          # no cap: no cumulative gate
+    assert decide(lb, prod, **BUDGET | {"audit": False}).promote  # gate switched off
+    assert decide(Figures(5.0, 0.6), prod, epsilon_budget=6.0).promote  # no cap: no cumulative gate
 
 
 def test_cap_without_a_cumulative_figure_is_an_error():

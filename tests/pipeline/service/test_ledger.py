@@ -17,8 +17,8 @@ def _h(*ids: int) -> np.ndarray:
 def test_hashes_are_salted_deduplicated_and_whitespace_insensitive():
     a = record_hashes(["A  worker fell.", "cut"], ["1", "2"], SALT)
     b = record_hashes(["cut", "A worker fell. "], ["2", "1"], SALT)
-    assert a.shape == (2, 16) and (a == b).all()                      # order and spacing do not matter
-    assert len(record_hashes(["x", "x"], ["1", "1"], SALT)) == 1      # the same record once
+    assert a.shape == (2, 16) and (a == b).all()  # order and spacing do not matter
+    assert len(record_hashes(["x", "x"], ["1", "1"], SALT)) == 1  # the same record once
     assert not (record_hashes(["x"], ["1"], SALT) == record_hashes(["x"], ["1"], b"t" * 32)).all()
     assert not (record_hashes(["x"], ["1"], SALT) == record_hashes(["x"], ["2"], SALT)).all()
     with pytest.raises(ValueError, match="2 narratives but 1 labels"):
@@ -29,14 +29,14 @@ def test_cumulative_is_the_worst_record_sum_over_published_versions(tmp_path):
     led = Ledger(tmp_path / "ledger")
     led.add("1", 2.0, _h(1, 2, 3))
     led.publish("1")
-    led.add("2", 3.0, _h(3, 4))            # shares record 3 with v1
-    led.add("3", 5.0, _h(7, 8))            # shares nothing
+    led.add("2", 3.0, _h(3, 4))  # shares record 3 with v1
+    led.add("3", 5.0, _h(7, 8))  # shares nothing
     # v2: record 3 is in v1 (published, 2) and v2 (3) -> 5; record 4 only v2 -> 3; max 5
     assert led.cumulative("2") == pytest.approx(5.0)
     assert led.cumulative("3") == pytest.approx(5.0)  # no overlap: its own ε
     assert led.cumulative("1") == pytest.approx(2.0)  # v2 is not published: it does not count
     led.publish("2")
-    led.add("4", 1.0, _h(1, 3, 9))         # record 3: v1 + v2 + v4 = 6; record 1: v1 + v4 = 3
+    led.add("4", 1.0, _h(1, 3, 9))  # record 3: v1 + v2 + v4 = 6; record 1: v1 + v4 = 3
     assert led.cumulative("4") == pytest.approx(6.0)
     assert led.cumulative("1") == pytest.approx(5.0)  # record 3 is now in v1 and v2
     assert led.overlapping("4") == ["1", "2"]
@@ -51,7 +51,7 @@ def test_ledger_persists_and_keeps_no_text(tmp_path):
     led.add("1", 2.5, record_hashes(["secret narrative about a worker"], ["111"], salt), snapshot="abc")
     again = Ledger(tmp_path / "ledger")
     assert again.entry("1").epsilon == 2.5 and again.entry("1").records == 1
-    assert (tmp_path / "ledger").stat().st_mode & 0o077 == 0           # owner-only folder
+    assert (tmp_path / "ledger").stat().st_mode & 0o077 == 0  # owner-only folder
     for f in (tmp_path / "ledger").iterdir():
         assert b"secret" not in f.read_bytes()
     with pytest.raises(ValueError, match="already in the privacy ledger"):
@@ -66,8 +66,10 @@ def test_report_table_shows_aggregates_per_version(tmp_path):
     led.publish("1")
     led.add("2", 1.5, _h(3, 4))
     lines = report_table(led.report()).splitlines()
-    assert lines[2:4] == ["| 1 | 2.000 | 3 | yes | — | 2.000 |",
-                          "| 2 | 1.500 | 2 | no | 1 | 3.500 |"]          # record 3 is in both: 2.0 + 1.5
+    assert lines[2:4] == [
+        "| 1 | 2.000 | 3 | yes | — | 2.000 |",
+        "| 2 | 1.500 | 2 | no | 1 | 3.500 |",
+    ]  # record 3 is in both: 2.0 + 1.5
     assert lines[4] == "" and lines[5].startswith("cumulative ε: per record")
 
 

@@ -16,4 +16,3 @@ def test_loading_the_code_file_sets_the_autocoder(monkeypatch):
     monkeypatch.delitem(sys.modules, "dprelease.pipeline.service.model_code", raising=False)
     importlib.import_module("dprelease.pipeline.service.model_code")
     assert isinstance(mlflow_model.__mlflow_model__, AutocoderModel)
-

@@ -57,8 +57,9 @@ def test_figures_are_read_back_from_the_tags(registry):
     mr.register(mlflow, NAME, source, _tags("ddd", 1.25, 0.7, epsilon_lb=0.4, epsilon_lb_method="one-run"))
     mr.register(mlflow, NAME, source, _tags("eee", 2.0, 0.5, cumulative_epsilon=3.25))
     version = mr.find_version(client, NAME, "ddd")
-    assert mr.figures(version, "weighted_f1") == Figures(epsilon=1.25, utility=0.7, cumulative_epsilon=None,
-                                                         audit_lower_bound=0.4, audit_method="one-run")
+    assert mr.figures(version, "weighted_f1") == Figures(
+        epsilon=1.25, utility=0.7, cumulative_epsilon=None, audit_lower_bound=0.4, audit_method="one-run"
+    )
     without_audit = mr.figures(mr.find_version(client, NAME, "eee"), "weighted_f1")
     assert without_audit.cumulative_epsilon == 3.25
     assert without_audit.audit_lower_bound is None and without_audit.audit_method is None
@@ -83,8 +84,12 @@ def test_requirements_pin_this_environment_without_local_labels():
 
 def test_a_version_without_an_epsilon_tag_reads_as_no_epsilon_with_its_kind():
     class Version:
-        tags = {"uncertified_index": "9.3", "weighted_f1": "0.6", "guarantee": "ppm_uncertified",
-                "cumulative_epsilon": "inf"}
+        tags = {
+            "uncertified_index": "9.3",
+            "weighted_f1": "0.6",
+            "guarantee": "ppm_uncertified",
+            "cumulative_epsilon": "inf",
+        }
 
     f = mr.figures(Version, "weighted_f1")
     assert (f.epsilon, f.kind, f.cumulative_epsilon) == (None, "ppm_uncertified", float("inf"))

@@ -32,13 +32,17 @@ def _json(doc) -> bytes:
     return json.dumps(doc).encode()
 
 
-@pytest.mark.parametrize("request_of", [
-    lambda n: {"dataframe_split": {"columns": ["narrative"], "data": [["a"]] * n}},
-    lambda n: {"dataframe_records": [{"narrative": "a"}] * n},
-    lambda n: {"instances": ["a"] * n},
-    lambda n: {"inputs": ["a"] * n},
-    lambda n: {"inputs": {"narrative": ["a"] * n}},
-], ids=["dataframe_split", "dataframe_records", "instances", "inputs", "inputs-columns"])
+@pytest.mark.parametrize(
+    "request_of",
+    [
+        lambda n: {"dataframe_split": {"columns": ["narrative"], "data": [["a"]] * n}},
+        lambda n: {"dataframe_records": [{"narrative": "a"}] * n},
+        lambda n: {"instances": ["a"] * n},
+        lambda n: {"inputs": ["a"] * n},
+        lambda n: {"inputs": {"narrative": ["a"] * n}},
+    ],
+    ids=["dataframe_split", "dataframe_records", "instances", "inputs", "inputs-columns"],
+)
 def test_more_than_the_batch_is_refused_in_every_format(request_of):
     assert admit(_json(request_of(4)), "application/json", max_batch=4)  # at the limit: admitted
     with pytest.raises(Refused, match=r"^5 narratives in one request; at most 4 per request") as err:
@@ -57,8 +61,10 @@ def test_csv_rows_count_and_bytes_are_bounded():
 
 def test_a_list_of_strings_becomes_a_narrative_frame():
     body = admit(_json({"inputs": ["fell", "cut"], "params": {}}), "application/json", max_batch=10)
-    assert json.loads(body) == {"dataframe_split": {"columns": ["narrative"], "data": [["fell"], ["cut"]]},
-                                "params": {}}
+    assert json.loads(body) == {
+        "dataframe_split": {"columns": ["narrative"], "data": [["fell"], ["cut"]]},
+        "params": {},
+    }
     frame = _json({"dataframe_split": {"columns": ["narrative"], "data": [["x"]]}})
     assert admit(frame, "application/json", max_batch=10) == frame  # MLflow's own formats pass as they are
     assert admit(b"not json", "application/json", max_batch=10) == b"not json"  # MLflow answers it
@@ -69,8 +75,10 @@ def test_a_request_is_scored_in_pieces_of_rows():
     parts = [json.loads(p) for p in pieces(_json(doc), "application/json", size=256)]
     assert [len(p["dataframe_split"]["data"]) for p in parts] == [256, 256, 88]
     assert all(p["dataframe_split"]["columns"] == ["narrative"] and p["params"] == {} for p in parts)
-    assert [len(json.loads(p)["dataframe_records"]) for p in
-            pieces(_json({"dataframe_records": [{"narrative": "a"}] * 300}), "application/json", size=256)] == [256, 44]
+    assert [
+        len(json.loads(p)["dataframe_records"])
+        for p in pieces(_json({"dataframe_records": [{"narrative": "a"}] * 300}), "application/json", size=256)
+    ] == [256, 44]
     small = _json({"inputs": ["a"] * 3})
     assert pieces(small, "application/json", size=256) == [small] and pieces(b"x,y", "text/csv") == [b"x,y"]
 
@@ -90,8 +98,9 @@ def _free_port() -> int:
 
 def _post(port: int, payload, content_type: str = "application/json") -> tuple[int, dict]:
     data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/invocations", data=data,
-                                 headers={"Content-Type": content_type})
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/invocations", data=data, headers={"Content-Type": content_type}
+    )
     try:
         with urllib.request.urlopen(req, timeout=WAIT_S) as r:
             return r.status, json.load(r)
@@ -128,8 +137,12 @@ def model_dir(tmp_path):
     release = tiny_release(tmp_path / "release", signer=signer)
     where = tmp_path / "model"
     code = Path(model_registry.__file__).with_name("model_code.py")
-    mlflow.pyfunc.save_model(str(where), python_model=str(code), signature=SIGNATURE,
-                             artifacts={ARTIFACT: str(release), KEY_ARTIFACT: str(tmp_path / "agency" / PUBLIC)})
+    mlflow.pyfunc.save_model(
+        str(where),
+        python_model=str(code),
+        signature=SIGNATURE,
+        artifacts={ARTIFACT: str(release), KEY_ARTIFACT: str(tmp_path / "agency" / PUBLIC)},
+    )
     return where
 
 
@@ -138,9 +151,25 @@ def test_a_running_server_bounds_batches_takes_lists_cancels_and_serve_stop_stop
     root, port = tmp_path / "project", _free_port()
     root.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("DPRELEASE_")}
-    proc = subprocess.Popen([sys.executable, "-m", "dprelease.pipeline.service.model_server", str(model_dir),
-                             "--port", str(port), "--max-batch", "2000", "--root", str(root)],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dprelease.pipeline.service.model_server",
+            str(model_dir),
+            "--port",
+            str(port),
+            "--max-batch",
+            "2000",
+            "--root",
+            str(root),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in proc.stderr], daemon=True).start()
     try:
@@ -156,25 +185,37 @@ def test_a_running_server_bounds_batches_takes_lists_cancels_and_serve_stop_stop
 
         status, body = _post(port, {"inputs": ["fell"] * 2001})  # one over the batch
         assert status == 413 and body["error_code"] == "REQUEST_LIMIT_EXCEEDED", body
-        assert body["message"] == ("2001 narratives in one request; at most 2000 per request: split the batch into "
-                                   "several requests"), body
+        assert body["message"] == (
+            "2001 narratives in one request; at most 2000 per request: split the batch into several requests"
+        ), body
         status, body = _post(port, {"inputs": ["fell"] * 289 + ["  "] + ["cut"] * 10})  # in the second piece
         assert status == 400 and body["message"] == "empty narrative in row(s) 290", body  # one line, no request
 
         # a client that gives up: the server stops between pieces and says so in one line
         text = "An employee fell from a ladder while carrying roofing material and fractured a wrist."
         with pytest.raises(OSError):  # the client's own timeout (urllib: a socket timeout)
-            urllib.request.urlopen(urllib.request.Request(
-                f"http://127.0.0.1:{port}/invocations", data=json.dumps({"inputs": [text] * 2000}).encode(),
-                headers={"Content-Type": "application/json"}), timeout=0.5)
+            urllib.request.urlopen(
+                urllib.request.Request(
+                    f"http://127.0.0.1:{port}/invocations",
+                    data=json.dumps({"inputs": [text] * 2000}).encode(),
+                    headers={"Content-Type": "application/json"},
+                ),
+                timeout=0.5,
+            )
         line = lines.get(timeout=WAIT_S)
         while "request cancelled" not in line:
             line = lines.get(timeout=WAIT_S)
         assert line.startswith("dprelease: model server: request cancelled after ") and "of 8" in line, line
         assert "the client went away" in line, line
 
-        stop = subprocess.run([sys.executable, "-m", "flows.serve", "stop", "--root", str(root)], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=WAIT_S)
+        stop = subprocess.run(
+            [sys.executable, "-m", "flows.serve", "stop", "--root", str(root)],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=WAIT_S,
+        )
         assert stop.returncode == 0 and f"{proc.pid}" in stop.stdout, stop.stdout + stop.stderr
         proc.wait(timeout=WAIT_S)
         assert not (root / ".prefect/serve/model.json").exists()

@@ -45,9 +45,11 @@ def test_passing_version_is_promoted_failing_ones_refused_with_the_reason(regist
     assert _alias(client, mr.PRODUCTION) == v1 and _alias(client, mr.REFUSED) is None
     assert client.get_model_version(NAME, v1).tags["gate.decision"] == "promoted"
 
-    cases = [("b", 6.0, 0.80, {}, "epsilon", "ε 6.000 vs budget 5"),                  # over the ε budget
-             ("c", 2.0, 0.68, {}, "utility", "utility 0.6800 vs production 0.7000"),  # more than 0.01 below
-             ("d", 2.0, 0.75, {"epsilon_lb": 3.0}, "audit", "audit ε lower bound 3.000 vs claimed 2.000")]
+    cases = [
+        ("b", 6.0, 0.80, {}, "epsilon", "ε 6.000 vs budget 5"),  # over the ε budget
+        ("c", 2.0, 0.68, {}, "utility", "utility 0.6800 vs production 0.7000"),  # more than 0.01 below
+        ("d", 2.0, 0.75, {"epsilon_lb": 3.0}, "audit", "audit ε lower bound 3.000 vs claimed 2.000"),
+    ]
     for digest, eps, f1, extra, failed, detail in cases:
         v = _version(registry, digest, eps, f1, **extra)
         decision = promote(client, NAME, v, gates=gates)
@@ -56,7 +58,7 @@ def test_passing_version_is_promoted_failing_ones_refused_with_the_reason(regist
         assert tags["gate.decision"] == "refused" and tags["gate.failed"] == failed
         assert tags["gate.reason"] == decision.reason() and detail in tags["gate.reason"]
         assert _alias(client, mr.REFUSED) == v and _alias(client, mr.CANDIDATE) == v
-        assert _alias(client, mr.PRODUCTION) == v1                                   # production never moved
+        assert _alias(client, mr.PRODUCTION) == v1  # production never moved
 
     # within the tolerance of production, under budget: production moves to it
     v5 = _version(registry, "e", 2.0, 0.695)
@@ -81,7 +83,7 @@ def test_audit_attached_to_a_version_that_lacks_it(registry):
         mlflow.log_metric("epsilon", 2.0)
     v = _version(registry, "a", 2.0, 0.7, run_id=run.info.run_id)
     version = client.get_model_version(NAME, v)
-    new = {"epsilon_lb": 0.8, "audit_loss_auc": 0.52, "weighted_f1": 0.1}       # only the audit tags are attached
+    new = {"epsilon_lb": 0.8, "audit_loss_auc": 0.52, "weighted_f1": 0.1}  # only the audit tags are attached
     assert attach_audit(client, NAME, version, new) == ["audit_loss_auc", "epsilon_lb"]
     tags = client.get_model_version(NAME, v).tags
     assert tags["epsilon_lb"] == "0.8" and tags["audit_loss_auc"] == "0.52" and tags["weighted_f1"] == "0.7"
@@ -98,13 +100,12 @@ def test_summary_reports_the_decision_and_production(registry):
     out = summary(client.get_model_version(NAME, v1), mr.production(client, NAME))
     assert out["version"] == v1 and out["decision"] == "refused" and not out["promoted"]
     assert out["production"] is None and out["reason"].startswith("refused by epsilon")
-    assert out["figures"] == {"epsilon": 2.0, "weighted_f1": 0.7, "macro_f1": 0.4}   # the headline names only
+    assert out["figures"] == {"epsilon": 2.0, "weighted_f1": 0.7, "macro_f1": 0.4}  # the headline names only
     assert (out["epsilon"], out["utility"], out["cumulative_epsilon"]) == (2.0, 0.7, 2.0)
     v2 = _version(registry, "b", 0.5, 0.7)
     promote(client, NAME, v2, gates=GateParams(epsilon_budget=1.0))
     again = summary(client.get_model_version(NAME, v2), mr.production(client, NAME), unchanged=True)
     assert again["decision"] == "unchanged, already promoted" and again["production"] == v2
-
 
 
 FP = {"snapshot_id": "s1", "code_hash": "c1", "params_hash": "p1"}
@@ -119,13 +120,13 @@ def test_unchanged_since_finds_the_production_or_newest_version_made_from_the_sa
         version = unchanged_since(client, NAME, fp, audit=audit)
         return None if version is None else str(version.version)
 
-    assert found(FP) is None                                                      # no model yet
+    assert found(FP) is None  # no model yet
     v1 = _version(registry, "a", 2.0, 0.7, **FP)
-    assert found(FP) == v1                                                        # the newest (candidate)
+    assert found(FP) == v1  # the newest (candidate)
     promote(client, NAME, v1, gates=GateParams(epsilon_budget=5.0))
     for key in FP:  # any hash that differs: a retrain has something new to run
         assert found(FP | {key: "other"}) is None
-    assert found(FP, audit=True) is None                                          # not audited, audit asked for
+    assert found(FP, audit=True) is None  # not audited, audit asked for
     client.set_model_version_tag(NAME, v1, "audited", "true")
     assert found(FP, audit=True) == v1
     # a newer version from other inputs: production (v1) still matches; the newest matches its own inputs

@@ -17,7 +17,7 @@ from dprelease.pipeline.service.pyfunc_model import narratives
 def test_inputs_it_accepts():
     assert narratives(pd.DataFrame({"narrative": [" a ", "b"]})) == ["a", "b"]
     assert narratives(pd.DataFrame({"id": [1], "Final Narrative": ["x"]})) == ["x"]
-    assert narratives(pd.DataFrame({"whatever": ["y"]})) == ["y"]                # a single column
+    assert narratives(pd.DataFrame({"whatever": ["y"]})) == ["y"]  # a single column
     assert narratives(["p", "q"]) == ["p", "q"] and narratives(pd.Series(["r"])) == ["r"]
 
 
@@ -97,8 +97,12 @@ def test_a_wrong_agency_key_is_a_clear_one_line_exception(signed, tmp_path, monk
     keys, release = signed
     if wrong == "another-agency":
         ensure_key(tmp_path / "other", signer="Mallory")
-    key = {"another-agency": tmp_path / "other" / PUBLIC, "rsa": _rsa_key(tmp_path / "rsa.pub"),
-           "garbage": tmp_path / "garbage.pub", "missing": tmp_path / "nope.pub"}[wrong]
+    key = {
+        "another-agency": tmp_path / "other" / PUBLIC,
+        "rsa": _rsa_key(tmp_path / "rsa.pub"),
+        "garbage": tmp_path / "garbage.pub",
+        "missing": tmp_path / "nope.pub",
+    }[wrong]
     if wrong == "garbage":
         key.write_bytes(b"-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n")
     monkeypatch.setenv(KEY_ENV, str(key))
@@ -162,8 +166,12 @@ def test_mlflow_s_loader_raises_the_clear_exception(signed, tmp_path, monkeypatc
 
     keys, release = signed
     code = Path(__file__).resolve().parents[3] / "src" / "dprelease" / "pipeline" / "service" / "model_code.py"
-    mlflow.pyfunc.save_model(str(tmp_path / "model"), python_model=str(code), signature=SIGNATURE,
-                             artifacts={ARTIFACT: str(release), KEY_ARTIFACT: str(keys / PUBLIC)})
+    mlflow.pyfunc.save_model(
+        str(tmp_path / "model"),
+        python_model=str(code),
+        signature=SIGNATURE,
+        artifacts={ARTIFACT: str(release), KEY_ARTIFACT: str(keys / PUBLIC)},
+    )
     model = mlflow.pyfunc.load_model(str(tmp_path / "model"))  # no key set: the model's own, integrity only
     assert model.predict(pd.DataFrame({"narrative": ["fell"]}))["code"].tolist() == [CODES[0]]
     monkeypatch.setenv(KEY_ENV, str(_rsa_key(tmp_path / "rsa.pub")))
@@ -193,8 +201,13 @@ def test_serving_before_any_model_is_registered_is_one_line(store, tmp_path, mon
     with pytest.raises(OneLineError, match="no registered model 'oiics-autocoder'") as err:
         serve_check("models:/oiics-autocoder@production")
     assert "\n" not in str(err.value) and "make retrain" in str(err.value) and "make serve" in str(err.value)
-    out = subprocess.run([sys.executable, "-m", "dprelease.pipeline.service.pyfunc_model", "models:/oiics-autocoder@production"],
-                         capture_output=True, text=True, timeout=900, env=os.environ | {"OMP_NUM_THREADS": "1"})
+    out = subprocess.run(
+        [sys.executable, "-m", "dprelease.pipeline.service.pyfunc_model", "models:/oiics-autocoder@production"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=os.environ | {"OMP_NUM_THREADS": "1"},
+    )
     assert out.returncode == 2 and out.stdout == "", out
     assert out.stderr.count("\n") == 1 and out.stderr.startswith("dprelease: error: no registered model"), out.stderr
     import mlflow

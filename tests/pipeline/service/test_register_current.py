@@ -47,10 +47,10 @@ def test_the_current_release_is_registered_once_with_its_figures_and_gate(projec
     tags = versions[0].tags
     figures = headline(root / "metrics")
     g = read_json(root / "release" / "release.json")["guarantee"]
-    assert tags["guarantee"] == g["kind"]                                            # its kind
-    assert float(tags["weighted_f1"]) == pytest.approx(figures["weighted_f1"])      # its weighted F1
+    assert tags["guarantee"] == g["kind"]  # its kind
+    assert float(tags["weighted_f1"]) == pytest.approx(figures["weighted_f1"])  # its weighted F1
     if g.get("epsilon") is not None:
-        assert float(tags["epsilon"]) == pytest.approx(figures["epsilon"])          # its ε (when it claims one)
+        assert float(tags["epsilon"]) == pytest.approx(figures["epsilon"])  # its ε (when it claims one)
     assert tags["gate.decision"] in ("promoted", "refused") and tags["gate.reason"]  # the gates were evaluated
     assert tags["source"] == "release" and tags["snapshot"] == "sir.csv.gz"
     assert {"snapshot_id", "code_hash", "params_hash", "release.digest", "cumulative_epsilon"} <= set(tags)
@@ -73,16 +73,18 @@ def test_nothing_to_register_is_one_line(project, tmp_path):
     from flows import serve
 
     root, p = project
-    with root_lock(root, "make run"):                                                 # a run holds the root
+    with root_lock(root, "make run"):  # a run holds the root
         assert register_current(p, root)["skipped"].startswith(f"{root} is in use by another dprelease run: pid ")
     manifest = read_json(root / "metrics" / "released.json")
     write_json(root / "metrics" / "released.json", manifest | {"guarantee": manifest["guarantee"] | {"epsilon": 1.0}})
-    assert register_current(p, root) == {"skipped": "release/ is not the release metrics/released.json describes "
-                                                     "(run `make run` again)"}
+    assert register_current(p, root) == {
+        "skipped": "release/ is not the release metrics/released.json describes (run `make run` again)"
+    }
     empty = tmp_path / "empty"
     empty.mkdir()
     assert serve.register_current(empty, "../project/params.yaml")["line"] == (
-        "registry: nothing registered (no release in release/ (`make run` makes one))")
+        "registry: nothing registered (no release in release/ (`make run` makes one))"
+    )
     assert not (empty / "mlflow.db").exists() and not _versions(root)[1]
 
 
@@ -114,7 +116,9 @@ def test_the_declared_dpsgd_release_becomes_production_and_answers(head_run, tmp
         client, versions = _versions(root)
         tags = versions[0].tags
         assert tags["guarantee"] == "dp_accountant" and tags["mechanism"] == "dpsgd" and "round" not in tags
-        assert float(tags["epsilon"]) == pytest.approx(g["epsilon"]) and float(tags["delta"]) == pytest.approx(g["delta"])
+        assert float(tags["epsilon"]) == pytest.approx(g["epsilon"]) and float(tags["delta"]) == pytest.approx(
+            g["delta"]
+        )
         assert [e.epsilon for e in Ledger(root / "artifacts" / "ledger").entries] == [pytest.approx(g["epsilon"])]
         mlflow.set_tracking_uri(f"sqlite:///{root / 'mlflow.db'}")
         model = mlflow.pyfunc.load_model(f"models:/{NAME}@production")

@@ -17,9 +17,17 @@ from dprelease.core.privacy import secret
 from dprelease.pipeline.service import retrain as svc
 
 REL = Path("data") / "snapshots" / "sir_to_2015-12-31-0123456789.csv.gz"
-REG = {"version": "4", "epsilon": 5.0691, "cumulative_epsilon": 10.1382, "utility": 0.61234, "decision": "refused",
-       "promoted": False, "reason": "refused by epsilon (ε 5.069 vs budget 1)", "production": "3",
-       "figures": {"epsilon": 5.0691, "weighted_f1": 0.61234}}
+REG = {
+    "version": "4",
+    "epsilon": 5.0691,
+    "cumulative_epsilon": 10.1382,
+    "utility": 0.61234,
+    "decision": "refused",
+    "promoted": False,
+    "reason": "refused by epsilon (ε 5.069 vs budget 1)",
+    "production": "3",
+    "figures": {"epsilon": 5.0691, "weighted_f1": 0.61234},
+}
 
 
 @pytest.fixture
@@ -34,7 +42,7 @@ def test_run_folder_and_params_point_back_to_the_project(project):
     where = svc.run_folder(root, REL)
     assert where == root / "runs" / "retrain" / "sir_to_2015-12-31-0123456789"
     rp = svc.run_params(p, REL)
-    assert (where / rp.data.path).resolve() == (root / REL).resolve()               # the snapshot, from the run folder
+    assert (where / rp.data.path).resolve() == (root / REL).resolve()  # the snapshot, from the run folder
     assert (where / rp.signing_key).resolve() == (root / p.artifacts / "keys").resolve()  # the project's one key
     assert rp.model_dump(exclude={"data", "signing_key"}) == p.model_dump(exclude={"data", "signing_key"})
 
@@ -44,8 +52,10 @@ def test_run_key_is_derived_from_the_project_key_and_re_derived_the_same(project
     where, rp = svc.prepare_run(p, root, REL)
     assert where.is_dir() and where == svc.run_folder(root, REL)
     child = secret.key_id(where / rp.artifacts)
-    assert child != secret.key_id(root / p.artifacts)                               # its own key ...
-    assert svc.prepare_run(p, root, REL)[0] == where and secret.key_id(where / rp.artifacts) == child  # ... the same again
+    assert child != secret.key_id(root / p.artifacts)  # its own key ...
+    assert (
+        svc.prepare_run(p, root, REL)[0] == where and secret.key_id(where / rp.artifacts) == child
+    )  # ... the same again
     other, orp = svc.prepare_run(p, root, REL.with_name("other-ffffffffff.csv.gz"))
     assert secret.key_id(other / orp.artifacts) not in (child, secret.key_id(root / p.artifacts))
 
@@ -54,11 +64,19 @@ def test_released_names_the_mechanism_and_its_audit_arm(tmp_path):
     with pytest.raises(FileNotFoundError, match="published nothing"):
         svc.released(tmp_path)
     # the mechanism's own tags come from its record (SWAG-PPM's figures hook: the released round)
-    for rec, expected in (({"mechanism": "swag_ppm", "arm": "swag_ppm_reweighted", "guarantee": {"quantities": {"round": 3}},
-                            "tags": {"round": 3}},
-                           ("swag_ppm round 3", "swag_ppm_reweighted")),
-                          ({"mechanism": "dpsgd", "arm": "dpsgd", "guarantee": {"quantities": {}}}, ("dpsgd", "dpsgd")),
-                          ({"mechanism": "linear_ppm", "arm": None, "guarantee": {"quantities": {}}}, ("linear_ppm", None))):
+    for rec, expected in (
+        (
+            {
+                "mechanism": "swag_ppm",
+                "arm": "swag_ppm_reweighted",
+                "guarantee": {"quantities": {"round": 3}},
+                "tags": {"round": 3},
+            },
+            ("swag_ppm round 3", "swag_ppm_reweighted"),
+        ),
+        ({"mechanism": "dpsgd", "arm": "dpsgd", "guarantee": {"quantities": {}}}, ("dpsgd", "dpsgd")),
+        ({"mechanism": "linear_ppm", "arm": None, "guarantee": {"quantities": {}}}, ("linear_ppm", None)),
+    ):
         write_json(tmp_path / "metrics" / "released.json", rec)
         assert svc.released(tmp_path) == expected
 
@@ -69,17 +87,29 @@ def test_report_leaves_out_the_run_folder(tmp_path):
 
 
 def test_lines_and_artifact_of_a_refused_version():
-    assert svc.registry_line(REG, 2.345) == "registry: version 4 → refused (refused by epsilon (ε 5.069 vs budget 1)) (2.3 s)"
+    assert (
+        svc.registry_line(REG, 2.345)
+        == "registry: version 4 → refused (refused by epsilon (ε 5.069 vs budget 1)) (2.3 s)"
+    )
     promoted = REG | {"decision": "unchanged, already promoted", "promoted": True, "attached": ["epsilon_lb"]}
-    assert svc.registry_line(promoted, 0.5) == ("registry: version 4 → unchanged, already promoted; "
-                                                "audit attached: epsilon_lb (0.5 s)")
+    assert svc.registry_line(promoted, 0.5) == (
+        "registry: version 4 → unchanged, already promoted; audit attached: epsilon_lb (0.5 s)"
+    )
     out = {"snapshot": "sir-0123456789.csv.gz", "seconds": 12.34, "registry": REG}
-    assert svc.result_line(out) == ("sir-0123456789.csv.gz: 12.3 s; version 4 ε=5.069 cumulative ε=10.138 "
-                                    "utility=0.6123 → refused (refused by epsilon (ε 5.069 vs budget 1))")
+    assert svc.result_line(out) == (
+        "sir-0123456789.csv.gz: 12.3 s; version 4 ε=5.069 cumulative ε=10.138 "
+        "utility=0.6123 → refused (refused by epsilon (ε 5.069 vs budget 1))"
+    )
     text = svc.summary_markdown(out)
     assert text.startswith("### retrain sir-0123456789\n")
-    for row in ("| ε | 5.069 |", "| weighted F1 (released model) | 0.6123 |", "| registered version | 4 |",
-                "| gate decision | refused |", "| production version | 3 |", "| cumulative ε (basic composition) | 10.14 |"):
+    for row in (
+        "| ε | 5.069 |",
+        "| weighted F1 (released model) | 0.6123 |",
+        "| registered version | 4 |",
+        "| gate decision | refused |",
+        "| production version | 3 |",
+        "| cumulative ε (basic composition) | 10.14 |",
+    ):
         assert row in text, row
 
 
@@ -91,7 +121,11 @@ def test_untracked_run_reports_its_figures_only():
 
 
 def test_result_line_of_a_version_that_claims_no_epsilon():
-    reg = REG | {"epsilon": None, "guarantee": "ppm_uncertified", "cumulative_epsilon": float("inf"),
-                 "reason": "refused by epsilon (no ε claimed (kind ppm_uncertified) vs budget 1)"}
+    reg = REG | {
+        "epsilon": None,
+        "guarantee": "ppm_uncertified",
+        "cumulative_epsilon": float("inf"),
+        "reason": "refused by epsilon (no ε claimed (kind ppm_uncertified) vs budget 1)",
+    }
     line = svc.result_line({"snapshot": "s.csv", "seconds": 1.0, "registry": reg})
     assert "version 4 no ε (ppm_uncertified) cumulative ε=inf" in line and "ε=None" not in line

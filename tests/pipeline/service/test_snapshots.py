@@ -31,10 +31,14 @@ DATA = ROOT / "data" / "osha_sir_2015_2016.csv.gz"
 
 def _bundled(tmp_path) -> Path:
     path = tmp_path / "sir.csv"
-    pd.DataFrame({"EventDate": ["2015-01-02", "2015-12-31", "2016-03-01", "2016-12-30"],
-                  "Final Narrative": ["a", "b", "c", "d"], "Nature": ["1", "2", "1", "2"]}).to_csv(path, index=False)
+    pd.DataFrame(
+        {
+            "EventDate": ["2015-01-02", "2015-12-31", "2016-03-01", "2016-12-30"],
+            "Final Narrative": ["a", "b", "c", "d"],
+            "Nature": ["1", "2", "1", "2"],
+        }
+    ).to_csv(path, index=False)
     return path
-
 
 
 def _key(folder):
@@ -45,10 +49,11 @@ def _key(folder):
     secret.init(artifacts)
     return artifacts
 
+
 def test_windows_grow_and_are_byte_stable(tmp_path):
     files = cut_windows(_bundled(tmp_path), ["2016-06-30", "2015-12-31"], tmp_path / "w")
     assert [f.name for f in files] == ["sir_to_2015-12-31.csv.gz", "sir_to_2016-06-30.csv.gz"]
-    assert [len(pd.read_csv(f)) for f in files] == [2, 3]                # end dates inclusive
+    assert [len(pd.read_csv(f)) for f in files] == [2, 3]  # end dates inclusive
     ids = [snapshot_id(f, artifacts=_key(tmp_path)) for f in files]
     again = cut_windows(_bundled(tmp_path), ["2015-12-31"], tmp_path / "w2")
     assert snapshot_id(again[0], artifacts=_key(tmp_path)) == ids[0] and ids[0].startswith("sir_to_2015-12-31-")
@@ -94,13 +99,15 @@ def test_version_snapshot_copies_by_content_and_tracks_it_with_dvc(tmp_path):
     rel = version_snapshot(root, source, artifacts=_key(tmp_path))
     assert rel == SNAPSHOTS / f"{snapshot_id(source, artifacts=_key(tmp_path))}.csv"
     assert (root / rel).read_bytes() == source.read_bytes() and (root / f"{rel}.dvc").is_file()
-    assert "analytics = false" in (root / ".dvc" / "config").read_text()          # a DVC repo, quiet and offline
-    assert version_snapshot(root, source, artifacts=_key(tmp_path)) == rel                                 # again: same file, no error
+    assert "analytics = false" in (root / ".dvc" / "config").read_text()  # a DVC repo, quiet and offline
+    assert version_snapshot(root, source, artifacts=_key(tmp_path)) == rel  # again: same file, no error
     assert not list((root / SNAPSHOTS).glob(".*partial"))
-    assert push_snapshot(root, rel) is None                                       # no default remote: no push
+    assert push_snapshot(root, rel) is None  # no default remote: no push
     with pytest.raises(ConfigError, match="snapshot not found: .*absent.csv"):
         version_snapshot(root, tmp_path / "absent.csv", artifacts=_key(tmp_path))
-    with pytest.raises(OneLineError, match=r"^dvc add nowhere\.csv: ERROR: output 'nowhere\.csv' does not exist") as err:
+    with pytest.raises(
+        OneLineError, match=r"^dvc add nowhere\.csv: ERROR: output 'nowhere\.csv' does not exist"
+    ) as err:
         dvc(root, "add", "nowhere.csv")
     assert "\n" not in str(err.value)
 
@@ -114,8 +121,9 @@ def test_a_failed_push_is_one_warning_and_no_stop(tmp_path):
     dvc(root, "remote", "add", "--local", "--default", "broken", str(blocker / "remote"))
     warned: list[str] = []
     assert push_snapshot(root, rel, warn=warned.append) is None
-    assert len(warned) == 1 and warned[0].startswith(f"snapshot {rel.name} not pushed to DVC remote broken: "
-                                                     f"dvc push {rel}.dvc: ERROR: ")
+    assert len(warned) == 1 and warned[0].startswith(
+        f"snapshot {rel.name} not pushed to DVC remote broken: dvc push {rel}.dvc: ERROR: "
+    )
     assert "\n" not in warned[0] and "Having any troubles" not in warned[0]
 
 
@@ -135,18 +143,18 @@ def test_snapshot_pushed_to_the_private_remote_and_pulled_by_another_clone(tmp_p
     a, b, remote = tmp_path / "a", tmp_path / "b", tmp_path / "remote"
     a.mkdir()
     _git("init", "-q", cwd=a)
-    rel = version_snapshot(a, DATA, artifacts=_key(tmp_path))                                  # no remote yet: versioned, not pushed
+    rel = version_snapshot(a, DATA, artifacts=_key(tmp_path))  # no remote yet: versioned, not pushed
     assert push_snapshot(a, rel) is None
     dvc(a, "remote", "add", "--local", "--default", "private", str(remote))
     assert push_snapshot(a, rel) == "private"
     stored = [p for p in remote.rglob("*") if p.is_file()]
-    assert len(stored) == 1 and stored[0].read_bytes() == DATA.read_bytes()   # the extract, in the remote
-    assert not (a / ".dvc" / "config").read_text().count(str(remote))        # the remote is this clone's only
+    assert len(stored) == 1 and stored[0].read_bytes() == DATA.read_bytes()  # the extract, in the remote
+    assert not (a / ".dvc" / "config").read_text().count(str(remote))  # the remote is this clone's only
     _git("add", "-A", cwd=a)
     _git("commit", "-q", "-m", "snapshot", cwd=a)
 
     _git("clone", "-q", str(a), str(b), cwd=tmp_path)
-    assert not (b / rel).exists() and (b / f"{rel}.dvc").is_file()            # git holds the pointer only
+    assert not (b / rel).exists() and (b / f"{rel}.dvc").is_file()  # git holds the pointer only
     dvc(b, "remote", "add", "--local", "--default", "private", str(remote))
     dvc(b, "pull", "-q")
     assert (b / rel).read_bytes() == DATA.read_bytes()

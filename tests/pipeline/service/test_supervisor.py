@@ -51,33 +51,38 @@ def test_alive_tells_a_running_process_from_an_ended_one():
 
 
 def test_stale_pid_file_is_cleaned_and_a_live_one_kept(tmp_path):
-    assert not sv.clean_stale(tmp_path)                                       # nothing to clean
+    assert not sv.clean_stale(tmp_path)  # nothing to clean
     path = _state(tmp_path, server=_dead_pid(), worker=_dead_pid())
     assert sv.clean_stale(tmp_path) and not path.exists()
-    _state(tmp_path, server=_dead_pid(), worker=os.getpid())                 # one still runs: serving
+    _state(tmp_path, server=_dead_pid(), worker=os.getpid())  # one still runs: serving
     assert not sv.clean_stale(tmp_path) and path.exists()
     with pytest.raises(sv.ServeError, match=r"^already serving \(.*pids\.json\); run `make serve-stop`$"):
         _start(tmp_path, 1)
-    assert sv.read_state(tmp_path)["pids"]["worker"] == os.getpid()           # left as it was
+    assert sv.read_state(tmp_path)["pids"]["worker"] == os.getpid()  # left as it was
 
 
 def test_port_in_use_is_one_line_and_starts_nothing(tmp_path):
-    path = _state(tmp_path, server=_dead_pid())                              # a crash's leftover
+    path = _state(tmp_path, server=_dead_pid())  # a crash's leftover
     with _listening() as busy:
         port = busy.getsockname()[1]
         assert sv.port_in_use(port)
         with pytest.raises(sv.ServeError) as err:
             _start(tmp_path, port)
-    assert str(err.value) == f"port {port} on 127.0.0.1 is in use (service.port): stop what listens there or set another port"
+    assert (
+        str(err.value)
+        == f"port {port} on 127.0.0.1 is in use (service.port): stop what listens there or set another port"
+    )
     assert not path.exists() and not list((tmp_path / sv.STATE).glob("*.log"))  # stale file gone, nothing spawned
-    assert not sv.port_in_use(port)                                          # free again once closed
+    assert not sv.port_in_use(port)  # free again once closed
 
 
 def test_stop_ends_process_groups_and_kills_one_ignoring_sigterm(tmp_path):
     # ignores SIGTERM; says so once it is ready, and again if it ever sleeps its time out (it must not: stop kills it)
-    (tmp_path / "stubborn.py").write_text("import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-                                          "print('ready', flush=True)\ntime.sleep(600)\nprint('slept', flush=True)\n",
-                                          encoding="utf-8")
+    (tmp_path / "stubborn.py").write_text(
+        "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "print('ready', flush=True)\ntime.sleep(600)\nprint('slept', flush=True)\n",
+        encoding="utf-8",
+    )
     (tmp_path / sv.STATE).mkdir(parents=True)
     env = os.environ | {"PYTHONPATH": str(tmp_path)}
     worker = sv.spawn(tmp_path, "worker", ["stubborn"], env)
@@ -94,7 +99,7 @@ def test_stop_ends_process_groups_and_kills_one_ignoring_sigterm(tmp_path):
         assert "slept" not in log.read_text()  # killed after the grace, not waited out
         assert _ended(worker) and _ended(server)
         assert not (tmp_path / sv.STATE / sv.PIDS).exists()
-        assert sv.stop(tmp_path) == []                                       # nothing left to stop
+        assert sv.stop(tmp_path) == []  # nothing left to stop
     finally:
         for pid in (worker, server):  # never leave them behind, whatever failed
             if sv.alive(pid):
@@ -117,11 +122,19 @@ def _ended(pid: int, timeout: float = WAIT_S) -> bool:
 class _API(BaseHTTPRequestHandler):
     """A stand-in for the few Prefect REST routes the supervisor reads."""
 
-    RUNS = [{"id": "r1", "name": "retrain a", "state_type": "COMPLETED", "auto_scheduled": True},
-            {"id": "r2", "name": "retrain b", "state_type": "COMPLETED", "auto_scheduled": False},
-            {"id": "r3", "name": "retrain c", "state_type": "SCHEDULED", "auto_scheduled": True},
-            {"id": "r4", "name": "retrain d", "state_type": "CANCELLED", "state_name": "Cancelled",
-             "state": {"message": "Deployment concurrency limit reached."}, "auto_scheduled": True}]
+    RUNS = [
+        {"id": "r1", "name": "retrain a", "state_type": "COMPLETED", "auto_scheduled": True},
+        {"id": "r2", "name": "retrain b", "state_type": "COMPLETED", "auto_scheduled": False},
+        {"id": "r3", "name": "retrain c", "state_type": "SCHEDULED", "auto_scheduled": True},
+        {
+            "id": "r4",
+            "name": "retrain d",
+            "state_type": "CANCELLED",
+            "state_name": "Cancelled",
+            "state": {"message": "Deployment concurrency limit reached."},
+            "auto_scheduled": True,
+        },
+    ]
     seen: list = []
 
     def _json(self, body) -> None:
@@ -159,21 +172,27 @@ def test_health_and_run_counts_read_the_api():
         runs = sv.flow_runs(sv.api_url(port))
         assert [r["name"] for r in runs] == ["retrain a", "retrain b", "retrain c", "retrain d"]
         assert runs[3]["message"] == "Deployment concurrency limit reached." and runs[0]["message"] is None
-        assert _API.seen[-1] == ("/api/flow_runs/filter",
-                                 {"flow_runs": {"deployment_id": {"any_": ["dep-1"]}}, "limit": 200})
-        assert sv.run_counts(sv.api_url(port)) == {"completed": 1, "completed (triggered)": 1, "scheduled": 1,
-                                                   "cancelled": 1}
+        assert _API.seen[-1] == (
+            "/api/flow_runs/filter",
+            {"flow_runs": {"deployment_id": {"any_": ["dep-1"]}}, "limit": 200},
+        )
+        assert sv.run_counts(sv.api_url(port)) == {
+            "completed": 1,
+            "completed (triggered)": 1,
+            "scheduled": 1,
+            "cancelled": 1,
+        }
     finally:
         httpd.shutdown()
         httpd.server_close()
-    assert not sv.healthy(port)                                              # nothing answers now
+    assert not sv.healthy(port)  # nothing answers now
 
 
 def test_env_points_prefect_at_this_project(tmp_path):
     env = sv.env_for(tmp_path, 4321, code=CODE)
     assert env["PREFECT_HOME"] == str((tmp_path / ".prefect").resolve())
     assert env["PREFECT_API_URL"] == "http://127.0.0.1:4321/api"
-    assert env["PYTHONPATH"] == f"{CODE}{os.pathsep}{CODE / 'src'}"             # flows/, tasks/ and this package
+    assert env["PYTHONPATH"] == f"{CODE}{os.pathsep}{CODE / 'src'}"  # flows/, tasks/ and this package
     assert sv.env_for(tmp_path, 1, code=tmp_path)["PYTHONPATH"] == str(tmp_path)  # no src/: the installed one
     assert env["PREFECT_SERVER_ANALYTICS_ENABLED"] == "false"
 
@@ -185,10 +204,19 @@ def test_before_worker_runs_after_the_deployments_and_before_the_worker(tmp_path
     monkeypatch.setattr(sv, "port_in_use", lambda port: False)
     monkeypatch.setattr(sv, "healthy", lambda port: True)
     monkeypatch.setattr(sv, "spawn", lambda root, name, args, env: order.append(name) or os.getpid())
-    monkeypatch.setattr(sv, "run_module", lambda root, port, args, code: order.append("deploy")
-                        or subprocess.CompletedProcess(args, 0, "", ""))
-    state = sv.start(tmp_path, port=1, work_pool="cpu", deploy=["x"], code=CODE,
-                     before_worker=lambda: order.append("register") or {"line": "registry: version 1"})
+    monkeypatch.setattr(
+        sv,
+        "run_module",
+        lambda root, port, args, code: order.append("deploy") or subprocess.CompletedProcess(args, 0, "", ""),
+    )
+    state = sv.start(
+        tmp_path,
+        port=1,
+        work_pool="cpu",
+        deploy=["x"],
+        code=CODE,
+        before_worker=lambda: order.append("register") or {"line": "registry: version 1"},
+    )
     assert order == ["server", "deploy", "register", "worker"]
     assert state["before_worker"] == {"line": "registry: version 1"} and "before_worker_s" in state["timings"]
     assert sv.read_state(tmp_path)["before_worker"] == {"line": "registry: version 1"}
@@ -203,4 +231,4 @@ def test_before_worker_runs_after_the_deployments_and_before_the_worker(tmp_path
 
     with pytest.raises(RuntimeError, match="boom"):
         sv.start(tmp_path, port=1, work_pool="cpu", deploy=["x"], code=CODE, before_worker=broken)
-    assert order == ["server", "deploy"] and stopped == [tmp_path]             # no worker; the server stopped
+    assert order == ["server", "deploy"] and stopped == [tmp_path]  # no worker; the server stopped

@@ -21,7 +21,9 @@ class PrivateSelection(_Strict):
     eta: float = Field(1.0, gt=0.0)  # η = 1: K geometric
     gamma: float = Field(0.1, gt=0.0, lt=1.0)  # E[K] = η(1−γ)/(γ(1−γ^η)): 10 at η = 1, γ = 0.1
     score_sigma: float = Field(5.0, gt=0.0)  # noise on the count of correct validation predictions
-    shortlist: int = Field(3, ge=1)  # candidates: the public proxy's best few at each ε (the whole grid without a proxy)
+    shortlist: int = Field(
+        3, ge=1
+    )  # candidates: the public proxy's best few at each ε (the whole grid without a proxy)
 
 
 class DPSGDGrid(_Strict):
@@ -53,8 +55,12 @@ class DPSGDGrid(_Strict):
 
     @property
     def size(self) -> int:
-        return (len(self.batch_sizes) * len(self.epochs) * len(self.max_grad_norms)
-                * (len(self.sgd_lrs) + len(self.adamw_lrs)))
+        return (
+            len(self.batch_sizes)
+            * len(self.epochs)
+            * len(self.max_grad_norms)
+            * (len(self.sgd_lrs) + len(self.adamw_lrs))
+        )
 
 
 class PPMTrace(_Strict):

@@ -47,25 +47,45 @@ def plot(frame: pd.DataFrame, folder: Path, *, budget: float) -> None:
             continue
         xs, ys = [_clamped(p[0]) for p in placed], [p[2]["weighted_f1_mean"] for p in placed]
         uncovered = placed[0][2].get("tuning") == PRIVATE_VALIDATION  # dashed: its tuning is not covered by ε
-        line = ax.errorbar(xs, ys, yerr=[p[2]["weighted_f1_sd"] for p in placed], marker="o", ms=4, capsize=2,
-                           ls="--" if uncovered else "-",
-                           label=placed[0][2]["label"].split(" (τ")[0] + (" [tuning not covered]" if uncovered else
-                                                                           ""),
-                           mfc="white" if not placed[0][1] else None)
+        line = ax.errorbar(
+            xs,
+            ys,
+            yerr=[p[2]["weighted_f1_sd"] for p in placed],
+            marker="o",
+            ms=4,
+            capsize=2,
+            ls="--" if uncovered else "-",
+            label=placed[0][2]["label"].split(" (τ")[0] + (" [tuning not covered]" if uncovered else ""),
+            mfc="white" if not placed[0][1] else None,
+        )
         for x, certified, r in placed:
             if not certified:
                 ax.plot([_clamped(x)], [r["weighted_f1_mean"]], "o", mfc="white", c=line[0].get_color())
             if x > OFF_SCALE:
                 ax.plot([OFF_SCALE], [r["weighted_f1_mean"]], ">", ms=9, c=line[0].get_color())
-                ax.annotate(f"ε {x:.2g}", (OFF_SCALE, r["weighted_f1_mean"]), fontsize=6, xytext=(-40, 4),
-                            textcoords="offset points")
+                ax.annotate(
+                    f"ε {x:.2g}",
+                    (OFF_SCALE, r["weighted_f1_mean"]),
+                    fontsize=6,
+                    xytext=(-40, 4),
+                    textcoords="offset points",
+                )
             if r["audit_bound"] is not None and not pd.isna(r["audit_bound"]) and r["audit_bound"] > 0:
                 ax.plot([r["audit_bound"]], [r["weighted_f1_mean"]], ">", c=line[0].get_color())
-        index = [(2 * json.loads(r["config"])["local_sensitivity"], r["weighted_f1_mean"]) for _, r in group.iterrows()
-                 if r["kind"].startswith("ppm") and "local_sensitivity" in json.loads(r["config"])]
+        index = [
+            (2 * json.loads(r["config"])["local_sensitivity"], r["weighted_f1_mean"])
+            for _, r in group.iterrows()
+            if r["kind"].startswith("ppm") and "local_sensitivity" in json.loads(r["config"])
+        ]
         if index:  # a PPM point granted its index 2Δ̂ as if it were an ε: where it would sit, hollow (not an ε)
-            ax.plot(*zip(*sorted(index)), ls="none", marker="D", mfc="white", c=line[0].get_color(),
-                    label=f"{placed[0][2]['label'].split(' (τ')[0]} at its index 2Δ̂ (not an ε)")
+            ax.plot(
+                *zip(*sorted(index)),
+                ls="none",
+                marker="D",
+                mfc="white",
+                c=line[0].get_color(),
+                label=f"{placed[0][2]['label'].split(' (τ')[0]} at its index 2Δ̂ (not an ε)",
+            )
     ax.axvline(budget, ls=":", c="black", lw=1, label=f"budget ε = {budget:g}")
     ax.set_xscale("log")
     ax.set_xlabel(f"ε (log scale; hollow: no ε claimed, placed at its index 2Δ̂; ▶: beyond {OFF_SCALE:g})")

@@ -23,9 +23,28 @@ from dprelease.core.privacy.stages import key_id_file
 from dprelease.core.utility.metrics import mean_sd
 from dprelease.core.utility.points import COVERED, points_file, read_points
 
-COLUMNS = ["mechanism", "label", "epsilon", "target_epsilon", "delta", "kind", "tuning", "accountant",
-           "weighted_f1_mean", "weighted_f1_sd", "macro_f1_mean", "macro_f1_sd", "seeds", "grid_size",
-           "validation_weighted_f1", "proxy_weighted_f1", "gain_over_public", "audit_bound", "source", "config"]
+COLUMNS = [
+    "mechanism",
+    "label",
+    "epsilon",
+    "target_epsilon",
+    "delta",
+    "kind",
+    "tuning",
+    "accountant",
+    "weighted_f1_mean",
+    "weighted_f1_sd",
+    "macro_f1_mean",
+    "macro_f1_sd",
+    "seeds",
+    "grid_size",
+    "validation_weighted_f1",
+    "proxy_weighted_f1",
+    "gain_over_public",
+    "audit_bound",
+    "source",
+    "config",
+]
 HEURISTIC_ATTACKS = ("loss", "lira_offline")
 
 
@@ -60,18 +79,34 @@ def table(root: Path, params: Params) -> pd.DataFrame:
         doc, points = read_points(points_file(root, source))
         for p in points:
             (wm, ws), (mm, ms) = mean_sd(p.weighted_f1), mean_sd(p.macro_f1)
-            rows.append({"mechanism": p.mechanism, "label": p.label, "epsilon": p.epsilon,
-                         "target_epsilon": p.target_epsilon, "delta": p.delta, "kind": p.kind, "tuning": p.tuning,
-                         "proxy_weighted_f1": p.proxy_weighted_f1,
-                         "accountant": p.accountant, "weighted_f1_mean": wm, "weighted_f1_sd": ws,
-                         "macro_f1_mean": mm, "macro_f1_sd": ms, "seeds": len(p.weighted_f1),
-                         "grid_size": doc["grid_size"], "validation_weighted_f1": p.validation_weighted_f1,
-                         "audit_bound": bounds.get(p.arm) if p.arm else None, "source": source,
-                         "config": json.dumps(p.config, sort_keys=True)})
+            rows.append(
+                {
+                    "mechanism": p.mechanism,
+                    "label": p.label,
+                    "epsilon": p.epsilon,
+                    "target_epsilon": p.target_epsilon,
+                    "delta": p.delta,
+                    "kind": p.kind,
+                    "tuning": p.tuning,
+                    "proxy_weighted_f1": p.proxy_weighted_f1,
+                    "accountant": p.accountant,
+                    "weighted_f1_mean": wm,
+                    "weighted_f1_sd": ws,
+                    "macro_f1_mean": mm,
+                    "macro_f1_sd": ms,
+                    "seeds": len(p.weighted_f1),
+                    "grid_size": doc["grid_size"],
+                    "validation_weighted_f1": p.validation_weighted_f1,
+                    "audit_bound": bounds.get(p.arm) if p.arm else None,
+                    "source": source,
+                    "config": json.dumps(p.config, sort_keys=True),
+                }
+            )
     frame = pd.DataFrame(rows, columns=COLUMNS)
     floor = floor_of(frame)
-    frame["gain_over_public"] = (frame["weighted_f1_mean"] - floor["weighted_f1_mean"] if floor is not None
-                                 else float("nan"))
+    frame["gain_over_public"] = (
+        frame["weighted_f1_mean"] - floor["weighted_f1_mean"] if floor is not None else float("nan")
+    )
     return frame.sort_values(["mechanism", "epsilon"], na_position="last", kind="stable").reset_index(drop=True)
 
 
@@ -82,12 +117,24 @@ def floor_of(frame: pd.DataFrame) -> pd.Series | None:
 
 
 def _public_wins(floor: pd.Series, budget: float, why: str) -> dict:
-    line = (f"at ε ≤ {budget:g} the public model wins (it reads no private report: ε 0): {why}; release it "
-            f"(`released.mechanism: public_only`), test {floor['weighted_f1_mean']:.3f} / macro {floor['macro_f1_mean']:.3f}")
-    return {"budget_epsilon": budget, "found": True, "mechanism": floor["mechanism"], "label": floor["label"],
-            "epsilon": 0.0, "delta": None, "kind": FLOOR_KIND, "tuning": floor["tuning"],
-            "validation_weighted_f1": float(floor["validation_weighted_f1"]),
-            "test_weighted_f1": float(floor["weighted_f1_mean"]), "config": json.loads(floor["config"]), "line": line}
+    line = (
+        f"at ε ≤ {budget:g} the public model wins (it reads no private report: ε 0): {why}; release it "
+        f"(`released.mechanism: public_only`), test {floor['weighted_f1_mean']:.3f} / macro {floor['macro_f1_mean']:.3f}"
+    )
+    return {
+        "budget_epsilon": budget,
+        "found": True,
+        "mechanism": floor["mechanism"],
+        "label": floor["label"],
+        "epsilon": 0.0,
+        "delta": None,
+        "kind": FLOOR_KIND,
+        "tuning": floor["tuning"],
+        "validation_weighted_f1": float(floor["validation_weighted_f1"]),
+        "test_weighted_f1": float(floor["weighted_f1_mean"]),
+        "config": json.loads(floor["config"]),
+        "line": line,
+    }
 
 
 def recommend(frame: pd.DataFrame, *, budget: float) -> dict:
@@ -95,41 +142,72 @@ def recommend(frame: pd.DataFrame, *, budget: float) -> dict:
     with the best PUBLIC-PROXY weighted F1 when such points exist (the choice among mechanisms then reads no
     private record), else the best validation weighted F1 (said so: that choice reads the validation split);
     ties: the smaller ε."""
-    ok = frame[frame["kind"].isin(dp_kinds()) & (frame["epsilon"] <= budget) & frame["validation_weighted_f1"].notna()
-               & frame["tuning"].isin(COVERED) & (frame["kind"] != FLOOR_KIND)]
+    ok = frame[
+        frame["kind"].isin(dp_kinds())
+        & (frame["epsilon"] <= budget)
+        & frame["validation_weighted_f1"].notna()
+        & frame["tuning"].isin(COVERED)
+        & (frame["kind"] != FLOOR_KIND)
+    ]
     floor = floor_of(frame)
     if ok.empty and floor is not None:
         return _public_wins(floor, budget, "no DP point on the frontier covers its tuning")
     if ok.empty:
-        return {"budget_epsilon": budget, "found": False,
-                "line": f"at ε ≤ {budget:g} no mechanism on the frontier has a DP guarantee that covers its tuning: "
-                        "release nothing"}
+        return {
+            "budget_epsilon": budget,
+            "found": False,
+            "line": f"at ε ≤ {budget:g} no mechanism on the frontier has a DP guarantee that covers its tuning: "
+            "release nothing",
+        }
     by = "proxy_weighted_f1" if ok["proxy_weighted_f1"].notna().any() else "validation_weighted_f1"
     ok = ok[ok[by].notna()]
     best = ok.sort_values([by, "epsilon"], ascending=[False, True], kind="stable").iloc[0]
-    how = ("public proxy weighted F1 " if by == "proxy_weighted_f1" else
-           "validation weighted F1 (this choice among mechanisms reads the validation split) ")
+    how = (
+        "public proxy weighted F1 "
+        if by == "proxy_weighted_f1"
+        else "validation weighted F1 (this choice among mechanisms reads the validation split) "
+    )
     beside = ""
     if floor is not None and not pd.isna(floor[by]):  # a DP point is named only above the floor by its spread
         gain, spread = best[by] - floor[by], 0.0 if pd.isna(best["weighted_f1_sd"]) else best["weighted_f1_sd"]
         if gain <= spread:
-            return _public_wins(floor, budget, f"the best DP point, {best['label']} at ε {best['epsilon']:.3g}, has "
-                                f"{how}{best[by]:.3f} against the public model's {floor[by]:.3f} (gain {gain:+.3f}, "
-                                f"not above its seed spread {spread:.3f}; its test {best['weighted_f1_mean']:.3f})")
+            return _public_wins(
+                floor,
+                budget,
+                f"the best DP point, {best['label']} at ε {best['epsilon']:.3g}, has "
+                f"{how}{best[by]:.3f} against the public model's {floor[by]:.3f} (gain {gain:+.3f}, "
+                f"not above its seed spread {spread:.3f}; its test {best['weighted_f1_mean']:.3f})",
+            )
         test_gain = best["weighted_f1_mean"] - floor["weighted_f1_mean"]
-        beside = (f"; the public model (ε 0) has {floor[by]:.3f} there and test {floor['weighted_f1_mean']:.3f}: "
-                  f"gain over public {test_gain:+.3f} on test")
+        beside = (
+            f"; the public model (ε 0) has {floor[by]:.3f} there and test {floor['weighted_f1_mean']:.3f}: "
+            f"gain over public {test_gain:+.3f} on test"
+        )
         if test_gain <= spread:  # reported, never used to choose: the choice reads public scores only
-            beside += (" (WARNING: on the test split it does not beat the public model by its seed spread: the "
-                       "public simulation's gain did not transfer to the private reports; docs/frontier.md)")
-    line = (f"at ε ≤ {budget:g} the best defensible release on this data is {best['label']} at ε "
-            f"{best['epsilon']:.3g} (δ {best['delta']:.2g}; tuning: {best['tuning']}): {how}"
-            f"{best[by]:.3f}, test {best['weighted_f1_mean']:.3f} ± {best['weighted_f1_sd']:.3f} "
-            f"/ macro {best['macro_f1_mean']:.3f} over {best['seeds']} seeds{beside}")
-    return {"budget_epsilon": budget, "found": True, "mechanism": best["mechanism"], "label": best["label"],
-            "epsilon": float(best["epsilon"]), "delta": float(best["delta"]), "kind": best["kind"],
-            "validation_weighted_f1": float(best["validation_weighted_f1"]), "tuning": best["tuning"],
-            "test_weighted_f1": float(best["weighted_f1_mean"]), "config": json.loads(best["config"]), "line": line}
+            beside += (
+                " (WARNING: on the test split it does not beat the public model by its seed spread: the "
+                "public simulation's gain did not transfer to the private reports; docs/frontier.md)"
+            )
+    line = (
+        f"at ε ≤ {budget:g} the best defensible release on this data is {best['label']} at ε "
+        f"{best['epsilon']:.3g} (δ {best['delta']:.2g}; tuning: {best['tuning']}): {how}"
+        f"{best[by]:.3f}, test {best['weighted_f1_mean']:.3f} ± {best['weighted_f1_sd']:.3f} "
+        f"/ macro {best['macro_f1_mean']:.3f} over {best['seeds']} seeds{beside}"
+    )
+    return {
+        "budget_epsilon": budget,
+        "found": True,
+        "mechanism": best["mechanism"],
+        "label": best["label"],
+        "epsilon": float(best["epsilon"]),
+        "delta": float(best["delta"]),
+        "kind": best["kind"],
+        "validation_weighted_f1": float(best["validation_weighted_f1"]),
+        "tuning": best["tuning"],
+        "test_weighted_f1": float(best["weighted_f1_mean"]),
+        "config": json.loads(best["config"]),
+        "line": line,
+    }
 
 
 def winners(frame: pd.DataFrame) -> list[dict]:
@@ -138,8 +216,13 @@ def winners(frame: pd.DataFrame) -> list[dict]:
     out = []
     for level, group in dp.groupby("target_epsilon"):
         best = group.sort_values("weighted_f1_mean", ascending=False, kind="stable").iloc[0]
-        out.append({"target_epsilon": float(level), "mechanism": best["mechanism"],
-                    "weighted_f1_mean": float(best["weighted_f1_mean"])})
+        out.append(
+            {
+                "target_epsilon": float(level),
+                "mechanism": best["mechanism"],
+                "weighted_f1_mean": float(best["weighted_f1_mean"]),
+            }
+        )
     return out
 
 
@@ -149,21 +232,49 @@ def markdown(frame: pd.DataFrame, rec: dict, docs: dict[str, dict]) -> str:
             return "—"
         return f"{v:.3g}" if isinstance(v, float) else str(v)
 
-    cols = ["label", "epsilon", "target_epsilon", "kind", "tuning", "accountant", "weighted_f1_mean", "weighted_f1_sd",
-            "macro_f1_mean", "validation_weighted_f1", "proxy_weighted_f1", "gain_over_public", "seeds", "grid_size",
-            "audit_bound"]
-    lines = ["# The frontier: test utility against ε", "", f"**Recommendation:** {rec['line']}.", "",
-             "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    cols = [
+        "label",
+        "epsilon",
+        "target_epsilon",
+        "kind",
+        "tuning",
+        "accountant",
+        "weighted_f1_mean",
+        "weighted_f1_sd",
+        "macro_f1_mean",
+        "validation_weighted_f1",
+        "proxy_weighted_f1",
+        "gain_over_public",
+        "seeds",
+        "grid_size",
+        "audit_bound",
+    ]
+    lines = [
+        "# The frontier: test utility against ε",
+        "",
+        f"**Recommendation:** {rec['line']}.",
+        "",
+        "| " + " | ".join(cols) + " |",
+        "|" + "---|" * len(cols),
+    ]
     lines += ["| " + " | ".join(cell(r[c]) for c in cols) + " |" for _, r in frame.iterrows()]
     lines += ["", "How each source chose its configuration (grid sizes in the table):", ""]
     lines += [f"- **{s}**: {d['selection']}" for s, d in docs.items()]
-    lines += ["", "Tuning: `public proxy` (chosen on the earlier, published period at zero ε), `private selection` "
-              "(its ε covers the search), `declared` (no search), `private validation` (chosen on the private "
-              "validation split: NOT covered by any ε — plotted dashed, never recommended).", ""]
-    lines += ["", "Only kinds in " + ", ".join(dp_kinds()) + " (worst case over neighbouring databases) can be "
-              "recommended, and only points whose tuning is covered. A SWAG-PPM point's ε is local (this database) and conditional on the posterior "
-              "approximation; a point without ε makes no DP claim. Audit bounds are lower bounds from attacks, shown "
-              "for points that are exactly an audited arm.", ""]
+    lines += [
+        "",
+        "Tuning: `public proxy` (chosen on the earlier, published period at zero ε), `private selection` "
+        "(its ε covers the search), `declared` (no search), `private validation` (chosen on the private "
+        "validation split: NOT covered by any ε — plotted dashed, never recommended).",
+        "",
+    ]
+    lines += [
+        "",
+        "Only kinds in " + ", ".join(dp_kinds()) + " (worst case over neighbouring databases) can be "
+        "recommended, and only points whose tuning is covered. A SWAG-PPM point's ε is local (this database) and conditional on the posterior "
+        "approximation; a point without ε makes no DP claim. Audit bounds are lower bounds from attacks, shown "
+        "for points that are exactly an audited arm.",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -196,8 +307,10 @@ def recommendation_line(params: Params, root: str | Path = ".") -> str:
     budget = params.frontier.budget_epsilon
     folder = Layout.from_params(params, root).reports / "frontier"
     if not (folder / "recommendation.json").is_file():
-        return (f"at ε ≤ {budget:g}: no frontier for this data yet; `make frontier` compares every mechanism at "
-                "declared ε levels and names the best defensible release")
+        return (
+            f"at ε ≤ {budget:g}: no frontier for this data yet; `make frontier` compares every mechanism at "
+            "declared ε levels and names the best defensible release"
+        )
     if {k: read_json(folder / "recommendation.json").get(k) for k in ("key_id", "data")} != provenance(params, root):
         return f"at ε ≤ {budget:g}: the frontier in {folder} was computed on other data or another key: `make frontier`"
     frame = pd.read_csv(folder / "frontier.csv")

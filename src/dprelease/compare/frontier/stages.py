@@ -27,5 +27,14 @@ def check(params: Params) -> None:
 
 def declare(params: Params) -> list[Stage]:
     deps = [key_id_file(params), "metrics/data.json", *(f"{FOLDER}/{s}.json" for s in sources(params))]
-    return [Stage(name="frontier_report", run=frontier_report, params=["frontier"], deps=deps,
-                  outs=["reports/frontier"], evidence=[AUDIT], group="frontier")]
+    return [
+        Stage(
+            name="frontier_report",
+            run=frontier_report,
+            params=["frontier"],
+            deps=deps,
+            outs=["reports/frontier"],
+            evidence=[AUDIT],
+            group="frontier",
+        )
+    ]

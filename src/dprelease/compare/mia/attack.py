@@ -37,8 +37,13 @@ def arm_folder(params: Params, arm: str) -> str:
     return f"{params.artifacts}/{folder}" if folder is not None else arm_model_dir(params, arm)
 
 
-def attack_scores(probs: np.ndarray, y: np.ndarray, phi_reference: np.ndarray, phi_online: np.ndarray | None = None,
-                  in_mask: np.ndarray | None = None) -> dict[str, np.ndarray]:
+def attack_scores(
+    probs: np.ndarray,
+    y: np.ndarray,
+    phi_reference: np.ndarray,
+    phi_online: np.ndarray | None = None,
+    in_mask: np.ndarray | None = None,
+) -> dict[str, np.ndarray]:
     phi = logit_confidence(probs, y)
     out = {"loss": loss_scores(probs, y), "lira_offline": lira_offline(phi, phi_reference)}
     if phi_online is not None:
@@ -55,8 +60,10 @@ def summarise(scores: np.ndarray, member: np.ndarray, *, rng: np.random.Generato
         c = bounds.tpr_at_fpr_counts(scores, member, target, alpha)
         out[f"tpr_at_fpr_{key}"] = c["tpr"]
         out |= {f"{k}_{key}": c[k] for k in ("tp", "fp", "tpr_ci_low", "tpr_ci_high", "null_tpr_95")}
-    return out | {"heuristic_epsilon": bounds.heuristic_epsilon(scores, member, rng=rng, alpha=alpha),
-                  "roc_tpr": np.interp(FPR_GRID, fpr, tpr).round(5).tolist()}
+    return out | {
+        "heuristic_epsilon": bounds.heuristic_epsilon(scores, member, rng=rng, alpha=alpha),
+        "roc_tpr": np.interp(FPR_GRID, fpr, tpr).round(5).tolist(),
+    }
 
 
 def privacy_audit(params: Params, root: str | Path = ".") -> dict:
@@ -65,8 +72,7 @@ def privacy_audit(params: Params, root: str | Path = ".") -> dict:
     feats, y, member = targets(lay)
     ref = audit_dir(lay) / "references"
     phi_ref, phi_on, in_mask = (np.load(ref / f) for f in ("phi.npy", "phi_online.npy", "in_mask.npy"))
-    out = {"members": int(member.sum()), "non_members": int((~member).sum()), "fpr_grid": FPR_GRID.tolist(),
-           "arms": {}}
+    out = {"members": int(member.sum()), "non_members": int((~member).sum()), "fpr_grid": FPR_GRID.tolist(), "arms": {}}
     for arm in a.arms:
         manifest, _, model = load_release_model(Path(root) / arm_folder(params, arm), backend.device)
         probs = backend.predict_proba(model, feats).numpy()
@@ -75,7 +81,11 @@ def privacy_audit(params: Params, root: str | Path = ".") -> dict:
         for attack, s in attack_scores(probs, y.numpy(), phi_ref, phi_on, in_mask).items():
             rng = np.random.default_rng(stage_seed(params.seed, f"mia-{arm}-{attack}"))
             rows[attack] = summarise(s, member, rng=rng, alpha=a.alpha)
-        out["arms"][arm] = {"claimed_epsilon": g["epsilon"], "delta": g["delta"], "guarantee": g["kind"],
-                            "attacks": rows}
+        out["arms"][arm] = {
+            "claimed_epsilon": g["epsilon"],
+            "delta": g["delta"],
+            "guarantee": g["kind"],
+            "attacks": rows,
+        }
     write_json(lay.metrics / "privacy_audit.json", out)
     return {arm: {k: round(v["auc"], 3) for k, v in d["attacks"].items()} for arm, d in out["arms"].items()}

@@ -71,22 +71,30 @@ def _rates(s: np.ndarray, m: np.ndarray, t: float) -> tuple[int, int, int, int]:
     return fp, int((~m).sum()), fn, int(m.sum())
 
 
-def heuristic_epsilon(scores: np.ndarray, member: np.ndarray, *, rng: np.random.Generator, delta: float = 0.0,
-                      alpha: float = 0.05, n_thresholds: int = 200) -> float:
+def heuristic_epsilon(
+    scores: np.ndarray,
+    member: np.ndarray,
+    *,
+    rng: np.random.Generator,
+    delta: float = 0.0,
+    alpha: float = 0.05,
+    n_thresholds: int = 200,
+) -> float:
     """The L.3 figure: pick the threshold on a random half (the one with the largest bound there),
     evaluate its error rates on the other half with Clopper–Pearson upper bounds. HEURISTIC on a
     single trained model (records are not independent trials)."""
     s, m = _check(scores, member)
     idx = rng.permutation(len(s))
-    a, b = idx[: len(s) // 2], idx[len(s) // 2:]
+    a, b = idx[: len(s) // 2], idx[len(s) // 2 :]
     if m[a].all() or not m[a].any() or m[b].all() or not m[b].any():
         raise ValueError("each half needs both members and non-members")
     candidates = np.unique(np.quantile(s[a], np.linspace(0, 1, n_thresholds)))
 
     def bound(sub: np.ndarray, t: float) -> float:
         fp, n_out, fn, n_in = _rates(s[sub], m[sub], t)
-        return epsilon_from_error_rates(clopper_pearson_upper(fp, n_out, alpha),
-                                        clopper_pearson_upper(fn, n_in, alpha), delta)
+        return epsilon_from_error_rates(
+            clopper_pearson_upper(fp, n_out, alpha), clopper_pearson_upper(fn, n_in, alpha), delta
+        )
 
     best = max(candidates, key=lambda t: bound(a, t))
     return bound(b, float(best))
@@ -125,6 +133,14 @@ def tpr_at_fpr_counts(scores: np.ndarray, member: np.ndarray, target_fpr: float,
     t = out_sorted[k] if k < n_out else -np.inf
     tp, fp = int((s[m] > t).sum()), int((s[~m] > t).sum())
     lo, hi = clopper_pearson_interval(tp, n_in, alpha)
-    return {"fpr_target": target_fpr, "tpr": tp / n_in, "tp": tp, "fp": fp, "members": n_in,
-            "non_members": n_out, "tpr_ci_low": lo, "tpr_ci_high": hi,
-            "null_tpr_95": null_tpr_quantile(n_in, n_out, target_fpr, 1 - alpha)}
+    return {
+        "fpr_target": target_fpr,
+        "tpr": tp / n_in,
+        "tp": tp,
+        "fp": fp,
+        "members": n_in,
+        "non_members": n_out,
+        "tpr_ci_low": lo,
+        "tpr_ci_high": hi,
+        "null_tpr_95": null_tpr_quantile(n_in, n_out, target_fpr, 1 - alpha),
+    }

@@ -51,8 +51,10 @@ from dprelease.core.release.folder import load_release_model
 
 SKIP = {"stratify", "featurize", "evaluate", "audit_replay", "select", "publish"}  # data given directly; no utility
 # eval, no replay audit (of the release itself, not of a canary run), no card
-SETS = {"input": ("input_canaries.safetensors", "input_member.npy"),
-        "mislabelled": ("canaries.safetensors", "canary_member.npy")}
+SETS = {
+    "input": ("input_canaries.safetensors", "input_member.npy"),
+    "mislabelled": ("canaries.safetensors", "canary_member.npy"),
+}
 PLANTED_MARKER = "planted_bugs_allowed"  # read by the dpsgd stage: only a canary run may plant its bug
 PLANTED_DIVISOR = 4.0
 PLANTED_NONPRIVATE_EPSILON = 1.0
@@ -95,9 +97,11 @@ def check_included(sets: dict) -> None:
     others that have some is still audited (its bound is valid, only powerless)."""
     if not any(int(member.sum()) for _, _, member in sets.values()):
         total = sum(len(member) for _, _, member in sets.values())
-        raise AuditError(f"canary_runs: none of the {total} canaries was drawn into the canary run (each is "
-                         "included with probability 1/2 by a secret coin): nothing to audit; re-draw the pool "
-                         "(audit_pool) with more privacy_audit.canaries")
+        raise AuditError(
+            f"canary_runs: none of the {total} canaries was drawn into the canary run (each is "
+            "included with probability 1/2 by a secret coin): nothing to audit; re-draw the pool "
+            "(audit_pool) with more privacy_audit.canaries"
+        )
 
 
 def _prepare(lay: Layout, sub: Path, sets: dict) -> int:
@@ -126,8 +130,9 @@ def _prepare(lay: Layout, sub: Path, sets: dict) -> int:
             if (lay.data / name).is_file():
                 write_json(tmp / name, read_json(lay.data / name))
     data = read_json(lay.metrics / "data.json")
-    write_json(sub / "metrics" / "data.json", data | {"train_rows": data["train_rows"] + added,
-                                                      "rows": data["rows"] + added})
+    write_json(
+        sub / "metrics" / "data.json", data | {"train_rows": data["train_rows"] + added, "rows": data["rows"] + added}
+    )
     return added
 
 
@@ -139,8 +144,11 @@ def _audits(backend, model, sets: dict, claim: dict, a) -> dict:
         s = loss_scores(backend.predict_proba(model, x).numpy(), y.numpy())
         r = onerun.canary_audit(s, member, guess_grid=a.guess_grid, alpha=a.alpha, delta=delta)
         g = r[gate_method(delta)]
-        r["gate"] = {"method": gate_method(delta), **g,
-                     "convicted": claim["epsilon"] is not None and g["epsilon_lower_bound"] > claim["epsilon"]}
+        r["gate"] = {
+            "method": gate_method(delta),
+            **g,
+            "convicted": claim["epsilon"] is not None and g["epsilon_lower_bound"] > claim["epsilon"],
+        }
         out[kind] = r
     return out
 
@@ -158,8 +166,9 @@ def timed(params: Params) -> bool:
     return not (params.ppm.reweighting and any(known[a].release for a in params.privacy_audit.arms))
 
 
-def plan(params: Params, sp: Params, arm_names: list[str], *, access: StageAccess
-         ) -> tuple[list[str], dict[str, set[str]]]:
+def plan(
+    params: Params, sp: Params, arm_names: list[str], *, access: StageAccess
+) -> tuple[list[str], dict[str, set[str]]]:
     """The canary run's stages among every stage declaration (``access``: the registry's): those the audited
     arms' training stages need (their plan), less the ones whose outputs :func:`_prepare` gives directly; in order,
     each with the stages it waits on."""
@@ -169,8 +178,10 @@ def plan(params: Params, sp: Params, arm_names: list[str], *, access: StageAcces
     order = [n for n in p.order if n not in SKIP]
     by_name = {s.name: s for s in stages}
     if timed(params) and not all(by_name[n].timed for n in order):  # the declared flag must hold
-        raise AuditError("canary_runs is declared timed but its canary run runs an untimed stage "
-                         f"({', '.join(n for n in order if not by_name[n].timed)}): mia.canary.timed is out of date")
+        raise AuditError(
+            "canary_runs is declared timed but its canary run runs an untimed stage "
+            f"({', '.join(n for n in order if not by_name[n].timed)}): mia.canary.timed is out of date"
+        )
     return order, {n: p.waits[n] - SKIP for n in order}
 
 
@@ -210,8 +221,14 @@ def canary_runs(params: Params, root: str | Path = ".", *, stages: StageAccess) 
         jobs["planted:dpsgd"] = (stages.run, "dpsgd", bug.model_dump(mode="json"), str(planted))
     backend = backend_for(params, lay)
     workers.run_graph(_run_job, jobs, waits, workers=workers.count(len(jobs), backend.device))
-    out = {"canary_sets": {k: {"canaries": len(v[2]), "included": int(v[2].sum())} for k, v in sets.items()},
-           "added_to_training": added, "guess_grid": list(a.guess_grid), "alpha": a.alpha, "arms": {}, "planted": {}}
+    out = {
+        "canary_sets": {k: {"canaries": len(v[2]), "included": int(v[2].sum())} for k, v in sets.items()},
+        "added_to_training": added,
+        "guess_grid": list(a.guess_grid),
+        "alpha": a.alpha,
+        "arms": {},
+        "planted": {},
+    }
 
     def audit(folder: Path, claim: dict | None = None) -> dict:
         manifest, _, model = load_release_model(folder, backend.device)
@@ -223,17 +240,26 @@ def canary_runs(params: Params, root: str | Path = ".", *, stages: StageAccess) 
         if r["guarantee"] == "dp_accountant":
             for kind, d in r["audits"].items():
                 if d["gate"]["convicted"]:
-                    raise AuditError(f"canary audit ({kind}): {arm} ε_LB {d['gate']['epsilon_lower_bound']:.3f} exceeds "
-                                     f"its accountant ε {r['epsilon']:.3f}: a bug in the audit or in the accounting")
+                    raise AuditError(
+                        f"canary audit ({kind}): {arm} ε_LB {d['gate']['epsilon_lower_bound']:.3f} exceeds "
+                        f"its accountant ε {r['epsilon']:.3f}: a bug in the audit or in the accounting"
+                    )
         out["arms"][arm] = r
     if a.planted_bugs:
         out["planted"]["nonprivate_labelled_eps1"] = audit(
             sub / arm_folder(sp, "nonprivate"),
-            {"epsilon": PLANTED_NONPRIVATE_EPSILON, "delta": 0.0, "guarantee": "planted bug: non-private model "
-             f"labelled ε = {PLANTED_NONPRIVATE_EPSILON:g}"})
+            {
+                "epsilon": PLANTED_NONPRIVATE_EPSILON,
+                "delta": 0.0,
+                "guarantee": f"planted bug: non-private model labelled ε = {PLANTED_NONPRIVATE_EPSILON:g}",
+            },
+        )
         r = audit(planted / arm_folder(bug, "dpsgd"))
-        out["planted"]["dpsgd_noise_div4"] = r | {"guarantee": f"planted bug: DP-SGD with σ/{PLANTED_DIVISOR:g} "
-                                                                "claiming the accountant's ε for σ"}
+        out["planted"]["dpsgd_noise_div4"] = r | {
+            "guarantee": f"planted bug: DP-SGD with σ/{PLANTED_DIVISOR:g} claiming the accountant's ε for σ"
+        }
     write_json(lay.metrics / "audit_canary.json", out)
-    return {name: {k: round(d["gate"]["epsilon_lower_bound"], 3) for k, d in r["audits"].items()}
-            for name, r in {**out["arms"], **out["planted"]}.items()}
+    return {
+        name: {k: round(d["gate"]["epsilon_lower_bound"], 3) for k, d in r["audits"].items()}
+        for name, r in {**out["arms"], **out["planted"]}.items()
+    }

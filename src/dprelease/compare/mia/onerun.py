@@ -46,7 +46,9 @@ def _q(eps: float) -> float:
     return 1.0 / (1.0 + math.exp(-eps))
 
 
-def steinke_p_value(correct: int, guesses: int, eps: float, *, delta: float = 0.0, canaries: int | None = None) -> float:
+def steinke_p_value(
+    correct: int, guesses: int, eps: float, *, delta: float = 0.0, canaries: int | None = None
+) -> float:
     """Upper bound on P[v ≥ correct] for an (ε, δ)-DP mechanism (Steinke et al. 2023)."""
     _check_counts(correct, guesses, canaries)
     if correct == 0:
@@ -75,8 +77,9 @@ def _largest_rejected(rejects: Callable[[float], bool]) -> float:
     return lo
 
 
-def steinke_epsilon(correct: int, guesses: int, *, alpha: float = 0.05, delta: float = 0.0,
-                    canaries: int | None = None) -> float:
+def steinke_epsilon(
+    correct: int, guesses: int, *, alpha: float = 0.05, delta: float = 0.0, canaries: int | None = None
+) -> float:
     """ε_LB at confidence 1 − α: the largest ε whose p-value is ≤ α; 0 if ε = 0 is not rejected."""
     _check_counts(correct, guesses, canaries)
     if guesses == 0:
@@ -85,6 +88,7 @@ def steinke_epsilon(correct: int, guesses: int, *, alpha: float = 0.05, delta: f
 
 
 # ---- f-DP (Mahloujifar, Melis & Chaudhuri 2024) ---------------------------------------------------------
+
 
 def tradeoff_pure(eps: float) -> Callable[[float], float]:
     """f_ε(x) = max(0, 1 − e^ε x, e^−ε (1 − x)): the trade-off curve of ε-DP."""
@@ -149,8 +153,9 @@ def fdp_rejects(f: Callable[[float], float], correct: int, guesses: int, canarie
     return right + wrong > guesses / canaries
 
 
-def fdp_epsilon(correct: int, guesses: int, canaries: int, *, alpha: float = 0.05, family: str = "pure",
-                delta: float = 0.0) -> float:
+def fdp_epsilon(
+    correct: int, guesses: int, canaries: int, *, alpha: float = 0.05, family: str = "pure", delta: float = 0.0
+) -> float:
     """ε_LB at confidence 1 − α from the f-DP one-run test: the largest ε whose curve is rejected.
     ``pure``: f_ε (δ must be 0); ``gaussian``: the Gaussian mechanism's curve with that (ε, δ)."""
     _check_counts(correct, guesses, canaries)
@@ -185,6 +190,7 @@ def fdp_mu(correct: int, guesses: int, canaries: int, *, alpha: float = 0.05) ->
 
 # ---- guesses and the audit of one arm -------------------------------------------------------------------
 
+
 def canary_guesses(scores: np.ndarray, k_plus: int, k_minus: int) -> np.ndarray:
     """+1 ("in") for the k₊ highest scores, −1 ("out") for the k₋ lowest, 0 (abstain) otherwise."""
     s = np.asarray(scores, dtype=np.float64)
@@ -195,7 +201,7 @@ def canary_guesses(scores: np.ndarray, k_plus: int, k_minus: int) -> np.ndarray:
     if k_minus:
         g[order[:k_minus]] = -1
     if k_plus:
-        g[order[len(s) - k_plus:]] = 1
+        g[order[len(s) - k_plus :]] = 1
     return g
 
 
@@ -210,12 +216,12 @@ def right_guesses(scores: np.ndarray, member: np.ndarray, k_plus: int, k_minus: 
 def _bound(method: str, correct: int, guesses: int, canaries: int, alpha: float, delta: float) -> float:
     if method == "steinke":
         return steinke_epsilon(correct, guesses, alpha=alpha, delta=delta, canaries=canaries)
-    return fdp_epsilon(correct, guesses, canaries, alpha=alpha, family="gaussian" if delta > 0 else "pure",
-                       delta=delta)
+    return fdp_epsilon(correct, guesses, canaries, alpha=alpha, family="gaussian" if delta > 0 else "pure", delta=delta)
 
 
-def canary_audit(scores: np.ndarray, member: np.ndarray, *, guess_grid: list[int], alpha: float = 0.05,
-                 delta: float = 0.0) -> dict:
+def canary_audit(
+    scores: np.ndarray, member: np.ndarray, *, guess_grid: list[int], alpha: float = 0.05, delta: float = 0.0
+) -> dict:
     """Both one-run bounds for one arm. Each r of ``guess_grid`` (r/2 "in" + r/2 "out") is tried and the
     best bound kept, at level α/len(grid) per try (Bonferroni), so each method's bound holds at 1 − α.
     Per method: ε_LB, the r that gave it, its right guesses, and the ceiling (every guess right, best r). δ > 0: Steinke's δ version and the f-DP bound's Gaussian reading; δ = 0: the pure forms."""
@@ -226,10 +232,20 @@ def canary_audit(scores: np.ndarray, member: np.ndarray, *, guess_grid: list[int
         raise ValueError(f"no usable guess count in {guess_grid} for {m} canaries")
     a = alpha / len(grid)
     counts = {r: right_guesses(s, member, r // 2, r // 2)[0] for r in grid}
-    out = {"canaries": m, "included": int(np.asarray(member, bool).sum()), "alpha": alpha, "delta": delta,
-           "guess_grid": grid, "right_by_guesses": {str(r): c for r, c in counts.items()}}
+    out = {
+        "canaries": m,
+        "included": int(np.asarray(member, bool).sum()),
+        "alpha": alpha,
+        "delta": delta,
+        "guess_grid": grid,
+        "right_by_guesses": {str(r): c for r, c in counts.items()},
+    }
     for method in ("steinke", "fdp"):
         best = max(grid, key=lambda r: (_bound(method, counts[r], r, m, a, delta), -r))
-        out[method] = {"epsilon_lower_bound": _bound(method, counts[best], best, m, a, delta), "guesses": best,
-                       "correct": counts[best], "ceiling": max(_bound(method, r, r, m, a, delta) for r in grid)}
+        out[method] = {
+            "epsilon_lower_bound": _bound(method, counts[best], best, m, a, delta),
+            "guesses": best,
+            "correct": counts[best],
+            "ceiling": max(_bound(method, r, r, m, a, delta) for r in grid),
+        }
     return out

@@ -85,9 +85,17 @@ def pool_features(params: Params, lay: Layout, texts: list[str]) -> dict[str, to
     backend = backend_for(params, lay)
     if backend.name != "head":
         return backend.featurize(texts, progress=True)
-    k = audit_cache.key("pool-embeddings", encoder=encoder_reference(backend.encoder), backend=backend.name,
-                        max_length=backend.max_length, batch_size=backend.batch_size, device=backend.device.type,
-                        torch=torch.__version__, rows=len(texts), texts=audit_cache.text_hash(texts))
+    k = audit_cache.key(
+        "pool-embeddings",
+        encoder=encoder_reference(backend.encoder),
+        backend=backend.name,
+        max_length=backend.max_length,
+        batch_size=backend.batch_size,
+        device=backend.device.type,
+        torch=torch.__version__,
+        rows=len(texts),
+        texts=audit_cache.text_hash(texts),
+    )
     hit = audit_cache.load("embeddings", k)
     if hit is not None and hit["x"].shape[0] == len(texts):
         return {"x": hit["x"]}
@@ -97,8 +105,13 @@ def pool_features(params: Params, lay: Layout, texts: list[str]) -> dict[str, to
     step = backend.batch_size * BATCHES_PER_CHUNK
     chunks = [order[i : i + step] for i in range(0, len(order), step)]
     n = workers.count(len(chunks), backend.device)
-    parts = workers.run_all(_embed_chunk, [[texts[i] for i in c] for c in chunks], workers=n,
-                            init=_start_embedding, initargs=(workers.ship(params, n), backend.n_classes))
+    parts = workers.run_all(
+        _embed_chunk,
+        [[texts[i] for i in c] for c in chunks],
+        workers=n,
+        init=_start_embedding,
+        initargs=(workers.ship(params, n), backend.n_classes),
+    )
     x = torch.empty(len(texts), parts[0]["x"].shape[1]) if parts else torch.empty(0, 0)
     for c, part in zip(chunks, parts):
         x[c] = part["x"]
@@ -113,8 +126,10 @@ def audit_pool(params: Params, root: str | Path = ".") -> dict:
     index = {c: i for i, c in enumerate(codes)}
     pool = _pool(params, root, codes)
     if len(pool) < a.canaries + 2 * max(1, len(pool) // 10):
-        raise ValueError(f"privacy_audit: only {len(pool)} unused rows for {a.canaries} canaries and the reference "
-                         "pool; lower privacy_audit.canaries or raise data.cap headroom")
+        raise ValueError(
+            f"privacy_audit: only {len(pool)} unused rows for {a.canaries} canaries and the reference "
+            "pool; lower privacy_audit.canaries or raise data.cap headroom"
+        )
     y = np.array([index[c] for c in pool["label"]])
     # canary labels and inclusion coins: secret (privacy/secret.py), or an attacker could replay membership
     rng = secret.numpy_rng(lay.artifacts, "audit-canaries")
@@ -133,13 +148,21 @@ def audit_pool(params: Params, root: str | Path = ".") -> dict:
         dim = int(feats["x"].shape[1]) if n_in else 0
         x = rng.standard_normal((n_in, dim)).astype(np.float32)
         x /= np.linalg.norm(x, axis=1, keepdims=True).clip(1e-12)
-        save_features(tmp / "input_canaries.safetensors", {"x": torch.from_numpy(x)},
-                      torch.from_numpy(rng.integers(0, len(codes), size=n_in)).long())
+        save_features(
+            tmp / "input_canaries.safetensors",
+            {"x": torch.from_numpy(x)},
+            torch.from_numpy(rng.integers(0, len(codes), size=n_in)).long(),
+        )
         np.save(tmp / "input_member.npy", rng.random(n_in) < 0.5)
     covered = int(len(set(y[m:].tolist())))
-    summary = {"pool_rows": int(len(pool)), "reference_pool_rows": int(len(pool) - m), "canaries": m,
-               "canaries_included": int(member.sum()), "classes": len(codes),
-               "input_canaries": a.input_canaries if params.model.backend == "head" else 0,
-               "reference_pool_classes": covered}
+    summary = {
+        "pool_rows": int(len(pool)),
+        "reference_pool_rows": int(len(pool) - m),
+        "canaries": m,
+        "canaries_included": int(member.sum()),
+        "classes": len(codes),
+        "input_canaries": a.input_canaries if params.model.backend == "head" else 0,
+        "reference_pool_classes": covered,
+    }
     write_json(lay.metrics / "audit_pool.json", summary)
     return summary

@@ -44,7 +44,11 @@ def targets(lay: Layout):
     return feats, torch.cat([y_train, y_test]), member
 
 
-REFERENCE_CODE = ["core/training.py", "core/backends", "compare/mia/references.py"]  # what a reference model's weights depend on
+REFERENCE_CODE = [
+    "core/training.py",
+    "core/backends",
+    "compare/mia/references.py",
+]  # what a reference model's weights depend on
 
 
 def _start(raw: dict, root: str) -> None:
@@ -53,8 +57,13 @@ def _start(raw: dict, root: str) -> None:
     lay = Layout.from_params(params, root)
     pool, y_pool = load_features(audit_dir(lay) / "pool" / "reference_pool.safetensors")
     feats, y, _ = targets(lay)
-    workers.STATE.update(params=params, backend=backend_for(params, lay), pool=(pool, y_pool), targets=(feats, y),
-                         opt=params.backend.finetune.model_copy(update={"epochs": params.nonprivate.epochs}))
+    workers.STATE.update(
+        params=params,
+        backend=backend_for(params, lay),
+        pool=(pool, y_pool),
+        targets=(feats, y),
+        opt=params.backend.finetune.model_copy(update={"epochs": params.nonprivate.epochs}),
+    )
 
 
 def _fit(task: tuple) -> np.ndarray:
@@ -89,8 +98,14 @@ def audit_references(params: Params, root: str | Path = ".") -> dict:
     rng = np.random.default_rng(stage_seed(params.seed, "audit-references"))
     opt = params.backend.finetune.model_copy(update={"epochs": params.nonprivate.epochs})
     # the offline models see pool rows only: cached under everything their weights depend on
-    recipe = {"pool": file_hash(pool_file), "model": {"seed": params.seed, "model": params.model.model_dump(mode="json")}, "opt": opt.model_dump(mode="json"),
-              "classes": backend.n_classes, "code": code_hash(REFERENCE_CODE), "torch": torch.__version__}
+    recipe = {
+        "pool": file_hash(pool_file),
+        "model": {"seed": params.seed, "model": params.model.model_dump(mode="json")},
+        "opt": opt.model_dump(mode="json"),
+        "classes": backend.n_classes,
+        "code": code_hash(REFERENCE_CODE),
+        "torch": torch.__version__,
+    }
     tasks = []
     for r in range(a.references):
         rows = np.sort(rng.choice(len(y_pool), size=size, replace=False))
@@ -113,7 +128,13 @@ def audit_references(params: Params, root: str | Path = ".") -> dict:
         np.save(tmp / "phi.npy", phi)
         np.save(tmp / "phi_online.npy", phi_on)
         np.save(tmp / "in_mask.npy", in_mask)
-    summary = {"references": a.references, "online_references": a.references, "reference_train_size": size,
-               "online_train_size": len(y) // 2, "reference_epochs": opt.epochs, "targets": int(len(y))}
+    summary = {
+        "references": a.references,
+        "online_references": a.references,
+        "reference_train_size": size,
+        "online_train_size": len(y) // 2,
+        "reference_epochs": opt.epochs,
+        "targets": int(len(y)),
+    }
     write_json(lay.metrics / "audit_references.json", summary)
     return summary

@@ -51,8 +51,9 @@ def _check_reference(phi_target: np.ndarray, phi_reference: np.ndarray) -> tuple
     return phi_target, ref
 
 
-def lira_online(phi_target: np.ndarray, phi_reference: np.ndarray, in_mask: np.ndarray,
-                sigma_floor: float = SIGMA_FLOOR) -> np.ndarray:
+def lira_online(
+    phi_target: np.ndarray, phi_reference: np.ndarray, in_mask: np.ndarray, sigma_floor: float = SIGMA_FLOOR
+) -> np.ndarray:
     """LiRA, online (Carlini et al. 2022): per target, Gaussians fitted to its φ under the reference
     models that trained on it (IN) and those that did not (OUT); score = log N(φ; μ_in, σ_in²) −
     log N(φ; μ_out, σ_out²). With few models per side the paper's global variance is used: one σ_in
@@ -66,9 +67,12 @@ def lira_online(phi_target: np.ndarray, phi_reference: np.ndarray, in_mask: np.n
         raise ValueError("every target needs at least one IN and one OUT reference model")
     mu_in = np.where(inm, ref, 0).sum(axis=0) / n_in
     mu_out = np.where(~inm, ref, 0).sum(axis=0) / n_out
-    sd_in = max(float(np.sqrt(np.where(inm, (ref - mu_in) ** 2, 0).sum() / max(1, inm.sum() - len(mu_in)))), sigma_floor)
-    sd_out = max(float(np.sqrt(np.where(~inm, (ref - mu_out) ** 2, 0).sum() / max(1, (~inm).sum() - len(mu_out)))),
-                 sigma_floor)
+    sd_in = max(
+        float(np.sqrt(np.where(inm, (ref - mu_in) ** 2, 0).sum() / max(1, inm.sum() - len(mu_in)))), sigma_floor
+    )
+    sd_out = max(
+        float(np.sqrt(np.where(~inm, (ref - mu_out) ** 2, 0).sum() / max(1, (~inm).sum() - len(mu_out)))), sigma_floor
+    )
     log_in = -0.5 * ((phi_target - mu_in) / sd_in) ** 2 - np.log(sd_in)
     log_out = -0.5 * ((phi_target - mu_out) / sd_out) ** 2 - np.log(sd_out)
     return log_in - log_out

@@ -52,8 +52,9 @@ def _log_ratio(num: float, den: float) -> float:
     return math.log(num / den) if num > 0 and den > 0 else 0.0
 
 
-def threshold_bound(scores: np.ndarray, member: np.ndarray, threshold: float, direction: str, *, alpha: float,
-               delta: float) -> dict:
+def threshold_bound(
+    scores: np.ndarray, member: np.ndarray, threshold: float, direction: str, *, alpha: float, delta: float
+) -> dict:
     """The (1 − α) bound of one fixed test on independent runs. ``direction`` "high": "in" when the score
     is ≥ threshold (TPR vs FPR); "low": "out" when it is < threshold (TNR vs FNR)."""
     s, m = np.asarray(scores, dtype=np.float64), np.asarray(member, dtype=bool)
@@ -70,9 +71,19 @@ def threshold_bound(scores: np.ndarray, member: np.ndarray, threshold: float, di
     else:
         raise ValueError(f"direction must be 'high' or 'low', got {direction!r}")
     eps = max(0.0, _log_ratio(lo - delta, hi))
-    return {"epsilon_lower_bound": eps, "threshold": float(threshold), "direction": direction, "tp": tp, "fp": fp,
-            "fn": n_in - tp, "tn": n_out - fp, "runs_in": n_in, "runs_out": n_out,
-            "rate_lower": lo, "rate_upper": hi}
+    return {
+        "epsilon_lower_bound": eps,
+        "threshold": float(threshold),
+        "direction": direction,
+        "tp": tp,
+        "fp": fp,
+        "fn": n_in - tp,
+        "tn": n_out - fp,
+        "runs_in": n_in,
+        "runs_out": n_out,
+        "rate_lower": lo,
+        "rate_upper": hi,
+    }
 
 
 def ceiling(runs_in: int, runs_out: int, *, alpha: float, delta: float) -> float:
@@ -83,8 +94,15 @@ def ceiling(runs_in: int, runs_out: int, *, alpha: float, delta: float) -> float
     return max(0.0, _log_ratio(lo - delta, hi))
 
 
-def _bounds(s_in: np.ndarray, s_out: np.ndarray, thresholds: np.ndarray, direction: str, alpha: float, delta: float,
-            counts: tuple[int, int] | None) -> np.ndarray:
+def _bounds(
+    s_in: np.ndarray,
+    s_out: np.ndarray,
+    thresholds: np.ndarray,
+    direction: str,
+    alpha: float,
+    delta: float,
+    counts: tuple[int, int] | None,
+) -> np.ndarray:
     """The bound of every threshold at once (counts by binary search; with ``counts`` the rates are
     rescaled to that many runs in and out: the bound expected at the evaluated sizes)."""
     n_in, n_out = counts or (len(s_in), len(s_out))
@@ -103,8 +121,9 @@ def _bounds(s_in: np.ndarray, s_out: np.ndarray, thresholds: np.ndarray, directi
         return np.where((lo - delta > 0) & (hi > 0), np.log(np.maximum(lo - delta, 1e-300) / hi), 0.0).clip(min=0.0)
 
 
-def choose_test(scores: np.ndarray, member: np.ndarray, *, alpha: float, delta: float,
-                counts: tuple[int, int] | None = None) -> tuple[float, str]:
+def choose_test(
+    scores: np.ndarray, member: np.ndarray, *, alpha: float, delta: float, counts: tuple[int, int] | None = None
+) -> tuple[float, str]:
     """The threshold and direction with the largest bound on these runs (calibration runs, or runs
     simulated from the claimed mechanism; ``counts``: the evaluated runs' sizes). Thresholds sit midway
     between observed scores; among equally good ones, the one that says "in" ("high") or "out" ("low") most
@@ -127,8 +146,9 @@ def choose_test(scores: np.ndarray, member: np.ndarray, *, alpha: float, delta: 
     return best[1], best[2]
 
 
-def audit(member: np.ndarray, tests: dict[str, tuple[np.ndarray, float, str]], *, alpha: float = 0.05,
-          delta: float = 0.0) -> dict:
+def audit(
+    member: np.ndarray, tests: dict[str, tuple[np.ndarray, float, str]], *, alpha: float = 0.05, delta: float = 0.0
+) -> dict:
     """The multi-run bound over tests fixed beforehand (name → (the evaluated runs' scores under that test's
     statistic, threshold, direction); the name says how the test was fixed: a simulation of the claimed
     mechanism, calibration runs kept out of these, or a priori).
@@ -140,13 +160,20 @@ def audit(member: np.ndarray, tests: dict[str, tuple[np.ndarray, float, str]], *
     each = {name: threshold_bound(s, member, t, d, alpha=a, delta=delta) for name, (s, t, d) in tests.items()}
     best = max(each, key=lambda k: each[k]["epsilon_lower_bound"])
     out = each[best]
-    return out | {"confidence": 1 - alpha, "alpha": alpha, "delta": delta, "test_chosen_on": best,
-                  "tests": len(tests), "per_test": {k: v["epsilon_lower_bound"] for k, v in each.items()},
-                  "ceiling": ceiling(out["runs_in"], out["runs_out"], alpha=a, delta=delta)}
+    return out | {
+        "confidence": 1 - alpha,
+        "alpha": alpha,
+        "delta": delta,
+        "test_chosen_on": best,
+        "tests": len(tests),
+        "per_test": {k: v["epsilon_lower_bound"] for k, v in each.items()},
+        "ceiling": ceiling(out["runs_in"], out["runs_out"], alpha=a, delta=delta),
+    }
 
 
-def simulate_lr_scores(rng: np.random.Generator, runs: int, sample_rate: float, sigma: float,
-                       steps: int) -> tuple[np.ndarray, np.ndarray]:
+def simulate_lr_scores(
+    rng: np.random.Generator, runs: int, sample_rate: float, sigma: float, steps: int
+) -> tuple[np.ndarray, np.ndarray]:
     """``lr_scores`` of the claimed mechanism, simulated (runs with, runs without the canary): what the
     test is designed on before any real run is seen."""
     if not 0 < sample_rate <= 1 or sigma <= 0:

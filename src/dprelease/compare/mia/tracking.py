@@ -31,7 +31,10 @@ def tracked_run(params: Params, root: str | Path, timings: dict | None = None) -
         for kind, c in canary["arms"].get(arm, {}).get("audits", {}).items():
             values |= {f"canary_{kind}.{k}": c["gate"][k] for k in ("epsilon_lower_bound", "ceiling")}
         children.append(TrackedRun(name=f"audit {arm}", tags={"arm": arm, "guarantee": d["guarantee"]}, metrics=values))
-    return TrackedRun(name="privacy-audit",
-                      params={f"privacy_audit.{k}": v for k, v in params.privacy_audit.model_dump().items()},
-                      tags={"mlflow.note.content": NOTE}, children=children,
-                      artifacts=[(path, "privacy") for path in sorted((lay.reports / "privacy").glob("*"))])
+    return TrackedRun(
+        name="privacy-audit",
+        params={f"privacy_audit.{k}": v for k, v in params.privacy_audit.model_dump().items()},
+        tags={"mlflow.note.content": NOTE},
+        children=children,
+        artifacts=[(path, "privacy") for path in sorted((lay.reports / "privacy").glob("*"))],
+    )

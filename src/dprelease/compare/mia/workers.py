@@ -88,8 +88,9 @@ def _start(init: Callable | None, initargs: tuple) -> None:
         init(*initargs)
 
 
-def run_all(fn: Callable[[T], R], items: Iterable[T], *, workers: int, init: Callable | None = None,
-            initargs: tuple = ()) -> list[R]:
+def run_all(
+    fn: Callable[[T], R], items: Iterable[T], *, workers: int, init: Callable | None = None, initargs: tuple = ()
+) -> list[R]:
     """``[fn(item) for item in items]``, in item order, each with one torch thread: here when ``workers`` is 1,
     else in ``workers`` fresh processes, each running ``init(*initargs)`` once first (to fill :data:`STATE`).
     ``fn`` and ``init`` must be module-level functions and items picklable. Nothing is printed or logged."""
@@ -105,8 +106,9 @@ def run_all(fn: Callable[[T], R], items: Iterable[T], *, workers: int, init: Cal
                 STATE.clear()
     _USED["workers"] = max(_USED["workers"], workers)
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_start,
-                             initargs=(init, initargs)) as pool:
+    with ProcessPoolExecutor(
+        max_workers=workers, mp_context=ctx, initializer=_start, initargs=(init, initargs)
+    ) as pool:
         return list(pool.map(fn, items))
 
 

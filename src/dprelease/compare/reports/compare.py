@@ -85,19 +85,36 @@ def _write_report(params: Params, lay: Layout, out: Path) -> None:
         m, g, per_class = arm_metrics(lay, name)
         frames[arm.label] = per_class
         label = arm.label + (arm.suffix(g.quantities) if arm.suffix is not None else "")
-        table1.append({"model": label, "epsilon": g.epsilon if g.epsilon is not None else float("nan"),
-                       "delta": g.delta if g.delta is not None else g.delta_reason, "guarantee": g.kind,
-                       "T̂": g.quantities.get("temperature", float("nan")),
-                       "weighted F1": m["weighted_f1"], "macro F1": m["macro_f1"]})
+        table1.append(
+            {
+                "model": label,
+                "epsilon": g.epsilon if g.epsilon is not None else float("nan"),
+                "delta": g.delta if g.delta is not None else g.delta_reason,
+                "guarantee": g.kind,
+                "T̂": g.quantities.get("temperature", float("nan")),
+                "weighted F1": m["weighted_f1"],
+                "macro F1": m["macro_f1"],
+            }
+        )
         table2.append({"model": arm.label, **_quartiles(per_class)})
     t1, t2 = pd.DataFrame(table1), pd.DataFrame(table2)
     _write(t1, out / "table1.csv")
     _write(t2, out / "quartiles.csv")
-    sections = ["# SWAG-PPM against non-private training and DP-SGD", "",
-                f"Data: {read_json(lay.metrics / 'data.json')['rows']:,} rows; backend `{params.model.backend}`; "
-                f"seed {params.seed}. {CAVEAT}", "",
-                "## Table 1: privacy and utility (test set)", "", _md(t1), "",
-                "## Table 2: F1 in the top and bottom quartile of classes by training size", "", _md(t2), ""]
+    sections = [
+        "# SWAG-PPM against non-private training and DP-SGD",
+        "",
+        f"Data: {read_json(lay.metrics / 'data.json')['rows']:,} rows; backend `{params.model.backend}`; "
+        f"seed {params.seed}. {CAVEAT}",
+        "",
+        "## Table 1: privacy and utility (test set)",
+        "",
+        _md(t1),
+        "",
+        "## Table 2: F1 in the top and bottom quartile of classes by training size",
+        "",
+        _md(t2),
+        "",
+    ]
     sweep_path = lay.metrics / "dpsgd_sweep.json"
     rows = read_json(sweep_path)["rows"] if sweep_path.is_file() else []
     if "dpsgd" in params.compare.arms and rows:
@@ -106,7 +123,11 @@ def _write_report(params: Params, lay: Layout, out: Path) -> None:
         _write(sweep, out / "delta_sweep.csv")
         sections += ["## Table 4: DP-SGD δ sweep at the declared target ε", "", _md(sweep), ""]
     per_class_compare_plot(frames, out / "per_class_vs_size.png")
-    sections += ["## Figure: per-class F1 against training class size", "", "![per-class F1](per_class_vs_size.png)", ""]
+    sections += [
+        "## Figure: per-class F1 against training class size",
+        "",
+        "![per-class F1](per_class_vs_size.png)",
+        "",
+    ]
     with atomic_path(out / "report.md") as tmp:
         tmp.write_text("\n".join(sections), encoding="utf-8")
-

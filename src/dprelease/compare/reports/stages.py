@@ -24,5 +24,13 @@ def check(params: Params) -> None:
 
 def declare(params: Params) -> list[Stage]:
     deps = sorted({f for arm in params.compare.arms for f in arm_files(arm)} | set(RELEASE_FILES))
-    return [Stage(name="compare_report", run=compare_report, params=["seed", "model.backend", "compare"], deps=deps,
-                  outs=["reports/compare"], group="compare")]
+    return [
+        Stage(
+            name="compare_report",
+            run=compare_report,
+            params=["seed", "model.backend", "compare"],
+            deps=deps,
+            outs=["reports/compare"],
+            group="compare",
+        )
+    ]

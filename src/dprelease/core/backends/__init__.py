@@ -27,6 +27,12 @@ def backend_class(name: str) -> type[Backend]:
 def make_backend(params: Params, n_classes: int) -> Backend:
     name = params.model.backend
     extra = {"encoder": params.features.encoder} if name == "head" else {}  # the full backend tunes the wheel's
-    return backend_class(name)(n_classes=n_classes, device=pick_device(params.model.device), seed=params.seed,
-                               params=getattr(params.model, name), max_length=params.features.max_length,
-                               batch_size=params.features.batch_size, **extra)
+    return backend_class(name)(
+        n_classes=n_classes,
+        device=pick_device(params.model.device),
+        seed=params.seed,
+        params=getattr(params.model, name),
+        max_length=params.features.max_length,
+        batch_size=params.features.batch_size,
+        **extra,
+    )

@@ -37,9 +37,15 @@ def _weights(weights: torch.Tensor | None, n: int) -> torch.Tensor:
     return torch.ones(n) if weights is None else weights.float().cpu()
 
 
-def ggn_diagonal_autograd(backend: Backend, model: nn.Module, theta: torch.Tensor, features: Features,
-                 weights: torch.Tensor | None, generator: torch.Generator | None = None,
-                 max_exact_classes: int = 16) -> torch.Tensor:
+def ggn_diagonal_autograd(
+    backend: Backend,
+    model: nn.Module,
+    theta: torch.Tensor,
+    features: Features,
+    weights: torch.Tensor | None,
+    generator: torch.Generator | None = None,
+    max_exact_classes: int = 16,
+) -> torch.Tensor:
     set_flat(model, theta)
     model.eval()
     params, n = trainable(model), n_records(features)
@@ -61,8 +67,15 @@ def ggn_diagonal_autograd(backend: Backend, model: nn.Module, theta: torch.Tenso
     return out
 
 
-def ggn_subspace_autograd(backend: Backend, model: nn.Module, theta: torch.Tensor, features: Features,
-                          weights: torch.Tensor | None, basis: torch.Tensor, batch_size: int = 256) -> torch.Tensor:
+def ggn_subspace_autograd(
+    backend: Backend,
+    model: nn.Module,
+    theta: torch.Tensor,
+    features: Features,
+    weights: torch.Tensor | None,
+    basis: torch.Tensor,
+    batch_size: int = 256,
+) -> torch.Tensor:
     """[K, K] block B G Bᵀ for the rows of ``basis``. J d comes from the double-backward trick:
     J d = ∂/∂u (dᵀ Jᵀ u)."""
     set_flat(model, theta)
@@ -76,21 +89,34 @@ def ggn_subspace_autograd(backend: Backend, model: nn.Module, theta: torch.Tenso
     return out
 
 
-def _block(backend: Backend, model: nn.Module, params: list[nn.Parameter], batch: Features, w: torch.Tensor,
-           basis: torch.Tensor) -> torch.Tensor:
+def _block(
+    backend: Backend,
+    model: nn.Module,
+    params: list[nn.Parameter],
+    batch: Features,
+    w: torch.Tensor,
+    basis: torch.Tensor,
+) -> torch.Tensor:
     logits = backend.forward(model, batch).float()
     p = torch.softmax(logits, -1).detach().double().cpu()
     u = torch.zeros_like(logits, requires_grad=True)
     vjp = torch.autograd.grad(logits, params, u, create_graph=True, allow_unused=True)
     flat = torch.cat([(v if v is not None else torch.zeros_like(q)).reshape(-1) for v, q in zip(vjp, params)])
-    jd = torch.stack([torch.autograd.grad(flat @ d.to(flat), u, retain_graph=True)[0].detach().double().cpu()
-                      for d in basis])  # [K, b, C]
+    jd = torch.stack(
+        [torch.autograd.grad(flat @ d.to(flat), u, retain_graph=True)[0].detach().double().cpu() for d in basis]
+    )  # [K, b, C]
     pj = (p * jd).sum(-1)
     return torch.einsum("n,anc,bnc->ab", w, jd * p, jd) - torch.einsum("n,an,bn->ab", w, pj, pj)
 
 
-def ggn_operator_autograd(backend: Backend, model: nn.Module, theta: torch.Tensor, features: Features,
-                          weights: torch.Tensor | None, batch_size: int = 256):
+def ggn_operator_autograd(
+    backend: Backend,
+    model: nn.Module,
+    theta: torch.Tensor,
+    features: Features,
+    weights: torch.Tensor | None,
+    batch_size: int = 256,
+):
     """v ↦ G v (rows of [r, d], float64 out): per batch Jv by the double-backward trick, then
     Jᵀ w (diag p − ppᵀ) Jv by one vector-Jacobian product."""
     set_flat(model, theta)
@@ -106,7 +132,9 @@ def ggn_operator_autograd(backend: Backend, model: nn.Module, theta: torch.Tenso
                 p = torch.softmax(logits, -1).detach()
                 u = torch.zeros_like(logits, requires_grad=True)
                 vjp = torch.autograd.grad(logits, params, u, create_graph=True, allow_unused=True)
-                flat = torch.cat([(v if v is not None else torch.zeros_like(q)).reshape(-1) for v, q in zip(vjp, params)])
+                flat = torch.cat(
+                    [(v if v is not None else torch.zeros_like(q)).reshape(-1) for v, q in zip(vjp, params)]
+                )
                 wb = w[idx].to(logits)[:, None]
                 for k, d in enumerate(vectors):
                     jd = torch.autograd.grad(flat @ d.to(flat), u, retain_graph=True)[0].detach()
@@ -117,8 +145,14 @@ def ggn_operator_autograd(backend: Backend, model: nn.Module, theta: torch.Tenso
     return apply
 
 
-def gradient_noise_autograd(backend: Backend, model: nn.Module, theta: torch.Tensor, features: Features,
-                            labels: torch.Tensor, weights: torch.Tensor | None) -> tuple[float, float]:
+def gradient_noise_autograd(
+    backend: Backend,
+    model: nn.Module,
+    theta: torch.Tensor,
+    features: Features,
+    labels: torch.Tensor,
+    weights: torch.Tensor | None,
+) -> tuple[float, float]:
     """(mean_i |∇ℓ_i|², |mean_i ∇ℓ_i|²) for ℓ_i = w_i CE_i(θ), model in eval mode."""
     set_flat(model, theta)
     model.eval()
@@ -136,39 +170,64 @@ def gradient_noise_autograd(backend: Backend, model: nn.Module, theta: torch.Ten
     return sq / n, float(mean @ mean)
 
 
-def ggn_diagonal(backend: Backend, model: nn.Module, theta: torch.Tensor, features: Features,
-                 weights: torch.Tensor | None, generator: torch.Generator | None = None) -> torch.Tensor:
+def ggn_diagonal(
+    backend: Backend,
+    model: nn.Module,
+    theta: torch.Tensor,
+    features: Features,
+    weights: torch.Tensor | None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
     fast = getattr(backend, "ggn_diagonal", None)
     if fast is not None:
         return fast(model, theta, features, weights)
     return ggn_diagonal_autograd(backend, model, theta, features, weights, generator)
 
 
-def ggn_subspace(backend: Backend, model: nn.Module, theta: torch.Tensor, features: Features,
-                 weights: torch.Tensor | None, basis: torch.Tensor) -> torch.Tensor:
+def ggn_subspace(
+    backend: Backend,
+    model: nn.Module,
+    theta: torch.Tensor,
+    features: Features,
+    weights: torch.Tensor | None,
+    basis: torch.Tensor,
+) -> torch.Tensor:
     fast = getattr(backend, "ggn_subspace", None)
     if fast is not None:
         return fast(model, theta, features, weights, basis)
     return ggn_subspace_autograd(backend, model, theta, features, weights, basis)
 
 
-def ggn_operator(backend: Backend, model: nn.Module, theta: torch.Tensor, features: Features,
-                 weights: torch.Tensor | None):
+def ggn_operator(
+    backend: Backend, model: nn.Module, theta: torch.Tensor, features: Features, weights: torch.Tensor | None
+):
     fast = getattr(backend, "ggn_operator", None)
     if fast is not None:
         return fast(model, theta, features, weights)
     return ggn_operator_autograd(backend, model, theta, features, weights)
 
 
-def ggn_preconditioner(backend: Backend, model: nn.Module, theta: torch.Tensor, features: Features,
-                       weights: torch.Tensor | None, prior_precision: float):
+def ggn_preconditioner(
+    backend: Backend,
+    model: nn.Module,
+    theta: torch.Tensor,
+    features: Features,
+    weights: torch.Tensor | None,
+    prior_precision: float,
+):
     """An approximate (G + λI)⁻¹ operator for conjugate gradients, or None (then: Jacobi)."""
     fast = getattr(backend, "ggn_preconditioner", None)
     return None if fast is None else fast(model, theta, features, weights, prior_precision)
 
 
-def gradient_noise(backend: Backend, model: nn.Module, theta: torch.Tensor, features: Features,
-                   labels: torch.Tensor, weights: torch.Tensor | None) -> tuple[float, float]:
+def gradient_noise(
+    backend: Backend,
+    model: nn.Module,
+    theta: torch.Tensor,
+    features: Features,
+    labels: torch.Tensor,
+    weights: torch.Tensor | None,
+) -> tuple[float, float]:
     fast = getattr(backend, "gradient_noise", None)
     if fast is not None:
         return fast(model, theta, features, labels, weights)

@@ -59,8 +59,9 @@ class SequenceClassifier(nn.Module):
         input_ids, attention_mask = input_ids[:, :width].contiguous(), attention_mask[:, :width].contiguous()
         position_ids = torch.arange(width, device=input_ids.device).expand_as(input_ids).contiguous()
         token_type_ids = torch.zeros_like(input_ids)
-        return self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                          token_type_ids=token_type_ids).logits
+        return self.model(
+            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, token_type_ids=token_type_ids
+        ).logits
 
     def _no_rows(self, input_ids: torch.Tensor) -> torch.Tensor:
         """[0, C] logits for an empty batch (e.g. an empty Poisson batch of DP-SGD). The HF encoder cannot run
@@ -69,8 +70,9 @@ class SequenceClassifier(nn.Module):
         gradients, per-sample hooks see one zero-gradient sample: the same step as an empty batch)."""
         ids = torch.full((1, 1), self.model.config.pad_token_id or 0, dtype=input_ids.dtype, device=input_ids.device)
         mask = torch.ones_like(ids)
-        logits = self.model(input_ids=ids, attention_mask=mask, position_ids=torch.zeros_like(ids),
-                            token_type_ids=torch.zeros_like(ids)).logits
+        logits = self.model(
+            input_ids=ids, attention_mask=mask, position_ids=torch.zeros_like(ids), token_type_ids=torch.zeros_like(ids)
+        ).logits
         return logits[:0]
 
 
@@ -87,8 +89,18 @@ def build_config(n_classes: int, tiny: bool):
 class FullBackend(Backend):
     name = "full"
 
-    def __init__(self, n_classes: int, device: torch.device, seed: int, params: FullParams, max_length: int = 128,
-                 batch_size: int = 64, *, eval_batch_size: int | None = None, amp: bool | None = None) -> None:
+    def __init__(
+        self,
+        n_classes: int,
+        device: torch.device,
+        seed: int,
+        params: FullParams,
+        max_length: int = 128,
+        batch_size: int = 64,
+        *,
+        eval_batch_size: int | None = None,
+        amp: bool | None = None,
+    ) -> None:
         """``eval_batch_size``: records per evaluation forward pass (None: ``$DPRELEASE_FULL_EVAL_BATCH``, else
         512 on CUDA and 64 elsewhere). ``amp``: bf16 autocast of evaluation passes, CUDA only (None:
         on unless ``$DPRELEASE_FULL_AMP`` is "0"); training and curvature always run in float32."""
@@ -96,15 +108,17 @@ class FullBackend(Backend):
         self.params = params
         self.max_length = max_length
         env = os.environ.get(EVAL_BATCH_ENV)
-        self.eval_batch_size = int(eval_batch_size or (env and int(env))
-                                   or EVAL_BATCH.get(self.device.type, EVAL_BATCH_DEFAULT))
+        self.eval_batch_size = int(
+            eval_batch_size or (env and int(env)) or EVAL_BATCH.get(self.device.type, EVAL_BATCH_DEFAULT)
+        )
         if self.eval_batch_size < 1:
             raise ValueError(f"eval batch size must be >= 1, got {self.eval_batch_size}")
         self.amp = (os.environ.get(AMP_ENV, "1") != "0") if amp is None else bool(amp)
 
     def featurize(self, texts: list[str], progress: bool = False) -> Features:
-        enc = load_tokenizer()(texts, padding="longest", truncation=True, max_length=self.max_length,
-                               return_tensors="pt")
+        enc = load_tokenizer()(
+            texts, padding="longest", truncation=True, max_length=self.max_length, return_tensors="pt"
+        )
         return {"input_ids": enc["input_ids"].to(torch.int32), "attention_mask": enc["attention_mask"].to(torch.int8)}
 
     @staticmethod
@@ -117,8 +131,14 @@ class FullBackend(Backend):
         return eval_autocast(self.device, self.amp)
 
     @torch.no_grad()
-    def per_record_ce(self, model: nn.Module, thetas: torch.Tensor, features: Features, labels: torch.Tensor,
-                      batch_size: int | None = None) -> torch.Tensor:
+    def per_record_ce(
+        self,
+        model: nn.Module,
+        thetas: torch.Tensor,
+        features: Features,
+        labels: torch.Tensor,
+        batch_size: int | None = None,
+    ) -> torch.Tensor:
         """[S, n] cross-entropy (float32, CPU) as :meth:`Backend.per_record_ce`, fast: the records are moved to the
         device once per call in length-sorted batches of ``eval_batch_size``, each draw (``thetas`` may stay on
         the device, where the passes generate them) is loaded in place, the forward runs under
@@ -151,7 +171,9 @@ class FullBackend(Backend):
         return out.cpu()
 
     # curvature on the device (backends/curvature.py dispatches here; equal to its autograd reference) --------
-    def ggn_diagonal(self, model, theta, features, weights, *, generator: torch.Generator | None = None) -> torch.Tensor:
+    def ggn_diagonal(
+        self, model, theta, features, weights, *, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
         return full_curvature.ggn_diagonal(model, theta, features, weights, generator=generator)
 
     def ggn_subspace(self, model, theta, features, weights, basis) -> torch.Tensor:
@@ -171,8 +193,9 @@ class FullBackend(Backend):
         if self.params.tiny:
             hf = AutoModelForSequenceClassification.from_config(config)
         else:
-            hf = AutoModelForSequenceClassification.from_pretrained(str(encoder_dir()), config=config,
-                                                                    local_files_only=True)
+            hf = AutoModelForSequenceClassification.from_pretrained(
+                str(encoder_dir()), config=config, local_files_only=True
+            )
         return SequenceClassifier(hf).to(self.device)
 
     def prior_center(self, model: nn.Module) -> list[torch.Tensor]:
@@ -195,8 +218,13 @@ class FullBackend(Backend):
             out = []
             with torch.no_grad():
                 for start in range(0, len(texts), 64):
-                    enc = tok(texts[start : start + 64], padding=True, truncation=True,
-                              max_length=arch["max_length"], return_tensors="pt").to(device)
+                    enc = tok(
+                        texts[start : start + 64],
+                        padding=True,
+                        truncation=True,
+                        max_length=arch["max_length"],
+                        return_tensors="pt",
+                    ).to(device)
                     out.append(torch.softmax(model(enc["input_ids"], enc["attention_mask"]), -1).cpu())
             return torch.cat(out) if out else torch.empty(0, model.model.config.num_labels)  # no narratives: [0, C]
 
@@ -217,8 +245,13 @@ class FullBackend(Backend):
         tok_dir.mkdir()
         for name in TOKENIZER_FILES:
             shutil.copy2(encoder_dir() / name, tok_dir / name)
-        arch = {"backend": "full", "tiny": self.params.tiny, "n_classes": self.n_classes,
-                "max_length": self.max_length, "tokenizer_from": encoder_reference()}
+        arch = {
+            "backend": "full",
+            "tiny": self.params.tiny,
+            "n_classes": self.n_classes,
+            "max_length": self.max_length,
+            "tokenizer_from": encoder_reference(),
+        }
         (folder / "model.json").write_text(json.dumps(arch, indent=2) + "\n", encoding="utf-8")
         return arch
 
@@ -227,11 +260,14 @@ def full_shapes(folder: Path, arch: dict) -> dict[str, tuple[tuple[int, ...], bo
     dims = bounded(folder / "model.json", arch, BOUNDS["full"])
     config, shapes = check_full_config(folder)
     if config.num_labels != dims["n_classes"]:
-        raise ReleaseError(f"{folder / 'config.json'}: {config.num_labels} labels but model.json says "
-                           f"n_classes={dims['n_classes']}")
+        raise ReleaseError(
+            f"{folder / 'config.json'}: {config.num_labels} labels but model.json says n_classes={dims['n_classes']}"
+        )
     if dims["max_length"] > config.max_position_embeddings:
-        raise ReleaseError(f"{folder / 'model.json'}: max_length={dims['max_length']} exceeds config.json's "
-                           f"max_position_embeddings={config.max_position_embeddings}")
+        raise ReleaseError(
+            f"{folder / 'model.json'}: max_length={dims['max_length']} exceeds config.json's "
+            f"max_position_embeddings={config.max_position_embeddings}"
+        )
     return shapes
 
 
@@ -245,8 +281,12 @@ def check_full_config(folder: Path):
     limits = BOUNDS["config.json"]
     bounded(path, raw, limits, [k for k in limits if k != "num_labels"])
     labels = raw.get("id2label")
-    bounded(path, {"num_labels": len(labels) if isinstance(labels, dict) else raw.get("num_labels", 2)}, limits,
-            ["num_labels"])
+    bounded(
+        path,
+        {"num_labels": len(labels) if isinstance(labels, dict) else raw.get("num_labels", 2)},
+        limits,
+        ["num_labels"],
+    )
     kind = json.loads((encoder_dir() / "config.json").read_text(encoding="utf-8"))["model_type"]
     if raw.get("model_type") != kind:
         raise ReleaseError(f"{path}: model_type {raw.get('model_type')!r}, expected {kind!r}")
@@ -275,6 +315,7 @@ def load_release_full(folder: Path, device: torch.device) -> tuple[SequenceClass
     except Exception as e:  # noqa: BLE001 - tokenizers raise many types for an edited file
         raise ReleaseError(f"{folder / 'tokenizer'}: cannot load the tokenizer ({type(e).__name__}: {e})") from None
     if len(tokenizer) > config.vocab_size:
-        raise ReleaseError(f"{folder / 'tokenizer'}: {len(tokenizer)} tokens but config.json's vocab_size is "
-                           f"{config.vocab_size}")
+        raise ReleaseError(
+            f"{folder / 'tokenizer'}: {len(tokenizer)} tokens but config.json's vocab_size is {config.vocab_size}"
+        )
     return model.to(device).eval(), tokenizer

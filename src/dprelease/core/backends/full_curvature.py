@@ -53,8 +53,12 @@ class Functional:
         """[b, C] float32 logits of [b, w] token ids (long) and their 0/1 mask."""
         pos = torch.arange(ids.shape[-1], device=ids.device).expand_as(ids)
         bias = (1.0 - mask[:, None, None, :].to(torch.float32)) * torch.finfo(torch.float32).min
-        out = functional_call(self.hf, params, (), {"input_ids": ids, "attention_mask": bias, "position_ids": pos,
-                                                    "token_type_ids": torch.zeros_like(ids)})
+        out = functional_call(
+            self.hf,
+            params,
+            (),
+            {"input_ids": ids, "attention_mask": bias, "position_ids": pos, "token_type_ids": torch.zeros_like(ids)},
+        )
         return out.logits.float()
 
     def split(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -124,6 +128,7 @@ def log_probs(f: Functional, recs: Records, idx: torch.Tensor, batch_size: int) 
 def _per_pair_sum(f: Functional, recs: Records, rec: torch.Tensor, coef: torch.Tensor, reduce) -> None:
     """For (record i, row v) pairs (``rec`` [m] and ``coef`` [m, C]), a chunk at a time in length order: the
     gradients of v · log_softmax(z_i) on the device, handed to ``reduce(grads, positions)``."""
+
     def fn(params, ids, mask, v):
         return (v * F.log_softmax(f.logits(params, ids[None], mask[None])[0], -1)).sum()
 
@@ -135,9 +140,16 @@ def _per_pair_sum(f: Functional, recs: Records, rec: torch.Tensor, coef: torch.T
             reduce(per_pair(f.params, ids, mask, coef[pos.to(coef.device)]), pos.to(f.device))
 
 
-def ggn_diagonal(model: nn.Module, theta: torch.Tensor, features: Features, weights: torch.Tensor | None, *,
-                 generator: torch.Generator | None = None, max_exact_classes: int = 16,
-                 batch_size: int | None = None) -> torch.Tensor:
+def ggn_diagonal(
+    model: nn.Module,
+    theta: torch.Tensor,
+    features: Features,
+    weights: torch.Tensor | None,
+    *,
+    generator: torch.Generator | None = None,
+    max_exact_classes: int = 16,
+    batch_size: int | None = None,
+) -> torch.Tensor:
     """diag G = Σ_i w_i Σ_c p_ic (∇ log p_ic)² (float64 [d], CPU), exact over the classes when there are at
     most ``max_exact_classes``, else one class per record drawn from p_i (an unbiased estimate), drawn as
     the reference draws it: on the host, record by record, from ``generator`` (None: the global generator)."""
@@ -170,8 +182,9 @@ def ggn_diagonal(model: nn.Module, theta: torch.Tensor, features: Features, weig
     return f.flatten(acc).cpu()
 
 
-def gradient_noise(model: nn.Module, theta: torch.Tensor, features: Features, labels: torch.Tensor,
-                   weights: torch.Tensor | None) -> tuple[float, float]:
+def gradient_noise(
+    model: nn.Module, theta: torch.Tensor, features: Features, labels: torch.Tensor, weights: torch.Tensor | None
+) -> tuple[float, float]:
     """(mean_i |∇ℓ_i|², |mean_i ∇ℓ_i|²) for ℓ_i = w_i CE_i(θ): per-record gradients on the device, their
     squared norms and their sum accumulated in float64 there."""
     f = _setup(model, theta)
@@ -198,13 +211,22 @@ def gradient_noise(model: nn.Module, theta: torch.Tensor, features: Features, la
 
 def _jvps(f: Functional, tangents: dict[str, torch.Tensor], ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """[K, b, C] = J t for the K stacked tangents (forward mode, batched over K)."""
+
     def one(t):
         return jvp(lambda p: f.logits(p, ids, mask), (f.params,), (t,))[1]
+
     return vmap(one)(tangents)
 
 
-def ggn_subspace(model: nn.Module, theta: torch.Tensor, features: Features, weights: torch.Tensor | None,
-                 basis: torch.Tensor, *, batch_size: int | None = None) -> torch.Tensor:
+def ggn_subspace(
+    model: nn.Module,
+    theta: torch.Tensor,
+    features: Features,
+    weights: torch.Tensor | None,
+    basis: torch.Tensor,
+    *,
+    batch_size: int | None = None,
+) -> torch.Tensor:
     """[K, K] block B G Bᵀ for the rows of ``basis`` (float64, CPU): per batch J Bᵀ by forward-mode JVPs of
     all K rows at once, the output curvature diag p − ppᵀ, summed over batches in float64."""
     f = _setup(model, theta)
@@ -227,8 +249,14 @@ def ggn_subspace(model: nn.Module, theta: torch.Tensor, features: Features, weig
     return out.cpu()
 
 
-def ggn_operator(model: nn.Module, theta: torch.Tensor, features: Features, weights: torch.Tensor | None, *,
-                 batch_size: int | None = None):
+def ggn_operator(
+    model: nn.Module,
+    theta: torch.Tensor,
+    features: Features,
+    weights: torch.Tensor | None,
+    *,
+    batch_size: int | None = None,
+):
     """v ↦ G v for the rows of an [r, d] tensor (float64 out, CPU): per batch J V for all r rows by
     forward-mode JVPs, the output curvature, then Jᵀ E for all r rows by one VJP vmapped over them; the
     products are float32, their sum over batches float64 on the device. The vectors cross to the device

@@ -99,8 +99,16 @@ class Head(nn.Module):
 class HeadBackend(Backend):
     name = "head"
 
-    def __init__(self, n_classes: int, device: torch.device, seed: int, params: HeadParams, max_length: int = 128,
-                 batch_size: int = 64, encoder: str = "pretrained") -> None:
+    def __init__(
+        self,
+        n_classes: int,
+        device: torch.device,
+        seed: int,
+        params: HeadParams,
+        max_length: int = 128,
+        batch_size: int = 64,
+        encoder: str = "pretrained",
+    ) -> None:
         super().__init__(n_classes, device, seed)
         self.params = params
         self.encoder = encoder
@@ -109,12 +117,25 @@ class HeadBackend(Backend):
 
     @torch.no_grad()
     def featurize(self, texts: list[str], progress: bool = False) -> Features:
-        return {"x": embed(texts, self.device, max_length=self.max_length, batch_size=self.batch_size,
-                           progress=progress, encoder=self.encoder)}
+        return {
+            "x": embed(
+                texts,
+                self.device,
+                max_length=self.max_length,
+                batch_size=self.batch_size,
+                progress=progress,
+                encoder=self.encoder,
+            )
+        }
 
     def build_model(self, feature_dim: int | None = None, *, seed: int | None = None) -> nn.Module:
-        return Head(feature_dim or 384, self.n_classes, self.params.hidden, self.params.dropout,
-                    self.seed if seed is None else seed).to(self.device)
+        return Head(
+            feature_dim or 384,
+            self.n_classes,
+            self.params.hidden,
+            self.params.dropout,
+            self.seed if seed is None else seed,
+        ).to(self.device)
 
     @torch.no_grad()
     def per_record_ce(self, model, thetas, features, labels, batch_size: int = 4096) -> torch.Tensor:
@@ -122,15 +143,19 @@ class HeadBackend(Backend):
         model.eval()
         shapes = [p.shape for p in trainable(model)]
         thetas = thetas.to(self.device)
-        params = [chunk.reshape(thetas.shape[0], *shape)
-                  for chunk, shape in zip(thetas.split([s.numel() for s in shapes], dim=1), shapes)]
+        params = [
+            chunk.reshape(thetas.shape[0], *shape)
+            for chunk, shape in zip(thetas.split([s.numel() for s in shapes], dim=1), shapes)
+        ]
         x, y = features["x"], labels
         out = torch.empty(thetas.shape[0], x.shape[0])
         for start in range(0, x.shape[0], batch_size):
             xb = x[start : start + batch_size].to(self.device)
             yb = y[start : start + batch_size].to(self.device)
             logp = torch.log_softmax(model.forward_many(params, xb).float(), dim=-1)  # [S, b, C]
-            out[:, start : start + batch_size] = -logp.gather(-1, yb.expand(len(params[0]), -1).unsqueeze(-1)).squeeze(-1).cpu()
+            out[:, start : start + batch_size] = (
+                -logp.gather(-1, yb.expand(len(params[0]), -1).unsqueeze(-1)).squeeze(-1).cpu()
+            )
         return out
 
     # closed-form curvature (backends/curvature.py dispatches here; equal to its autograd reference)
@@ -163,14 +188,28 @@ class HeadBackend(Backend):
 
     def write_release_model(self, model: nn.Module, folder: Path) -> dict:
         save_state(folder / "model.safetensors", model)
-        arch = {"backend": "head", "dim": model.dim, "hidden": model.hidden, "n_classes": self.n_classes,
-                "max_length": self.max_length, "encoder": encoder_reference(self.encoder)}
+        arch = {
+            "backend": "head",
+            "dim": model.dim,
+            "hidden": model.hidden,
+            "n_classes": self.n_classes,
+            "max_length": self.max_length,
+            "encoder": encoder_reference(self.encoder),
+        }
         (folder / "model.json").write_text(json.dumps(arch, indent=2) + "\n", encoding="utf-8")
         return arch
 
 
-def embed(texts: list[str], device: torch.device, *, max_length: int = 128, batch_size: int = EMBED_BATCH,
-          progress: bool = False, quantized: bool = False, encoder: str = "pretrained") -> torch.Tensor:
+def embed(
+    texts: list[str],
+    device: torch.device,
+    *,
+    max_length: int = 128,
+    batch_size: int = EMBED_BATCH,
+    progress: bool = False,
+    quantized: bool = False,
+    encoder: str = "pretrained",
+) -> torch.Tensor:
     """L2-normalised mean-pooled MiniLM sentence embeddings, [n, 384] float32 on CPU, in input order.
 
     Tokenized at once, then encoded in batches of narratives of similar token counts, each padded only to its
@@ -183,8 +222,9 @@ def embed(texts: list[str], device: torch.device, *, max_length: int = 128, batc
     ids = minilm.token_ids(texts, max_length)
     out = torch.empty(len(texts), enc.word.embedding_dim)
     with torch.inference_mode(), torch_threads(1 if len(texts) < SMALL_INPUT else 0):
-        for idx in tqdm(minilm.batches([len(i) for i in ids], batch_size), desc="embed", disable=not progress,
-                        unit="batch"):
+        for idx in tqdm(
+            minilm.batches([len(i) for i in ids], batch_size), desc="embed", disable=not progress, unit="batch"
+        ):
             batch, mask = minilm.padded([ids[i] for i in idx])
             hidden = enc(batch.to(device), mask.to(device))
             out[idx] = F.normalize(mean_pool(hidden, mask.to(device)), dim=-1).float().cpu()
@@ -217,10 +257,13 @@ def head_scorer(folder: Path, arch: dict, device: torch.device):
     ref = encoder_reference(encoder)
     if ref["weights_sha256"] != recorded.get("weights_sha256"):
         raise ReleaseError(f"installed encoder {ref['package']} {ref['version']} differs from the release's")
-    if encoder == "public_tuned" and ref["public_tuning"]["weights_sha256"] != (
-            recorded["public_tuning"] or {}).get("weights_sha256"):
-        raise ReleaseError("the installed public encoder's fine-tuned layers differ from the release's (dprelease "
-                           "version): install the version that made the release")
+    if encoder == "public_tuned" and ref["public_tuning"]["weights_sha256"] != (recorded["public_tuning"] or {}).get(
+        "weights_sha256"
+    ):
+        raise ReleaseError(
+            "the installed public encoder's fine-tuned layers differ from the release's (dprelease "
+            "version): install the version that made the release"
+        )
     model = load_release_head(folder, arch, device)
 
     def score(texts: list[str]) -> torch.Tensor:

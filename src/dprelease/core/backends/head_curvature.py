@@ -132,8 +132,9 @@ def ggn_operator(model: nn.Module, theta: torch.Tensor, features, weights, dtype
 
 
 @torch.no_grad()
-def kfac_preconditioner(model: nn.Module, theta: torch.Tensor, features, weights, prior_precision: float,
-                        samples: int = 4, seed: int = 0):
+def kfac_preconditioner(
+    model: nn.Module, theta: torch.Tensor, features, weights, prior_precision: float, samples: int = 4, seed: int = 0
+):
     """v ↦ P v ≈ (G + λI)⁻¹ v for the rows of [m, d] tensors (float64 in and out); module docstring."""
     parts = _unpack(model, theta)
     shapes = [p.shape for p in parts]
@@ -186,7 +187,9 @@ def _ggn_block(jd: torch.Tensor, p: torch.Tensor, w: torch.Tensor) -> torch.Tens
 
 
 @torch.no_grad()
-def gradient_noise(model: nn.Module, theta: torch.Tensor, features, labels: torch.Tensor, weights) -> tuple[float, float]:
+def gradient_noise(
+    model: nn.Module, theta: torch.Tensor, features, labels: torch.Tensor, weights
+) -> tuple[float, float]:
     parts = _unpack(model, theta)
     w2 = parts[-2]
     mean = [torch.zeros_like(p) for p in parts]

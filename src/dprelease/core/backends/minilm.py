@@ -33,11 +33,20 @@ from dprelease.core.architecture import encoder_dir
 # the BERT configuration this forward implements; the wheel's config.json must say the same
 SUPPORTED = {"model_type": "bert", "hidden_act": "gelu", "position_embedding_type": "absolute"}
 IGNORED = ("embeddings.position_ids", "pooler.")  # in the file, unused by mean pooling
-RENAME = {"attention.self.query": "query", "attention.self.key": "key", "attention.self.value": "value",
-          "attention.output.dense": "attn_out", "attention.output.LayerNorm": "attn_norm",
-          "intermediate.dense": "ffn_in", "output.dense": "ffn_out", "output.LayerNorm": "ffn_norm",
-          "embeddings.word_embeddings": "word", "embeddings.position_embeddings": "position",
-          "embeddings.token_type_embeddings": "token_type", "embeddings.LayerNorm": "embed_norm"}
+RENAME = {
+    "attention.self.query": "query",
+    "attention.self.key": "key",
+    "attention.self.value": "value",
+    "attention.output.dense": "attn_out",
+    "attention.output.LayerNorm": "attn_norm",
+    "intermediate.dense": "ffn_in",
+    "output.dense": "ffn_out",
+    "output.LayerNorm": "ffn_norm",
+    "embeddings.word_embeddings": "word",
+    "embeddings.position_embeddings": "position",
+    "embeddings.token_type_embeddings": "token_type",
+    "embeddings.LayerNorm": "embed_norm",
+}
 
 
 # Layers whose weights all come from the file: no random initialisation first (it would cost 0.2 s of a 5-narrative
@@ -71,8 +80,9 @@ class Layer(nn.Module):
         def split(t: torch.Tensor) -> torch.Tensor:
             return t.view(n, length, self.heads, dim // self.heads).transpose(1, 2)
 
-        a = F.scaled_dot_product_attention(split(self.query(x)), split(self.key(x)), split(self.value(x)),
-                                           attn_mask=bias)
+        a = F.scaled_dot_product_attention(
+            split(self.query(x)), split(self.key(x)), split(self.value(x)), attn_mask=bias
+        )
         x = self.attn_norm(self.attn_out(a.transpose(1, 2).reshape(n, length, dim)) + x)
         return self.ffn_norm(self.ffn_out(F.gelu(self.ffn_in(x))) + x)
 
@@ -88,8 +98,10 @@ class MiniLM(nn.Module):
         self.position = Embedding(config["max_position_embeddings"], dim)
         self.token_type = Embedding(config["type_vocab_size"], dim)
         self.embed_norm = LayerNorm(dim, eps=eps)
-        self.layers = nn.ModuleList(Layer(dim, config["num_attention_heads"], config["intermediate_size"], eps)
-                                    for _ in range(config["num_hidden_layers"]))
+        self.layers = nn.ModuleList(
+            Layer(dim, config["num_attention_heads"], config["intermediate_size"], eps)
+            for _ in range(config["num_hidden_layers"])
+        )
 
     def inputs(self, ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(the first layer's input [n, L, dim], the additive attention bias every layer takes)."""
@@ -123,7 +135,7 @@ def _state(raw: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
             continue
         prefix = ""
         if name.startswith("encoder.layer."):
-            index, name = name[len("encoder.layer."):].split(".", 1)
+            index, name = name[len("encoder.layer.") :].split(".", 1)
             prefix = f"layers.{index}."
         module, _, kind = name.rpartition(".")
         out[prefix + RENAME.get(module, module) + "." + kind] = tensor
@@ -206,4 +218,3 @@ def padded(ids: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         out[row, : len(seq)] = torch.tensor(seq)
         mask[row, : len(seq)] = 1
     return out, mask
-

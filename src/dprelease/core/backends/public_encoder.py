@@ -62,8 +62,15 @@ def _steps(n: int, batch_size: int) -> int:
     return full * 16 + math.ceil(rest / batch_size)
 
 
-def tune(texts: list[str], labels: list[int], *, n_classes: int, recipe: Recipe = Recipe(),
-         progress: bool = False, with_head: bool = False):
+def tune(
+    texts: list[str],
+    labels: list[int],
+    *,
+    n_classes: int,
+    recipe: Recipe = Recipe(),
+    progress: bool = False,
+    with_head: bool = False,
+):
     """The recipe on (public) narratives and their label indices.
 
     Args:
@@ -93,18 +100,25 @@ def tune(texts: list[str], labels: list[int], *, n_classes: int, recipe: Recipe 
     y = torch.tensor(labels, dtype=torch.long)
     steps = recipe.epochs * _steps(len(texts), recipe.batch_size)
     warm = max(1, int(recipe.warmup * steps))
-    decay = [{"params": [p for n, p in top.named_parameters() if n.endswith("weight") and "norm" not in n],
-              "weight_decay": recipe.weight_decay},
-             {"params": [p for n, p in top.named_parameters() if not (n.endswith("weight") and "norm" not in n)],
-              "weight_decay": 0.0},
-             {"params": list(head.parameters()), "lr": recipe.head_lr, "weight_decay": 0.0}]
+    decay = [
+        {
+            "params": [p for n, p in top.named_parameters() if n.endswith("weight") and "norm" not in n],
+            "weight_decay": recipe.weight_decay,
+        },
+        {
+            "params": [p for n, p in top.named_parameters() if not (n.endswith("weight") and "norm" not in n)],
+            "weight_decay": 0.0,
+        },
+        {"params": list(head.parameters()), "lr": recipe.head_lr, "weight_decay": 0.0},
+    ]
     opt = torch.optim.AdamW(decay, lr=recipe.lr)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min((s + 1) / warm, max(0.0, (steps - s) / (steps - warm))))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min((s + 1) / warm, max(0.0, (steps - s) / (steps - warm)))
+    )
     bottom = model.layers[: len(model.layers) - recipe.layers]
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=steps, desc="tune encoder",
-               disable=not progress, unit="step")
+    bar = tqdm(total=steps, desc="tune encoder", disable=not progress, unit="step")
     for _ in range(recipe.epochs):
         for idx in _order([len(i) for i in ids], batch_size=recipe.batch_size, generator=generator):
             batch, mask = minilm.padded([ids[i] for i in idx])
@@ -123,13 +137,17 @@ def tune(texts: list[str], labels: list[int], *, n_classes: int, recipe: Recipe 
             bar.update(1)
     bar.close()
     first = len(model.layers) - recipe.layers
-    layers = {f"layers.{first + i}.{name}": p.detach().clone() for i, layer in enumerate(top)
-              for name, p in layer.named_parameters()}
+    layers = {
+        f"layers.{first + i}.{name}": p.detach().clone()
+        for i, layer in enumerate(top)
+        for name, p in layer.named_parameters()
+    }
     return (layers, head.requires_grad_(False)) if with_head else layers
 
 
-def head_f1(layers: dict[str, torch.Tensor], head: nn.Linear, texts: list[str], labels: list[int], *,
-            max_length: int = 128) -> float:
+def head_f1(
+    layers: dict[str, torch.Tensor], head: nn.Linear, texts: list[str], labels: list[int], *, max_length: int = 128
+) -> float:
     """Weighted F1 of the recipe's own softmax layer on held-out public narratives, the encoder's top layers
     replaced by ``layers`` (in fp16, as shipped): how a public choice of the recipe's settings is scored."""
     from sklearn.metrics import f1_score
@@ -177,18 +195,37 @@ def _wheel() -> dict[str, torch.Tensor]:
     return load_file(str(encoder_dir() / "model.safetensors"))
 
 
-def run(texts: list[str], labels: list[int], *, n_classes: int, corpus: dict, folder: Path,
-        recipe: Recipe = Recipe(), progress: bool = True) -> dict:
+def run(
+    texts: list[str],
+    labels: list[int],
+    *,
+    n_classes: int,
+    corpus: dict,
+    folder: Path,
+    recipe: Recipe = Recipe(),
+    progress: bool = True,
+) -> dict:
     """The recipe on the whole corpus and on its slice, written to ``folder``; returns the recipe.json written."""
     n = SLICE["reports"]
-    small = tune(texts[:n], labels[:n], n_classes=n_classes, progress=False,
-                 recipe=Recipe(**(asdict(recipe) | {"batch_size": SLICE["batch_size"]})))
+    small = tune(
+        texts[:n],
+        labels[:n],
+        n_classes=n_classes,
+        progress=False,
+        recipe=Recipe(**(asdict(recipe) | {"batch_size": SLICE["batch_size"]})),
+    )
     start = time.perf_counter()
     layers = tune(texts, labels, n_classes=n_classes, recipe=recipe, progress=progress)
     seconds = time.perf_counter() - start
-    meta = {"recipe": asdict(recipe), "changed_layers": sorted({int(k.split(".")[1]) for k in layers}),
-            "corpus": corpus, "slice_check": SLICE | slice_fingerprint(small),
-            "wall_seconds": round(seconds, 1), "threads": torch.get_num_threads(), "torch": torch.__version__}
+    meta = {
+        "recipe": asdict(recipe),
+        "changed_layers": sorted({int(k.split(".")[1]) for k in layers}),
+        "corpus": corpus,
+        "slice_check": SLICE | slice_fingerprint(small),
+        "wall_seconds": round(seconds, 1),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+    }
     return save(layers, folder, meta=meta)
 
 
@@ -207,8 +244,11 @@ def write_features(texts: list[str], *, path: Path = FEATURES, max_length: int =
     unique = sorted(set(texts), key=text_key)
     x = embed(unique, torch.device("cpu"), max_length=max_length, progress=progress, encoder="public_tuned")
     keys = torch.tensor(list(b"".join(text_key(t) for t in unique)), dtype=torch.uint8).view(len(unique), 32)
-    save_file({"keys": keys, "x": x.to(torch.float16)}, str(path),
-              metadata={"weights_sha256": recipe()["weights_sha256"], "max_length": str(max_length)})
+    save_file(
+        {"keys": keys, "x": x.to(torch.float16)},
+        str(path),
+        metadata={"weights_sha256": recipe()["weights_sha256"], "max_length": str(max_length)},
+    )
     return len(unique)
 
 

@@ -39,8 +39,14 @@ def corpus(params: Params, root: str | Path = ".") -> tuple[list[str], list[int]
     frame, ids = frame.iloc[order].reset_index(drop=True), ids[order]
     index = {c: i for i, c in enumerate(design["codes"])}
     digest = hashlib.sha256("\n".join(ids).encode("ascii")).hexdigest()
-    meta = {"what": f"{params.data.path}: the public period up to {params.proxy.until}, {len(frame)} reports of "
-                    f"{len(index)} codes, the proxy's validation part left out",
-            "data": params.data.path, "until": params.proxy.until, "reports": len(frame), "classes": len(index),
-            "parts": list(PARTS), "content_ids_sha256": digest}
+    meta = {
+        "what": f"{params.data.path}: the public period up to {params.proxy.until}, {len(frame)} reports of "
+        f"{len(index)} codes, the proxy's validation part left out",
+        "data": params.data.path,
+        "until": params.proxy.until,
+        "reports": len(frame),
+        "classes": len(index),
+        "parts": list(PARTS),
+        "content_ids_sha256": digest,
+    }
     return frame["text"].tolist(), [index[c] for c in frame["label"]], meta

@@ -28,7 +28,6 @@ __all__ = ["DataError", "read_text", "read_csv", "read_records", "stratified_sam
 _SHOW = 5  # how many row numbers / column names a message lists
 
 
-
 def _listing(items: Iterable[object], limit: int = _SHOW) -> str:
     items = [str(i) for i in items]
     shown = ", ".join(repr(i) if isinstance(i, str) else i for i in items[:limit])
@@ -80,8 +79,10 @@ def read_text(path: str | Path, encoding: str = "auto") -> str:
             return raw.decode("utf-8-sig")
         except UnicodeDecodeError as e:
             if _UTF8_MULTIBYTE.search(raw):
-                raise DataError(f"{path}: invalid UTF-8 {_position(raw, e.start)}{where} in a file that is otherwise "
-                                "UTF-8 (fix the byte, or set the encoding explicitly: cp1252)") from None
+                raise DataError(
+                    f"{path}: invalid UTF-8 {_position(raw, e.start)}{where} in a file that is otherwise "
+                    "UTF-8 (fix the byte, or set the encoding explicitly: cp1252)"
+                ) from None
         encoding = "cp1252"
     try:
         return raw.decode("utf-8-sig" if encoding == "utf-8" else encoding)
@@ -114,13 +115,14 @@ def _find_column(frame: pd.DataFrame, name: str, path: Path, role: str) -> str:
     stripped = [c for c in frame.columns if str(c).strip() == name.strip()]
     if stripped:
         return stripped[0]
-    raise DataError(
-        f"{path}: {role} column {name!r} not found; available columns: {_listing(frame.columns, 12)}"
-    )
+    raise DataError(f"{path}: {role} column {name!r} not found; available columns: {_listing(frame.columns, 12)}")
 
 
 def read_records(
-    path: str | Path, text_column: str = "Final Narrative", label_column: str = "Nature", encoding: str = "auto",
+    path: str | Path,
+    text_column: str = "Final Narrative",
+    label_column: str = "Nature",
+    encoding: str = "auto",
     date_column: str | None = None,
 ) -> pd.DataFrame:
     """Read a SIR CSV (``.csv`` or ``.csv.gz``) into a frame with columns ``text`` and ``label`` (and ``date``,
@@ -145,9 +147,7 @@ def read_records(
         raise DataError(f"{path}: empty label in column {label_column!r}: {_rows(bad)}")
     n_classes = labels.nunique()
     if n_classes < 2:
-        raise DataError(
-            f"{path}: label column {label_column!r} has {n_classes} distinct class(es); need at least 2"
-        )
+        raise DataError(f"{path}: label column {label_column!r} has {n_classes} distinct class(es); need at least 2")
     out = pd.DataFrame({"text": texts.to_numpy(), "label": labels.to_numpy()}, dtype="str")
     if date_column is not None:
         dcol = _find_column(frame, date_column, path, "date")

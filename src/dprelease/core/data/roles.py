@@ -33,9 +33,7 @@ def report_ids(frame: pd.DataFrame) -> np.ndarray:
     """
     dates = frame["date"].dt.strftime("%Y-%m-%d") if "date" in frame.columns else pd.Series("", index=frame.index)
     fields = zip(frame["text"], frame["label"], dates, strict=True)
-    return np.array(
-        [hashlib.sha256("\0".join(f).encode("utf-8")).hexdigest() for f in fields], dtype=object
-    )
+    return np.array([hashlib.sha256("\0".join(f).encode("utf-8")).hexdigest() for f in fields], dtype=object)
 
 
 def public_uniforms(ids: Sequence[str], *, seed: int, purpose: str) -> np.ndarray:
@@ -48,8 +46,9 @@ def _unit(digest: bytes) -> float:
     return int.from_bytes(digest[:8], "little") / 2.0**64
 
 
-def label_space(public: pd.DataFrame, *, min_class_size: int, limit_classes: int | None,
-                declared: Sequence[str] | None = None) -> list[str]:
+def label_space(
+    public: pd.DataFrame, *, min_class_size: int, limit_classes: int | None, declared: Sequence[str] | None = None
+) -> list[str]:
     """The codes a model can output: ``declared`` (each with a public report), or those with at least
     ``min_class_size`` public reports (the ``limit_classes`` largest when set, ties by code), in OIICS order. Fixed
     from public inputs before any private report is read."""
@@ -84,8 +83,9 @@ def fractions(*, test_size: float, validation_size: float) -> tuple[float, float
     return 1.0 - held, held * validation_size, held * (1.0 - validation_size)
 
 
-def assign(u: np.ndarray, labels: Sequence[str], *, rates: Mapping[str, float],
-           shares: tuple[float, float, float]) -> np.ndarray:
+def assign(
+    u: np.ndarray, labels: Sequence[str], *, rates: Mapping[str, float], shares: tuple[float, float, float]
+) -> np.ndarray:
     """Each report's role from its own uniform ``u`` and code alone: outside the label space or ``u`` ≥ its code's
     rate → ``unused``; otherwise ``u / rate`` falls in the train, validation or test share."""
     rate = np.array([rates.get(c, 0.0) for c in labels], dtype=float)
@@ -96,8 +96,9 @@ def assign(u: np.ndarray, labels: Sequence[str], *, rates: Mapping[str, float],
     return np.where(used, role, "unused").astype(object)
 
 
-def expected_sizes(public: pd.DataFrame, rates: Mapping[str, float],
-                   shares: tuple[float, float, float]) -> dict[str, int]:
+def expected_sizes(
+    public: pd.DataFrame, rates: Mapping[str, float], shares: tuple[float, float, float]
+) -> dict[str, int]:
     """The expected size of each role if the private period looks like the public one: public inputs only (the
     figure δ and DP-SGD's normaliser use, never the private count)."""
     counts = public["label"].value_counts()

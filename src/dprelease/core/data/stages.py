@@ -25,13 +25,16 @@ def period_split(params: Params, root: str | Path = ".") -> tuple[pd.DataFrame, 
     before the private period and are public inputs (the label space, the rates, the proxy); the rest is private.
     Both frames keep their ``date`` column (a report's content id includes it)."""
     d, px = params.data, params.proxy
-    df = records.read_records(Path(root) / d.path, d.text_column, d.label_column, d.encoding,
-                              date_column=px.date_column)
+    df = records.read_records(
+        Path(root) / d.path, d.text_column, d.label_column, d.encoding, date_column=px.date_column
+    )
     public = df["date"] <= pd.Timestamp(px.until)
     if public.all() or not public.any():
-        raise records.DataError(f"proxy.until {px.until}: every report falls on one side of it ({d.path}): no "
-                                f"public period or no private period; set proxy.until between its first and last "
-                                f"{px.date_column} ({df['date'].min():%Y-%m-%d} to {df['date'].max():%Y-%m-%d})")
+        raise records.DataError(
+            f"proxy.until {px.until}: every report falls on one side of it ({d.path}): no "
+            f"public period or no private period; set proxy.until between its first and last "
+            f"{px.date_column} ({df['date'].min():%Y-%m-%d} to {df['date'].max():%Y-%m-%d})"
+        )
     return df[~public].reset_index(drop=True), df[public].reset_index(drop=True)
 
 
@@ -40,17 +43,19 @@ def public_design(params: Params, public: pd.DataFrame) -> dict:
     the label space, the per-code inclusion rates, the role shares and the expected role sizes."""
     d = params.data
     try:
-        codes = roles.label_space(public, min_class_size=d.min_class_size, limit_classes=d.limit_classes,
-                                  declared=d.codes)
+        codes = roles.label_space(
+            public, min_class_size=d.min_class_size, limit_classes=d.limit_classes, declared=d.codes
+        )
     except ValueError as e:
         raise records.DataError(f"{d.path}: {e}") from None
     if len(codes) < 2:
-        raise records.DataError(f"{d.path}: the public period (up to {params.proxy.until}) has {len(codes)} code(s) "
-                                f"with >= {d.min_class_size} reports; the label space needs at least 2")
+        raise records.DataError(
+            f"{d.path}: the public period (up to {params.proxy.until}) has {len(codes)} code(s) "
+            f"with >= {d.min_class_size} reports; the label space needs at least 2"
+        )
     rates = roles.inclusion_rates(public, codes, cap=d.cap)
     shares = roles.fractions(test_size=d.test_size, validation_size=d.validation_size)
-    return {"codes": codes, "rates": rates, "shares": shares,
-            "expected": roles.expected_sizes(public, rates, shares)}
+    return {"codes": codes, "rates": rates, "shares": shares, "expected": roles.expected_sizes(public, rates, shares)}
 
 
 def proxy_splits(public: pd.DataFrame, design: dict, params: Params) -> dict[str, pd.DataFrame]:
@@ -68,8 +73,11 @@ def proxy_splits(public: pd.DataFrame, design: dict, params: Params) -> dict[str
     if params.proxy.rest_rate < 1.0:
         kept = roles.public_uniforms(ids, seed=params.seed, purpose="rest")
         inside = inside & (kept < params.proxy.rest_rate)
-    masks = {"proxy_train": role == "train", "proxy_validation": role == "validation",
-             "public_rest": inside & ((role == "test") | (role == "unused"))}
+    masks = {
+        "proxy_train": role == "train",
+        "proxy_validation": role == "validation",
+        "public_rest": inside & ((role == "test") | (role == "unused")),
+    }
     return {name: _ordered(public[m], ids[m]) for name, m in masks.items()}
 
 
@@ -85,8 +93,12 @@ def all_splits(params: Params, root: str | Path = "."):
     private, public = period_split(params, root)
     design = public_design(params, public)
     ids = roles.report_ids(private)
-    role = roles.assign(secret.record_uniforms(lay.artifacts, ids), private["label"].tolist(),
-                        rates=design["rates"], shares=design["shares"])
+    role = roles.assign(
+        secret.record_uniforms(lay.artifacts, ids),
+        private["label"].tolist(),
+        rates=design["rates"],
+        shares=design["shares"],
+    )
     splits = {name: _ordered(private[role == name], ids[role == name]) for name in ("train", "validation", "test")}
     if params.data.validation_size == 0:
         splits.pop("validation")
@@ -111,37 +123,57 @@ def stratify(params: Params, root: str | Path = ".") -> dict:
     codes = design["codes"]
     titles = records.load_titles()
     labels = {"codes": codes, "titles": [titles.get(c, c) for c in codes]}  # public: the same for every extract
-    sizes = {f"{name}_sizes": [int(n) for n in splits[name]["label"].value_counts().reindex(codes, fill_value=0)]
-             for name in splits}
+    sizes = {
+        f"{name}_sizes": [int(n) for n in splits[name]["label"].value_counts().reindex(codes, fill_value=0)]
+        for name in splits
+    }
     train_sizes = sizes["train_sizes"]
     summary = {
-        "public": {"until": params.proxy.until, "public_reports": len(public), "classes": len(codes),
-                   "expected_train_size": design["expected"]["train"],
-                   "expected_test_size": design["expected"]["test"],
-                   "expected_validation_size": design["expected"]["validation"],
-                   "proxy_train_rows": len(splits["proxy_train"]),
-                   "proxy_validation_rows": len(splits["proxy_validation"]),
-                   "public_rest_rows": len(splits["public_rest"]),
-                   "capped_codes": sum(r < 1.0 for r in design["rates"].values())},
+        "public": {
+            "until": params.proxy.until,
+            "public_reports": len(public),
+            "classes": len(codes),
+            "expected_train_size": design["expected"]["train"],
+            "expected_test_size": design["expected"]["test"],
+            "expected_validation_size": design["expected"]["validation"],
+            "proxy_train_rows": len(splits["proxy_train"]),
+            "proxy_validation_rows": len(splits["proxy_validation"]),
+            "public_rest_rows": len(splits["public_rest"]),
+            "capped_codes": sum(r < 1.0 for r in design["rates"].values()),
+        },
         "internal": "the figures below count private reports: the operator's aggregates, never released",
-        "source_rows": len(private), "rows": int((role != "unused").sum()), "classes": len(codes),
-        "train_rows": len(splits["train"]), "test_rows": len(splits["test"]),
+        "source_rows": len(private),
+        "rows": int((role != "unused").sum()),
+        "classes": len(codes),
+        "train_rows": len(splits["train"]),
+        "test_rows": len(splits["test"]),
         "validation_rows": len(splits.get("validation", ())),
         "outside_label_space": int((~private["label"].isin(codes)).sum()),
         "train_class_gini": round(records.gini(train_sizes), 4),
-        "largest_class": max(train_sizes), "smallest_class": min(train_sizes)}
+        "largest_class": max(train_sizes),
+        "smallest_class": min(train_sizes),
+    }
     if len(splits["train"]) < 2 or len(splits["test"]) < 1:
-        raise records.DataError(f"{d.path}: the private period gives {len(splits['train'])} training and "
-                                f"{len(splits['test'])} test reports; too few to train and evaluate")
-    context = secret.release_context(snapshot_digest=file_hash(Path(root) / d.path),
-                                     release_id=params.released.release_id)
+        raise records.DataError(
+            f"{d.path}: the private period gives {len(splits['train'])} training and "
+            f"{len(splits['test'])} test reports; too few to train and evaluate"
+        )
+    context = secret.release_context(
+        snapshot_digest=file_hash(Path(root) / d.path), release_id=params.released.release_id
+    )
     with atomic_dir(lay.data, private=True) as tmp:
         for name, frame in splits.items():
             frame[["text", "label"]].to_csv(tmp / f"{name}.csv", index=False)
         write_json(tmp / "labels.json", labels)
         counts = public["label"].value_counts()
-        write_json(tmp / "public.json", summary["public"] | {  # public inputs only
-            "rates": design["rates"], "public_counts": {c: int(counts.get(c, 0)) for c in codes}})
+        write_json(
+            tmp / "public.json",
+            summary["public"]
+            | {  # public inputs only
+                "rates": design["rates"],
+                "public_counts": {c: int(counts.get(c, 0)) for c in codes},
+            },
+        )
         write_json(tmp / "sizes.json", sizes)  # private counts: internal evaluation tables only
         (tmp / secret.CONTEXT).write_text(context + "\n", encoding="ascii")
     write_json(lay.metrics / "data.json", summary)
@@ -174,8 +206,11 @@ def featurize(params: Params, root: str | Path = ".") -> dict:
             if tuned and split in PUBLIC_SPLITS:  # public narratives: the shipped table where it holds them
                 from dprelease.core.backends.public_encoder import public_features
 
-                x, hits = public_features(df["text"].tolist(), lambda t: backend.featurize(t, progress=True)["x"],
-                                          max_length=params.features.max_length)
+                x, hits = public_features(
+                    df["text"].tolist(),
+                    lambda t: backend.featurize(t, progress=True)["x"],
+                    max_length=params.features.max_length,
+                )
                 feats, shipped = {"x": x}, shipped + hits
             else:
                 feats = backend.featurize(df["text"].tolist(), progress=True)
@@ -187,10 +222,19 @@ def featurize(params: Params, root: str | Path = ".") -> dict:
 def declare(params: Params) -> list[Stage]:
     a = params.artifacts
     return [
-        Stage(name="stratify", run=stratify, params=["seed", "data", "proxy", "released.release_id"],
-              deps=[params.data.path, key_id_file(params)], outs=[f"{a}/data"],
-              metrics=["metrics/data.json"]),
-        Stage(name="featurize", run=featurize,
-              params=["seed", "model.backend", "model.device", "model.full.tiny", "features", "proxy.until"],
-              deps=[f"{a}/data"], outs=[f"{a}/features"]),
+        Stage(
+            name="stratify",
+            run=stratify,
+            params=["seed", "data", "proxy", "released.release_id"],
+            deps=[params.data.path, key_id_file(params)],
+            outs=[f"{a}/data"],
+            metrics=["metrics/data.json"],
+        ),
+        Stage(
+            name="featurize",
+            run=featurize,
+            params=["seed", "model.backend", "model.device", "model.full.tiny", "features", "proxy.until"],
+            deps=[f"{a}/data"],
+            outs=[f"{a}/features"],
+        ),
     ]

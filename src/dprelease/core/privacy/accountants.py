@@ -75,6 +75,7 @@ def _rdp(conversion: str) -> Callable[[float, float, int, float], float]:
         with warnings.catch_warnings():  # "optimal order is the largest alpha": the bound holds at any order
             warnings.filterwarnings("ignore", message="Optimal order is the largest alpha")
             return sampled_gaussian_epsilon(sigma, q, steps, delta, conversion)
+
     return spent
 
 

@@ -59,6 +59,8 @@ def sigma_beside(epsilon: float, delta: float, *, others: tuple[float, ...], sen
     total = 1.0 / gaussian_sigma(epsilon, delta)
     left = total**2 - sum(m * m for m in others)
     if left <= 0:
-        raise ValueError(f"ε {epsilon:g} at δ {delta:.3g} is μ {total:.3g}: the evaluation's μ "
-                         f"{math.sqrt(sum(m * m for m in others)):.3g} leaves nothing (raise released.evaluation_noise)")
+        raise ValueError(
+            f"ε {epsilon:g} at δ {delta:.3g} is μ {total:.3g}: the evaluation's μ "
+            f"{math.sqrt(sum(m * m for m in others)):.3g} leaves nothing (raise released.evaluation_noise)"
+        )
     return sensitivity / math.sqrt(left)

@@ -104,8 +104,10 @@ class Guarantee:
             raise ValueError(f"{self.mechanism}: {why}")
         if self.epsilon is not None and (r is not None or d is not None):
             if not (_count(r) and _count(d)) or r != d:
-                raise ValueError(f"{self.mechanism}: an ε needs the sampler certified in every direction, got "
-                                 f"{r!r} of {d!r}: that is a 'ppm_uncertified' record, not a {self.kind!r} one")
+                raise ValueError(
+                    f"{self.mechanism}: an ε needs the sampler certified in every direction, got "
+                    f"{r!r} of {d!r}: that is a 'ppm_uncertified' record, not a {self.kind!r} one"
+                )
 
     @property
     def delta_text(self) -> str:
@@ -135,32 +137,62 @@ class Guarantee:
 
 def ppm(epsilon: float, local_sensitivity: float, *, mechanism: str = "SWAG-PPM", **quantities) -> Guarantee:
     """SWAG-PPM: ε = 2Δ̂ (local, asymptotic), Δ̂ and the mechanism's settings as quantities."""
-    return Guarantee(mechanism, "ppm_local_asymptotic", float(epsilon), None, NO_DELTA_PPM,
-                     {"local_sensitivity": float(local_sensitivity), **quantities})
+    return Guarantee(
+        mechanism,
+        "ppm_local_asymptotic",
+        float(epsilon),
+        None,
+        NO_DELTA_PPM,
+        {"local_sensitivity": float(local_sensitivity), **quantities},
+    )
 
 
-def uncertified(index: float, local_sensitivity: float, *, certified_directions: int, parameters: int,
-                mechanism: str = "SWAG-PPM", **quantities) -> Guarantee:
+def uncertified(
+    index: float,
+    local_sensitivity: float,
+    *,
+    certified_directions: int,
+    parameters: int,
+    mechanism: str = "SWAG-PPM",
+    **quantities,
+) -> Guarantee:
     """A SWAG-PPM sampler certified in ``certified_directions`` r < ``parameters`` d directions: no ε, no δ; the
     index 2Δ̂ under ``quantities["uncertified_index"]``."""
-    return Guarantee(mechanism, "ppm_uncertified", None, None, NO_DP_CLAIM,
-                     {UNCERTIFIED_INDEX: float(index), "local_sensitivity": float(local_sensitivity),
-                      "certified_directions": int(certified_directions), "parameters": int(parameters), **quantities})
+    return Guarantee(
+        mechanism,
+        "ppm_uncertified",
+        None,
+        None,
+        NO_DP_CLAIM,
+        {
+            UNCERTIFIED_INDEX: float(index),
+            "local_sensitivity": float(local_sensitivity),
+            "certified_directions": int(certified_directions),
+            "parameters": int(parameters),
+            **quantities,
+        },
+    )
 
 
 def _count(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
-def censored(epsilon: float, local_sensitivity: float, *, weights: str, mechanism: str = "SWAG-PPM censored",
-             **quantities) -> Guarantee:
+def censored(
+    epsilon: float, local_sensitivity: float, *, weights: str, mechanism: str = "SWAG-PPM censored", **quantities
+) -> Guarantee:
     """The censored variant: ε fixed in advance by the censoring level ε/2; the measured Δ̂ (≤ ε/2) and the
     weights used as quantities. Strict (every neighbouring pair) only with data-independent weights
     (:data:`UNIFORM_WEIGHTS`); with weights fitted on the data the claim is local."""
     strict = weights == UNIFORM_WEIGHTS
-    return Guarantee(mechanism, "ppm_censored" if strict else "ppm_censored_local", float(epsilon), None,
-                     NO_DELTA_CENSORED if strict else NO_DELTA_CENSORED_LOCAL,
-                     {"local_sensitivity": float(local_sensitivity), "weights": weights, **quantities})
+    return Guarantee(
+        mechanism,
+        "ppm_censored" if strict else "ppm_censored_local",
+        float(epsilon),
+        None,
+        NO_DELTA_CENSORED if strict else NO_DELTA_CENSORED_LOCAL,
+        {"local_sensitivity": float(local_sensitivity), "weights": weights, **quantities},
+    )
 
 
 def accountant(mechanism: str, epsilon: float, delta: float, **quantities) -> Guarantee:
@@ -175,5 +207,11 @@ def empirical_probe(mechanism: str, adversary_auc: float, *, statement: str, **q
     """No ε: the adversary AUC of a fresh attribute probe on released representations, and the claim in words."""
     if not 0.0 <= adversary_auc <= 1.0:
         raise ValueError(f"{mechanism}: an AUC lies in [0, 1], got {adversary_auc}")
-    return Guarantee(mechanism, "empirical_probe", None, None, NO_DP_CLAIM,
-                     {"adversary_auc": float(adversary_auc), "statement": statement, **quantities})
+    return Guarantee(
+        mechanism,
+        "empirical_probe",
+        None,
+        None,
+        NO_DP_CLAIM,
+        {"adversary_auc": float(adversary_auc), "statement": statement, **quantities},
+    )

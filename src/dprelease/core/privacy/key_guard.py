@@ -32,9 +32,11 @@ NEW_KEY_ENV = "DPRELEASE_NEW_KEY"  # 1: accept a new key under `dvc repro` (as -
 HISTORY = "history.json"
 SECRET_ID = "key_id.json"
 AGENCY_PUB, AGENCY_KEY, AGENCY_SIGNER, RETIRED = "agency.pub", "agency.key", "signer.json", "retired"
-HOW = ("import it (`dprelease key import-private --from DIR`, from the operator's `dprelease key export-private`) "
-       "or start a new one with --new-key (`make run ARGS=--new-key`, `dprelease key init --new-key`, "
-       "`make repro NEW_KEY=1`: a new release)")
+HOW = (
+    "import it (`dprelease key import-private --from DIR`, from the operator's `dprelease key export-private`) "
+    "or start a new one with --new-key (`make run ARGS=--new-key`, `dprelease key init --new-key`, "
+    "`make repro NEW_KEY=1`: a new release)"
+)
 
 
 class KeyMismatchError(OneLineError):
@@ -69,8 +71,9 @@ def lock_md5s(root: Path, paths: set[str]) -> dict[str, str]:
     import yaml
 
     try:
-        stages = (yaml.load(lock.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-                  or {}).get("stages", {})
+        stages = (
+            yaml.load(lock.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
+        ).get("stages", {})
     except (OSError, yaml.YAMLError):
         return {}
     found: dict[str, str] = {}
@@ -87,8 +90,10 @@ def _release_ids(params, root: Path) -> tuple[str | None, str | None]:
     if not isinstance(manifest, dict):
         return None, None
     rnd, signed = manifest.get("randomness"), manifest.get("signed_by")
-    return (rnd.get("secret_key_id") if isinstance(rnd, dict) else None,
-            signed.get("key_id") if isinstance(signed, dict) else None)
+    return (
+        rnd.get("secret_key_id") if isinstance(rnd, dict) else None,
+        signed.get("key_id") if isinstance(signed, dict) else None,
+    )
 
 
 def _replaced(folder: Path) -> list[dict]:
@@ -102,8 +107,13 @@ def record_replacement(folder: Path, kind: str, recorded: dict, by: str) -> None
 
     h = _read_json(folder / HISTORY)
     h = h if isinstance(h, dict) else {}
-    entry = {"key": kind, "replaced": recorded, "by": by, "how": "--new-key",
-             "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    entry = {
+        "key": kind,
+        "replaced": recorded,
+        "by": by,
+        "how": "--new-key",
+        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
     write_json(folder / HISTORY, h | {"replaced": [*h.get("replaced", []), entry]}, private=True)
 
 
@@ -126,8 +136,9 @@ def _secret_state(params, root: Path) -> tuple[Path, str | None, str | None, set
     ids |= {p.name.rsplit("-", 1)[0] for p in retired.iterdir()} if retired.is_dir() else set()
     for r in _replaced(folder):
         ids |= {v for k, v in r.get("replaced", {}).items() if k == "key_id"}
-    md5s = {_md5(secret_id_bytes(k)) for k in ids} | {v for r in _replaced(folder)
-                                                     for k, v in r.get("replaced", {}).items() if k == "md5"}
+    md5s = {_md5(secret_id_bytes(k)) for k in ids} | {
+        v for r in _replaced(folder) for k, v in r.get("replaced", {}).items() if k == "md5"
+    }
     return folder, current, _md5(secret_id_bytes(current)) if current else None, md5s, ids
 
 
@@ -152,8 +163,14 @@ def _agency_state(params, root: Path) -> tuple[Path, str | None, str | None, set
     return folder, current, md5, md5s, ids
 
 
-def check(params, root: str | Path = ".", *, new_key: bool = False, keys: tuple[str, ...] = ("randomness", "agency"),
-          use_release: bool = True) -> list[str]:
+def check(
+    params,
+    root: str | Path = ".",
+    *,
+    new_key: bool = False,
+    keys: tuple[str, ...] = ("randomness", "agency"),
+    use_release: bool = True,
+) -> list[str]:
     """Raise :class:`KeyMismatchError` (one line) unless the keys here are those the recorded release was made
     with (module docstring; ``use_release=False``: against dvc.lock only, as the stages check). With ``new_key`` a
     differing or missing key is accepted: the missing one is made
@@ -209,15 +226,35 @@ class _Key:
     renew: Callable  # (params, root, folder) -> (what history.json records, how the line names the new key)
 
 
-RANDOMNESS = _Key(kind="randomness", name="randomness key", missing="randomness key", made="made", label="id", width=None,
-                  refused="a different release", remedy="import the recorded key (`dprelease key import-private`) or "
-                  "accept this one as a new release with --new-key (`make run ARGS=--new-key`, `make repro NEW_KEY=1`)",
-                  note="", state=_secret_state, renew=_new_secret)
-AGENCY = _Key(kind="agency", name="agency key", missing="agency signing key", made="signed", label="key", width=16,
-              refused="a release signed by another key", remedy="import the recorded key (`dprelease key "
-              "import-private`), rotate (`dprelease key rotate`), or pass --new-key (`make run ARGS=--new-key`, "
-              "`make repro NEW_KEY=1`)", note="; give partners the new agency.pub", state=_agency_state,
-              renew=_new_agency)
+RANDOMNESS = _Key(
+    kind="randomness",
+    name="randomness key",
+    missing="randomness key",
+    made="made",
+    label="id",
+    width=None,
+    refused="a different release",
+    remedy="import the recorded key (`dprelease key import-private`) or "
+    "accept this one as a new release with --new-key (`make run ARGS=--new-key`, `make repro NEW_KEY=1`)",
+    note="",
+    state=_secret_state,
+    renew=_new_secret,
+)
+AGENCY = _Key(
+    kind="agency",
+    name="agency key",
+    missing="agency signing key",
+    made="signed",
+    label="key",
+    width=16,
+    refused="a release signed by another key",
+    remedy="import the recorded key (`dprelease key "
+    "import-private`), rotate (`dprelease key rotate`), or pass --new-key (`make run ARGS=--new-key`, "
+    "`make repro NEW_KEY=1`)",
+    note="; give partners the new agency.pub",
+    state=_agency_state,
+    renew=_new_agency,
+)
 
 
 def _check_key(key: _Key, params, root: Path, lock_md5: str | None, release_id: str | None, new_key: bool) -> list[str]:
@@ -229,7 +266,7 @@ def _check_key(key: _Key, params, root: Path, lock_md5: str | None, release_id: 
         return []
     if current is None:
         if not new_key:
-            named = f" ({key.label} {release_id[:key.width]})" if release_id else ""
+            named = f" ({key.label} {release_id[: key.width]})" if release_id else ""
             raise KeyMismatchError(f"no {key.missing} in {folder}, but {where} was {key.made} with one{named}: {HOW}")
         by, what = key.renew(params, root, folder)
         record_replacement(folder, key.kind, recorded, by)
@@ -237,16 +274,22 @@ def _check_key(key: _Key, params, root: Path, lock_md5: str | None, release_id: 
     if not _differs(lock_md5, md5, known_md5s, release_id, current, known_ids):
         return []
     if not new_key:
-        named = f" {release_id[:key.width]}" if release_id else ""
-        raise KeyMismatchError(f"the {key.name} in {folder} ({key.label} {current[:key.width]}) is not the key{named} "
-                               f"{where} was {key.made} with: refused ({key.refused}); {key.remedy}")
+        named = f" {release_id[: key.width]}" if release_id else ""
+        raise KeyMismatchError(
+            f"the {key.name} in {folder} ({key.label} {current[: key.width]}) is not the key{named} "
+            f"{where} was {key.made} with: refused ({key.refused}); {key.remedy}"
+        )
     record_replacement(folder, key.kind, recorded, current)
-    return [f"--new-key: {key.name} {current[:key.width]} replaces the one {where} was {key.made} with (recorded in "
-            f"{folder / HISTORY}{key.note})"]
+    return [
+        f"--new-key: {key.name} {current[: key.width]} replaces the one {where} was {key.made} with (recorded in "
+        f"{folder / HISTORY}{key.note})"
+    ]
 
 
 def _differs(lock_md5: str | None, md5: str, known_md5s, release_id: str | None, current: str, known_ids) -> bool:
     """Whether a recorded key (dvc.lock's md5, the release's key id) is neither the current key nor one of its
     recorded predecessors."""
-    return bool((lock_md5 and lock_md5 != md5 and lock_md5 not in known_md5s)
-                or (release_id and release_id != current and release_id not in known_ids))
+    return bool(
+        (lock_md5 and lock_md5 != md5 and lock_md5 not in known_md5s)
+        or (release_id and release_id != current and release_id not in known_ids)
+    )

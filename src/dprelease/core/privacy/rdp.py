@@ -14,6 +14,8 @@ from opacus.accountants import RDPAccountant
 from opacus.accountants.analysis.rdp import compute_rdp, get_privacy_spent
 
 ORDERS = tuple(RDPAccountant.DEFAULT_ALPHAS)  # 1.1 … 10.9, 12 … 63 (same grid as docs/algorithms.md, E.3)
+
+
 def mironov_epsilon(rdp: np.ndarray, orders, delta: float) -> float:
     orders = np.asarray(orders, dtype=float)
     return float(np.min(np.asarray(rdp) + math.log(1.0 / delta) / (orders - 1.0)))
@@ -35,8 +37,9 @@ def rdp_to_epsilon(rdp: np.ndarray, orders, delta: float, conversion: str = "mir
     return CONVERTERS[conversion](rdp, orders, delta)
 
 
-def sampled_gaussian_epsilon(sigma: float, sample_rate: float, steps: int, delta: float,
-                             conversion: str = "mironov") -> float:
+def sampled_gaussian_epsilon(
+    sigma: float, sample_rate: float, steps: int, delta: float, conversion: str = "mironov"
+) -> float:
     """ε after ``steps`` Poisson-sampled Gaussian steps with noise multiplier ``sigma``."""
     rdp = compute_rdp(q=sample_rate, noise_multiplier=sigma, steps=steps, orders=ORDERS)
     return rdp_to_epsilon(rdp, ORDERS, delta, conversion)

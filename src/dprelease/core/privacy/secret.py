@@ -108,8 +108,10 @@ def init(artifacts: str | Path) -> str:
     if not (folder / KEY).exists():
         known = _history(folder)
         if known:
-            raise SecretKeyError(f"the randomness key (id {known[-1]}) is missing from {folder}: restore it from "
-                                 "backup, or run `dprelease secret rotate` to start a new one (a new release)")
+            raise SecretKeyError(
+                f"the randomness key (id {known[-1]}) is missing from {folder}: restore it from "
+                "backup, or run `dprelease secret rotate` to start a new one (a new release)"
+            )
         kid = _create(folder)
     else:
         kid = _id(_read_key(folder / KEY))
@@ -142,13 +144,17 @@ def key_id(artifacts: str | Path) -> str:
 def _key(artifacts: str | Path) -> bytes:
     folder = key_dir(artifacts)
     if not (folder / KEY).is_file():
-        raise SecretKeyError(f"no randomness key in {folder}: run the `secret` stage (or `dprelease secret init`)"
-                             " first; if one existed, restore it or `dprelease secret rotate`")
+        raise SecretKeyError(
+            f"no randomness key in {folder}: run the `secret` stage (or `dprelease secret init`)"
+            " first; if one existed, restore it or `dprelease secret rotate`"
+        )
     key = _read_key(folder / KEY)
     recorded = folder / KEY_ID
     if recorded.is_file() and json.loads(recorded.read_text(encoding="utf-8")).get("key_id") != _id(key):
-        raise SecretKeyError(f"the randomness key in {folder} is not the one key_id.json names: re-run the "
-                             "`secret` stage so the stages that use it re-run")
+        raise SecretKeyError(
+            f"the randomness key in {folder} is not the one key_id.json names: re-run the "
+            "`secret` stage so the stages that use it re-run"
+        )
     return key
 
 
@@ -192,8 +198,14 @@ def record_uniforms(artifacts: str | Path, ids) -> np.ndarray:
     """One uniform in [0, 1) per report content id: HMAC(key, id), the same for a report in every extract and
     release under this key (its role is its own), unpredictable without the key. Never stored or logged."""
     key = _key(artifacts)
-    return np.array([int.from_bytes(hmac.new(key, b"record role\0" + i.encode("utf-8"), hashlib.sha256).digest()[:8],
-                                    "little") / 2.0**64 for i in ids], dtype=float)
+    return np.array(
+        [
+            int.from_bytes(hmac.new(key, b"record role\0" + i.encode("utf-8"), hashlib.sha256).digest()[:8], "little")
+            / 2.0**64
+            for i in ids
+        ],
+        dtype=float,
+    )
 
 
 def seed(artifacts: str | Path, label: str) -> int:

@@ -27,8 +27,9 @@ class Selection(Generic[T]):
         return self.selected is not None
 
 
-def select(draw: Callable[[], T], score: Callable[[T], float], tau: float, gamma: float,
-           rng: np.random.Generator) -> Selection[T]:
+def select(
+    draw: Callable[[], T], score: Callable[[T], float], tau: float, gamma: float, rng: np.random.Generator
+) -> Selection[T]:
     if not 0 < gamma <= 1:
         raise ValueError(f"selection.gamma must lie in (0, 1], got {gamma}")
     scores: list[float] = []

@@ -16,8 +16,10 @@ from dprelease.core.params_path import params_file
 def declared(value: float | None, *, key: str, who: str) -> float:
     """A declared level (``key`` in params.yaml, read by ``who``); a one-line :class:`ConfigError` when it is null."""
     if value is None:
-        raise ConfigError(f"{params_file()}: {key}: {who} needs a declared ε (e.g. 8.0), fixed before any run; it is "
-                          "never the release's measured ε")
+        raise ConfigError(
+            f"{params_file()}: {key}: {who} needs a declared ε (e.g. 8.0), fixed before any run; it is "
+            "never the release's measured ε"
+        )
     return float(value)
 
 

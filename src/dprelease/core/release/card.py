@@ -53,33 +53,49 @@ def audit_lines(rows: list[dict], g: dict) -> list[str]:
         best = max(valid, key=lambda r: float(r["epsilon_lower_bound"]))
         conf = round(100 * float(best["confidence"]))
         claim = f"ε = {fixed(g['epsilon'])}" if g.get("epsilon") is not None else "no ε claimed"
-        out += [f"**Strongest audit lower bound: ε_LB = {_num(best, 'epsilon_lower_bound')}** (this release: "
-                f"{claim}) — {best['method']} on the {best['attack'].removeprefix('canary_')} canaries, "
-                f"{_count(best, 'correct')} of {_count(best, 'guesses')} guesses right, {conf} % confidence each (the largest of "
-                f"{len(valid)} bounds), against the canary run's own claim ε = {_num(best, 'claimed_epsilon')}; "
-                f"the audit could certify at most {_num(best, 'ceiling')} (its ceiling). A bound far below ε says "
-                "what these attacks achieve, not that the claim is tight or loose.", ""]
-    out += ["| attack | bound | AUC | TPR @ 1 % FPR | TPR @ 0.1 % FPR | ε lower bound | ceiling |",
-            "|---|---|---|---|---|---|---|"]
+        out += [
+            f"**Strongest audit lower bound: ε_LB = {_num(best, 'epsilon_lower_bound')}** (this release: "
+            f"{claim}) — {best['method']} on the {best['attack'].removeprefix('canary_')} canaries, "
+            f"{_count(best, 'correct')} of {_count(best, 'guesses')} guesses right, {conf} % confidence each (the largest of "
+            f"{len(valid)} bounds), against the canary run's own claim ε = {_num(best, 'claimed_epsilon')}; "
+            f"the audit could certify at most {_num(best, 'ceiling')} (its ceiling). A bound far below ε says "
+            "what these attacks achieve, not that the claim is tight or loose.",
+            "",
+        ]
+    out += [
+        "| attack | bound | AUC | TPR @ 1 % FPR | TPR @ 0.1 % FPR | ε lower bound | ceiling |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        out.append(f"| {r['attack']} | {r.get('method', '')} | {_num(r, 'auc')} | {_num(r, 'tpr_at_fpr_0.01')} | "
-                   f"{_num(r, 'tpr_at_fpr_0.001')} | {_num(r, 'epsilon_lower_bound')} | {_num(r, 'ceiling')} |")
-    return out + ["", "Members = training records, non-members = test records. Only the canary bounds are valid "
-                  "lower bounds; `heuristic_l3` figures come from one model (see `reports/privacy/report.md`)."]
+        out.append(
+            f"| {r['attack']} | {r.get('method', '')} | {_num(r, 'auc')} | {_num(r, 'tpr_at_fpr_0.01')} | "
+            f"{_num(r, 'tpr_at_fpr_0.001')} | {_num(r, 'epsilon_lower_bound')} | {_num(r, 'ceiling')} |"
+        )
+    return out + [
+        "",
+        "Members = training records, non-members = test records. Only the canary bounds are valid "
+        "lower bounds; `heuristic_l3` figures come from one model (see `reports/privacy/report.md`).",
+    ]
 
 
 def replay_lines(replay: dict | None) -> list[str]:
     """The replay audit's two rows (docs/guarantees.md, L.5): can the standard adversary re-fit the sampler?"""
     if not replay:
         return ["Replay audit: not run (`make audit-replay`)."]
-    out = ["**Replay audit** (the adversary re-runs the released round's fit on D and on D∖{x} for "
-           f"{replay['views']['public']['targets']} records and scores this draw by the likelihood ratio of the two "
-           "samplers):", "", "| view | re-fit reproduces the release | decisions right | verdict | covered |",
-           "|---|---|---|---|---|"]
+    out = [
+        "**Replay audit** (the adversary re-runs the released round's fit on D and on D∖{x} for "
+        f"{replay['views']['public']['targets']} records and scores this draw by the likelihood ratio of the two "
+        "samplers):",
+        "",
+        "| view | re-fit reproduces the release | decisions right | verdict | covered |",
+        "|---|---|---|---|---|",
+    ]
     for view, v in replay["views"].items():
-        out.append(f"| {view} | {'yes' if v['reproduces_release'] else 'no'} | {v['correct']} of {v['decisions']} | "
-                   f"{'convicted' if v['convicted'] else 'not convicted'} | "
-                   f"{'yes: the standard adversary' if view == 'public' else 'no: holds the secret key'} |")
+        out.append(
+            f"| {view} | {'yes' if v['reproduces_release'] else 'no'} | {v['correct']} of {v['decisions']} | "
+            f"{'convicted' if v['convicted'] else 'not convicted'} | "
+            f"{'yes: the standard adversary' if view == 'public' else 'no: holds the secret key'} |"
+        )
     return out
 
 

@@ -27,9 +27,19 @@ from dprelease.core.errors import ReleaseError
 from dprelease.core.io import file_hash
 from dprelease.core.untrusted import check_shapes, read_json_object, safetensors_header
 
-ALLOWED = {"model.safetensors", "model.json", "labels.json", "release.json", "release.sig", "README.md", "config.json",
-           "tokenizer/tokenizer.json", "tokenizer/tokenizer_config.json", "tokenizer/special_tokens_map.json",
-           "tokenizer/vocab.txt"}
+ALLOWED = {
+    "model.safetensors",
+    "model.json",
+    "labels.json",
+    "release.json",
+    "release.sig",
+    "README.md",
+    "config.json",
+    "tokenizer/tokenizer.json",
+    "tokenizer/tokenizer_config.json",
+    "tokenizer/special_tokens_map.json",
+    "tokenizer/vocab.txt",
+}
 MANIFEST = "release.json"
 SIGNATURE = "release.sig"  # the agency's signature of the manifest (dprelease.core.release.signing); not listed in it
 UNLISTED = {MANIFEST, SIGNATURE}
@@ -96,8 +106,13 @@ def _check_folder(folder: Path) -> None:
         raise ReleaseError(f"not a release folder (no {MANIFEST}): {folder}")
 
 
-def verify_release_folder(folder: str | Path, *, kind: str = CLASSIFIER, mechanism: str | None = None,
-                          architecture: Architecture | None = None) -> tuple[dict, dict | None]:
+def verify_release_folder(
+    folder: str | Path,
+    *,
+    kind: str = CLASSIFIER,
+    mechanism: str | None = None,
+    architecture: Architecture | None = None,
+) -> tuple[dict, dict | None]:
     """The one verification of a release folder, for every kind (the classifier release and each mechanism's
     sanitizer): run before anything is loaded, it returns ``(manifest, model.json)``.
 
@@ -113,9 +128,12 @@ def verify_release_folder(folder: str | Path, *, kind: str = CLASSIFIER, mechani
     manifest = read_json_object(folder / MANIFEST)
     found = manifest.get("kind", CLASSIFIER)
     if found != kind:
-        raise ReleaseError(f"{folder}: not a {kind} release ({MANIFEST} kind is {found!r}; `dprelease "
-                           f"{'sanitize' if kind == CLASSIFIER else 'predict'}` reads a {found} release)"
-                           if found in KINDS else f"{folder}: not a {kind} release ({MANIFEST} kind is {found!r})")
+        raise ReleaseError(
+            f"{folder}: not a {kind} release ({MANIFEST} kind is {found!r}; `dprelease "
+            f"{'sanitize' if kind == CLASSIFIER else 'predict'}` reads a {found} release)"
+            if found in KINDS
+            else f"{folder}: not a {kind} release ({MANIFEST} kind is {found!r})"
+        )
     if kind == SANITIZER:
         named = manifest.get("mechanism")
         if not isinstance(named, str) or not named:
@@ -124,8 +142,10 @@ def verify_release_folder(folder: str | Path, *, kind: str = CLASSIFIER, mechani
             raise ReleaseError(f"{folder / MANIFEST}: a {named} sanitizer release, not a {mechanism} one")
     files = manifest.get("files")
     if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
-        raise ReleaseError(f"{folder / MANIFEST}: no 'files' mapping of file → sha256 (written by an older "
-                           "dprelease, or edited); re-run the stage that wrote it")
+        raise ReleaseError(
+            f"{folder / MANIFEST}: no 'files' mapping of file → sha256 (written by an older "
+            "dprelease, or edited); re-run the stage that wrote it"
+        )
     check_hashes(folder, files)
     if architecture is None:
         return manifest, None
@@ -148,8 +168,11 @@ def snapshot(folder: Path, dest: Path) -> None:
         try:
             fd = os.open(folder / rel, os.O_RDONLY | os.O_NOFOLLOW)
         except OSError as e:
-            what = "is a symbolic link (a release holds plain files only)" if (folder / rel).is_symlink() \
+            what = (
+                "is a symbolic link (a release holds plain files only)"
+                if (folder / rel).is_symlink()
                 else f"cannot be read ({e.strerror})"
+            )
             raise ReleaseError(f"{folder / rel}: {what}") from None
         with os.fdopen(fd, "rb") as src:
             if not stat.S_ISREG(os.fstat(src.fileno()).st_mode):
@@ -180,5 +203,3 @@ def check_labels(folder: Path, n_classes: int, labels: dict) -> None:
         raise ReleaseError(f"{path}: {len(titles)} titles for {len(codes)} codes")
     if len(set(codes)) != len(codes):
         raise ReleaseError(f"{path}: codes are not unique")
-
-

@@ -50,8 +50,17 @@ NARRATIVE_COLUMNS = ("Final Narrative", "narrative", "text")
 CODED_COLUMNS = ("code", "title", "probability")  # what predict adds (with --column-prefix before each)
 
 
-def write_release(folder: Path, backend, model, codes: list[str], titles: list[str], manifest: dict,
-                  code: list[str], *, private: bool = False) -> None:
+def write_release(
+    folder: Path,
+    backend,
+    model,
+    codes: list[str],
+    titles: list[str],
+    manifest: dict,
+    code: list[str],
+    *,
+    private: bool = False,
+) -> None:
     """Write a release folder whole. ``manifest`` carries the guarantee record and public config;
     ``code`` is the code that made the release (package-relative, hashed into ``code_version``).
     The manifest's ``files`` records the sha256 of every other file in the folder. ``private``: a folder
@@ -61,8 +70,15 @@ def write_release(folder: Path, backend, model, codes: list[str], titles: list[s
     with atomic_dir(folder, private=private) as tmp:
         model_entry = backend.write_release_model(model, tmp)
         write_json(tmp / "labels.json", {"codes": codes, "titles": titles})
-        write_json(tmp / MANIFEST, manifest | {"model": model_entry, "files": file_digests(tmp),
-                                               "code_version": f"{__version__}+{source.code_hash(code)[:16]}"})
+        write_json(
+            tmp / MANIFEST,
+            manifest
+            | {
+                "model": model_entry,
+                "files": file_digests(tmp),
+                "code_version": f"{__version__}+{source.code_hash(code)[:16]}",
+            },
+        )
         check_release_folder(tmp)
 
 
@@ -90,8 +106,16 @@ def arm_model_dir(params, arm: str) -> str:
 
 def write_arm_model(lay, arm: str, backend, model, guarantee, code: list[str]) -> None:
     labels = label_info(lay)
-    write_release(lay.artifacts / "arms" / arm / "model", backend, model, labels["codes"], labels["titles"],
-                  {"guarantee": guarantee.as_dict(), "arm": arm}, code, private=True)
+    write_release(
+        lay.artifacts / "arms" / arm / "model",
+        backend,
+        model,
+        labels["codes"],
+        labels["titles"],
+        {"guarantee": guarantee.as_dict(), "arm": arm},
+        code,
+        private=True,
+    )
 
 
 def load_release_model(folder: str | Path, device: str | torch.device = "cpu") -> tuple[dict, dict, torch.nn.Module]:
@@ -108,8 +132,9 @@ class Coder:
     opt-out — then manifest hashes, allow-list, dimensions, shapes); the weights load from the copy on the
     first call, once (then the copy is removed), so the files loaded are the files checked."""
 
-    def __init__(self, release: str | Path, device: str = "cpu", *, key: str | Path | None = None,
-                 signature_check: bool = True) -> None:
+    def __init__(
+        self, release: str | Path, device: str = "cpu", *, key: str | Path | None = None, signature_check: bool = True
+    ) -> None:
         self.release, self.device = Path(release), _device(device)
         self._copy = tempfile.TemporaryDirectory(prefix="dprelease-release-")
         self.folder = Path(self._copy.name)
@@ -129,15 +154,29 @@ class Coder:
             self._score = backend_class(self.arch["backend"]).release_scorer(self.folder, self.arch, self.device)
             self._copy.cleanup()  # everything is loaded: the copy has done its work
         prob, idx = _score_batches(self._score, texts, len(self.labels["codes"]), self.release)
-        return pd.DataFrame({"code": [self.labels["codes"][i] for i in idx.tolist()],
-                             "title": [self.labels["titles"][i] for i in idx.tolist()],
-                             "probability": prob.numpy().round(4)})
+        return pd.DataFrame(
+            {
+                "code": [self.labels["codes"][i] for i in idx.tolist()],
+                "title": [self.labels["titles"][i] for i in idx.tolist()],
+                "probability": prob.numpy().round(4),
+            }
+        )
 
 
-def predict(release: str | Path, input_csv: str | Path, output_csv: str | Path, text_column: str | None = None,
-            device: str = "cpu", encoding: str = "auto", *, key: str | Path | None = None,
-            column_prefix: str = "", signature_check: bool = True, force: bool = False,
-            warn=lambda line: print(line, file=sys.stderr)) -> int:
+def predict(
+    release: str | Path,
+    input_csv: str | Path,
+    output_csv: str | Path,
+    text_column: str | None = None,
+    device: str = "cpu",
+    encoding: str = "auto",
+    *,
+    key: str | Path | None = None,
+    column_prefix: str = "",
+    signature_check: bool = True,
+    force: bool = False,
+    warn=lambda line: print(line, file=sys.stderr),
+) -> int:
     """Code every narrative of ``input_csv``; write its columns plus code, title, probability (each name
     after ``column_prefix``). Returns the row count. The release is verified (``key``: its signature, required
     unless ``signature_check`` is False; then manifest hashes, allow-list, dimensions, tensor shapes) before
@@ -151,9 +190,11 @@ def predict(release: str | Path, input_csv: str | Path, output_csv: str | Path, 
     columns = new_columns(df.columns, CODED_COLUMNS, column_prefix, input_csv)
     require_rows(len(texts), input_csv)
     if long := over_window(texts, coder.arch["max_length"]):
-        warn(f"dprelease: note: {len(long)} of {len(texts)} narratives are longer than the encoder's window "
-             f"({coder.arch['max_length']} tokens) and are coded from their first {coder.arch['max_length']} tokens "
-             f"only (data rows {', '.join(map(str, long[:5]))}{', …' if len(long) > 5 else ''})")
+        warn(
+            f"dprelease: note: {len(long)} of {len(texts)} narratives are longer than the encoder's window "
+            f"({coder.arch['max_length']} tokens) and are coded from their first {coder.arch['max_length']} tokens "
+            f"only (data rows {', '.join(map(str, long[:5]))}{', …' if len(long) > 5 else ''})"
+        )
     coded = coder(texts)
     out = df.copy()
     for name, column in zip(columns, coded.columns):
@@ -183,20 +224,26 @@ def read_narratives(path: Path, text_column: str | None, encoding: str) -> tuple
     df = read_csv(path, encoding, skip_blank_lines=False)  # one-line DataError: missing, binary, mis-encoded, not CSV
     column = text_column or next((c for c in NARRATIVE_COLUMNS if c in df.columns), None)
     if column is None or column not in df.columns:
-        raise ReleaseError(f"{path}: no narrative column (looked for {text_column or ', '.join(NARRATIVE_COLUMNS)}; "
-                           f"found {', '.join(map(str, df.columns))})")
+        raise ReleaseError(
+            f"{path}: no narrative column (looked for {text_column or ', '.join(NARRATIVE_COLUMNS)}; "
+            f"found {', '.join(map(str, df.columns))})"
+        )
     texts = df[column].fillna("").astype(str).str.strip()
     if (texts == "").any():
         rows = (texts == "").to_numpy().nonzero()[0][:5] + 1
         raise ReleaseError(f"{path}: empty narrative in data row(s) {', '.join(map(str, rows))}")
     wordless = ~texts.str.contains(r"[^\W\d_]", regex=True)  # not one letter: numbers, codes, punctuation
     if len(texts) and wordless.all():
-        raise ReleaseError(f"{path}: column {column!r} holds no text (e.g. {texts.iloc[0][:40]!r}): not narratives; "
-                           "give the narrative column with --text-column")
+        raise ReleaseError(
+            f"{path}: column {column!r} holds no text (e.g. {texts.iloc[0][:40]!r}): not narratives; "
+            "give the narrative column with --text-column"
+        )
     if wordless.any():
         rows = wordless.to_numpy().nonzero()[0][:5] + 1
-        raise ReleaseError(f"{path}: {int(wordless.sum())} value(s) of column {column!r} hold no word (data row(s) "
-                           f"{', '.join(map(str, rows))}, e.g. {texts[wordless].iloc[0][:40]!r}): not narratives")
+        raise ReleaseError(
+            f"{path}: {int(wordless.sum())} value(s) of column {column!r} hold no word (data row(s) "
+            f"{', '.join(map(str, rows))}, e.g. {texts[wordless].iloc[0][:40]!r}): not narratives"
+        )
     return df, texts.tolist()
 
 
@@ -225,8 +272,10 @@ def _score_batches(score, texts: list[str], n_classes: int, release: Path) -> tu
             chunk = texts[start : start + PREDICT_BATCH]
             probs = score(chunk)
             if tuple(probs.shape) != (len(chunk), n_classes):
-                raise ReleaseError(f"{release}: model gave scores of shape {tuple(probs.shape)} for "
-                                   f"{len(chunk)} narratives and {n_classes} classes")
+                raise ReleaseError(
+                    f"{release}: model gave scores of shape {tuple(probs.shape)} for "
+                    f"{len(chunk)} narratives and {n_classes} classes"
+                )
             if not torch.isfinite(probs).all():
                 raise ReleaseError(f"{release}: model gave non-finite scores (data rows from {start + 1})")
             prob[start : start + len(chunk)], idx[start : start + len(chunk)] = probs.max(dim=1)

@@ -29,7 +29,7 @@ from dprelease.core.errors import ConfigError
 PASSPHRASE_ENV = "DPRELEASE_KEY_PASSPHRASE"
 SECRET_FILE, AGENCY_FILE, INFO = "randomness.key.enc", "agency.key.pem", "keys.json"
 FORMAT = "dprelease-private-keys-1"
-SCRYPT = {"n": 2 ** 15, "r": 8, "p": 1}
+SCRYPT = {"n": 2**15, "r": 8, "p": 1}
 MIN_PASSPHRASE = 10
 
 
@@ -90,19 +90,49 @@ def export_private(params, root: str | Path, to: str | Path, pw: bytes) -> list[
     os.chmod(to, 0o700)
     salt, nonce = os.urandom(16), os.urandom(12)
     sealed = AESGCM(_kdf(pw, salt, **SCRYPT)).encrypt(nonce, key, _aad(kid))
-    _write(to / SECRET_FILE, json.dumps({"format": FORMAT, "key_id": kid, "kdf": "scrypt", **SCRYPT,
-                                         "salt": salt.hex(), "cipher": "AES-256-GCM", "nonce": nonce.hex(),
-                                         "ciphertext": sealed.hex()}, indent=2).encode() + b"\n")
-    _write(to / AGENCY_FILE, signer.private_key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8,
-                                                              BestAvailableEncryption(pw)))
+    _write(
+        to / SECRET_FILE,
+        json.dumps(
+            {
+                "format": FORMAT,
+                "key_id": kid,
+                "kdf": "scrypt",
+                **SCRYPT,
+                "salt": salt.hex(),
+                "cipher": "AES-256-GCM",
+                "nonce": nonce.hex(),
+                "ciphertext": sealed.hex(),
+            },
+            indent=2,
+        ).encode()
+        + b"\n",
+    )
+    _write(
+        to / AGENCY_FILE,
+        signer.private_key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, BestAvailableEncryption(pw)),
+    )
     for name in (PUBLIC, SIGNER):
         _write(to / name, (kdir / name).read_bytes())
     history = secret._history(sdir)
-    _write(to / INFO, json.dumps({"format": FORMAT, "randomness_key_id": kid, "randomness_history": history,
-                                  "agency_key_id": signer.key_id, "signer": signer.name}, indent=2).encode() + b"\n")
-    return [f"exported the randomness key {kid} and the agency key {signer.key_id[:16]} (signer {signer.name}), "
-            f"encrypted, to {to}/ (0700, files 0600): carry it to the second operator, who runs "
-            f"`dprelease key import-private --from {to.name}`; then delete it"]
+    _write(
+        to / INFO,
+        json.dumps(
+            {
+                "format": FORMAT,
+                "randomness_key_id": kid,
+                "randomness_history": history,
+                "agency_key_id": signer.key_id,
+                "signer": signer.name,
+            },
+            indent=2,
+        ).encode()
+        + b"\n",
+    )
+    return [
+        f"exported the randomness key {kid} and the agency key {signer.key_id[:16]} (signer {signer.name}), "
+        f"encrypted, to {to}/ (0700, files 0600): carry it to the second operator, who runs "
+        f"`dprelease key import-private --from {to.name}`; then delete it"
+    ]
 
 
 def _check_folder(src: Path) -> dict:
@@ -110,8 +140,9 @@ def _check_folder(src: Path) -> dict:
         raise ConfigError(f"{src}: no such folder (made by `dprelease key export-private --to DIR`)")
     for p in [src, *src.iterdir()]:
         if stat.S_IMODE(os.lstat(p).st_mode) & 0o077:
-            raise ConfigError(f"{p}: readable by others; chmod 700 the folder and 600 its files (and consider "
-                              "rotating the keys)")
+            raise ConfigError(
+                f"{p}: readable by others; chmod 700 the folder and 600 its files (and consider rotating the keys)"
+            )
     try:
         info = json.loads((src / INFO).read_text(encoding="utf-8"))
         sealed = json.loads((src / SECRET_FILE).read_text(encoding="utf-8"))
@@ -143,16 +174,21 @@ def import_private(params, root: str | Path, src: str | Path, pw: bytes) -> list
         private = load_pem_private_key((src / AGENCY_FILE).read_bytes(), password=pw)
     except (InvalidTag, ValueError, TypeError, KeyError):
         raise ConfigError(f"{src}: wrong passphrase, or the files are damaged; nothing imported") from None
-    if secret._id(key) != kid or not isinstance(private, Ed25519PrivateKey) \
-            or key_id(private.public_key()) != info["agency_key_id"]:
+    if (
+        secret._id(key) != kid
+        or not isinstance(private, Ed25519PrivateKey)
+        or key_id(private.public_key()) != info["agency_key_id"]
+    ):
         raise ConfigError(f"{src}: the keys do not match the ids in {INFO}; nothing imported")
     sdir, kdir = _folders(params, root)
     here = secret._id(secret._read_key(sdir / secret.KEY)) if (sdir / secret.KEY).is_file() else None
     agency_here = load_signer(kdir).key_id if (kdir / KEY).is_file() else None
     for what, mine, theirs in (("randomness", here, kid), ("agency", agency_here, info["agency_key_id"])):
         if mine is not None and mine != theirs:
-            raise ConfigError(f"a different {what} key is here already ({mine[:16]}, importing {theirs[:16]}): "
-                              "nothing imported; move the key folder aside first if this clone's key should go")
+            raise ConfigError(
+                f"a different {what} key is here already ({mine[:16]}, importing {theirs[:16]}): "
+                "nothing imported; move the key folder aside first if this clone's key should go"
+            )
     lines = []
     if here is None:
         private_dir(sdir)
@@ -169,13 +205,17 @@ def import_private(params, root: str | Path, src: str | Path, pw: bytes) -> list
         with _locked(kdir):
             staged = Path(tempfile.mkdtemp(prefix=".new.", suffix=".tmp", dir=kdir))
             try:
-                secret._write_new(staged / KEY, private.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()))
+                secret._write_new(
+                    staged / KEY, private.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
+                )
                 for name in (PUBLIC, SIGNER):
                     secret._write_new(staged / name, (src / name).read_bytes())
                 _install(kdir, staged)
             finally:
                 shutil.rmtree(staged, ignore_errors=True)
-        lines.append(f"imported the agency key {info['agency_key_id'][:16]} (signer {load_signer(kdir).name}) into {kdir}")
+        lines.append(
+            f"imported the agency key {info['agency_key_id'][:16]} (signer {load_signer(kdir).name}) into {kdir}"
+        )
     else:
         lines.append(f"kept the agency key {agency_here[:16]}: already here")
     return lines + [f"delete {src} now that the keys are in place (it holds them, encrypted)"]

@@ -42,9 +42,17 @@ def release_folders(params: Params, root: Path) -> list[Path]:
     return [root / params.release, *(root / folder for folder in plugins.signed_folders(params))]
 
 
-def key_command(action: str, params: Params, *, signer: str | None = None, output: str | None = None,
-                root: str | Path = ".", to: str | None = None, source: str | None = None,
-                new_key: bool = False) -> list[str]:
+def key_command(
+    action: str,
+    params: Params,
+    *,
+    signer: str | None = None,
+    output: str | None = None,
+    root: str | Path = ".",
+    to: str | None = None,
+    source: str | None = None,
+    new_key: bool = False,
+) -> list[str]:
     """Run ``action``; the lines to print."""
     root = Path(root)
     folder = key_folder(params, root)
@@ -63,8 +71,10 @@ def key_command(action: str, params: Params, *, signer: str | None = None, outpu
         if not output:
             raise ConfigError("dprelease key export: give --output (e.g. --output agency.pub)")
         kid = export_public(folder, output)
-        return [f"wrote {output}: the agency public key {kid[:16]} (signer {load_signer(folder).name}); partners "
-                f"check a release with `dprelease verify --release DIR --key {Path(output).name}`"]
+        return [
+            f"wrote {output}: the agency public key {kid[:16]} (signer {load_signer(folder).name}); partners "
+            f"check a release with `dprelease verify --release DIR --key {Path(output).name}`"
+        ]
     if action == "show":
         s = load_signer(folder)
         return [f"agency key {s.key_id} (signer {s.name}) in {folder}; public key {folder / PUBLIC}"]
@@ -77,16 +87,20 @@ def key_command(action: str, params: Params, *, signer: str | None = None, outpu
             if done:
                 return done
             if not made and signer and signer != s.name:
-                raise ConfigError(f"{folder}: a key exists already (signer {s.name}); `dprelease key rotate "
-                                  f"--signer {signer!r}` makes a new one")
+                raise ConfigError(
+                    f"{folder}: a key exists already (signer {s.name}); `dprelease key rotate "
+                    f"--signer {signer!r}` makes a new one"
+                )
             return [f"{'made' if made else 'kept'} agency key {s.key_id[:16]} (signer {s.name}) in {folder}"]
         from dprelease.core.release.verify import resign_all
 
         old, new = rotate(folder, signer=signer)
         retired = folder / RETIRED / old.key_id[:16]
         done, skipped = resign_all(release_folders(params, root), old_key=retired / PUBLIC, signer=new)
-        lines = [f"retired key {old.key_id[:16]} to {retired}; new agency key {new.key_id[:16]} (signer {new.name})",
-                 f"re-signed: {', '.join(done) or 'no release folder'}"]
+        lines = [
+            f"retired key {old.key_id[:16]} to {retired}; new agency key {new.key_id[:16]} (signer {new.name})",
+            f"re-signed: {', '.join(done) or 'no release folder'}",
+        ]
         lines += [f"not re-signed: {s}" for s in skipped]
         lines.append("give partners the new public key: dprelease key export --output agency.pub")
         return lines

@@ -8,8 +8,7 @@ from __future__ import annotations
 from dprelease.core.privacy import secret
 
 
-def release_manifest(params, lay, g, *, mechanism: str, backend: str, test_f1: dict, randomness: dict,
-                     **own) -> dict:
+def release_manifest(params, lay, g, *, mechanism: str, backend: str, test_f1: dict, randomness: dict, **own) -> dict:
     """The manifest of ``mechanism``'s staged release.
 
     Args:
@@ -27,6 +26,11 @@ def release_manifest(params, lay, g, *, mechanism: str, backend: str, test_f1: d
         The manifest (public fields only), without ``model``, ``files`` and ``code_version``, which
         :func:`dprelease.core.release.folder.write_release` adds.
     """
-    return {"guarantee": g.as_dict(), "mechanism": mechanism, "backend": backend, "test_f1": test_f1,
-            "randomness": {"public_seed": params.seed, **randomness, "secret_key_id": secret.key_id(lay.artifacts)},
-            **own}
+    return {
+        "guarantee": g.as_dict(),
+        "mechanism": mechanism,
+        "backend": backend,
+        "test_f1": test_f1,
+        "randomness": {"public_seed": params.seed, **randomness, "secret_key_id": secret.key_id(lay.artifacts)},
+        **own,
+    }

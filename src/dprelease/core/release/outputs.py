@@ -16,8 +16,13 @@ from pathlib import Path
 
 from dprelease.core.errors import ReleaseError
 
-KINDS = {stat.S_ISLNK: "a symbolic link", stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block device",
-         stat.S_ISFIFO: "a FIFO", stat.S_ISSOCK: "a socket"}
+KINDS = {
+    stat.S_ISLNK: "a symbolic link",
+    stat.S_ISCHR: "a character device",
+    stat.S_ISBLK: "a block device",
+    stat.S_ISFIFO: "a FIFO",
+    stat.S_ISSOCK: "a socket",
+}
 
 
 def check_output(output: str | Path, *, input_file: str | Path, release: str | Path, replace: bool = True) -> Path:
@@ -36,21 +41,22 @@ def check_output(output: str | Path, *, input_file: str | Path, release: str | P
             raise ReleaseError(f"{output}: output path is an existing directory; give a file name")
         if not stat.S_ISREG(st.st_mode):
             kind = next((name for test, name in KINDS.items() if test(st.st_mode)), "not a regular file")
-            raise ReleaseError(f"{output}: output path exists and is {kind}; refusing to replace it "
-                               "(give a new file name)")
+            raise ReleaseError(
+                f"{output}: output path exists and is {kind}; refusing to replace it (give a new file name)"
+            )
         try:
             same = os.path.samefile(output, input_file)
         except OSError:
             same = False
         if same:
-            raise ReleaseError(f"{output}: output path is the input file itself; give another name "
-                               "(the input is never overwritten)")
+            raise ReleaseError(
+                f"{output}: output path is the input file itself; give another name (the input is never overwritten)"
+            )
     home = Path(release).resolve()
     if home.is_dir() and (output.parent.resolve() == home or home in output.parent.resolve().parents):
         raise ReleaseError(f"{output}: output path is inside the release folder {release}; write it elsewhere")
     if st is not None and not replace:
-        raise ReleaseError(f"{output}: exists; refusing to replace it (give a new file name, or --force to "
-                           "replace it)")
+        raise ReleaseError(f"{output}: exists; refusing to replace it (give a new file name, or --force to replace it)")
     return output
 
 
@@ -59,8 +65,10 @@ def new_columns(existing, names: tuple[str, ...], prefix: str, input_file: str |
     out = [f"{prefix}{name}" for name in names]
     clash = [c for c in out if c in set(map(str, existing))]
     if clash:
-        raise ReleaseError(f"{input_file}: already has column(s) {', '.join(clash)}, which predict would "
-                           "overwrite; rename them, or give --column-prefix (e.g. --column-prefix predicted_)")
+        raise ReleaseError(
+            f"{input_file}: already has column(s) {', '.join(clash)}, which predict would "
+            "overwrite; rename them, or give --column-prefix (e.g. --column-prefix predicted_)"
+        )
     return out
 
 

@@ -8,8 +8,23 @@ from dprelease.core.errors import ConfigError
 
 # Folders of a project root a release must never be written into (nor replace): data, code, caches,
 # version control and the other outputs.
-PROTECTED = ("data", "src", "tests", "flows", "tasks", "benchmarks", "scripts", ".git", ".dvc", ".prefect", "metrics",
-             "plots", "reports", "runs", "mlartifacts")
+PROTECTED = (
+    "data",
+    "src",
+    "tests",
+    "flows",
+    "tasks",
+    "benchmarks",
+    "scripts",
+    ".git",
+    ".dvc",
+    ".prefect",
+    "metrics",
+    "plots",
+    "reports",
+    "runs",
+    "mlartifacts",
+)
 
 
 def check_release_path(params, root: str | Path = ".", folder: str | Path | None = None) -> Path:
@@ -29,8 +44,15 @@ def check_release_path(params, root: str | Path = ".", folder: str | Path | None
             raise ConfigError(f"{name} is inside or holds a protected folder ({g}); choose a path such as 'release'")
     if target.exists() and not target.is_dir():
         raise ConfigError(f"{name} is a file, not a folder")
-    if (target.is_dir() and any(target.iterdir()) and not (target / "release.json").is_file()
-            and not (target / "skipped.json").is_file() and not params.force_release_path):
-        raise ConfigError(f"{name} exists and is not a release folder (no release.json); choose another path "
-                          "or set force_release_path: true to replace it")
+    if (
+        target.is_dir()
+        and any(target.iterdir())
+        and not (target / "release.json").is_file()
+        and not (target / "skipped.json").is_file()
+        and not params.force_release_path
+    ):
+        raise ConfigError(
+            f"{name} exists and is not a release folder (no release.json); choose another path "
+            "or set force_release_path: true to replace it"
+        )
     return target

@@ -47,9 +47,18 @@ def verify_sanitizer(folder: str | Path) -> dict:
     return verify_release_folder(folder, kind=KIND)[0]
 
 
-def sanitize_file(release: str | Path, input_csv: str | Path, output: str | Path, *, lookup: Callable[[str], Sanitize],
-                  text_column: str | None = None, encoding: str = "auto", seed: int | None = None,
-                  key: str | Path | None = None, signature_check: bool = True) -> tuple[int, dict]:
+def sanitize_file(
+    release: str | Path,
+    input_csv: str | Path,
+    output: str | Path,
+    *,
+    lookup: Callable[[str], Sanitize],
+    text_column: str | None = None,
+    encoding: str = "auto",
+    seed: int | None = None,
+    key: str | Path | None = None,
+    signature_check: bool = True,
+) -> tuple[int, dict]:
     """Privatize every narrative of ``input_csv`` with the release's mechanism (found by ``lookup``); write
     ``output`` (parquet) atomically. Returns the row count and the public guarantee metadata. The release's
     files are read once into a private copy, which is checked (the agency's signature with ``key`` first: no
@@ -59,12 +68,33 @@ def sanitize_file(release: str | Path, input_csv: str | Path, output: str | Path
     if output.suffix != ".parquet":
         raise ReleaseError(f"{output}: the output is written as parquet; name it *.parquet")
     with tempfile.TemporaryDirectory(prefix="dprelease-release-") as tmp, shown_as(Path(tmp), Path(release)):
-        return _sanitize(Path(release), Path(tmp), Path(input_csv), output, lookup=lookup, text_column=text_column,
-                         encoding=encoding, seed=seed, key=key, signature_check=signature_check)
+        return _sanitize(
+            Path(release),
+            Path(tmp),
+            Path(input_csv),
+            output,
+            lookup=lookup,
+            text_column=text_column,
+            encoding=encoding,
+            seed=seed,
+            key=key,
+            signature_check=signature_check,
+        )
 
 
-def _sanitize(release: Path, copy: Path, input_csv: Path, output: Path, *, lookup, text_column, encoding, seed,
-              key, signature_check) -> tuple[int, dict]:
+def _sanitize(
+    release: Path,
+    copy: Path,
+    input_csv: Path,
+    output: Path,
+    *,
+    lookup,
+    text_column,
+    encoding,
+    seed,
+    key,
+    signature_check,
+) -> tuple[int, dict]:
     import pandas as pd  # here, not at the top: `dprelease verify` imports this module for verify_sanitizer
 
     from dprelease.core.release.folder import read_narratives
@@ -75,12 +105,21 @@ def _sanitize(release: Path, copy: Path, input_csv: Path, output: Path, *, looku
     sanitize = lookup(manifest["mechanism"])
     _, texts = read_narratives(input_csv, text_column, encoding)
     require_rows(len(texts), input_csv)
-    draws, guarantee = _draw_batches(sanitize, copy, texts, secrets.randbits(63) if seed is None else seed,
-                                     release=release, mechanism=manifest["mechanism"])
+    draws, guarantee = _draw_batches(
+        sanitize,
+        copy,
+        texts,
+        secrets.randbits(63) if seed is None else seed,
+        release=release,
+        mechanism=manifest["mechanism"],
+    )
     table = pd.concat([pd.DataFrame({"row": range(1, len(texts) + 1)}), draws.reset_index(drop=True)], axis=1)
-    meta = {**{("mechanism_label" if k == "mechanism" else k): v for k, v in guarantee.items()},
-            "mechanism": manifest["mechanism"], "release_manifest_sha256": file_hash(copy / MANIFEST),
-            "rows": len(texts)}
+    meta = {
+        **{("mechanism_label" if k == "mechanism" else k): v for k, v in guarantee.items()},
+        "mechanism": manifest["mechanism"],
+        "release_manifest_sha256": file_hash(copy / MANIFEST),
+        "rows": len(texts),
+    }
     check_output(output, input_file=input_csv, release=release)  # again: the path may have changed since
     _write_parquet(table, output, meta)
     return len(texts), meta
@@ -94,8 +133,9 @@ def batch_seed(seed: int, index: int) -> int:
     return int.from_bytes(hashlib.sha256(f"{seed}:{index}".encode()).digest()[:8], "big") >> 1
 
 
-def _draw_batches(sanitize: Sanitize, copy: Path, texts: list[str], seed: int, *, release: Path,
-                  mechanism: str) -> tuple[pd.DataFrame, dict]:
+def _draw_batches(
+    sanitize: Sanitize, copy: Path, texts: list[str], seed: int, *, release: Path, mechanism: str
+) -> tuple[pd.DataFrame, dict]:
     """The mechanism's draws, :data:`SANITIZE_BATCH` narratives per call (each batch its own seed,
     :func:`batch_seed`), with a progress bar on stderr for a large input on a terminal (as `predict`'s)."""
     import pandas as pd
@@ -110,8 +150,9 @@ def _draw_batches(sanitize: Sanitize, copy: Path, texts: list[str], seed: int, *
             chunk = texts[start : start + SANITIZE_BATCH]
             draws, meta = sanitize(copy, chunk, seed=batch_seed(seed, index))
             if len(draws) != len(chunk):
-                raise ReleaseError(f"{release}: the {mechanism} sanitizer returned {len(draws)} rows for "
-                                   f"{len(chunk)} narratives")
+                raise ReleaseError(
+                    f"{release}: the {mechanism} sanitizer returned {len(draws)} rows for {len(chunk)} narratives"
+                )
             if guarantee is not None and _same(meta) != _same(guarantee):
                 raise ReleaseError(f"{release}: the {mechanism} sanitizer changed its guarantee between batches")
             frames.append(draws.reset_index(drop=True))
@@ -139,8 +180,9 @@ def _write_parquet(table: pd.DataFrame, output: Path, meta: dict) -> None:
     import pyarrow.parquet as pq
 
     arrow = pa.Table.from_pandas(table, preserve_index=False)
-    arrow = arrow.replace_schema_metadata({**(arrow.schema.metadata or {}),
-                                           METADATA_KEY: json.dumps(meta, sort_keys=True).encode()})
+    arrow = arrow.replace_schema_metadata(
+        {**(arrow.schema.metadata or {}), METADATA_KEY: json.dumps(meta, sort_keys=True).encode()}
+    )
     try:
         with atomic_path(output) as tmp:
             pq.write_table(arrow, tmp)

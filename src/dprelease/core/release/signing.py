@@ -160,13 +160,16 @@ def _read_key_file(path: Path, *, private: bool) -> bytes:
     try:
         st = os.lstat(path)
     except FileNotFoundError:
-        raise ConfigError(f"{path}: no such key file" + ("; create the agency key with `dprelease key init`"
-                                                         if private else "")) from None
+        raise ConfigError(
+            f"{path}: no such key file" + ("; create the agency key with `dprelease key init`" if private else "")
+        ) from None
     if not stat.S_ISREG(st.st_mode):
         raise ConfigError(f"{path}: not a regular file (a key is read from a plain file, never through a link)")
     if private and st.st_mode & 0o077:
-        raise ConfigError(f"{path}: the private key is readable by others (mode {stat.S_IMODE(st.st_mode):04o}); "
-                          f"run `chmod 600 {path}` (and consider rotating the key)")
+        raise ConfigError(
+            f"{path}: the private key is readable by others (mode {stat.S_IMODE(st.st_mode):04o}); "
+            f"run `chmod 600 {path}` (and consider rotating the key)"
+        )
     if st.st_size > MAX_KEY_FILE_BYTES:
         raise ConfigError(f"{path}: {st.st_size} bytes, not a key file")
     return path.read_bytes()
@@ -192,10 +195,16 @@ def load_signer(folder: str | Path) -> Signer:
         info = json.loads(_read_key_file(folder / SIGNER, private=False))
     except ValueError:
         info = None
-    if public_kid != kid or not isinstance(info, dict) or info.get("key_id") != kid \
-            or not isinstance(info.get("name"), str):
-        raise ConfigError(f"{folder}: {KEY}, {PUBLIC} and {SIGNER} do not belong together; restore the folder "
-                          "or make a new key with `dprelease key rotate`")
+    if (
+        public_kid != kid
+        or not isinstance(info, dict)
+        or info.get("key_id") != kid
+        or not isinstance(info.get("name"), str)
+    ):
+        raise ConfigError(
+            f"{folder}: {KEY}, {PUBLIC} and {SIGNER} do not belong together; restore the folder "
+            "or make a new key with `dprelease key rotate`"
+        )
     return Signer(info["name"], kid, private)
 
 
@@ -250,8 +259,9 @@ def check_signature(folder: str | Path, public_key: str | Path, *, shown: str | 
     if not sig_path.is_file() or sig_path.is_symlink():
         raise SignatureError(f"{shown}: the release is not signed (no {SIGNATURE}); refused")
     if sig_path.stat().st_size != SIGNATURE_BYTES:
-        raise SignatureError(f"{shown / SIGNATURE}: {sig_path.stat().st_size} bytes, not an Ed25519 signature "
-                             "(64 bytes)")
+        raise SignatureError(
+            f"{shown / SIGNATURE}: {sig_path.stat().st_size} bytes, not an Ed25519 signature (64 bytes)"
+        )
     signature = sig_path.read_bytes()
     if not manifest_path.is_file() or manifest_path.stat().st_size > MAX_MANIFEST_BYTES:
         raise SignatureError(f"{shown}: not a release folder (no usable {MANIFEST})")
@@ -266,17 +276,22 @@ def check_signature(folder: str | Path, public_key: str | Path, *, shown: str | 
     except InvalidSignature:
         named = signed_by.get("key_id")
         if isinstance(named, str) and named != kid:
-            raise SignatureError(f"{shown}: signed by another key ({str(signed_by.get('name'))[:80]}, key "
-                               f"{named[:16]}), not by {public_key} (key {kid[:16]}); refused") from None
-        raise SignatureError(f"{shown}: the signature does not match {MANIFEST} with key {kid[:16]} from {public_key} "
-                           "(changed after signing, or signed by another key); refused") from None
+            raise SignatureError(
+                f"{shown}: signed by another key ({str(signed_by.get('name'))[:80]}, key "
+                f"{named[:16]}), not by {public_key} (key {kid[:16]}); refused"
+            ) from None
+        raise SignatureError(
+            f"{shown}: the signature does not match {MANIFEST} with key {kid[:16]} from {public_key} "
+            "(changed after signing, or signed by another key); refused"
+        ) from None
     if signed_by.get("key_id") != kid or not isinstance(signed_by.get("name"), str):
         raise SignatureError(f"{shown / MANIFEST}: signed, but its signed_by does not name key {kid[:16]}; refused")
     return {"signer": signed_by["name"], "key_id": kid, "manifest_sha256": hashlib.sha256(data).hexdigest()}
 
 
-def require_signature(folder: str | Path, key: str | Path | None, *, shown: str | Path | None = None,
-                      check: bool = True) -> dict | None:
+def require_signature(
+    folder: str | Path, key: str | Path | None, *, shown: str | Path | None = None, check: bool = True
+) -> dict | None:
     """What every loader of a release runs first: :func:`check_signature` against ``key``; with no key the
     release is refused (:func:`missing_key`), unless ``check`` is False — the caller's explicit opt-out
     (``--no-signature-check``), which returns None and checks nothing."""
@@ -287,12 +302,17 @@ def require_signature(folder: str | Path, key: str | Path | None, *, shown: str 
     return check_signature(folder, key, shown=shown)
 
 
-def missing_key(shown: str | Path, how: str = f"give --key agency.pub or set {KEY_ENV}",
-                opt_out: str | None = "--no-signature-check") -> SignatureError:
+def missing_key(
+    shown: str | Path,
+    how: str = f"give --key agency.pub or set {KEY_ENV}",
+    opt_out: str | None = "--no-signature-check",
+) -> SignatureError:
     """The error for a release with no agency key to check its signature against (the default refuses)."""
     skip = f"; {opt_out} skips the check" if opt_out else ""
-    return SignatureError(f"{shown}: refused: no agency public key to check who signed this release ({how}: the "
-                          f"key the agency gave you, not one from the release{skip})")
+    return SignatureError(
+        f"{shown}: refused: no agency public key to check who signed this release ({how}: the "
+        f"key the agency gave you, not one from the release{skip})"
+    )
 
 
 def key_from_env() -> str | None:

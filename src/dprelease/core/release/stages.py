@@ -37,26 +37,53 @@ def publish(params: Params, root: str | Path = ".", *, spec) -> dict:
     write_published(staging, target, card, signer=agency_signer(params, root), extra=extra)
     fig = s.figures(params, root, manifest)
     g = manifest["guarantee"]
-    record = {"mechanism": params.released.mechanism, "label": g.get("mechanism"), "arm": fig.get("arm"),
-              "guarantee": g, "weighted_f1": fig.get("weighted_f1"), "macro_f1": fig.get("macro_f1"),
-              "test_f1_kind": (manifest.get("test_f1") or {}).get("kind", "exact"),
-              "diagnostics": fig.get("diagnostics", {}), "configuration": manifest.get("configuration"),
-              "tuning": manifest.get("tuning"), "release": params.release,
-              "headline": fig.get("headline", {}), "tags": fig.get("tags", {}), "details": fig.get("details", {})}
+    record = {
+        "mechanism": params.released.mechanism,
+        "label": g.get("mechanism"),
+        "arm": fig.get("arm"),
+        "guarantee": g,
+        "weighted_f1": fig.get("weighted_f1"),
+        "macro_f1": fig.get("macro_f1"),
+        "test_f1_kind": (manifest.get("test_f1") or {}).get("kind", "exact"),
+        "diagnostics": fig.get("diagnostics", {}),
+        "configuration": manifest.get("configuration"),
+        "tuning": manifest.get("tuning"),
+        "release": params.release,
+        "headline": fig.get("headline", {}),
+        "tags": fig.get("tags", {}),
+        "details": fig.get("details", {}),
+    }
     write_json(lay.metrics / "released.json", record)
-    return {"mechanism": record["mechanism"], "kind": g["kind"], "epsilon": g.get("epsilon"),
-            "weighted_f1": record["weighted_f1"], "release": str(lay.release)}
+    return {
+        "mechanism": record["mechanism"],
+        "kind": g["kind"],
+        "epsilon": g.get("epsilon"),
+        "weighted_f1": record["weighted_f1"],
+        "release": str(lay.release),
+    }
 
 
 def publish_stage(params: Params, spec) -> list[Stage]:
     """The ``publish`` stage of the declared release (``spec``: the :class:`ReleaseSpec` the registry resolved
     ``released.mechanism`` to; exactly one mechanism publishes)."""
-    return [Stage(name="publish", run=partial(publish, spec=spec),
-                  params=["release", "force_release_path", "released", *spec.params],
-                  deps=[spec.staged(params).rsplit("/", 1)[0], "metrics/data.json", *spec.deps(params),
-                        public_key_dep(params)],
-                  evidence=spec.evidence(params), outs=[params.release], metrics=[RECORD], extra_code=spec.code(),
-                  signs=True)]
+    return [
+        Stage(
+            name="publish",
+            run=partial(publish, spec=spec),
+            params=["release", "force_release_path", "released", *spec.params],
+            deps=[
+                spec.staged(params).rsplit("/", 1)[0],
+                "metrics/data.json",
+                *spec.deps(params),
+                public_key_dep(params),
+            ],
+            evidence=spec.evidence(params),
+            outs=[params.release],
+            metrics=[RECORD],
+            extra_code=spec.code(),
+            signs=True,
+        )
+    ]
 
 
 def declare(params: Params) -> list[Stage]:

@@ -43,8 +43,12 @@ def verify_folder(release: str | Path, key: str | Path | None) -> dict:
         snapshot(release, copy)
         signed = check_signature(copy, key, shown=release)
         manifest = _check(copy)
-    return signed | {"release": str(release), "kind": manifest.get("kind") or "classifier",
-                     "mechanism": manifest.get("mechanism"), "guarantee": manifest.get("guarantee")}
+    return signed | {
+        "release": str(release),
+        "kind": manifest.get("kind") or "classifier",
+        "mechanism": manifest.get("mechanism"),
+        "guarantee": manifest.get("guarantee"),
+    }
 
 
 def guarantee_text(g) -> str:
@@ -58,8 +62,13 @@ def guarantee_text(g) -> str:
         text = f"ε = {eps:.4g}" if isinstance(eps, (int, float)) and math.isfinite(eps) else "no ε claimed"
         claim = g.get("guarantee")
         return f"{text}; {' '.join(str(claim).split())}" if claim else text
-    eps = (f"ε = {r.epsilon:.4g}" if r.epsilon is not None else
-           f"no ε, {r.claim_text}" if kind(r.kind).claim is not None else "no ε")
+    eps = (
+        f"ε = {r.epsilon:.4g}"
+        if r.epsilon is not None
+        else f"no ε, {r.claim_text}"
+        if kind(r.kind).claim is not None
+        else "no ε"
+    )
     auc = r.quantities.get("adversary_auc") if r.kind == "empirical_probe" else None
     probe = f"; attribute-probe AUC {auc:.3f}" if isinstance(auc, (int, float)) else ""
     return f"{r.mechanism}: {eps}, δ {r.delta_text} ({r.kind}){probe}"
@@ -67,8 +76,10 @@ def guarantee_text(g) -> str:
 
 def summary(info: dict) -> str:
     what = info["kind"] if not info.get("mechanism") else f"{info['mechanism']} {info['kind']}"
-    return (f"{info['release']}: {what} release signed by {info['signer']} (key {info['key_id'][:16]}); "
-            f"release.json sha256 {info['manifest_sha256']}; guarantee: {guarantee_text(info['guarantee'])}")
+    return (
+        f"{info['release']}: {what} release signed by {info['signer']} (key {info['key_id'][:16]}); "
+        f"release.json sha256 {info['manifest_sha256']}; guarantee: {guarantee_text(info['guarantee'])}"
+    )
 
 
 def resign(folder: str | Path, *, old_key: str | Path, signer: Signer) -> None:

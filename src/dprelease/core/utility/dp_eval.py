@@ -53,27 +53,46 @@ def f1_from_counts(counts: np.ndarray, *, count_sd: float = 0.0) -> dict[str, fl
     total = support.sum()
     weighted = np.where(denominator > WEIGHTED_THRESHOLD * noise, f1, 0.0)
     macro = np.where(denominator > MACRO_THRESHOLD * noise, f1, 0.0)
-    return {"weighted_f1": float((weighted * support).sum() / total) if total > 0 else 0.0,
-            "macro_f1": float(macro.mean()), "accuracy": float(tp.sum() / total) if total > 0 else 0.0}
+    return {
+        "weighted_f1": float((weighted * support).sum() / total) if total > 0 else 0.0,
+        "macro_f1": float(macro.mean()),
+        "accuracy": float(tp.sum() / total) if total > 0 else 0.0,
+    }
 
 
-def dp_scores(y_true: np.ndarray, y_pred: np.ndarray, n_classes: int, *, noise_multiplier: float,
-              generator: torch.Generator) -> dict[str, float]:
+def dp_scores(
+    y_true: np.ndarray, y_pred: np.ndarray, n_classes: int, *, noise_multiplier: float, generator: torch.Generator
+) -> dict[str, float]:
     """The released figures: F1 from the noised counts, with the noise level that covers them."""
-    counts = noised_counts(confusion_counts(y_true, y_pred, n_classes), noise_multiplier=noise_multiplier,
-                           generator=generator)
+    counts = noised_counts(
+        confusion_counts(y_true, y_pred, n_classes), noise_multiplier=noise_multiplier, generator=generator
+    )
     found = f1_from_counts(counts, count_sd=noise_multiplier * SENSITIVITY)
-    return {**{k: round(v, 4) for k, v in found.items()}, "noise_multiplier": noise_multiplier,
-            "count_noise_sd": round(noise_multiplier * SENSITIVITY, 4)}
+    return {
+        **{k: round(v, 4) for k, v in found.items()},
+        "noise_multiplier": noise_multiplier,
+        "count_noise_sd": round(noise_multiplier * SENSITIVITY, 4),
+    }
 
 
-def separate_figures(y_true: np.ndarray, y_pred: np.ndarray, n_classes: int, *, noise_multiplier: float,
-                     delta: float, generator: torch.Generator) -> dict:
+def separate_figures(
+    y_true: np.ndarray,
+    y_pred: np.ndarray,
+    n_classes: int,
+    *,
+    noise_multiplier: float,
+    delta: float,
+    generator: torch.Generator,
+) -> dict:
     """The released figures of a mechanism whose training claim is its own (a pseudo posterior draw's local ε): the
     noised-count F1 and the evaluation's exact (ε, δ) for the TEST reports (one Gaussian mechanism, μ = 1/z). Each
     report has one role, so this and the training claim hold in parallel (docs/guarantees.md, "Parallel roles")."""
     from dprelease.core.privacy.gaussian import mu_epsilon
 
     found = dp_scores(y_true, y_pred, n_classes, noise_multiplier=noise_multiplier, generator=generator)
-    return {**found, "kind": "dp_noised_counts", "evaluation_epsilon": round(mu_epsilon(1.0 / noise_multiplier, delta), 4),
-            "evaluation_delta": delta}
+    return {
+        **found,
+        "kind": "dp_noised_counts",
+        "evaluation_epsilon": round(mu_epsilon(1.0 / noise_multiplier, delta), 4),
+        "evaluation_delta": delta,
+    }

@@ -16,7 +16,9 @@ from dprelease.core.privacy.guarantee import Guarantee
 from dprelease.core.utility.metrics import f1_summary, per_class_f1, quartile_table
 
 
-def evaluate(backend, model, features, labels: torch.Tensor, label_info: dict) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
+def evaluate(
+    backend, model, features, labels: torch.Tensor, label_info: dict
+) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
     """Test F1 (weighted, macro), per-class F1 with class sizes and the quartile table for ``model``."""
     return score(labels.numpy(), backend.predict_proba(model, features).argmax(1).numpy(), label_info)
 
@@ -24,16 +26,21 @@ def evaluate(backend, model, features, labels: torch.Tensor, label_info: dict) -
 def score(y_true: np.ndarray, pred: np.ndarray, label_info: dict) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
     """F1 summary, per-class F1 table and quartile table of predictions ``pred``."""
     classes = list(range(len(label_info["codes"])))
-    per_class = per_class_f1(y_true, pred, classes, label_info["train_sizes"], label_info["codes"], label_info["titles"])
+    per_class = per_class_f1(
+        y_true, pred, classes, label_info["train_sizes"], label_info["codes"], label_info["titles"]
+    )
     return f1_summary(y_true, pred, classes), per_class, quartile_table(per_class)
 
 
 def quartile_summary(quartiles: pd.DataFrame) -> dict:
     """Top- and bottom-quartile weighted and macro F1 as flat keys (reports and MLflow read these)."""
     top, bottom = (quartiles.set_index("group").loc[g] for g in ("top quartile", "bottom quartile"))
-    return {"top_quartile_weighted_f1": float(top["weighted_f1"]), "top_quartile_macro_f1": float(top["macro_f1"]),
-            "bottom_quartile_weighted_f1": float(bottom["weighted_f1"]),
-            "bottom_quartile_macro_f1": float(bottom["macro_f1"])}
+    return {
+        "top_quartile_weighted_f1": float(top["weighted_f1"]),
+        "top_quartile_macro_f1": float(top["macro_f1"]),
+        "bottom_quartile_weighted_f1": float(bottom["weighted_f1"]),
+        "bottom_quartile_macro_f1": float(bottom["macro_f1"]),
+    }
 
 
 def write_tables(folder: Path, per_class: pd.DataFrame, quartiles: pd.DataFrame) -> None:

@@ -65,9 +65,9 @@ def per_class_f1(y_true, y_pred, labels, train_sizes, codes, titles) -> pd.DataF
 
 def _rank(per_class: pd.DataFrame) -> pd.DataFrame:
     """Sort by train_size descending, then code ascending (stable), fresh index."""
-    return per_class.sort_values(
-        ["train_size", "code"], ascending=[False, True], kind="mergesort"
-    ).reset_index(drop=True)
+    return per_class.sort_values(["train_size", "code"], ascending=[False, True], kind="mergesort").reset_index(
+        drop=True
+    )
 
 
 def _group_row(name: str, g: pd.DataFrame) -> dict[str, Any]:

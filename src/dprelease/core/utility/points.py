@@ -26,7 +26,11 @@ FOLDER = "metrics/frontier"
 # how a point's configuration was chosen: on the public proxy (zero ε), by private selection (its ε covers the
 # search), on the private validation split (NOT covered: plotted, never recommended), declared (no search)
 PUBLIC_PROXY, PRIVATE_SELECTION, PRIVATE_VALIDATION, DECLARED = (
-    "public proxy", "private selection", "private validation", "declared")
+    "public proxy",
+    "private selection",
+    "private validation",
+    "declared",
+)
 TUNINGS = (PUBLIC_PROXY, PRIVATE_SELECTION, PRIVATE_VALIDATION, DECLARED)
 COVERED = (PUBLIC_PROXY, PRIVATE_SELECTION, DECLARED)  # the choice is public, or its ε covers it
 
@@ -50,7 +54,9 @@ class Point:
 
     def __post_init__(self) -> None:
         if self.tuning is not None and self.tuning not in TUNINGS:
-            raise ValueError(f"frontier point {self.mechanism}: tuning {self.tuning!r} is not one of {', '.join(TUNINGS)}")
+            raise ValueError(
+                f"frontier point {self.mechanism}: tuning {self.tuning!r} is not one of {', '.join(TUNINGS)}"
+            )
         if len(self.weighted_f1) != len(self.macro_f1) or not self.weighted_f1:
             raise ValueError(f"frontier point {self.mechanism}: one weighted and one macro F1 per seed")
         for v in (*self.weighted_f1, *self.macro_f1):
@@ -68,8 +74,7 @@ def write_points(root: str | Path, source: str, points: list[Point], *, grid_siz
     """Write one source's points (atomically) and return the document."""
     if grid_size < 1:
         raise ValueError("grid_size must be ≥ 1 (1: no search)")
-    doc = {"source": source, "grid_size": int(grid_size), "selection": selection,
-           "points": [asdict(p) for p in points]}
+    doc = {"source": source, "grid_size": int(grid_size), "selection": selection, "points": [asdict(p) for p in points]}
     write_json(points_file(root, source), doc)
     return doc
 

@@ -24,8 +24,14 @@ def steps_for(epochs: int, sample_rate: float) -> int:
 CONVERSIONS = accountants.names()  # RDP with Mironov's or Opacus's conversion, or the PRV accountant (one registry)
 
 
-def spent_epsilon(sigma: float, sample_rate: float, steps: int, delta: float, conversion: str = "mironov",
-                  extra: tuple[tuple[float, float, int], ...] = ()) -> float:
+def spent_epsilon(
+    sigma: float,
+    sample_rate: float,
+    steps: int,
+    delta: float,
+    conversion: str = "mironov",
+    extra: tuple[tuple[float, float, int], ...] = (),
+) -> float:
     """ε after ``steps`` Poisson-sampled Gaussian steps with noise multiplier ``sigma`` (the accountant's bound),
     composed with the Gaussian mechanisms of ``extra`` ((σ, q, T) each: the release's DP evaluation)."""
     if conversion not in accountants.names():
@@ -53,9 +59,15 @@ def accountant_for(conversion: str = "mironov"):
     return accountants.get(conversion).opacus()
 
 
-def noise_multiplier(target_epsilon: float, target_delta: float, sample_rate: float, steps: int,
-                     conversion: str = "mironov", tol: float = 1e-3,
-                     extra: tuple[tuple[float, float, int], ...] = ()) -> float:
+def noise_multiplier(
+    target_epsilon: float,
+    target_delta: float,
+    sample_rate: float,
+    steps: int,
+    conversion: str = "mironov",
+    tol: float = 1e-3,
+    extra: tuple[tuple[float, float, int], ...] = (),
+) -> float:
     """Smallest σ (to ``tol``, rounded up: conservative) whose ε after ``steps``, composed with ``extra``, is ≤ the
     target."""
     if target_epsilon <= 0:

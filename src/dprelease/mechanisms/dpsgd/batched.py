@@ -64,10 +64,22 @@ class Setting:
         return spent_epsilon(self.noise_multiplier, self.sample_rate, self.steps, delta, conversion)
 
 
-def setting_for(*, n: int, epochs: int, batch_size: int, lr: float, max_grad_norm: float, target_epsilon: float,
-                delta: float, conversion: str = "mironov", records: int | None = None,
-                planted_noise_divisor: float = 1.0, optimizer: str = "adamw", momentum: float = 0.0,
-                sigma: float | None = None) -> Setting:
+def setting_for(
+    *,
+    n: int,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    max_grad_norm: float,
+    target_epsilon: float,
+    delta: float,
+    conversion: str = "mironov",
+    records: int | None = None,
+    planted_noise_divisor: float = 1.0,
+    optimizer: str = "adamw",
+    momentum: float = 0.0,
+    sigma: float | None = None,
+) -> Setting:
     """The DP-SGD stage's setting for n training records (q = B/n, T = ⌈E/q⌉, σ for the target ε), run on
     ``records`` records (default n) with the same q and T: the expected batch is q·records. ``sigma``: σ already
     calibrated for (target ε, δ, q, T) with ``conversion`` (a caller that tries many configurations per level)."""
@@ -80,9 +92,17 @@ def setting_for(*, n: int, epochs: int, batch_size: int, lr: float, max_grad_nor
     q = batch_size / n
     steps = steps_for(epochs, q)
     sigma = sigma if sigma is not None else noise_multiplier(target_epsilon, delta, q, steps, conversion)
-    return Setting(sample_rate=q, steps=steps, noise_multiplier=sigma, max_grad_norm=max_grad_norm, lr=lr,
-                   expected_batch_size=q * (records or n), planted_noise_divisor=planted_noise_divisor,
-                   optimizer=optimizer, momentum=momentum)
+    return Setting(
+        sample_rate=q,
+        steps=steps,
+        noise_multiplier=sigma,
+        max_grad_norm=max_grad_norm,
+        lr=lr,
+        expected_batch_size=q * (records or n),
+        planted_noise_divisor=planted_noise_divisor,
+        optimizer=optimizer,
+        momentum=momentum,
+    )
 
 
 @dataclass(frozen=True)
@@ -121,10 +141,18 @@ def _sgd(p: torch.Tensor, g: torch.Tensor, buf: torch.Tensor, step: int, lr: flo
     p.add_(g, alpha=-lr)
 
 
-def train_batched(weight: torch.Tensor, bias: torch.Tensor, x: torch.Tensor, y: torch.Tensor, setting: Setting, *,
-                  sample_generator: torch.Generator, noise_generator: torch.Generator,
-                  canary: Canary | None = None, batches: torch.Tensor | None = None
-                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+def train_batched(
+    weight: torch.Tensor,
+    bias: torch.Tensor,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    setting: Setting,
+    *,
+    sample_generator: torch.Generator,
+    noise_generator: torch.Generator,
+    canary: Canary | None = None,
+    batches: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """R runs of DP-SGD from ``weight`` [R, K, d] and ``bias`` [R, K] on records ``x`` [m, d] (raw
     embeddings; the head scales them by √d) with labels ``y`` [m]. Returns the final weights, biases and,
     with a canary, its privatised gradient sum per run and step [R, T] in units of C (else None).
@@ -133,8 +161,9 @@ def train_batched(weight: torch.Tensor, bias: torch.Tensor, x: torch.Tensor, y: 
     canary computes the gradients of the sampled rows only (the others' clipped gradients are zero): the
     same update, about 1/q times cheaper."""
     if weight.dim() != 3 or bias.shape != weight.shape[:2] or x.shape[1] != weight.shape[2] or len(y) != len(x):
-        raise ValueError(f"shapes: weight {tuple(weight.shape)}, bias {tuple(bias.shape)}, x {tuple(x.shape)}, "
-                         f"y {tuple(y.shape)}")
+        raise ValueError(
+            f"shapes: weight {tuple(weight.shape)}, bias {tuple(bias.shape)}, x {tuple(x.shape)}, y {tuple(y.shape)}"
+        )
     s = setting
     w, b = weight.detach().clone().float(), bias.detach().clone().float()
     runs, classes, dim = w.shape
@@ -149,8 +178,9 @@ def train_batched(weight: torch.Tensor, bias: torch.Tensor, x: torch.Tensor, y: 
             raise ValueError(f"canary inclusion must have one entry per run ({runs})")
         clipped = canary.norm * min(1.0, s.max_grad_norm / (canary.norm + CLIP_EPS))
     for t in range(s.steps):
-        mask = (torch.rand(runs, len(x), generator=sample_generator) < s.sample_rate if batches is None
-                else batches[t])  # [R, m]: Opacus's UniformWithReplacementSampler, one coin per record
+        mask = (
+            torch.rand(runs, len(x), generator=sample_generator) < s.sample_rate if batches is None else batches[t]
+        )  # [R, m]: Opacus's UniformWithReplacementSampler, one coin per record
         rows = mask[0].nonzero().squeeze(1) if runs == 1 and canary is None else slice(None)
         xr = xs[rows]
         g = torch.softmax(torch.einsum("md,rkd->rmk", xr, w) + b[:, None, :], dim=-1) - onehot[rows]  # dCE/dlogits

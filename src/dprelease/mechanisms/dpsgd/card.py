@@ -12,8 +12,10 @@ from dprelease.core.io import read_json
 
 def _model(c: dict) -> str:
     head = "a linear softmax head" if not c.get("hidden") else f"an MLP head ({c['hidden']} hidden units)"
-    return (f"{head} on the frozen public MiniLM-L6 encoder's mean-pooled sentence embeddings, trained with DP-SGD "
-            "(Opacus: per-sample clipping, Poisson sampling, Gaussian noise)")
+    return (
+        f"{head} on the frozen public MiniLM-L6 encoder's mean-pooled sentence embeddings, trained with DP-SGD "
+        "(Opacus: per-sample clipping, Poisson sampling, Gaussian noise)"
+    )
 
 
 def card(params, root: str | Path, manifest: dict) -> tuple[str, dict]:
@@ -30,16 +32,26 @@ def card(params, root: str | Path, manifest: dict) -> tuple[str, dict]:
             f"gives ε = {g['epsilon']:.4g} for noise multiplier σ = {t['noise_multiplier']:.4g} over {t['steps']} "
             f"steps at sampling rate {t['sample_rate']:.4g}",
             f"- {c['epochs']} epochs, {batch}, optimiser {c['optimizer']} (lr {c['lr']:g}"
-            + (f", momentum {c['momentum']:g}" if c.get("optimizer") == "sgd" else "") + f"), clipping norm C = "
+            + (f", momentum {c['momentum']:g}" if c.get("optimizer") == "sgd" else "")
+            + f"), clipping norm C = "
             f"{c['max_grad_norm']:g}",
             f"- how the configuration was chosen: **{manifest['tuning']}** — {c['source']}",
-            f"- {q['noise_and_sampling']}"]}
+            f"- {q['noise_and_sampling']}",
+        ]
+    }
     audit = lay.reports / "privacy" / "audit.csv"
     arm = figures(params, root, manifest)["arm"]
-    text = render(manifest, title="OIICS nature coder — DP-SGD release",
-                  about=f"The released model: {_model(c)}. It codes a free-text injury narrative into an OIICS "
-                        "Nature of injury code.", data=read_json(lay.metrics / "data.json"),
-                  utility=manifest["test_f1"], sections=sections, audit_csv=audit, arm=arm)
+    text = render(
+        manifest,
+        title="OIICS nature coder — DP-SGD release",
+        about=f"The released model: {_model(c)}. It codes a free-text injury narrative into an OIICS "
+        "Nature of injury code.",
+        data=read_json(lay.metrics / "data.json"),
+        utility=manifest["test_f1"],
+        sections=sections,
+        audit_csv=audit,
+        arm=arm,
+    )
     return text, {}
 
 
@@ -51,6 +63,12 @@ def released_arm(params) -> str | None:
 
 def figures(params, root: str | Path, manifest: dict) -> dict:
     t = manifest["training"]
-    return {**manifest["test_f1"], "arm": released_arm(params),
-            "diagnostics": {"noise_multiplier": t["noise_multiplier"], "steps": t["steps"],
-                            "sample_rate": t["sample_rate"]}}
+    return {
+        **manifest["test_f1"],
+        "arm": released_arm(params),
+        "diagnostics": {
+            "noise_multiplier": t["noise_multiplier"],
+            "steps": t["steps"],
+            "sample_rate": t["sample_rate"],
+        },
+    }

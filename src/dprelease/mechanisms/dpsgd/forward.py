@@ -38,8 +38,9 @@ def masks(params, root, lay: Layout, cut: pd.Timestamp) -> tuple[torch.Tensor, t
     return before(train), before(test), ~before(test), share
 
 
-def forward_check(params, root, lay: Layout, *, n_classes: int, n: int, configs: list[dict], chosen: dict,
-                  floor, fit, predict, sigmas) -> dict | None:
+def forward_check(
+    params, root, lay: Layout, *, n_classes: int, n: int, configs: list[dict], chosen: dict, floor, fit, predict, sigmas
+) -> dict | None:
     """``chosen``: {(series name, ε): (grid index, public start or None)}; ``floor``: the public model (w, b);
     ``fit(jobs, x, y, init)`` the frontier's batched trainer; ``sigmas(ε, cfg, n)`` its σ search. Writes FILE."""
     if params.frontier.forward_from is None:
@@ -49,13 +50,20 @@ def forward_check(params, root, lay: Layout, *, n_classes: int, n: int, configs:
     (xt, yt), (xs, ys) = (_load(lay, s) for s in ("train", "test"))
     k = range(n_classes)
     n_early = max(1, round(n * share))
-    score = lambda pred: {"random": f1_summary(ys[test_early].numpy(), pred[test_early].numpy(), k),  # noqa: E731
-                          "forward": f1_summary(ys[test_late].numpy(), pred[test_late].numpy(), k)}
+    score = lambda pred: {
+        "random": f1_summary(ys[test_early].numpy(), pred[test_early].numpy(), k),  # noqa: E731
+        "forward": f1_summary(ys[test_late].numpy(), pred[test_late].numpy(), k),
+    }
     rows = []
     if floor is not None:
         found = score(predict(*floor, xs))
-        rows.append({"model": "the public model (reads no private report)", "epsilon": 0.0,
-                     **{f"{part}_weighted_f1": [found[part]["weighted_f1"]] for part in found}})
+        rows.append(
+            {
+                "model": "the public model (reads no private report)",
+                "epsilon": 0.0,
+                **{f"{part}_weighted_f1": [found[part]["weighted_f1"]] for part in found},
+            }
+        )
     for (name, eps), (index, start) in chosen.items():
         cfg = configs[index]  # full batch stays full batch; a batch never exceeds the earlier reports' n̂
         cfg = {**cfg, "batch_size": n_early if cfg["batch_size"] >= n else min(cfg["batch_size"], n_early)}
@@ -63,14 +71,23 @@ def forward_check(params, root, lay: Layout, *, n_classes: int, n: int, configs:
         jobs = [(setting, f"forward/{name}/{eps:g}/{s}") for s in range(params.frontier.seeds)]
         models = fit(jobs, xt[train_early], yt[train_early], start)
         found = [score(predict(*m, xs)) for m in models]
-        rows.append({"model": name, "epsilon": eps, **{f"{part}_weighted_f1": [f[part]["weighted_f1"] for f in found]
-                                                       for part in ("random", "forward")}})
+        rows.append(
+            {
+                "model": name,
+                "epsilon": eps,
+                **{f"{part}_weighted_f1": [f[part]["weighted_f1"] for f in found] for part in ("random", "forward")},
+            }
+        )
     for r in rows:
         for part in ("random", "forward"):
             r[f"{part}_mean"], r[f"{part}_sd"] = (round(v, 4) for v in mean_sd(r[f"{part}_weighted_f1"]))
-    doc = {"internal": "exact test F1 on private test reports: the operator's analysis, never released",
-           "forward_from": params.frontier.forward_from, "public_share_before": round(share, 4),
-           "expected_train_size_before": n_early, "rows": rows}
+    doc = {
+        "internal": "exact test F1 on private test reports: the operator's analysis, never released",
+        "forward_from": params.frontier.forward_from,
+        "public_share_before": round(share, 4),
+        "expected_train_size_before": n_early,
+        "rows": rows,
+    }
     write_json(Path(root) / FILE, doc)
     return doc
 
@@ -80,4 +97,3 @@ def _load(lay: Layout, split: str):
 
     x, y = head_embeddings(lay, split, who="the forward-in-time check")
     return x.float(), y
-

@@ -41,10 +41,17 @@ TINY = 1e-20  # inputs and softmax probabilities at or below it count as 0 (modu
 LOG_FLOOR = -70.0  # logits further below their row's largest are raised to it: e^-70 ≈ 4e-31 < TINY (then 0)
 
 
-def train_grid(x: torch.Tensor, y: torch.Tensor, settings: Sequence[Setting], *,
-               generators: Sequence[tuple[torch.Generator, torch.Generator]], n_classes: int,
-               weight: torch.Tensor | None = None, bias: torch.Tensor | None = None, chunk: int = CHUNK
-               ) -> tuple[torch.Tensor, torch.Tensor]:
+def train_grid(
+    x: torch.Tensor,
+    y: torch.Tensor,
+    settings: Sequence[Setting],
+    *,
+    generators: Sequence[tuple[torch.Generator, torch.Generator]],
+    n_classes: int,
+    weight: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    chunk: int = CHUNK,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """R = len(settings) DP-SGD runs on records ``x`` [m, d] (raw embeddings; the head scales them by √d) with
     labels ``y`` [m]: run r with ``settings[r]``, its batches from ``generators[r][0]`` and its noise from
     ``generators[r][1]``, from ``weight`` [R, K, d] and ``bias`` [R, K] (default zero). Returns the final weights
@@ -55,8 +62,10 @@ def train_grid(x: torch.Tensor, y: torch.Tensor, settings: Sequence[Setting], *,
     w = torch.zeros(runs, n_classes, dim) if weight is None else weight.detach().clone().float()
     b = torch.zeros(runs, n_classes) if bias is None else bias.detach().clone().float()
     if w.shape != (runs, n_classes, dim) or b.shape != (runs, n_classes) or len(y) != len(x) or chunk < 1:
-        raise ValueError(f"shapes: {runs} settings, weight {tuple(w.shape)}, bias {tuple(b.shape)}, "
-                         f"x {tuple(x.shape)}, y {tuple(y.shape)}, {n_classes} classes (chunk {chunk})")
+        raise ValueError(
+            f"shapes: {runs} settings, weight {tuple(w.shape)}, bias {tuple(b.shape)}, "
+            f"x {tuple(x.shape)}, y {tuple(y.shape)}, {n_classes} classes (chunk {chunk})"
+        )
     xs = x.float() * dim**0.5
     data = (xs.masked_fill(xs.abs() <= TINY, 0.0), ((xs * xs).sum(1) + 1.0).sqrt_(), y.long())  # ‖(x√d, 1)‖
     groups: dict[tuple[str, bool], list[int]] = {}
@@ -65,22 +74,27 @@ def train_grid(x: torch.Tensor, y: torch.Tensor, settings: Sequence[Setting], *,
     for (_, full), members in groups.items():
         members.sort(key=lambda r: -settings[r].steps)  # stable: equal T keep their order
         for start in range(0, len(members), chunk):
-            idx = torch.tensor(members[start:start + chunk])
+            idx = torch.tensor(members[start : start + chunk])
             cw, cb = w[idx], b[idx]
-            _train_chunk(cw, cb, data, [settings[r] for r in idx.tolist()], [generators[r] for r in idx.tolist()],
-                         full=full)
+            _train_chunk(
+                cw, cb, data, [settings[r] for r in idx.tolist()], [generators[r] for r in idx.tolist()], full=full
+            )
             w[idx], b[idx] = cw, cb
     return w, b
 
 
-def _train_chunk(w: torch.Tensor, b: torch.Tensor, data: tuple, settings: list[Setting], generators: list,
-                 *, full: bool) -> None:
+def _train_chunk(
+    w: torch.Tensor, b: torch.Tensor, data: tuple, settings: list[Setting], generators: list, *, full: bool
+) -> None:
     """Train one chunk in place: one optimizer, all full batch or all sampled, sorted by T descending."""
     xs, feat_norm, y = data
     (m, dim), classes, runs = xs.shape, w.shape[1], len(settings)
     col = lambda values: torch.tensor(values, dtype=torch.float32)  # noqa: E731  one number per run
-    clip, lr, rate = col([s.max_grad_norm for s in settings]), col([s.lr for s in settings]), \
-        col([s.sample_rate for s in settings])
+    clip, lr, rate = (
+        col([s.max_grad_norm for s in settings]),
+        col([s.lr for s in settings]),
+        col([s.sample_rate for s in settings]),
+    )
     batch, momentum = col([s.expected_batch_size for s in settings]), col([s.momentum for s in settings])
     std = col([s.noise_multiplier / s.planted_noise_divisor * s.max_grad_norm for s in settings])
     steps = [s.steps for s in settings]
@@ -92,15 +106,16 @@ def _train_chunk(w: torch.Tensor, b: torch.Tensor, data: tuple, settings: list[S
         if full:  # [m, r, K]: every record against every run's weights in one product
             logits = torch.addmm(b[:r].reshape(1, -1), xs, w[:r].reshape(r * classes, dim).T).view(m, r, classes)
             g = _softmax_(logits)  # dCE/dlogits = softmax − onehot: one taken off at each record's label
-            g.view(-1)[(torch.arange(m)[:, None] * (r * classes) + torch.arange(r)[None, :] * classes
-                        + y[:, None]).view(-1)] -= 1.0
+            g.view(-1)[
+                (torch.arange(m)[:, None] * (r * classes) + torch.arange(r)[None, :] * classes + y[:, None]).view(-1)
+            ] -= 1.0
             fnorm, valid = feat_norm[:, None], None
         else:  # [r, B, K]: each run's Poisson batch, gathered and padded to the largest
             for i in range(r):  # each run's coins from its own generator, as train_batched draws them
                 coins[i].uniform_(generator=generators[i][0])
             mask = coins[:r] < rate[:r, None]
             counts = mask.sum(1)
-            rows = torch.argsort((~mask).to(torch.int8), dim=1, stable=True)[:, :int(counts.max())]  # batch first
+            rows = torch.argsort((~mask).to(torch.int8), dim=1, stable=True)[:, : int(counts.max())]  # batch first
             width = rows.shape[1]
             valid = torch.arange(width)[None, :] < counts[:, None]  # [r, B]: padding is not in the batch
             xr = xs.index_select(0, rows.reshape(-1)).view(r, width, dim)
@@ -108,8 +123,11 @@ def _train_chunk(w: torch.Tensor, b: torch.Tensor, data: tuple, settings: list[S
             g.view(-1)[(torch.arange(r * width) * classes + y[rows].reshape(-1))] -= 1.0
             fnorm = feat_norm[rows]
         norms = torch.linalg.vector_norm(g, dim=-1).mul_(fnorm)  # per-sample gradient norms
-        factor = (clip[:r] / (norms + CLIP_EPS)).clamp_(max=1.0) if full else \
-            (clip[:r, None] / (norms + CLIP_EPS)).clamp_(max=1.0).mul_(valid)
+        factor = (
+            (clip[:r] / (norms + CLIP_EPS)).clamp_(max=1.0)
+            if full
+            else (clip[:r, None] / (norms + CLIP_EPS)).clamp_(max=1.0).mul_(valid)
+        )
         g.mul_(factor[..., None])  # clipped
         if full:
             gw = (g.view(m, r * classes).T @ xs).view(r, classes, dim)
@@ -149,8 +167,9 @@ def _adamw(p: torch.Tensor, g: torch.Tensor, m: torch.Tensor, v: torch.Tensor, s
     p.sub_(_per_run(lr / bc1, p) * m / denom)
 
 
-def _sgd(p: torch.Tensor, g: torch.Tensor, buf: torch.Tensor, step: int, lr: torch.Tensor,
-         momentum: torch.Tensor) -> None:
+def _sgd(
+    p: torch.Tensor, g: torch.Tensor, buf: torch.Tensor, step: int, lr: torch.Tensor, momentum: torch.Tensor
+) -> None:
     """torch.optim.SGD's update (weight decay 0, dampening 0, no Nesterov) with one learning rate and momentum per
     run, in place: the buffer starts at g; momentum 0 is plain SGD (the buffer is then g itself)."""
     if step == 1:

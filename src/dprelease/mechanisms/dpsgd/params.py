@@ -20,7 +20,8 @@ class DPSGDRun(_Strict):
     lr: float = Field(1e-3, gt=0.0)
     max_grad_norm: float = Field(1.0, gt=0.0, description="per-sample clipping bound C")
     grad_sample_mode: Literal["ghost", "hooks"] = Field(
-        "ghost", description="Opacus fast gradient clipping (ghost) or per-sample gradient hooks")
+        "ghost", description="Opacus fast gradient clipping (ghost) or per-sample gradient hooks"
+    )
     hidden: int | None = Field(None, ge=0, description="head backend: hidden width (0: linear; null: model.head's)")
     optimizer: Literal["adamw", "sgd"] = Field("adamw", description="adamw (weight decay 0) | sgd (with momentum)")
     momentum: float = Field(0.0, ge=0.0, lt=1.0, description="sgd only")
@@ -29,14 +30,23 @@ class DPSGDRun(_Strict):
 class DPSGDParams(_Strict):
     """DP-SGD baseline (docs/algorithms.md, E): Opacus, Poisson sampling, per-sample clipping, RDP accountant."""
 
-    target_epsilon: float | None = Field(8.0, gt=0.0, description="declared target ε, fixed before any run; never "
-                                         "the release's measured ε (null: an error when a DP-SGD arm runs)")
-    delta: float | None = Field(None, gt=0.0, lt=1.0, description="None: min(n^-1.1, 1/(2n)) ≤ n^-1.1 (docs/algorithms.md, E.1)")
+    target_epsilon: float | None = Field(
+        8.0,
+        gt=0.0,
+        description="declared target ε, fixed before any run; never "
+        "the release's measured ε (null: an error when a DP-SGD arm runs)",
+    )
+    delta: float | None = Field(
+        None, gt=0.0, lt=1.0, description="None: min(n^-1.1, 1/(2n)) ≤ n^-1.1 (docs/algorithms.md, E.1)"
+    )
     delta_sweep: list[float] = [1e-3, 1e-2, 0.1, 0.99]
     conversion: str = "mironov"  # the accountant, by its registry name: an RDP → (ε, δ) conversion, or PRV
     planted_noise_divisor: float = Field(1.0, ge=1.0, description="AUDIT ONLY, a planted bug: σ/divisor, same claim")
-    warm_start: bool = Field(True, description="start from the public model (softmax regression on the public "
-                             "period, logit-adjusted to the private roles' mix) instead of zero: linear head only")
+    warm_start: bool = Field(
+        True,
+        description="start from the public model (softmax regression on the public "
+        "period, logit-adjusted to the private roles' mix) instead of zero: linear head only",
+    )
     head: DPSGDRun = DPSGDRun(lr=1e-2)  # lr picked on a small grid (README); the rest as the paper
     full: DPSGDRun = DPSGDRun()  # the paper's settings: batch 512, lr 1e-3, C = 1, 30 epochs
 
@@ -65,11 +75,16 @@ class DPSGDParams(_Strict):
 SECTION = ("dpsgd", DPSGDParams)  # Params.dpsgd (dprelease.contracts.plugins)
 
 # its row: DP-SGD at the declared target ε (dpsgd.target_epsilon), not "matched" to the release's measured ε
-ARMS = (Arm(name="dpsgd", stage="dpsgd", label="DP-SGD (Opacus) at the declared target ε",
-            files=("metrics/dpsgd_sweep.json",)),)
+ARMS = (
+    Arm(
+        name="dpsgd",
+        stage="dpsgd",
+        label="DP-SGD (Opacus) at the declared target ε",
+        files=("metrics/dpsgd_sweep.json",),
+    ),
+)
 
 FRONTIER = "frontier_dpsgd"  # the stage that writes its frontier points (dprelease.core.utility.points)
-
 
 
 # what the public proxy's choice sets in the release's run (dpsgd/search.py, release_configuration): with a linear head
@@ -85,8 +100,10 @@ def _overridden(params) -> dict[str, str]:
     hidden = run.hidden if run.hidden is not None else params.model.head.hidden
     if backend != "head" or hidden:
         return {}
-    why = (f"the release's DP-SGD run takes it from the public proxy's best configuration of frontier.dpsgd (a linear "
-           f"head; zero ε, reports up to proxy.until {params.proxy.until}): change frontier.dpsgd to change the choice")
+    why = (
+        f"the release's DP-SGD run takes it from the public proxy's best configuration of frontier.dpsgd (a linear "
+        f"head; zero ε, reports up to proxy.until {params.proxy.until}): change frontier.dpsgd to change the choice"
+    )
     return {f"dpsgd.{backend}.{key}": why for key in CHOSEN}
 
 
@@ -95,11 +112,15 @@ OVERRIDDEN = _overridden  # read when this mechanism is released (dprelease.cont
 
 def _declared_target(params) -> str | None:
     if params.dpsgd.target_epsilon is None and "dpsgd" in {*params.compare.arms, *params.privacy_audit.arms}:
-        return ("dpsgd.target_epsilon: DP-SGD needs a declared target ε (e.g. 8.0), fixed before any run; it is never "
-                "the release's measured ε")
+        return (
+            "dpsgd.target_epsilon: DP-SGD needs a declared target ε (e.g. 8.0), fixed before any run; it is never "
+            "the release's measured ε"
+        )
     return None
 
 
 CHECKS = (_declared_target,)  # run when params are parsed (dprelease.contracts.plugins.checks)
 
-MOVED = {"dpsgd.public_l2": ("public_model.l2", "the public model is the core's: the floor, the warm start and a release")}
+MOVED = {
+    "dpsgd.public_l2": ("public_model.l2", "the public model is the core's: the floor, the warm start and a release")
+}

@@ -37,14 +37,15 @@ from dprelease.mechanisms.dpsgd.frontier import frontier_dpsgd
 from dprelease.mechanisms.dpsgd.search import release_configuration
 from dprelease.mechanisms.dpsgd.train import check_setting, train_dpsgd
 
-NOISE_SOURCE = ("Gaussian noise and Poisson sampling seeded from the project's secret key (OS entropy), not the "
-                "public seed; Opacus secure_mode not used")
+NOISE_SOURCE = (
+    "Gaussian noise and Poisson sampling seeded from the project's secret key (OS entropy), not the "
+    "public seed; Opacus secure_mode not used"
+)
 
 
 def dpsgd_target(params: Params) -> float:
     """DP-SGD's declared target ε (``dpsgd.target_epsilon``); a one-line ConfigError when it is null."""
     return declared(params.dpsgd.target_epsilon, key="dpsgd.target_epsilon", who="DP-SGD")
-
 
 
 def preview_train_size(params: Params, root: str | Path = ".") -> int:
@@ -79,12 +80,28 @@ def _dpsgd_once(params: Params, lay: Layout, eps: float, delta: float, tag: str,
             model.net[-1].bias.copy_(init[1])
     n_hat = n_public(lay)
     batch = run.batch_size or n_hat  # 0: full batch (q = 1); the normaliser is the public n̂, never the private n
-    result = train_dpsgd(backend, model, feats, y, epochs=run.epochs, batch_size=batch, expected_size=n_hat,
-                         extra=extra, lr=run.lr,
-                         max_grad_norm=run.max_grad_norm, target_epsilon=eps, delta=delta,
-                         conversion=params.dpsgd.conversion, grad_sample_mode=run.grad_sample_mode,
-                         seed=seeds("dpsgd/" + tag, 0), noise_seed=secret.seed(lay.artifacts, f"dpsgd/{tag}"),
-                         progress=True, planted_noise_divisor=divisor, optimizer=run.optimizer, momentum=run.momentum)
+    result = train_dpsgd(
+        backend,
+        model,
+        feats,
+        y,
+        epochs=run.epochs,
+        batch_size=batch,
+        expected_size=n_hat,
+        extra=extra,
+        lr=run.lr,
+        max_grad_norm=run.max_grad_norm,
+        target_epsilon=eps,
+        delta=delta,
+        conversion=params.dpsgd.conversion,
+        grad_sample_mode=run.grad_sample_mode,
+        seed=seeds("dpsgd/" + tag, 0),
+        noise_seed=secret.seed(lay.artifacts, f"dpsgd/{tag}"),
+        progress=True,
+        planted_noise_divisor=divisor,
+        optimizer=run.optimizer,
+        momentum=run.momentum,
+    )
     return backend, model, result
 
 
@@ -105,18 +122,33 @@ def dpsgd(params: Params, root: str | Path = ".") -> dict:
     delta = params.dpsgd.delta or default_delta(n_public(lay))
     run, tuning, _, start = release_configuration(params, lay, epsilon=eps, delta=delta)  # as the release does
     backend, model, res = _dpsgd_once(params, lay, eps, delta, "dpsgd", run=run, init=start)
-    g = guarantee.accountant("DP-SGD (Opacus)", res.epsilon, delta, target_epsilon=eps,
-                             noise_multiplier=res.noise_multiplier, steps=res.steps, sample_rate=res.sample_rate,
-                             max_grad_norm=run.max_grad_norm, conversion=params.dpsgd.conversion,
-                             accountant=accountants.get(params.dpsgd.conversion).label,
-                             optimizer=run.optimizer, noise_and_sampling=NOISE_SOURCE, tuning=tuning,
-                             **({"planted_bug": f"noise multiplier divided by {params.dpsgd.planted_noise_divisor:g}"}
-                                if params.dpsgd.planted_noise_divisor != 1.0 else {}))
+    g = guarantee.accountant(
+        "DP-SGD (Opacus)",
+        res.epsilon,
+        delta,
+        target_epsilon=eps,
+        noise_multiplier=res.noise_multiplier,
+        steps=res.steps,
+        sample_rate=res.sample_rate,
+        max_grad_norm=run.max_grad_norm,
+        conversion=params.dpsgd.conversion,
+        accountant=accountants.get(params.dpsgd.conversion).label,
+        optimizer=run.optimizer,
+        noise_and_sampling=NOISE_SOURCE,
+        tuning=tuning,
+        **(
+            {"planted_bug": f"noise multiplier divided by {params.dpsgd.planted_noise_divisor:g}"}
+            if params.dpsgd.planted_noise_divisor != 1.0
+            else {}
+        ),
+    )
     write_arm_model(lay, "dpsgd", backend, model, g, closure(__name__))
     return write_arm(lay, "dpsgd", backend, model, label_info(lay), g, {"final_loss": res.final_loss})
 
 
 RELEASE_FOLDER = "dpsgd_release"  # under the artifacts: the staged (unsigned, private) release
+
+
 def staged(params: Params) -> str:
     return f"{params.artifacts}/{RELEASE_FOLDER}/release"
 
@@ -137,48 +169,96 @@ def dpsgd_release(params: Params, root: str | Path = ".") -> dict:
     backend, model, res = _dpsgd_once(params, lay, eps, delta, "release", run=run, extra=evaluation, init=start)
     conversion = params.dpsgd.conversion
     total = spent_epsilon(res.noise_multiplier, res.sample_rate, res.steps, delta, conversion, evaluation)
-    g = guarantee.accountant("DP-SGD (Opacus)", total, delta, target_epsilon=eps,
-                             noise_multiplier=res.noise_multiplier, steps=res.steps, sample_rate=res.sample_rate,
-                             max_grad_norm=run.max_grad_norm, conversion=conversion,
-                             accountant=accountants.get(conversion).label,
-                             optimizer=run.optimizer, noise_and_sampling=NOISE_SOURCE,
-                             training_epsilon=res.epsilon, evaluation_noise_multiplier=z,
-                             unit="one report of the agency's extract (add or remove)",
-                             normaliser=f"the public expected training size n̂ = {n_hat}")
+    g = guarantee.accountant(
+        "DP-SGD (Opacus)",
+        total,
+        delta,
+        target_epsilon=eps,
+        noise_multiplier=res.noise_multiplier,
+        steps=res.steps,
+        sample_rate=res.sample_rate,
+        max_grad_norm=run.max_grad_norm,
+        conversion=conversion,
+        accountant=accountants.get(conversion).label,
+        optimizer=run.optimizer,
+        noise_and_sampling=NOISE_SOURCE,
+        training_epsilon=res.epsilon,
+        evaluation_noise_multiplier=z,
+        unit="one report of the agency's extract (add or remove)",
+        normaliser=f"the public expected training size n̂ = {n_hat}",
+    )
     labels = label_info(lay)
     feats, y = features(lay, "test")
     pred = backend.predict_proba(model, feats).argmax(1).numpy()
     exact = score(y.numpy(), pred, labels)[0]  # internal only: never in the release
-    floor = None if start is None else f1_summary(y.numpy(), public_predict(*start, feats["x"]).numpy(),
-                                                  range(len(labels["codes"])))
+    floor = (
+        None
+        if start is None
+        else f1_summary(y.numpy(), public_predict(*start, feats["x"]).numpy(), range(len(labels["codes"])))
+    )
     gen = torch.Generator().manual_seed(secret.seed(lay.artifacts, "release/evaluation"))
     covered = dp_scores(y.numpy(), pred, len(labels["codes"]), noise_multiplier=z, generator=gen)
     hidden = run.hidden if run.hidden is not None else params.model.head.hidden
     manifest = release_manifest(
-        params, lay, g, mechanism="dpsgd", backend=params.model.backend,
+        params,
+        lay,
+        g,
+        mechanism="dpsgd",
+        backend=params.model.backend,
         test_f1={**covered, "kind": "dp_noised_counts"},
-        randomness={"public_seed_drives": "the public proxy's split only",
-                    "secret_key_drives": "each private report's role, initialisation, Poisson sampling, "
-                                         "dropout, the Gaussian noise and the evaluation's noise",
-                    "release_id": params.released.release_id},
+        randomness={
+            "public_seed_drives": "the public proxy's split only",
+            "secret_key_drives": "each private report's role, initialisation, Poisson sampling, "
+            "dropout, the Gaussian noise and the evaluation's noise",
+            "release_id": params.released.release_id,
+        },
         configuration={**run.model_dump(mode="json"), "hidden": hidden, "conversion": conversion, "source": source},
         tuning=tuning,
-        start="the public model (softmax regression on the public period, logit-adjusted)" if start is not None
-              else "zero",
-        training={"steps": res.steps, "noise_multiplier": res.noise_multiplier, "sample_rate": res.sample_rate,
-                  "expected_records": n_hat},
-        coverage=coverage(params))
-    write_release(Path(root) / staged(params), backend, model, labels["codes"], labels["titles"], manifest,
-                  closure(__name__), private=True)
-    write_json(lay.artifacts / RELEASE_FOLDER / "internal.json",  # the operator's exact figures (private)
-               {"exact_test_f1": exact, "public_floor_exact_test_f1": floor, "warm_start": start is not None,
-                "note": "un-noised figures on private test reports: internal, never released"},
-               private=True)
-    write_json(lay.metrics / "public_floor.json", {  # the operator's view (exact figures on private test reports)
-        "internal": "exact test F1 of private reports: the operator's aggregates, never released",
-        "public_model": floor, "release_exact": exact})
-    return {"epsilon": g.epsilon, "delta": delta, "weighted_f1": covered["weighted_f1"],
-            "macro_f1": covered["macro_f1"]}
+        start="the public model (softmax regression on the public period, logit-adjusted)"
+        if start is not None
+        else "zero",
+        training={
+            "steps": res.steps,
+            "noise_multiplier": res.noise_multiplier,
+            "sample_rate": res.sample_rate,
+            "expected_records": n_hat,
+        },
+        coverage=coverage(params),
+    )
+    write_release(
+        Path(root) / staged(params),
+        backend,
+        model,
+        labels["codes"],
+        labels["titles"],
+        manifest,
+        closure(__name__),
+        private=True,
+    )
+    write_json(
+        lay.artifacts / RELEASE_FOLDER / "internal.json",  # the operator's exact figures (private)
+        {
+            "exact_test_f1": exact,
+            "public_floor_exact_test_f1": floor,
+            "warm_start": start is not None,
+            "note": "un-noised figures on private test reports: internal, never released",
+        },
+        private=True,
+    )
+    write_json(
+        lay.metrics / "public_floor.json",
+        {  # the operator's view (exact figures on private test reports)
+            "internal": "exact test F1 of private reports: the operator's aggregates, never released",
+            "public_model": floor,
+            "release_exact": exact,
+        },
+    )
+    return {
+        "epsilon": g.epsilon,
+        "delta": delta,
+        "weighted_f1": covered["weighted_f1"],
+        "macro_f1": covered["macro_f1"],
+    }
 
 
 def dpsgd_sweep(params: Params, root: str | Path = ".") -> dict:
@@ -191,37 +271,89 @@ def dpsgd_sweep(params: Params, root: str | Path = ".") -> dict:
     for delta in params.dpsgd.delta_sweep:
         backend, model, res = _dpsgd_once(params, lay, eps, delta, f"dpsgd-sweep-{delta}")
         f1, _, _ = evaluate(backend, model, feats, y, label_info(lay))
-        rows.append({"delta": delta, "target_epsilon": eps, "epsilon": res.epsilon,
-                     "noise_multiplier": res.noise_multiplier, **f1})
+        rows.append(
+            {
+                "delta": delta,
+                "target_epsilon": eps,
+                "epsilon": res.epsilon,
+                "noise_multiplier": res.noise_multiplier,
+                **f1,
+            }
+        )
     summary = {"target_epsilon": eps, "rows": rows}
     write_json(lay.metrics / "dpsgd_sweep.json", summary)
     return summary
 
 
 # released by the shared publish step when ``released.mechanism: dpsgd`` (the default)
-SPEC = ReleaseSpec(mechanism="dpsgd", stage="dpsgd_release", staged=staged, card=card.card, figures=card.figures,
-                   evidence=lambda params: ["reports/privacy"], params=("dpsgd.target_epsilon", "dpsgd.delta"),
-                   code=lambda: closure(card.__name__))
+SPEC = ReleaseSpec(
+    mechanism="dpsgd",
+    stage="dpsgd_release",
+    staged=staged,
+    card=card.card,
+    figures=card.figures,
+    evidence=lambda params: ["reports/privacy"],
+    params=("dpsgd.target_epsilon", "dpsgd.delta"),
+    code=lambda: closure(card.__name__),
+)
 
 
 def declare(params: Params) -> list[Stage]:
     a = params.artifacts
     deps = [key_id_file(params), f"{a}/data", f"{a}/features"]  # the target is declared: no release to read
     return [
-        Stage(name="dpsgd", run=dpsgd, params=["seed", "model", "dpsgd", "proxy", "frontier.dpsgd", "frontier.accountants"],
-              deps=deps,
-              outs=["reports/arms/dpsgd", arm_model_dir(params, "dpsgd")], metrics=["metrics/dpsgd.json"],
-              group="compare"),
-        Stage(name="dpsgd_sweep", run=dpsgd_sweep, params=["seed", "model", "dpsgd"], deps=deps, outs=[],
-              metrics=["metrics/dpsgd_sweep.json"], group="compare"),
-        Stage(name="dpsgd_release", run=dpsgd_release,
-              params=["seed", "model", "dpsgd", "released", "proxy", "public_model", "frontier.dpsgd",
-                      "frontier.accountants"], deps=deps,
-              outs=[f"{a}/{RELEASE_FOLDER}"], metrics=["metrics/public_floor.json"],
-              group="dpsgd_release"),
-        Stage(name="frontier_dpsgd", run=frontier_dpsgd,
-              params=["seed", "data", "model.backend", "dpsgd.delta", "dpsgd.warm_start", "public_model", "proxy",
-                      "frontier"],
-              deps=[*deps, params.data.path],  # the forward check reads the reports' dates
-              outs=[], metrics=["metrics/frontier/dpsgd.json", "metrics/forward.json"], group="frontier"),
+        Stage(
+            name="dpsgd",
+            run=dpsgd,
+            params=["seed", "model", "dpsgd", "proxy", "frontier.dpsgd", "frontier.accountants"],
+            deps=deps,
+            outs=["reports/arms/dpsgd", arm_model_dir(params, "dpsgd")],
+            metrics=["metrics/dpsgd.json"],
+            group="compare",
+        ),
+        Stage(
+            name="dpsgd_sweep",
+            run=dpsgd_sweep,
+            params=["seed", "model", "dpsgd"],
+            deps=deps,
+            outs=[],
+            metrics=["metrics/dpsgd_sweep.json"],
+            group="compare",
+        ),
+        Stage(
+            name="dpsgd_release",
+            run=dpsgd_release,
+            params=[
+                "seed",
+                "model",
+                "dpsgd",
+                "released",
+                "proxy",
+                "public_model",
+                "frontier.dpsgd",
+                "frontier.accountants",
+            ],
+            deps=deps,
+            outs=[f"{a}/{RELEASE_FOLDER}"],
+            metrics=["metrics/public_floor.json"],
+            group="dpsgd_release",
+        ),
+        Stage(
+            name="frontier_dpsgd",
+            run=frontier_dpsgd,
+            params=[
+                "seed",
+                "data",
+                "model.backend",
+                "dpsgd.delta",
+                "dpsgd.warm_start",
+                "public_model",
+                "proxy",
+                "frontier",
+            ],
+            deps=[*deps, params.data.path],  # the forward check reads the reports' dates
+            outs=[],
+            metrics=["metrics/frontier/dpsgd.json", "metrics/forward.json"],
+            group="frontier",
+        ),
     ]

@@ -43,12 +43,29 @@ def check_setting(n: int, batch_size: int, target_epsilon: float, delta: float) 
         raise ValueError(f"dpsgd: batch size {batch_size} is larger than the {n} training records")
 
 
-def train_dpsgd(backend: Backend, model: nn.Module, features: Features, labels: torch.Tensor, *, epochs: int,
-                batch_size: int, lr: float, max_grad_norm: float, target_epsilon: float, delta: float,
-                conversion: str = "mironov", grad_sample_mode: str = "ghost", seed: int = 0,
-                noise_seed: int, progress: bool = False, planted_noise_divisor: float = 1.0,
-                optimizer: str = "adamw", momentum: float = 0.0, expected_size: int | None = None,
-                extra: tuple = ()) -> DPSGDResult:
+def train_dpsgd(
+    backend: Backend,
+    model: nn.Module,
+    features: Features,
+    labels: torch.Tensor,
+    *,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    max_grad_norm: float,
+    target_epsilon: float,
+    delta: float,
+    conversion: str = "mironov",
+    grad_sample_mode: str = "ghost",
+    seed: int = 0,
+    noise_seed: int,
+    progress: bool = False,
+    planted_noise_divisor: float = 1.0,
+    optimizer: str = "adamw",
+    momentum: float = 0.0,
+    expected_size: int | None = None,
+    extra: tuple = (),
+) -> DPSGDResult:
     """Train ``model`` in place with DP-SGD; σ is chosen so the accountant's ε after training is the target.
 
     Batches are Poisson samples with rate q = B/n (Opacus's DPDataLoader); Opacus's accountant hook
@@ -72,8 +89,9 @@ def train_dpsgd(backend: Backend, model: nn.Module, features: Features, labels: 
     check_setting(n, batch_size, target_epsilon, delta)
     keys = sorted(features)
     gen = torch.Generator().manual_seed(noise_seed)  # Poisson sampling: secret
-    loader = DPDataLoader(TensorDataset(*(features[k] for k in keys), labels), sample_rate=batch_size / n,
-                          generator=gen)
+    loader = DPDataLoader(
+        TensorDataset(*(features[k] for k in keys), labels), sample_rate=batch_size / n, generator=gen
+    )
     q = batch_size / n
     steps = steps_for(epochs, q)
     sigma = noise_multiplier(target_epsilon, delta, q, steps, conversion, extra=extra)
@@ -84,15 +102,25 @@ def train_dpsgd(backend: Backend, model: nn.Module, features: Features, labels: 
     engine.accountant = accountant_for(conversion)
     if optimizer not in ("adamw", "sgd"):
         raise ValueError(f"dpsgd: optimizer must be adamw or sgd (got {optimizer!r})")
-    optimizer = (torch.optim.AdamW(trainable(model), lr=lr, weight_decay=0.0) if optimizer == "adamw"
-                 else torch.optim.SGD(trainable(model), lr=lr, momentum=momentum))
+    optimizer = (
+        torch.optim.AdamW(trainable(model), lr=lr, weight_decay=0.0)
+        if optimizer == "adamw"
+        else torch.optim.SGD(trainable(model), lr=lr, momentum=momentum)
+    )
     criterion = nn.CrossEntropyLoss()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # secure-RNG and full-backward-hook notices; runs are seeded on purpose
         made = engine.make_private(
-            module=model, optimizer=optimizer, data_loader=loader, noise_multiplier=sigma / planted_noise_divisor,
-            max_grad_norm=max_grad_norm, poisson_sampling=False, grad_sample_mode=grad_sample_mode,
-            criterion=criterion, noise_generator=torch.Generator(device=backend.device).manual_seed((noise_seed + 1) % 2**64))
+            module=model,
+            optimizer=optimizer,
+            data_loader=loader,
+            noise_multiplier=sigma / planted_noise_divisor,
+            max_grad_norm=max_grad_norm,
+            poisson_sampling=False,
+            grad_sample_mode=grad_sample_mode,
+            criterion=criterion,
+            noise_generator=torch.Generator(device=backend.device).manual_seed((noise_seed + 1) % 2**64),
+        )
         dp_model, optimizer, loader = made[0], made[1], made[2]
         if grad_sample_mode == "ghost":
             criterion = made[2]
@@ -119,5 +147,11 @@ def train_dpsgd(backend: Backend, model: nn.Module, features: Features, labels: 
     if planted_noise_divisor != 1.0:  # the bug claims the ε of the noise it did not add
         claimed = accountant_for(conversion)
         claimed.history = [(sigma, q, steps)]
-    return DPSGDResult(epsilon=claimed.get_epsilon(delta), delta=delta, noise_multiplier=sigma,
-                       steps=steps, sample_rate=q, final_loss=last)
+    return DPSGDResult(
+        epsilon=claimed.get_epsilon(delta),
+        delta=delta,
+        noise_multiplier=sigma,
+        steps=steps,
+        sample_rate=q,
+        final_loss=last,
+    )

@@ -44,13 +44,17 @@ def macro_auc(labels: np.ndarray, proba: np.ndarray) -> float:
         if len(np.unique(labels)) < 2:
             return float("nan")
         return float(roc_auc_score(labels == 1, proba[:, 1]))
-    aucs = [roc_auc_score(labels == c, proba[:, c]) for c in range(proba.shape[1])
-            if 0 < int((labels == c).sum()) < len(labels)]
+    aucs = [
+        roc_auc_score(labels == c, proba[:, c])
+        for c in range(proba.shape[1])
+        if 0 < int((labels == c).sum()) < len(labels)
+    ]
     return float(np.mean(aucs)) if aucs else float("nan")
 
 
-def fit_probe(z_train: np.ndarray, y_train: np.ndarray, n_classes: int, *, config: ProbeConfig,
-              seed: int) -> torch.nn.Module:
+def fit_probe(
+    z_train: np.ndarray, y_train: np.ndarray, n_classes: int, *, config: ProbeConfig, seed: int
+) -> torch.nn.Module:
     """A fresh probe trained with cross-entropy on (z_train, y_train)."""
     check_arrays(z_train, y_train)
     if y_train.max() >= n_classes:
@@ -75,17 +79,29 @@ def probe_scores(probe: torch.nn.Module, z: np.ndarray) -> np.ndarray:
     return torch.softmax(probe(torch.as_tensor(np.asarray(z, dtype=np.float32))), dim=1).numpy()
 
 
-def audit(z_train: np.ndarray, z_test: np.ndarray, *, u_train: np.ndarray, u_test: np.ndarray,
-          s_train: np.ndarray, s_test: np.ndarray, n_u: int, n_s: int, config: ProbeConfig,
-          seed: int = 0) -> dict:
+def audit(
+    z_train: np.ndarray,
+    z_test: np.ndarray,
+    *,
+    u_train: np.ndarray,
+    u_test: np.ndarray,
+    s_train: np.ndarray,
+    s_test: np.ndarray,
+    n_u: int,
+    n_s: int,
+    config: ProbeConfig,
+    seed: int = 0,
+) -> dict:
     """Aggregate audit figures of one sanitized release (public: no per-record values)."""
     check_arrays(z_test, u_test, s_test)
     if z_train.shape[1] != z_test.shape[1]:
         raise GPPInputError(f"train and test representations differ in width ({z_train.shape[1]} vs {z_test.shape[1]})")
     p_u = probe_scores(fit_probe(z_train, u_train, n_u, config=config, seed=seed), z_test)
     p_s = probe_scores(fit_probe(z_train, s_train, n_s, config=config, seed=seed + 1), z_test)
-    return {"utility_auc": round(macro_auc(u_test, p_u), 4),
-            "utility_accuracy": round(float((p_u.argmax(1) == u_test).mean()), 4),
-            "adversary_auc": round(macro_auc(s_test, p_s), 4),
-            "adversary_accuracy": round(float((p_s.argmax(1) == s_test).mean()), 4),
-            "adversary_majority": round(float(np.bincount(s_test, minlength=n_s).max() / len(s_test)), 4)}
+    return {
+        "utility_auc": round(macro_auc(u_test, p_u), 4),
+        "utility_accuracy": round(float((p_u.argmax(1) == u_test).mean()), 4),
+        "adversary_auc": round(macro_auc(s_test, p_s), 4),
+        "adversary_accuracy": round(float((p_s.argmax(1) == s_test).mean()), 4),
+        "adversary_majority": round(float(np.bincount(s_test, minlength=n_s).max() / len(s_test)), 4),
+    }

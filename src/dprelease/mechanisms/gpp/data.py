@@ -43,9 +43,16 @@ class GPPData:
 
     def summary(self) -> dict:
         """Public aggregates (sizes and class counts; no records)."""
-        return {"dataset": self.name, "train_rows": int(len(self.x_train)), "test_rows": int(len(self.x_test)),
-                "d_x": int(self.x_train.shape[1]), "n_u": self.n_u, "n_s": self.n_s, "clients": len(self.clients),
-                "client_train_rows": np.bincount(self.client_train, minlength=len(self.clients)).tolist()}
+        return {
+            "dataset": self.name,
+            "train_rows": int(len(self.x_train)),
+            "test_rows": int(len(self.x_test)),
+            "d_x": int(self.x_train.shape[1]),
+            "n_u": self.n_u,
+            "n_s": self.n_s,
+            "clients": len(self.clients),
+            "client_train_rows": np.bincount(self.client_train, minlength=len(self.clients)).tolist(),
+        }
 
 
 def _pairs(images: np.ndarray, digits: np.ndarray, n: int, rng: np.random.Generator) -> tuple[np.ndarray, ...]:
@@ -67,11 +74,13 @@ def digits_composites(*, n_train: int, n_test: int, clients: int, seed: int) -> 
     x_tr, u_tr, s_tr = _pairs(images[tr], digits[tr], n_train, rng)
     x_te, u_te, s_te = _pairs(images[te], digits[te], n_test, rng)
     c_tr, c_te = rng.integers(0, clients, n_train), rng.integers(0, clients, n_test)
-    return GPPData("digits", x_tr, u_tr, s_tr, c_tr, x_te, u_te, s_te, c_te, 19, 2,
-                   [f"partition {i}" for i in range(clients)])
+    return GPPData(
+        "digits", x_tr, u_tr, s_tr, c_tr, x_te, u_te, s_te, c_te, 19, 2, [f"partition {i}" for i in range(clients)]
+    )
 
 
 # OSHA ------------------------------------------------------------------------------------------------
+
 
 def load_regions(path: str | Path) -> dict[str, int]:
     """State (upper case, as in the SIR file) → federal OSHA region 1..10 (``data/osha_regions.csv``:
@@ -114,7 +123,11 @@ def osha_columns(frame: pd.DataFrame, *, text_column: str, label_column: str, re
     unknown = sorted(set(state) - set(regions))
     if unknown:
         raise DataError(f"state(s) with no OSHA region: {', '.join(unknown[:5])}")
-    return pd.DataFrame({"text": frame[text_column].astype(str).str.strip(),
-                         "label": frame[label_column].astype(str).str.strip(),
-                         "sector": np.array(sectors(frame[SECTOR_COLUMN]), dtype=object),
-                         "region": state.map(regions).to_numpy()})
+    return pd.DataFrame(
+        {
+            "text": frame[text_column].astype(str).str.strip(),
+            "label": frame[label_column].astype(str).str.strip(),
+            "sector": np.array(sectors(frame[SECTOR_COLUMN]), dtype=object),
+            "region": state.map(regions).to_numpy(),
+        }
+    )

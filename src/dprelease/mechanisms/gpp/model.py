@@ -61,10 +61,22 @@ def kl_term(mu: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
     return 0.5 * (mu.pow(2) + logvar.exp() - logvar - 1.0).sum(dim=1).mean()
 
 
-def encoder_loss(z: torch.Tensor, mu: torch.Tensor, logvar: torch.Tensor, u: torch.Tensor, s: torch.Tensor,
-                 utility_head: nn.Module, adversary_head: nn.Module, *, beta: float, lam: float) -> torch.Tensor:
+def encoder_loss(
+    z: torch.Tensor,
+    mu: torch.Tensor,
+    logvar: torch.Tensor,
+    u: torch.Tensor,
+    s: torch.Tensor,
+    utility_head: nn.Module,
+    adversary_head: nn.Module,
+    *,
+    beta: float,
+    lam: float,
+) -> torch.Tensor:
     """``L_θ = β·CE(u, Q_ψ(z)) − CE(s, Q_φ(z)) + λ·L_KL`` (S003 eq. 39, Alg. 1 line 24), batch means.
 
     The encoder minimises the utility loss and *maximises* the adversary's loss; gradients reach θ
     through ``z`` (the heads' parameters are not stepped by this loss)."""
-    return beta * F.cross_entropy(utility_head(z), u) - F.cross_entropy(adversary_head(z), s) + lam * kl_term(mu, logvar)
+    return (
+        beta * F.cross_entropy(utility_head(z), u) - F.cross_entropy(adversary_head(z), s) + lam * kl_term(mu, logvar)
+    )

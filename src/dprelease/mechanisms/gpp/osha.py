@@ -26,8 +26,12 @@ def pipeline_split(params: Params, root: str | Path) -> tuple[pd.DataFrame, pd.D
     """Train and test frames (text, label, sector, region) exactly as the stratify stage drew them."""
     d = params.data
     raw = records.read_csv(Path(root) / d.path, d.encoding, na_filter=False)
-    frame = osha_columns(raw, text_column=d.text_column, label_column=d.label_column,
-                         regions=load_regions(Path(root) / params.gpp.osha.regions))
+    frame = osha_columns(
+        raw,
+        text_column=d.text_column,
+        label_column=d.label_column,
+        regions=load_regions(Path(root) / params.gpp.osha.regions),
+    )
     frame["text"], frame["label"] = frame["text"].astype(str).str.strip(), frame["label"].astype(str).str.strip()
     splits = all_splits(params, root)[4]  # the stratify stage's roles (record-local, keyed), in memory
     return joined(splits["train"], frame), joined(splits["test"], frame)
@@ -35,10 +39,15 @@ def pipeline_split(params: Params, root: str | Path) -> tuple[pd.DataFrame, pd.D
 
 def _check_same(ours: pd.DataFrame, lay: Layout, split: str) -> None:
     theirs = pd.read_csv(lay.data / f"{split}.csv", dtype=str, keep_default_na=False)
-    if len(theirs) != len(ours) or not (theirs["text"].to_numpy() == ours["text"].to_numpy()).all() \
-            or not (theirs["label"].to_numpy() == ours["label"].to_numpy()).all():
-        raise DataError(f"the {split} split in {lay.data} is not the one these params draw; re-run the stratify "
-                        "and featurize stages")
+    if (
+        len(theirs) != len(ours)
+        or not (theirs["text"].to_numpy() == ours["text"].to_numpy()).all()
+        or not (theirs["label"].to_numpy() == ours["label"].to_numpy()).all()
+    ):
+        raise DataError(
+            f"the {split} split in {lay.data} is not the one these params draw; re-run the stratify "
+            "and featurize stages"
+        )
 
 
 def osha_data(params: Params, root: str | Path = ".") -> GPPData:
@@ -63,8 +72,20 @@ def osha_data(params: Params, root: str | Path = ".") -> GPPData:
     smallest = int(np.argmin(np.bincount(train["region"].map(ids), minlength=len(clients))))
     c_train = train["region"].map(ids).to_numpy(np.int64)
     c_test = test["region"].map(lambda r: ids.get(r, smallest)).to_numpy(np.int64)
-    return GPPData("osha", f_train["x"].numpy(), y_train.numpy(), s_train, c_train, f_test["x"].numpy(),
-                   y_test.numpy(), s_test, c_test, len(label_info(lay)["codes"]), len(names), clients)
+    return GPPData(
+        "osha",
+        f_train["x"].numpy(),
+        y_train.numpy(),
+        s_train,
+        c_train,
+        f_test["x"].numpy(),
+        y_test.numpy(),
+        s_test,
+        c_test,
+        len(label_info(lay)["codes"]),
+        len(names),
+        clients,
+    )
 
 
 def sector_names(params: Params, root: str | Path = ".") -> list[str]:

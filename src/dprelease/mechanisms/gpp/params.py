@@ -35,8 +35,11 @@ class GPPOshaParams(_Strict):
 
 class GPPDistributedParams(_Strict):
     enabled: bool = Field(True, description="run Algorithm 2 on Flower (gpp.federated)")
-    hetero_betas: list[float] = Field([0.5, 0.75, 1.0, 1.5, 2.0], min_length=1,
-                                      description="client-specific β of the heterogeneous row (cycled over clients)")
+    hetero_betas: list[float] = Field(
+        [0.5, 0.75, 1.0, 1.5, 2.0],
+        min_length=1,
+        description="client-specific β of the heterogeneous row (cycled over clients)",
+    )
 
 
 class GPPParams(_Strict):

@@ -12,9 +12,32 @@ from matplotlib.figure import Figure
 from dprelease.core.config import Params
 from dprelease.core.io import atomic_dir, atomic_path, read_json
 
-COLUMNS = ["dataset", "experiment", "method", "setting", "clients", "beta", "d_z", "k", "epochs", "utility_auc",
-           "utility_accuracy", "adversary_auc", "adversary_accuracy", "adversary_majority", "noise", "betas", "train_s"]
-NAMES = {"raw": "Raw input (reference)", "noprivacy": "No-Privacy", "random_projection": "Random Projection", "noisy": "Noisy Encoder", "gpp": "GPP"}
+COLUMNS = [
+    "dataset",
+    "experiment",
+    "method",
+    "setting",
+    "clients",
+    "beta",
+    "d_z",
+    "k",
+    "epochs",
+    "utility_auc",
+    "utility_accuracy",
+    "adversary_auc",
+    "adversary_accuracy",
+    "adversary_majority",
+    "noise",
+    "betas",
+    "train_s",
+]
+NAMES = {
+    "raw": "Raw input (reference)",
+    "noprivacy": "No-Privacy",
+    "random_projection": "Random Projection",
+    "noisy": "Noisy Encoder",
+    "gpp": "GPP",
+}
 HONEST = (
     "**What is and is not claimed.** GPP gives **no differential-privacy ε**. Its guarantee is empirical: a fresh "
     "probe (MLP 256-128) trained on sanitized training representations and evaluated on sanitized test "
@@ -23,7 +46,8 @@ HONEST = (
     "only under its assumptions (independent clients, an honest-but-curious aggregator, (z, u)-only messages, "
     "and a training adversary as good as any attacker); it is not a worst-case bound. On digits S = parity of U "
     "is a function of U (docs/algorithms.md, G.4): whoever learns U learns S, and a low adversary AUC next to a high "
-    "utility AUC is possible only because Z blurs adjacent sums, which the utility *accuracy* column shows.")
+    "utility AUC is possible only because Z blurs adjacent sums, which the utility *accuracy* column shows."
+)
 
 
 def rows_of(root: Path) -> pd.DataFrame:
@@ -46,6 +70,7 @@ def _md(frame: pd.DataFrame, cols: list[str]) -> str:
         if isinstance(v, float):
             return f"{v:g}" if v.is_integer() else f"{v:.3f}"
         return str(v)
+
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(cell(v) for v in r) + " |" for r in frame[cols].itertuples(index=False)]
     return "\n".join(lines)
@@ -61,9 +86,11 @@ def _headline(part: pd.DataFrame) -> list[str]:
     for ref, name in (("noprivacy", "No-Privacy"), ("raw", "the raw input")):
         if ref in base.index:
             r = base.loc[ref]
-            lines.append(f"GPP vs {name}: adversary AUC {g['adversary_auc'] - r['adversary_auc']:+.3f}, utility AUC "
-                         f"{g['utility_auc'] - r['utility_auc']:+.3f}, utility accuracy "
-                         f"{g['utility_accuracy'] - r['utility_accuracy']:+.3f}.")
+            lines.append(
+                f"GPP vs {name}: adversary AUC {g['adversary_auc'] - r['adversary_auc']:+.3f}, utility AUC "
+                f"{g['utility_auc'] - r['utility_auc']:+.3f}, utility accuracy "
+                f"{g['utility_accuracy'] - r['utility_accuracy']:+.3f}."
+            )
     return [" ".join(lines)]
 
 
@@ -89,17 +116,22 @@ def beta_figure(frame: pd.DataFrame, path: Path) -> None:
 
 
 def _comm(root: Path) -> list[str]:
-    lines = ["| dataset | setting | clients | rounds | uplink B/round | downlink B/round | FedAvg B/round "
-             "(up+down) | engine overhead s | training s |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| dataset | setting | clients | rounds | uplink B/round | downlink B/round | FedAvg B/round "
+        "(up+down) | engine overhead s | training s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for name in ("gpp_digits", "gpp_osha"):
         path = root / "metrics" / f"{name}.json"
         comm = read_json(path).get("communication", {}) if path.is_file() else {}
         for setting, c in comm.items():
             if "skipped" in c if isinstance(c, dict) else True:
                 continue
-            lines.append(f"| {name[4:]} | {setting} | {c['clients']} | {c['rounds']} | {c['bytes_up_per_round']:,} | "
-                         f"{c['bytes_down_per_round']:,} | {c['fedavg_bytes_per_round']:,} | {c['engine_overhead_s']} | "
-                         f"{c['train_s']} |")
+            lines.append(
+                f"| {name[4:]} | {setting} | {c['clients']} | {c['rounds']} | {c['bytes_up_per_round']:,} | "
+                f"{c['bytes_down_per_round']:,} | {c['fedavg_bytes_per_round']:,} | {c['engine_overhead_s']} | "
+                f"{c['train_s']} |"
+            )
         if "skipped" in comm:
             lines.append(f"| {name[4:]} | not run: {comm['skipped']} | | | | | | | |")
     return lines
@@ -108,31 +140,71 @@ def _comm(root: Path) -> list[str]:
 def write_report(params: Params, root: str | Path = ".") -> dict:
     root = Path(root)
     frame = rows_of(root)
-    main = ["dataset", "method", "setting", "clients", "beta", "d_z", "utility_auc", "utility_accuracy", "adversary_auc"]
-    parts = ["# Gaussian Privacy Protector (S003): sanitized representations", "",
-             "Every figure comes from the G.3 audit: a fresh probe trained on sanitized training representations, "
-             "evaluated on sanitized test representations (one draw each). Digits: `load_digits` composites, "
-             "U = sum (19 classes), S = parity. OSHA: MiniLM embeddings of the narratives, U = Nature code, "
-             "S = industry sector (NAICS 2-digit); clients = federal OSHA regions.", ""]
+    main = [
+        "dataset",
+        "method",
+        "setting",
+        "clients",
+        "beta",
+        "d_z",
+        "utility_auc",
+        "utility_accuracy",
+        "adversary_auc",
+    ]
+    parts = [
+        "# Gaussian Privacy Protector (S003): sanitized representations",
+        "",
+        "Every figure comes from the G.3 audit: a fresh probe trained on sanitized training representations, "
+        "evaluated on sanitized test representations (one draw each). Digits: `load_digits` composites, "
+        "U = sum (19 classes), S = parity. OSHA: MiniLM embeddings of the narratives, U = Nature code, "
+        "S = industry sector (NAICS 2-digit); clients = federal OSHA regions.",
+        "",
+    ]
     for ds in dict.fromkeys(frame["dataset"]):
         part = frame[frame["dataset"] == ds]
         base = part[part["experiment"] == "baseline"].copy()
         base["method"] = base["method"].map(NAMES)
-        parts += [f"## {ds}: baselines (S003 Table: baseline comparison)", "", _md(base, main), "", *_headline(part), ""]
-        dist = part[(part["setting"] != "centralized") | ((part["method"] == "gpp") & (part["experiment"] == "baseline"))]
+        parts += [
+            f"## {ds}: baselines (S003 Table: baseline comparison)",
+            "",
+            _md(base, main),
+            "",
+            *_headline(part),
+            "",
+        ]
+        dist = part[
+            (part["setting"] != "centralized") | ((part["method"] == "gpp") & (part["experiment"] == "baseline"))
+        ]
         if (dist["setting"] != "centralized").any():
-            parts += [f"## {ds}: centralized vs distributed (Flower) (S003 Table X)", "",
-                      _md(dist, main + ["betas"]), ""]
+            parts += [
+                f"## {ds}: centralized vs distributed (Flower) (S003 Table X)",
+                "",
+                _md(dist, main + ["betas"]),
+                "",
+            ]
         for sweep in ("beta", "d_z", "k"):
             sw = part[part["experiment"] == f"sweep_{sweep}"]
             if len(sw):
-                parts += [f"## {ds}: {sweep} sweep (GPP, {int(sw['epochs'].iloc[0])} epochs)", "",
-                          _md(sw, ["beta", "d_z", "k", "utility_auc", "utility_accuracy", "adversary_auc"]), ""]
-    parts += ["## Communication per round (S003 §V-F)", "", *_comm(root), "",
-              "Uplink carries only (z, u) per client batch; downlink the utility head's weights. FedAvg moves the "
-              "encoder's weights up and down each round. Engine overhead (Flower start-up and messaging) is "
-              "measured apart from the clients' and aggregator's compute.", "",
-              "![β trade-off](beta_tradeoff.png)", "", HONEST, ""]
+                parts += [
+                    f"## {ds}: {sweep} sweep (GPP, {int(sw['epochs'].iloc[0])} epochs)",
+                    "",
+                    _md(sw, ["beta", "d_z", "k", "utility_auc", "utility_accuracy", "adversary_auc"]),
+                    "",
+                ]
+    parts += [
+        "## Communication per round (S003 §V-F)",
+        "",
+        *_comm(root),
+        "",
+        "Uplink carries only (z, u) per client batch; downlink the utility head's weights. FedAvg moves the "
+        "encoder's weights up and down each round. Engine overhead (Flower start-up and messaging) is "
+        "measured apart from the clients' and aggregator's compute.",
+        "",
+        "![β trade-off](beta_tradeoff.png)",
+        "",
+        HONEST,
+        "",
+    ]
     with atomic_dir(root / "reports" / "gpp") as tmp:
         frame.to_csv(tmp / "table.csv", index=False)
         (tmp / "report.md").write_text("\n".join(parts), encoding="utf-8")

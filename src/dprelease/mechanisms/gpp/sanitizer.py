@@ -34,25 +34,32 @@ from dprelease.mechanisms.gpp.train import TrainConfig
 
 MECHANISM = "gpp"
 BOUNDS = {"d_in": (1, 4096), "d_z": (1, 4096)}
-GUARANTEE = ("empirical: no differential-privacy epsilon is claimed. A fresh probe (MLP 256-128) trained on "
-             "sanitized training representations predicts the industry sector from sanitized test "
-             "representations with the adversary AUC recorded here; S003 Prop. 2 bounds leakage by "
-             "I(Z;S) + I(U;S|Z) only under its assumptions (independent clients, honest-but-curious "
-             "aggregator, a training adversary as strong as any attacker).")
+GUARANTEE = (
+    "empirical: no differential-privacy epsilon is claimed. A fresh probe (MLP 256-128) trained on "
+    "sanitized training representations predicts the industry sector from sanitized test "
+    "representations with the adversary AUC recorded here; S003 Prop. 2 bounds leakage by "
+    "I(Z;S) + I(U;S|Z) only under its assumptions (independent clients, honest-but-curious "
+    "aggregator, a training adversary as strong as any attacker)."
+)
 
 
 def save_encoder(folder: Path, encoder: Encoder, *, d_in: int, config: TrainConfig) -> None:
     """The fitted encoder and its architecture, into a (private) artifacts folder."""
     save_file({k: v.contiguous() for k, v in encoder.state_dict().items()}, str(folder / "model.safetensors"))
-    write_json(folder / "model.json", {"mechanism": MECHANISM, "d_in": d_in, "d_z": config.d_z,
-                                       "hidden": list(config.encoder_hidden)})
+    write_json(
+        folder / "model.json",
+        {"mechanism": MECHANISM, "d_in": d_in, "d_z": config.d_z, "hidden": list(config.encoder_hidden)},
+    )
 
 
 def _build(arch: dict, path: Path) -> Encoder:
     dims = bounded(path, arch, BOUNDS)
     hidden = arch.get("hidden")
-    if not isinstance(hidden, list) or not 1 <= len(hidden) <= 8 or \
-            not all(isinstance(h, int) and not isinstance(h, bool) and 1 <= h <= 16384 for h in hidden):
+    if (
+        not isinstance(hidden, list)
+        or not 1 <= len(hidden) <= 8
+        or not all(isinstance(h, int) and not isinstance(h, bool) and 1 <= h <= 16384 for h in hidden)
+    ):
         raise ReleaseError(f"{path}: hidden must be a list of 1 to 8 integers in [1, 16384]")
     with torch.device("meta"):
         return Encoder(dims["d_in"], dims["d_z"], tuple(hidden))
@@ -60,34 +67,48 @@ def _build(arch: dict, path: Path) -> Encoder:
 
 def card(params: Params, manifest: dict) -> str:
     a = manifest["audit"]
-    return "\n".join([
-        "# GPP sanitizer release (Gaussian Privacy Protector, S003)", "",
-        "Turns an injury narrative into a sanitized representation z (one Gaussian draw per narrative) meant",
-        "to keep the injury's Nature code predictable and the establishment's industry sector hidden.", "",
-        "## Guarantee", "",
-        "**No differential-privacy ε.** The guarantee is empirical: a fresh probe (MLP 256-128) trained on",
-        "sanitized training representations and tested on sanitized held-out representations reached",
-        f"industry-sector AUC {a['adversary_auc']:.3f} (0.5 = chance; the deterministic No-Privacy encoder's",
-        f"probe reached {a['noprivacy_adversary_auc']:.3f}). A stronger or differently built attacker may do",
-        "better. S003's mutual-information statement (Prop. 2) bounds leakage by I(Z;S) + I(U;S|Z) only under",
-        "its assumptions; it is not a worst-case bound. Releasing the Nature code with z discloses what the",
-        "code itself says about the industry.", "",
-        "## What no guarantee covers", "",
-        "The encoder in this folder was trained WITHOUT any privacy guarantee on the confidential narratives, their",
-        "Nature codes and their establishments' industry sectors (the adversary head's labels). Its weights may",
-        "carry information about those training records; neither the probe above nor S003's statement says",
-        "anything about what the weights themselves reveal about them.", "",
-        "## Utility", "",
-        f"Nature-code probe on z: AUC {a['utility_auc']:.3f}, top-1 accuracy {a['utility_accuracy']:.3f}",
-        f"(No-Privacy: AUC {a['noprivacy_utility_auc']:.3f}, accuracy {a['noprivacy_utility_accuracy']:.3f}).", "",
-        "## Model", "",
-        f"Input: the public MiniLM-L6 sentence embedding ({manifest['input']['package']} "
-        f"{manifest['input']['version']}); encoder MLP {manifest['config']['encoder_hidden']} → (μ, log σ²) of",
-        f"dimension {manifest['config']['d_z']}; β = {manifest['config']['beta']}, λ = {manifest['config']['lam']},",
-        f"k = {manifest['config']['k']}, {manifest['config']['epochs']} epochs. Trained on the OSHA Severe Injury",
-        "Reports split of this project. Each call draws fresh noise: keep one draw per record.", "",
-        "This folder holds the encoder only (no narratives, labels, representations or losses), but see",
-        "\"What no guarantee covers\": the encoder's weights are themselves a function of the private training data.", ""])
+    return "\n".join(
+        [
+            "# GPP sanitizer release (Gaussian Privacy Protector, S003)",
+            "",
+            "Turns an injury narrative into a sanitized representation z (one Gaussian draw per narrative) meant",
+            "to keep the injury's Nature code predictable and the establishment's industry sector hidden.",
+            "",
+            "## Guarantee",
+            "",
+            "**No differential-privacy ε.** The guarantee is empirical: a fresh probe (MLP 256-128) trained on",
+            "sanitized training representations and tested on sanitized held-out representations reached",
+            f"industry-sector AUC {a['adversary_auc']:.3f} (0.5 = chance; the deterministic No-Privacy encoder's",
+            f"probe reached {a['noprivacy_adversary_auc']:.3f}). A stronger or differently built attacker may do",
+            "better. S003's mutual-information statement (Prop. 2) bounds leakage by I(Z;S) + I(U;S|Z) only under",
+            "its assumptions; it is not a worst-case bound. Releasing the Nature code with z discloses what the",
+            "code itself says about the industry.",
+            "",
+            "## What no guarantee covers",
+            "",
+            "The encoder in this folder was trained WITHOUT any privacy guarantee on the confidential narratives, their",
+            "Nature codes and their establishments' industry sectors (the adversary head's labels). Its weights may",
+            "carry information about those training records; neither the probe above nor S003's statement says",
+            "anything about what the weights themselves reveal about them.",
+            "",
+            "## Utility",
+            "",
+            f"Nature-code probe on z: AUC {a['utility_auc']:.3f}, top-1 accuracy {a['utility_accuracy']:.3f}",
+            f"(No-Privacy: AUC {a['noprivacy_utility_auc']:.3f}, accuracy {a['noprivacy_utility_accuracy']:.3f}).",
+            "",
+            "## Model",
+            "",
+            f"Input: the public MiniLM-L6 sentence embedding ({manifest['input']['package']} "
+            f"{manifest['input']['version']}); encoder MLP {manifest['config']['encoder_hidden']} → (μ, log σ²) of",
+            f"dimension {manifest['config']['d_z']}; β = {manifest['config']['beta']}, λ = {manifest['config']['lam']},",
+            f"k = {manifest['config']['k']}, {manifest['config']['epochs']} epochs. Trained on the OSHA Severe Injury",
+            "Reports split of this project. Each call draws fresh noise: keep one draw per record.",
+            "",
+            "This folder holds the encoder only (no narratives, labels, representations or losses), but see",
+            '"What no guarantee covers": the encoder\'s weights are themselves a function of the private training data.',
+            "",
+        ]
+    )
 
 
 def write_sanitizer_release(params: Params, root: str | Path, source: Path, *, code: list[str]) -> dict:
@@ -99,14 +120,27 @@ def write_sanitizer_release(params: Params, root: str | Path, source: Path, *, c
     gpp, nop = rows[("gpp", "baseline", "centralized")], rows[("noprivacy", "baseline", "centralized")]
     arch = read_json(source / "model.json")
     g = params.gpp
-    audit = {k: gpp[k] for k in ("utility_auc", "utility_accuracy", "adversary_auc")} | \
-            {f"noprivacy_{k}": nop[k] for k in ("utility_auc", "utility_accuracy", "adversary_auc")}
-    manifest = {"kind": KIND, "mechanism": MECHANISM, "guarantee": guarantee(audit), "audit": audit,
-                "input": encoder_reference(),
-                "config": {"d_z": arch["d_z"], "encoder_hidden": arch["hidden"], "beta": g.beta, "lam": g.lam,
-                           "k": g.k, "epochs": g.epochs, "sensitive": "industry sector (NAICS 2-digit)",
-                           "utility": "OIICS Nature code"},
-                "code_version": f"{__version__}+{code_hash(code)[:16]}"}
+    audit = {k: gpp[k] for k in ("utility_auc", "utility_accuracy", "adversary_auc")} | {
+        f"noprivacy_{k}": nop[k] for k in ("utility_auc", "utility_accuracy", "adversary_auc")
+    }
+    manifest = {
+        "kind": KIND,
+        "mechanism": MECHANISM,
+        "guarantee": guarantee(audit),
+        "audit": audit,
+        "input": encoder_reference(),
+        "config": {
+            "d_z": arch["d_z"],
+            "encoder_hidden": arch["hidden"],
+            "beta": g.beta,
+            "lam": g.lam,
+            "k": g.k,
+            "epochs": g.epochs,
+            "sensitive": "industry sector (NAICS 2-digit)",
+            "utility": "OIICS Nature code",
+        },
+        "code_version": f"{__version__}+{code_hash(code)[:16]}",
+    }
     with atomic_dir(folder) as tmp:
         (tmp / "model.safetensors").write_bytes((source / "model.safetensors").read_bytes())
         write_json(tmp / "model.json", arch)
@@ -119,16 +153,24 @@ def write_sanitizer_release(params: Params, root: str | Path, source: Path, *, c
 
 def guarantee(audit: dict) -> dict:
     """The release's guarantee record (:class:`dprelease.core.privacy.guarantee.Guarantee`, kind ``empirical_probe``)."""
-    return empirical_probe("GPP", audit["adversary_auc"], statement=GUARANTEE,
-                           noprivacy_adversary_auc=audit["noprivacy_adversary_auc"]).as_dict()
+    return empirical_probe(
+        "GPP", audit["adversary_auc"], statement=GUARANTEE, noprivacy_adversary_auc=audit["noprivacy_adversary_auc"]
+    ).as_dict()
 
 
 def public_meta(g: dict) -> dict:
     """What ``dprelease sanitize`` writes into the output's metadata from the release's guarantee record."""
     record = Guarantee.from_dict(g)
-    return {"epsilon": record.epsilon, "delta": record.delta, "guarantee": record.kind, "mechanism": record.mechanism,
-            "meaning": f"{record.meaning}: {record.delta_text}", "adversary_auc": record.quantities["adversary_auc"],
-            "statement": record.quantities["statement"], "draws_per_input": 1}
+    return {
+        "epsilon": record.epsilon,
+        "delta": record.delta,
+        "guarantee": record.kind,
+        "mechanism": record.mechanism,
+        "meaning": f"{record.meaning}: {record.delta_text}",
+        "adversary_auc": record.quantities["adversary_auc"],
+        "statement": record.quantities["statement"],
+        "draws_per_input": 1,
+    }
 
 
 def load_sanitizer(folder: Path) -> tuple[dict, Encoder]:
@@ -139,8 +181,10 @@ def load_sanitizer(folder: Path) -> tuple[dict, Encoder]:
     reference = encoder_reference()
     recorded = manifest.get("input")
     if not isinstance(recorded, dict) or recorded.get("weights_sha256") != reference["weights_sha256"]:
-        raise ReleaseError(f"{folder / MANIFEST}: made with a different public encoder than the installed "
-                           f"{reference['package']} {reference['version']}")
+        raise ReleaseError(
+            f"{folder / MANIFEST}: made with a different public encoder than the installed "
+            f"{reference['package']} {reference['version']}"
+        )
     enc = _build(arch, folder / "model.json").to_empty(device="cpu")
     weights = folder / "model.safetensors"
     fit_state(enc, load_weights(weights), weights)

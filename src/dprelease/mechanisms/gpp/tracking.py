@@ -44,12 +44,16 @@ def dataset_metrics(m: dict) -> dict[str, float]:
 
 def tracked_run(params: Params, root: str | Path = ".", timings: dict | None = None) -> TrackedRun:
     lay = Layout.from_params(params, root)
-    children = [TrackedRun(name=name, metrics=dataset_metrics(read_json(lay.metrics / f"{name}.json")))
-                for name in DATASETS if (lay.metrics / f"{name}.json").is_file()]
+    children = [
+        TrackedRun(name=name, metrics=dataset_metrics(read_json(lay.metrics / f"{name}.json")))
+        for name in DATASETS
+        if (lay.metrics / f"{name}.json").is_file()
+    ]
     return TrackedRun(
         name="gpp",
         params={k: v for k, v in _flatten(params.model_dump(mode="json")).items() if k.startswith("gpp.")},
         tags={"guarantee": "GPP: no DP epsilon; empirical (probe AUC) + S003 mutual-information statement"},
         metrics={f"time_s.{k}": v for k, v in (timings or {}).items() if _number(v)},
         artifacts=[(path, "gpp") for path in sorted((lay.reports / "gpp").glob("*"))],
-        children=children)
+        children=children,
+    )

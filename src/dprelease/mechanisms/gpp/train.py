@@ -52,9 +52,17 @@ class TrainConfig:
     def from_params(cls, gpp: GPPParams, *, d_z: int, **overrides) -> "TrainConfig":
         """The settings of ``gpp`` (``params.gpp``) for a latent of width ``d_z``; ``overrides`` replace
         fields (a sweep's reduced epochs, a test's tiny network)."""
-        values = {"d_z": d_z, "beta": gpp.beta, "lam": gpp.lam, "k": gpp.k, "epochs": gpp.epochs,
-                  "batch_size": gpp.batch_size, "lr": gpp.lr, "encoder_hidden": tuple(gpp.encoder_hidden),
-                  "head_hidden": tuple(gpp.head_hidden)}
+        values = {
+            "d_z": d_z,
+            "beta": gpp.beta,
+            "lam": gpp.lam,
+            "k": gpp.k,
+            "epochs": gpp.epochs,
+            "batch_size": gpp.batch_size,
+            "lr": gpp.lr,
+            "encoder_hidden": tuple(gpp.encoder_hidden),
+            "head_hidden": tuple(gpp.head_hidden),
+        }
         unknown = sorted(set(overrides) - set(values))
         if unknown:
             raise TypeError(f"TrainConfig has no field(s) {', '.join(unknown)}")
@@ -76,7 +84,7 @@ class Projection(nn.Module):
 
     def __init__(self, d_in: int, d_z: int, generator: torch.Generator):
         super().__init__()
-        self.register_buffer("matrix", torch.randn(d_in, d_z, generator=generator) / d_z ** 0.5)
+        self.register_buffer("matrix", torch.randn(d_in, d_z, generator=generator) / d_z**0.5)
 
     def release(self, x: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
         return x @ self.matrix
@@ -116,15 +124,19 @@ def check_arrays(x: np.ndarray, *labels: np.ndarray) -> None:
 
 
 def _tensors(x: np.ndarray, *labels: np.ndarray) -> tuple[torch.Tensor, ...]:
-    return (torch.tensor(np.asarray(x, dtype=np.float32)), *(torch.tensor(np.asarray(y, dtype=np.int64)) for y in labels))
+    return (
+        torch.tensor(np.asarray(x, dtype=np.float32)),
+        *(torch.tensor(np.asarray(y, dtype=np.int64)) for y in labels),
+    )
 
 
 def _sample(n: int, b: int, gen: torch.Generator) -> torch.Tensor:
     return torch.randint(0, n, (min(b, n),), generator=gen)
 
 
-def train_gpp(x: np.ndarray, u: np.ndarray, s: np.ndarray, *, n_u: int, n_s: int, config: TrainConfig,
-              seed: int) -> tuple[Encoder, History]:
+def train_gpp(
+    x: np.ndarray, u: np.ndarray, s: np.ndarray, *, n_u: int, n_s: int, config: TrainConfig, seed: int
+) -> tuple[Encoder, History]:
     """Algorithm 1: per encoder step, ``k`` steps on the utility head and the adversary head (each on
     a fresh batch, encoder frozen), then one step on θ with :func:`encoder_loss` (heads frozen).
     One epoch = ⌈n / b⌉ encoder steps over a fresh permutation."""
@@ -167,8 +179,9 @@ def train_gpp(x: np.ndarray, u: np.ndarray, s: np.ndarray, *, n_u: int, n_s: int
     return enc.eval(), hist
 
 
-def _train_utility_only(x: np.ndarray, u: np.ndarray, *, n_u: int, config: TrainConfig, seed: int,
-                        noise: float | None) -> tuple[Encoder, History]:
+def _train_utility_only(
+    x: np.ndarray, u: np.ndarray, *, n_u: int, config: TrainConfig, seed: int, noise: float | None
+) -> tuple[Encoder, History]:
     """Deterministic encoder + utility head on CE(u) only; with ``noise``, on ``tanh(μ) + noise·ε``."""
     check_arrays(x, u)
     torch.manual_seed(seed)
@@ -192,8 +205,18 @@ def _train_utility_only(x: np.ndarray, u: np.ndarray, *, n_u: int, config: Train
     return enc.eval(), hist
 
 
-def train_method(method: str, x: np.ndarray, u: np.ndarray, s: np.ndarray, *, n_u: int, n_s: int,
-                 config: TrainConfig, seed: int, noise: float = 1.0) -> tuple[nn.Module, History]:
+def train_method(
+    method: str,
+    x: np.ndarray,
+    u: np.ndarray,
+    s: np.ndarray,
+    *,
+    n_u: int,
+    n_s: int,
+    config: TrainConfig,
+    seed: int,
+    noise: float = 1.0,
+) -> tuple[nn.Module, History]:
     """Fit one of :data:`METHODS`; the result has ``release(x, generator)``."""
     if method == "gpp":
         return train_gpp(x, u, s, n_u=n_u, n_s=n_s, config=config, seed=seed)
@@ -218,5 +241,5 @@ def release(model: nn.Module, x: np.ndarray, *, seed: int, batch_size: int = 409
     """One sanitized draw per row of ``x`` (float32), from a generator seeded with ``seed``."""
     gen = torch.Generator().manual_seed(seed)
     xt = torch.tensor(np.asarray(x, dtype=np.float32))
-    parts = [model.release(xt[i:i + batch_size], gen) for i in range(0, xt.shape[0], batch_size)]
+    parts = [model.release(xt[i : i + batch_size], gen) for i in range(0, xt.shape[0], batch_size)]
     return torch.cat(parts).numpy().astype(np.float32) if parts else np.zeros((0, 0), np.float32)

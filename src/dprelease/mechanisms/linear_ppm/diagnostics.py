@@ -36,8 +36,11 @@ def statistic(values: np.ndarray) -> dict:
     az, v = _az(), np.asarray(values, dtype=np.float64)
     if v.ndim != 2 or v.shape[0] < 2 or v.shape[1] < 4:
         raise ValueError("diagnostics need at least 2 chains of at least 4 draws: [chains, draws]")
-    return {"rhat": float(az.rhat(v, method="rank")), "ess_bulk": float(az.ess(v, method="bulk")),
-            "ess_tail": float(az.ess(v, method="tail"))}
+    return {
+        "rhat": float(az.rhat(v, method="rank")),
+        "ess_bulk": float(az.ess(v, method="bulk")),
+        "ess_tail": float(az.ess(v, method="tail")),
+    }
 
 
 def diagnose(stats: dict[str, np.ndarray], *, divergences: list[int], acceptance: list[float]) -> dict:
@@ -53,18 +56,34 @@ def summary(diag: dict) -> dict:
     """The public aggregate: worst R-hat, smallest ESS, total divergences, acceptance range."""
     stats = [diag[name] for name in STATISTICS if name in diag]
     acc = diag["acceptance_per_chain"]
-    return {"rhat_max": max(s["rhat"] for s in stats), "ess_bulk_min": min(s["ess_bulk"] for s in stats),
-            "ess_tail_min": min(s["ess_tail"] for s in stats), "divergences": diag["divergences"],
-            "acceptance_min": min(acc), "acceptance_max": max(acc),
-            **{f"rhat_{name}": diag[name]["rhat"] for name in STATISTICS if name in diag}}
+    return {
+        "rhat_max": max(s["rhat"] for s in stats),
+        "ess_bulk_min": min(s["ess_bulk"] for s in stats),
+        "ess_tail_min": min(s["ess_tail"] for s in stats),
+        "divergences": diag["divergences"],
+        "acceptance_min": min(acc),
+        "acceptance_max": max(acc),
+        **{f"rhat_{name}": diag[name]["rhat"] for name in STATISTICS if name in diag},
+    }
 
 
-def failures(diag: dict, *, rhat_max: float, ess_min: float, divergences_max: int,
-             temperature: float | None = None, temperature_tolerance: float | None = None) -> list[str]:
+def failures(
+    diag: dict,
+    *,
+    rhat_max: float,
+    ess_min: float,
+    divergences_max: int,
+    temperature: float | None = None,
+    temperature_tolerance: float | None = None,
+) -> list[str]:
     """Which declared thresholds the chains fail (empty: they pass). ``temperature``: the all-direction
     equipartition temperature, which must lie within ``temperature_tolerance`` of 1."""
     out = []
-    if temperature is not None and temperature_tolerance is not None and not abs(temperature - 1) <= temperature_tolerance:
+    if (
+        temperature is not None
+        and temperature_tolerance is not None
+        and not abs(temperature - 1) <= temperature_tolerance
+    ):
         out.append(f"all-direction temperature {temperature:.3f} outside 1 ± {temperature_tolerance:g}")
     for name in STATISTICS:
         if name not in diag:
@@ -80,11 +99,26 @@ def failures(diag: dict, *, rhat_max: float, ess_min: float, divergences_max: in
     return out
 
 
-def require(diag: dict, *, what: str, rhat_max: float, ess_min: float, divergences_max: int,
-            temperature: float | None = None, temperature_tolerance: float | None = None) -> None:
+def require(
+    diag: dict,
+    *,
+    what: str,
+    rhat_max: float,
+    ess_min: float,
+    divergences_max: int,
+    temperature: float | None = None,
+    temperature_tolerance: float | None = None,
+) -> None:
     """Refuse (one line) when any declared threshold fails."""
-    failed = failures(diag, rhat_max=rhat_max, ess_min=ess_min, divergences_max=divergences_max,
-                      temperature=temperature, temperature_tolerance=temperature_tolerance)
+    failed = failures(
+        diag,
+        rhat_max=rhat_max,
+        ess_min=ess_min,
+        divergences_max=divergences_max,
+        temperature=temperature,
+        temperature_tolerance=temperature_tolerance,
+    )
     if failed:
-        raise DiagnosticsRefused(f"{what}: release refused, the chains did not pass the declared diagnostics "
-                                 f"({'; '.join(failed)})")
+        raise DiagnosticsRefused(
+            f"{what}: release refused, the chains did not pass the declared diagnostics ({'; '.join(failed)})"
+        )

@@ -37,17 +37,44 @@ def _point(params: Params, lay: Layout, run: posterior.Run, g, *, name: str, lab
         val.append(f1_summary(yv.numpy(), posterior.predict(theta, xv).numpy(), k)["weighted_f1"])
     s = run.summary
     m = f1_summary(ys.numpy(), posterior.predict(run.theta_map, xs).numpy(), k)
-    cfg = {**config, "local_sensitivity": run.delta_hat, "map_weighted_f1": m["weighted_f1"],
-           "map_macro_f1": m["macro_f1"], "seconds": s["seconds"],
-           "diagnostics": {key: s[key] for key in ("rhat_max", "rhat_log_posterior", "rhat_max_loss", "ess_bulk_min",
-                                                     "ess_tail_min", "divergences", "acceptance_min", "acceptance_max",
-                                                     "temperature_all", "temperature_all_q05", "temperature_all_q95")},
-           "sampler": s["sampler"]}
-    return Point(mechanism=name, label=label, kind=g.kind, epsilon=g.epsilon, delta=None,
-                 accountant="declared (κ = ε/2)" if g.kind == "ppm_censored" else "2Δ̂/T",
-                 weighted_f1=[t["weighted_f1"] for t in test], macro_f1=[t["macro_f1"] for t in test],
-                 target_epsilon=g.epsilon if g.kind == "ppm_censored" else None,
-                 validation_weighted_f1=sum(val) / len(val), config=cfg, tuning="declared")
+    cfg = {
+        **config,
+        "local_sensitivity": run.delta_hat,
+        "map_weighted_f1": m["weighted_f1"],
+        "map_macro_f1": m["macro_f1"],
+        "seconds": s["seconds"],
+        "diagnostics": {
+            key: s[key]
+            for key in (
+                "rhat_max",
+                "rhat_log_posterior",
+                "rhat_max_loss",
+                "ess_bulk_min",
+                "ess_tail_min",
+                "divergences",
+                "acceptance_min",
+                "acceptance_max",
+                "temperature_all",
+                "temperature_all_q05",
+                "temperature_all_q95",
+            )
+        },
+        "sampler": s["sampler"],
+    }
+    return Point(
+        mechanism=name,
+        label=label,
+        kind=g.kind,
+        epsilon=g.epsilon,
+        delta=None,
+        accountant="declared (κ = ε/2)" if g.kind == "ppm_censored" else "2Δ̂/T",
+        weighted_f1=[t["weighted_f1"] for t in test],
+        macro_f1=[t["macro_f1"] for t in test],
+        target_epsilon=g.epsilon if g.kind == "ppm_censored" else None,
+        validation_weighted_f1=sum(val) / len(val),
+        config=cfg,
+        tuning="declared",
+    )
 
 
 def frontier_linear_ppm(params: Params, root: str | Path = ".") -> dict:
@@ -58,32 +85,77 @@ def frontier_linear_ppm(params: Params, root: str | Path = ".") -> dict:
         lam, temp = rp.prior_precision, rp.temperature
         tag = f"frontier/risk/{lam:g}/{temp:g}"
         try:
-            run, g, _ = sample_variant(params, lay, prior_precision=lam, temperature=temp, variant="risk", tag=tag,
-                                       unweighted=first.get(lam), keep_first=first)
+            run, g, _ = sample_variant(
+                params,
+                lay,
+                prior_precision=lam,
+                temperature=temp,
+                variant="risk",
+                tag=tag,
+                unweighted=first.get(lam),
+                keep_first=first,
+            )
         except DiagnosticsRefused as e:
             refused.append(str(e))
             continue
-        points.append(_point(params, lay, run, g, name=f"linear_ppm_risk_l{lam:g}_t{temp:g}",
-                             label=f"linear PPM, risk weights (λ {lam:g}, T {temp:g})",
-                             config={"variant": "risk", "prior_precision": lam, "temperature": temp}))
+        points.append(
+            _point(
+                params,
+                lay,
+                run,
+                g,
+                name=f"linear_ppm_risk_l{lam:g}_t{temp:g}",
+                label=f"linear PPM, risk weights (λ {lam:g}, T {temp:g})",
+                config={"variant": "risk", "prior_precision": lam, "temperature": temp},
+            )
+        )
     for lam, run in first.items():  # the unweighted runs: w ≡ 1, T = 1, ε = 2Δ̂ (measured)
         g = run_guarantee(run)
-        points.append(_point(params, lay, run, g, name=f"linear_ppm_unweighted_l{lam:g}",
-                             label=f"linear PPM, no weights (λ {lam:g}, T 1)",
-                             config={"variant": "unweighted", "prior_precision": lam, "temperature": 1.0}))
+        points.append(
+            _point(
+                params,
+                lay,
+                run,
+                g,
+                name=f"linear_ppm_unweighted_l{lam:g}",
+                label=f"linear PPM, no weights (λ {lam:g}, T 1)",
+                config={"variant": "unweighted", "prior_precision": lam, "temperature": 1.0},
+            )
+        )
     for eps in f.censored_epsilons:
         try:
-            run, g, _ = sample_variant(params, lay, prior_precision=f.censored_prior_precision, temperature=1.0,
-                                       variant="censored", epsilon=eps, tag=f"frontier/censored/{eps:g}")
+            run, g, _ = sample_variant(
+                params,
+                lay,
+                prior_precision=f.censored_prior_precision,
+                temperature=1.0,
+                variant="censored",
+                epsilon=eps,
+                tag=f"frontier/censored/{eps:g}",
+            )
         except DiagnosticsRefused as e:
             refused.append(str(e))
             continue
-        points.append(_point(params, lay, run, g, name=f"linear_ppm_censored_e{eps:g}",
-                             label=f"linear PPM censored (strict, λ {f.censored_prior_precision:g})",
-                             config={"variant": "censored", "prior_precision": f.censored_prior_precision,
-                                     "temperature": 1.0, "censor_level": eps / 2}))
-    selection = ("no search: every declared configuration is a point (λ, T and the censored ε fixed in params); "
-                 f"refused by the declared diagnostics: {len(refused)}" + (f" ({' | '.join(refused)})" if refused else ""))
+        points.append(
+            _point(
+                params,
+                lay,
+                run,
+                g,
+                name=f"linear_ppm_censored_e{eps:g}",
+                label=f"linear PPM censored (strict, λ {f.censored_prior_precision:g})",
+                config={
+                    "variant": "censored",
+                    "prior_precision": f.censored_prior_precision,
+                    "temperature": 1.0,
+                    "censor_level": eps / 2,
+                },
+            )
+        )
+    selection = (
+        "no search: every declared configuration is a point (λ, T and the censored ε fixed in params); "
+        f"refused by the declared diagnostics: {len(refused)}" + (f" ({' | '.join(refused)})" if refused else "")
+    )
     write_points(root, SOURCE, points, grid_size=1, selection=selection)
     out = {"points": len(points), "refused": len(refused), "seconds": round(time.perf_counter() - begin, 1)}
     return out | {f"{p.mechanism}": round(sum(p.weighted_f1) / len(p.weighted_f1), 4) for p in points}
@@ -93,5 +165,11 @@ def run_guarantee(run: posterior.Run):
     from dprelease.core.privacy import guarantee
     from dprelease.mechanisms.linear_ppm.released import quantities
 
-    return guarantee.ppm(posterior.epsilon(run), run.delta_hat, mechanism="linear PPM, no weights (MCMC)",
-                         **quantities(run), weights=guarantee.UNIFORM_WEIGHTS, temperature_declared=1.0)
+    return guarantee.ppm(
+        posterior.epsilon(run),
+        run.delta_hat,
+        mechanism="linear PPM, no weights (MCMC)",
+        **quantities(run),
+        weights=guarantee.UNIFORM_WEIGHTS,
+        temperature_declared=1.0,
+    )

@@ -79,7 +79,7 @@ class DualAveraging:
         w = 1.0 / (self.t + _T0)
         self.h_bar = (1 - w) * self.h_bar + w * (self.target - accept)
         self.log_step = (self.mu - math.sqrt(self.t) / _GAMMA * self.h_bar).clamp(max=self.cap)
-        eta = self.t ** -_KAPPA
+        eta = self.t**-_KAPPA
         self.log_bar = eta * self.log_step + (1 - eta) * self.log_bar
         return self.log_step.exp()
 
@@ -119,8 +119,12 @@ def energy(u: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
 def _momenta(gens: list[torch.Generator], like: torch.Tensor, which: torch.Tensor | None = None) -> torch.Tensor:
     """A fresh N(0, I) momentum for each chain (for the chains in ``which`` only; the others get zeros and draw
     nothing, so each chain's stream advances by its own history alone)."""
-    rows = [torch.randn(like.shape[1], generator=gen, dtype=like.dtype) if which is None or which[c]
-            else torch.zeros(like.shape[1], dtype=like.dtype) for c, gen in enumerate(gens)]
+    rows = [
+        torch.randn(like.shape[1], generator=gen, dtype=like.dtype)
+        if which is None or which[c]
+        else torch.zeros(like.shape[1], dtype=like.dtype)
+        for c, gen in enumerate(gens)
+    ]
     return torch.stack(rows)
 
 
@@ -137,8 +141,9 @@ def initial_step(potential, z, u, g, gens, *, integrator: str, cap: float, tries
     going = torch.ones(chains, dtype=torch.bool)
     for _ in range(tries):
         p = _momenta(gens, z, going)
-        z1, p1, u1, _, _ = integrate(potential, z, p, u, g, step.to(z.dtype), torch.ones(chains, dtype=torch.long),
-                                  integrator=integrator)
+        z1, p1, u1, _, _ = integrate(
+            potential, z, p, u, g, step.to(z.dtype), torch.ones(chains, dtype=torch.long), integrator=integrator
+        )
         log_a = (energy(u, p) - energy(u1, p1)).nan_to_num(nan=-math.inf)
         up = log_a > math.log(0.5)
         direction = torch.where(going & (direction == 0), torch.where(up, 1.0, -1.0), direction)
@@ -146,12 +151,21 @@ def initial_step(potential, z, u, g, gens, *, integrator: str, cap: float, tries
         going = going & ~crossed
         if not going.any():
             break
-        step = torch.where(going, (step * 2.0 ** direction).clamp(max=cap), step)
+        step = torch.where(going, (step * 2.0**direction).clamp(max=cap), step)
     return step.clamp(max=cap)
 
 
-def run(potential: Callable[[torch.Tensor], torch.Tensor], starts: torch.Tensor, seeds: list[int], *, warmup: int,
-        draws: int, max_steps: int, target_accept: float, integrator: str = "split") -> dict:
+def run(
+    potential: Callable[[torch.Tensor], torch.Tensor],
+    starts: torch.Tensor,
+    seeds: list[int],
+    *,
+    warmup: int,
+    draws: int,
+    max_steps: int,
+    target_accept: float,
+    integrator: str = "split",
+) -> dict:
     """Chains of HMC from ``starts`` [chains, p], chain c seeded with ``seeds[c]``: kept draws [chains, draws, p]
     and, per chain, divergences and mean acceptance over the kept draws and the final step size."""
     if integrator not in INTEGRATORS:
@@ -166,8 +180,9 @@ def run(potential: Callable[[torch.Tensor], torch.Tensor], starts: torch.Tensor,
         bad = [c for c in range(chains) if not (torch.isfinite(u[c]) and torch.isfinite(g[c]).all())]
         raise ValueError(f"the potential or its gradient is not finite at the start of chain(s) {bad}")
     cap = TRAJECTORY * (1 - JITTER)  # one step never turns further than the shortest trajectory
-    adapt = DualAveraging(initial_step(potential, z, u, g, gens, integrator=integrator, cap=cap), target_accept,
-                          cap=cap)
+    adapt = DualAveraging(
+        initial_step(potential, z, u, g, gens, integrator=integrator, cap=cap), target_accept, cap=cap
+    )
     step = adapt.log_step.exp()
     kept = torch.empty(chains, draws, z.shape[1], dtype=z.dtype)
     divergent = torch.zeros(chains, dtype=torch.long)
@@ -198,5 +213,11 @@ def run(potential: Callable[[torch.Tensor], torch.Tensor], starts: torch.Tensor,
             kept[:, i - warmup] = z
             divergent += bad.long()
             accept_sum += a
-    return {"z": kept, "divergences": divergent.tolist(), "acceptance": (accept_sum / draws).tolist(),
-            "step_size": step.tolist(), "seconds": time.perf_counter() - begin, "gradients": gradients}
+    return {
+        "z": kept,
+        "divergences": divergent.tolist(),
+        "acceptance": (accept_sum / draws).tolist(),
+        "step_size": step.tolist(),
+        "seconds": time.perf_counter() - begin,
+        "gradients": gradients,
+    }

@@ -100,8 +100,15 @@ def fit_map(target: Target, *, max_iter: int = 500, init: torch.Tensor | None = 
     """A mode of ξ_T by L-BFGS from ``init`` (default 0: deterministic; the target is strictly log-concave when
     uncensored, so the MAP is unique and its start does not matter)."""
     theta = (torch.zeros(target.shape) if init is None else init.clone()).float().requires_grad_(True)
-    opt = torch.optim.LBFGS([theta], lr=1.0, max_iter=max_iter, tolerance_grad=1e-6, tolerance_change=1e-10,
-                            history_size=20, line_search_fn="strong_wolfe")
+    opt = torch.optim.LBFGS(
+        [theta],
+        lr=1.0,
+        max_iter=max_iter,
+        tolerance_grad=1e-6,
+        tolerance_change=1e-10,
+        history_size=20,
+        line_search_fn="strong_wolfe",
+    )
 
     def closure():
         opt.zero_grad()

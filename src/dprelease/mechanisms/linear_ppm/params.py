@@ -45,8 +45,10 @@ class Frontier(_Strict):
     """The points traced by ``frontier_linear_ppm``: risk-weighted at each declared (λ, T); censored (w ≡ 1) at
     each declared ε with ``censored_prior_precision`` and T = 1."""
 
-    risk: list[RiskPoint] = [RiskPoint(prior_precision=100.0, temperature=1.0),
-                             RiskPoint(prior_precision=100.0, temperature=0.5)]
+    risk: list[RiskPoint] = [
+        RiskPoint(prior_precision=100.0, temperature=1.0),
+        RiskPoint(prior_precision=100.0, temperature=0.5),
+    ]
     censored_epsilons: list[float] = [4.0, 8.0, 16.0]
     censored_prior_precision: float = Field(100.0, gt=0.0)
 
@@ -74,4 +76,3 @@ class LinearPPMParams(_Strict):
 
 
 SECTION = ("linear_ppm", LinearPPMParams)  # Params.linear_ppm (dprelease.contracts.plugins)
-

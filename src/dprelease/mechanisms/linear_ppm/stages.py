@@ -15,8 +15,14 @@ from dprelease.mechanisms.linear_ppm.frontier import frontier_linear_ppm
 from dprelease.mechanisms.linear_ppm.params import FRONTIER
 
 # released by the shared publish step when ``released.mechanism: linear_ppm`` (its own flow signs linear_ppm.release)
-SPEC = ReleaseSpec(mechanism="linear_ppm", stage="linear_ppm_draw", staged=released.staged, card=card.release_card,
-                   figures=card.figures, code=lambda: closure(card.__name__))
+SPEC = ReleaseSpec(
+    mechanism="linear_ppm",
+    stage="linear_ppm_draw",
+    staged=released.staged,
+    card=card.release_card,
+    figures=card.figures,
+    code=lambda: closure(card.__name__),
+)
 
 
 def declare(params: Params) -> list[Stage]:
@@ -24,13 +30,31 @@ def declare(params: Params) -> list[Stage]:
     deps = [key_id_file(params), f"{a}/data", f"{a}/features"]
     folder = released.private_dir(params)
     return [
-        Stage(name="linear_ppm_draw", run=released.draw, params=["seed", "model.backend", "linear_ppm"], deps=deps,
-              outs=[f"{folder}/draw", f"{folder}/chains"], metrics=["metrics/linear_ppm.json"],
-              group="linear_ppm"),
-        Stage(name="linear_ppm_publish", run=released.publish, params=["linear_ppm.release", "force_release_path"],
-              deps=[f"{folder}/draw", "metrics/data.json", public_key_dep(params)], outs=[params.linear_ppm.release],
-              group="linear_ppm", signs=True),
-        Stage(name=FRONTIER, run=frontier_linear_ppm,
-              params=["seed", "model.backend", "linear_ppm", "frontier.seeds"], deps=deps, outs=[],
-              metrics=["metrics/frontier/linear_ppm.json"], group="frontier"),
+        Stage(
+            name="linear_ppm_draw",
+            run=released.draw,
+            params=["seed", "model.backend", "linear_ppm"],
+            deps=deps,
+            outs=[f"{folder}/draw", f"{folder}/chains"],
+            metrics=["metrics/linear_ppm.json"],
+            group="linear_ppm",
+        ),
+        Stage(
+            name="linear_ppm_publish",
+            run=released.publish,
+            params=["linear_ppm.release", "force_release_path"],
+            deps=[f"{folder}/draw", "metrics/data.json", public_key_dep(params)],
+            outs=[params.linear_ppm.release],
+            group="linear_ppm",
+            signs=True,
+        ),
+        Stage(
+            name=FRONTIER,
+            run=frontier_linear_ppm,
+            params=["seed", "model.backend", "linear_ppm", "frontier.seeds"],
+            deps=deps,
+            outs=[],
+            metrics=["metrics/frontier/linear_ppm.json"],
+            group="frontier",
+        ),
     ]

@@ -23,8 +23,9 @@ def class_sums(x: torch.Tensor, y: torch.Tensor, n_classes: int) -> torch.Tensor
     return torch.zeros(n_classes, x.shape[1], dtype=torch.float64).index_add_(0, y.long(), x)
 
 
-def release(x: torch.Tensor, y: torch.Tensor, n_classes: int, *, sigma: float, generator: torch.Generator
-            ) -> torch.Tensor:
+def release(
+    x: torch.Tensor, y: torch.Tensor, n_classes: int, *, sigma: float, generator: torch.Generator
+) -> torch.Tensor:
     """The noisy class sums (what is released)."""
     sums = class_sums(x, y, n_classes)
     return sums + sigma * torch.randn(sums.shape, dtype=torch.float64, generator=generator)

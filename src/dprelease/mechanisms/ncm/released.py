@@ -79,26 +79,57 @@ def ncm_release(params: Params, root: str | Path = ".") -> dict:
     egen = torch.Generator().manual_seed(secret.seed(lay.artifacts, "ncm/release/evaluation"))
     covered = dp_scores(ys.numpy(), pred.numpy(), k, noise_multiplier=z, generator=egen)
     total = mu_epsilon(math.hypot(1.0 / sigma, 1.0 / z), delta)
-    g = guarantee.accountant("DP nearest class mean", total, delta, target_epsilon=eps, noise_multiplier=sigma,
-                             sensitivity=1.0, accountant="analytic Gaussian (Balle & Wang 2018), composed exactly "
-                             "with the evaluation (μ² = 1/σ² + 1/z²)", unit=UNIT,
-                             training_epsilon=mu_epsilon(1.0 / sigma, delta), evaluation_noise_multiplier=z,
-                             noise_and_sampling="Gaussian noise on the class sums, seeded from the project's secret key")
+    g = guarantee.accountant(
+        "DP nearest class mean",
+        total,
+        delta,
+        target_epsilon=eps,
+        noise_multiplier=sigma,
+        sensitivity=1.0,
+        accountant="analytic Gaussian (Balle & Wang 2018), composed exactly with the evaluation (μ² = 1/σ² + 1/z²)",
+        unit=UNIT,
+        training_epsilon=mu_epsilon(1.0 / sigma, delta),
+        evaluation_noise_multiplier=z,
+        noise_and_sampling="Gaussian noise on the class sums, seeded from the project's secret key",
+    )
     tuning = PUBLIC_PROXY if shift is not None else DECLARED
     manifest = release_manifest(
-        params, lay, g, mechanism="ncm", backend="head (linear, hidden 0)",
+        params,
+        lay,
+        g,
+        mechanism="ncm",
+        backend="head (linear, hidden 0)",
         test_f1={**covered, "kind": "dp_noised_counts"},
-        randomness={"public_seed_drives": "the stratified split only",
-                    "secret_key_drives": "the Gaussian noise on the class sums"},
-        configuration={"sigma": sigma, "clip_norm": 1.0, "centred": shift is not None,
-                       "source": ("embeddings centred on the public proxy's mean (zero ε); no other "
-                                  "setting") if shift is not None else "no setting: nothing chosen"},
-        tuning=tuning, coverage=coverage(params))
-    write_release(Path(root) / staged(params), linear_backend_for(params, lay), model, labels["codes"],
-                  labels["titles"], manifest, closure(__name__), private=True)
-    write_json(lay.artifacts / FOLDER / "internal.json",  # the operator's exact figures (private)
-               {"exact_test_f1": exact, "note": "un-noised figures on private test reports: internal, never released"},
-               private=True)
+        randomness={
+            "public_seed_drives": "the stratified split only",
+            "secret_key_drives": "the Gaussian noise on the class sums",
+        },
+        configuration={
+            "sigma": sigma,
+            "clip_norm": 1.0,
+            "centred": shift is not None,
+            "source": ("embeddings centred on the public proxy's mean (zero ε); no other setting")
+            if shift is not None
+            else "no setting: nothing chosen",
+        },
+        tuning=tuning,
+        coverage=coverage(params),
+    )
+    write_release(
+        Path(root) / staged(params),
+        linear_backend_for(params, lay),
+        model,
+        labels["codes"],
+        labels["titles"],
+        manifest,
+        closure(__name__),
+        private=True,
+    )
+    write_json(
+        lay.artifacts / FOLDER / "internal.json",  # the operator's exact figures (private)
+        {"exact_test_f1": exact, "note": "un-noised figures on private test reports: internal, never released"},
+        private=True,
+    )
     return {"epsilon": round(total, 4), "delta": delta, "weighted_f1": covered["weighted_f1"]}
 
 
@@ -107,17 +138,24 @@ def card(params, root: str | Path, manifest: dict) -> tuple[str, dict]:
     from dprelease.core.release.standard_card import render
 
     c, g = manifest["configuration"], manifest["guarantee"]
-    sections = {"Mechanism and configuration": [
-        f"- the analytic Gaussian mechanism (Balle & Wang 2018) at the declared ε = {g['quantities']['target_epsilon']:g} "
-        f"(`released.epsilon`, training and evaluation together), δ = {g['delta']:.3g}: noise σ = {c['sigma']:.4g} on "
-        "the per-class sums of the training embeddings, each clipped to norm ≤ 1 (sensitivity 1)",
-        f"- how the configuration was chosen: **{manifest['tuning']}** — {c['source']}",
-        "- the probability column of `predict` is the softmax of cosine scores: a ranking, not a calibrated probability"]}
-    text = render(manifest, title="OIICS nature coder — DP nearest class mean release",
-                  about="The released model: the noisy class means of the frozen public MiniLM-L6 encoder's sentence "
-                        "embeddings; a narrative gets the code of the nearest mean by cosine.",
-                  data=read_json(Path(root) / "metrics" / "data.json"), utility=manifest["test_f1"],
-                  sections=sections)
+    sections = {
+        "Mechanism and configuration": [
+            f"- the analytic Gaussian mechanism (Balle & Wang 2018) at the declared ε = {g['quantities']['target_epsilon']:g} "
+            f"(`released.epsilon`, training and evaluation together), δ = {g['delta']:.3g}: noise σ = {c['sigma']:.4g} on "
+            "the per-class sums of the training embeddings, each clipped to norm ≤ 1 (sensitivity 1)",
+            f"- how the configuration was chosen: **{manifest['tuning']}** — {c['source']}",
+            "- the probability column of `predict` is the softmax of cosine scores: a ranking, not a calibrated probability",
+        ]
+    }
+    text = render(
+        manifest,
+        title="OIICS nature coder — DP nearest class mean release",
+        about="The released model: the noisy class means of the frozen public MiniLM-L6 encoder's sentence "
+        "embeddings; a narrative gets the code of the nearest mean by cosine.",
+        data=read_json(Path(root) / "metrics" / "data.json"),
+        utility=manifest["test_f1"],
+        sections=sections,
+    )
     return text, {}
 
 

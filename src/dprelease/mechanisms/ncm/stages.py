@@ -24,12 +24,20 @@ from dprelease.mechanisms.ncm import maths, released
 from dprelease.mechanisms.ncm.released import embeddings, proxy_centre
 
 # released by the shared publish step when ``released.mechanism: ncm``
-SPEC = ReleaseSpec(mechanism="ncm", stage="ncm_release", staged=released.staged, card=released.card,
-                   figures=released.figures, code=lambda: closure(released.__name__))
+SPEC = ReleaseSpec(
+    mechanism="ncm",
+    stage="ncm_release",
+    staged=released.staged,
+    card=released.card,
+    figures=released.figures,
+    code=lambda: closure(released.__name__),
+)
 
 SOURCE = "ncm"
-SELECTION = ("no search: nearest class mean has no hyper-parameter (grid size 1); with a public proxy, a second "
-             "variant centres every embedding on the proxy's mean before clipping (a public, data-independent shift)")
+SELECTION = (
+    "no search: nearest class mean has no hyper-parameter (grid size 1); with a public proxy, a second "
+    "variant centres every embedding on the proxy's mean before clipping (a public, data-independent shift)"
+)
 
 
 def _score(x, y, xv, yv, k: int, *, sigma: float, centre, generator) -> dict:
@@ -48,8 +56,9 @@ def frontier_ncm(params: Params, root: str | Path = ".") -> dict:
     delta = params.dpsgd.delta or default_delta(n_public(lay))  # public n̂
     variants = [("dp_ncm", "DP nearest class mean (no tuning)", None, DECLARED)]
     if centre is not None:
-        variants.append(("dp_ncm_proxy_centred", "DP nearest class mean · centred on the public proxy", centre,
-                         PUBLIC_PROXY))
+        variants.append(
+            ("dp_ncm_proxy_centred", "DP nearest class mean · centred on the public proxy", centre, PUBLIC_PROXY)
+        )
     points = []
     for eps in params.frontier.epsilons:
         sigma = maths.gaussian_sigma(eps, delta)
@@ -66,21 +75,49 @@ def frontier_ncm(params: Params, root: str | Path = ".") -> dict:
                 (xpt, ypt), (xpv, ypv) = proxy
                 gen = torch.Generator().manual_seed(secret.seed(lay.artifacts, f"proxy/{name}/{eps:g}"))
                 proxy_score = _score(xpt, ypt, xpv, ypv, k, sigma=sigma, centre=c, generator=gen)["weighted_f1"]
-            points.append(Point(mechanism=name, label=label, kind="dp_accountant", epsilon=eps, delta=delta,
-                                accountant="analytic Gaussian (Balle & Wang 2018)", tuning=tuning,
-                                weighted_f1=[t["weighted_f1"] for t in test], macro_f1=[t["macro_f1"] for t in test],
-                                target_epsilon=eps, validation_weighted_f1=mean_sd(val)[0],
-                                proxy_weighted_f1=proxy_score, config={"sigma": sigma, "centred": c is not None}))
+            points.append(
+                Point(
+                    mechanism=name,
+                    label=label,
+                    kind="dp_accountant",
+                    epsilon=eps,
+                    delta=delta,
+                    accountant="analytic Gaussian (Balle & Wang 2018)",
+                    tuning=tuning,
+                    weighted_f1=[t["weighted_f1"] for t in test],
+                    macro_f1=[t["macro_f1"] for t in test],
+                    target_epsilon=eps,
+                    validation_weighted_f1=mean_sd(val)[0],
+                    proxy_weighted_f1=proxy_score,
+                    config={"sigma": sigma, "centred": c is not None},
+                )
+            )
     write_points(root, SOURCE, points, grid_size=1, selection=SELECTION)
-    return {"points": len(points), **{f"{p.mechanism}@{p.epsilon:g}": round(mean_sd(p.weighted_f1)[0], 4)
-                                      for p in points}}
+    return {
+        "points": len(points),
+        **{f"{p.mechanism}@{p.epsilon:g}": round(mean_sd(p.weighted_f1)[0], 4) for p in points},
+    }
 
 
 def declare(params: Params) -> list[Stage]:
     a = params.artifacts
     deps = [key_id_file(params), f"{a}/data", f"{a}/features"]
-    return [Stage(name="frontier_ncm", run=frontier_ncm, params=["seed", "model.backend", "dpsgd.delta", "frontier", "proxy"],
-                  deps=deps, outs=[], metrics=["metrics/frontier/ncm.json"], group="frontier"),
-            Stage(name="ncm_release", run=released.ncm_release, params=["seed", "model", "released", "proxy"],
-                  deps=deps, outs=[f"{a}/{released.FOLDER}"],
-                  group="ncm")]
+    return [
+        Stage(
+            name="frontier_ncm",
+            run=frontier_ncm,
+            params=["seed", "model.backend", "dpsgd.delta", "frontier", "proxy"],
+            deps=deps,
+            outs=[],
+            metrics=["metrics/frontier/ncm.json"],
+            group="frontier",
+        ),
+        Stage(
+            name="ncm_release",
+            run=released.ncm_release,
+            params=["seed", "model", "released", "proxy"],
+            deps=deps,
+            outs=[f"{a}/{released.FOLDER}"],
+            group="ncm",
+        ),
+    ]

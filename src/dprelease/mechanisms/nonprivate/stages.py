@@ -25,12 +25,22 @@ def nonprivate(params: Params, root: str | Path = ".") -> dict:
     feats, y = features(lay)
     model = backend.new_model(feats)
     opt = params.backend.finetune.model_copy(update={"epochs": params.nonprivate.epochs})
-    hist = finetune(backend, model, feats, y, None, opt, seed=stage_seed(params.seed, "nonprivate"),
-                    progress=True, desc="non-private")
+    hist = finetune(
+        backend,
+        model,
+        feats,
+        y,
+        None,
+        opt,
+        seed=stage_seed(params.seed, "nonprivate"),
+        progress=True,
+        desc="non-private",
+    )
     g = guarantee.none()
     write_arm_model(lay, "nonprivate", backend, model, g, closure(__name__))
-    return write_arm(lay, "nonprivate", backend, model, label_info(lay), g,
-                     {"epochs": opt.epochs, "final_loss": hist.losses[-1]})
+    return write_arm(
+        lay, "nonprivate", backend, model, label_info(lay), g, {"epochs": opt.epochs, "final_loss": hist.losses[-1]}
+    )
 
 
 def frontier_nonprivate(params: Params, root: str | Path = ".") -> dict:
@@ -48,20 +58,42 @@ def frontier_nonprivate(params: Params, root: str | Path = ".") -> dict:
         finetune(backend, model, feats, y, None, opt, seed=seeds("frontier-nonprivate", k), desc="non-private")
         test.append(evaluate(backend, model, test_feats, test_y, label_info(lay))[0])
         val.append(evaluate(backend, model, val_feats, val_y, label_info(lay))[0]["weighted_f1"])
-    point = Point(mechanism="nonprivate", label="Non-private (ceiling)", kind="none", epsilon=None, delta=None,
-                  accountant="—", weighted_f1=[t["weighted_f1"] for t in test],
-                  macro_f1=[t["macro_f1"] for t in test], validation_weighted_f1=sum(val) / len(val), tuning="declared",
-                  config={"epochs": opt.epochs, "lr": opt.lr, "batch_size": opt.batch_size})
+    point = Point(
+        mechanism="nonprivate",
+        label="Non-private (ceiling)",
+        kind="none",
+        epsilon=None,
+        delta=None,
+        accountant="—",
+        weighted_f1=[t["weighted_f1"] for t in test],
+        macro_f1=[t["macro_f1"] for t in test],
+        validation_weighted_f1=sum(val) / len(val),
+        tuning="declared",
+        config={"epochs": opt.epochs, "lr": opt.lr, "batch_size": opt.batch_size},
+    )
     write_points(root, "nonprivate", [point], grid_size=1, selection="no search: the non-private arm's settings")
     return {"weighted_f1": round(sum(point.weighted_f1) / len(test), 4)}
 
 
 def declare(params: Params) -> list[Stage]:
     a = params.artifacts
-    return [Stage(name="nonprivate", run=nonprivate, params=["seed", "model", "nonprivate.epochs"],
-                  deps=[f"{a}/data", f"{a}/features"], outs=["reports/arms/nonprivate", arm_model_dir(params, "nonprivate")],
-                  metrics=["metrics/nonprivate.json"], group="compare"),
-            Stage(name="frontier_nonprivate", run=frontier_nonprivate,
-                  params=["seed", "model", "nonprivate.epochs", "frontier.seeds"],
-                  deps=[key_id_file(params), f"{a}/data", f"{a}/features"], outs=[],
-                  metrics=["metrics/frontier/nonprivate.json"], group="frontier")]
+    return [
+        Stage(
+            name="nonprivate",
+            run=nonprivate,
+            params=["seed", "model", "nonprivate.epochs"],
+            deps=[f"{a}/data", f"{a}/features"],
+            outs=["reports/arms/nonprivate", arm_model_dir(params, "nonprivate")],
+            metrics=["metrics/nonprivate.json"],
+            group="compare",
+        ),
+        Stage(
+            name="frontier_nonprivate",
+            run=frontier_nonprivate,
+            params=["seed", "model", "nonprivate.epochs", "frontier.seeds"],
+            deps=[key_id_file(params), f"{a}/data", f"{a}/features"],
+            outs=[],
+            metrics=["metrics/frontier/nonprivate.json"],
+            group="frontier",
+        ),
+    ]

@@ -35,8 +35,9 @@ def posterior_sigma(b: Batch) -> float:
     return float(b.sigma[:, 1:][b.mask[:, 1:]].mean())
 
 
-def pair_costs(b: Batch, q: float, lam: float = LAMBDA, s_prior: float = 1.0,
-               n_vectors: int | None = None) -> tuple[np.ndarray, int]:
+def pair_costs(
+    b: Batch, q: float, lam: float = LAMBDA, s_prior: float = 1.0, n_vectors: int | None = None
+) -> tuple[np.ndarray, int]:
     """c = max(c^L, c^R) for every unordered pair of the batch, and the number of NaN S_k terms set to 0."""
     n = b.mu.shape[0]
     if n < 2:
@@ -47,8 +48,11 @@ def pair_costs(b: Batch, q: float, lam: float = LAMBDA, s_prior: float = 1.0,
     nan = 0
     sides = []
     for a, c, s_a, s_c in ((j, i, s_post, s_prior), (i, j, s_prior, s_post)):  # c^L: q = right, q' = left
-        n_vec = (b.mask[a].sum(-1).to(b.mu.dtype) if n_vectors is None
-                 else torch.full((len(a),), float(n_vectors), dtype=b.mu.dtype))
+        n_vec = (
+            b.mask[a].sum(-1).to(b.mu.dtype)
+            if n_vectors is None
+            else torch.full((len(a),), float(n_vectors), dtype=b.mu.dtype)
+        )
         paired = b.mask[a] & b.mask[c]
         d2 = torch.where(paired, ((b.mu[a] - b.mu[c]) ** 2).mean(-1), torch.zeros(paired.shape, dtype=b.mu.dtype))
         d2 = d2.sum(-1) / n_vec  # Σ_components mean_dims Δμ², per vector
@@ -58,7 +62,7 @@ def pair_costs(b: Batch, q: float, lam: float = LAMBDA, s_prior: float = 1.0,
             if k < 2:
                 terms.append(torch.zeros(len(i), dtype=torch.float64))
                 continue
-            var = (1 - k) * s_c ** 2 + k * s_a ** 2  # σ'² with scalar σ's (q = side a)
+            var = (1 - k) * s_c**2 + k * s_a**2  # σ'² with scalar σ's (q = side a)
             if var > 0:  # (k−1)·D_k: the scaled Gaussian Rényi term, constant log part per paired component
                 logs = (0.5 * math.log(var) - (1 - k) * math.log(s_c) - k * math.log(s_a)) / (1 - k)
                 g = (k - 1) * (k / 2 * d2 / var + logs * n_paired)
@@ -68,7 +72,7 @@ def pair_costs(b: Batch, q: float, lam: float = LAMBDA, s_prior: float = 1.0,
             nan += int(torch.isnan(g).sum() + torch.isnan(d).sum())
             terms.append(torch.nan_to_num(g, nan=0.0) + torch.nan_to_num(d, nan=0.0))
         s = torch.stack(terms, -1).numpy()
-        w = np.array([math.comb(m, k) * q ** k * (1 - q) ** (m - k) for k in range(m + 1)])
+        w = np.array([math.comb(m, k) * q**k * (1 - q) ** (m - k) for k in range(m + 1)])
         top = s.max(-1, keepdims=True)
         sides.append(top[:, 0] + np.log((w * np.exp(s - top)).sum(-1)))
     return np.maximum(sides[0], sides[1]), nan
@@ -88,7 +92,7 @@ def batch_cost(c: np.ndarray, conf: float = CONF) -> float:
 
 def epsilon(total_cost: float, n_batches: int, lam: float = LAMBDA, delta: float = DELTA, conf: float = CONF) -> float:
     """ε_μ from the summed batch costs."""
-    slack = delta - (1 - conf ** n_batches)
+    slack = delta - (1 - conf**n_batches)
     if slack <= 0:
         raise ValueError(f"δ = {delta} is below the confidence slack of {n_batches} batches")
     return (total_cost - math.log(slack)) / lam
@@ -97,8 +101,9 @@ def epsilon(total_cost: float, n_batches: int, lam: float = LAMBDA, delta: float
 class BDPAccountant:
     """Accumulates ĉ_b over the test batches (``q`` = eval batch size / test size)."""
 
-    def __init__(self, q: float, lam: float = LAMBDA, delta: float = DELTA, conf: float = CONF,
-                 n_vectors: int | None = None):
+    def __init__(
+        self, q: float, lam: float = LAMBDA, delta: float = DELTA, conf: float = CONF, n_vectors: int | None = None
+    ):
         if not 0 < q <= 1:
             raise ValueError(f"sampling rate q must lie in (0, 1], got {q}")
         self.q, self.lam, self.delta, self.conf, self.n_vectors = q, lam, delta, conf, n_vectors
@@ -120,8 +125,14 @@ class BDPAccountant:
         return epsilon(self.total, self.batches, self.lam, self.delta, self.conf)
 
     def summary(self) -> dict:
-        return {"bdp_epsilon": self.epsilon, "bdp_delta": self.delta, "bdp_lambda": self.lam,
-                "bdp_batches": self.batches, "bdp_pairs": self.pairs, "bdp_nan_terms_zeroed": self.nan_terms,
-                "sigma_post_mean": float(np.mean(self.sigmas)) if self.sigmas else float("nan"),
-                "sigma_post_min": float(np.min(self.sigmas)) if self.sigmas else float("nan"),
-                "sigma_post_max": float(np.max(self.sigmas)) if self.sigmas else float("nan")}
+        return {
+            "bdp_epsilon": self.epsilon,
+            "bdp_delta": self.delta,
+            "bdp_lambda": self.lam,
+            "bdp_batches": self.batches,
+            "bdp_pairs": self.pairs,
+            "bdp_nan_terms_zeroed": self.nan_terms,
+            "sigma_post_mean": float(np.mean(self.sigmas)) if self.sigmas else float("nan"),
+            "sigma_post_min": float(np.min(self.sigmas)) if self.sigmas else float("nan"),
+            "sigma_post_max": float(np.max(self.sigmas)) if self.sigmas else float("nan"),
+        }

@@ -43,11 +43,15 @@ class ClipStats:
     def summary(self) -> dict:
         n = max(self.vectors, 1)
         c = self.clip
-        frac = lambda k, on: (k / n if on else None)  # noqa: E731
-        return {"clip_mu_binds": frac(self.mu_above, c.mu is not None),
-                "clip_alpha_max_binds": frac(self.alpha_above, c.alpha_max is not None),
-                "clip_alpha_min_binds": frac(self.alpha_below, c.alpha_min is not None),
-                "clip_sigma_binds": (self.sigma_below / (n * getattr(self, "dims", 1))
-                                     if c.sigma_floor is not None else None),
-                "pre_clip_mu_norm_mean": self.mu_norm_sum / n, "pre_clip_alpha_mean": self.alpha_sum / n,
-                "pre_clip_alpha_max": self.alpha_max}
+        frac = lambda k, on: k / n if on else None  # noqa: E731
+        return {
+            "clip_mu_binds": frac(self.mu_above, c.mu is not None),
+            "clip_alpha_max_binds": frac(self.alpha_above, c.alpha_max is not None),
+            "clip_alpha_min_binds": frac(self.alpha_below, c.alpha_min is not None),
+            "clip_sigma_binds": (
+                self.sigma_below / (n * getattr(self, "dims", 1)) if c.sigma_floor is not None else None
+            ),
+            "pre_clip_mu_norm_mean": self.mu_norm_sum / n,
+            "pre_clip_alpha_mean": self.alpha_sum / n,
+            "pre_clip_alpha_max": self.alpha_max,
+        }

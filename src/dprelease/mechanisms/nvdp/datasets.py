@@ -16,8 +16,11 @@ from dprelease.core.data import records
 from dprelease.core.data.sectors import SECTOR_COLUMN, sectors
 from dprelease.core.errors import DataError
 
-GLUE = {"mrpc": ("MRPC", "#1 String", "#2 String", "Quality"), "rte": ("RTE", "sentence1", "sentence2", "label"),
-        "sst2": ("SST-2", "sentence", None, "label")}
+GLUE = {
+    "mrpc": ("MRPC", "#1 String", "#2 String", "Quality"),
+    "rte": ("RTE", "sentence1", "sentence2", "label"),
+    "sst2": ("SST-2", "sentence", None, "label"),
+}
 TASKS = ("mrpc", "rte", "sst2", "osha")
 
 
@@ -51,8 +54,9 @@ def glue_task(root: Path, task: str, *, max_train: int | None, seed: int) -> tup
         out.append(df)
     classes = sorted(set(out[0][label]))
     index = {c: i for i, c in enumerate(classes)}
-    splits = [Split(df[a].tolist(), df[b].tolist() if b else None, np.array([index[v] for v in df[label]]))
-              for df in out]
+    splits = [
+        Split(df[a].tolist(), df[b].tolist() if b else None, np.array([index[v] for v in df[label]])) for df in out
+    ]
     return splits[0], splits[1], classes
 
 
@@ -80,8 +84,12 @@ def osha_task(params, root: str | Path, *, max_train: int | None = None) -> tupl
         train = train.iloc[np.sort(np.random.default_rng(seed).choice(len(train), max_train, replace=False))]
     codes = design["codes"]
     index = {c: i for i, c in enumerate(codes)}
-    mk = lambda d: Split(d["text"].tolist(), None, np.array([index[c] for c in d["label"]]),  # noqa: E731
-                         d["sector"].tolist())
+    mk = lambda d: Split(
+        d["text"].tolist(),
+        None,
+        np.array([index[c] for c in d["label"]]),  # noqa: E731
+        d["sector"].tolist(),
+    )
     return mk(train), mk(test), codes
 
 
@@ -91,5 +99,6 @@ def load(task: str, root: Path, params) -> tuple[Split, Split, list[str]]:
         return osha_task(params, root, max_train=n.osha_max_train)
     if task not in GLUE:
         raise DataError(f"unknown NVDP task {task!r} (one of {', '.join(TASKS)})")
-    return glue_task(Path(root) / n.glue_dir, task, max_train=n.sst2_max_train if task == "sst2" else None,
-                     seed=params.seed)
+    return glue_task(
+        Path(root) / n.glue_dir, task, max_train=n.sst2_max_train if task == "sst2" else None, seed=params.seed
+    )

@@ -57,8 +57,18 @@ def seeded_init(core: NVDPModule, seed: int) -> NVDPModule:
 
 def new_model(params, task: str, variant: str, n_classes: int, device: torch.device, seed: int):
     n = params.nvdp
-    core = seeded_init(NVDPModule(DIM, n.dim, n_classes, heads=n.heads, clip=clip_for(params, task, variant),
-                                  stochastic=variant != "nonprivate", pair=is_pair(task)), seed)
+    core = seeded_init(
+        NVDPModule(
+            DIM,
+            n.dim,
+            n_classes,
+            heads=n.heads,
+            clip=clip_for(params, task, variant),
+            stochastic=variant != "nonprivate",
+            pair=is_pair(task),
+        ),
+        seed,
+    )
     if n.backend == "full":
         from dprelease.core.backends.encoder import load_encoder
 
@@ -70,7 +80,12 @@ def sources(params, states_dir: Path, task: str, splits: tuple[Split, Split] | N
     """(train batches, train labels, test batches, test labels) for the configured backend."""
     if params.nvdp.backend == "full":
         tr, te = splits
-        return Tokens(tr, params.nvdp.max_length, device), tr.labels, Tokens(te, params.nvdp.max_length, device), te.labels
+        return (
+            Tokens(tr, params.nvdp.max_length, device),
+            tr.labels,
+            Tokens(te, params.nvdp.max_length, device),
+            te.labels,
+        )
     out = []
     for split in ("train", "test"):
         s = load_states(states_dir / f"{task}_{split}.safetensors")
@@ -78,8 +93,9 @@ def sources(params, states_dir: Path, task: str, splits: tuple[Split, Split] | N
     return tuple(out)
 
 
-def run_task(params, task: str, states_dir: Path, n_classes: int, *, splits=None, model_dir: Path | None = None,
-             progress=print) -> list[dict]:
+def run_task(
+    params, task: str, states_dir: Path, n_classes: int, *, splits=None, model_dir: Path | None = None, progress=print
+) -> list[dict]:
     """Every (variant, λ) cell of one task; public aggregates only. ``model_dir``: keep the trained NVDP
     modules (OSHA: the sanitizer release and the probe read them)."""
     n = params.nvdp
@@ -90,56 +106,103 @@ def run_task(params, task: str, states_dir: Path, n_classes: int, *, splits=None
         for variant, lam in grid(params):
             tag = f"nvdp-{task}-{variant}-{lam}"
             model = new_model(params, task, variant, n_classes, device, stage_seed(params.seed, tag, 1))
-            opts = TrainOptions(epochs=n.epochs, lr=n.lr, batch_size=n.batch_size, lam=lam or 0.0,
-                                encoder_lr=n.encoder_lr)
+            opts = TrainOptions(
+                epochs=n.epochs, lr=n.lr, batch_size=n.batch_size, lam=lam or 0.0, encoder_lr=n.encoder_lr
+            )
             start = time.perf_counter()
             losses = train(model, tr, y_tr, opts, seed=stage_seed(params.seed, tag, 2))
             trained = time.perf_counter()
-            res = evaluate(model, te, y_te, task, seed=stage_seed(params.seed, tag, 3), eval_batch=n.eval_batch,
-                           privacy=variant != "nonprivate", n_vectors=n.max_length + 1, lam=n.renyi_order, delta=n.delta,
-                           clip=clip_for(params, task, "clipped"))
-            row = {"task": task, "variant": variant, "lambda": lam, "backend": n.backend, **res,
-                   "final_loss": losses[-1], "n_train": len(y_tr), "n_test": len(y_te),
-                   "train_seconds": round(trained - start, 2), "eval_seconds": round(time.perf_counter() - trained, 2)}
+            res = evaluate(
+                model,
+                te,
+                y_te,
+                task,
+                seed=stage_seed(params.seed, tag, 3),
+                eval_batch=n.eval_batch,
+                privacy=variant != "nonprivate",
+                n_vectors=n.max_length + 1,
+                lam=n.renyi_order,
+                delta=n.delta,
+                clip=clip_for(params, task, "clipped"),
+            )
+            row = {
+                "task": task,
+                "variant": variant,
+                "lambda": lam,
+                "backend": n.backend,
+                **res,
+                "final_loss": losses[-1],
+                "n_train": len(y_tr),
+                "n_test": len(y_te),
+                "train_seconds": round(trained - start, 2),
+                "eval_seconds": round(time.perf_counter() - trained, 2),
+            }
             rows.append(row)
-            progress(f"nvdp {task} {variant} λ={lam}: score {res['score']:.3f}"
-                     + (f", BDP ε {res['bdp_epsilon']:.3f}, RD max {res['rd_max']:.3f}" if "bdp_epsilon" in res else "")
-                     + f" ({row['train_seconds']:.0f} s + {row['eval_seconds']:.0f} s)")
+            progress(
+                f"nvdp {task} {variant} λ={lam}: score {res['score']:.3f}"
+                + (f", BDP ε {res['bdp_epsilon']:.3f}, RD max {res['rd_max']:.3f}" if "bdp_epsilon" in res else "")
+                + f" ({row['train_seconds']:.0f} s + {row['eval_seconds']:.0f} s)"
+            )
             if model_dir is not None and (lam is None or lam == n.release_lambda):
-                save_model(model_dir / f"{variant}", model, task=task, variant=variant, lam=lam, n_classes=n_classes,
-                           params=params)
+                save_model(
+                    model_dir / f"{variant}",
+                    model,
+                    task=task,
+                    variant=variant,
+                    lam=lam,
+                    n_classes=n_classes,
+                    params=params,
+                )
     return rows
 
 
 def architecture(params, task: str, variant: str, lam: float | None, n_classes: int) -> dict:
     c = clip_for(params, task, variant)
-    return {"task": task, "variant": variant, "lambda": lam, "dim_in": DIM, "dim": params.nvdp.dim,
-            "heads": params.nvdp.heads, "n_classes": n_classes, "pair": is_pair(task), "max_length": params.nvdp.max_length,
-            "backend": params.nvdp.backend,
-            "clip": {"mu": c.mu, "sigma_order": c.sigma_order, "alpha_min": c.alpha_min, "alpha_max": c.alpha_max}}
+    return {
+        "task": task,
+        "variant": variant,
+        "lambda": lam,
+        "dim_in": DIM,
+        "dim": params.nvdp.dim,
+        "heads": params.nvdp.heads,
+        "n_classes": n_classes,
+        "pair": is_pair(task),
+        "max_length": params.nvdp.max_length,
+        "backend": params.nvdp.backend,
+        "clip": {"mu": c.mu, "sigma_order": c.sigma_order, "alpha_min": c.alpha_min, "alpha_max": c.alpha_max},
+    }
 
 
 def save_model(folder: Path, model, *, task, variant, lam, n_classes, params) -> None:
     """The trained NVDP module (private artifact: it was fitted to private records)."""
     folder.mkdir(parents=True, exist_ok=True)
     core = model.nvdp if isinstance(model, EncoderNVDP) else model
-    save_file({k: v.detach().cpu().contiguous() for k, v in core.state_dict().items()}, str(folder / "model.safetensors"))
+    save_file(
+        {k: v.detach().cpu().contiguous() for k, v in core.state_dict().items()}, str(folder / "model.safetensors")
+    )
     write_json(folder / "model.json", architecture(params, task, variant, lam, n_classes))
 
 
 def module_from(arch: dict) -> NVDPModule:
     c = arch["clip"]
     clip = Clip(mu=c["mu"], sigma_order=c["sigma_order"], alpha_min=c["alpha_min"], alpha_max=c["alpha_max"])
-    return NVDPModule(int(arch["dim_in"]), int(arch["dim"]), int(arch["n_classes"]), heads=int(arch["heads"]),
-                      clip=clip, stochastic=arch["variant"] != "nonprivate", pair=bool(arch.get("pair", False)))
+    return NVDPModule(
+        int(arch["dim_in"]),
+        int(arch["dim"]),
+        int(arch["n_classes"]),
+        heads=int(arch["heads"]),
+        clip=clip,
+        stochastic=arch["variant"] != "nonprivate",
+        pair=bool(arch.get("pair", False)),
+    )
 
 
 def summary_rows(rows: list[dict]) -> dict:
     """The metrics file's content: one entry per cell (aggregates only)."""
-    return {f"{r['variant']}@{r['lambda']}": {k: v for k, v in r.items() if isinstance(v, (int, float)) or v is None}
-            for r in rows}
-
-
+    return {
+        f"{r['variant']}@{r['lambda']}": {k: v for k, v in r.items() if isinstance(v, (int, float)) or v is None}
+        for r in rows
+    }
 
 
 def task_stage(task: str, params, root: str | Path = ".") -> dict:

@@ -19,7 +19,9 @@ import torch
 from torch import nn
 
 ALPHA_ZERO = 1e-4  # pseudo-counts below this are treated as zero in the RD / BDP computation (code behaviour)
-SIGMA_INIT = 0.1  # initial posterior σ as a fraction of the prior's: the reference scripts' stdev_tau (docs/algorithms.md, F.1)
+SIGMA_INIT = (
+    0.1  # initial posterior σ as a fraction of the prior's: the reference scripts' stdev_tau (docs/algorithms.md, F.1)
+)
 GAMMA_FLOOR = 1e-6  # stability clamp of α before Gamma sampling (a zero count cannot be sampled)
 _GLOBAL_RNG = threading.Lock()  # the forked global RNG is process-wide: one seeded Gamma draw at a time
 
@@ -75,8 +77,15 @@ class Posterior:
 class NVIBLayer(nn.Module):
     """Projections to (μ, log σ², α), prior prepended, clipping, sampling, KL terms."""
 
-    def __init__(self, dim_in: int, dim: int, *, logvar_init: float = 2 * math.log(SIGMA_INIT), alpha_init: float = 0.0,
-                 clip: Clip = NO_CLIP):
+    def __init__(
+        self,
+        dim_in: int,
+        dim: int,
+        *,
+        logvar_init: float = 2 * math.log(SIGMA_INIT),
+        alpha_init: float = 0.0,
+        clip: Clip = NO_CLIP,
+    ):
         super().__init__()
         self.mu = nn.Linear(dim_in, dim)
         self.logvar = nn.Linear(dim_in, dim)
@@ -130,7 +139,7 @@ def sample(post: Posterior, gen: torch.Generator) -> tuple[torch.Tensor, torch.T
 
 def kl_gaussian(post: Posterior) -> torch.Tensor:
     """Σ_i (α_i/α_0)·KL(N(μ_i, σ_i²) ‖ N(0, 1)) over non-prior components, summed over dims; per input."""
-    kl = 0.5 * (post.mu ** 2 + post.logvar.exp() - 1.0 - post.logvar).sum(-1)
+    kl = 0.5 * (post.mu**2 + post.logvar.exp() - 1.0 - post.logvar).sum(-1)
     weight = post.alpha / post.alpha.sum(-1, keepdim=True)
     return (kl * weight * post.mask)[:, 1:].sum(-1)
 
@@ -199,8 +208,18 @@ class NVDPModule(nn.Module):
     pair. With ``pair`` the two segments are pooled separately (:func:`pool_pair`); the NVIB posterior, the
     draw and the block see every token of both texts alike (the segment boundary is public, like the length)."""
 
-    def __init__(self, dim_in: int, dim: int, n_classes: int, *, heads: int = 4, clip: Clip = NO_CLIP,
-                 stochastic: bool = True, pair: bool = False, sigma_init: float = SIGMA_INIT):
+    def __init__(
+        self,
+        dim_in: int,
+        dim: int,
+        n_classes: int,
+        *,
+        heads: int = 4,
+        clip: Clip = NO_CLIP,
+        stochastic: bool = True,
+        pair: bool = False,
+        sigma_init: float = SIGMA_INIT,
+    ):
         super().__init__()
         self.nvib = NVIBLayer(dim_in, dim, clip=clip, logvar_init=2 * math.log(sigma_init))
         self.nvib.stochastic = stochastic

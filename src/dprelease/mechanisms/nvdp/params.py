@@ -17,8 +17,12 @@ class NVDPParams(_Strict):
 
     tasks: list[Literal["mrpc", "rte", "sst2", "osha"]] = ["mrpc", "rte", "sst2", "osha"]
     lambdas: list[float] = [1e-3, 1e-2, 1e-1, 1.0]
-    clip: dict[str, list[float]] = {"mrpc": [2.0, 0.0, 0.5], "rte": [6.0, 0.0, 0.5], "sst2": [2.0, 0.0, 1.0],
-                                    "osha": [7.0, 0.0, 1.0]}
+    clip: dict[str, list[float]] = {
+        "mrpc": [2.0, 0.0, 0.5],
+        "rte": [6.0, 0.0, 0.5],
+        "sst2": [2.0, 0.0, 1.0],
+        "osha": [7.0, 0.0, 1.0],
+    }
     renyi_order: float = Field(1.1, gt=1.0)
     delta: float = Field(1e-5, gt=0.0, lt=1.0)
     backend: Literal["head", "full"] = "head"

@@ -14,7 +14,9 @@ from sklearn.preprocessing import StandardScaler
 from dprelease.core.data.sectors import OTHER, UNKNOWN
 
 
-def sector_labels(train: list[str], test: list[str], *, min_count: int = 20) -> tuple[np.ndarray, np.ndarray, list[str]]:
+def sector_labels(
+    train: list[str], test: list[str], *, min_count: int = 20
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Sectors with at least ``min_count`` training records keep their own class; the rest (and unknown
     codes) become ``other``."""
     counts = Counter(s for s in train if s and s != UNKNOWN)  # "" too: the marker of older state caches
@@ -25,8 +27,9 @@ def sector_labels(train: list[str], test: list[str], *, min_count: int = 20) -> 
     return enc(train), enc(test), classes
 
 
-def probe_auc(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, y_test: np.ndarray, *,
-              seed: int, max_iter: int = 300) -> dict:
+def probe_auc(
+    x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, y_test: np.ndarray, *, seed: int, max_iter: int = 300
+) -> dict:
     """Multinomial logistic-regression probe; macro OvR AUC over the classes present in the test split."""
     majority = np.bincount(y_train).argmax()
     base = {"classes": int(len(np.unique(y_test))), "majority_accuracy": float((y_test == majority).mean())}
@@ -38,5 +41,10 @@ def probe_auc(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, y_te
     proba = clf.predict_proba(scaler.transform(x_test))
     present = [k for k in np.unique(y_test) if k in set(clf.classes_)]
     cols = [list(clf.classes_).index(k) for k in present]
-    aucs = [roc_auc_score(y_test == k, proba[:, c]) for k, c in zip(present, cols) if 0 < (y_test == k).sum() < len(y_test)]
-    return base | {"auc": float(np.mean(aucs)), "accuracy": float((clf.predict(scaler.transform(x_test)) == y_test).mean())}
+    aucs = [
+        roc_auc_score(y_test == k, proba[:, c]) for k, c in zip(present, cols) if 0 < (y_test == k).sum() < len(y_test)
+    ]
+    return base | {
+        "auc": float(np.mean(aucs)),
+        "accuracy": float((clf.predict(scaler.transform(x_test)) == y_test).mean()),
+    }

@@ -36,22 +36,25 @@ def _lgamma(x: torch.Tensor) -> torch.Tensor:
 
 def gaussian_term(mu_q, s_q, mu_qp, s_qp, lam: float = LAMBDA) -> torch.Tensor:
     """Element-wise third line of eq. 3: λ/2 (Δμ/σ')² + 1/(1−λ) ln(σ' / (σ_{q'}^{1−λ} σ_q^λ))."""
-    var = (1 - lam) * s_qp ** 2 + lam * s_q ** 2
+    var = (1 - lam) * s_qp**2 + lam * s_q**2
     sp = torch.sqrt(torch.where(var > 0, var, torch.full_like(var, float("nan"))))
-    return lam / 2 * ((mu_q - mu_qp) / sp) ** 2 + (torch.log(sp) - (1 - lam) * torch.log(s_qp)
-                                                     - lam * torch.log(s_q)) / (1 - lam)
+    return lam / 2 * ((mu_q - mu_qp) / sp) ** 2 + (
+        torch.log(sp) - (1 - lam) * torch.log(s_qp) - lam * torch.log(s_q)
+    ) / (1 - lam)
 
 
 def dirichlet_mass(a0_q, a0_qp, lam: float = LAMBDA) -> torch.Tensor:
     """First line of eq. 3 (total-mass part)."""
-    return -(_lgamma(lam * a0_q - (lam - 1) * a0_qp) / (lam - 1) + _lgamma(a0_qp)
-             - lam / (lam - 1) * _lgamma(a0_q))
+    return -(_lgamma(lam * a0_q - (lam - 1) * a0_qp) / (lam - 1) + _lgamma(a0_qp) - lam / (lam - 1) * _lgamma(a0_q))
 
 
 def dirichlet_components(a_q, a_qp, lam: float = LAMBDA, kappa: float = 1.0) -> torch.Tensor:
     """Second line of eq. 3, element-wise per component (κ_i = 1)."""
-    return kappa * (_lgamma((lam * a_q - (lam - 1) * a_qp) / kappa) / (lam - 1) + _lgamma(a_qp / kappa)
-                    - lam / (lam - 1) * _lgamma(a_q / kappa))
+    return kappa * (
+        _lgamma((lam * a_q - (lam - 1) * a_qp) / kappa) / (lam - 1)
+        + _lgamma(a_qp / kappa)
+        - lam / (lam - 1) * _lgamma(a_q / kappa)
+    )
 
 
 def dirichlet_term(a_q, a_qp, lam: float = LAMBDA) -> torch.Tensor:
@@ -83,13 +86,17 @@ def _allocated(a_q: torch.Tensor, a_qp: torch.Tensor):
     return keep, a0_q.squeeze(-1), a0_qp.squeeze(-1), alloc
 
 
-def dirichlet_part(a_q, a_qp, n_vec, lam: float = LAMBDA, normalise: bool = True,
-                   skip_undefined: bool = False) -> torch.Tensor:
+def dirichlet_part(
+    a_q, a_qp, n_vec, lam: float = LAMBDA, normalise: bool = True, skip_undefined: bool = False
+) -> torch.Tensor:
     """Dirichlet part with proportional allocation; per pair (leading axes broadcast). ``skip_undefined``: the
     RD code's ``nansum`` over components (the BDP accountant's order-2 terms keep NaN, as its code does)."""
     keep, a0_q, a0_qp, alloc = _allocated(a_q, a_qp)
-    comp = torch.where(keep, dirichlet_components(torch.where(keep, a_q, 1.0), torch.where(keep, alloc, 1.0), lam),
-                       torch.zeros_like(a_q))
+    comp = torch.where(
+        keep,
+        dirichlet_components(torch.where(keep, a_q, 1.0), torch.where(keep, alloc, 1.0), lam),
+        torch.zeros_like(a_q),
+    )
     comp = comp.nansum(-1) if skip_undefined else comp.sum(-1)
     total = dirichlet_mass(a0_q, a0_qp, lam) + comp
     return total / n_vec if normalise else total
@@ -107,12 +114,21 @@ def gaussian_part(mu_q, s_q, mu_qp, s_qp, paired, n_vec, lam: float = LAMBDA, no
     return total / n_vec if normalise else total
 
 
-def pair_bound(b: Batch, i: torch.Tensor, j: torch.Tensor, lam: float = LAMBDA, normalise: bool = True,
-               n_vectors: int | None = None):
+def pair_bound(
+    b: Batch,
+    i: torch.Tensor,
+    j: torch.Tensor,
+    lam: float = LAMBDA,
+    normalise: bool = True,
+    n_vectors: int | None = None,
+):
     """eq. 3 bound D_λ(q_i ‖ q_j) for index vectors ``i``, ``j`` into the batch: (gaussian, dirichlet) parts.
     ``n_vectors``: the normaliser (the reference: the padded length, max_length + 1); None: q_i's own count."""
-    n_vec = b.mask[i].sum(-1).to(b.mu.dtype) if n_vectors is None else torch.full((len(i),), float(n_vectors),
-                                                                                    dtype=b.mu.dtype)
+    n_vec = (
+        b.mask[i].sum(-1).to(b.mu.dtype)
+        if n_vectors is None
+        else torch.full((len(i),), float(n_vectors), dtype=b.mu.dtype)
+    )
     paired = b.mask[i] & b.mask[j]
     g = gaussian_part(b.mu[i], b.sigma[i], b.mu[j], b.sigma[j], paired, n_vec, lam, normalise)
     d = dirichlet_part(b.alpha[i], b.alpha[j], n_vec, lam, normalise, skip_undefined=normalise)
@@ -194,7 +210,13 @@ class RDStats:
 
     def summary(self) -> dict:
         n = max(len(self.batch_max), 1)
-        return {"rd_max": self.max, "rd_avg": self.total / max(self.count, 1),
-                "rd_max_filtered": max(self.batch_max, default=0.0), "rd_avg_filtered": sum(self.batch_mean) / n,
-                "rd_pairs": self.count, "rd_nan_pairs": self.nan,
-                "rd_max_gaussian": self.max_parts[0], "rd_max_dirichlet": self.max_parts[1]}
+        return {
+            "rd_max": self.max,
+            "rd_avg": self.total / max(self.count, 1),
+            "rd_max_filtered": max(self.batch_max, default=0.0),
+            "rd_avg_filtered": sum(self.batch_mean) / n,
+            "rd_pairs": self.count,
+            "rd_nan_pairs": self.nan,
+            "rd_max_gaussian": self.max_parts[0],
+            "rd_max_dirichlet": self.max_parts[1],
+        }

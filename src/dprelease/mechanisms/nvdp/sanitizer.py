@@ -40,16 +40,29 @@ def public_state(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {k: v for k, v in state.items() if k.startswith(PUBLIC)}
 
 
-def write_sanitizer(folder: Path, state: dict[str, torch.Tensor], arch: dict, guarantee: dict, card: str,
-                    extra: dict | None = None, *, signer: Signer) -> dict:
+def write_sanitizer(
+    folder: Path,
+    state: dict[str, torch.Tensor],
+    arch: dict,
+    guarantee: dict,
+    card: str,
+    extra: dict | None = None,
+    *,
+    signer: Signer,
+) -> dict:
     """Write the sanitizer release whole (atomic), allow-list checked, signed by ``signer``."""
     arch = arch | {"encoder": encoder_reference()}
     with atomic_dir(folder) as tmp:
         save_file({k: v.contiguous() for k, v in public_state(state).items()}, str(tmp / "model.safetensors"))
         write_json(tmp / "model.json", arch)
         (tmp / CARD).write_text(card, encoding="utf-8")
-        manifest = {"kind": SANITIZER, "mechanism": MECHANISM, "dprelease_version": __version__,
-                    "guarantee": guarantee, **(extra or {})}
+        manifest = {
+            "kind": SANITIZER,
+            "mechanism": MECHANISM,
+            "dprelease_version": __version__,
+            "guarantee": guarantee,
+            **(extra or {}),
+        }
         write_json(tmp / MANIFEST, manifest | {"files": file_digests(tmp)})
         sign_folder(tmp, signer)
         check_release_folder(tmp)
@@ -69,8 +82,10 @@ def _shapes(folder: Path, arch: dict) -> tuple[dict, str]:
     ref, here = arch.get("encoder"), encoder_reference()
     if not isinstance(ref, dict) or ref.get("weights_sha256") != here["weights_sha256"]:
         ref = ref if isinstance(ref, dict) else {}
-        raise ReleaseError(f"{path}: made with encoder {ref.get('package')} {ref.get('version')}, "
-                           f"installed is {here['version']} with other weights; install the recorded version")
+        raise ReleaseError(
+            f"{path}: made with encoder {ref.get('package')} {ref.get('version')}, "
+            f"installed is {here['version']} with other weights; install the recorded version"
+        )
     try:
         with torch.device("meta"):
             model = module_from(arch)
@@ -85,7 +100,9 @@ def load_sanitizer(folder: str | Path, device: torch.device = torch.device("cpu"
     model = module_from(arch)
     state = load_weights(folder / "model.safetensors")
     full = model.state_dict()
-    fit_state(model, {**{k: v for k, v in full.items() if k.startswith("head.")}, **state}, folder / "model.safetensors")
+    fit_state(
+        model, {**{k: v for k, v in full.items() if k.startswith("head.")}, **state}, folder / "model.safetensors"
+    )
     return manifest, arch, model.to(device).eval()
 
 
@@ -96,6 +113,11 @@ def privatize(folder: str | Path, texts: list[str], *, seed: int, batch_size: in
         return np.zeros((0, int(arch["dim"])), dtype=np.float32), manifest
     split = Split([str(t) for t in texts], None, np.zeros(len(texts), dtype=int))
     packed = encode(split, max_length=int(arch["max_length"]), batch_size=batch_size, device=torch.device("cpu"))
-    reps = represent(model, Packed(packed["states"], packed["offsets"], torch.device("cpu")), len(texts), seed=seed,
-                     batch_size=batch_size)
+    reps = represent(
+        model,
+        Packed(packed["states"], packed["offsets"], torch.device("cpu")),
+        len(texts),
+        seed=seed,
+        batch_size=batch_size,
+    )
     return reps.astype(np.float32), manifest

@@ -25,8 +25,9 @@ def tokenize(split: Split, max_length: int, start: int = 0, stop: int | None = N
     tok = load_tokenizer()
     a = split.text_a[start:stop]
     b = None if split.text_b is None else split.text_b[start:stop]
-    enc = tok(a, b, truncation=True, max_length=max_length, padding=True, return_tensors="pt",
-              return_token_type_ids=True)
+    enc = tok(
+        a, b, truncation=True, max_length=max_length, padding=True, return_tensors="pt", return_token_type_ids=True
+    )
     enc["segments"] = enc["attention_mask"] * (1 + enc["token_type_ids"])
     return enc
 
@@ -38,12 +39,12 @@ def _token_states(texts: list[str], *, max_length: int, batch_size: int, device:
     order = np.argsort([len(t) for t in texts], kind="stable")
     out: list[torch.Tensor | None] = [None] * len(texts)
     for s in range(0, len(texts), batch_size):
-        idx = order[s:s + batch_size]
+        idx = order[s : s + batch_size]
         enc = tok([texts[i] for i in idx], truncation=True, max_length=max_length, padding=True, return_tensors="pt")
         hidden = encoder(input_ids=enc["input_ids"].to(device), attention_mask=enc["attention_mask"].to(device))
         hidden = hidden.last_hidden_state.float().cpu()
         for k, i in enumerate(idx):
-            out[i] = hidden[k, :int(enc["attention_mask"][k].sum())].to(torch.float16)
+            out[i] = hidden[k, : int(enc["attention_mask"][k].sum())].to(torch.float16)
     return out
 
 
@@ -76,8 +77,9 @@ class Packed:
     """Batches of padded token states from a packed cache (float32 on ``device``) with their segment mask
     (0 padding, 1 first text, 2 second text; ``first``: first-text lengths, None for single texts)."""
 
-    def __init__(self, states: torch.Tensor, offsets: torch.Tensor, device: torch.device,
-                 first: torch.Tensor | None = None):
+    def __init__(
+        self, states: torch.Tensor, offsets: torch.Tensor, device: torch.device, first: torch.Tensor | None = None
+    ):
         self.states, self.offsets, self.device, self.first = states, offsets, device, first
 
     def __len__(self) -> int:
@@ -88,10 +90,10 @@ class Packed:
         x = torch.zeros(len(idx), max(lens), self.states.shape[1])
         mask = torch.zeros(len(idx), max(lens))
         for k, i in enumerate(idx):
-            x[k, :lens[k]] = self.states[self.offsets[i]:self.offsets[i + 1]].float()
-            mask[k, :lens[k]] = 1.0
+            x[k, : lens[k]] = self.states[self.offsets[i] : self.offsets[i + 1]].float()
+            mask[k, : lens[k]] = 1.0
             if self.first is not None:
-                mask[k, int(self.first[i]):lens[k]] = 2.0
+                mask[k, int(self.first[i]) : lens[k]] = 2.0
         return x.to(self.device), mask.to(self.device)
 
 
@@ -103,8 +105,9 @@ class EncoderNVDP(nn.Module):
         self.encoder, self.nvdp = encoder, nvdp
 
     def states(self, ids: torch.Tensor, segments: torch.Tensor) -> torch.Tensor:
-        return self.encoder(input_ids=ids, attention_mask=(segments > 0).long(),
-                            token_type_ids=(segments > 1).long()).last_hidden_state
+        return self.encoder(
+            input_ids=ids, attention_mask=(segments > 0).long(), token_type_ids=(segments > 1).long()
+        ).last_hidden_state
 
     def represent(self, ids, segments, gen):
         return self.nvdp.represent(self.states(ids, segments), segments.float(), gen)
@@ -146,8 +149,13 @@ def cache_stage(params, root: str | Path = ".") -> dict:
         for task in params.nvdp.tasks:
             train, test, classes = load(task, Path(root), params)
             for name, split in (("train", train), ("test", test)):
-                packed = encode(split, max_length=params.nvdp.max_length, batch_size=params.nvdp.encode_batch,
-                                device=torch.device("cpu"), encoder=encoder)
+                packed = encode(
+                    split,
+                    max_length=params.nvdp.max_length,
+                    batch_size=params.nvdp.encode_batch,
+                    device=torch.device("cpu"),
+                    encoder=encoder,
+                )
                 save_states(tmp / f"{task}_{name}.safetensors", packed, split.labels)
                 summary[f"{task}_{name}"] = {"rows": len(split), "tokens": int(packed["offsets"][-1])}
             write_json(tmp / f"{task}.json", {"classes": classes})

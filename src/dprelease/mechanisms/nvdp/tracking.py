@@ -10,10 +10,20 @@ from dprelease.contracts.layout import Layout
 from dprelease.contracts.mechanism import TrackedRun
 from dprelease.core.config import Params
 
-METRICS = ("score", "bdp_epsilon", "rd_max", "rd_avg", "rd_max_filtered", "rd_avg_filtered", "bdp_nan_terms_zeroed",
-           "rd_nan_pairs")
-GUARANTEES = ("NVDP: no finite ε claimed; bdp_epsilon is the reference accountant's figure, not an ε (see the "
-              "sanitizer card); RD bound over test pairs")
+METRICS = (
+    "score",
+    "bdp_epsilon",
+    "rd_max",
+    "rd_avg",
+    "rd_max_filtered",
+    "rd_avg_filtered",
+    "bdp_nan_terms_zeroed",
+    "rd_nan_pairs",
+)
+GUARANTEES = (
+    "NVDP: no finite ε claimed; bdp_epsilon is the reference accountant's figure, not an ε (see the "
+    "sanitizer card); RD bound over test pairs"
+)
 
 
 def _is_number(v) -> bool:
@@ -43,7 +53,10 @@ def tracked_run(params: Params, root: str | Path, timings: dict | None = None) -
                 values["lambda"] = float(lam)
             steps.append({k: v for k, v in values.items() if v == v})
         children.append(TrackedRun(name=f"nvdp {task} {variant}", tags={"task": task, "variant": variant}, steps=steps))
-    return TrackedRun(name="nvdp", params={k: v for k, v in _flatten(params.model_dump(mode="json")).items()
-                                           if k.startswith(("nvdp.", "seed"))},
-                      tags={"guarantees": GUARANTEES}, children=children,
-                      artifacts=[(path, "nvdp") for path in sorted(out.glob("*"))])
+    return TrackedRun(
+        name="nvdp",
+        params={k: v for k, v in _flatten(params.model_dump(mode="json")).items() if k.startswith(("nvdp.", "seed"))},
+        tags={"guarantees": GUARANTEES},
+        children=children,
+        artifacts=[(path, "nvdp") for path in sorted(out.glob("*"))],
+    )

@@ -51,7 +51,7 @@ def train(model: nn.Module, data, labels: np.ndarray, opts: TrainOptions, *, see
         order = rng.permutation(len(labels))
         total = 0.0
         for s in range(0, len(order), opts.batch_size):
-            idx = order[s:s + opts.batch_size]
+            idx = order[s : s + opts.batch_size]
             logits, post = model(*data.batch(idx), gen)
             loss = nn.functional.cross_entropy(logits, y_all[idx].to(logits.device))
             if opts.lam > 0:
@@ -83,9 +83,20 @@ def score(task: str, y: np.ndarray, pred: np.ndarray) -> dict:
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, data, labels: np.ndarray, task: str, *, seed: int, eval_batch: int = 16,
-             privacy: bool = True, n_vectors: int | None = None, lam: float = 1.1, delta: float = 1e-5,
-             clip: Clip | None = None) -> dict:
+def evaluate(
+    model: nn.Module,
+    data,
+    labels: np.ndarray,
+    task: str,
+    *,
+    seed: int,
+    eval_batch: int = 16,
+    privacy: bool = True,
+    n_vectors: int | None = None,
+    lam: float = 1.1,
+    delta: float = 1e-5,
+    clip: Clip | None = None,
+) -> dict:
     """Score one draw per test input; RD max/avg (unfiltered and the reference's filtered) and BDP ε over
     the test batches in order (sampling rate q = eval batch / test size). ``n_vectors``: the RD/BDP normaliser
     (the reference: max_length + 1). ``clip``: thresholds whose binding rates on the pre-clip posterior are

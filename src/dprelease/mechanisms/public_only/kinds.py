@@ -8,13 +8,23 @@ from dprelease.contracts.mechanism import Kind
 
 
 def _sentence(g: dict) -> str:
-    return ("Reads no private report: trained on the published earlier period only, so ε = 0 with respect to the "
-            "reports of the agency's extract (worst case over neighbouring extracts).")
+    return (
+        "Reads no private report: trained on the published earlier period only, so ε = 0 with respect to the "
+        "reports of the agency's extract (worst case over neighbouring extracts)."
+    )
 
 
 def _check(q: dict) -> str | None:
     return None if q.get("private_reports_read", 0) == 0 else "a public_only model reads no private report"
 
 
-KINDS = (Kind("public_only", "reads no private report: ε = 0 with respect to the extract's reports", True, _sentence,
-              check=_check, worst_case=True),)
+KINDS = (
+    Kind(
+        "public_only",
+        "reads no private report: ε = 0 with respect to the extract's reports",
+        True,
+        _sentence,
+        check=_check,
+        worst_case=True,
+    ),
+)

@@ -52,30 +52,59 @@ def public_release(params: Params, root: str | Path = ".") -> dict:
     eps = mu_epsilon(1.0 / z, delta)  # the evaluation alone: μ = Δ/sd = √2/(z√2)
     gen = torch.Generator().manual_seed(secret.seed(lay.artifacts, "public/release/evaluation"))
     covered = dp_scores(ys.numpy(), pred, k, noise_multiplier=z, generator=gen)
-    g = guarantee.accountant("the public model", eps, delta, target_epsilon=None, training_epsilon=0.0,
-                             evaluation_noise_multiplier=z, accountant="the analytic Gaussian (Balle & Wang 2018)",
-                             private_reports_read=0, unit=UNIT,
-                             noise_and_sampling="no noise in the model (it reads no private report); the test "
-                                                "figures' Gaussian noise from the project's secret key")
+    g = guarantee.accountant(
+        "the public model",
+        eps,
+        delta,
+        target_epsilon=None,
+        training_epsilon=0.0,
+        evaluation_noise_multiplier=z,
+        accountant="the analytic Gaussian (Balle & Wang 2018)",
+        private_reports_read=0,
+        unit=UNIT,
+        noise_and_sampling="no noise in the model (it reads no private report); the test "
+        "figures' Gaussian noise from the project's secret key",
+    )
     manifest = release_manifest(
-        params, lay, g, mechanism="public_only", backend="head (linear, hidden 0)",
+        params,
+        lay,
+        g,
+        mechanism="public_only",
+        backend="head (linear, hidden 0)",
         test_f1={**covered, "kind": "dp_noised_counts"},
-        randomness={"public_seed_drives": "the public proxy's split only",
-                    "secret_key_drives": "each private report's role and the evaluation's noise",
-                    "release_id": params.released.release_id},
-        configuration={"l2": sim.l2, "l2_grid": list(params.public_model.l2),
-                       "proxy_validation_weighted_f1": round(sim.score, 4),
-                       "source": f"L2 strength best of {len(params.public_model.l2)} on the public "
-                                 f"proxy's validation part (reports up to {params.proxy.until}; zero ε)"},
+        randomness={
+            "public_seed_drives": "the public proxy's split only",
+            "secret_key_drives": "each private report's role and the evaluation's noise",
+            "release_id": params.released.release_id,
+        },
+        configuration={
+            "l2": sim.l2,
+            "l2_grid": list(params.public_model.l2),
+            "proxy_validation_weighted_f1": round(sim.score, 4),
+            "source": f"L2 strength best of {len(params.public_model.l2)} on the public "
+            f"proxy's validation part (reports up to {params.proxy.until}; zero ε)",
+        },
         tuning=PUBLIC_PROXY,
-        coverage=coverage(params, released="the model's weights (from public reports only), the label "
-                                           "map, the configuration"))
-    write_release(Path(root) / staged(params), linear_backend_for(params, lay), linear_head(w, b), labels["codes"],
-                  labels["titles"], manifest, closure(__name__), private=True)
+        coverage=coverage(
+            params, released="the model's weights (from public reports only), the label map, the configuration"
+        ),
+    )
+    write_release(
+        Path(root) / staged(params),
+        linear_backend_for(params, lay),
+        linear_head(w, b),
+        labels["codes"],
+        labels["titles"],
+        manifest,
+        closure(__name__),
+        private=True,
+    )
     exact = f1_summary(ys.numpy(), pred, range(k))
-    write_json(lay.artifacts / FOLDER / "internal.json",  # the operator's exact figures (private)
-               {"exact_test_f1": exact, "note": "un-noised figures on private test reports: internal, never released"},
-               private=True)
+    write_json(
+        lay.artifacts / FOLDER / "internal.json",  # the operator's exact figures (private)
+        {"exact_test_f1": exact, "note": "un-noised figures on private test reports: internal, never released"},
+        private=True,
+    )
     return {"epsilon": round(eps, 4), "delta": delta, "weighted_f1": covered["weighted_f1"]}
 
 
@@ -83,18 +112,25 @@ def card(params, root: str | Path, manifest: dict) -> tuple[str, dict]:
     from dprelease.core.release.standard_card import render
 
     c, g = manifest["configuration"], manifest["guarantee"]
-    sections = {"Mechanism and configuration": [
-        "- softmax regression on the published earlier period's sentence embeddings (every public report of the "
-        "label space), logit-adjusted to the private roles' class mix from public counts: no private report is read, "
-        "so the model itself costs ε = 0",
-        f"- L2 strength {c['l2']:g}; how it was chosen: **{manifest['tuning']}** — {c['source']}",
-        f"- the stated ε = {g['epsilon']:.4g} (δ = {g['delta']:.3g}) is the test figures' alone: one Gaussian "
-        f"mechanism on the test split's counts (noise multiplier {g['quantities']['evaluation_noise_multiplier']:g})"]}
-    text = render(manifest, title="OIICS nature coder — the public model release",
-                  about="The released model: a linear softmax head on the frozen public MiniLM-L6 encoder's "
-                        "sentence embeddings, trained on public reports only.",
-                  data=read_json(Path(root) / "metrics" / "data.json"), utility=manifest["test_f1"],
-                  sections=sections)
+    sections = {
+        "Mechanism and configuration": [
+            "- softmax regression on the published earlier period's sentence embeddings (every public report of the "
+            "label space), logit-adjusted to the private roles' class mix from public counts: no private report is read, "
+            "so the model itself costs ε = 0",
+            f"- L2 strength {c['l2']:g}; how it was chosen: **{manifest['tuning']}** — {c['source']}",
+            f"- the stated ε = {g['epsilon']:.4g} (δ = {g['delta']:.3g}) is the test figures' alone: one Gaussian "
+            f"mechanism on the test split's counts (noise multiplier {g['quantities']['evaluation_noise_multiplier']:g})",
+        ]
+    }
+    text = render(
+        manifest,
+        title="OIICS nature coder — the public model release",
+        about="The released model: a linear softmax head on the frozen public MiniLM-L6 encoder's "
+        "sentence embeddings, trained on public reports only.",
+        data=read_json(Path(root) / "metrics" / "data.json"),
+        utility=manifest["test_f1"],
+        sections=sections,
+    )
     return text, {}
 
 

@@ -23,8 +23,14 @@ from dprelease.core.utility.metrics import f1_summary
 from dprelease.core.utility.points import PUBLIC_PROXY, Point, write_points
 from dprelease.mechanisms.public_only import released
 
-SPEC = ReleaseSpec(mechanism="public_only", stage="public_release", staged=released.staged, card=released.card,
-                   figures=released.figures, code=lambda: closure(released.__name__))
+SPEC = ReleaseSpec(
+    mechanism="public_only",
+    stage="public_release",
+    staged=released.staged,
+    card=released.card,
+    figures=released.figures,
+    code=lambda: closure(released.__name__),
+)
 
 SOURCE = "public_only"
 WHO = "the public model's frontier point"
@@ -41,22 +47,50 @@ def frontier_public(params: Params, root: str | Path = ".") -> dict:
     (xv, yv), (xs, ys) = (head_embeddings(lay, s, who=WHO) for s in ("validation", "test"))
     test = f1_summary(ys.numpy(), predict(w, b, xs).numpy(), k)
     val = f1_summary(yv.numpy(), predict(w, b, xv).numpy(), k)["weighted_f1"]
-    point = Point(mechanism="public_model", label="the public model (reads no private report)", kind="public_only",
-                  epsilon=0.0, delta=None, accountant="— (no private report read)", weighted_f1=[test["weighted_f1"]],
-                  macro_f1=[test["macro_f1"]], validation_weighted_f1=val, tuning=PUBLIC_PROXY,
-                  proxy_weighted_f1=sim.score, config={"l2": sim.l2, "l2_grid": list(params.public_model.l2)})
-    write_points(root, SOURCE, [point], grid_size=len(params.public_model.l2),
-                 selection=f"L2 of softmax regression, best of {len(params.public_model.l2)} on the public proxy's "
-                           "validation part (zero ε); deterministic (L-BFGS from zero): one fit")
+    point = Point(
+        mechanism="public_model",
+        label="the public model (reads no private report)",
+        kind="public_only",
+        epsilon=0.0,
+        delta=None,
+        accountant="— (no private report read)",
+        weighted_f1=[test["weighted_f1"]],
+        macro_f1=[test["macro_f1"]],
+        validation_weighted_f1=val,
+        tuning=PUBLIC_PROXY,
+        proxy_weighted_f1=sim.score,
+        config={"l2": sim.l2, "l2_grid": list(params.public_model.l2)},
+    )
+    write_points(
+        root,
+        SOURCE,
+        [point],
+        grid_size=len(params.public_model.l2),
+        selection=f"L2 of softmax regression, best of {len(params.public_model.l2)} on the public proxy's "
+        "validation part (zero ε); deterministic (L-BFGS from zero): one fit",
+    )
     return {"points": 1, "public_model": round(test["weighted_f1"], 4), "proxy": round(sim.score, 4)}
 
 
 def declare(params: Params) -> list[Stage]:
     a = params.artifacts
     deps = [key_id_file(params), f"{a}/data", f"{a}/features"]
-    return [Stage(name="frontier_public", run=frontier_public, params=["model.backend", "public_model", "proxy"],
-                  deps=deps, outs=[], metrics=["metrics/frontier/public_only.json"], group="frontier"),
-            Stage(name="public_release", run=released.public_release,
-                  params=["seed", "model", "released", "proxy", "public_model"], deps=deps,
-                  outs=[f"{a}/{released.FOLDER}"],
-                  group="public_only")]
+    return [
+        Stage(
+            name="frontier_public",
+            run=frontier_public,
+            params=["model.backend", "public_model", "proxy"],
+            deps=deps,
+            outs=[],
+            metrics=["metrics/frontier/public_only.json"],
+            group="frontier",
+        ),
+        Stage(
+            name="public_release",
+            run=released.public_release,
+            params=["seed", "model", "released", "proxy", "public_model"],
+            deps=deps,
+            outs=[f"{a}/{released.FOLDER}"],
+            group="public_only",
+        ),
+    ]

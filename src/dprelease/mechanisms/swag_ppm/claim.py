@@ -21,8 +21,10 @@ from dprelease.core.privacy import guarantee
 from dprelease.core.privacy.guarantee import Guarantee
 from dprelease.mechanisms.swag_ppm.temperature import implied_epsilon
 
-HEADLINE = ("GEV upper bound ({confidence:.0%} interval) of the {level:.4f} quantile of the per-draw maximum, or the "
-            "measured Δ̂ if larger")
+HEADLINE = (
+    "GEV upper bound ({confidence:.0%} interval) of the {level:.4f} quantile of the per-draw maximum, or the "
+    "measured Δ̂ if larger"
+)
 POINT_ONLY = "the measured Δ̂ (no extreme-value fit: fewer than 10 posterior draws)"
 KINDS = ("ppm_local_asymptotic", "ppm_uncertified")  # what :func:`ppm_claim` releases under
 
@@ -45,26 +47,56 @@ def sensitivity_bound(local_sensitivity: float, tail: dict | None) -> tuple[floa
     return max(float(local_sensitivity), float(tail["ci_high"])), HEADLINE.format(**tail)
 
 
-def ppm_claim(local_sensitivity: float, temp: dict, *, parameters: int, tail: dict | None = None,
-              budget: Callable[[float], float] | None = None, mechanism: str = "SWAG-PPM", **quantities) -> Guarantee:
+def ppm_claim(
+    local_sensitivity: float,
+    temp: dict,
+    *,
+    parameters: int,
+    tail: dict | None = None,
+    budget: Callable[[float], float] | None = None,
+    mechanism: str = "SWAG-PPM",
+    **quantities,
+) -> Guarantee:
     """The guarantee of one draw from a sampler with temperatures ``temp`` and measured Δ̂ ``local_sensitivity``
     (module docstring). ``budget``: maps one draw's figure to the released mechanism's (private selection: 2ε),
     applied to ε and the index alike; the per-draw figure is kept as ``…_per_candidate``."""
     bound, basis = sensitivity_bound(local_sensitivity, tail)
     r, t_min = coverage(temp, parameters=parameters)
     spend = budget or (lambda e: e)
-    q = {"temperature": temp["subspace"], "temperature_min": temp["subspace_min"],
-         "temperature_all": temp["all_parameters"], "temperature_min_all": temp.get("all_parameters_min"),
-         "local_sensitivity_bound": bound, "claim_basis": basis, **quantities}
+    q = {
+        "temperature": temp["subspace"],
+        "temperature_min": temp["subspace_min"],
+        "temperature_all": temp["all_parameters"],
+        "temperature_min_all": temp.get("all_parameters_min"),
+        "local_sensitivity_bound": bound,
+        "claim_basis": basis,
+        **quantities,
+    }
     if r >= parameters:
         eps = implied_epsilon(2 * bound, t_min)
         extra = {"epsilon_per_candidate": eps} if budget else {}
-        return guarantee.ppm(spend(eps), local_sensitivity, mechanism=mechanism, certified_directions=parameters,
-                             parameters=parameters, epsilon_point_estimate=spend(implied_epsilon(2 * local_sensitivity, t_min)),
-                             epsilon_at_temperature_one=spend(2 * local_sensitivity), **extra, **q)
+        return guarantee.ppm(
+            spend(eps),
+            local_sensitivity,
+            mechanism=mechanism,
+            certified_directions=parameters,
+            parameters=parameters,
+            epsilon_point_estimate=spend(implied_epsilon(2 * local_sensitivity, t_min)),
+            epsilon_at_temperature_one=spend(2 * local_sensitivity),
+            **extra,
+            **q,
+        )
     extra = {"uncertified_index_per_candidate": 2 * bound} if budget else {}
-    return guarantee.uncertified(spend(2 * bound), local_sensitivity, certified_directions=r, parameters=parameters,
-                                 mechanism=mechanism, uncertified_index_point=spend(2 * local_sensitivity), **extra, **q)
+    return guarantee.uncertified(
+        spend(2 * bound),
+        local_sensitivity,
+        certified_directions=r,
+        parameters=parameters,
+        mechanism=mechanism,
+        uncertified_index_point=spend(2 * local_sensitivity),
+        **extra,
+        **q,
+    )
 
 
 def summary(g: Guarantee) -> dict:
@@ -74,8 +106,16 @@ def summary(g: Guarantee) -> dict:
     if g.epsilon is not None:
         figures = {"epsilon": g.epsilon, "epsilon_point_estimate": q.get("epsilon_point_estimate")}
     else:
-        figures = {"uncertified_index": q.get(guarantee.UNCERTIFIED_INDEX),
-                   "uncertified_index_point": q.get("uncertified_index_point")}
-    return {"kind": g.kind, "statement": g.claim_text, **figures, "basis": q.get("claim_basis"),
-            "certified_directions": q.get("certified_directions"), "parameters": q.get("parameters"),
-            "coverage": guarantee.coverage_sentence(q)}
+        figures = {
+            "uncertified_index": q.get(guarantee.UNCERTIFIED_INDEX),
+            "uncertified_index_point": q.get("uncertified_index_point"),
+        }
+    return {
+        "kind": g.kind,
+        "statement": g.claim_text,
+        **figures,
+        "basis": q.get("claim_basis"),
+        "certified_directions": q.get("certified_directions"),
+        "parameters": q.get("parameters"),
+        "coverage": guarantee.coverage_sentence(q),
+    }

@@ -50,8 +50,9 @@ class FitScores:
         return asdict(self)
 
 
-def fit_scores(max_deltas: np.ndarray, swag_losses: list[float] | None = None,
-               thresholds: Thresholds = Thresholds()) -> FitScores:
+def fit_scores(
+    max_deltas: np.ndarray, swag_losses: list[float] | None = None, thresholds: Thresholds = Thresholds()
+) -> FitScores:
     m = np.asarray(max_deltas, dtype=float)
     if m.ndim != 1 or m.size < 2 or not np.isfinite(m).all():
         raise ValueError("max-delta series must be a finite 1-D array with at least 2 draws")
@@ -65,8 +66,13 @@ def fit_scores(max_deltas: np.ndarray, swag_losses: list[float] | None = None,
         half = len(swag_losses) // 2
         first, second = float(np.mean(swag_losses[:half])), float(np.mean(swag_losses[-half:]))
         trend = (first - second) / first if first > 0 else 0.0
-    return FitScores(median=med, rcv=scale / abs(med) if med else float("inf"),
-                     spikes=int((z >= thresholds.z_spike).sum()), max_z=float(z.max()), loss_trend=trend)
+    return FitScores(
+        median=med,
+        rcv=scale / abs(med) if med else float("inf"),
+        spikes=int((z >= thresholds.z_spike).sum()),
+        max_z=float(z.max()),
+        loss_trend=trend,
+    )
 
 
 def verdict(scores: FitScores, thresholds: Thresholds = Thresholds(), n_draws: int | None = None) -> str:
@@ -81,7 +87,8 @@ def verdict(scores: FitScores, thresholds: Thresholds = Thresholds(), n_draws: i
     return "ok"
 
 
-def diagnose(max_deltas: np.ndarray, swag_losses: list[float] | None = None,
-             thresholds: Thresholds = Thresholds()) -> tuple[str, FitScores]:
+def diagnose(
+    max_deltas: np.ndarray, swag_losses: list[float] | None = None, thresholds: Thresholds = Thresholds()
+) -> tuple[str, FitScores]:
     scores = fit_scores(max_deltas, swag_losses, thresholds)
     return verdict(scores, thresholds, len(np.asarray(max_deltas))), scores

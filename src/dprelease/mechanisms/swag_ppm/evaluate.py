@@ -49,8 +49,9 @@ def evaluate_release(params: Params, root: str | Path = ".") -> dict:
     for chunk in iter_samples(moments, params.evaluation.draws, 10, gen):
         for theta in tqdm(chunk, desc="evaluation draws", unit="draw", leave=False):
             set_flat(model, theta)
-            draws.append(f1_summary(y.numpy(), backend.predict_proba(model, feats).argmax(1).numpy(),
-                                    list(range(n_classes))))
+            draws.append(
+                f1_summary(y.numpy(), backend.predict_proba(model, feats).argmax(1).numpy(), list(range(n_classes)))
+            )
     weighted = np.array([d["weighted_f1"] for d in draws])
     macro = np.array([d["macro_f1"] for d in draws])
 
@@ -60,27 +61,42 @@ def evaluate_release(params: Params, root: str | Path = ".") -> dict:
     eps = {} if claimed is None else {f"round {r}": claimed}  # other rounds: their 2Δ̂ only, never labelled ε
     tail = read_json(lay.metrics / "swag_ppm_draw.json")["local_sensitivity_tail"]
     max_delta_plot(series, eps, lay.plots / "max_delta.png", tails={f"round {r}": tail})
-    f1_violin_plot(weighted, macro, (released["weighted_f1"], released["macro_f1"]), lay.plots / "f1_violin.png",
-                   title=f"test F1 over {len(draws)} draws of SWAG round {r}")
+    f1_violin_plot(
+        weighted,
+        macro,
+        (released["weighted_f1"], released["macro_f1"]),
+        lay.plots / "f1_violin.png",
+        title=f"test F1 over {len(draws)} draws of SWAG round {r}",
+    )
     per_class_plot(per_class, lay.plots / "per_class_f1.png")
     diagnostics = _diagnostics(params, lay, series)
-    histories = {f"round {k} {ph}": read_json(lay.round(k) / ph / "history.json")["epoch_loss"]
-                 for k in params.ppm.rounds for ph in ("finetune", "swag")}
+    histories = {
+        f"round {k} {ph}": read_json(lay.round(k) / ph / "history.json")["epoch_loss"]
+        for k in params.ppm.rounds
+        for ph in ("finetune", "swag")
+    }
     loss_curves_plot(histories, lay.plots / "loss_curves.png")
     _confusion(labels, y.numpy(), released_pred, lay.plots / "confusion_top_classes.png")
 
     w_mean, w_sd = mean_sd(weighted)
     m_mean, m_sd = mean_sd(macro)
     summary = {
-        "released_weighted_f1": released["weighted_f1"], "released_macro_f1": released["macro_f1"],
-        "draws": len(draws), "weighted_f1_mean": w_mean, "weighted_f1_sd": w_sd,
-        "macro_f1_mean": m_mean, "macro_f1_sd": m_sd, **quartile_summary(quartiles),
-        "verdict": diagnostics[f"round {r}"]["verdict"], "released_round": r,
+        "released_weighted_f1": released["weighted_f1"],
+        "released_macro_f1": released["macro_f1"],
+        "draws": len(draws),
+        "weighted_f1_mean": w_mean,
+        "weighted_f1_sd": w_sd,
+        "macro_f1_mean": m_mean,
+        "macro_f1_sd": m_sd,
+        **quartile_summary(quartiles),
+        "verdict": diagnostics[f"round {r}"]["verdict"],
+        "released_round": r,
     }
     write_json(lay.metrics / "evaluation.json", summary)
     # the headline figures under their one set of names (ε, F1, …): what `dvc exp show` compares side by side
-    write_json(lay.metrics / "headline.json", headline_figures(own_figures(lay.metrics), lay.metrics, arm=None,
-                                                                    canary=False))
+    write_json(
+        lay.metrics / "headline.json", headline_figures(own_figures(lay.metrics), lay.metrics, arm=None, canary=False)
+    )
     return summary
 
 

@@ -17,8 +17,10 @@ import numpy as np
 from scipy import stats
 
 MIN_DRAWS = 10
-METHOD = ("GEV fitted by maximum likelihood to the S per-draw maxima M_s; quantile 1 − 1/(10·S); "
-          "parametric-bootstrap percentile interval")
+METHOD = (
+    "GEV fitted by maximum likelihood to the S per-draw maxima M_s; quantile 1 − 1/(10·S); "
+    "parametric-bootstrap percentile interval"
+)
 
 
 def _quantile(m: np.ndarray, level: float, start: tuple | None = None) -> tuple[float, tuple]:
@@ -38,8 +40,9 @@ def tail_or_none(max_deltas: np.ndarray, *, seed: int) -> dict | None:
     return tail_bound(max_deltas, seed=seed) if len(max_deltas) >= MIN_DRAWS else None
 
 
-def tail_bound(max_deltas: np.ndarray, *, level: float | None = None, alpha: float = 0.05, boot: int = 100,
-               seed: int = 0) -> dict:
+def tail_bound(
+    max_deltas: np.ndarray, *, level: float | None = None, alpha: float = 0.05, boot: int = 100, seed: int = 0
+) -> dict:
     """The GEV estimate of the ``level`` quantile of M (default 1 − 1/(10·S)) with a (1 − α) interval."""
     m = np.asarray(max_deltas, dtype=np.float64)
     if m.ndim != 1 or m.size < MIN_DRAWS or not np.isfinite(m).all():
@@ -50,11 +53,29 @@ def tail_bound(max_deltas: np.ndarray, *, level: float | None = None, alpha: flo
         raise ValueError("quantile level must lie in (0, 1)")
     if np.ptp(m) == 0:  # degenerate (e.g. every draw censored at the same level): no spread, no tail
         v = float(m[0])
-        return {"method": METHOD, "level": level, "estimate": v, "ci_low": v, "ci_high": v, "confidence": 1 - alpha,
-                "max": v, "exceedance_of_max": 1 / (s + 1), "draws": s}
+        return {
+            "method": METHOD,
+            "level": level,
+            "estimate": v,
+            "ci_low": v,
+            "ci_high": v,
+            "confidence": 1 - alpha,
+            "max": v,
+            "exceedance_of_max": 1 / (s + 1),
+            "draws": s,
+        }
     estimate, params = _quantile(m, level)
     rng = np.random.default_rng(seed)
     reps = [_quantile(stats.genextreme.rvs(*params, size=s, random_state=rng), level, params)[0] for _ in range(boot)]
     lo, hi = np.quantile(reps, [alpha / 2, 1 - alpha / 2])
-    return {"method": METHOD, "level": level, "estimate": estimate, "ci_low": float(lo), "ci_high": float(hi),
-            "confidence": 1 - alpha, "max": float(m.max()), "exceedance_of_max": 1 / (s + 1), "draws": s}
+    return {
+        "method": METHOD,
+        "level": level,
+        "estimate": estimate,
+        "ci_low": float(lo),
+        "ci_high": float(hi),
+        "confidence": 1 - alpha,
+        "max": float(m.max()),
+        "exceedance_of_max": 1 / (s + 1),
+        "draws": s,
+    }

@@ -52,9 +52,16 @@ def finetune(params: Params, root: str | Path = ".", r: int = 1) -> dict:
     lay = Layout.from_params(params, root)
     backend = backend_for(params, lay)
     feats, y = features(lay)
-    model, hist = _finetune(params, backend, feats, y, round_weights_tensor(lay, r), r=r,
-                            seeds=secret.training_seeds(lay.artifacts),
-                            censor=release_censor(params) if r >= 2 else None)
+    model, hist = _finetune(
+        params,
+        backend,
+        feats,
+        y,
+        round_weights_tensor(lay, r),
+        r=r,
+        seeds=secret.training_seeds(lay.artifacts),
+        censor=release_censor(params) if r >= 2 else None,
+    )
     with atomic_dir(lay.finetune(r), private=True) as tmp:
         save_file({"theta": get_flat(model).cpu().contiguous()}, str(tmp / "theta.safetensors"))
         write_json(tmp / "history.json", {"epoch_loss": hist.losses})
@@ -69,9 +76,17 @@ def swag(params: Params, root: str | Path = ".", r: int = 1) -> dict:
     feats, y = features(lay)
     model = backend.new_model(feats)
     set_flat(model, load_file(str(lay.finetune(r) / "theta.safetensors"))["theta"])
-    moments, losses, temp, raw = _swag(params, backend, model, feats, y, round_weights_tensor(lay, r), r=r,
-                                       seeds=secret.training_seeds(lay.artifacts),
-                                       censor=release_censor(params) if r >= 2 else None)
+    moments, losses, temp, raw = _swag(
+        params,
+        backend,
+        model,
+        feats,
+        y,
+        round_weights_tensor(lay, r),
+        r=r,
+        seeds=secret.training_seeds(lay.artifacts),
+        censor=release_censor(params) if r >= 2 else None,
+    )
     with atomic_dir(lay.swag(r), private=True) as tmp:
         moments.save(tmp / "moments.safetensors")
         if raw is not moments:  # SWAG as fitted, for the uncalibrated comparison arm
@@ -82,32 +97,90 @@ def swag(params: Params, root: str | Path = ".", r: int = 1) -> dict:
     return {"round": r, "snapshots": moments.n_models, "rank": moments.rank, "final_loss": losses[-1]}
 
 
-def _finetune(params: Params, backend, feats, y, weights: torch.Tensor | None, *, r: int, seeds: SeedFn,
-              censor: Censor | None, tag: str = ""):
+def _finetune(
+    params: Params,
+    backend,
+    feats,
+    y,
+    weights: torch.Tensor | None,
+    *,
+    r: int,
+    seeds: SeedFn,
+    censor: Censor | None,
+    tag: str = "",
+):
     model = backend.new_model(feats, init_seed=seeds("init" + tag, r))
-    hist = run_finetune(backend, model, feats, y, weights, ppm_finetune(params), seed=seeds("finetune" + tag, r),
-                        progress=True, desc=f"fine-tune r{r}{tag}", censor=censor,
-                        prior_precision=params.ppm.prior_precision)
+    hist = run_finetune(
+        backend,
+        model,
+        feats,
+        y,
+        weights,
+        ppm_finetune(params),
+        seed=seeds("finetune" + tag, r),
+        progress=True,
+        desc=f"fine-tune r{r}{tag}",
+        censor=censor,
+        prior_precision=params.ppm.prior_precision,
+    )
     return model, hist
 
 
-def _swag(params: Params, backend, model, feats, y, weights: torch.Tensor | None, *, r: int, seeds: SeedFn,
-          censor: Censor | None, tag: str = ""):
-    return calibrate.swag(backend, model, feats, y, weights, swag_settings(params), seed=seeds("swag" + tag, r),
-                          calibration=params.ppm.calibration if r >= 2 else "none",
-                          prior_precision=params.ppm.prior_precision, desc=f"SWAG r{r}{tag}", censor=censor,
-                          measure=r >= 2)
+def _swag(
+    params: Params,
+    backend,
+    model,
+    feats,
+    y,
+    weights: torch.Tensor | None,
+    *,
+    r: int,
+    seeds: SeedFn,
+    censor: Censor | None,
+    tag: str = "",
+):
+    return calibrate.swag(
+        backend,
+        model,
+        feats,
+        y,
+        weights,
+        swag_settings(params),
+        seed=seeds("swag" + tag, r),
+        calibration=params.ppm.calibration if r >= 2 else "none",
+        prior_precision=params.ppm.prior_precision,
+        desc=f"SWAG r{r}{tag}",
+        censor=censor,
+        measure=r >= 2,
+    )
 
 
-def refit(params: Params, backend, feats, y, weights: np.ndarray | None, *, r: int, seeds: SeedFn,
-          censor: Censor | None = None, tag: str = "") -> dict:
+def refit(
+    params: Params,
+    backend,
+    feats,
+    y,
+    weights: np.ndarray | None,
+    *,
+    r: int,
+    seeds: SeedFn,
+    censor: Censor | None = None,
+    tag: str = "",
+) -> dict:
     """Fine-tune from the base model, then SWAG (calibrated per ``ppm.calibration`` for weighted rounds), in one
     call: exactly what the ``finetune_r{r}`` and ``swag_r{r}`` stages compute for the same seeds (round 3's
     refits, ``tag`` "#t" for attempt t, and the replay audit's re-fits on D and D∖{x})."""
     w = None if weights is None else torch.from_numpy(np.asarray(weights)).float()
     model, ft = _finetune(params, backend, feats, y, w, r=r, seeds=seeds, censor=censor, tag=tag)
     theta_ft = get_flat(model).cpu().clone()
-    moments, swag_losses, summary, _ = _swag(params, backend, model, feats, y, w, r=r, seeds=seeds, censor=censor,
-                                             tag=tag)
-    return {"model": model, "theta": theta_ft, "finetune_losses": ft.losses, "moments": moments,
-            "swag_losses": swag_losses, "temperature": {"round": r, **summary}}
+    moments, swag_losses, summary, _ = _swag(
+        params, backend, model, feats, y, w, r=r, seeds=seeds, censor=censor, tag=tag
+    )
+    return {
+        "model": model,
+        "theta": theta_ft,
+        "finetune_losses": ft.losses,
+        "moments": moments,
+        "swag_losses": swag_losses,
+        "temperature": {"round": r, **summary},
+    }

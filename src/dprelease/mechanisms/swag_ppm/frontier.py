@@ -64,8 +64,10 @@ SOURCE = "swag_ppm"  # metrics/frontier/swag_ppm.json
 MECHANISM = "swag_ppm"
 RELEASE_ARM = "swag_ppm_reweighted"  # the audited arm that the (τ = 1, c = ppm.c) point is
 ACCOUNTANT = "2Δ / min(1, τ·T_min) — Δ local, measured on posterior draws at τ (claim.py)"
-SELECTION = ("none: every (c, τ) pair of frontier.ppm is reported; no configuration is chosen from these points, "
-             "and none is a DP-selected one (the release's point is the release as made, at τ = 1, c = ppm.c)")
+SELECTION = (
+    "none: every (c, τ) pair of frontier.ppm is reported; no configuration is chosen from these points, "
+    "and none is a DP-selected one (the release's point is the release as made, at τ = 1, c = ppm.c)"
+)
 
 
 @dataclass(frozen=True)
@@ -92,16 +94,19 @@ class Sampler:
 def frontier_swag_ppm(params: Params, root: str | Path = ".") -> dict:
     """Every (c, τ) point of ``frontier.ppm`` (module docstring), written with :func:`write_points`."""
     if release_censor(params) is not None:
-        raise ConfigError("frontier_swag_ppm traces the asymptotic PPM; ppm.mechanism: censored has a declared ε "
-                          "(its comparison arm swag_ppm_censored), not a measured one")
+        raise ConfigError(
+            "frontier_swag_ppm traces the asymptotic PPM; ppm.mechanism: censored has a declared ε "
+            "(its comparison arm swag_ppm_censored), not a measured one"
+        )
     lay, fr = Layout.from_params(params, root), params.frontier
     cs, taus = _distinct(fr.ppm.c), _distinct(fr.ppm.temperatures)
     backend = backend_for(params, lay)
     feats, y = features(lay)
     model = backend.new_model(feats)
-    splits = {"test": features(lay, "test"),
-              "validation": features(lay, "validation") if (lay.features / "validation.safetensors").is_file()
-              else None}
+    splits = {
+        "test": features(lay, "test"),
+        "validation": features(lay, "validation") if (lay.features / "validation.safetensors").is_file() else None,
+    }
     points, risk = [], None
     for c in cs:
         if c == params.ppm.c:
@@ -111,8 +116,7 @@ def frontier_swag_ppm(params: Params, root: str | Path = ".") -> dict:
                 risk, _ = posterior_pass(params, lay, 1, None, "risk")
             sampler = refit_sampler(params, lay, backend, feats, y, risk, c=c)
         for tau in taus:
-            points.append(trace_point(params, lay, backend, model, sampler, feats, y, splits, tau=tau,
-                                      seeds=fr.seeds))
+            points.append(trace_point(params, lay, backend, model, sampler, feats, y, splits, tau=tau, seeds=fr.seeds))
     write_points(root, SOURCE, points, grid_size=len(cs) * len(taus), selection=SELECTION)
     return {"points": len(points), **{f"τ={p.config['temperature']:g},c={p.config['c']:g}": p.kind for p in points}}
 
@@ -125,9 +129,15 @@ def released_sampler(params: Params, lay: Layout, *, device) -> Sampler:
     """The round the release was drawn from (``metrics/swag_ppm_draw.json``), as stored: no refit."""
     r = int(read_json(lay.metrics / "swag_ppm_draw.json")["round"])
     source = lay.swag(r) / "moments.safetensors"
-    return Sampler(c=float(params.ppm.c), r=r, moments=SwagMoments.load(source, device=device),
-                   weights=round_weights(lay, r), temp=read_json(lay.metrics / f"temperature_r{r}.json")["temperature"],
-                   source=source, release=True)
+    return Sampler(
+        c=float(params.ppm.c),
+        r=r,
+        moments=SwagMoments.load(source, device=device),
+        weights=round_weights(lay, r),
+        temp=read_json(lay.metrics / f"temperature_r{r}.json")["temperature"],
+        source=source,
+        release=True,
+    )
 
 
 def refit_sampler(params: Params, lay: Layout, backend, feats, y, risk: np.ndarray, *, c: float) -> Sampler:
@@ -135,10 +145,18 @@ def refit_sampler(params: Params, lay: Layout, backend, feats, y, risk: np.ndarr
     its own (``fit.refit``, seed labels tagged with c)."""
     p = params.ppm
     w = ppm.weights_from_risk(risk, c=c, g=p.g, method=p.risk_norm)
-    fitted = refit(params, backend, feats, y, w, r=2, seeds=secret.training_seeds(lay.artifacts),
-                   tag=f"#frontier/c={c!r}")
-    return Sampler(c=c, r=2, moments=fitted["moments"], weights=w, temp=fitted["temperature"]["temperature"],
-                   source=None, release=False)
+    fitted = refit(
+        params, backend, feats, y, w, r=2, seeds=secret.training_seeds(lay.artifacts), tag=f"#frontier/c={c!r}"
+    )
+    return Sampler(
+        c=c,
+        r=2,
+        moments=fitted["moments"],
+        weights=w,
+        temp=fitted["temperature"]["temperature"],
+        source=None,
+        release=False,
+    )
 
 
 def measured_claim(params: Params, lay: Layout, backend, model, s: Sampler, feats, y, *, tau: float):
@@ -151,15 +169,29 @@ def measured_claim(params: Params, lay: Layout, backend, model, s: Sampler, feat
         m_star = read_json(lay.metrics / "swag_ppm_draw.json")["released_draw_max_loss"]
         local, draws, tail = max(sens["local_sensitivity"], m_star), sens["draws"], release_tail(params, lay, s.r)
     else:
-        job = PassJob(params, lay, s.source if s.source is not None else s.moments, s.weights, None,
-                      scale=s.moments.scale * tau)
-        _, max_deltas = run_pass(job, draws=p.draws, chunk=p.draw_batch,
-                                 seed=secret.seed(lay.artifacts, s.label("sensitivity")),  # common to every τ
-                                 desc=f"frontier c={s.c:g} τ={tau:g} draws", local=(backend, model, s.moments, feats, y))
+        job = PassJob(
+            params, lay, s.source if s.source is not None else s.moments, s.weights, None, scale=s.moments.scale * tau
+        )
+        _, max_deltas = run_pass(
+            job,
+            draws=p.draws,
+            chunk=p.draw_batch,
+            seed=secret.seed(lay.artifacts, s.label("sensitivity")),  # common to every τ
+            desc=f"frontier c={s.c:g} τ={tau:g} draws",
+            local=(backend, model, s.moments, feats, y),
+        )
         local, draws = float(max_deltas.max()), len(max_deltas)
         tail = extremes.tail_or_none(max_deltas, seed=secret.seed(lay.artifacts, s.label("tail", tau)))
-    g = claim.ppm_claim(local, temp, parameters=int(s.moments.mean.numel()), tail=tail, posterior_draws=draws,
-                        round=s.r, calibration=p.calibration, released_draw_noise=SECRET_NOISE)
+    g = claim.ppm_claim(
+        local,
+        temp,
+        parameters=int(s.moments.mean.numel()),
+        tail=tail,
+        posterior_draws=draws,
+        round=s.r,
+        calibration=p.calibration,
+        released_draw_noise=SECRET_NOISE,
+    )
     return g, claim.sensitivity_bound(local, tail)[0]
 
 
@@ -184,27 +216,59 @@ def utility_draws(backend, model, s: Sampler, feats, y, splits: dict, *, tau: fl
     return out
 
 
-def trace_point(params: Params, lay: Layout, backend, model, s: Sampler, feats, y, splits: dict, *, tau: float,
-                seeds: int) -> Point:
+def trace_point(
+    params: Params, lay: Layout, backend, model, s: Sampler, feats, y, splits: dict, *, tau: float, seeds: int
+) -> Point:
     """The frontier point of sampler ``s`` at temperature ``tau`` (module docstring)."""
     g, bound = measured_claim(params, lay, backend, model, s, feats, y, tau=tau)
-    u = utility_draws(backend, model, s, feats, y, splits, tau=tau,
-                      seeds=[secret.seed(lay.artifacts, s.label(f"draw{k}", tau)) for k in range(seeds)])
+    u = utility_draws(
+        backend,
+        model,
+        s,
+        feats,
+        y,
+        splits,
+        tau=tau,
+        seeds=[secret.seed(lay.artifacts, s.label(f"draw{k}", tau)) for k in range(seeds)],
+    )
     q = g.quantities
-    config = {"c": s.c, "temperature": tau, "round": s.r, "calibration": params.ppm.calibration,
-              "refit": not s.release, "posterior_draws": q["posterior_draws"], "seeds": seeds,
-              "local_sensitivity": q["local_sensitivity"], "local_sensitivity_bound": q["local_sensitivity_bound"],
-              "claim_basis": q["claim_basis"], "temperature_min": q["temperature_min"],
-              "temperature_min_all": q["temperature_min_all"], "certified_directions": q["certified_directions"],
-              "parameters": q["parameters"], "draws_above_delta": int(sum(m > bound for m in u["m_star"]))}
+    config = {
+        "c": s.c,
+        "temperature": tau,
+        "round": s.r,
+        "calibration": params.ppm.calibration,
+        "refit": not s.release,
+        "posterior_draws": q["posterior_draws"],
+        "seeds": seeds,
+        "local_sensitivity": q["local_sensitivity"],
+        "local_sensitivity_bound": q["local_sensitivity_bound"],
+        "claim_basis": q["claim_basis"],
+        "temperature_min": q["temperature_min"],
+        "temperature_min_all": q["temperature_min_all"],
+        "certified_directions": q["certified_directions"],
+        "parameters": q["parameters"],
+        "draws_above_delta": int(sum(m > bound for m in u["m_star"])),
+    }
     if g.epsilon is None:
-        config |= {"uncertified_index": q[guarantee.UNCERTIFIED_INDEX],
-                   "uncertified_index_point": q["uncertified_index_point"]}
+        config |= {
+            "uncertified_index": q[guarantee.UNCERTIFIED_INDEX],
+            "uncertified_index_point": q["uncertified_index_point"],
+        }
     else:
         config["epsilon_point_estimate"] = q["epsilon_point_estimate"]
     val = u["validation_weighted_f1"]
     exact = s.release and tau == 1.0
-    return Point(mechanism=MECHANISM, label=f"SWAG-PPM (τ={tau:g}, c={s.c:g})", kind=g.kind, epsilon=g.epsilon,
-                 delta=None, accountant=ACCOUNTANT, weighted_f1=u["weighted_f1"], macro_f1=u["macro_f1"],
-                 validation_weighted_f1=float(np.mean(val)) if val else None, config=config, tuning="declared",
-                 arm=RELEASE_ARM if exact else None)
+    return Point(
+        mechanism=MECHANISM,
+        label=f"SWAG-PPM (τ={tau:g}, c={s.c:g})",
+        kind=g.kind,
+        epsilon=g.epsilon,
+        delta=None,
+        accountant=ACCOUNTANT,
+        weighted_f1=u["weighted_f1"],
+        macro_f1=u["macro_f1"],
+        validation_weighted_f1=float(np.mean(val)) if val else None,
+        config=config,
+        tuning="declared",
+        arm=RELEASE_ARM if exact else None,
+    )

@@ -47,7 +47,9 @@ def ppm_finetune(params):
     return params.backend.finetune.model_copy(update={"weight_decay": 0.0})
 
 
-MIN_DRAWS = 100  # a fresh draw exceeds the max of S exchangeable draws with probability 1/(S + 1) (docs/guarantees.md, O)
+MIN_DRAWS = (
+    100  # a fresh draw exceeds the max of S exchangeable draws with probability 1/(S + 1) (docs/guarantees.md, O)
+)
 
 
 class PPMParams(_Strict):
@@ -58,26 +60,43 @@ class PPMParams(_Strict):
     risk_norm: Literal["minmax", "divmax"] = "minmax"
     reweight: bool = True
     reweight_mode: Literal["iterative", "oneshot"] = Field(
-        "iterative", description="iterative: damped refits to a target, accepted on validation utility; "
-                                 "oneshot: the paper's single C.2 step (k, reweight_form), always released")
+        "iterative",
+        description="iterative: damped refits to a target, accepted on validation utility; "
+        "oneshot: the paper's single C.2 step (k, reweight_form), always released",
+    )
     k: float = Field(0.95, ge=0.0, le=1.0, description="one-shot re-weighting strength (C.2)")
     reweight_form: Literal["power", "additive"] = "power"
     reweight_step: float = Field(0.5, gt=0.0, le=1.0, description="iterative: damping (log-scale step to target)")
     reweight_target: float | None = Field(None, gt=0.0, description="iterative: target Δ (null: round 2's Δ̂)")
     reweight_tolerance: float = Field(0.10, ge=0.0, le=1.0, description="iterative: accept Δ̂ ≤ target·(1 + tol)")
-    reweight_aim: float = Field(0.9, gt=0.0, le=1.0, description="iterative: each step aims at aim·target (a "
-                                                                 "margin for the drift of the refitted posterior)")
+    reweight_aim: float = Field(
+        0.9,
+        gt=0.0,
+        le=1.0,
+        description="iterative: each step aims at aim·target (a margin for the drift of the refitted posterior)",
+    )
     max_refits: int = Field(3, ge=1, le=20, description="iterative: refits before giving up")
     validation_draws: int = Field(30, ge=1, description="iterative: draws per round scored on the validation split")
     calibration: Literal["none", "scale", "subspace", "lr", "prior"] = Field(
-        "subspace", description="weighted SWAG: none | scale (T_min = 1) | subspace (every T = 1 in SWAG's subspace) | "
-                                "lr (Mandt) | prior (subspace, and the diagonal ≥ 1/(λ·scale): T ≥ 1 in all directions)")
-    prior_precision: float = Field(100.0, gt=0.0, description="λ of the N(θ₀, I/λ) prior (θ₀: 0 for the head, the public "
-                                                               "pretrained weights for full): λ/(2N)·|θ − θ₀|², Laplace")
+        "subspace",
+        description="weighted SWAG: none | scale (T_min = 1) | subspace (every T = 1 in SWAG's subspace) | "
+        "lr (Mandt) | prior (subspace, and the diagonal ≥ 1/(λ·scale): T ≥ 1 in all directions)",
+    )
+    prior_precision: float = Field(
+        100.0,
+        gt=0.0,
+        description="λ of the N(θ₀, I/λ) prior (θ₀: 0 for the head, the public "
+        "pretrained weights for full): λ/(2N)·|θ − θ₀|², Laplace",
+    )
     mechanism: Literal["asymptotic", "censored"] = Field(
-        "asymptotic", description="censored: per-record w·CE censored at censor_epsilon/2 (strict ε for exact sampling)")
-    censor_epsilon: float | None = Field(8.0, gt=0.0, description="declared ε of the censored mechanism (κ = ε/2), "
-                                         "fixed before any run; never the release's measured ε")
+        "asymptotic", description="censored: per-record w·CE censored at censor_epsilon/2 (strict ε for exact sampling)"
+    )
+    censor_epsilon: float | None = Field(
+        8.0,
+        gt=0.0,
+        description="declared ε of the censored mechanism (κ = ε/2), "
+        "fixed before any run; never the release's measured ε",
+    )
     censor_form: Literal["hard", "soft"] = Field("soft", description="hard: min(w·CE, ε/2); soft: ε/2·tanh(w·CE/(ε/2))")
     draw_batch: int = Field(50, ge=1, description="draws evaluated together when the backend batches")
 
@@ -86,12 +105,15 @@ class PPMParams(_Strict):
         # Δ̂ = max over S draws understates the supremum: a fresh draw's M exceeds it with probability
         # 1/(S + 1) (order statistics, docs/guarantees.md, O), 33 % at S = 2 and under 1 % from S = 100.
         if self.mechanism == "censored" and self.censor_epsilon is None:
-            raise ValueError("ppm.censor_epsilon: the censored mechanism needs a declared ε (e.g. 8.0), fixed "
-                             "before any run")
+            raise ValueError(
+                "ppm.censor_epsilon: the censored mechanism needs a declared ε (e.g. 8.0), fixed before any run"
+            )
         if self.draws < MIN_DRAWS and not self.smoke_test:
-            raise ValueError(f"ppm.draws: at least {MIN_DRAWS} posterior draws are needed for an ε (a new draw "
-                             f"exceeds the max of S draws with probability 1/(S+1)); got {self.draws} "
-                             "(ppm.smoke_test: true allows fewer, for tests only)")
+            raise ValueError(
+                f"ppm.draws: at least {MIN_DRAWS} posterior draws are needed for an ε (a new draw "
+                f"exceeds the max of S draws with probability 1/(S+1)); got {self.draws} "
+                "(ppm.smoke_test: true allows fewer, for tests only)"
+            )
         return self
 
     @property
@@ -157,28 +179,47 @@ FRONTIER = "frontier_swag_ppm"
 
 ARMS = (
     Arm(name="swag_ppm", stage="swag_ppm", label="SWAG-PPM round 2", suffix=_calibrated),
-    Arm(name="swag_ppm_reweighted", stage="draw", label="SWAG-PPM release", release=True, model="draw/release",
-        suffix=lambda q: f" (round {q['round']})", requires=("ppm.reweight: true", lambda p: p.ppm.reweight)),
-    Arm(name="swag_ppm_uncalibrated", stage="swag_ppm_uncalibrated", label="SWAG-PPM round 2, spec scale 1/2",
-        audited=False),
+    Arm(
+        name="swag_ppm_reweighted",
+        stage="draw",
+        label="SWAG-PPM release",
+        release=True,
+        model="draw/release",
+        suffix=lambda q: f" (round {q['round']})",
+        requires=("ppm.reweight: true", lambda p: p.ppm.reweight),
+    ),
+    Arm(
+        name="swag_ppm_uncalibrated",
+        stage="swag_ppm_uncalibrated",
+        label="SWAG-PPM round 2, spec scale 1/2",
+        audited=False,
+    ),
     Arm(name="swag_ppm_censored", stage="swag_ppm_censored", label="SWAG-PPM censored (strict)", audited=False),
 )
 
 
-
 def _censored_level(params) -> str | None:
     if params.ppm.censor_epsilon is None and "swag_ppm_censored" in params.compare.arms:
-        return ("ppm.censor_epsilon: the censored arm needs a declared ε (e.g. 8.0), fixed before any run; it is never "
-                "the release's measured ε")
+        return (
+            "ppm.censor_epsilon: the censored arm needs a declared ε (e.g. 8.0), fixed before any run; it is never "
+            "the release's measured ε"
+        )
     return None
 
 
 CHECKS = (_censored_level,)  # run when params are parsed (dprelease.contracts.plugins.checks)
 
-SECTIONS = (("ppm", PPMParams), ("swag", SwagSection), ("evaluation", EvaluationParams), ("tune", TuneParams),
-            ("selection", SelectionParams))
+SECTIONS = (
+    ("ppm", PPMParams),
+    ("swag", SwagSection),
+    ("evaluation", EvaluationParams),
+    ("tune", TuneParams),
+    ("selection", SelectionParams),
+)
 
 # where an older params.yaml had these (dprelease.contracts.plugins.moved)
-MOVED = {"audit": ("evaluation", "the release's utility evaluation; the privacy audit is 'privacy_audit'"),
-         "model.head.swag": ("swag.head", "SWAG's settings are SWAG-PPM's section"),
-         "model.full.swag": ("swag.full", "SWAG's settings are SWAG-PPM's section")}
+MOVED = {
+    "audit": ("evaluation", "the release's utility evaluation; the privacy audit is 'privacy_audit'"),
+    "model.head.swag": ("swag.head", "SWAG's settings are SWAG-PPM's section"),
+    "model.full.swag": ("swag.full", "SWAG's settings are SWAG-PPM's section"),
+}

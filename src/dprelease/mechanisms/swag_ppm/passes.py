@@ -31,17 +31,37 @@ from dprelease.mechanisms.swag_ppm import ppm
 from dprelease.mechanisms.swag_ppm.swag import SwagMoments, chunk_states, iter_samples, sample
 
 
-def evaluate(backend: Backend, model, thetas: torch.Tensor, feats: Features, y: torch.Tensor,
-             weights: np.ndarray | None, censor: Censor | None) -> tuple[np.ndarray, np.ndarray | None]:
+def evaluate(
+    backend: Backend,
+    model,
+    thetas: torch.Tensor,
+    feats: Features,
+    y: torch.Tensor,
+    weights: np.ndarray | None,
+    censor: Censor | None,
+) -> tuple[np.ndarray, np.ndarray | None]:
     """One chunk of draws → (per-record max CE over the chunk, per-draw max weighted loss or None)."""
     ce = backend.per_record_ce(model, thetas, feats, y).double().numpy()
     return ce.max(axis=0), (None if weights is None else ppm.max_weighted_loss(ce, weights, censor=censor))
 
 
-def draw_pass(backend: Backend, model, moments: SwagMoments, feats: Features, y: torch.Tensor,
-              weights: np.ndarray | None, *, draws: int, chunk: int, seed: int, desc: str,
-              censor: Censor | None = None, stop_above: float | None = None, min_draws: int = 0,
-              scale: float | None = None):
+def draw_pass(
+    backend: Backend,
+    model,
+    moments: SwagMoments,
+    feats: Features,
+    y: torch.Tensor,
+    weights: np.ndarray | None,
+    *,
+    draws: int,
+    chunk: int,
+    seed: int,
+    desc: str,
+    censor: Censor | None = None,
+    stop_above: float | None = None,
+    min_draws: int = 0,
+    scale: float | None = None,
+):
     """S draws from ``moments`` → the per-record max CE (L_i) and, with weights, the per-draw max weighted
     loss M_s (each record's w_i CE_i censored at ``censor`` when given). Draws are evaluated ``chunk`` at a
     time (batched on the head backend), in this process.
@@ -134,8 +154,20 @@ def run_pass(job: PassJob, *, draws: int, chunk: int, seed: int, desc: str, loca
     try:
         if not parallel.active():
             backend, model, moments, feats, y = local or _inputs(job)
-            return draw_pass(backend, model, moments, feats, y, job.weights, draws=draws, chunk=chunk, seed=seed,
-                             desc=desc, censor=job.censor, scale=job.scale)
+            return draw_pass(
+                backend,
+                model,
+                moments,
+                feats,
+                y,
+                job.weights,
+                draws=draws,
+                chunk=chunk,
+                seed=seed,
+                desc=desc,
+                censor=job.censor,
+                scale=job.scale,
+            )
         return _mapped_pass(job, draws, chunk, seed, desc, local)
     finally:
         _loaded.pop(job.token, None)  # chunks run here (or the inputs loaded above): not kept past the pass
@@ -157,10 +189,16 @@ def _mapped_pass(job: PassJob, draws: int, chunk: int, seed: int, desc: str, loc
     return record_max, (np.concatenate(max_deltas) if max_deltas else None)
 
 
-def posterior_pass(params: Params, lay: Layout, r: int, weights: np.ndarray | None, what: str,
-                   censor: Censor | None = None):
+def posterior_pass(
+    params: Params, lay: Layout, r: int, weights: np.ndarray | None, what: str, censor: Censor | None = None
+):
     """The pass over the stored SWAG of round r, seeded by the secret key (label ``what``/round r): Δ̂, and so
     the released ε, is a function of these draws."""
     job = PassJob(params, lay, lay.swag(r) / "moments.safetensors", weights, censor)
-    return run_pass(job, draws=params.ppm.draws, chunk=params.ppm.draw_batch, seed=secret.seed(lay.artifacts, f"{what}/round{r}"),
-                    desc=f"{what} r{r} draws")
+    return run_pass(
+        job,
+        draws=params.ppm.draws,
+        chunk=params.ppm.draw_batch,
+        seed=secret.seed(lay.artifacts, f"{what}/round{r}"),
+        desc=f"{what} r{r} draws",
+    )

@@ -3,12 +3,21 @@
 from dprelease.contracts.mechanism import FlowSpec, Mechanism
 from dprelease.mechanisms.swag_ppm import stages
 
-RELEASE = FlowSpec(name="release", title="swag-ppm-release", groups=("release",), track="pipeline",
-                   doc="The SWAG-PPM release: the registry's release stages as cached Prefect tasks, then one "
-                       "MLflow run.")
+RELEASE = FlowSpec(
+    name="release",
+    title="swag-ppm-release",
+    groups=("release",),
+    track="pipeline",
+    doc="The SWAG-PPM release: the registry's release stages as cached Prefect tasks, then one MLflow run.",
+)
 
-REPLAY = FlowSpec(name="audit-replay", title="swag-ppm-audit-replay", targets=("audit_replay",), then=("publish",),
-                  doc="The replay audit: the standard adversary re-fits the released mechanism on D and D∖{x} "
-                      "(public seed) and scores the released draw; the operator's view beside it.")
+REPLAY = FlowSpec(
+    name="audit-replay",
+    title="swag-ppm-audit-replay",
+    targets=("audit_replay",),
+    then=("publish",),
+    doc="The replay audit: the standard adversary re-fits the released mechanism on D and D∖{x} "
+    "(public seed) and scores the released draw; the operator's view beside it.",
+)
 
 PLUGIN = Mechanism(name="swag_ppm", declare=stages.declare, flows=(RELEASE, REPLAY), release=stages.SPEC)

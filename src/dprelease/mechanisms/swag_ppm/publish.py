@@ -33,12 +33,19 @@ def card(params: Params, root: str | Path, manifest: dict) -> tuple[str, dict]:
         quartiles = list(csv.DictReader(fh))
     nonprivate = lay.metrics / "nonprivate.json"
     replay = lay.metrics / "audit_replay.json"  # the replay audit (release stage audit_replay), when it ran
-    rows = release_audit_rows(lay.reports / "privacy" / "audit.csv", "swag_ppm_reweighted" if params.ppm.reweight
-                              else "swag_ppm")
-    text = render(manifest, data=read_json(lay.metrics / "data.json"), utility=read_json(lay.metrics / "evaluation.json"),
-                  quartiles=quartiles, nonprivate=read_json(nonprivate) if nonprivate.is_file() else None,
-                  audit_rows=rows, labels=read_json(staging / "labels.json"),
-                  replay=read_json(replay) if replay.is_file() else None)
+    rows = release_audit_rows(
+        lay.reports / "privacy" / "audit.csv", "swag_ppm_reweighted" if params.ppm.reweight else "swag_ppm"
+    )
+    text = render(
+        manifest,
+        data=read_json(lay.metrics / "data.json"),
+        utility=read_json(lay.metrics / "evaluation.json"),
+        quartiles=quartiles,
+        nonprivate=read_json(nonprivate) if nonprivate.is_file() else None,
+        audit_rows=rows,
+        labels=read_json(staging / "labels.json"),
+        replay=read_json(replay) if replay.is_file() else None,
+    )
     return text, extra
 
 
@@ -50,15 +57,27 @@ def figures(params: Params, root: str | Path, manifest: dict) -> dict:
     rnd = read_json(lay.metrics / DRAW)["round"]
     diag = lay.metrics / "diagnostics.json"
     verdicts = {k: d.get("verdict") for k, d in read_json(diag).items()} if diag.is_file() else {}
-    return {"weighted_f1": ev["released_weighted_f1"], "macro_f1": ev["released_macro_f1"],
-            "arm": RELEASED_ARM[rnd], "diagnostics": {"round": rnd, **{f"verdict {k}": v for k, v in verdicts.items()
-                                                                        if k == f"round {rnd}"}},
-            "headline": own_figures(lay.metrics), "tags": {"round": rnd}, "details": details(params, root)}
+    return {
+        "weighted_f1": ev["released_weighted_f1"],
+        "macro_f1": ev["released_macro_f1"],
+        "arm": RELEASED_ARM[rnd],
+        "diagnostics": {"round": rnd, **{f"verdict {k}": v for k, v in verdicts.items() if k == f"round {rnd}"}},
+        "headline": own_figures(lay.metrics),
+        "tags": {"round": rnd},
+        "details": details(params, root),
+    }
 
 
-DEPS = ["metrics/data.json", "metrics/evaluation.json", "metrics/swag_ppm_draw.json", "reports/release",
-        "metrics/risk.json", *(f"metrics/{m}_r{r}.json" for m in ("sensitivity", "temperature") for r in (2, 3)),
-        "metrics/reweight.json", "metrics/diagnostics.json"]  # the card, the figures and the record's details read them
+DEPS = [
+    "metrics/data.json",
+    "metrics/evaluation.json",
+    "metrics/swag_ppm_draw.json",
+    "reports/release",
+    "metrics/risk.json",
+    *(f"metrics/{m}_r{r}.json" for m in ("sensitivity", "temperature") for r in (2, 3)),
+    "metrics/reweight.json",
+    "metrics/diagnostics.json",
+]  # the card, the figures and the record's details read them
 
 
 def deps(params: Params) -> list[str]:

@@ -25,18 +25,28 @@ def own_figures(metrics: str | Path) -> dict:
     rel = read_json(metrics / DRAW)
     g = rel["guarantee"]
     q = g.get("quantities", {})
-    out = {"epsilon": g.get("epsilon"), "epsilon_point": q.get("epsilon_point_estimate"),
-           "uncertified_index": q.get("uncertified_index") if g.get("kind") == "ppm_uncertified" else None,
-           "temperature": q.get("temperature")}
+    out = {
+        "epsilon": g.get("epsilon"),
+        "epsilon_point": q.get("epsilon_point_estimate"),
+        "uncertified_index": q.get("uncertified_index") if g.get("kind") == "ppm_uncertified" else None,
+        "temperature": q.get("temperature"),
+    }
     tail = rel.get("local_sensitivity_tail")
     if tail and g.get("kind") == "ppm_local_asymptotic":  # ε = 2Δ / min(1, T_min): the interval of Δ̂'s tail, so scaled
-        cold = (q["epsilon_point_estimate"] / q["epsilon_at_temperature_one"]
-                if q.get("epsilon_point_estimate") and q.get("epsilon_at_temperature_one") else 1.0)
+        cold = (
+            q["epsilon_point_estimate"] / q["epsilon_at_temperature_one"]
+            if q.get("epsilon_point_estimate") and q.get("epsilon_at_temperature_one")
+            else 1.0
+        )
         out |= {"epsilon_ci_low": 2 * tail["ci_low"] * cold, "epsilon_ci_high": 2 * tail["ci_high"] * cold}
     if (metrics / "evaluation.json").is_file():
         a = read_json(metrics / "evaluation.json")
-        out |= {"weighted_f1": a.get("released_weighted_f1"), "macro_f1": a.get("released_macro_f1"),
-                "weighted_f1_mean": a.get("weighted_f1_mean"), "macro_f1_mean": a.get("macro_f1_mean")}
+        out |= {
+            "weighted_f1": a.get("released_weighted_f1"),
+            "macro_f1": a.get("released_macro_f1"),
+            "weighted_f1_mean": a.get("weighted_f1_mean"),
+            "macro_f1_mean": a.get("macro_f1_mean"),
+        }
     return {k: v for k, v in out.items() if v is not None}
 
 
@@ -57,10 +67,12 @@ def details(params: Params, root: str | Path) -> dict:
     if released >= 2:
         sens = read_json(lay.metrics / f"sensitivity_r{released}.json")
         temp = read_json(lay.metrics / f"temperature_r{released}.json")
-        out[f"round{released}"] = {"two_delta_hat": 2 * sens["local_sensitivity"],
-                                   "delta_hat": sens["local_sensitivity"],
-                                   "temperature": temp["temperature"]["subspace"],
-                                   "temperature_uncalibrated": temp["temperature_uncalibrated"]["subspace"]}
+        out[f"round{released}"] = {
+            "two_delta_hat": 2 * sens["local_sensitivity"],
+            "delta_hat": sens["local_sensitivity"],
+            "temperature": temp["temperature"]["subspace"],
+            "temperature_uncalibrated": temp["temperature_uncalibrated"]["subspace"],
+        }
     tail = read_json(lay.metrics / DRAW).get("local_sensitivity_tail")
     if tail:  # aggregates of the per-draw maxima
         out["delta_hat_tail"] = {k: tail[k] for k in ("estimate", "ci_low", "ci_high", "level")}
@@ -69,8 +81,10 @@ def details(params: Params, root: str | Path) -> dict:
     diag_path = lay.metrics / "diagnostics.json"
     if diag_path.is_file():
         out["diagnostics"] = {k: d for k, d in read_json(diag_path).items() if k.endswith(str(released))}
-    out["train_loss"] = {f"{phase}_round{released}": read_json(lay.round(released) / phase / "history.json")["epoch_loss"]
-                         for phase in ("finetune", "swag")}
+    out["train_loss"] = {
+        f"{phase}_round{released}": read_json(lay.round(released) / phase / "history.json")["epoch_loss"]
+        for phase in ("finetune", "swag")
+    }
     return out
 
 
@@ -89,16 +103,21 @@ def summary_lines(params: Params, root: str | Path) -> list[str]:
             t = read_json(lay.metrics / f"temperature_r{r}.json")
             label = "weighted" if r == 2 else "re-weighted"
             cmp = "≥" if s["draws"] < params.ppm.draws else "="  # a refit pass stopped early above the bound
-            lines.append(f"  round {r}    2Δ̂ {cmp} {2 * s['local_sensitivity']:.3f}  (Δ̂ {cmp} {s['local_sensitivity']:.3f}, "
-                         f"{s['draws']} draws, {label}; SWAG temperature T̂ = {t['temperature']['subspace']:.2f}, "
-                         f"calibration {t['calibration']})")
+            lines.append(
+                f"  round {r}    2Δ̂ {cmp} {2 * s['local_sensitivity']:.3f}  (Δ̂ {cmp} {s['local_sensitivity']:.3f}, "
+                f"{s['draws']} draws, {label}; SWAG temperature T̂ = {t['temperature']['subspace']:.2f}, "
+                f"calibration {t['calibration']})"
+            )
     if params.ppm.reweighting:
         rw = read_json(lay.metrics / "reweight.json")
         lines.append(f"  reweight   {rw['mode']}: {rw['reason']}")
     tail = rel["local_sensitivity_tail"]
-    tail_txt = ("Monte Carlo: too few draws for a tail estimate (smoke test)" if tail is None else
-                f"Monte Carlo: a fresh draw exceeds Δ̂ with prob. 1/(S+1) = {tail['exceedance_of_max']:.4f}; GEV "
-                f"{tail['level']:.4f}-quantile {tail['estimate']:.3f} [{tail['ci_low']:.3f}, {tail['ci_high']:.3f}]")
+    tail_txt = (
+        "Monte Carlo: too few draws for a tail estimate (smoke test)"
+        if tail is None
+        else f"Monte Carlo: a fresh draw exceeds Δ̂ with prob. 1/(S+1) = {tail['exceedance_of_max']:.4f}; GEV "
+        f"{tail['level']:.4f}-quantile {tail['estimate']:.3f} [{tail['ci_low']:.3f}, {tail['ci_high']:.3f}]"
+    )
     t_rel, q = g.quantities.get("temperature"), g.quantities
     point = q.get("epsilon_point_estimate", q.get("uncertified_index_point"))
     return lines + [
@@ -106,9 +125,14 @@ def summary_lines(params: Params, root: str | Path) -> list[str]:
         + (f"; point estimate {point:.4g}" if point is not None else ""),
         f"             {tail_txt}",
         "             conditional on: this database (local), large n (asymptotic), the SWAG approximation "
-        + (f"at T̂ = {t_rel:.2f}, T_min = {q.get('temperature_min', t_rel):.2f} in SWAG's subspace, "
-           f"≥ {q['temperature_min_all']:.3g} over all parameters" if t_rel is not None and q.get("temperature_min_all")
-           is not None else f"at T̂ = {t_rel:.2f}" if t_rel is not None else "(not measured)"),
+        + (
+            f"at T̂ = {t_rel:.2f}, T_min = {q.get('temperature_min', t_rel):.2f} in SWAG's subspace, "
+            f"≥ {q['temperature_min_all']:.3g} over all parameters"
+            if t_rel is not None and q.get("temperature_min_all") is not None
+            else f"at T̂ = {t_rel:.2f}"
+            if t_rel is not None
+            else "(not measured)"
+        ),
         *([f"             {coverage_sentence(q)}"] if g.kind in ("ppm_local_asymptotic", "ppm_uncertified") else []),
         f"  utility    released draw: weighted F1 {ev['released_weighted_f1']:.3f}, macro F1 {ev['released_macro_f1']:.3f}",
         f"             over {ev['draws']} draws: weighted {ev['weighted_f1_mean']:.3f} ± {ev['weighted_f1_sd']:.3f}, "

@@ -33,10 +33,16 @@ def draw(params: Params, root: str | Path = ".") -> dict:
         save_file({"theta": theta.cpu().contiguous()}, str(tmp / "theta.safetensors"))
         # the release as it will be shared, staged privately: the privacy audit loads it from here and
         # the `publish` stage adds the model card and writes it to params.release
-        write_release(tmp / "release", backend, model, labels["codes"], labels["titles"],
-                      release_manifest(params, lay, g, tail), closure(__name__))
-    summary = {"round": r, "released_draw_max_loss": m_star, "guarantee": g.as_dict(),
-               "local_sensitivity_tail": tail}
+        write_release(
+            tmp / "release",
+            backend,
+            model,
+            labels["codes"],
+            labels["titles"],
+            release_manifest(params, lay, g, tail),
+            closure(__name__),
+        )
+    summary = {"round": r, "released_draw_max_loss": m_star, "guarantee": g.as_dict(), "local_sensitivity_tail": tail}
     write_json(lay.metrics / "swag_ppm_draw.json", summary)
     return summary
 
@@ -46,27 +52,45 @@ def release_manifest(params: Params, lay: Layout, g: guarantee.Guarantee, tail: 
     p, data = params.ppm, read_json(lay.metrics / "data.json")
     r = g.quantities["round"]  # statistics of the released round only: an unreleased round's stay private
     out = {
-        "guarantee": g.as_dict(), "released_from_round": r,
+        "guarantee": g.as_dict(),
+        "released_from_round": r,
         "temperature": read_json(lay.metrics / f"temperature_r{r}.json")["temperature"],
-        "calibration": p.calibration, "prior_precision": p.prior_precision,
-        "mechanism": p.mechanism, "censor_epsilon": p.censor_epsilon,
-        "c": p.c, "g": p.g, "reweight": params.ppm.reweighting, "risk_norm": p.risk_norm,
-        "draws": p.draws, "smoke_test": p.smoke_test, "backend": params.model.backend,
-        "randomness": {"public_seed": params.seed, "public_seed_drives": "the stratified split and the audit's choice of target records only",
-                       "secret_key_drives": "initialisation, batch order, dropout, SWAG's SGD, re-weighting refits, "
-                                            "Δ̂ and evaluation passes, the released draw",
-                       "released_draw": SECRET_NOISE, "secret_key_id": secret.key_id(lay.artifacts)},
-        "dataset": {"classes": data["public"]["classes"], "until": data["public"]["until"],  # public figures only
-                    "expected_train_size": data["public"]["expected_train_size"]},
+        "calibration": p.calibration,
+        "prior_precision": p.prior_precision,
+        "mechanism": p.mechanism,
+        "censor_epsilon": p.censor_epsilon,
+        "c": p.c,
+        "g": p.g,
+        "reweight": params.ppm.reweighting,
+        "risk_norm": p.risk_norm,
+        "draws": p.draws,
+        "smoke_test": p.smoke_test,
+        "backend": params.model.backend,
+        "randomness": {
+            "public_seed": params.seed,
+            "public_seed_drives": "the stratified split and the audit's choice of target records only",
+            "secret_key_drives": "initialisation, batch order, dropout, SWAG's SGD, re-weighting refits, "
+            "Δ̂ and evaluation passes, the released draw",
+            "released_draw": SECRET_NOISE,
+            "secret_key_id": secret.key_id(lay.artifacts),
+        },
+        "dataset": {
+            "classes": data["public"]["classes"],
+            "until": data["public"]["until"],  # public figures only
+            "expected_train_size": data["public"]["expected_train_size"],
+        },
         "knobs_that_move_epsilon": epsilon_knobs(params),
     }
     if params.ppm.reweighting:
         rw = read_json(lay.metrics / "reweight.json")
-        out["reweighting"] = {"mode": p.reweight_mode, "k": p.k if p.reweight_mode == "oneshot" else None,
-                              "step": p.reweight_step if p.reweight_mode == "iterative" else None,
-                              "tolerance": p.reweight_tolerance if p.reweight_mode == "iterative" else None,
-                              "max_refits": p.max_refits if p.reweight_mode == "iterative" else 1,
-                              **{key: rw[key] for key in ("accepted", "released_round", "reason")}}
+        out["reweighting"] = {
+            "mode": p.reweight_mode,
+            "k": p.k if p.reweight_mode == "oneshot" else None,
+            "step": p.reweight_step if p.reweight_mode == "iterative" else None,
+            "tolerance": p.reweight_tolerance if p.reweight_mode == "iterative" else None,
+            "max_refits": p.max_refits if p.reweight_mode == "iterative" else 1,
+            **{key: rw[key] for key in ("accepted", "released_round", "reason")},
+        }
     if tail is not None:
         out["local_sensitivity_uncertainty"] = tail
     if g.kind in claim.KINDS:  # the headline as quoted (card, MLflow), the point figure beside it, the coverage
@@ -78,14 +102,34 @@ def epsilon_knobs(params: Params) -> dict:
     """The settings that are not the data but move Δ̂ and so ε (``make epsilon-sensitivity`` measures how much);
     a reviewer checks that they were fixed before ε was seen."""
     sw, ft, p = swag_settings(params), ppm_finetune(params), params.ppm
-    out = {"swag_lr": sw.lr, "swag_epochs": sw.epochs, "swag_batch_size": sw.batch_size, "swag_momentum": sw.momentum,
-           "swag_rank": sw.rank, "finetune_epochs": ft.epochs, "finetune_lr": ft.lr, "finetune_batch_size": ft.batch_size,
-           "calibration": p.calibration, "prior_precision": p.prior_precision, "c": p.c, "g": p.g,
-           "risk_norm": p.risk_norm, "draws": p.draws, "reweighting": None}
+    out = {
+        "swag_lr": sw.lr,
+        "swag_epochs": sw.epochs,
+        "swag_batch_size": sw.batch_size,
+        "swag_momentum": sw.momentum,
+        "swag_rank": sw.rank,
+        "finetune_epochs": ft.epochs,
+        "finetune_lr": ft.lr,
+        "finetune_batch_size": ft.batch_size,
+        "calibration": p.calibration,
+        "prior_precision": p.prior_precision,
+        "c": p.c,
+        "g": p.g,
+        "risk_norm": p.risk_norm,
+        "draws": p.draws,
+        "reweighting": None,
+    }
     if params.ppm.reweighting:
-        out["reweighting"] = {"mode": p.reweight_mode, "step": p.reweight_step, "aim": p.reweight_aim,
-                              "tolerance": p.reweight_tolerance, "target": p.reweight_target,
-                              "max_refits": p.max_refits, "k": p.k, "form": p.reweight_form}
+        out["reweighting"] = {
+            "mode": p.reweight_mode,
+            "step": p.reweight_step,
+            "aim": p.reweight_aim,
+            "tolerance": p.reweight_tolerance,
+            "target": p.reweight_target,
+            "max_refits": p.max_refits,
+            "k": p.k,
+            "form": p.reweight_form,
+        }
     return out
 
 

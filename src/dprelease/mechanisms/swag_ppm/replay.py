@@ -65,9 +65,14 @@ def claimed_number(g: guarantee.Guarantee) -> float | None:
 
 def same_sampler(a: SwagMoments, b: SwagMoments) -> bool:
     """Whether two fitted samplers are the same one (to float rounding)."""
-    return (a.rank == b.rank and math.isclose(a.scale, b.scale, rel_tol=1e-9)
-            and all(torch.allclose(x.double().cpu(), y.double().cpu(), rtol=1e-6, atol=1e-9)
-                    for x, y in ((a.mean, b.mean), (a.var, b.var), (a.deviations, b.deviations))))
+    return (
+        a.rank == b.rank
+        and math.isclose(a.scale, b.scale, rel_tol=1e-9)
+        and all(
+            torch.allclose(x.double().cpu(), y.double().cpu(), rtol=1e-6, atol=1e-9)
+            for x, y in ((a.mean, b.mean), (a.var, b.var), (a.deviations, b.deviations))
+        )
+    )
 
 
 def decision_bound(tp: int, fp: int, k: int, alpha: float) -> float:
@@ -77,18 +82,34 @@ def decision_bound(tp: int, fp: int, k: int, alpha: float) -> float:
     return max(0.0, math.log(tpr_low / fpr_high)) if tpr_low > 0 else 0.0
 
 
-def verdict(*, llr_member: np.ndarray, llr_nonmember: np.ndarray, kl: np.ndarray, reproduces: bool,
-            claimed: float | None, alpha: float) -> dict:
+def verdict(
+    *,
+    llr_member: np.ndarray,
+    llr_nonmember: np.ndarray,
+    kl: np.ndarray,
+    reproduces: bool,
+    claimed: float | None,
+    alpha: float,
+) -> dict:
     """Scores in, one row out (module docstring): counts, the decision bound, the exact-sampler loss and KL."""
     k = len(llr_member)
     tp, fp = int((llr_member > 0).sum()), int((llr_nonmember > 0).sum())
     bound = decision_bound(tp, fp, k, alpha)
-    out = {"targets": k, "members_called_member": tp, "non_members_called_member": fp,
-           "correct": tp + (k - fp), "decisions": 2 * k, "epsilon_lower_bound": bound,
-           "reproduces_release": reproduces, "max_privacy_loss": float(llr_member.max()) if reproduces else None,
-           "max_kl": float(kl.max()) if reproduces else None, "median_kl": float(np.median(kl))}
-    over = claimed is not None and (bound > claimed or (reproduces and (llr_member.max() > claimed
-                                                                         or kl.max() > claimed)))
+    out = {
+        "targets": k,
+        "members_called_member": tp,
+        "non_members_called_member": fp,
+        "correct": tp + (k - fp),
+        "decisions": 2 * k,
+        "epsilon_lower_bound": bound,
+        "reproduces_release": reproduces,
+        "max_privacy_loss": float(llr_member.max()) if reproduces else None,
+        "max_kl": float(kl.max()) if reproduces else None,
+        "median_kl": float(np.median(kl)),
+    }
+    over = claimed is not None and (
+        bound > claimed or (reproduces and (llr_member.max() > claimed or kl.max() > claimed))
+    )
     out["convicted"] = bool(over)
     return out
 
@@ -96,8 +117,7 @@ def verdict(*, llr_member: np.ndarray, llr_nonmember: np.ndarray, kl: np.ndarray
 def _without(feats: dict, y: torch.Tensor, w: np.ndarray | None, i: int):
     keep = torch.ones(len(y), dtype=torch.bool)
     keep[i] = False
-    return ({k: v[keep] for k, v in feats.items()}, y[keep],
-            None if w is None else np.delete(w, i))
+    return ({k: v[keep] for k, v in feats.items()}, y[keep], None if w is None else np.delete(w, i))
 
 
 def audit_replay(params: Params, root: str | Path = ".") -> dict:
@@ -135,17 +155,47 @@ def audit_replay(params: Params, root: str | Path = ".") -> dict:
     rows = {}
     for view in VIEWS:
         s = {key: np.asarray(v) for key, v in scores[view].items()}
-        rows[view] = {"view": view, "covers": COVERED if view == "public" else NOT_COVERED,
-                      "centre_distance": float((on_d[view].mean - released.mean.to(on_d[view].mean)).norm()),
-                      **verdict(llr_member=s["member"], llr_nonmember=s["non_member"], kl=s["kl"],
-                                reproduces=same_sampler(on_d[view], released), claimed=claimed, alpha=a.alpha)}
-    per_record = [{"target": j, **{f"{view}_{key}": float(scores[view][key][j]) for view in VIEWS
-                                   for key in ("member", "non_member", "kl")}} for j in range(k)]
+        rows[view] = {
+            "view": view,
+            "covers": COVERED if view == "public" else NOT_COVERED,
+            "centre_distance": float((on_d[view].mean - released.mean.to(on_d[view].mean)).norm()),
+            **verdict(
+                llr_member=s["member"],
+                llr_nonmember=s["non_member"],
+                kl=s["kl"],
+                reproduces=same_sampler(on_d[view], released),
+                claimed=claimed,
+                alpha=a.alpha,
+            ),
+        }
+    per_record = [
+        {
+            "target": j,
+            **{
+                f"{view}_{key}": float(scores[view][key][j]) for view in VIEWS for key in ("member", "non_member", "kl")
+            },
+        }
+        for j in range(k)
+    ]
     with atomic_dir(lay.artifacts / "audit" / "replay", private=True) as tmp:  # the operator's figures: private
         write_json(tmp / "per_record.json", {"per_record": per_record}, private=True)
-    public = [{"target": j, "llr_released_draw": row["public_member"], "llr_non_member_draw": row["public_non_member"],
-               "kl": row["public_kl"], "says_member": row["public_member"] > 0} for j, row in enumerate(per_record)]
-    out = {"round": r, "claimed": claimed, "guarantee": claim.kind, "alpha": a.alpha, "views": rows,
-           "public_per_record": public}
+    public = [
+        {
+            "target": j,
+            "llr_released_draw": row["public_member"],
+            "llr_non_member_draw": row["public_non_member"],
+            "kl": row["public_kl"],
+            "says_member": row["public_member"] > 0,
+        }
+        for j, row in enumerate(per_record)
+    ]
+    out = {
+        "round": r,
+        "claimed": claimed,
+        "guarantee": claim.kind,
+        "alpha": a.alpha,
+        "views": rows,
+        "public_per_record": public,
+    }
     write_json(lay.metrics / "audit_replay.json", out)
     return {"round": r, "targets": k, **{f"{v}_convicted": rows[v]["convicted"] for v in VIEWS}}

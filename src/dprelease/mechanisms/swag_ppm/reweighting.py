@@ -49,8 +49,9 @@ from dprelease.mechanisms.swag_ppm.swag import SwagMoments, iter_samples
 NO_REWEIGHT = "ppm.reweight is false (or the censored mechanism, which needs no re-weighting)"
 
 
-def decide(*, mode: str, reached: bool, certified: bool | None, f1_round2: float | None,
-           f1_reweighted: float | None) -> tuple[bool, str]:
+def decide(
+    *, mode: str, reached: bool, certified: bool | None, f1_round2: float | None, f1_reweighted: float | None
+) -> tuple[bool, str]:
     """(accepted, reason) — the acceptance rule of the module docstring. The reason names the rule that
     decided, never a number (it is published)."""
     if mode == "oneshot":
@@ -58,19 +59,41 @@ def decide(*, mode: str, reached: bool, certified: bool | None, f1_round2: float
     if not reached:
         return False, "not accepted: Δ̂ stayed above the target bound within the refit budget; round 2 released"
     if not certified:
-        return False, ("not accepted: a fresh certification pass after the stop put Δ̂ above the target bound; "
-                       "round 2 released")
+        return False, (
+            "not accepted: a fresh certification pass after the stop put Δ̂ above the target bound; round 2 released"
+        )
     if f1_round2 is None or f1_reweighted is None or f1_reweighted < f1_round2:
         return False, "not accepted: validation weighted F1 below round 2's; round 2 released"
-    return True, ("accepted: Δ̂ within the target bound on a fresh certification pass, and validation weighted F1 "
-                  "not below round 2's")
+    return True, (
+        "accepted: Δ̂ within the target bound on a fresh certification pass, and validation weighted F1 "
+        "not below round 2's"
+    )
 
 
-def fit(params: Params, backend, feats, y, weights: np.ndarray | None, r: int, attempt: int = 0,
-        censor: Censor | None = None, *, artifacts: Path) -> dict:
+def fit(
+    params: Params,
+    backend,
+    feats,
+    y,
+    weights: np.ndarray | None,
+    r: int,
+    attempt: int = 0,
+    censor: Censor | None = None,
+    *,
+    artifacts: Path,
+) -> dict:
     """Round r's refit number ``attempt`` (fit.refit), its randomness from the secret key in ``artifacts``."""
-    return refit(params, backend, feats, y, weights, r=r, seeds=secret.training_seeds(artifacts), censor=censor,
-                 tag=attempt_tag(attempt))
+    return refit(
+        params,
+        backend,
+        feats,
+        y,
+        weights,
+        r=r,
+        seeds=secret.training_seeds(artifacts),
+        censor=censor,
+        tag=attempt_tag(attempt),
+    )
 
 
 def attempt_tag(attempt: int) -> str:
@@ -86,15 +109,24 @@ def mean_weighted_f1(backend, model, moments: SwagMoments, feats, y: torch.Tenso
     for chunk in iter_samples(moments, draws, 10, gen):
         for theta in chunk:
             set_flat(model, theta)
-            scores.append(f1_summary(y.numpy(), backend.predict_proba(model, feats).argmax(1).numpy(), classes)["weighted_f1"])
+            scores.append(
+                f1_summary(y.numpy(), backend.predict_proba(model, feats).argmax(1).numpy(), classes)["weighted_f1"]
+            )
     return float(np.mean(scores))
 
 
 def validation_f1(params: Params, lay: Layout, backend, model, moments: SwagMoments, r: int) -> float:
     """Mean weighted F1 over ``ppm.validation_draws`` draws of ``moments`` on the validation split."""
     val, y_val = features(lay, "validation")
-    return mean_weighted_f1(backend, model, moments, val, y_val, draws=params.ppm.validation_draws,
-                            seed=secret.seed(lay.artifacts, f"validation/round{r}"))
+    return mean_weighted_f1(
+        backend,
+        model,
+        moments,
+        val,
+        y_val,
+        draws=params.ppm.validation_draws,
+        seed=secret.seed(lay.artifacts, f"validation/round{r}"),
+    )
 
 
 def reweight(params: Params, root: str | Path = ".") -> dict:
@@ -118,43 +150,83 @@ def reweight(params: Params, root: str | Path = ".") -> dict:
     refits = 1 if p.reweight_mode == "oneshot" else p.max_refits
     trail = []
     for t in range(refits):
-        w = (ppm.reweight(w, L, k=p.k, form=p.reweight_form) if p.reweight_mode == "oneshot"
-             else ppm.reweight_toward(w, L, target=p.reweight_aim * target, step=p.reweight_step))
+        w = (
+            ppm.reweight(w, L, k=p.k, form=p.reweight_form)
+            if p.reweight_mode == "oneshot"
+            else ppm.reweight_toward(w, L, target=p.reweight_aim * target, step=p.reweight_step)
+        )
         fitted = fit(params, backend, feats, y, w, 3, attempt=t, artifacts=lay.artifacts)
         early = None if p.reweight_mode == "oneshot" else bound
-        L, max_deltas = draw_pass(backend, fitted["model"], fitted["moments"], feats, y, w, draws=p.draws,
-                                  chunk=p.draw_batch, seed=secret.seed(lay.artifacts, "sensitivity" + attempt_tag(t) + "/round3"),
-                                  desc=f"sensitivity r3 refit {t + 1}", stop_above=early, min_draws=p.draws // 2)
+        L, max_deltas = draw_pass(
+            backend,
+            fitted["model"],
+            fitted["moments"],
+            feats,
+            y,
+            w,
+            draws=p.draws,
+            chunk=p.draw_batch,
+            seed=secret.seed(lay.artifacts, "sensitivity" + attempt_tag(t) + "/round3"),
+            desc=f"sensitivity r3 refit {t + 1}",
+            stop_above=early,
+            min_draws=p.draws // 2,
+        )
         delta = float(max_deltas.max())
-        trail.append({"refit": t + 1, "local_sensitivity": delta, "draws": len(max_deltas),
-                      "weight_mean": float(w.mean())})
+        trail.append(
+            {"refit": t + 1, "local_sensitivity": delta, "draws": len(max_deltas), "weight_mean": float(w.mean())}
+        )
         if delta <= bound:
             break
     reached = delta <= bound
     f2 = f3 = certified = None
     if p.reweight_mode == "iterative" and reached:
         # certification: a separate fresh full pass after the stop (independent of the pass that stopped it)
-        L, max_deltas = draw_pass(backend, fitted["model"], fitted["moments"], feats, y, w, draws=p.draws,
-                                  chunk=p.draw_batch, seed=secret.seed(lay.artifacts, "certify/round3"), desc="certify r3")
+        L, max_deltas = draw_pass(
+            backend,
+            fitted["model"],
+            fitted["moments"],
+            feats,
+            y,
+            w,
+            draws=p.draws,
+            chunk=p.draw_batch,
+            seed=secret.seed(lay.artifacts, "certify/round3"),
+            desc="certify r3",
+        )
         delta = float(max_deltas.max())
         certified = delta <= bound
         if certified:
             round2 = SwagMoments.load(lay.swag(2) / "moments.safetensors", device=backend.device)
             f2 = validation_f1(params, lay, backend, fitted["model"], round2, 2)
             f3 = validation_f1(params, lay, backend, fitted["model"], fitted["moments"], 3)
-    accepted, reason = decide(mode=p.reweight_mode, reached=reached, certified=certified, f1_round2=f2,
-                              f1_reweighted=f3)
+    accepted, reason = decide(
+        mode=p.reweight_mode, reached=reached, certified=certified, f1_round2=f2, f1_reweighted=f3
+    )
     _save_round3(lay, w, fitted, L, max_deltas)
-    write_json(lay.metrics / "sensitivity_r3.json", {"round": 3, "local_sensitivity": delta, "epsilon": 2 * delta,
-                                                    "draws": len(max_deltas)})  # a stage input (draw), not published
-    private = {"target": target if p.reweight_mode == "iterative" else None,
-               "bound": bound if p.reweight_mode == "iterative" else None, "refits": len(trail), "trail": trail,
-               "reached": reached, "certified": certified, "certified_local_sensitivity": delta if certified is not None
-               else None, "validation_weighted_f1": {"round_2": f2, "round_3": f3},
-               "weight_mean": float(w.mean()), "weights_one": int((w == 1).sum())}
+    write_json(
+        lay.metrics / "sensitivity_r3.json",
+        {"round": 3, "local_sensitivity": delta, "epsilon": 2 * delta, "draws": len(max_deltas)},
+    )  # a stage input (draw), not published
+    private = {
+        "target": target if p.reweight_mode == "iterative" else None,
+        "bound": bound if p.reweight_mode == "iterative" else None,
+        "refits": len(trail),
+        "trail": trail,
+        "reached": reached,
+        "certified": certified,
+        "certified_local_sensitivity": delta if certified is not None else None,
+        "validation_weighted_f1": {"round_2": f2, "round_3": f3},
+        "weight_mean": float(w.mean()),
+        "weights_one": int((w == 1).sum()),
+    }
     _save_decision(lay, private)
-    summary = {"mode": p.reweight_mode, "accepted": accepted, "released_round": 3 if accepted else 2,
-               "reason": reason, "max_refits": refits}
+    summary = {
+        "mode": p.reweight_mode,
+        "accepted": accepted,
+        "released_round": 3 if accepted else 2,
+        "reason": reason,
+        "max_refits": refits,
+    }
     write_json(lay.metrics / "reweight.json", summary)
     return summary
 

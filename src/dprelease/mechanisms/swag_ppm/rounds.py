@@ -36,16 +36,21 @@ def risk(params: Params, root: str | Path = ".") -> dict:
 
 
 def _weight_stats(w: np.ndarray) -> dict:
-    return {"weight_mean": float(w.mean()), "weight_median": float(np.median(w)),
-            "weights_zero": int((w == 0).sum()), "weights_one": int((w == 1).sum())}
+    return {
+        "weight_mean": float(w.mean()),
+        "weight_median": float(np.median(w)),
+        "weights_zero": int((w == 0).sum()),
+        "weights_one": int((w == 1).sum()),
+    }
 
 
 def sensitivity(params: Params, root: str | Path = ".", r: int = 2) -> dict:
     """M_s = max_i w_i CE_i(θ^(s)) over S draws of SWAG_r; Δ̂ = max_s M_s; ε = 2Δ̂ (docs/algorithms.md, B.6); for the
     censored mechanism M_s = max_i min(w_i CE_i, ε_c/2)."""
     lay = Layout.from_params(params, root)
-    record_max, max_deltas = posterior_pass(params, lay, r, round_weights(lay, r), "sensitivity",
-                                            censor=release_censor(params))
+    record_max, max_deltas = posterior_pass(
+        params, lay, r, round_weights(lay, r), "sensitivity", censor=release_censor(params)
+    )
     local_sensitivity, eps = ppm.epsilon(max_deltas)
     with atomic_dir(lay.sensitivity(r), private=True) as tmp:
         np.save(tmp / "record_max_loss.npy", record_max)  # private: per-record, feeds re-weighting
@@ -58,8 +63,9 @@ def sensitivity(params: Params, root: str | Path = ".", r: int = 2) -> dict:
 SECRET_NOISE = "seeded from the project's secret key (OS entropy), not from the public seed"
 
 
-def draw_one(backend, model, moments: SwagMoments, feats, y, weights: np.ndarray | None, *, seed: int,
-             censor=None) -> tuple[torch.Tensor, float]:
+def draw_one(
+    backend, model, moments: SwagMoments, feats, y, weights: np.ndarray | None, *, seed: int, censor=None
+) -> tuple[torch.Tensor, float]:
     """One draw θ* from ``moments`` (the model is left at θ*) and its M* = max_i w_i CE_i(θ*) (censored
     when the mechanism is), which enters Δ̂ (docs/algorithms.md, B.7b step 7)."""
     gen = torch.Generator(device=backend.device).manual_seed(seed)
@@ -81,8 +87,9 @@ def draw_from_round(params: Params, lay: Layout, r: int, tag: str = "release"):
 
 def release_tail(params: Params, lay: Layout, r: int) -> dict | None:
     """The extreme-value fit of round r's per-draw maxima (extremes.py); None below ``MIN_DRAWS`` draws."""
-    return extremes.tail_or_none(np.load(lay.sensitivity(r) / "max_deltas.npy"),
-                                 seed=secret.seed(lay.artifacts, f"tail/round{r}"))
+    return extremes.tail_or_none(
+        np.load(lay.sensitivity(r) / "max_deltas.npy"), seed=secret.seed(lay.artifacts, f"tail/round{r}")
+    )
 
 
 def _draw(params: Params, lay: Layout, r: int, tag: str):
@@ -91,19 +98,36 @@ def _draw(params: Params, lay: Layout, r: int, tag: str):
     feats, y = features(lay)
     moments = SwagMoments.load(lay.swag(r) / "moments.safetensors", device=backend.device)
     model, censor = backend.new_model(feats), release_censor(params)
-    theta, m_star = draw_one(backend, model, moments, feats, y, round_weights(lay, r),
-                             seed=secret.seed(lay.artifacts, f"{tag}/round{r}"), censor=censor)
+    theta, m_star = draw_one(
+        backend,
+        model,
+        moments,
+        feats,
+        y,
+        round_weights(lay, r),
+        seed=secret.seed(lay.artifacts, f"{tag}/round{r}"),
+        censor=censor,
+    )
     sens = read_json(lay.metrics / f"sensitivity_r{r}.json")
     temp = read_json(lay.metrics / f"temperature_r{r}.json")["temperature"]
     local_sensitivity = max(sens["local_sensitivity"], m_star)
-    q = {"posterior_draws": sens["draws"], "round": r, "calibration": params.ppm.calibration,
-         "released_draw_noise": SECRET_NOISE}
+    q = {
+        "posterior_draws": sens["draws"],
+        "round": r,
+        "calibration": params.ppm.calibration,
+        "released_draw_noise": SECRET_NOISE,
+    }
     tail = release_tail(params, lay, r)
     if censor is not None:
-        g = guarantee.censored(params.ppm.censor_epsilon, local_sensitivity,
-                               weights=guarantee.RISK_WEIGHTS if r >= 2 else guarantee.UNIFORM_WEIGHTS,
-                               temperature=temp["subspace"], temperature_min=temp["subspace_min"],
-                               temperature_all=temp["all_parameters"], **q)
+        g = guarantee.censored(
+            params.ppm.censor_epsilon,
+            local_sensitivity,
+            weights=guarantee.RISK_WEIGHTS if r >= 2 else guarantee.UNIFORM_WEIGHTS,
+            temperature=temp["subspace"],
+            temperature_min=temp["subspace_min"],
+            temperature_all=temp["all_parameters"],
+            **q,
+        )
     else:  # an ε only for a sampler certified in every direction, from the tail's upper bound (claim.py)
         g = claim.ppm_claim(local_sensitivity, temp, parameters=int(moments.mean.numel()), tail=tail, **q)
     return backend, model, theta, m_star, g, tail

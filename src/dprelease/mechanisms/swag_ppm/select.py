@@ -40,8 +40,10 @@ from dprelease.mechanisms.swag_ppm.reweighting import released_round
 from dprelease.mechanisms.swag_ppm.rounds import SECRET_NOISE
 from dprelease.mechanisms.swag_ppm.swag import SwagMoments, iter_samples
 
-COMPOSITION = ("publishing both the plain release (ε) and this selected one (2ε) from the same data "
-               "costs ε + 2ε in total (basic composition)")
+COMPOSITION = (
+    "publishing both the plain release (ε) and this selected one (2ε) from the same data "
+    "costs ε + 2ε in total (basic composition)"
+)
 NOT_ENABLED = "selection.enabled is false"
 NO_VALIDATION = "data.validation_size is 0 (no validation split to score candidates on)"
 
@@ -53,8 +55,10 @@ def selected_folder(lay: Layout) -> Path:
 def private_select(params: Params, root: str | Path = ".") -> dict:
     sp, lay = params.selection, Layout.from_params(params, root)
     if sp.split == "test":
-        raise ValueError("selection.split: private selection refuses to score on the test split "
-                         "(set data.validation_size > 0 and use split: validation)")
+        raise ValueError(
+            "selection.split: private selection refuses to score on the test split "
+            "(set data.validation_size > 0 and use split: validation)"
+        )
     folder = selected_folder(lay)
     check_release_path(params, root, folder.resolve())
     if not sp.enabled:
@@ -93,19 +97,31 @@ def private_select(params: Params, root: str | Path = ".") -> dict:
     rng = secret.numpy_rng(lay.artifacts, f"select-stop/round{r}")
     result = select(draw, score, sp.tau, sp.gamma, rng)
     temp = read_json(lay.metrics / f"temperature_r{r}.json")["temperature"]
-    g = claim.ppm_claim(bound, temp, parameters=int(moments.mean.numel()), budget=selection_budget,
-                        mechanism="SWAG-PPM with private selection (Liu & Talwar 2019)",
-                        posterior_draws=sens["draws"], round=r,
-                        candidate_rule="Δ fixed before selection; a candidate with M* > Δ is a failed try",
-                        claim_basis="Δ fixed before selection: a hard threshold on every candidate that can be released",
-                        released_draw_noise=SECRET_NOISE)
+    g = claim.ppm_claim(
+        bound,
+        temp,
+        parameters=int(moments.mean.numel()),
+        budget=selection_budget,
+        mechanism="SWAG-PPM with private selection (Liu & Talwar 2019)",
+        posterior_draws=sens["draws"],
+        round=r,
+        candidate_rule="Δ fixed before selection; a candidate with M* > Δ is a failed try",
+        claim_basis="Δ fixed before selection: a hard threshold on every candidate that can be released",
+        released_draw_noise=SECRET_NOISE,
+    )
     # The number of tries and the rejected candidates' scores are data-dependent and NOT covered by the
     # 2ε guarantee (docs/guarantees.md, Q): they stay in the private artifacts, never in metrics, MLflow, logs or
     # the release folder.
     with atomic_dir(lay.artifacts / "selection", private=True) as tmp:
         write_json(tmp / "private.json", {"tries": result.tries, "scores": result.scores})
-    summary = {"found": result.found, "tau": sp.tau, "gamma": sp.gamma, "metric": sp.metric,
-               "guarantee": g.as_dict(), "composition": COMPOSITION}
+    summary = {
+        "found": result.found,
+        "tau": sp.tau,
+        "gamma": sp.gamma,
+        "metric": sp.metric,
+        "guarantee": g.as_dict(),
+        "composition": COMPOSITION,
+    }
     if result.found:
         set_flat(model, result.selected)
         labels = label_info(lay)

@@ -53,8 +53,12 @@ class SwagMoments:
     def save(self, path: str | Path) -> None:
         # the scale is a tensor, not metadata: safetensors writes a metadata map in no fixed order, and a
         # second key there would make identical moments differ byte for byte (and re-key later stages)
-        tensors = {"mean": self.mean, "var": self.var, "deviations": self.deviations.contiguous(),
-                   "scale": torch.tensor(float(self.scale), dtype=torch.float64)}
+        tensors = {
+            "mean": self.mean,
+            "var": self.var,
+            "deviations": self.deviations.contiguous(),
+            "scale": torch.tensor(float(self.scale), dtype=torch.float64),
+        }
         with atomic_path(path) as tmp:
             save_file(tensors, str(tmp), metadata={"n_models": str(self.n_models)})
 
@@ -66,7 +70,9 @@ class SwagMoments:
             meta = fh.metadata()
         t = load_file(str(path), device=str(device))
         scale = float(t["scale"]) if "scale" in t else 0.5
-        return cls(mean=t["mean"], var=t["var"], deviations=t["deviations"], n_models=int(meta["n_models"]), scale=scale)
+        return cls(
+            mean=t["mean"], var=t["var"], deviations=t["deviations"], n_models=int(meta["n_models"]), scale=scale
+        )
 
 
 class SwagCollector:
@@ -110,13 +116,17 @@ def normals(moments: SwagMoments, n: int, generator: torch.Generator) -> tuple[t
     takes them from ``generator``."""
     device = moments.mean.device
     z1 = torch.randn(n, moments.dim, generator=generator, device=device, dtype=torch.float32)
-    z2 = (torch.randn(n, moments.rank, generator=generator, device=device, dtype=torch.float32)
-          if moments.rank > 1 else None)
+    z2 = (
+        torch.randn(n, moments.rank, generator=generator, device=device, dtype=torch.float32)
+        if moments.rank > 1
+        else None
+    )
     return z1, z2
 
 
-def transform(moments: SwagMoments, z1: torch.Tensor, z2: torch.Tensor | None,
-              scale: float | None = None) -> torch.Tensor:
+def transform(
+    moments: SwagMoments, z1: torch.Tensor, z2: torch.Tensor | None, scale: float | None = None
+) -> torch.Tensor:
     """θ̃ = θ̄ + sqrt(scale) · (Σdiag^{1/2} z1 + D̂ z2 / sqrt(K' − 1)) for the normals of :func:`normals`."""
     scale = moments.scale if scale is None else scale
     out = z1 * moments.var.sqrt().float()

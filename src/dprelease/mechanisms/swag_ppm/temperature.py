@@ -79,10 +79,15 @@ class Temperature:
 
     def rescaled(self, factor: float) -> "Temperature":
         """The same sampler with its scale multiplied by ``factor`` (every reading is linear in it)."""
-        return replace(self, subspace=self.subspace * factor, subspace_min=self.subspace_min * factor,
-                       subspace_max=self.subspace_max * factor, all_parameters=self.all_parameters * factor,
-                       subspace_conditional=self.subspace_conditional * factor,
-                       all_parameters_min=None if self.all_parameters_min is None else self.all_parameters_min * factor)
+        return replace(
+            self,
+            subspace=self.subspace * factor,
+            subspace_min=self.subspace_min * factor,
+            subspace_max=self.subspace_max * factor,
+            all_parameters=self.all_parameters * factor,
+            subspace_conditional=self.subspace_conditional * factor,
+            all_parameters_min=None if self.all_parameters_min is None else self.all_parameters_min * factor,
+        )
 
 
 def subspace_basis(deviations: np.ndarray, rtol: float = 1e-6) -> np.ndarray:
@@ -94,8 +99,14 @@ def subspace_basis(deviations: np.ndarray, rtol: float = 1e-6) -> np.ndarray:
 Operator = Callable[[np.ndarray], np.ndarray]
 
 
-def conjugate_gradient(apply: Operator, rhs: np.ndarray, *, preconditioner: Operator | np.ndarray | None = None,
-                       rtol: float = CG_RTOL, max_iter: int = CG_MAX_ITER) -> tuple[np.ndarray, int, float]:
+def conjugate_gradient(
+    apply: Operator,
+    rhs: np.ndarray,
+    *,
+    preconditioner: Operator | np.ndarray | None = None,
+    rtol: float = CG_RTOL,
+    max_iter: int = CG_MAX_ITER,
+) -> tuple[np.ndarray, int, float]:
     """Solve A xⱼ = bⱼ for the rows of ``rhs`` [r, d] (A symmetric positive definite, ``apply`` maps
     [m, d] rows to A·rows) by preconditioned conjugate gradients, each row its own recurrence; a row
     stops once ‖bⱼ − A xⱼ‖ ≤ rtol·‖bⱼ‖ (only unfinished rows are multiplied). ``preconditioner``: an
@@ -136,9 +147,16 @@ def conjugate_gradient(apply: Operator, rhs: np.ndarray, *, preconditioner: Oper
     return x, it, float(res.max()) if res.size else 0.0
 
 
-def laplace_marginal(apply_ggn: Operator, basis: np.ndarray, ggn_diag: np.ndarray, *, prior_precision: float,
-                     preconditioner: Operator | None = None, rtol: float = CG_RTOL,
-                     max_iter: int = CG_MAX_ITER) -> Marginal:
+def laplace_marginal(
+    apply_ggn: Operator,
+    basis: np.ndarray,
+    ggn_diag: np.ndarray,
+    *,
+    prior_precision: float,
+    preconditioner: Operator | None = None,
+    rtol: float = CG_RTOL,
+    max_iter: int = CG_MAX_ITER,
+) -> Marginal:
     """Two-sided bounds on M = U H⁻¹ Uᵀ, H = G + λI, for the rows U of ``basis``, from approximate solves
     xⱼ ≈ H⁻¹uⱼ (conjugate gradients on GGN-vector products, preconditioned by ``preconditioner`` ≈ H⁻¹,
     default Jacobi 1/(diag G + λ); stopped at ``rtol`` or after ``max_iter`` iterations).
@@ -170,8 +188,17 @@ class Marginal:
     residual: float  # largest relative true residual ‖rⱼ‖/‖uⱼ‖
 
 
-def estimate(var: np.ndarray, deviations: np.ndarray, scale: float, basis: np.ndarray, ggn_diag: np.ndarray,
-             ggn_block: np.ndarray, marginal: Marginal, *, prior_precision: float) -> Temperature:
+def estimate(
+    var: np.ndarray,
+    deviations: np.ndarray,
+    scale: float,
+    basis: np.ndarray,
+    ggn_diag: np.ndarray,
+    ggn_block: np.ndarray,
+    marginal: Marginal,
+    *,
+    prior_precision: float,
+) -> Temperature:
     """Temperatures of the sampler scale·(diag(var) + DᵀD/(K−1)) against N(θ̄, (G + λI)⁻¹).
 
     ``basis`` [r, d] orthonormal rows spanning D's rows; ``ggn_diag`` = diag(G); ``ggn_block`` = U G Uᵀ;
@@ -183,8 +210,13 @@ def estimate(var: np.ndarray, deviations: np.ndarray, scale: float, basis: np.nd
     var, dev, u = (np.asarray(a, dtype=np.float64) for a in (var, deviations, basis))
     g_u = np.asarray(ggn_block, dtype=np.float64)
     d, k, r = var.size, dev.shape[0], u.shape[0]
-    if (dev.shape[1:] != var.shape or u.shape[1:] != var.shape or g_u.shape != (r, r)
-            or marginal.upper.shape != (r, r) or len(ggn_diag) != d):
+    if (
+        dev.shape[1:] != var.shape
+        or u.shape[1:] != var.shape
+        or g_u.shape != (r, r)
+        or marginal.upper.shape != (r, r)
+        or len(ggn_diag) != d
+    ):
         raise ValueError("variance, deviations, basis, GGN diagonal, GGN block and marginal do not match")
     if r == 0:
         raise ValueError("the SWAG deviations span no subspace (all zero)")
@@ -195,13 +227,22 @@ def estimate(var: np.ndarray, deviations: np.ndarray, scale: float, basis: np.nd
     h_u = g_u + prior_precision * np.eye(r)
     h_diag = np.asarray(ggn_diag, dtype=np.float64) + prior_precision
     trace_all = float(h_diag @ var) + lr_scale * float(np.trace(low @ h_u @ low.T))
-    return Temperature(subspace=float(temps.mean()), subspace_min=float(temps.min()), subspace_max=float(temps.max()),
-                       all_parameters_min=min(all_directions_floor(var, scale=scale, prior_precision=prior_precision),
-                                              float(temps.min())), parameters=int(d),
-                       all_parameters=scale * trace_all / d, subspace_conditional=float(np.trace(sigma_u @ h_u)) / r,
-                       rank=int(r), prior_precision=float(prior_precision), cg_iterations=int(marginal.iterations),
-                       cg_residual=marginal.residual,
-                       bound_gap=float(per_direction(sigma_u, marginal.lower).mean() / temps.mean() - 1))
+    return Temperature(
+        subspace=float(temps.mean()),
+        subspace_min=float(temps.min()),
+        subspace_max=float(temps.max()),
+        all_parameters_min=min(
+            all_directions_floor(var, scale=scale, prior_precision=prior_precision), float(temps.min())
+        ),
+        parameters=int(d),
+        all_parameters=scale * trace_all / d,
+        subspace_conditional=float(np.trace(sigma_u @ h_u)) / r,
+        rank=int(r),
+        prior_precision=float(prior_precision),
+        cg_iterations=int(marginal.iterations),
+        cg_residual=marginal.residual,
+        bound_gap=float(per_direction(sigma_u, marginal.lower).mean() / temps.mean() - 1),
+    )
 
 
 def all_directions_floor(var: np.ndarray, *, scale: float, prior_precision: float) -> float:
@@ -212,8 +253,9 @@ def all_directions_floor(var: np.ndarray, *, scale: float, prior_precision: floa
     return float(prior_precision * scale * np.min(np.asarray(var, dtype=np.float64)))
 
 
-def subspace_deviations(var: np.ndarray, basis: np.ndarray, marginal_upper: np.ndarray, *, scale: float,
-                        rows: int) -> np.ndarray:
+def subspace_deviations(
+    var: np.ndarray, basis: np.ndarray, marginal_upper: np.ndarray, *, scale: float, rows: int
+) -> np.ndarray:
     """Deviation rows D' [rows, d] in the span of ``basis`` U such that the sampler
     scale·(diag(var) + D'ᵀD'/(rows − 1)) has, in U, the covariance max(M⁺, scale·U diag(var) Uᵀ) in the
     Loewner sense — exactly M⁺ = ``marginal_upper`` when SWAG's diagonal part alone is narrower than M⁺ in

@@ -95,7 +95,9 @@ def decide(history: list[Outcome], req: Requirements, baseline: dict, steps: Ste
         if o.epochs + steps.epoch_step > steps.max_epochs:
             d = _lower_c(o, steps, "under-fit but FT epochs exhausted")
         else:
-            d = Decision("more_epochs", "max deltas persistently variable (under-fit)", o.c, o.epochs + steps.epoch_step)
+            d = Decision(
+                "more_epochs", "max deltas persistently variable (under-fit)", o.c, o.epochs + steps.epoch_step
+            )
     elif o.verdict == "overfit":
         bracketed = any(h.c == o.c and h.epochs < o.epochs and h.verdict == "underfit" for h in history[:-1])
         if bracketed:

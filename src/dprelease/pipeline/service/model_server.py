@@ -65,8 +65,10 @@ def admit(body: bytes, content_type: str, *, max_batch: int, max_bytes: int = MA
     :class:`Refused` when it holds more than ``max_batch`` narratives or ``max_bytes`` bytes. A body MLflow cannot
     parse is passed on as it is (MLflow answers it: HTTP 400)."""
     if len(body) > max_bytes:
-        raise Refused(f"request body of {len(body)} bytes is over the limit of {max_bytes} bytes: send fewer or "
-                      "shorter narratives per request")
+        raise Refused(
+            f"request body of {len(body)} bytes is over the limit of {max_bytes} bytes: send fewer or "
+            "shorter narratives per request"
+        )
     mime = (content_type or "").split(";")[0].strip().lower()
     n = 0
     if mime == "application/json":
@@ -91,8 +93,9 @@ def admit(body: bytes, content_type: str, *, max_batch: int, max_bytes: int = MA
         except Exception:  # noqa: BLE001 - not parquet: MLflow answers it
             return body
     if n > max_batch:
-        raise Refused(f"{n} narratives in one request; at most {max_batch} per request: split the batch into "
-                      "several requests")
+        raise Refused(
+            f"{n} narratives in one request; at most {max_batch} per request: split the batch into several requests"
+        )
     return body
 
 
@@ -127,8 +130,11 @@ def _rows_from(message: str, offset: int) -> str:
     """A piece's ``row(s) 1, 2`` (the model's one-line messages) as the request's rows: ``offset`` added."""
     if not offset:
         return message
-    return re.sub(r"row\(s\) ([\d, ]+)", lambda m: "row(s) " + ", ".join(
-        str(int(n) + offset) for n in m.group(1).replace(" ", "").split(",") if n), message)
+    return re.sub(
+        r"row\(s\) ([\d, ]+)",
+        lambda m: "row(s) " + ", ".join(str(int(n) + offset) for n in m.group(1).replace(" ", "").split(",") if n),
+        message,
+    )
 
 
 def one_line_message(message: str) -> str:
@@ -159,26 +165,38 @@ def app(model, *, max_batch: int = MAX_BATCH, max_bytes: int = MAX_BYTES):
     schema = model.metadata.get_input_schema()
 
     def error(status: int, code: str, message: str) -> Response:
-        return Response(content=json.dumps({"error_code": code, "message": message}), status_code=status,
-                        media_type="application/json")
+        return Response(
+            content=json.dumps({"error_code": code, "message": message}),
+            status_code=status,
+            media_type="application/json",
+        )
 
     async def invocations(request):
         size = request.headers.get("content-length", "")
         if size.isdigit() and int(size) > max_bytes:  # refused before the body is read
-            return error(413, "REQUEST_LIMIT_EXCEEDED", f"request body of {size} bytes is over the limit of "
-                         f"{max_bytes} bytes: send fewer or shorter narratives per request")
+            return error(
+                413,
+                "REQUEST_LIMIT_EXCEEDED",
+                f"request body of {size} bytes is over the limit of "
+                f"{max_bytes} bytes: send fewer or shorter narratives per request",
+            )
         content_type, watcher = request.headers.get("content-type") or "", None
         try:
-            parts = pieces(admit(await request.body(), content_type, max_batch=max_batch, max_bytes=max_bytes),
-                           content_type)
+            parts = pieces(
+                admit(await request.body(), content_type, max_batch=max_batch, max_bytes=max_bytes), content_type
+            )
             predictions, gone = [], asyncio.Event()
             watcher = asyncio.create_task(_watch(request, gone)) if len(parts) > 1 else None
             for i, part in enumerate(parts):
                 # a client gone (its timeout) stops the work between pieces; so does MLflow's own timeout, which
                 # cancels this coroutine at the await below (the piece under way is the one finished)
                 if gone.is_set():
-                    print(f"dprelease: model server: request cancelled after {len(predictions)} narratives "
-                          f"(piece {i} of {len(parts)}): the client went away", file=sys.stderr, flush=True)
+                    print(
+                        f"dprelease: model server: request cancelled after {len(predictions)} narratives "
+                        f"(piece {i} of {len(parts)}): the client went away",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                     return Response(status_code=499)
                 try:
                     result = await asyncio.to_thread(scoring_server.invocations, part, content_type, model, schema)
@@ -195,8 +213,9 @@ def app(model, *, max_batch: int = MAX_BATCH, max_bytes: int = MAX_BYTES):
         finally:
             if watcher is not None:
                 watcher.cancel()
-        return Response(content=json.dumps({"predictions": predictions}), status_code=200,
-                        media_type="application/json")
+        return Response(
+            content=json.dumps({"predictions": predictions}), status_code=200, media_type="application/json"
+        )
 
     invocations.__annotations__["request"] = Request  # the class itself: FastAPI cannot resolve a postponed name here
     base.post("/invocations")(invocations)
@@ -222,13 +241,20 @@ def _record(root: Path, port: int, model_uri: str) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m dprelease.pipeline.service.model_server", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m dprelease.pipeline.service.model_server",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("model", help="the model: models:/NAME@ALIAS, models:/NAME/VERSION or a local model folder")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=5001)
-    ap.add_argument("--max-batch", type=int, default=int(os.environ.get(BATCH_ENV) or MAX_BATCH),
-                    help=f"narratives per request; above: HTTP 413 (default ${BATCH_ENV} or {MAX_BATCH})")
+    ap.add_argument(
+        "--max-batch",
+        type=int,
+        default=int(os.environ.get(BATCH_ENV) or MAX_BATCH),
+        help=f"narratives per request; above: HTTP 413 (default ${BATCH_ENV} or {MAX_BATCH})",
+    )
     ap.add_argument("--max-bytes", type=int, default=MAX_BYTES, help=f"request body bytes (default {MAX_BYTES})")
     ap.add_argument("--root", default=".", help="the project root (its .prefect/serve/ records the server's pid)")
     args = ap.parse_args(argv)
@@ -249,10 +275,17 @@ def main(argv: list[str] | None = None) -> int:
         except OneLineError as err:  # the release's signature or files (pyfunc_model.load_release)
             print(f"dprelease: error: {err}", file=sys.stderr)
             return 2
-        print(f"serving {args.model} on http://{args.host}:{args.port}/invocations (at most {args.max_batch} "
-              f"narratives per request; pid {os.getpid()}, stopped by `make serve-stop`)", flush=True)
-        uvicorn.run(app(model, max_batch=args.max_batch, max_bytes=args.max_bytes), host=args.host, port=args.port,
-                    log_level="warning")
+        print(
+            f"serving {args.model} on http://{args.host}:{args.port}/invocations (at most {args.max_batch} "
+            f"narratives per request; pid {os.getpid()}, stopped by `make serve-stop`)",
+            flush=True,
+        )
+        uvicorn.run(
+            app(model, max_batch=args.max_batch, max_bytes=args.max_bytes),
+            host=args.host,
+            port=args.port,
+            log_level="warning",
+        )
     except KeyboardInterrupt:
         pass
     finally:

@@ -75,16 +75,31 @@ def promote(client, name: str, version: str, *, gates) -> Decision:
     with the decision and move ``production`` to it, or ``refused`` when a gate fails."""
     candidate = mr.figures(client.get_model_version(name, version), gates.utility_metric)
     prod = mr.production(client, name)
-    decision = decide(candidate, None if prod is None else mr.figures(prod, gates.utility_metric),
-                      epsilon_budget=gates.epsilon_budget, cumulative_budget=gates.cumulative_budget,
-                      utility_tolerance=gates.utility_tolerance, audit=gates.audit)
+    decision = decide(
+        candidate,
+        None if prod is None else mr.figures(prod, gates.utility_metric),
+        epsilon_budget=gates.epsilon_budget,
+        cumulative_budget=gates.cumulative_budget,
+        utility_tolerance=gates.utility_tolerance,
+        audit=gates.audit,
+    )
     mr.record_decision(client, name, version, decision)
     return decision
 
 
-def register_release(p: Params, rp: Params, top: Path, where: Path, arm: str, snapshot_file: Path, *,
-                     timings: dict | None = None, fingerprint: dict | None = None, audited: bool = False,
-                     source: str = "retrain") -> dict:
+def register_release(
+    p: Params,
+    rp: Params,
+    top: Path,
+    where: Path,
+    arm: str,
+    snapshot_file: Path,
+    *,
+    timings: dict | None = None,
+    fingerprint: dict | None = None,
+    audited: bool = False,
+    source: str = "retrain",
+) -> dict:
     """Register the release of run folder ``where`` (run params ``rp``; project params ``p`` at ``top``)
     as a new version, add it to the ledger and run the gates. Returns ``{"mlflow_run_id", "registry"}``
     (``registry``: :func:`summary`); for a release already registered, ``{"registry"}`` with the audit
@@ -104,8 +119,12 @@ def register_release(p: Params, rp: Params, top: Path, where: Path, arm: str, sn
         for k, v in record.items():  # what this release was made from, for the next retrain's check
             if known.tags.get(k) != v:
                 client.set_model_version_tag(name, known.version, k, v)
-        return {"registry": summary(client.get_model_version(name, known.version), mr.production(client, name),
-                                    unchanged=True) | {"attached": attached}}
+        return {
+            "registry": summary(
+                client.get_model_version(name, known.version), mr.production(client, name), unchanged=True
+            )
+            | {"attached": attached}
+        }
     g = Guarantee.from_dict(released_record(lay.metrics)["guarantee"])
     run_name = f"{source} {snapshot_file.name.split('.')[0]} · {release_run_name(rp, g)}"
     run_id = log_pipeline_run(rp, where, run_name=run_name, store_root=top, timings=timings)
@@ -113,16 +132,29 @@ def register_release(p: Params, rp: Params, top: Path, where: Path, arm: str, sn
         model_uri = mr.log_model(mlflow, lay.release, key=key_folder(p, top) / PUBLIC)  # the key that signed it
         mlflow.set_tag("snapshot", snapshot_file.name)
     signed = read_json(lay.release / "release.json").get("signed_by") or {}
-    tags = figures_tags(lay, arm) | {"release.digest": digest, "release.signer": signed.get("name", "unsigned"),
-                                     "release.key_id": signed.get("key_id", "none"), "snapshot": snapshot_file.name,
-                                     "run_id": run_id,
-                                     "source": source, "audited": "true" if audited else "false"} | record
+    tags = (
+        figures_tags(lay, arm)
+        | {
+            "release.digest": digest,
+            "release.signer": signed.get("name", "unsigned"),
+            "release.key_id": signed.get("key_id", "none"),
+            "snapshot": snapshot_file.name,
+            "run_id": run_id,
+            "source": source,
+            "audited": "true" if audited else "false",
+        }
+        | record
+    )
     version = mr.register(mlflow, name, model_uri, tags)
     train = pd.read_csv(lay.data / "train.csv", dtype=str, keep_default_na=False)
     ledger = Ledger(top / p.artifacts / "ledger")
     spent = tags.get("epsilon", math.inf)  # no ε claimed (ppm_uncertified): its records' spend is unbounded
-    ledger.add(version, spent, record_hashes(train["text"].tolist(), train["label"].tolist(), ledger.salt),
-               snapshot=tags["snapshot_id"])
+    ledger.add(
+        version,
+        spent,
+        record_hashes(train["text"].tolist(), train["label"].tolist(), ledger.salt),
+        snapshot=tags["snapshot_id"],
+    )
     cumulative = ledger.cumulative(version)
     client.set_model_version_tag(name, version, "cumulative_epsilon", str(cumulative))
     client.set_model_version_tag(name, version, "composition", COMPOSITION)
@@ -131,9 +163,17 @@ def register_release(p: Params, rp: Params, top: Path, where: Path, arm: str, sn
         ledger.publish(version)
     out = summary(client.get_model_version(name, version), mr.production(client, name))
     # the version page shows a few tags but the whole description: the gate's reason and every figure
-    client.update_model_version(name, version, description=decision.reason()[:2000] + "\n\n" + markdown(
-        out["figures"], f"version {version}", {"cumulative ε (basic composition)": f"{cumulative:.4g}",
-                                                "snapshot": snapshot_file.name}))
+    client.update_model_version(
+        name,
+        version,
+        description=decision.reason()[:2000]
+        + "\n\n"
+        + markdown(
+            out["figures"],
+            f"version {version}",
+            {"cumulative ε (basic composition)": f"{cumulative:.4g}", "snapshot": snapshot_file.name},
+        ),
+    )
     return {"mlflow_run_id": run_id, "registry": out}
 
 
@@ -143,12 +183,18 @@ def summary(version, prod, *, unchanged: bool = False) -> dict:
     t = version.tags
     promoted = t.get("gate.decision") == "promoted"
     figures = {k: float(v) for k in NAMES if (v := mr.tag(version, k)) is not None}
-    return {"version": str(version.version), "epsilon": figures.get("epsilon"), "guarantee": t.get("guarantee"),
-            "figures": figures,
-            "cumulative_epsilon": float(mr.tag(version, "cumulative_epsilon")), "utility": figures["weighted_f1"],
-            "decision": ("unchanged, already " if unchanged else "") + t.get("gate.decision", "?"),
-            "promoted": promoted, "reason": t.get("gate.reason", ""),
-            "production": None if prod is None else str(prod.version)}
+    return {
+        "version": str(version.version),
+        "epsilon": figures.get("epsilon"),
+        "guarantee": t.get("guarantee"),
+        "figures": figures,
+        "cumulative_epsilon": float(mr.tag(version, "cumulative_epsilon")),
+        "utility": figures["weighted_f1"],
+        "decision": ("unchanged, already " if unchanged else "") + t.get("gate.decision", "?"),
+        "promoted": promoted,
+        "reason": t.get("gate.reason", ""),
+        "production": None if prod is None else str(prod.version),
+    }
 
 
 def unchanged_since(client, name: str, fp: dict, *, audit: bool):

@@ -41,20 +41,24 @@ from dprelease.core.release.signing import KEY_ENV, NO_CHECK_ENV, SignatureError
 ARTIFACT = "release"
 KEY_ARTIFACT = "agency_key"  # the agency's public key, logged with the model (checks integrity, not authenticity)
 INPUT_COLUMNS = ("narrative", *(c for c in NARRATIVE_COLUMNS if c != "narrative"))
-SIGNATURE = ModelSignature(inputs=Schema([ColSpec("string", c, required=False) for c in INPUT_COLUMNS]),
-                           outputs=Schema([ColSpec("string", "code"), ColSpec("string", "title"),
-                                           ColSpec("double", "probability")]))
+SIGNATURE = ModelSignature(
+    inputs=Schema([ColSpec("string", c, required=False) for c in INPUT_COLUMNS]),
+    outputs=Schema([ColSpec("string", "code"), ColSpec("string", "title"), ColSpec("double", "probability")]),
+)
 
 
 def narratives(model_input) -> list[str]:
     """The narratives of a pyfunc input, or a one-line :class:`ReleaseError`."""
     if isinstance(model_input, pd.DataFrame):
         # a named column with a value first: MLflow may add the optional ones the caller left out, empty
-        columns = sorted((c for c in INPUT_COLUMNS if c in model_input.columns),
-                         key=lambda c: model_input[c].isna().all())
+        columns = sorted(
+            (c for c in INPUT_COLUMNS if c in model_input.columns), key=lambda c: model_input[c].isna().all()
+        )
         if not columns and len(model_input.columns) != 1:
-            raise ReleaseError(f"no narrative column (looked for {', '.join(INPUT_COLUMNS)}; found "
-                               f"{', '.join(map(str, model_input.columns))})")
+            raise ReleaseError(
+                f"no narrative column (looked for {', '.join(INPUT_COLUMNS)}; found "
+                f"{', '.join(map(str, model_input.columns))})"
+            )
         model_input = model_input[columns[0] if columns else model_input.columns[0]]
     texts = [str(t).strip() if t is not None and t == t else "" for t in list(model_input)]
     empty = [i + 1 for i, t in enumerate(texts) if not t]
@@ -68,8 +72,10 @@ class ModelSignatureError(SignatureError):
     check it with (one line, naming the key used and how to give one)."""
 
 
-SHIPPED = (f"checked with the key logged with the model: integrity, not authenticity; set {KEY_ENV} to the "
-           "agency's agency.pub to pin it")
+SHIPPED = (
+    f"checked with the key logged with the model: integrity, not authenticity; set {KEY_ENV} to the "
+    "agency's agency.pub to pin it"
+)
 
 
 def release_key(artifacts: dict) -> tuple[str | None, bool, bool]:
@@ -77,13 +83,20 @@ def release_key(artifacts: dict) -> tuple[str | None, bool, bool]:
     artifacts: ``DPRELEASE_AGENCY_KEY``, else the model's ``agency_key``; ``DPRELEASE_NO_SIGNATURE_CHECK=1``
     skips the check (a warning line on stderr every time); no key at all is a :class:`ModelSignatureError`."""
     if opted_out(os.environ.get(NO_CHECK_ENV)):
-        print(f"dprelease: warning: {NO_CHECK_ENV} is set: the MLflow model's release is loaded WITHOUT checking "
-              "who signed it", file=sys.stderr, flush=True)
+        print(
+            f"dprelease: warning: {NO_CHECK_ENV} is set: the MLflow model's release is loaded WITHOUT checking "
+            "who signed it",
+            file=sys.stderr,
+            flush=True,
+        )
         return None, False, False
     pinned, shipped = key_from_env(), artifacts.get(KEY_ARTIFACT)
     if pinned is None and shipped is None:
-        err = missing_key(f"MLflow model release {artifacts.get(ARTIFACT)}", how=f"set {KEY_ENV}=/path/to/agency.pub",
-                          opt_out=f"{NO_CHECK_ENV}=1")
+        err = missing_key(
+            f"MLflow model release {artifacts.get(ARTIFACT)}",
+            how=f"set {KEY_ENV}=/path/to/agency.pub",
+            opt_out=f"{NO_CHECK_ENV}=1",
+        )
         raise ModelSignatureError(str(err))
     return (pinned, True, False) if pinned else (str(shipped), True, True)
 
@@ -95,8 +108,10 @@ def load_release(artifacts: dict, device: str = "cpu") -> Coder:
     try:
         return Coder(artifacts[ARTIFACT], device=device, key=key, signature_check=check)
     except SignatureError as err:
-        raise ModelSignatureError(f"the MLflow model's release does not load: {err}"
-                                  + (f" ({SHIPPED})" if shipped else f" (key from {KEY_ENV})")) from None
+        raise ModelSignatureError(
+            f"the MLflow model's release does not load: {err}"
+            + (f" ({SHIPPED})" if shipped else f" (key from {KEY_ENV})")
+        ) from None
 
 
 class AutocoderModel(mlflow.pyfunc.PythonModel):
@@ -114,8 +129,10 @@ class AutocoderModel(mlflow.pyfunc.PythonModel):
 
 
 # `make serve-model`'s check before the scoring server starts ------------------------------------------------------
-RETRAIN_FIRST = ("register one first: `make retrain SNAPSHOT=extract.csv` (or `make simulate`, or `make serve` then "
-                 "`make serve-trigger`), then `make serve-model` again")
+RETRAIN_FIRST = (
+    "register one first: `make retrain SNAPSHOT=extract.csv` (or `make simulate`, or `make serve` then "
+    "`make serve-trigger`), then `make serve-model` again"
+)
 
 
 def _registered(client, model_uri: str):
@@ -130,17 +147,20 @@ def _registered(client, model_uri: str):
     try:
         client.get_registered_model(name)
     except MlflowException:
-        raise ReleaseError(f"no registered model {name!r} in the MLflow store {mlflow.get_tracking_uri()}: "
-                           f"{RETRAIN_FIRST}") from None
+        raise ReleaseError(
+            f"no registered model {name!r} in the MLflow store {mlflow.get_tracking_uri()}: {RETRAIN_FIRST}"
+        ) from None
     try:
         if by_alias:
             return client.get_model_version_by_alias(name, alias)
         return client.get_model_version(name, alias)
     except MlflowException:
         versions = sorted(int(v.version) for v in client.search_model_versions(f"name = '{name}'"))
-        raise ReleaseError(f"{model_uri}: {name!r} has no version {alias!r} (registered: "
-                           f"{', '.join(map(str, versions)) or 'none'}; a version the gates refused is not "
-                           f"'production'): retrain, or serve a version by its number") from None
+        raise ReleaseError(
+            f"{model_uri}: {name!r} has no version {alias!r} (registered: "
+            f"{', '.join(map(str, versions)) or 'none'}; a version the gates refused is not "
+            f"'production'): retrain, or serve a version by its number"
+        ) from None
 
 
 def serve_check(model_uri: str) -> str:
@@ -176,8 +196,10 @@ def serve_check(model_uri: str) -> str:
         except ReleaseError as err:
             raise ReleaseError(f"{shown}: {err}") from None
     how = "with the key logged with the model (integrity, not authenticity)" if shipped else f"with {key} ({KEY_ENV})"
-    return (f"{shown}: release signed by {info['signer']} (key {info['key_id'][:16]}), checked {how}; "
-            "starting the scoring server")
+    return (
+        f"{shown}: release signed by {info['signer']} (key {info['key_id'][:16]}), checked {how}; "
+        "starting the scoring server"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,8 +29,9 @@ def run_params(base: Params, rel: Path) -> Params:
     """The run folder's params: the project's, reading the snapshot and signing with the project's agency
     key (``../../../`` back to the root)."""
     up = Path("../../..")
-    return parse_params(base.model_dump(mode="json"), {"data.path": str(up / rel),
-                                                      "signing_key": str(up / key_folder(base, "."))})
+    return parse_params(
+        base.model_dump(mode="json"), {"data.path": str(up / rel), "signing_key": str(up / key_folder(base, "."))}
+    )
 
 
 def prepare_run(p: Params, top: Path, rel: Path) -> tuple[Path, Params]:
@@ -62,10 +63,12 @@ def write_report(where: Path, out: dict) -> None:
 
 def registry_line(reg: dict, seconds: float) -> str:
     """The progress line of the registry step."""
-    return (f"registry: version {reg['version']} → {reg['decision']}"
-            + ("" if reg["promoted"] else f" ({reg['reason']})")
-            + (f"; audit attached: {', '.join(reg['attached'])}" if reg.get("attached") else "")
-            + f" ({seconds:.1f} s)")
+    return (
+        f"registry: version {reg['version']} → {reg['decision']}"
+        + ("" if reg["promoted"] else f" ({reg['reason']})")
+        + (f"; audit attached: {', '.join(reg['attached'])}" if reg.get("attached") else "")
+        + f" ({seconds:.1f} s)"
+    )
 
 
 def result_line(out: dict) -> str:
@@ -73,10 +76,15 @@ def result_line(out: dict) -> str:
     reg = out.get("registry", {})
     line = f"{out['snapshot']}: {out['seconds']:.1f} s"
     if reg:
-        eps = (f"ε={reg['epsilon']:.3f}" if reg.get("epsilon") is not None
-               else f"no ε ({reg.get('guarantee') or 'no claim'})")
-        line += (f"; version {reg['version']} {eps} cumulative ε={reg['cumulative_epsilon']:.3f} "
-                 f"utility={reg['utility']:.4f} → {reg['decision']}" + ("" if reg["promoted"] else f" ({reg['reason']})"))
+        eps = (
+            f"ε={reg['epsilon']:.3f}"
+            if reg.get("epsilon") is not None
+            else f"no ε ({reg.get('guarantee') or 'no claim'})"
+        )
+        line += (
+            f"; version {reg['version']} {eps} cumulative ε={reg['cumulative_epsilon']:.3f} "
+            f"utility={reg['utility']:.4f} → {reg['decision']}" + ("" if reg["promoted"] else f" ({reg['reason']})")
+        )
     return line
 
 
@@ -85,9 +93,13 @@ def summary_markdown(out: dict) -> str:
     reg = out.get("registry")
     extra = {"snapshot": out["snapshot"], "seconds": out["seconds"]}
     if reg:
-        extra |= {"registered version": reg["version"], "cumulative ε (basic composition)":
-                  f"{reg['cumulative_epsilon']:.4g}", "gate decision": reg["decision"],
-                  "gate detail": reg["reason"] or "—", "production version": reg["production"] or "none"}
+        extra |= {
+            "registered version": reg["version"],
+            "cumulative ε (basic composition)": f"{reg['cumulative_epsilon']:.4g}",
+            "gate decision": reg["decision"],
+            "gate detail": reg["reason"] or "—",
+            "production version": reg["production"] or "none",
+        }
         if reg.get("attached"):
             extra["audit attached to the version"] = ", ".join(reg["attached"])
     else:

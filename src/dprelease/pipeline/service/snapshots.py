@@ -45,8 +45,9 @@ def event_dates(frame: pd.DataFrame, path: Path) -> pd.Series:
     bad = dates.isna()
     if bad.any():
         first = int(bad.to_numpy().nonzero()[0][0])
-        raise DataError(f"{path}: {DATE_COLUMN} {frame[DATE_COLUMN].iloc[first]!r} in data row {first + 1} "
-                        "is not a date")
+        raise DataError(
+            f"{path}: {DATE_COLUMN} {frame[DATE_COLUMN].iloc[first]!r} in data row {first + 1} is not a date"
+        )
     return dates
 
 
@@ -93,7 +94,9 @@ def dvc(root: Path, *args: str) -> None:
 def snapshot_rel(source: Path, digest: str | None = None, *, artifacts: str | Path) -> Path:
     """Where :func:`version_snapshot` keeps ``source``, relative to the project root (nothing is copied):
     ``data/snapshots/<snapshot id><suffixes>`` (``digest``: its keyed digest when already known)."""
-    return SNAPSHOTS / f"{snapshot_id(source, digest, artifacts=artifacts)}{''.join(Path(source).suffixes[-2:]) or '.csv'}"
+    return (
+        SNAPSHOTS / f"{snapshot_id(source, digest, artifacts=artifacts)}{''.join(Path(source).suffixes[-2:]) or '.csv'}"
+    )
 
 
 def version_snapshot(root: Path, source: Path, *, artifacts: str | Path) -> Path:
@@ -119,7 +122,9 @@ def version_snapshot(root: Path, source: Path, *, artifacts: str | Path) -> Path
 
 def default_remote(root: Path) -> str | None:
     """The name of DVC's default remote in ``root`` (``make dvc-remote``), or None when there is none."""
-    remote = subprocess.run([sys.executable, "-m", "dvc", "remote", "default"], cwd=root, capture_output=True, text=True)
+    remote = subprocess.run(
+        [sys.executable, "-m", "dvc", "remote", "default"], cwd=root, capture_output=True, text=True
+    )
     return None if remote.returncode or not remote.stdout.strip() else remote.stdout.strip()
 
 

@@ -43,24 +43,31 @@ def env_for(root: Path, port: int, *, code: Path) -> dict:
     ``code`` (where ``flows/`` and ``tasks/`` live) on the Python path, with its ``src/`` when it has one
     (the package of this checkout, whichever one the environment has installed)."""
     path = [str(code)] + ([str(code / "src")] if (code / "src" / "dprelease").is_dir() else [])
-    return os.environ | {"PREFECT_HOME": str((root / ".prefect").resolve()), "PREFECT_API_URL": api_url(port),
-                         "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_SERVER_UI_ENABLED": os.environ.get("DPRELEASE_SERVE_UI", "true"),
-                         "PREFECT_LOGGING_LEVEL": "WARNING", "PYTHONPATH": os.pathsep.join(path)}
+    return os.environ | {
+        "PREFECT_HOME": str((root / ".prefect").resolve()),
+        "PREFECT_API_URL": api_url(port),
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_SERVER_UI_ENABLED": os.environ.get("DPRELEASE_SERVE_UI", "true"),
+        "PREFECT_LOGGING_LEVEL": "WARNING",
+        "PYTHONPATH": os.pathsep.join(path),
+    }
 
 
 def spawn(root: Path, name: str, args: list[str], env: dict) -> int:
     """``python -m ARGS`` in ``root``, detached in its own process group, output to ``<name>.log``; its PID."""
     log = open(root / STATE / f"{name}.log", "ab")  # noqa: SIM115 - the child keeps it
-    proc = subprocess.Popen([sys.executable, "-m", *args], cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)  # own process group: stopped as a whole
+    proc = subprocess.Popen(
+        [sys.executable, "-m", *args], cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )  # own process group: stopped as a whole
     log.close()  # the child has its own copy
     return proc.pid
 
 
 def run_module(root: Path, port: int, args: list[str], *, code: Path) -> subprocess.CompletedProcess:
     """``python -m ARGS`` in the serve environment, waited for (its output captured)."""
-    return subprocess.run([sys.executable, "-m", *args], cwd=root, env=env_for(root, port, code=code),
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", *args], cwd=root, env=env_for(root, port, code=code), capture_output=True, text=True
+    )
 
 
 def healthy(port: int) -> bool:
@@ -118,8 +125,16 @@ def clean_stale(root: Path) -> bool:
     return True
 
 
-def start(root: Path, *, port: int, work_pool: str, deploy: list[str], code: Path, timeout_s: float = 120.0,
-          before_worker: Callable[[], dict] | None = None) -> dict:
+def start(
+    root: Path,
+    *,
+    port: int,
+    work_pool: str,
+    deploy: list[str],
+    code: Path,
+    timeout_s: float = 120.0,
+    before_worker: Callable[[], dict] | None = None,
+) -> dict:
     """The server (waited for until healthy), then ``python -m DEPLOY`` against it (pools and deployments),
     then ``before_worker()`` (its result under ``"before_worker"``: ``make serve`` registers the current
     release there, so before any scheduled run can start), then one process worker of ``work_pool``.
@@ -135,8 +150,9 @@ def start(root: Path, *, port: int, work_pool: str, deploy: list[str], code: Pat
     env = env_for(root, port, code=code)
     t0 = time.perf_counter()
     state = {"port": port, "url": api_url(port), "pids": {}}
-    state["pids"]["server"] = spawn(root, "server", ["prefect", "server", "start", "--host", HOST,
-                                                     "--port", str(port)], env)
+    state["pids"]["server"] = spawn(
+        root, "server", ["prefect", "server", "start", "--host", HOST, "--port", str(port)], env
+    )
     write_state(root, state)
     while not healthy(port):
         if time.perf_counter() - t0 > timeout_s or not alive(state["pids"]["server"]):
@@ -158,8 +174,9 @@ def start(root: Path, *, port: int, work_pool: str, deploy: list[str], code: Pat
             stop(root, model_server=False)
             raise
         state["timings"]["before_worker_s"] = round(time.perf_counter() - t2, 2)
-    state["pids"]["worker"] = spawn(root, "worker", ["prefect", "worker", "start", "--pool", work_pool,
-                                                     "--type", "process"], env)
+    state["pids"]["worker"] = spawn(
+        root, "worker", ["prefect", "worker", "start", "--pool", work_pool, "--type", "process"], env
+    )
     write_state(root, state)
     return state
 
@@ -218,10 +235,20 @@ def flow_runs(url: str, deployment: str = SCHEDULED) -> list[dict]:
     whether the scheduler made it, start and end."""
     dep = api(url, f"deployments/name/{FLOW}/{deployment}")
     runs = api(url, "flow_runs/filter", {"flow_runs": {"deployment_id": {"any_": [dep["id"]]}}, "limit": 200})
-    return [{"id": r["id"], "name": r["name"], "state": r["state_type"], "state_name": r.get("state_name"),
-             "message": (r.get("state") or {}).get("message"), "auto_scheduled": r["auto_scheduled"],
-             "expected_start": r["expected_start_time"], "start": r["start_time"], "end": r["end_time"]}
-            for r in runs]
+    return [
+        {
+            "id": r["id"],
+            "name": r["name"],
+            "state": r["state_type"],
+            "state_name": r.get("state_name"),
+            "message": (r.get("state") or {}).get("message"),
+            "auto_scheduled": r["auto_scheduled"],
+            "expected_start": r["expected_start_time"],
+            "start": r["start_time"],
+            "end": r["end_time"],
+        }
+        for r in runs
+    ]
 
 
 def run_counts(url: str) -> dict:

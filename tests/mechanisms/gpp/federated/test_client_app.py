@@ -17,9 +17,21 @@ def spec(tmp_path):
     x = rng.normal(size=(n, 12)).astype(np.float32)
     u, s, c = rng.integers(0, 3, n), rng.integers(0, 2, n), np.repeat([0, 1], n // 2)
     _write_partitions(tmp_path, 2, x, u, s, c, x[:20], np.repeat([0, 1], 10))
-    return {"d_z": 4, "n_u": 3, "n_s": 2, "encoder_hidden": [16, 8], "head_hidden": [8], "k": 2, "epochs": 1,
-            "batch_size": 32, "lr": 1e-2, "seed": 0, "betas": [1.0, 2.0], "lams": [0.01, 0.01],
-            "data_dir": str(tmp_path)}
+    return {
+        "d_z": 4,
+        "n_u": 3,
+        "n_s": 2,
+        "encoder_hidden": [16, 8],
+        "head_hidden": [8],
+        "k": 2,
+        "epochs": 1,
+        "batch_size": 32,
+        "lr": 1e-2,
+        "seed": 0,
+        "betas": [1.0, 2.0],
+        "lams": [0.01, 0.01],
+        "data_dir": str(tmp_path),
+    }
 
 
 def test_partitions_are_owner_only_files(spec):

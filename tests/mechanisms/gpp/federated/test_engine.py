@@ -38,12 +38,36 @@ def run():
     client = rng.integers(0, 2, len(u))
     tr, te = slice(0, 1497), slice(1497, None)
     log: list = []
-    res = run_distributed(x_train=x[tr], u_train=u[tr], s_train=s[tr], client_train=client[tr], x_test=x[te],
-                          client_test=client[te], n_u=10, n_s=2, betas=[1.0, 2.0], lams=[0.01, 0.01], d_z=D_Z,
-                          encoder_hidden=(64, 32), head_hidden=HEAD, k=2, epochs=EPOCHS, batch_size=B, lr=3e-3,
-                          seed=SEED, message_log=log)
-    data = {"x": x[tr], "u": u[tr], "s": s[tr], "client": client[tr], "x_test": x[te], "u_test": u[te],
-            "client_test": client[te]}
+    res = run_distributed(
+        x_train=x[tr],
+        u_train=u[tr],
+        s_train=s[tr],
+        client_train=client[tr],
+        x_test=x[te],
+        client_test=client[te],
+        n_u=10,
+        n_s=2,
+        betas=[1.0, 2.0],
+        lams=[0.01, 0.01],
+        d_z=D_Z,
+        encoder_hidden=(64, 32),
+        head_hidden=HEAD,
+        k=2,
+        epochs=EPOCHS,
+        batch_size=B,
+        lr=3e-3,
+        seed=SEED,
+        message_log=log,
+    )
+    data = {
+        "x": x[tr],
+        "u": u[tr],
+        "s": s[tr],
+        "client": client[tr],
+        "x_test": x[te],
+        "u_test": u[te],
+        "client_test": client[te],
+    }
     return res, log, data
 
 
@@ -87,7 +111,9 @@ def test_result_shapes_rows_and_accounting(run):
     assert res.clients == 2 and res.z_train.shape == (len(d["x"]), D_Z) and res.z_test.shape == (len(d["x_test"]), D_Z)
     assert res.z_train.dtype == np.float32 and np.isfinite(res.z_train).all() and np.isfinite(res.z_test).all()
     counts = np.bincount(d["client"])
-    assert res.steps_per_client == [EPOCHS * int(np.ceil(n / B)) for n in counts] and res.rounds == max(res.steps_per_client)
+    assert res.steps_per_client == [EPOCHS * int(np.ceil(n / B)) for n in counts] and res.rounds == max(
+        res.steps_per_client
+    )
     assert len(res.history) == res.rounds and all(np.isfinite(h["utility_ce"]) for h in res.history)
     # each record's draw is the one its own client released (row order restored)
     released = {msg["client"]: msg["arrays"] for msg in log if "release/z_train" in msg["arrays"]}
@@ -95,8 +121,12 @@ def test_result_shapes_rows_and_accounting(run):
         assert np.array_equal(res.z_train[d["client"] == m], released[m]["release/z_train"]["value"])
         assert np.array_equal(res.z_test[d["client_test"] == m], released[m]["release/z_test"]["value"])
     # bytes: measured payloads cover the (z, u) arrays with little framing; FedAvg from |θ|
-    raw_up = sum(a["value"].nbytes for msg in log if msg["direction"] == "up" and msg["round"] <= res.rounds
-                 for a in msg["arrays"].values())
+    raw_up = sum(
+        a["value"].nbytes
+        for msg in log
+        if msg["direction"] == "up" and msg["round"] <= res.rounds
+        for a in msg["arrays"].values()
+    )
     assert raw_up / res.rounds <= res.bytes_up_per_round <= 1.1 * raw_up / res.rounds + 2000
     assert res.fedavg_bytes_per_round == 2 * 2 * res.encoder_params * 4
     assert res.bytes_down_per_round > 4 * res.head_params  # ψ to every participant
@@ -148,13 +178,26 @@ def test_the_audit_fails_on_a_leaking_log(run, variant):
 
 def test_bad_inputs_fail_in_one_line():
     x, y = np.zeros((6, 3), np.float32), np.zeros(6, np.int64)
-    ok = dict(x_train=x, u_train=y, s_train=y, client_train=np.array([0, 0, 0, 1, 1, 1]), x_test=x[:2],
-              client_test=np.array([0, 1]), n_u=2, n_s=2, betas=[1.0, 1.0], lams=[0.0, 0.0], d_z=2)
-    for change, match in [({"client_train": np.array([0, 0, 0, 2, 2, 2])}, "ids 0..t-1"),
-                          ({"betas": [1.0]}, "betas"),
-                          ({"client_test": np.array([0, 3])}, "client_test"),
-                          ({"u_train": np.full(6, 5)}, r"\[0, n_u\)"),
-                          ({"x_test": np.zeros((2, 4))}, "same width")]:
+    ok = dict(
+        x_train=x,
+        u_train=y,
+        s_train=y,
+        client_train=np.array([0, 0, 0, 1, 1, 1]),
+        x_test=x[:2],
+        client_test=np.array([0, 1]),
+        n_u=2,
+        n_s=2,
+        betas=[1.0, 1.0],
+        lams=[0.0, 0.0],
+        d_z=2,
+    )
+    for change, match in [
+        ({"client_train": np.array([0, 0, 0, 2, 2, 2])}, "ids 0..t-1"),
+        ({"betas": [1.0]}, "betas"),
+        ({"client_test": np.array([0, 3])}, "client_test"),
+        ({"u_train": np.full(6, 5)}, r"\[0, n_u\)"),
+        ({"x_test": np.zeros((2, 4))}, "same width"),
+    ]:
         with pytest.raises(DataError, match=match):
             run_distributed(**{**ok, **change})
 
@@ -166,6 +209,17 @@ def test_a_failing_client_stops_the_run_with_its_reason(monkeypatch):
     monkeypatch.setattr(engine, "_write_partitions", lambda *a, **k: None)  # clients find no private store
     x, y = np.zeros((20, 3), np.float32), np.zeros(20, np.int64)
     with pytest.raises(RuntimeError, match="a client failed"):
-        run_distributed(x_train=x, u_train=y, s_train=y, client_train=np.arange(20) % 2, x_test=x[:4],
-                        client_test=np.arange(4) % 2, n_u=2, n_s=2, betas=[1.0, 1.0], lams=[0.0, 0.0], d_z=2,
-                        epochs=1)
+        run_distributed(
+            x_train=x,
+            u_train=y,
+            s_train=y,
+            client_train=np.arange(20) % 2,
+            x_test=x[:4],
+            client_test=np.arange(4) % 2,
+            n_u=2,
+            n_s=2,
+            betas=[1.0, 1.0],
+            lams=[0.0, 0.0],
+            d_z=2,
+            epochs=1,
+        )

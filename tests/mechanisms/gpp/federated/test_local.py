@@ -52,8 +52,9 @@ def test_seeds_are_deterministic_and_separate_streams():
 
 
 def _client(seed=0, client=0):
-    return build_client(d_in=12, d_z=4, n_s=2, encoder_hidden=(16, 8), head_hidden=(8,), lr=1e-2, seed=seed,
-                        client=client)
+    return build_client(
+        d_in=12, d_z=4, n_s=2, encoder_hidden=(16, 8), head_hidden=(8,), lr=1e-2, seed=seed, client=client
+    )
 
 
 def test_clients_share_one_public_initial_encoder_and_own_their_adversary():
@@ -76,8 +77,9 @@ def test_client_step_moves_encoder_and_adversary_not_the_received_head():
     psi_before = [p.detach().clone() for p in psi.parameters()]
     enc_before = [p.detach().clone() for p in models.encoder.parameters()]
     adv_before = [p.detach().clone() for p in models.adversary.parameters()]
-    out = client_step(models, psi, x=x, u=u, s=s, rows=np.arange(32), beta=1.0, lam=0.01, k=2, batch_size=32,
-                      seed=0, client=0)
+    out = client_step(
+        models, psi, x=x, u=u, s=s, rows=np.arange(32), beta=1.0, lam=0.01, k=2, batch_size=32, seed=0, client=0
+    )
     assert set(out) == {"adversary_ce", "encoder_loss"} and all(np.isfinite(v) for v in out.values())
     assert models.step == 1
     assert all(torch.equal(a, b) for a, b in zip(psi_before, psi.parameters()))
@@ -91,8 +93,20 @@ def test_adversary_is_not_stepped_when_k_is_zero():
     models = _client()
     psi, _ = build_utility_head(d_z=4, n_u=3, head_hidden=(8,), lr=1e-2, seed=0)
     adv_before = [p.detach().clone() for p in models.adversary.parameters()]
-    out = client_step(models, psi, x=x, u=rng.integers(0, 3, 40), s=rng.integers(0, 2, 40), rows=np.arange(8),
-                      beta=1.0, lam=0.01, k=0, batch_size=8, seed=0, client=0)
+    out = client_step(
+        models,
+        psi,
+        x=x,
+        u=rng.integers(0, 3, 40),
+        s=rng.integers(0, 2, 40),
+        rows=np.arange(8),
+        beta=1.0,
+        lam=0.01,
+        k=0,
+        batch_size=8,
+        seed=0,
+        client=0,
+    )
     assert np.isnan(out["adversary_ce"])
     assert all(torch.equal(a, b) for a, b in zip(adv_before, models.adversary.parameters()))
 

@@ -12,8 +12,13 @@ from dprelease.mechanisms.gpp.federated.server_app import describe, payload_byte
 def _content(b=64, d_z=8):
     z = np.ones((b, d_z), np.float32)
     u = np.arange(b, dtype=np.int64)
-    return RecordDict({"batch": ArrayRecord({"z": Array(z), "u": Array(u)}),
-                       "metrics": MetricRecord({"compute_s": 0.5}), "client": ConfigRecord({"partition": 3})})
+    return RecordDict(
+        {
+            "batch": ArrayRecord({"z": Array(z), "u": Array(u)}),
+            "metrics": MetricRecord({"compute_s": 0.5}),
+            "client": ConfigRecord({"partition": 3}),
+        }
+    )
 
 
 def test_describe_lists_every_array_with_its_values():
@@ -30,4 +35,3 @@ def test_payload_bytes_grow_with_the_arrays_and_frame_them_tightly():
     raw_small, raw_big = 8 * (8 * 4 + 8), 64 * (8 * 4 + 8)
     assert raw_small < small < raw_small + 600 and raw_big < big < raw_big + 600
     assert big - small == raw_big - raw_small
-

@@ -53,9 +53,14 @@ def _data(data_dir: str, client: int) -> dict[str, np.ndarray]:
     return _DATA[key]
 
 
-def respond(*, op: str, client: int, spec: dict[str, Any], step: int,
-            psi_state: dict[str, torch.Tensor] | None = None,
-            ) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, float], int]:
+def respond(
+    *,
+    op: str,
+    client: int,
+    spec: dict[str, Any],
+    step: int,
+    psi_state: dict[str, torch.Tensor] | None = None,
+) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, float], int]:
     """Client ``client``'s work for one message: ``(arrays going up by record, metrics, step reached)``.
 
     ``step`` is the encoder step its node recorded; ``psi_state`` the received ``Q_ψ`` (op ``step``)."""
@@ -66,9 +71,16 @@ def respond(*, op: str, client: int, spec: dict[str, Any], step: int,
     x, u, s = d["x_train"], d["u_train"], d["s_train"]
     seed, b = spec["seed"], spec["batch_size"]
     if op == "init":
-        _MODELS[key] = build_client(d_in=x.shape[1], d_z=spec["d_z"], n_s=spec["n_s"], lr=spec["lr"], seed=seed,
-                                    encoder_hidden=spec["encoder_hidden"], head_hidden=spec["head_hidden"],
-                                    client=client)
+        _MODELS[key] = build_client(
+            d_in=x.shape[1],
+            d_z=spec["d_z"],
+            n_s=spec["n_s"],
+            lr=spec["lr"],
+            seed=seed,
+            encoder_hidden=spec["encoder_hidden"],
+            head_hidden=spec["head_hidden"],
+            client=client,
+        )
     models = _MODELS.get(key)
     if models is None or models.step != step:
         raise RuntimeError(f"client {client}: its models are not in this worker's memory (one engine worker expected)")
@@ -79,15 +91,33 @@ def respond(*, op: str, client: int, spec: dict[str, Any], step: int,
         psi = head(spec["d_z"], spec["n_u"], tuple(spec["head_hidden"]))
         psi.load_state_dict(psi_state)
         rows = batch_rows(seed=seed, client=client, step=models.step, n=x.shape[0], batch_size=b)
-        metrics.update(client_step(models, psi, x=x, u=u, s=s, rows=rows, beta=spec["betas"][client],
-                                   lam=spec["lams"][client], k=spec["k"], batch_size=b, seed=seed, client=client))
+        metrics.update(
+            client_step(
+                models,
+                psi,
+                x=x,
+                u=u,
+                s=s,
+                rows=rows,
+                beta=spec["betas"][client],
+                lam=spec["lams"][client],
+                k=spec["k"],
+                batch_size=b,
+                seed=seed,
+                client=client,
+            )
+        )
     if op in ("init", "step") and models.step < total:
         rows = batch_rows(seed=seed, client=client, step=models.step, n=x.shape[0], batch_size=b)
-        up["batch"] = {"z": encode(models.encoder, x[rows], generator(seed, client, models.step, "encode")),
-                       "u": u[rows].astype(np.int64)}
+        up["batch"] = {
+            "z": encode(models.encoder, x[rows], generator(seed, client, models.step, "encode")),
+            "u": u[rows].astype(np.int64),
+        }
     if op == "release":
-        up["release"] = {"z_train": encode(models.encoder, x, generator(seed, client, 0, "release")),
-                         "z_test": encode(models.encoder, d["x_test"], generator(seed, client, 1, "release"))}
+        up["release"] = {
+            "z_train": encode(models.encoder, x, generator(seed, client, 0, "release")),
+            "z_test": encode(models.encoder, d["x_test"], generator(seed, client, 1, "release")),
+        }
         _MODELS.pop(key, None)
         _DATA.pop(key, None)
     metrics["compute_s"] = time.perf_counter() - t0

@@ -58,7 +58,7 @@ def batch_rows(*, seed: int, client: int, step: int, n: int, batch_size: int) ->
     per_epoch = math.ceil(n / batch_size)
     epoch, pos = divmod(step, per_epoch)
     perm = np.random.default_rng(seed_for(seed, client, epoch, "perm")).permutation(n)
-    return perm[pos * batch_size:(pos + 1) * batch_size]
+    return perm[pos * batch_size : (pos + 1) * batch_size]
 
 
 @dataclass
@@ -70,19 +70,33 @@ class ClientModels:
     step: int = 0
 
 
-def build_client(*, d_in: int, d_z: int, n_s: int, encoder_hidden: Sequence[int], head_hidden: Sequence[int],
-                 lr: float, seed: int, client: int) -> ClientModels:
+def build_client(
+    *,
+    d_in: int,
+    d_z: int,
+    n_s: int,
+    encoder_hidden: Sequence[int],
+    head_hidden: Sequence[int],
+    lr: float,
+    seed: int,
+    client: int,
+) -> ClientModels:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed_for(seed, 0, 0, "init"))  # one public initial θ for every client
         encoder = Encoder(d_in, d_z, tuple(encoder_hidden))
         torch.manual_seed(seed_for(seed, client, 0, "init"))
         adversary = head(d_z, n_s, tuple(head_hidden))
-    return ClientModels(encoder, adversary, torch.optim.Adam(encoder.parameters(), lr=lr),
-                        torch.optim.Adam(adversary.parameters(), lr=lr))
+    return ClientModels(
+        encoder,
+        adversary,
+        torch.optim.Adam(encoder.parameters(), lr=lr),
+        torch.optim.Adam(adversary.parameters(), lr=lr),
+    )
 
 
-def build_utility_head(*, d_z: int, n_u: int, head_hidden: Sequence[int], lr: float,
-                       seed: int) -> tuple[nn.Module, torch.optim.Adam]:
+def build_utility_head(
+    *, d_z: int, n_u: int, head_hidden: Sequence[int], lr: float, seed: int
+) -> tuple[nn.Module, torch.optim.Adam]:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed_for(seed, -1, 0, "server"))
         psi = head(d_z, n_u, tuple(head_hidden))
@@ -95,8 +109,16 @@ def encode(encoder: Encoder, x: np.ndarray, gen: torch.Generator) -> np.ndarray:
     return encoder.release(torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)), gen).numpy()
 
 
-def head_steps(psi: nn.Module, opt: torch.optim.Adam, z: np.ndarray, u: np.ndarray, *, steps: int, batch_size: int,
-               gen: torch.Generator) -> float:
+def head_steps(
+    psi: nn.Module,
+    opt: torch.optim.Adam,
+    z: np.ndarray,
+    u: np.ndarray,
+    *,
+    steps: int,
+    batch_size: int,
+    gen: torch.Generator,
+) -> float:
     """The aggregator's Adam steps on ``Q_ψ``: ``steps`` minibatches of ``batch_size`` pairs drawn from the
     pooled (z, u) of the round (the caller passes ``k`` per received batch, so ``Q_ψ`` gets ``k`` steps per
     encoder step as in Algorithm 1). Returns the mean CE over the steps."""
@@ -112,9 +134,21 @@ def head_steps(psi: nn.Module, opt: torch.optim.Adam, z: np.ndarray, u: np.ndarr
     return float(np.mean(losses)) if losses else float("nan")
 
 
-def client_step(models: ClientModels, psi: nn.Module, *, x: np.ndarray, u: np.ndarray, s: np.ndarray,
-                rows: np.ndarray, beta: float, lam: float, k: int, batch_size: int, seed: int,
-                client: int) -> dict[str, float]:
+def client_step(
+    models: ClientModels,
+    psi: nn.Module,
+    *,
+    x: np.ndarray,
+    u: np.ndarray,
+    s: np.ndarray,
+    rows: np.ndarray,
+    beta: float,
+    lam: float,
+    k: int,
+    batch_size: int,
+    seed: int,
+    client: int,
+) -> dict[str, float]:
     """``k`` adversary steps on fresh batches (encoder frozen), then one encoder step on ``rows`` with the
     received ``Q_ψ`` (its parameters are not stepped). Returns the batch-mean losses (aggregates)."""
     enc, adv = models.encoder, models.adversary
@@ -134,15 +168,23 @@ def client_step(models: ClientModels, psi: nn.Module, *, x: np.ndarray, u: np.nd
     xb = torch.from_numpy(x[rows])
     mu, logvar = enc(xb)
     z = reparameterise(mu, logvar, generator(seed, client, models.step, "step"))
-    loss = encoder_loss(z, mu, logvar, torch.from_numpy(u[rows].astype(np.int64)),
-                        torch.from_numpy(s[rows].astype(np.int64)), psi, adv, beta=beta, lam=lam)
+    loss = encoder_loss(
+        z,
+        mu,
+        logvar,
+        torch.from_numpy(u[rows].astype(np.int64)),
+        torch.from_numpy(s[rows].astype(np.int64)),
+        psi,
+        adv,
+        beta=beta,
+        lam=lam,
+    )
     models.opt_encoder.zero_grad()
     loss.backward()
     models.opt_encoder.step()
     adv.requires_grad_(True)
     models.step += 1
-    return {"adversary_ce": float(np.mean(adv_losses)) if adv_losses else float("nan"),
-            "encoder_loss": loss.item()}
+    return {"adversary_ce": float(np.mean(adv_losses)) if adv_losses else float("nan"), "encoder_loss": loss.item()}
 
 
 def n_params(module: nn.Module) -> int:

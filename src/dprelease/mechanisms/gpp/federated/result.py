@@ -41,11 +41,16 @@ class DistributedResult:
     def summary(self) -> dict[str, float]:
         """The public scalars (for a report row or an MLflow run)."""
         return {
-            "rounds": float(self.rounds), "clients": float(self.clients),
-            "bytes_up_per_round": self.bytes_up_per_round, "bytes_down_per_round": self.bytes_down_per_round,
+            "rounds": float(self.rounds),
+            "clients": float(self.clients),
+            "bytes_up_per_round": self.bytes_up_per_round,
+            "bytes_down_per_round": self.bytes_down_per_round,
             "fedavg_bytes_per_round": self.fedavg_bytes_per_round,
             "uplink_vs_fedavg_upload": (self.fedavg_bytes_per_round / 2) / max(self.bytes_up_per_round, 1.0),
-            "engine_overhead_s": self.engine_overhead_s, "engine_start_s": self.engine_start_s,
-            "train_s": self.train_s, "wall_s": self.wall_s,
-            "encoder_params": float(self.encoder_params), "head_params": float(self.head_params),
+            "engine_overhead_s": self.engine_overhead_s,
+            "engine_start_s": self.engine_start_s,
+            "train_s": self.train_s,
+            "wall_s": self.wall_s,
+            "encoder_params": float(self.encoder_params),
+            "head_params": float(self.head_params),
         }

@@ -39,8 +39,14 @@ def describe(content: RecordDict, *, direction: str, rnd: int, client: int) -> d
             configs.update({f"{rname}/{k}": v for k, v in record.items()})
         else:
             metrics.update({f"{rname}/{k}": v for k, v in record.items()})
-    return {"direction": direction, "round": rnd, "client": client, "arrays": arrays, "configs": configs,
-            "metrics": metrics}
+    return {
+        "direction": direction,
+        "round": rnd,
+        "client": client,
+        "arrays": arrays,
+        "configs": configs,
+        "metrics": metrics,
+    }
 
 
 class Exchange:
@@ -53,8 +59,9 @@ class Exchange:
         self.down_bytes: dict[str, int] = {}
         self.client_compute_s = 0.0
 
-    def __call__(self, contents: dict[int, RecordDict], *, rnd: int, phase: str,
-                 by_node: bool = False) -> dict[int, RecordDict]:
+    def __call__(
+        self, contents: dict[int, RecordDict], *, rnd: int, phase: str, by_node: bool = False
+    ) -> dict[int, RecordDict]:
         messages, client_of = [], {}
         for key, content in contents.items():
             node = key if by_node else self.node_of[key]
@@ -102,12 +109,17 @@ def serve(grid: Grid, spec: dict[str, Any], sink: dict[str, Any], log: list | No
     if hasattr(grid, "pull_interval"):
         grid.pull_interval = 0.005  # the in-memory grid's reply polling (default 0.1 s per round)
     steps, t, k = spec["steps"], len(spec["steps"]), spec["k"]
-    psi, opt = build_utility_head(d_z=spec["d_z"], n_u=spec["n_u"], head_hidden=spec["head_hidden"],
-                                  lr=spec["lr"], seed=spec["seed"])
+    psi, opt = build_utility_head(
+        d_z=spec["d_z"], n_u=spec["n_u"], head_hidden=spec["head_hidden"], lr=spec["lr"], seed=spec["seed"]
+    )
     ex = Exchange(grid, log)
     nodes = _wait_for_nodes(grid, t)
-    init = ex({node: RecordDict({"cfg": ConfigRecord({"op": "init", "round": 0})}) for node in nodes},
-              rnd=0, phase="train", by_node=True)
+    init = ex(
+        {node: RecordDict({"cfg": ConfigRecord({"op": "init", "round": 0})}) for node in nodes},
+        rnd=0,
+        phase="train",
+        by_node=True,
+    )
     sink["init_done"] = time.perf_counter()
     sink["init_compute_s"] = ex.client_compute_s
     pending = {m: _batch(c) for m, c in init.items()}
@@ -117,28 +129,51 @@ def serve(grid: Grid, spec: dict[str, Any], sink: dict[str, Any], log: list | No
         t0 = time.perf_counter()
         z = np.concatenate([pending[m][0] for m in part])
         u = np.concatenate([pending[m][1] for m in part])
-        utility_ce = head_steps(psi, opt, z, u, steps=k * len(part), batch_size=spec["batch_size"],
-                                gen=generator(spec["seed"], -1, rnd, "server"))
+        utility_ce = head_steps(
+            psi,
+            opt,
+            z,
+            u,
+            steps=k * len(part),
+            batch_size=spec["batch_size"],
+            gen=generator(spec["seed"], -1, rnd, "server"),
+        )
         psi_record = ArrayRecord(psi.state_dict())
         aggregator_s += time.perf_counter() - t0
-        replies = ex({m: RecordDict({"psi": psi_record, "cfg": ConfigRecord({"op": "step", "round": rnd})})
-                      for m in part}, rnd=rnd, phase="train")
+        replies = ex(
+            {m: RecordDict({"psi": psi_record, "cfg": ConfigRecord({"op": "step", "round": rnd})}) for m in part},
+            rnd=rnd,
+            phase="train",
+        )
         for m, content in replies.items():
             pending[m] = _batch(content)
-        history.append({
-            "round": float(rnd), "clients": float(len(part)), "utility_ce": utility_ce,
-            "adversary_ce": float(np.mean([c["metrics"]["adversary_ce"] for c in replies.values()])),
-            "encoder_loss": float(np.mean([c["metrics"]["encoder_loss"] for c in replies.values()])),
-        })
-    final = ex({m: RecordDict({"cfg": ConfigRecord({"op": "release", "round": max(steps) + 1})})
-                for m in range(t)}, rnd=max(steps) + 1, phase="release")
-    sink.update({
-        "z_train": {m: c["release"]["z_train"].numpy() for m, c in final.items()},
-        "z_test": {m: c["release"]["z_test"].numpy() for m, c in final.items()},
-        "history": history, "aggregator_s": aggregator_s, "client_compute_s": ex.client_compute_s,
-        "up_bytes": ex.up_bytes, "down_bytes": ex.down_bytes, "rounds": max(steps),
-        "head_params": sum(p.numel() for p in psi.parameters()),
-    })
+        history.append(
+            {
+                "round": float(rnd),
+                "clients": float(len(part)),
+                "utility_ce": utility_ce,
+                "adversary_ce": float(np.mean([c["metrics"]["adversary_ce"] for c in replies.values()])),
+                "encoder_loss": float(np.mean([c["metrics"]["encoder_loss"] for c in replies.values()])),
+            }
+        )
+    final = ex(
+        {m: RecordDict({"cfg": ConfigRecord({"op": "release", "round": max(steps) + 1})}) for m in range(t)},
+        rnd=max(steps) + 1,
+        phase="release",
+    )
+    sink.update(
+        {
+            "z_train": {m: c["release"]["z_train"].numpy() for m, c in final.items()},
+            "z_test": {m: c["release"]["z_test"].numpy() for m, c in final.items()},
+            "history": history,
+            "aggregator_s": aggregator_s,
+            "client_compute_s": ex.client_compute_s,
+            "up_bytes": ex.up_bytes,
+            "down_bytes": ex.down_bytes,
+            "rounds": max(steps),
+            "head_params": sum(p.numel() for p in psi.parameters()),
+        }
+    )
 
 
 def make_server_app(spec: dict[str, Any], sink: dict[str, Any], log: list | None) -> ServerApp:
