@@ -227,7 +227,7 @@ def _tight_section(table: pd.DataFrame, tight: dict | None) -> list[str]:
                     for _, r in table[(table["arm"] == a) & (table["convicted"] == True)].iterrows()  # noqa: E712 (a pandas column)
                 )
                 or "no audit"
-            )  # noqa: E712
+            )
             for a in planted
         )
     ]
