@@ -71,9 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     from dprelease.core.data.stages import period_split, proxy_splits, public_design
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--params", default=str(ROOT / "params.yaml"))
-    ap.add_argument("--epochs", type=int, nargs="+", default=[1, 3])
-    ap.add_argument("--lr", type=float, nargs="+", default=[1e-4, 3e-4])
+    ap.add_argument("--params", default=str(ROOT / "params.yaml"), help="the params file (data, proxy, seed)")
+    ap.add_argument("--epochs", type=int, nargs="+", default=[1, 2], help="epochs of the grid")
+    ap.add_argument("--lr", type=float, nargs="+", default=[1e-4, 3e-4], help="learning rates of the grid")
     args = ap.parse_args(argv)
     params = load_params(args.params)
     texts, labels, meta = corpus(params, ROOT)

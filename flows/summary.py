@@ -90,7 +90,8 @@ def floor_lines(lay: Layout) -> list[str]:
 
 def print_summary(params: Params, root: str, result: dict, seconds: float) -> None:
     """The release's summary: the data, the release's record (:func:`released_lines`), the frontier's
-    recommendation, then what the released mechanism's plug-in adds (its ``summary`` hook: SWAG-PPM's chain)."""
+    recommendation, then what each releasing mechanism that ran adds through its plug-in's ``summary`` hook (the
+    declared release's first; SWAG-PPM's chain measured beside it)."""
     from dprelease.pipeline import registry
 
     lay = Layout.from_params(params, root)
@@ -102,7 +103,7 @@ def print_summary(params: Params, root: str, result: dict, seconds: float) -> No
         f"(train {data['train_rows']:,} / test {data['test_rows']:,}; train class-size Gini {data['train_class_gini']:.3f})",
         *released_lines(params, root),
         f"  frontier   {recommendation_line(params, root)}",
-        *registry.release_spec(params).summary(params, root),
+        *registry.summaries(params, root, set(result["timings"]) | {s.name for s in registry.group(params, "release")}),
     ]
     if result.get("mlflow_run_id"):
         lines.append(

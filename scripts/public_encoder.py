@@ -52,8 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     from dprelease.core.encoder_recipe import RECIPE, RESOURCE
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--params", default=str(ROOT / "params.yaml"))
-    ap.add_argument("--out", type=Path, default=RESOURCE)
+    ap.add_argument("--params", default=str(ROOT / "params.yaml"), help="the params file (data, proxy, seed)")
+    ap.add_argument("--out", type=Path, default=RESOURCE, help="where to write (default: the shipped folder)")
     ap.add_argument("--evaluate", action="store_true", help="linear probe on proxy_validation, wheel vs tuned")
     ap.add_argument("--features-only", action="store_true", help="only re-embed the public period (the table)")
     args = ap.parse_args(argv)

@@ -85,6 +85,16 @@ def release_spec(params: Params) -> ReleaseSpec:
     return plugin(entry["package"]).release
 
 
+def summaries(params: Params, root: str | Path, ran: set[str]) -> list[str]:
+    """The summary lines of every releasing mechanism whose release stage ran in this flow: the declared release's
+    first, then those measured beside it (SWAG-PPM's chain in ``make run``), each from its plug-in's own hook."""
+    lines = list(release_spec(params).summary(params, root))
+    for name, entry in releasing().items():
+        if name != params.released.mechanism and entry["stage"] in ran:
+            lines += plugin(entry["package"]).release.summary(params, root)
+    return lines
+
+
 def _released(params: Params, package: str, declared: list[Stage]) -> list[Stage]:
     """``package``'s stages with the declared release resolved: when its plug-in is the one ``released.mechanism``
     names, its release stage moves into the :data:`PIPELINE` group and the ``publish`` stage (its ReleaseSpec's) follows

@@ -94,7 +94,12 @@ def summary_lines(params: Params, root: str | Path) -> list[str]:
     lay = Layout.from_params(params, root)
     ev, rel = read_json(lay.metrics / "evaluation.json"), read_json(lay.metrics / DRAW)
     g = Guarantee.from_dict(rel["guarantee"])
-    lines = ["", "SWAG-PPM, the design's chain (the release above)"]
+    released = params.released.mechanism == "swag_ppm"
+    lines = [
+        "",
+        "SWAG-PPM, the design's chain"
+        + (" (the release above)" if released else ", measured beside the release (not released)"),
+    ]
     for r in params.ppm.rounds:
         if r >= 2 and r != rel["round"]:  # an unreleased round: its outcome only, never its statistics
             lines.append(f"  round {r}    not released")
