@@ -1,7 +1,7 @@
 """Reproduce the shipped public encoder: MiniLM's top layers fine-tuned on the public period (docs/encoder.md).
 
     python scripts/public_encoder.py                      # into src/dprelease/core/resources/public_encoder/
-    python scripts/public_encoder.py --out /tmp/enc       # elsewhere (then compare with the shipped one)
+    python scripts/public_encoder.py --out OTHER_FOLDER    # elsewhere (then compare with the shipped one)
     python scripts/public_encoder.py --evaluate           # also: a linear probe on the proxy's validation part,
                                                           # wheel encoder vs tuned (public figures only)
     python scripts/public_encoder.py --features-only      # only the shipped table of the public period's embeddings
