@@ -68,7 +68,6 @@ def main(argv: list[str] | None = None) -> int:
     from dprelease.core.backends import public_encoder as pe
     from dprelease.core.config import load_params
     from dprelease.core.data.public_corpus import corpus
-    from dprelease.core.data.stages import period_split, proxy_splits, public_design
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--params", default=str(ROOT / "params.yaml"), help="the params file (data, proxy, seed)")
@@ -77,11 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     params = load_params(args.params)
     texts, labels, meta = corpus(params, ROOT)
-    _, public = period_split(params, ROOT)
-    design = public_design(params, public)
-    val = proxy_splits(public, design, params)["proxy_validation"]
-    index = {c: i for i, c in enumerate(design["codes"])}
-    vt, vl = val["text"].tolist(), [index[c] for c in val["label"]]
+    vt, vl, _ = corpus(params, ROOT, parts=("proxy_validation",))
     print(f"corpus: {meta['what']}; scored on proxy_validation ({len(vt)} reports); {torch.get_num_threads()} threads")
     print("| epochs | lr | fine-tune s | proxy_validation weighted F1 (its softmax layer) |\n|---|---|---|---|")
     for epochs in args.epochs:

@@ -30,19 +30,26 @@ def probe(params, *, tuned: bool) -> float:
     from dprelease.core.backends import minilm
     from dprelease.core.backends.head import embed
     from dprelease.core.data.public_corpus import corpus
-    from dprelease.core.data.stages import period_split, proxy_splits, public_design
 
     minilm.load.cache_clear()
     texts, labels, _ = corpus(params, ROOT)
-    _, public = period_split(params, ROOT)
-    design = public_design(params, public)
-    val = proxy_splits(public, design, params)["proxy_validation"]
-    index = {c: i for i, c in enumerate(design["codes"])}
+    val_texts, val_labels, _ = corpus(params, ROOT, parts=("proxy_validation",))
     enc = "public_tuned" if tuned else "pretrained"
     x = embed(texts, torch.device("cpu"), encoder=enc, progress=True).numpy() * 384**0.5
-    xv = embed(val["text"].tolist(), torch.device("cpu"), encoder=enc, progress=True).numpy() * 384**0.5
+    xv = embed(val_texts, torch.device("cpu"), encoder=enc, progress=True).numpy() * 384**0.5
     clf = LogisticRegression(C=1.0, max_iter=2000).fit(x, np.array(labels))
-    return float(f1_score([index[c] for c in val["label"]], clf.predict(xv), average="weighted"))
+    return float(f1_score(val_labels, clf.predict(xv), average="weighted"))
+
+
+def write_table(params) -> None:
+    """The shipped table of the public period's embeddings, by the shipped layers."""
+    from dprelease.core.backends import public_encoder
+    from dprelease.core.data.stages import period_split
+
+    _, public = period_split(params, ROOT)
+    start = time.perf_counter()
+    rows = public_encoder.write_features(public["text"].tolist(), max_length=params.features.max_length)
+    print(f"public features: {rows} narratives in {time.perf_counter() - start:.1f} s")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,12 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     params = load_params(args.params)
     if args.features_only:
-        from dprelease.core.data.stages import period_split
-
-        _, public = period_split(params, ROOT)
-        start = time.perf_counter()
-        rows = public_encoder.write_features(public["text"].tolist(), max_length=params.features.max_length)
-        print(f"public features: {rows} narratives in {time.perf_counter() - start:.1f} s")
+        write_table(params)
         return 0
     texts, labels, meta = corpus(params, ROOT)
     print(f"corpus: {meta['what']}", file=sys.stderr)
@@ -82,13 +84,10 @@ def main(argv: list[str] | None = None) -> int:
         f"({time.perf_counter() - start:.1f} s with the slice check)"
     )
     if args.out.resolve() == RESOURCE.resolve():  # the shipped layers changed: so does the table they embed
-        from dprelease.core.data.stages import period_split
         from dprelease.core.encoder_recipe import recipe
 
         recipe.cache_clear()
-        _, public = period_split(params, ROOT)
-        rows = public_encoder.write_features(public["text"].tolist(), max_length=params.features.max_length)
-        print(f"public features: {rows} narratives")
+        write_table(params)
     if args.evaluate:
         if args.out.resolve() != RESOURCE.resolve():
             print("--evaluate reads the shipped encoder: run it with the default --out", file=sys.stderr)

@@ -219,6 +219,20 @@ def embed(
     if encoder not in ENCODERS:
         raise ValueError(f"encoder {encoder!r}: one of {', '.join(ENCODERS)}")
     enc = minilm.load(torch.device(device), quantized=quantized, tuned=encoder == "public_tuned")
+    return encode(enc, texts, device, max_length=max_length, batch_size=batch_size, progress=progress)
+
+
+def encode(
+    enc: torch.nn.Module,
+    texts: list[str],
+    device: torch.device,
+    *,
+    max_length: int = 128,
+    batch_size: int = EMBED_BATCH,
+    progress: bool = False,
+) -> torch.Tensor:
+    """:func:`embed` with a given MiniLM (``enc``, in eval mode): what the public encoder's recipe scores a
+    candidate's layers with."""
     ids = minilm.token_ids(texts, max_length)
     out = torch.empty(len(texts), enc.word.embedding_dim)
     with torch.inference_mode(), torch_threads(1 if len(texts) < SMALL_INPUT else 0):

@@ -152,16 +152,13 @@ def head_f1(
     replaced by ``layers`` (in fp16, as shipped): how a public choice of the recipe's settings is scored."""
     from sklearn.metrics import f1_score
 
+    from dprelease.core.backends.head import encode
+
     model = minilm.build(tuned=False)
     model.load_state_dict({k: v.to(torch.float16).float() for k, v in layers.items()}, strict=False)
-    model.eval().requires_grad_(False)
-    ids = minilm.token_ids(texts, max_length)
-    pred = torch.empty(len(texts), dtype=torch.long)
+    x = encode(model.eval().requires_grad_(False), texts, torch.device("cpu"), max_length=max_length)
     with torch.inference_mode():
-        for idx in minilm.batches([len(i) for i in ids], 64):
-            batch, mask = minilm.padded([ids[i] for i in idx])
-            pooled = F.normalize(mean_pool(model(batch, mask), mask), dim=-1) * model.word.embedding_dim**0.5
-            pred[idx] = head(pooled).argmax(-1)
+        pred = head(x * model.word.embedding_dim**0.5).argmax(-1)
     return float(f1_score(labels, pred.numpy(), average="weighted"))
 
 
@@ -181,18 +178,10 @@ def save(layers: dict[str, torch.Tensor], folder: Path, *, meta: dict) -> dict:
 def slice_fingerprint(layers: dict[str, torch.Tensor]) -> dict[str, float]:
     """What the slice check compares: how far the recipe moved the layers from the wheel's (L2 norm) and the
     trained layers' own norm, both over all changed tensors."""
-    base = minilm._state(_wheel())
+    base = minilm.build(tuned=False).state_dict()
     moved = math.sqrt(sum(float((v.float() - base[k].float()).pow(2).sum()) for k, v in layers.items()))
     norm = math.sqrt(sum(float(v.float().pow(2).sum()) for v in layers.values()))
     return {"moved_l2": round(moved, 6), "norm_l2": round(norm, 4)}
-
-
-def _wheel() -> dict[str, torch.Tensor]:
-    from safetensors.torch import load_file
-
-    from dprelease.core.architecture import encoder_dir
-
-    return load_file(str(encoder_dir() / "model.safetensors"))
 
 
 def run(
@@ -270,15 +259,15 @@ def public_features(texts: list[str], embed_fn, *, max_length: int) -> tuple[tor
     """Public narratives' embeddings at the table's precision (fp16, returned as float32): from the shipped table
     where it holds the text, else ``embed_fn(missing texts)`` rounded the same way. Returns (embeddings, hits)."""
     table = _table(max_length)
-    index, x = table if table is not None else ({}, None)
+    if table is None:
+        return embed_fn(texts).to(torch.float16).float(), 0
+    index, x = table
     rows = [index.get(text_key(t)) for t in texts]
-    miss = [i for i, r in enumerate(rows) if r is None]
-    out = torch.empty(len(texts), x.shape[1] if x is not None else 0)
-    if miss:
-        fresh = embed_fn([texts[i] for i in miss]).to(torch.float16).float()
-        out = out if x is not None else torch.empty(len(texts), fresh.shape[1])
-        out[miss] = fresh
     hit = [i for i, r in enumerate(rows) if r is not None]
+    miss = [i for i, r in enumerate(rows) if r is None]
+    out = torch.empty(len(texts), x.shape[1])
+    if miss:
+        out[miss] = embed_fn([texts[i] for i in miss]).to(torch.float16).float()
     if hit:
         out[hit] = x[[rows[i] for i in hit]].float()
     return out, len(hit)

@@ -19,12 +19,16 @@ from dprelease.core.data.stages import period_split, proxy_splits, public_design
 PARTS = ("proxy_train", "public_rest")  # the proxy's parts the encoder trains on (never proxy_validation)
 
 
-def corpus(params: Params, root: str | Path = ".") -> tuple[list[str], list[int], dict]:
+def corpus(
+    params: Params, root: str | Path = ".", *, parts: tuple[str, ...] = PARTS
+) -> tuple[list[str], list[int], dict]:
     """(narratives, label indices, a description) of the public corpus, in content-id order.
 
     Args:
         params: the pipeline's params (data, proxy, seed: all public).
         root: the project folder the data path is relative to.
+        parts: the proxy's parts to read (default: the encoder's corpus; ``("proxy_validation",)``: the held-out
+            public reports that score the recipe's settings).
 
     Returns:
         The narratives, each one's index in the public label space, and a description of the corpus (public
@@ -32,8 +36,8 @@ def corpus(params: Params, root: str | Path = ".") -> tuple[list[str], list[int]
     """
     _, public = period_split(params, root)
     design = public_design(params, public)
-    parts = proxy_splits(public, design, params)
-    frame = pd.concat([parts[name] for name in PARTS], ignore_index=True)
+    split = proxy_splits(public, design, params)
+    frame = pd.concat([split[name] for name in parts], ignore_index=True)
     ids = report_ids(frame)
     order = sorted(range(len(frame)), key=ids.__getitem__)
     frame, ids = frame.iloc[order].reset_index(drop=True), ids[order]
@@ -41,12 +45,13 @@ def corpus(params: Params, root: str | Path = ".") -> tuple[list[str], list[int]
     digest = hashlib.sha256("\n".join(ids).encode("ascii")).hexdigest()
     meta = {
         "what": f"{params.data.path}: the public period up to {params.proxy.until}, {len(frame)} reports of "
-        f"{len(index)} codes, the proxy's validation part left out",
+        f"{len(index)} codes, "
+        + ("the proxy's validation part left out" if parts == PARTS else f"the parts {', '.join(parts)}"),
         "data": params.data.path,
         "until": params.proxy.until,
         "reports": len(frame),
         "classes": len(index),
-        "parts": list(PARTS),
+        "parts": list(parts),
         "content_ids_sha256": digest,
     }
     return frame["text"].tolist(), [index[c] for c in frame["label"]], meta
