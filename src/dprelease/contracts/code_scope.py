@@ -1,35 +1,8 @@
-"""A stage's code, computed: the static import closure of the module that defines its run function.
+"""A stage's code, computed: the static import closure of the module that defines its run function (``ast`` only,
+nothing imported). Its cache key, its ``dvc.yaml`` code deps and a release's code version hash these files; the same
+analysis draws the import graph the architecture tests check.
 
-Nothing is declared by hand: a stage's cache key, its ``dvc.yaml`` code deps and a release manifest's
-code version all hash the files this module finds by reading ``import`` statements (``ast``; nothing is
-imported). The same analysis draws the package's import graph for the architecture tests
-(``tests/import_graph.py``: no cycle, mechanisms apart).
-
-Rules (conservative: a file that might run is in the closure):
-
-* every ``import`` / ``from … import`` statement counts, at any depth (inside functions, ``try``, ``if``),
-  plus ``importlib.import_module("x")`` / ``__import__("x")`` with a constant string;
-* relative imports are resolved against the importing module's package;
-* ``from P import name`` reaches ``P.name`` when that is a module of ours, else ``P`` itself;
-* importing ``a.b.c`` runs ``a/__init__.py`` and ``a/b/__init__.py`` first: they are in the closure;
-* the plug-in list's imports by name count (:func:`implicit_imports`) in the import graph; in a stage's scope
-  (:func:`closure`) the plug-in list's edges to every listed package's ``params`` and ``kinds`` modules do not:
-  what a stage reads of another package's params section is a validated value, hashed in its cache key already,
-  and a guarantee record's kind is its maker's. A module that reads the other declarations of those modules
-  (:data:`DECLARATION_READERS`: arms, frontier sources — labels, stage names, ``requires`` tests — and every
-  guarantee kind) keeps the edges; a stage's own package's ``params`` module is always in its scope (its own
-  package + the shared core it imports), and its ``kinds`` module whenever the scope holds the guarantee record
-  (:data:`KIND_LOOKUP`, whose look-up of one kind by name is no reader: the kinds a stage makes are its own
-  package's or the core's);
-* the list of packages itself (:data:`PACKAGE_LIST`, ``packages.py``) is configuration: in the graph, in no stage's
-  scope — adding a mechanism there changes no other stage's key or ``dvc.yaml`` deps;
-* a package's data files (``.csv``) are reached only through :data:`DATA` (``importlib.resources`` reads
-  are not imports).
-
-What the static closure cannot see — a module found by a computed name — a stage names in its
-``extra_code``; the tracing test (``tests/pipeline/test_cache.py``) checks on real runs that every package file
-whose functions executed is inside the computed code.
-"""
+See docs/architecture.md, "Notes from the code", `contracts/code_scope.py`."""
 
 from __future__ import annotations
 

@@ -1,29 +1,7 @@
-"""The headline figures of a release: the few numbers a person compares runs and versions by.
+"""The headline figures of a release, the few numbers a person compares runs and versions by, under one set of names
+(MLflow metrics and tags, registry tags, the retrain's artifact); read from public aggregates only.
 
-One set of names everywhere: the MLflow run's metrics and tags, the registered version's tags, the
-retrain's Prefect artifact. Read from the run's public aggregates in ``metrics/`` only (the guarantee, the
-test-split evaluation, the record count, the canary audit): never a per-record quantity.
-
-=====================  ===============================================================================
-``epsilon``            the release's stated ε (SWAG-PPM: from the GEV upper bound of Δ̂'s tail, docs/guarantees.md,
-                       K.1); absent for a kind that claims none (``ppm_uncertified``, ``none``)
-``epsilon_point``      the point estimate beside it (from the measured Δ̂)
-``epsilon_ci_low/high`` ε implied by the ends of the extreme-value (GEV) interval of Δ's tail quantile (ε = 2Δ /
-                       min(1, T_min); SWAG-PPM's asymptotic mechanism only): the claimed ε is its upper end (or
-                       the measured Δ̂'s, if larger); NOT an interval for ``epsilon_point`` (:data:`INTERVAL_NOTE`)
-``uncertified_index``  a ``ppm_uncertified`` release's index 2Δ: NOT an ε (the sampler is certified in fewer than
-                       all directions); never in the same column as ε
-``temperature``        T̂, SWAG's temperature against the Laplace posterior (1 = matched)
-``weighted_f1``        weighted F1 of the released model on the test split (noised counts where the mechanism has a DP evaluation)
-``macro_f1``           macro F1 of the released model
-``weighted_f1_mean``   weighted F1 averaged over the evaluation's posterior draws (``evaluation.draws``)
-``macro_f1_mean``      macro F1 averaged over the same draws
-``epsilon_lb``         the privacy audit's ε lower bound for the released arm (when it ran): the multi-run
-                       audit's (``make audit-tight``) when it covers the arm, else the one-run canary
-                       bound fixed in advance (:func:`audit_bound`)
-``records``            training records: the public expected size n̂ (never the private count)
-=====================  ===============================================================================
-"""
+See docs/mlflow.md, "Notes from the code", `core/headline.py`."""
 
 from __future__ import annotations
 

@@ -1,17 +1,7 @@
-"""The public model, fitted from the public splits a stage wrote (docs/guarantees.md, "Public first").
+"""The public model, fitted from the public splits a stage wrote (zero ε for the private reports): the simulation fit
+and the release fit, both logit-adjusted to the private roles' class mix.
 
-Two fits, both from public reports only (zero ε with respect to the private reports):
-
-- the **simulation** fit on ``public_rest`` (the public reports outside the proxy's parts), its L2 strength the
-  best of ``public_model.l2`` on ``proxy_validation``: what a mechanism refines in its public simulation on
-  ``proxy_train`` (a pseudo-private set of the private training size), and the floor that simulation is drawn
-  against;
-- the **release** fit on every public report of the label space at that L2: the public model the agency may release
-  (``released.mechanism: public_only``) and the start DP-SGD refines on the private reports.
-
-Both are logit-adjusted (:mod:`dprelease.core.public_model`) to the private roles' class mix (public counts ×
-inclusion rates). The fit is deterministic (full-batch L-BFGS from zero): no seed, no key.
-"""
+See docs/guarantees.md, T.3."""
 
 from __future__ import annotations
 

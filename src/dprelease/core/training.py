@@ -1,18 +1,7 @@
-"""The (weighted) fine-tuning loop shared by every backend and mechanism, and the one-epoch step that
-other loops (SWAG's) reuse.
+"""The (weighted) fine-tuning loop shared by every backend and mechanism, and the one-epoch step other loops (SWAG's)
+reuse: it minimises the negative log pseudo posterior divided by N.
 
-Loss per mini-batch B: (1/|B|) Σ_{i∈B} w_i CE_i(θ) — not renormalised by Σ w_i (docs/algorithms.md, B.5). With a
-``censor`` each record contributes its censored w_i CE_i (≤ κ; the strict variant, docs/guarantees.md, P).
-With a ``prior_precision`` λ the mini-batch loss also carries λ/(2N)·|θ − θ₀|² (N = training records), so
-the loop minimises (1/N)·(Σ_i w_i CE_i + λ/2·|θ − θ₀|²): the negative log pseudo posterior under the prior
-N(θ₀, I/λ), divided by N. The centre θ₀ is the backend's (``Backend.prior_center``): 0 for the head (its
-default), the PUBLIC pretrained weights for the full backend (as in L2-SP, Li, Grandvalet & Davoine 2018) —
-data-independent either way, so the pseudo posterior stays valid, and λ = 100 around 0 would shrink MiniLM's
-22.7 M weights towards zero. The Laplace reference's Hessian G + λI does not depend on the centre. SWAG-PPM's fine-tune and SWAG phases optimise exactly that objective, and the
-Laplace reference of the temperature check (swag_ppm/temperature.py) uses the same λ.
-Fine-tune: AdamW, linear decay to 0, no warm-up (docs/algorithms.md, D.6.1); its decoupled ``weight_decay`` is a
-different regulariser (not a prior of this objective), so SWAG-PPM sets it to 0 and uses λ instead.
-"""
+See docs/algorithms.md, I.4."""
 
 from __future__ import annotations
 

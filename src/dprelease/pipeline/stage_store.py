@@ -1,22 +1,7 @@
-"""Finished stage outputs by input key, shared between project roots; their bytes live in DVC's cache.
+"""Finished stage outputs by input key, shared between project roots; their bytes live in DVC's cache. Entries are
+immutable and verified when restored.
 
-A stage's outputs depend only on its input key (params it reads, input contents, declared code), so
-once computed in one root they can be restored into another: tuning cells that share the split, the
-embeddings or round 1 do not recompute them.
-
-One cache, not two: an entry is only an index (``<store>/<key>/entry.json``: each output file's md5
-and mode, and the stage's public summary); the bytes are objects of a DVC cache, laid out as DVC lays
-them out (``files/md5/ab/cdef…``, read-only). In a DVC project that is the project's own cache
-(``.dvc/cache``), so what the Prefect flow stores is what ``dvc commit``/``dvc push`` find, and what
-``dvc pull`` brings is what the flow restores from; elsewhere (a root outside any DVC project) it is
-``<store>/cache``, same layout.
-
-Entries are immutable and verified. Outputs are *copied* into the cache (never hard-linked: an output
-changed in place must not change the stored copy), and the entry appears atomically under its key
-(first writer wins). :func:`restore` re-hashes every object before copying it out; an entry whose
-objects do not match is discarded (the caller recomputes), and a mismatching object is removed, so it
-is never reused. The store and the cache are owner-only folders (they hold private artifacts).
-"""
+See docs/pipeline.md, "Notes from the code", `pipeline/stage_store.py`."""
 
 from __future__ import annotations
 

@@ -1,22 +1,7 @@
-"""Curvature and gradient-noise quantities of the weighted loss Σ_i w_i CE_i(θ) at one θ, by plain
-autograd (any backend; the head backend overrides them with closed forms, tested equal to these).
+"""Curvature and gradient-noise quantities of the weighted loss Σ_i w_i CE_i(θ) at one θ, by plain autograd: the
+reference that the head's closed forms and the full backend's ``torch.func`` forms are tested equal to.
 
-* ``ggn_diagonal``: diag of the generalised Gauss–Newton G = Σ_i w_i J_iᵀ (diag p_i − p_i p_iᵀ) J_i, i.e.
-  the Fisher Σ_i w_i E_{c∼p_i}[(∇ log p_ic)²] (identical for softmax cross-entropy). Exact over the
-  classes when there are at most ``max_exact_classes``; otherwise one label per record is drawn from
-  p_i (an unbiased estimate).
-* ``ggn_subspace``: the block B G Bᵀ for the rows of a basis B, via Jacobian-vector products of the logits.
-* ``ggn_operator``: v ↦ G v for the rows of an [r, d] tensor (a Jacobian-vector product, the output
-  curvature, then a vector-Jacobian product): what conjugate gradients need to solve (G + λI) x = u.
-* ``gradient_noise``: mean_i |∇ℓ_i|² and |mean_i ∇ℓ_i|² for ℓ_i = w_i CE_i (their difference is tr C, the
-  trace of the per-example gradient covariance in Mandt et al.'s learning-rate formula).
-
-``ggn_diagonal`` / ``ggn_subspace`` / ``ggn_operator`` / ``gradient_noise`` use a backend's own closed form when it has one
-(a method of the same name) and the autograd reference otherwise: the head's closed forms
-(``head_curvature.py``), the full backend's ``torch.func`` forms on the device (``full_curvature.py``). The
-``*_autograd`` functions here are the reference both are tested against; they loop over records on the host
-and are meant for small models.
-"""
+See docs/algorithms.md, I.1."""
 
 from __future__ import annotations
 

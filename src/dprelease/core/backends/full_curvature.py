@@ -1,20 +1,7 @@
-"""The full backend's curvature quantities on the device, by ``torch.func`` (the fast forms that
-``backends/curvature.py`` dispatches to; each equals its autograd reference there, tested on the tiny model).
+"""The full backend's curvature quantities on the device, by ``torch.func`` (vmap of grad / jvp / vjp): the fast forms
+``curvature.py`` dispatches to, each tested equal to its autograd reference.
 
-* per-record gradients come from ``vmap(grad(·))`` over (record, class) pairs, a chunk at a time, and are
-  squared and summed where they are made: nothing per record ever leaves the device (the reference copied
-  every record's 22.7 M-float64 gradient to the host);
-* Jacobian-vector products J v for a stack of vectors come from ``vmap(jvp(·))`` (forward mode: one batched
-  pass for all vectors, no double backward), and Jᵀ e from ``vmap`` over one ``vjp`` per batch.
-
-Precision: the model runs in float32 (no autocast here: these quantities enter the certified temperature
-bounds); products are float32; sums over records or batches (Σ w p g², J D blocks, G v) accumulate in
-float64 on the device; each function makes ONE host copy, of its result.
-
-The HF encoder is called with explicit ``position_ids`` / ``token_type_ids`` and a prepared 4-D additive
-attention mask (HF returns a 4-D mask as is: its 2-D mask preparation inspects the data, which ``vmap``
-cannot), under the math attention kernel (the fused kernels have no forward-mode AD).
-"""
+See docs/algorithms.md, I.2."""
 
 from __future__ import annotations
 

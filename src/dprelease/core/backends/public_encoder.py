@@ -71,7 +71,7 @@ def tune(
     progress: bool = False,
     with_head: bool = False,
 ):
-    """The recipe on (public) narratives and their label indices.
+    """Train the recipe on (public) narratives and their label indices.
 
     Args:
         texts: the public corpus's narratives.
@@ -79,11 +79,10 @@ def tune(
         n_classes: the public label space's size.
         recipe: the settings.
         progress: print a progress bar on stderr.
+        with_head: also return the trained softmax layer, for :func:`head_f1`.
 
     Returns:
-        The trained top layers' tensors (float32, minilm's parameter names), what :func:`save` writes in fp16;
-        with ``with_head``, (those tensors, the trained softmax layer) for :func:`head_f1`.
-    """
+        The top layers' float32 tensors (minilm's names; :func:`save` writes fp16); with ``with_head``, (them, head)."""
     if len(texts) != len(labels) or not texts:
         raise ValueError(f"{len(texts)} narratives and {len(labels)} labels: need the same number, at least one")
     torch.manual_seed(recipe.seed)  # nothing here draws from the global RNG; pinned in case a kernel does

@@ -1,18 +1,7 @@
-"""Record-local roles: each report's fate is a function of that report and a key, never of the others.
+"""Record-local roles: each report's role (train / validation / test / unused) is a function of that report and a key,
+never of the others, so adding or removing one report moves no other (the unit of privacy).
 
-The unit of privacy is one report of the agency's extract (add or remove). A stage that sorts, caps, shuffles or
-stratifies the private reports together moves many reports when one is added, and the guarantee a mechanism
-states for its training set no longer holds for the people in the extract (docs/guarantees.md, "The boundary").
-Here every choice made before a mechanism is one of two kinds:
-
-- **public**: computed from the public period only (the label space, the per-class inclusion rates, the expected
-  sizes that δ and DP-SGD's normaliser use);
-- **record-local**: a report's role (train / validation / test / unused) is ``assign(u, label)`` where ``u`` is a
-  keyed hash of the report's own content id (:func:`report_ids`): adding or removing a report changes no other
-  report's role.
-
-Pure numpy and hashlib; the keyed uniforms come from :func:`dprelease.core.privacy.secret.record_uniforms`.
-"""
+See docs/guarantees.md, T.1."""
 
 from __future__ import annotations
 

@@ -1,19 +1,8 @@
-"""The industry sector of an OSHA record, one definition for every mechanism: the first two digits of its
-``Primary NAICS`` code (the NAICS sector), :data:`UNKNOWN` where the column holds no two leading digits.
+"""The industry sector of an OSHA record, one definition for every mechanism: the first two digits of its ``Primary
+NAICS`` code, :data:`UNKNOWN` where there are none. NVDP's probe and GPP read it from here and fold rare sectors by
+different rules, kept as they are.
 
-NVDP's attacker probe (:mod:`dprelease.mechanisms.nvdp.probe`) and GPP's sensitive attribute (:mod:`dprelease.mechanisms.gpp.osha`)
-both read the sector from here. What each then does with rare sectors is its own, and differs:
-
-* NVDP's probe keeps sectors with at least 20 training records as classes and folds the rest, and the
-  :data:`UNKNOWN` records, into one ``other`` class (placed last);
-* GPP keeps sectors with at least ``gpp.osha.min_sector_rows`` (10) training records, :data:`UNKNOWN`
-  included as a class of its own, and names the rest ``other`` (:func:`group_rare`).
-
-The two rules were written separately and no reason for the difference is recorded; they are kept as they
-are so that published figures do not move (NVDP's probe AUC in ``metrics/nvdp_probe.json`` and its report;
-GPP's OSHA rows in ``metrics/gpp_osha.json``, its report and the GPP sanitizer's card). Their AUCs are not
-comparable in any case: NVDP's probe is a logistic regression, GPP's an MLP.
-"""
+See docs/gpp.md, "Notes from the code", `core/data/sectors.py`."""
 
 from __future__ import annotations
 

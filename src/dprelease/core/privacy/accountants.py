@@ -1,17 +1,7 @@
-"""One name → one accountant (the model: Opacus's ``accountants/registry.py`` and ``create_accountant``).
+"""One name → one accountant (as Opacus's registry): ε after T Poisson-sampled Gaussian steps, and an Opacus accountant
+that reports the same ε while training. A new accountant is one :func:`register` call.
 
-An :class:`Accountant` answers the two questions every DP-SGD user here asks — ε after T Poisson-sampled Gaussian
-steps with noise multiplier σ at sampling rate q (:meth:`Accountant.epsilon`), and an Opacus accountant object
-that reports the same ε while Opacus trains (:meth:`Accountant.opacus`) — under the name ``dpsgd.conversion``
-gives (``mironov``: Opacus's RDP analysis with Mironov's conversion; ``opacus``: with Opacus's; ``prv``: Opacus's
-PRV accountant). DP-SGD, the batched trainer, private selection, the frontier and the tight audit all look a name
-up here; a new accountant is one :func:`register` call (its module imported by whoever uses it) and its name in
-the params' ``conversion`` choices.
-
-Why the noise search is not Opacus's ``get_noise_multiplier``: that function builds its accountant from a name
-with ``create_accountant``, which knows ``rdp``, ``gdp`` and ``prv`` only — not the Mironov conversion, the
-project's default (the paper's baseline); ``tests/core/privacy/test_accountants.py`` shows it refusing the name.
-"""
+See docs/privacy.md, "Notes from the code", `core/privacy/accountants.py`."""
 
 from __future__ import annotations
 

@@ -1,21 +1,7 @@
-"""The one shape of a privacy claim. Every arm and every release writes a :class:`Guarantee`; reports,
-MLflow and the release manifest read it instead of re-deriving ε or δ.
+"""The one shape of a privacy claim: every arm and every release writes a :class:`Guarantee` (kind, ε, δ or why none,
+the mechanism's own quantities); reports, MLflow and the manifest read it instead of re-deriving ε or δ.
 
-* ``kind`` says what sort of claim it is: a :class:`dprelease.contracts.mechanism.Kind` found by name (:func:`kind`);
-* ``delta`` is a number, or ``None`` with ``delta_reason`` saying why there is none;
-* ``quantities`` holds the mechanism's own numbers under their own names (SWAG-PPM's local
-  sensitivity Δ̂ is ``local_sensitivity``, never ``delta``; DP-SGD's noise multiplier, sampling rate…).
-
-The vocabulary is open: the kinds any mechanism may make are the core's (:mod:`dprelease.core.privacy.kinds`), a
-kind only one mechanism makes is declared in that package's ``kinds`` module, and a name not known yet loads
-every listed package's ``kinds`` module (:func:`dprelease.contracts.plugins.guarantee_kinds`: light modules, no torch), so
-a release's record validates and renders whether or not its maker's plug-in was imported.
-
-A SWAG-PPM sampler whose temperature is certified in only r of its d parameter directions makes no ε claim:
-its kind is ``ppm_uncertified``, ``epsilon`` is None and the number it has — the index 2Δ̂, which is not an ε —
-sits in ``quantities["uncertified_index"]`` with ``certified_directions`` r and ``parameters`` d. Validation
-refuses an ε of any kind whose quantities record r < d (docs/guarantees.md, K.9).
-"""
+See docs/guarantees.md, T.2."""
 
 from __future__ import annotations
 

@@ -1,20 +1,7 @@
-"""Refuse to make a release with keys other than the ones the recorded release was made with.
+"""Refuse to make a release with keys other than the ones the recorded release was made with (``dvc.lock`` and
+``release/release.json``), unless the key was rotated or replaced here on purpose (``--new-key``).
 
-A fresh clone that pulls the pipeline's data (``dvc pull``) has neither the randomness key
-(``<artifacts>/secret/key``) nor the agency signing key (``<artifacts>/keys``): neither ever enters DVC's cache
-or remote. Making them anew would give a *different* release (other noise), signed by a *different* key, with
-nothing telling the operator. So before anything is made, the keys here are compared with what was recorded:
-
-* ``dvc.lock`` (the project root's): the md5 of ``<artifacts>/secret/key_id.json`` (the randomness key's public
-  id, the ``secret`` stage's output) and of ``<artifacts>/keys/agency.pub`` (the signing stages' input);
-* the existing release (``release/release.json``): ``randomness.secret_key_id`` and ``signed_by.key_id``.
-
-A key that differs from a recorded one is accepted only when the recorded key was replaced *here* on purpose:
-a rotation (``dprelease secret rotate``, ``dprelease key rotate``: the old key stays under ``retired/``) or an
-explicit ``--new-key`` (``DPRELEASE_NEW_KEY=1`` under ``dvc repro``), which records the replaced key in the key
-folder's ``history.json``. Otherwise: one line, nothing made. A missing key where one is recorded: one line
-saying to import it (``dprelease key import-private``) or start a new one (``--new-key``).
-"""
+See docs/privacy.md, "Notes from the code", `core/privacy/key_guard.py`."""
 
 from __future__ import annotations
 

@@ -1,29 +1,7 @@
-"""The project's secret randomness key: where the noise a guarantee rests on comes from.
+"""The project's secret randomness key: every random draw a guarantee rests on, and every random choice of a released
+or audited mechanism, is seeded from it (HMAC-SHA256(key, label)), never from the public seed.
 
-A differential-privacy guarantee holds against an adversary who knows the code, the params, the public
-seed and every record but one. Noise derived from the public seed gives that adversary the noise too
-(the released draw θ*(D) and θ*(D′) could be recomputed and told apart: ε = ∞). So every random draw a
-guarantee rests on — the released posterior draw(s), DP-SGD's noise and Poisson sampling, private
-selection's coins, the canary audit's inclusion coins — is seeded from a 256-bit key created once from
-OS entropy and kept only in the private artifacts (``<artifacts>/secret/key``, 0600 in a 0700 folder).
-So is every other random choice of a mechanism whose output is released or audited — initialisation, batch
-order, dropout, SWAG's SGD, the re-weighting refits, the Δ̂ and evaluation passes — because a sampler whose
-centre an adversary can re-fit on D and on D∖{x} gives membership away whatever its noise
-(:func:`training_seeds`; the replay audit, swag_ppm/replay.py, checks it). The public ``seed`` drives only
-public choices: the stratified split, the audit's target records and reference models.
-
-Per-use seeds are HMAC-SHA256(key, label): independent streams per label, reproducible bit for bit by
-whoever holds the key (the operator), unpredictable without it. Neither the key nor a derived seed is
-ever written anywhere else; the public *key id* (a hash of the key, one-way) names which key produced
-a release. ``key_id.json`` is the stage output that every stage using the key depends on, so rotating
-the key re-runs exactly those stages (Prefect stamps and ``dvc repro`` alike).
-
-Lifecycle (``dprelease secret init | rotate | show``): ``init`` creates the key on first use and refuses
-to silently replace a key that existed before and is now missing (restore it from backup, or rotate);
-``rotate`` retires the current key to ``retired/<key id>`` (still private, so old releases stay
-reproducible) and creates a new one — a release made with it is a new release, and its ε enters the
-ledger as such.
-"""
+See docs/privacy.md, "Notes from the code", `core/privacy/secret.py`."""
 
 from __future__ import annotations
 

@@ -1,18 +1,7 @@
-"""Private hyper-parameter selection with a random number of repetitions (Papernot & Steinke 2022,
-"Hyperparameter tuning with Rényi differential privacy", ICLR; docs/frontier.md, "Private selection").
+"""Private hyper-parameter selection with a random number of repetitions (Papernot & Steinke 2022): the truncated
+negative binomial draw and the RDP bound of the whole procedure. Pure maths: arrays in, numbers out.
 
-The procedure: draw K from the truncated negative binomial TNB(η, γ) — P(K = k) ∝ C(k+η−1, k)(1−γ)^k for k ≥ 1 —
-run the base mechanism Q K times (each run: a configuration drawn uniformly from a declared grid, trained with a
-DP mechanism, scored with noise), and release the best-scoring run's output. If Q is (λ, ε(λ))-RDP at every
-order, the whole procedure is (λ, ε'(λ))-RDP with (their Theorem 2)
-
-    ε'(λ) = ε(λ) + (1+η)(1 − 1/λ̂)·ε(λ̂) + (1+η)·log(1/γ)/λ̂ + log(E[K])/(λ − 1)    for any λ̂ > 1,
-
-minimised here over λ̂ in the given order grid (any λ̂ gives a valid bound; a subset only loosens it), with
-E[K] = η(1−γ) / (γ(1−γ^η)) (η > 0). A random choice among mechanisms is bounded by the largest of their RDP
-curves (Rényi divergence is jointly quasi-convex), so Q's curve is the pointwise maximum over the grid.
-Pure maths: arrays in, numbers out.
-"""
+See docs/frontier.md, "Notes from the code", `core/privacy/tuning.py`."""
 
 from __future__ import annotations
 

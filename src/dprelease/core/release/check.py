@@ -1,17 +1,8 @@
-"""Checks on a release folder's files (imports neither the backends nor the release modules, which build on
-it): allow-list, manifest hashes, the JSON files, and the architecture's tensors; the bounded reading of each
-file is :mod:`dprelease.core.untrusted`'s.
+"""Checks on a release folder's files: allow-list, manifest hashes, the JSON files and the architecture's tensor
+shapes, for every release kind. Imports neither the backends nor the release modules; every problem is a one-line
+:class:`ReleaseError` naming the file.
 
-:func:`verify_release_folder` is the one verification of a release folder, for the classifier release and
-every mechanism's sanitizer alike (each passes its architecture's shapes). For the classifier,
-:func:`dprelease.core.release.classifier.verify_release` runs it before any weight is read: the manifest's sha256 of every file, the
-allow-list, the JSON files, the architecture's dimensions against :data:`dprelease.core.untrusted.BOUNDS`, ``n_classes``
-against ``labels.json``, and every tensor's shape in ``model.safetensors`` (its header only) against the shapes the
-architecture implies (the head's computed from its dimensions, without torch; the full backend's model built
-on the ``meta`` device, which allocates nothing). The hash check alone catches most tampering; the other checks
-stand on their own, for a manifest edited along with the files. :func:`dprelease.core.untrusted.load_weights` (used by the backends' loaders) then reads the tensors and refuses
-non-finite ones. Every problem is a one-line :class:`ReleaseError` naming the file.
-"""
+See docs/release.md, "Notes from the code", `core/release/check.py`."""
 
 from __future__ import annotations
 

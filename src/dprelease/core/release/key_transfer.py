@@ -1,17 +1,7 @@
-"""The private keys for a second operator: ``dprelease key export-private --to DIR`` / ``import-private --from DIR``.
+"""The private keys for a second operator (``dprelease key export-private`` / ``import-private``): both keys encrypted
+under a passphrase, the only way they leave the agency's machine.
 
-Neither the randomness key (``<artifacts>/secret/key``) nor the agency signing key (``<artifacts>/keys/agency.key``)
-is ever in DVC's cache, a remote, git or MLflow, so a second operator's clone gets them by this procedure only:
-
-* ``randomness.key.enc`` — the randomness key, AES-256-GCM under a key derived from the passphrase by scrypt
-  (n = 2^15, r = 8, p = 1; a fresh 16-byte salt and 12-byte nonce; the key id as associated data);
-* ``agency.key.pem`` — the agency's private key, PKCS#8 PEM encrypted with ``BestAvailableEncryption``;
-* ``agency.pub``, ``signer.json`` and ``keys.json`` — public: the ids the import checks against.
-
-The folder is 0700 and every file 0600. The passphrase comes from ``DPRELEASE_KEY_PASSPHRASE`` or a prompt,
-never from the command line (it would sit in the shell history and ``ps``). An import refuses a folder others can
-read, a wrong passphrase (one line) and a key here that differs from the imported one (nothing is replaced).
-"""
+See docs/release.md, "Notes from the code", `core/release/key_transfer.py`."""
 
 from __future__ import annotations
 

@@ -1,21 +1,7 @@
-"""`dprelease key ACTION`: the agency signing key (:mod:`dprelease.core.release.signing`) from the command line.
+"""`dprelease key ACTION`: the agency signing key (:mod:`dprelease.core.release.signing`) from the command line (init,
+show, export, rotate, export-private, import-private).
 
-* ``init`` — make the key if there is none (the pipeline also makes it the first time it signs; run this
-  once before a first ``dvc repro``, whose signing stages list the public key as an input);
-* ``show`` — the key id, the signer's name and where the key lives;
-* ``export --output agency.pub`` — the public key, to hand to partners (never the folder's other files);
-* ``rotate [--signer NAME]`` — one command: retire the key pair to ``retired/<key id>/``, make a new one,
-  re-sign the project's release folders (``release`` and each plug-in's ``SIGNED`` folders) after checking
-  their files and old signatures. Partners need the new public key for releases signed from now on, and
-  keep the old one for older releases; the signing stages list the public key as an input, so a later run
-  finds them up to date;
-* ``export-private --to DIR`` / ``import-private --from DIR`` — both private keys (the randomness key and the
-  agency key), encrypted with a passphrase (``DPRELEASE_KEY_PASSPHRASE`` or a prompt), for a second operator's
-  clone (:mod:`dprelease.core.release.key_transfer`).
-
-``init`` refuses to make an agency key where ``dvc.lock`` records one and none is here (import it, or
-``--new-key``: :mod:`dprelease.core.privacy.key_guard`).
-"""
+See docs/release.md, "Notes from the code", `core/release/keys_cli.py`."""
 
 from __future__ import annotations
 

@@ -1,18 +1,7 @@
-"""Sanitizer releases and `dprelease sanitize`: a partner privatizes its own narratives from a release folder alone.
+"""Sanitizer releases and `dprelease sanitize`: a partner privatizes its own narratives from a release folder alone,
+with noise from the OS's entropy (a known seed would let the noise be subtracted).
 
-A sanitizer release (NVDP or GPP) is a folder like the classifier release (``release.json`` manifest with every
-file's sha256, the same allow-list, a model card) whose manifest says ``"kind": "sanitizer"`` and which
-``"mechanism"`` wrote it. The mechanism's ``stages.sanitize(release_dir, texts, *, seed)`` turns texts into one
-privatized draw per text; this module verifies the folder first, reads the input, hands it to the mechanism
-:data:`SANITIZE_BATCH` narratives at a time (a progress bar on stderr for a large input on a terminal), and writes
-a parquet file holding only the input row number and the draws, with the release's public guarantee in the file's
-metadata.
-The other input columns are not copied: they are not privatized.
-
-The draw's noise must be unpredictable to whoever receives the file (with a known seed the noise could be
-subtracted), so by default the generator is seeded from the operating system's entropy and the seed is never
-written anywhere; ``seed=`` exists for tests and reproducible demonstrations only.
-"""
+See docs/sanitizers.md, "Notes from the code", `core/release/sanitizer.py`."""
 
 from __future__ import annotations
 

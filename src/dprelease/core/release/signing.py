@@ -1,25 +1,7 @@
-"""The agency's signing key and signed releases: Ed25519 (RFC 8032) through the ``cryptography`` package.
+"""The agency's signing key and signed releases: Ed25519 (RFC 8032) through ``cryptography``. The manifest proves a
+folder whole, the signature who wrote it; every loader checks it by default.
 
-The manifest (``release.json``) lists every other file's sha256, so checking it proves a folder is whole;
-the signature proves who wrote it. The agency holds one key pair in a private folder (``<artifacts>/keys``,
-or ``signing_key`` in params.yaml; the folder 0700, its files 0600), created once, the first time a release
-is signed (or by ``dprelease key init``):
-
-* ``agency.key`` — the private key (PKCS#8 PEM). It never leaves this folder: no release, log, report or
-  MLflow run holds it, and a key file others can read is refused;
-* ``agency.pub`` — the public key (SubjectPublicKeyInfo PEM): what partners receive (``dprelease key export``);
-* ``signer.json`` — the signer's name and the key id (sha256 of the raw 32-byte public key).
-
-Signing a release folder writes ``signed_by`` (name, key id) into its manifest, then ``release.sig``: the raw
-64-byte Ed25519 signature of the manifest's exact bytes. ``dprelease verify`` checks it; so does OpenSSL 3
-without dprelease: ``openssl pkeyutl -verify -pubin -inkey agency.pub -rawin -in release.json -sigfile
-release.sig``. Rotation (:func:`rotate`) retires the key pair to ``retired/<key id>/`` and makes a new one.
-
-Wherever a release is loaded (``dprelease predict``, ``sanitize``, ``verify``, the MLflow model) its signature is
-checked by default: the public key comes from ``--key`` or :data:`KEY_ENV`, and a release with no key to check
-it against is refused (:func:`missing_key`) unless the caller opts out explicitly (``--no-signature-check``,
-:data:`NO_CHECK_ENV`). Every failure is a one-line :class:`SignatureError`.
-"""
+See docs/release.md, "Notes from the code", `core/release/signing.py`."""
 
 from __future__ import annotations
 

@@ -1,17 +1,7 @@
-"""The file contract between a mechanism and the frontier: ``metrics/frontier/<source>.json``.
+"""The file contract between a mechanism and the frontier: ``metrics/frontier/<source>.json``, written by the stage a
+package's ``FRONTIER`` names; aggregates only.
 
-A package that contributes points to the frontier declares ``FRONTIER = "<stage name>"`` in its ``params``
-module; that stage writes :func:`points_file` with :func:`write_points`. The frontier package reads these
-files and nothing else of the mechanism (it imports no mechanism). One file holds::
-
-    {"source": "dpsgd", "grid_size": 40, "selection": "<how the configuration was chosen>",
-     "points": [Point, ...]}
-
-Every figure is an aggregate: per-seed test F1 of refits (no per-record number), the chosen configuration
-(public hyper-parameters) and its validation score. A point's ``epsilon`` is the ε its guarantee claims
-(``None`` for kinds that claim none); ``target_epsilon`` the declared level it was calibrated to (``None`` where
-ε is measured, not targeted, as for SWAG-PPM).
-"""
+See docs/frontier.md, "Notes from the code", `core/utility/points.py`."""
 
 from __future__ import annotations
 

@@ -1,34 +1,7 @@
-"""DP-SGD of a linear head for many independent runs at once: the trainer of the tight audit
-(``benchmarks/audit_tight.py``).
+"""DP-SGD of a linear head for many independent runs at once, in closed form: the tight audit's trainer, checked
+against Opacus weight for weight, with an optional gradient canary and the audit's planted bug.
 
-The same mechanism as :func:`dprelease.mechanisms.dpsgd.train.train_dpsgd` (Opacus), written out in closed form and
-vectorised over R runs: each step, every record is in the batch with probability q (Poisson sampling,
-one coin per record and run), each sampled record's gradient is clipped to norm C (factor
-``min(1, C/(‖g‖ + 1e-6))``, Opacus's), the clipped gradients are summed, Gaussian noise N(0, (σC)²) is
-added to every coordinate, the sum is divided by the expected batch size and AdamW (weight decay 0,
-torch's update rule) or SGD with momentum (torch.optim.SGD's rule, no dampening) takes the step. q, the step count T = ⌈E/q⌉ and σ come from the project's
-accounting functions, so the accountant's ε is the DP-SGD stage's. ``tests/mechanisms/dpsgd/test_batched.py``
-checks a run of this trainer against ``train_dpsgd`` weight for weight (Opacus's batches replayed, the same
-noise draws; equal to float rounding) and the accountant's ε against the DP-SGD result's.
-
-The model is the head with ``hidden = 0``: logits = (x·√d) Wᵀ + b, whose per-sample gradient is
-(softmax − onehot) ⊗ (x·√d, 1), norm ‖softmax − onehot‖·√(d‖x‖² + 1) — no per-sample gradient is
-materialised. With R = 1 and no canary the noise draws are exactly Opacus's (``normal`` of each
-parameter's shape, weight then bias, from the noise generator), and a batch is Opacus's
-UniformWithReplacementSampler's ``rand(n) < q`` (the comparison replays Opacus's batches: its DataLoader
-also spends draws of the sampling generator on worker seeds).
-
-**Gradient canary** (Nasr et al. 2023, "Tight auditing of differentially private machine learning"):
-a record whose per-sample gradient is ``norm``·e_j for one weight j = (row, col) of an input column that is
-zero in every real record, so no other record's gradient ever lands there. It is clipped like any record
-(``norm`` > C: an implementation that skipped clipping would show it) and sampled by its own Poisson
-coin each step (its own generator: a canary-free run's draws stay Opacus's). The trainer returns the
-privatised gradient sum of coordinate j at every step (in units of C): the output DP-SGD's accountant
-bounds, which an attacker holding every iterate can recover.
-
-``planted_noise_divisor`` > 1 is the PLANTED BUG of the audit (as in ``train_dpsgd``): noise σ/divisor,
-while the claim stays the accountant's ε for σ.
-"""
+See docs/audit.md, "Notes from the code", `mechanisms/dpsgd/batched.py`."""
 
 from __future__ import annotations
 

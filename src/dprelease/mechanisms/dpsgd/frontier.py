@@ -1,22 +1,7 @@
-"""DP-SGD's points on the frontier (docs/frontier.md): a linear head on the frozen encoder's embeddings, at each
-declared ε of ``frontier.epsilons``, its configuration chosen on the VALIDATION split from the declared grid
-``frontier.dpsgd`` and refit with ``frontier.seeds`` secret seeds, scored on the test split.
+"""DP-SGD's points on the frontier: a linear head at each declared ε, its configuration chosen on the validation split
+from the declared grid, refit with secret seeds and scored on the test split.
 
-The trainer is :func:`dprelease.mechanisms.dpsgd.grid.train_grid`: Opacus's algorithm (Poisson sampling, per-sample
-clipping, Gaussian noise σC, expected-batch scaling, AdamW or SGD with momentum) in closed form, each run as
-:func:`dprelease.mechanisms.dpsgd.batched.train_batched` (checked against Opacus weight for weight, tests/mechanisms/dpsgd/test_batched.py)
-and many runs with their own settings in one call (tests/mechanisms/dpsgd/test_grid.py): the grid at every ε is one call.
-Initialisation is zero (data-independent, no randomness: the softmax regression is convex); batches and noise come
-from the secret key, one label per (accountant, ε, configuration or refit), each run its own generators. The
-configuration is chosen once per ε, with σ from the first of ``frontier.accountants``; it is then refit with σ
-from each accountant — ``rdp`` (Opacus's RDP accountant with Opacus's conversion) and ``prv`` (Opacus's PRV
-accountant) — the smallest σ that meets the target: side by side, the same configuration.
-
-What a point promises: the refits' (ε, δ) is the accountant's, worst case over neighbouring databases, for the
-TRAINING records. What it does not: choosing the configuration looked at the validation split, so the
-validation records' influence on that choice is not covered by ε (the grid size is reported; private selection
-is a declared option the frontier states, not this file's). Per-configuration scores stay in this process.
-"""
+See docs/frontier.md, "Notes from the code", `mechanisms/dpsgd/frontier.py`."""
 
 from __future__ import annotations
 

@@ -1,32 +1,7 @@
-"""DP-SGD of a linear head for many runs at once, each with its OWN setting: the frontier's grid trainer.
+"""DP-SGD of a linear head for many runs at once, each with its own setting: the frontier's grid trainer. Each run
+draws exactly what it would draw alone, so results do not depend on how runs are grouped.
 
-:func:`dprelease.mechanisms.dpsgd.batched.train_batched` trains R runs of one setting (the tight audit's trainer).
-:func:`train_grid` trains R runs whose sample rate q, step count T, noise multiplier σ (and planted divisor),
-clipping norm C, learning rate, optimizer and momentum all differ — a whole declared grid, at several ε, in one
-call. Each run is the same mechanism as ``train_batched`` with R = 1 and no canary: each step a Poisson batch
-(``rand(m) < q`` from the run's own sample generator), per-sample clipping to C, noise N(0, (σC)²) on every
-coordinate (``normal`` of the weight's then the bias's shape from the run's own noise generator; none drawn when
-σ = 0), the sum divided by the expected batch size, then AdamW (weight decay 0) or SGD with momentum. Every run
-keeps its own pair of generators, so run r draws exactly the numbers it would draw alone: its batches and noise
-do not depend on which runs share the call or in which order (``tests/mechanisms/dpsgd/test_grid.py`` checks each run
-against ``train_batched`` alone with the same generators, to float rounding). A run with fewer steps than
-others stops at its T: after step T its weights, optimizer state and generators are left untouched.
-
-How the work is laid out (no effect on the result beyond float rounding): runs are grouped by optimizer and by
-full batch (q = 1) or not, sorted by T (longest first) and cut into chunks of at most ``chunk`` runs; within a
-chunk the runs still stepping are a prefix, updated in place. A full-batch chunk multiplies every record by every
-run's weights in one product; a sampled chunk gathers each run's batch (padded to the chunk's largest) and
-multiplies batch by batch, so a run with q < 1 costs about q of a full pass per step, as with R = 1. No
-per-sample gradient is materialised (the head's per-sample gradient norm is
-‖softmax − onehot‖·√(d‖x‖² + 1)).
-
-Subnormal floats are kept out (they made every product and the softmax 2–3× slower on the frontier's data,
-whose embeddings have two coordinates near 1e-36 in every record): input coordinates and softmax probabilities
-of magnitude ≤ 1e-20 count as 0, and exp only sees logits at most 70 below their row's largest (a probability
-below 1e-20 either way). Next to the other terms of a sum, and to the noise σC a private run adds to every
-coordinate, such a term is far below float32's resolution, so this moves results by float rounding only (the
-same tolerance as the comparison with ``train_batched``, which keeps them).
-"""
+See docs/frontier.md, "Notes from the code", `mechanisms/dpsgd/grid.py`."""
 
 from __future__ import annotations
 

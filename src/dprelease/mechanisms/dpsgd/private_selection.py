@@ -1,18 +1,7 @@
-"""DP-SGD with its configuration chosen privately (docs/frontier.md, "Private selection"): the frontier's
+"""DP-SGD with its configuration chosen privately (Papernot & Steinke's repetitions): the frontier's
 ``dpsgd_linear_private_selection`` points, whose ε covers the search too.
 
-The base mechanism Q draws a configuration uniformly from the declared grid (frontier.dpsgd), trains the linear
-head with DP-SGD at that configuration's σ, and scores it by its count of correct validation predictions plus
-Gaussian noise N(0, σ_s²) (sensitivity 1 under adding or removing one record). Its RDP curve is the largest of
-the configurations' DP-SGD curves (Opacus's RDP analysis) plus the score's λ/(2σ_s²): composition over the
-whole data set, conservative whichever split a record is in. The procedure repeats Q K ~ TNB(η, γ) times and
-releases the run with the best noisy score; its RDP is Papernot & Steinke's bound
-(:mod:`dprelease.core.privacy.tuning`), converted to (ε, δ) with Opacus's conversion. The per-configuration noise
-level is one scalar s (each configuration's σ is the one its own DP-SGD would need for ε = s), the largest s
-whose total ε ≤ the declared level. K, the draws and the noise come from the secret key and from nothing a run
-computes, so they are drawn first (:func:`plan_selection`) and every run of every selection at every level trains
-in one batched call; nothing of a run other than the released one leaves the process.
-"""
+See docs/frontier.md, "Notes from the code", `mechanisms/dpsgd/private_selection.py`."""
 
 from __future__ import annotations
 

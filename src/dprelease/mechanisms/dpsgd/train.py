@@ -68,20 +68,10 @@ def train_dpsgd(
 ) -> DPSGDResult:
     """Train ``model`` in place with DP-SGD; σ is chosen so the accountant's ε after training is the target.
 
-    Batches are Poisson samples with rate q = B/n (Opacus's DPDataLoader); Opacus's accountant hook
-    and expected batch size are set to that same q and B (make_private would infer 1/len(loader)), and
-    σ is searched for q and ⌈E/q⌉ steps, as in docs/algorithms.md, E.3.
-    ``planted_noise_divisor`` > 1 is a PLANTED BUG for the privacy audit: the noise actually added is
-    σ/divisor while the returned ε is the accountant's for σ (what a buggy implementation would claim).
-    ``grad_sample_mode="ghost"`` is Opacus's fast gradient clipping (per-sample norms without
-    materialising per-sample gradients); ``"hooks"`` is the classic per-sample-gradient path.
-    ``optimizer``: ``adamw`` (weight decay 0) or ``sgd`` with ``momentum``; ``conversion="prv"`` accounts
-    with Opacus's PRV accountant instead of RDP.
-    ``expected_size``: the PUBLIC expected number of training records n̂: q = B/n̂ and the normaliser B are then
-    public numbers (never the private count; default: the records given, for arms that are not released).
-    ``extra``: Gaussian mechanisms ((σ, q, T) each) that σ is calibrated to compose with (the DP evaluation);
-    the result's ε is the training's alone.
-    """
+    ``planted_noise_divisor`` > 1 is the audit's PLANTED BUG (noise σ/divisor, ε claimed for σ); ``expected_size``
+    is the public n̂.
+
+    See docs/algorithms.md, I.8."""
     from opacus import PrivacyEngine
     from opacus.data_loader import DPDataLoader
 

@@ -1,17 +1,7 @@
-"""Centralized GPP training (docs/algorithms.md, G.2, Algorithm 1) and the three baselines of S003 §VI-A.
+"""Centralized GPP training (docs/algorithms.md, G.2, Algorithm 1) and the three baselines of S003 §VI-A: arrays in, a
+fitted :class:`Sanitizer` out, every method with ``release(x, generator)``.
 
-Arrays in, a fitted :class:`Sanitizer` out. Every method returns something with ``release(x, generator)``
-(one sanitized draw per row), so the audit (:mod:`.audit`) treats them alike:
-
-- ``raw``: the input itself (a reference: what the probe finds before any encoder);
-- ``gpp``: stochastic encoder, ``k`` Adam steps on the utility and adversary heads per encoder step;
-- ``noprivacy``: deterministic encoder + utility head, utility cross-entropy only (releases μ);
-- ``random_projection``: a fixed Gaussian matrix ``d_x → d_z`` (no learning);
-- ``noisy``: a utility-only encoder whose bounded latent ``tanh(μ)`` gets Gaussian noise of a fixed
-  scale during training and release (the scale is tuned by :func:`tune_noise`).
-
-Randomness comes only from the seeded generators made here (batch order, draws, initialisation).
-"""
+See docs/gpp.md, "Notes from the code", `mechanisms/gpp/train.py`."""
 
 from __future__ import annotations
 

@@ -1,37 +1,7 @@
-"""Hamiltonian Monte Carlo with every chain advanced in ONE batched computation: the potential is evaluated on a
-[chains, p] batch, so each step's gradients for all chains are one GEMM (for the linear PPM) and one autograd call.
+"""Hamiltonian Monte Carlo with every chain advanced in one batched computation (one GEMM and one autograd call per
+step for all chains), per-chain step sizes by dual averaging and per-chain generators.
 
-Transition (per chain c, identity mass on the whitened z): draw p ~ N(0, I), integrate H(z, p) = U(z) + |p|²/2 for
-L steps of size h, accept with probability min(1, e^{−ΔH}) (Neal 2011). The trajectory's time τ is drawn
-uniformly in [1 − JITTER, 1 + JITTER]·TRAJECTORY each transition (jittered so no direction resonates), and
-L = ⌈τ/ε_c⌉ steps of h = τ/L ≤ ε_c, at most ``max_steps``. TRAJECTORY = 2 is a little longer than a quarter
-period of N(0, I) (π/2, where the whitened bulk's proposal is near-independent): directions up to ~1.8× wider than
-the whitening's unit — the K-FAC misses some, e.g. a censored record's flattened likelihood, and the per-draw
-max-loss lives there — then still turn by ≳ π/4. On a stand-in of the linear PPM's default data (censored ε 8,
-3 seed sets) it took the max-loss's bulk ESS from 77–137 to 176–206 of 400 draws for ~35% more gradients; the
-log posterior's stayed ≥ 198. ε_c is adapted in warm-up by dual averaging towards ``target_accept`` (Hoffman & Gelman
-2014, Algorithm 5 with μ = log 10ε₀, t₀ = 10, κ = 0.75 as Stan, but γ = 0.1 against Stan's 0.05: a gentler early
-exploration, since one exploratory tiny step costs ⌈τ/ε⌉ gradients here; on a stand-in of the linear PPM's
-default data it cut the warm-up's gradients by about a third), from Hoffman & Gelman's Algorithm 4 start, and
-restarted once a quarter into the warm-up (the chains have left their over-dispersed starts by then); the kept
-draws use ε_c = exp(x̄_c). ε_c ≤ (1 − JITTER)·TRAJECTORY, the shortest trajectory (on N(0, I) itself the split
-integrator is exact at any step, and dual averaging would otherwise grow ε_c past a full turn). Chains never share a random number
-or a step size.
-
-Integrators (both symplectic and reversible, so the Metropolis step keeps exp(−U) exactly invariant):
-``split`` (the default): H = [|z|²/2 + |p|²/2] + R(z), R = U − |z|²/2: half kick by ∇R = ∇U − z, the exact
-rotation of the N(0, I) part by angle h, half kick (Strang splitting; Shahbaba, Lan, Johnson & Neal 2014, §3).
-Where the caller's whitening makes U ≈ |z|²/2, R is small and the step is limited by R's curvature, not by
-N(0, I)'s: a few gradients per transition instead of tens. ``leapfrog``: the plain Störmer–Verlet integrator.
-
-Divergence: a transition that meets a non-finite energy anywhere on its trajectory, or whose highest energy exceeds
-the lower of its two ends' by more than MAX_DELTA_ENERGY (Stan's and Pyro's 1000), is counted (kept draws only) and
-rejected; a potential that returns inf or NaN is a divergence, never a crash. The rule reads the same from either end
-of the (reversible) trajectory, so rejecting on it keeps the Metropolis step exact.
-Randomness: chain c draws its momenta, jitter and Metropolis coins only from its own ``torch.Generator`` seeded
-with ``seeds[c]``, always the same number of draws per transition, so chain c's draws do not depend on any other
-chain's seed; the global generator is never used.
-"""
+See docs/linear_ppm.md, "Notes from the code", `mechanisms/linear_ppm/hmc.py`."""
 
 from __future__ import annotations
 

@@ -1,30 +1,8 @@
-"""The linear PPM's pure maths: a softmax head with bias on the frozen public encoder's features, its (censored,
-weighted, tempered) log pseudo posterior, the MAP, a Kronecker-factored preconditioner, risk weights and the
-all-parameter temperature. Tensors in, tensors out; no file, no key.
+"""The linear PPM's pure maths: a softmax head on the frozen public features, its (censored, weighted, tempered) log
+pseudo posterior, the MAP, a Kronecker-factored preconditioner, risk weights and the all-parameter temperature.
+Tensors in, tensors out.
 
-Model. x̃ = [√d·x, 1] (the head backend's public √d rescaling of the unit-norm embeddings, plus a constant for
-the bias), θ = W ∈ R^{K×(d+1)}, logits x̃Wᵀ; CE_i(θ) = −log softmax(x̃_i Wᵀ)_{y_i} ≥ 0. The released head is
-:class:`dprelease.core.backends.head.Head` with ``hidden = 0`` (same function, W = [weight·, bias]).
-
-Target (the pseudo posterior, tempered in its likelihood):
-
-    ξ_T(θ | D) ∝ π(θ) · Π_i exp(−w_i·c(CE_i(θ)) / T),   π = N(0, I/λ),
-
-with c the identity (``kappa`` None) or the soft censor c_κ below; T the declared temperature. It is the
-pseudo posterior with weights w_i/T, so one exact draw has ε = 2·sup|w_i·c(CE_i)|/T: 2Δ̂/T with Δ̂ measured
-(risk weights), or 2κ/T for every database (w ≡ 1, censored: Wang, Fienberg & Smola 2015; Hu, Williams &
-Savitsky 2025). The prior is not tempered (its λ is the declared one whatever T).
-
-Soft censor. c_κ(u) = κ·(1 − exp(−u/κ)) for u = CE_i ≥ 0, i.e. ℓ̃_i = −c_κ(CE_i). Claim: 0 ≤ c_κ(u) < κ for
-every u ≥ 0, so |ℓ̃_i(θ)| < κ for every record, θ and database. Proof: u ≥ 0 and κ > 0 give u/κ ≥ 0, so
-exp(−u/κ) ∈ (0, 1], so 1 − exp(−u/κ) ∈ [0, 1) and c_κ(u) ∈ [0, κ). Adding or removing one record changes
-log ξ's unnormalised density by at most κ/T, and the normaliser by a factor in [e^{−κ/T}, e^{κ/T}], hence the
-ratio of the two posteriors' densities lies in [e^{−2κ/T}, e^{2κ/T}]: ε = 2κ/T for an exact draw. c_κ is smooth
-and increasing with c_κ'(0) = 1 (it matches CE for small losses: c_κ(u) = u − u²/(2κ) + …), so the sampler's
-gradients stay informative; in floating point −κ·expm1(−u/κ) ≤ κ·1 = κ exactly (expm1 ≥ −1), rounding to κ
-itself once exp(−u/κ) underflows, so |ℓ̃_i| ≤ κ — all that ε = 2κ/T needs — holds for computed values too. It is concave in u, so the censored target need not be log-concave in θ (the
-preconditioner and the diagnostics are what tell whether it mixed). Computed as −κ·expm1(−u/κ) (stable).
-"""
+See docs/linear_ppm.md, "Notes from the code", `mechanisms/linear_ppm/maths.py`."""
 
 from __future__ import annotations
 

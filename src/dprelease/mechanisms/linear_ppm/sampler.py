@@ -1,17 +1,7 @@
-"""Several Markov chains on a potential over a flat vector z, each from its own over-dispersed start and with its
-own seed. The kinds (``linear_ppm.sampler.kind``):
+"""Several Markov chains on a potential over a flat vector z, each from its own over-dispersed start and seed; the kind
+is ``linear_ppm.sampler.kind`` (``hmc_split``, ``hmc_leapfrog`` or ``nuts_pyro``).
 
-- ``hmc_split`` (the default): :mod:`.hmc`, every chain advanced in ONE batched computation (the potential is
-  called on [chains, p] and returns [chains]), the split integrator with N(0, I) as its exactly-integrated part
-  (the caller whitens z), jittered trajectories of time ≈ 2, per-chain step sizes by dual averaging. Each
-  chain's randomness comes from a ``torch.Generator`` seeded with its seed; the global generator is never touched.
-- ``hmc_leapfrog``: the same with the plain leapfrog integrator (the step then bounded by N(0, I)'s curvature in
-  every direction, ~5× the gradients on the linear PPM: a cross-check, not a default).
-- ``nuts_pyro``: Pyro's ``NUTS`` with a ``potential_fn`` (Hoffman & Gelman 2014), one chain after another, the
-  reference the new sampler was checked against. Pyro draws from torch's global generator, so each chain runs
-  inside ``torch.random.fork_rng``: the global generator is seeded for the chain and restored after it. Its
-  potential is called on one z [p] at a time (a row of the batch).
-"""
+See docs/linear_ppm.md, "Notes from the code", `mechanisms/linear_ppm/sampler.py`."""
 
 from __future__ import annotations
 

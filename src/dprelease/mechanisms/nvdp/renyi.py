@@ -1,22 +1,7 @@
-"""The Rényi divergence bound between two inputs' NVIB posteriors (S000 eq. 3, docs/algorithms.md, F.2). Pure torch, float64.
+"""The Rényi divergence bound between two inputs' NVIB posteriors (S000 eq. 3, docs/algorithms.md, F.2), normalised as
+the reference code does. Pure torch, float64.
 
-``gaussian_term`` and ``dirichlet_term`` are the printed formula's parts for given parameters (orientation as
-printed: the Gaussian part equals the standard D_λ(N_{q'} ‖ N_q) per dimension, the Dirichlet part the
-standard D_λ(Dir(α^q) ‖ Dir(α^{q'}))). :func:`pair_bound` applies them to two posteriors of different lengths
-the way the reference code does: pseudo-counts below 1e-4 zeroed; the second posterior's component counts
-replaced by the proportional allocation α_0^{q'}·α_i^q/α_0^q; Gaussian components paired by position; and,
-with ``normalise`` (the code's normalisation, used for every reported number), the Gaussian part averaged
-over embedding dimensions and summed over components, and both the Gaussian and the whole Dirichlet part divided
-by the number of vectors: by default the padded length max_length + 1 as in the reference code (which pads every
-input to max_length; dividing by an input's own count instead magnifies short inputs), ``n_vectors=None`` the
-input's own count. ``normalise=False``
-is eq. 3 as printed (sums over dimensions, no division). Arguments outside the formula's domain (σ'² ≤ 0,
-a Gamma argument ≤ 0) give NaN. With ``normalise`` they are handled as the reference code does: an undefined
-dimension is left out of the Gaussian mean over dimensions (``nanmean``) and an undefined Dirichlet component out
-of the component sum (``nansum``); an undefined total-mass term leaves the pair NaN (set to 0 by :func:`batch_rd`).
-Where a term is undefined the true order-λ divergence is infinite, so :func:`undefined_terms` counts them and the
-RD statistics report how many pairs had any (``rd_nan_pairs``).
-"""
+See docs/nvdp.md, "Notes from the code", `mechanisms/nvdp/renyi.py`."""
 
 from __future__ import annotations
 

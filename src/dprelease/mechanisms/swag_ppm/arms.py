@@ -1,17 +1,7 @@
-"""Comparison arms of the round-2 SWAG-PPM variants (docs/guarantees.md, M, P), each evaluated on the test split:
+"""Comparison arms of the round-2 SWAG-PPM variants (uncalibrated, censored), each evaluated on the test split, every
+random choice from the secret key.
 
-* ``swag_ppm_uncalibrated`` — the round-2 SWAG sampled at the paper's scale 1/2 (docs/algorithms.md, A.2), whatever
-  ``ppm.calibration`` chose for the release: its own 500-draw Δ̂ and temperature T̂;
-* ``swag_ppm_censored`` — the strict variant at the declared level ``ppm.censor_epsilon`` (a number in
-  params.yaml fixed before any run, never the release's measured ε): uniform weights w ≡ 1, which do not
-  depend on the data, and every record's loss censored at κ = ε/2 in the fine-tune, the SWAG phase and the
-  sensitivity pass, so Δ ≤ ε/2 on every database for exact sampling (the measured Δ̂ is reported). Risk weights would not do: they are a min–max of risks fitted on
-  the same data, so removing one record can change every wᵢ and capping each wᵢ·CEᵢ bounds nothing
-  between neighbours.
-
-Every random choice of each arm (its fit, its Δ̂ pass, its released draw) comes from the project's secret
-key (privacy/secret.py).
-"""
+See docs/guarantees.md, T.4."""
 
 from __future__ import annotations
 

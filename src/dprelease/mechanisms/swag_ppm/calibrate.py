@@ -1,23 +1,7 @@
-"""SWAG with its temperature measured and, optionally, calibrated (docs/guarantees.md, M, R.2; maths in temperature.py).
+"""SWAG with its temperature measured and, optionally, calibrated (``ppm.calibration``: none, scale, subspace, lr or
+prior); the released ε is 2Δ / min(1, T_min) over all d directions whatever the mode.
 
-``ppm.calibration``:
-* ``none``  — the paper's SWAG (scale 1/2, the configured learning rate); temperatures measured and reported;
-* ``scale`` — the sampling scale is divided by T_min, the SMALLEST per-direction temperature, so that no
-              direction of SWAG's subspace is colder than the Laplace posterior (T_min = 1 afterwards; the
-              other directions are hotter, which only makes the stated ε conservative);
-* ``subspace`` (default) — per direction: in SWAG's subspace U the sampler's covariance is set to the
-              certified upper bound of the Laplace marginal U H⁻¹ Uᵀ (new deviation rows spanning U; SWAG's
-              diagonal part is kept), so EVERY per-direction temperature is ≥ 1 and none is inflated
-              beyond the bound; outside U the sampler is SWAG's diagonal (T̂_all reported);
-* ``lr``    — the SWAG learning rate is Mandt et al.'s η* = 2·S·D/(N·tr C), with tr C measured at the
-              fine-tuned θ; temperatures then measured as for ``none``;
-* ``prior`` — ``subspace``, and SWAG's diagonal raised to at least the prior's variance 1/(λ·scale), so
-              Σ ⪰ I/λ ⪰ H⁻¹: every temperature over ALL d directions is ≥ 1, certified (temperature.py),
-              and ε = 2Δ̂ with no temperature factor; the draws are noisier, so Δ̂ grows and F1 may fall.
-Whatever the mode, the released ε is 2Δ / min(1, T_min) with T_min over ALL d directions (``claim.py``: the
-subspace's T_min and the certified all-direction floor λ·scale·min var); a sampler certified in fewer than d
-directions is released with no ε (kind ``ppm_uncertified``). Outside the subspace no mode calibrates.
-"""
+See docs/guarantees.md, T.5."""
 
 from __future__ import annotations
 

@@ -1,17 +1,7 @@
-"""The claim a SWAG-PPM draw is released under (docs/guarantees.md, K.1, K.9, M, O): Δ̂, the sampler's
-temperatures and Δ̂'s tail in, one guarantee record out. Numbers only: no files, no model.
+"""The claim a SWAG-PPM draw is released under (docs/guarantees.md, K.1, K.9, M, O): Δ̂, the sampler's temperatures and
+Δ̂'s tail in, one guarantee record out. Numbers only.
 
-* **Coverage.** ε = 2Δ/T holds for an exact draw at temperature T; a Gaussian sampler is compared with the
-  Laplace posterior direction by direction, and one too cold in a direction nobody measured can leak without
-  bound. The temperature record certifies either SWAG's r subspace directions (``subspace_min``) or all d
-  parameters (``all_parameters_min``: λ·scale·min var, temperature.py). Only a sampler certified in all d
-  directions is released under an ε, ε = 2Δ / min(1, T_min over all d); otherwise the kind is
-  ``ppm_uncertified`` — no ε, the index 2Δ in ``quantities["uncertified_index"]`` with r and d.
-* **Conservative headline.** Δ is the GEV upper bound of the 1 − 1/(10·S) quantile of the per-draw maximum
-  (``extremes.tail_bound``'s ``ci_high``; 0.9998 at S = 500), never below the measured Δ̂ = max(max_s M_s, M*);
-  the point figure (from Δ̂) sits beside it in the quantities. Without a tail fit (fewer than
-  ``extremes.MIN_DRAWS`` draws, smoke tests; or a candidate threshold fixed in advance, ``select``) Δ = Δ̂.
-"""
+See docs/guarantees.md, T.6."""
 
 from __future__ import annotations
 

@@ -1,24 +1,7 @@
-"""Automatic fit verdicts from the max-delta series and the training-loss trajectory (seed 001 §4.1–4.2).
+"""Automatic fit verdicts (under-fit, over-fit, ok) from the max-delta series and the training-loss trajectory: the
+practical guide's readings by eye, as scores with documented thresholds.
 
-The practical guide reads the max-delta plot (M_s against draw s) by eye:
-* persistent high variability of the maxima  → under-fit (mode-finding incomplete; add FT epochs);
-* low variability punctuated by isolated spikes → over-fit / instability (fewer FT epochs or lower c);
-* low, stable maxima                           → ok.
-Here those readings are scores with documented thresholds:
-
-``rcv``        robust coefficient of variation of the maxima, 1.4826·MAD(M)/median(M) (scale-free);
-``spikes``     draws whose robust z-score (M_s − median)/(1.4826·MAD) is ≥ ``z_spike`` = 6. M_s is a
-               maximum, so its bulk is right-skewed (Gumbel-like): for a pure Gumbel bulk of 500 draws
-               P(z ≥ 6) ≈ 7.5e-4 per draw, so one such draw appears in ~31 % of runs and two in ~6.5 %;
-               hence at least ``min_spikes`` = 2 are needed to call spikes;
-``loss_trend`` relative fall of the mean training loss from the first to the second half of the SWAG
-               phase. SWAG snapshots should sample around a mode at a constant learning rate; a loss
-               that keeps falling means the snapshots are still descending (mode-finding unfinished).
-
-Verdict: ``overfit`` if min_spikes ≤ spikes ≤ max_spike_frac·S and rcv < rcv_high (isolated spikes on a
-stable bulk); else ``underfit`` if rcv ≥ rcv_high, spikes > max_spike_frac·S (frequent extremes are
-variability, not isolated spikes) or loss_trend ≥ trend_high; else ``ok``.
-"""
+See docs/algorithms.md, I.5."""
 
 from __future__ import annotations
 

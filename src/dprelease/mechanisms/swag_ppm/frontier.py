@@ -1,40 +1,8 @@
-"""SWAG-PPM's points on the privacy/utility frontier, stage ``frontier_swag_ppm`` (file contract:
-:mod:`dprelease.core.utility.points`, ``metrics/frontier/swag_ppm.json``).
+"""SWAG-PPM's points on the privacy/utility frontier, stage ``frontier_swag_ppm``: a trace over the sampling
+temperature τ and the risk-weight strength c, each point's ε by the release's own rule. Not one mechanism: the
+points do not compose, and none is chosen.
 
-SWAG-PPM's ε is measured, not targeted, so its points are a trace over two public knobs, every pair of
-``frontier.ppm`` reported (``grid_size`` = the number of (c, τ) pairs):
-
-* **τ, the sampling temperature.** A point draws from N(μ, τ·Σ), Σ the covariance the released round's SWAG
-  samples with (calibrated per ``ppm.calibration``). Every temperature reading is linear in the sampling
-  scale, so the sampler's temperature record is T·τ in every direction (``Temperature.rescaled``).
-* **c, the risk-weight strength** (docs/algorithms.md, B.4). c = ``ppm.c`` reuses the release's round (2,
-  or 3 when re-weighting was accepted) as it is, no refit. Another c re-weights the round-1 risk (the
-  ``risk`` stage's pass, same secret-seeded draws) and refits round 2 (``fit.refit``: fine-tune from the
-  base model, SWAG, calibration), with its own secret training seeds; no round 3 is fitted for it.
-
-What a point promises:
-
-* ``epsilon``/``kind`` by the release's own rule (``claim.ppm_claim``): ε = 2Δ / min(1, τ·T_min over all d
-  directions), Δ the GEV upper bound of Δ̂'s tail (Δ̂ itself below ``extremes.MIN_DRAWS`` draws), Δ̂ = max_s
-  max_i w_i CE_i over ``ppm.draws`` fresh secret-seeded draws at τ (``passes.run_pass``; one pass per c,
-  common to its temperatures). A sampler certified in fewer than d directions has kind ``ppm_uncertified``:
-  no ε, its index 2Δ in ``config["uncertified_index"]``. The point at τ = 1 and c = ``ppm.c`` IS the
-  release: its Δ̂ is the release's own pass and released draw, so its claim equals ``metrics/swag_ppm_draw.json``'s.
-* ``weighted_f1``/``macro_f1``: test F1 of ``frontier.seeds`` single draws at (c, τ), each one
-  release-style draw with its own secret seed (evaluate.py's scorer); ``validation_weighted_f1`` their mean
-  on the validation split (None without one).
-
-What it does not promise:
-
-* The ε is the release's kind of figure: local (this database, finitely many draws) and asymptotic (no δ
-  is quantified, docs/algorithms.md, B.6-B.7); it is what a release at (c, τ) would claim, not a bound
-  for any database. A utility draw's own M* is not folded into Δ̂ (as evaluate.py's draws are not);
-  ``config["draws_above_delta"]`` counts the seed draws whose M* exceeds the Δ the claim used.
-* The points are alternatives, not one mechanism: running them all does not compose into one ε, and none
-  was released except the release itself. No configuration is chosen from them (``selection``): picking
-  one after reading its test F1 and ε is a data-dependent choice that no ε here covers.
-* Figures are aggregates only (F1, Δ̂, counts): no per-record number is written.
-"""
+See docs/frontier.md, "Notes from the code", `mechanisms/swag_ppm/frontier.py`."""
 
 from __future__ import annotations
 

@@ -1,33 +1,7 @@
-"""Stage ``audit_replay``: the standard adversary, played by the product (docs/guarantees.md, L.5).
+"""Stage ``audit_replay``: the standard adversary (the code, the params, the public seed, D∖{x} and x; not the key)
+re-fits the released round on D and D∖{x} and scores the released draw (docs/guarantees.md, L.5).
 
-The adversary of a differential-privacy claim knows the code, the params, the public seed, every record
-but one (D∖{x}) and x itself; it does not know the secret key. For k training records x chosen by the public
-seed (``privacy_audit.replay_targets``), it re-runs the released round's fit (fine-tune from the base model,
-SWAG, calibration: ``fit.refit``) on D and on D∖{x} and scores the released draw θ* by the likelihood ratio
-of the two samplers it built, LLR = log q_D(θ*) − log q_D∖{x}(θ*) (``gaussian.py``); "member" when LLR > 0.
-It is handed the released round's weights (x's dropped for D∖{x}): a stronger adversary than the standard
-one, who would have to re-run round 1 and the risk stage too.
-
-Two views, two rows:
-* ``public`` — the adversary: its fits use the public seed (what training did before the key drove it).
-* ``operator`` — the same with the secret key's seeds: what someone holding the key can do. The guarantee
-  does not cover this adversary; its row shows why the key must stay private.
-
-For each target the operator also fits the mechanism on D∖{x} with the key and draws from it (a secret
-seed): that draw is what the release would have been without x, the non-member the test must tell apart.
-
-Verdict per view. When the view's fit on D reproduces the released sampler (``reproduces_release``), its
-samplers ARE the mechanism's output distributions for this key, so LLR at θ* is the mechanism's privacy
-loss and the KL of the two samplers its mean: either above the claim convicts it (an ε-DP mechanism's loss
-never exceeds ε; its KL is at most ε). When it does not, LLR is only a score and the test's decisions are
-what count: ``epsilon_lower_bound`` = ln(TPR_low / FPR_high) from Clopper–Pearson bounds (α/2 each) over
-the k member and k non-member decisions, reported, and it convicts only above the claim. The k member
-decisions share one released draw, so they are not independent trials: the counts are descriptive.
-
-Per-record figures of the public view are what the adversary itself computes from public information and
-the release; the operator's (computed with the key) stay in a private file (0600), and only their
-aggregates reach ``metrics/audit_replay.json``.
-"""
+See docs/audit.md, "Notes from the code", `mechanisms/swag_ppm/replay.py`."""
 
 from __future__ import annotations
 

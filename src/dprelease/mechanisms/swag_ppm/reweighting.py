@@ -1,29 +1,7 @@
-"""Re-weighting (docs/algorithms.md, C, docs/guarantees.md, N) as one stage, ``reweight``: the refits of round 3 and the choice of
-the released round.
+"""Re-weighting (docs/algorithms.md, C, docs/guarantees.md, N) as one stage, ``reweight``: the refits of round 3 and
+the choice of the released round; only the decision's outcome is public.
 
-``iterative`` (default): starting from the round-2 weights and the per-record maxima L of round 2's
-sensitivity pass (draws independent of the round-1 draws that chose those weights), each refit
-  1. takes a damped step of every record's bound w_i L_i towards aim·Δ* (``ppm.reweight_toward``; the aim
-     below 1 leaves a margin for the refitted posterior's drift, docs/guarantees.md, N.2),
-  2. fine-tunes from the base model and fits SWAG with the new weights (calibrated as ``ppm.calibration``),
-  3. certifies the refitted round on a fresh pass of S draws (never the draws that chose its weights),
-     whose per-record maxima feed the next step,
-and stops once Δ̂ ≤ Δ*·(1 + tolerance) or after ``ppm.max_refits`` refits. A refit's pass stops after
-half its draws once its running maximum exceeds that bound (the full Δ̂ could only be larger): its Δ̂ is
-then a lower bound, and its per-record maxima, from those draws, still guide the next step. The
-re-weighted round is accepted only if it reached that bound, AND a separate fresh pass of S draws run
-after the stop (the certification: the pass that triggered the stop is a minimum over refits and reads
-low — a winner's curse) keeps Δ̂ within it, AND its mean weighted F1 over ``ppm.validation_draws`` draws
-on the validation split is at least round 2's; otherwise round 2 is released. Round 3's Δ̂ (and so its ε)
-is the certification pass's.
-``oneshot``: the paper's single C.2 step (k, form) and one refit, released without a check.
-
-The decision depends on the data and is not covered by the ε of either round. Only its outcome is public
-(``metrics/reweight.json``: mode, accepted, released round, a reason without numbers); the real-valued
-statistics of the rounds (Δ̂ per refit, the refit count, validation F1s, the target) stay in the private
-``<artifacts>/round3/decision.json``, so no statistic of an unreleased model reaches a manifest, a card,
-MLflow or a log.
-"""
+See docs/algorithms.md, I.6."""
 
 from __future__ import annotations
 

@@ -1,19 +1,7 @@
-"""Stage ``select``: private selection of the released draw (docs/algorithms.md, D.10).
+"""Stage ``select``: private selection of the released draw on the validation split (docs/algorithms.md, D.10); the
+published ε never grows with the number of tries.
 
-Draws from the final SWAG until one scores ≥ τ on the held-out *validation* split, stopping with
-probability γ after each failure. Refuses the test split: the utility evaluation's test F1 must stay
-an unbiased estimate, and scoring spends private data. For a formal guarantee the validation split
-must be public (or its use accounted for separately); the PPM bound covers the training records only.
-Budget: Δ is fixed BEFORE selection (round r's Δ̂ from its sensitivity pass); a candidate whose own
-M* = max_i w_i CE_i exceeds Δ counts as a failed try, so every candidate that can be released is a
-SWAG-PPM draw with ε = 2Δ / min(1, T_min) — the release's rule (claim.py): T_min over all d directions, and
-kind ``ppm_uncertified`` (no ε) for a sampler certified in fewer — and the selection is 2ε (Liu & Talwar;
-Δ is a hard threshold on every candidate that can be released, so no tail bound enters) whatever the number of tries —
-the published ε never grows with tries, and nothing proportional to them (count, scores, time) leaves
-the private artifacts. Candidate draws and the stopping coins come from the project's secret key
-(privacy/secret.py), never the public seed. Without a validation split (``data.validation_size: 0``) the stage only
-leaves a marker, so that ``dvc repro`` can run it with the default params.
-"""
+See docs/algorithms.md, I.7."""
 
 from __future__ import annotations
 

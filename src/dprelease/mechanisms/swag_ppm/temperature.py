@@ -1,49 +1,8 @@
-"""The temperature of a SWAG sampler against a Laplace (GGN) approximation of the weighted pseudo
-posterior (docs/guarantees.md, M, R.2): arrays in, numbers out.
+"""The temperature of a SWAG sampler against a Laplace (GGN) approximation of the weighted pseudo posterior
+(docs/guarantees.md, M, R.2): per-direction temperatures in SWAG's subspace, a certified floor over all parameters,
+Mandt et al.'s learning rate. Arrays in, numbers out.
 
-Reference posterior at the SWAG mean θ̄: N(θ̄, H⁻¹) with H = G + λI, G = Σ_i w_i GGN_i(θ̄) (the weighted
-generalised Gauss–Newton, summed over records) and the prior N(θ₀, λ⁻¹I) that the training objective
-itself optimises (``training.py``: the mini-batch loss carries λ/(2N)·|θ − θ₀|², so the fine-tune and SWAG
-minimise (1/N)·(Σ_i w_i CE_i + λ/2·|θ − θ₀|²), the negative log pseudo posterior over N; θ₀ = 0 for the
-head, the public pretrained weights for the full backend). The prior's Hessian λI does not depend on θ₀.
-
-Marginal against marginal. The sampler's covariance is Σ = scale·(diag(var) + DᵀD/(K−1)); in SWAG's
-subspace U (r orthonormal rows spanning the deviations) it has the *marginal* covariance Σ_U = UΣUᵀ,
-and the reference has the marginal M = U H⁻¹ Uᵀ (r linear solves H x = uⱼ, by conjugate gradients on
-GGN-vector products, with certified bounds M̂ ⪯ M ⪯ M̂ + RRᵀ/λ from the true residuals R, so the
-temperatures are reported from the upper bound: lower bounds, whatever the solver's budget). A sampler equal to T·H⁻¹ has Σ_U = T·M in ANY subspace, so
-
-    per-direction temperatures = eigenvalues of Σ_U M⁻¹  (the generalised eigenproblem Σ_U x = T M x),
-    T̂     = tr(Σ_U M⁻¹)/r  — their mean;  T_min, T_max their extremes.
-
-(The conditional precision U H Uᵀ would do only for an H-invariant U: U H⁻¹ Uᵀ ⪰ (U H Uᵀ)⁻¹, so
-comparing Σ_U with (U H Uᵀ)⁻¹ reads a matched sampler as too hot, and calibrating on it makes the
-sampler too cold and ε too small. It is kept as ``subspace_conditional`` for that comparison only.)
-
-    T̂_all = tr(HΣ)/d over all d parameters (exact for tempered Gaussians: tr(H·diag v) = Σ_j H_jj v_j and
-            tr(H·DᵀD) = tr(D G Dᵀ) + λ|D|²). Outside the subspace SWAG's diagonal part is set by how far
-            constant-lr SGD diffused in a few epochs, while the Laplace variance there is set by the
-            prior; reported, not calibrated.
-
-    T_min over ALL d directions (min over v of vᵀΣv / vᵀH⁻¹v, the smallest eigenvalue of HΣ) has a
-    certified lower bound in closed form: Σ ⪰ scale·diag(var) and H⁻¹ ⪯ I/λ (G ⪰ 0), so
-            T_min,all ≥ λ·scale·min_j var_j  (``all_parameters_min``; no solve, any backend).
-    It is nearly tight for SWAG: on the tests' head slice (d = 6,228, λ = 100) the bound is 7.98e-11 and the
-    exact T_min,all (dense eigendecomposition of Σ^½HΣ^½ on closed-form GGN products) 8.06e-11, while
-    6,226 of the 6,228 per-direction temperatures lie below 1. ε over every direction is therefore
-    2Δ̂ / min(1, T_min,all) (swag_ppm/claim.py); a sampler whose diagonal is at least the prior's variance
-    1/(λ·scale) reads T_min,all ≥ 1.
-
-Drawing from π_w^{1/T} is the exponential mechanism with utility scaled by 1/T, so a sampler that is
-too narrow in some direction understates ε: the conservative figure is 2Δ̂ / min(1, T_min).
-
-Mandt, Hoffman & Blei (2017): for SGD on the average loss L̄ = (1/N) Σ ℓ_i with batch size S and constant
-learning rate η, the stationary covariance solves AΣ + ΣA = (η/S)·C (A the Hessian of L̄, C the per-example
-gradient covariance). The reference posterior is N(θ*, (NA)⁻¹). Taking the trace of the Lyapunov equation,
-tr(AΣ) = η·tr C / (2S), and with Σ ∝ η the KL divergence to the posterior is, up to constants,
-½[N·η·tr C / (2S) − D·log η], minimised at η* = 2·S·D / (N·tr C) — their optimal constant learning rate
-(without preconditioning), derived here rather than copied.
-"""
+See docs/guarantees.md, T.7."""
 
 from __future__ import annotations
 

@@ -1,21 +1,7 @@
-"""What a release was made from, in three public hashes: the registry's record of it, and what a retrain
-compares before it runs anything.
+"""What a release was made from, in three public hashes (snapshot, code, params): the registry's record of it, and what
+a retrain compares before it runs anything.
 
-* ``snapshot_id``     the extract's bytes, keyed (HMAC with the randomness key: never a plain content digest of a
-                      private file, which anyone holding D∖{x} and x could test);
-* ``code_hash``       the code of every release stage (each stage's declared code, :attr:`Stage.code`, hashed
-                      as its cache key hashes it: :func:`dprelease.contracts.source.code_hash`);
-* ``params_hash``     the params each release stage reads (the run folder's, so the snapshot's path too),
-                      the contents of the stages' inputs from outside the run (the agency's public key), and
-                      the id of the project's randomness key (a one-way hash; the run folder's key is derived
-                      from it and the folder's name, which is the snapshot's id).
-
-Same three hashes, same release: every stage's cache key is a function of them (the stages' inputs made
-inside the run follow from the snapshot, the params, the code and the key). A retrain whose hashes equal
-those of the ``production`` (or newest) version therefore has nothing new to register and stops at once
-(:func:`dprelease.pipeline.service.promotion.unchanged_since`). The audit is not in them: whether a version was
-audited is its ``audited`` tag.
-"""
+See docs/service.md, "Notes from the code", `pipeline/service/fingerprint.py`."""
 
 from __future__ import annotations
 

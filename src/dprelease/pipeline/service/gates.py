@@ -1,22 +1,7 @@
-"""Promotion gates: may the registry's ``production`` alias move to a candidate version?
+"""Promotion gates: may the registry's ``production`` alias move to a candidate version? Pure: figures in, a decision
+out (epsilon, cumulative, utility and audit gates; every one must pass).
 
-Pure: figures in, a decision out (which gates ran, which failed and why). Every gate must pass:
-
-* ``epsilon``     the candidate's claimed ε ≤ ``gates.epsilon_budget``; a candidate that claims no ε (kind
-                  ``ppm_uncertified``: its index 2Δ̂ is not an ε; or ``none``) fails it, whatever its numbers;
-* ``cumulative``  the ledger's cumulative ε (basic composition) ≤ ``gates.cumulative_budget`` (when set);
-* ``utility``     candidate utility ≥ production utility − ``gates.utility_tolerance`` (when there is a
-                  production version; each figure is measured on its own window's test split);
-* ``audit``       the audit's ε lower bound ≤ the claimed ε (when ``gates.audit`` and an audit ran): an
-                  empirical lower bound above the claim means the claim is wrong. The bound is the audit
-                  with the power for the arm (``headline.audit_bound``): the multi-run audit's
-                  (``make audit-tight``: independent runs, Clopper–Pearson) when it covers the arm, else the
-                  one-run canary bound fixed in advance (input-space canaries; Steinke et al. for a claim
-                  without δ, the f-DP test's Gaussian reading with δ). Either is ONE bound at 95 %
-                  confidence: on an honest claim the gate refuses 5 % of the time at most (its false-alarm
-                  rate; no maximum over several bounds is taken, which would raise it). The bound's ceiling
-                  (audit.csv) says what it can refuse at all: a claim above the ceiling never is.
-"""
+See docs/service.md, "Notes from the code", `pipeline/service/gates.py`."""
 
 from __future__ import annotations
 

@@ -1,20 +1,7 @@
-"""The private privacy ledger: which records each registered version was trained on, and what the
-published versions have spent on them together.
+"""The private privacy ledger: which records (salted hashes) each registered version was trained on, and the cumulative
+ε the published versions spent on them (basic composition).
 
-Records are kept as salted hashes only: HMAC-SHA256 under a secret 32-byte salt (made once, from the
-operating system's CSPRNG — a salt that a seed could reproduce would let anyone holding the data test
-membership) over the record's label and whitespace-normalised narrative, truncated to 16 bytes. The same
-narrative with the same code in two snapshots is the same record; two distinct records that happen to
-share both count as one, which can only raise the cumulative figure (the safe direction).
-
-Cumulative ε is **basic composition** at record level: for record i, the sum of the stated ε of every
-published version trained on i; a version's figure is the largest such sum over its own records (the
-version itself counted as published). It inherits every condition of the ε's it adds (for SWAG-PPM:
-asymptotic, local, conditional on the temperature check) and is the plain sum — no advanced composition.
-
-Everything here stays under the private artifacts folder: the salt, the hashes and the ledger file are
-never logged, registered or released. Only the per-version aggregates leave it.
-"""
+See docs/service.md, "Notes from the code", `pipeline/service/ledger.py`."""
 
 from __future__ import annotations
 

@@ -1,22 +1,7 @@
-"""`make serve-model`: the registry's model over HTTP — MLflow's scoring server (its ``/invocations`` parsing, schema
-check and JSON answers; ``/ping``, ``/health``, ``/version``) behind a front that bounds each request's work.
+"""`make serve-model`: the registry's model over HTTP, MLflow's scoring server behind a front that bounds each
+request's work (batch and body size, one-line errors).
 
-* **At most** :data:`MAX_BATCH` **narratives per request** (``--max-batch`` or ``DPRELEASE_SERVE_MAX_BATCH``) and
-  :data:`MAX_BYTES` bytes of body (``--max-bytes``): above either, HTTP 413 with a one-line message, before anything
-  is parsed or scored. Every row of a frame, list or CSV counts; a client splits a larger batch into requests. With
-  the bound, what a request costs is bounded too: a request past MLflow's timeout (HTTP 504,
-  ``MLFLOW_SCORING_SERVER_REQUEST_TIMEOUT``) or whose client went away (its own timeout) is stopped between pieces
-  of :data:`CHUNK` narratives, so at most one piece is finished for nobody (a line on stderr says so).
-* **The documented inputs**: MLflow's frames (``dataframe_split``, ``dataframe_records``, ``instances``, CSV) and, as
-  the pyfunc model's docstring says, a plain list of strings, ``{"inputs": ["…", "…"]}`` (given to MLflow as a
-  one-column ``narrative`` frame, which the signature's schema accepts).
-* **Errors in one line**: MLflow prefixes a prediction error with the whole request (``Failed to predict data
-  '…'``); the answer keeps MLflow's error code and status with the model's own one-line message.
-* **Stopped by PID**: the server records itself in ``.prefect/serve/model.json`` (beside ``make serve``'s
-  ``pids.json``); ``make serve-stop`` stops it with the rest (:func:`dprelease.pipeline.service.supervisor.stop`).
-
-``python -m dprelease.pipeline.service.model_server MODEL_URI [--host 127.0.0.1] [--port 5001] [--max-batch N]``.
-"""
+See docs/mlflow.md, "Notes from the code", `pipeline/service/model_server.py`."""
 
 from __future__ import annotations
 

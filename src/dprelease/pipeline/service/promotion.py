@@ -1,19 +1,7 @@
-"""The promotion protocol: a released run folder in, a registered (and perhaps promoted) version out.
+"""The promotion protocol: a released run folder in, a registered (and perhaps promoted) version out, in an order that
+is safe under a crash.
 
-:func:`register_release` is the registry step of a retrain: an MLflow run with the release logged as a
-model, a registered version whose tags hold the headline figures, the private ledger, then the gates.
-Order matters for a crash: the version is registered (its tags hold the figures), then added to the
-ledger, then tagged with the cumulative ε, and only then may ``production`` move (:func:`promote`:
-candidate → gates → ``production`` or ``refused``). A retrain of a release already registered (same
-manifest digest) registers nothing new; an audit it ran that the version lacks is attached to the version
-(tags) and to its MLflow run (metrics).
-
-Each version also records what it was made from (:mod:`.fingerprint`: ``snapshot_id``, ``code_hash``,
-``params_hash``) and whether its release was audited (``audited``): :func:`unchanged_since` finds the
-``production`` (or newest) version made from exactly what a retrain is about to run, so that the retrain
-stops at once. :func:`register_current` registers the project's own release folder (``make serve``, before
-the first scheduled retrain), once.
-"""
+See docs/service.md, "Notes from the code", `pipeline/service/promotion.py`."""
 
 from __future__ import annotations
 

@@ -1,25 +1,7 @@
-"""The release as an MLflow model: a pyfunc wrapper over :class:`dprelease.core.release.folder.Coder` (the same code
-as ``dprelease predict``), so ``mlflow.pyfunc.load_model(uri).predict(frame)`` codes narratives.
+"""The release as an MLflow model: a pyfunc wrapper over :class:`dprelease.core.release.folder.Coder` (the same code as
+``dprelease predict``) that checks the release's signature and files when it loads.
 
-Input: a DataFrame with a narrative column (``narrative``, or the extract's own ``Final Narrative``, or
-``text``; a frame with a single column is taken as it is), a Series or a list of strings. The signature
-lists the three column names as optional, so MLflow's schema check (``mlflow models serve`` included)
-accepts a frame with any one of them; over HTTP, ``make serve-model``'s server
-(:mod:`dprelease.pipeline.service.model_server`) also takes a list of strings, ``{"inputs": [...]}``, and at most
-its batch bound of narratives per request. Output: a DataFrame with ``code``, ``title`` and ``probability``
-per narrative. Bad input (no narrative column, an empty narrative) is an ``MlflowException`` with a
-one-line message, which the scoring server answers with HTTP 400 and no stack trace.
-
-The model's artifacts are the release folder (its ``release.sig`` included) and the agency's public key
-(``agency_key``: the ``agency.pub`` that signed it, logged by the agency). When the model loads, the
-release's signature is checked first — with the key ``DPRELEASE_AGENCY_KEY`` names in the loading
-environment (pinned by whoever loads it: authenticity), else with the model's own ``agency_key``
-(integrity only: whoever could rewrite the model could rewrite that key too) — then its files (manifest
-hashes, shapes). A model with neither key, or whose release fails the check, does not load: a one-line
-:class:`ModelSignatureError`. ``DPRELEASE_NO_SIGNATURE_CHECK=1`` is the explicit opt-out, with a one-line
-warning on stderr at every load. ``python -m dprelease.pipeline.service.pyfunc_model MODEL_URI`` (`make serve-model`
-runs it first) checks that the registry has the model and that its release passes the same check.
-"""
+See docs/mlflow.md, "Notes from the code", `pipeline/service/pyfunc_model.py`."""
 
 from __future__ import annotations
 

@@ -1,18 +1,7 @@
-"""The GPP ClientApp (one agency): its raw records, sensitive labels, encoder and adversary stay here.
+"""The GPP ClientApp (one agency): its raw records, sensitive labels, encoder and adversary stay here; it replies only
+with latents ``z``, ``u`` and batch-mean losses, never ``x`` or ``s``.
 
-A client reads its own partition from its private store (a file only it reads), keeps its models (and
-their Adam states) in its worker's memory between rounds — like a long-running node; the node's
-``Context.state`` records the step reached, and a mismatch stops the run rather than training a wrong
-model — and answers three operations sent by the aggregator:
-
-* ``init``  — build its encoder/adversary; reply with its first batch ``(z, u)``;
-* ``step``  — receive ``Q_ψ``; ``k`` adversary steps, one encoder step; reply with the next ``(z, u)``
-  batch (none once its steps are spent);
-* ``release`` — reply with one sanitized draw ``z`` per training and test record (no labels).
-
-Replies carry only the arrays ``z`` and ``u`` (plus, on release, ``z_train``/``z_test``), batch-mean
-losses and compute time as metrics, and the client's partition number. Never ``x`` or ``s``.
-"""
+See docs/gpp.md, "Notes from the code", `mechanisms/gpp/federated/client_app.py`."""
 
 from __future__ import annotations
 

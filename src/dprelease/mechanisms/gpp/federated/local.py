@@ -1,21 +1,7 @@
-"""The arithmetic of Algorithm 2 (docs/algorithms.md, G.4), free of Flower: what a client and the aggregator compute.
+"""The arithmetic of Algorithm 2 (docs/algorithms.md, G.4), free of Flower: what a client and the aggregator compute,
+and how rounds map to epochs.
 
-A client owns its encoder ``T_θm`` and adversary ``Q_φ^(m)`` (with their Adam states). Every encoder
-starts from one public initial θ₀ (seeded by the run's seed, so the shared utility head first meets
-aligned latents); each adversary from its own seed. The aggregator owns the utility head ``Q_ψ``.
-Randomness comes only from generators seeded by ``(seed, client, step, purpose)``.
-
-Schedule (how rounds map to epochs): client ``m`` takes ``epochs · ⌈n_m / b⌉`` encoder steps — the
-same passes over its data as the centralized trainer's ``epochs`` — walking a fresh permutation of its
-records each epoch (the last batch of an epoch may be short). There are ``R = max_m steps_m`` rounds;
-client ``m`` takes part in round ``r`` (1-based) iff ``⌊r·steps_m/R⌋ > ⌊(r−1)·steps_m/R⌋``, which
-spreads its steps evenly over the rounds. One round = the clients' (z, u) batches up; ``k`` Adam steps
-on ``Q_ψ`` per received batch (minibatches of ``b`` drawn from the pooled pairs, so ``Q_ψ`` gets ``k``
-steps per encoder step as in Algorithm 1; S003 says "k steps" on the pool); ``Q_ψ`` down; then per
-client ``k`` adversary steps on fresh batches and one encoder step on the batch it sent (re-encoded
-with a fresh ε). Note: at equal epochs each client's encoder takes only ``⌈n_m/b⌉`` steps per epoch,
-about 1/t of the centralized encoder's, so the distributed run needs more epochs to converge as far.
-"""
+See docs/gpp.md, "Notes from the code", `mechanisms/gpp/federated/local.py`."""
 
 from __future__ import annotations
 
