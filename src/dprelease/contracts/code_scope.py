@@ -44,7 +44,14 @@ class Import:
 
 
 def module_files(src: Path = SRC, package: str = PKG) -> dict[str, Path]:
-    """``{module name: file}`` for every ``.py`` file of ``package`` under ``src``."""
+    """``{module name: file}`` for every ``.py`` file of ``package`` under ``src``.
+
+    Args:
+        src: the folder that holds the package.
+        package: the top-level package's name.
+
+    Returns:
+        Each dotted module name (a package by its ``__init__``'s) with its file."""
     out = {}
     for path in sorted((src / package).rglob("*.py")):
         if "__pycache__" in path.parts:
@@ -57,6 +64,16 @@ def module_files(src: Path = SRC, package: str = PKG) -> dict[str, Path]:
 
 
 def resolve_relative(module: str, is_package: bool, level: int, name: str | None) -> str:
+    """The absolute name a relative import names, resolved against the importing module's package.
+
+    Args:
+        module: the importing module's dotted name.
+        is_package: whether ``module`` is a package (an ``__init__``).
+        level: the number of leading dots.
+        name: what follows the dots (``None`` for ``from . import x``).
+
+    Returns:
+        The absolute dotted name; ``ValueError`` when the import climbs past the top-level package."""
     base = module.split(".") if is_package else module.split(".")[:-1]
     if level > 1:
         if level - 1 > len(base):
@@ -82,8 +99,15 @@ def _parse(text: str, filename: str) -> ast.Module:
 
 
 def raw_imports(path: Path, module: str, known: set[str] | None = None) -> list[Import]:
-    """Every import in one file as absolute dotted names; ``from P import n`` gives ``P.n`` when that is
-    in ``known`` (a module of ours), else ``P``."""
+    """Every import in one file as absolute dotted names, at any depth.
+
+    Args:
+        path: the file.
+        module: its dotted module name (to resolve relative imports).
+        known: our modules: ``from P import n`` gives ``P.n`` when that is one of them, else ``P``.
+
+    Returns:
+        The file's imports, ``importlib`` / ``__import__`` calls with a constant name included."""
     known = known or set()
     out = []
     for lineno, base, names in _statements(path, module, _stamp(path)):
@@ -127,9 +151,15 @@ def _statements(path: Path, module: str, stamp: tuple[int, int]) -> tuple[tuple[
 
 
 def implicit_imports(module: str, known: set[str]) -> list[str]:
-    """Imports by a computed name, made visible: ``dprelease.contracts.plugins`` reads each listed package's ``params``
-    and ``kinds`` modules, ``dprelease.pipeline.registry`` loads each one's ``plugin`` module (:data:`dprelease.contracts.plugins.PACKAGES`,
-    read from the source, not imported)."""
+    """Imports by a computed name, made visible: the plug-in list's reads of each listed package's ``params`` and
+    ``kinds`` modules, the registry's loads of each ``plugin`` module (the list read from source, not imported).
+
+    Args:
+        module: the importing module's dotted name.
+        known: our modules.
+
+    Returns:
+        The modules ``module`` imports by name (empty for every other module)."""
     suffixes = {PLUGINS: ("params", "kinds"), REGISTRY: ("plugin",)}.get(module, ())
     return [f"{p}.{suffix}" for p in listed_packages() for suffix in suffixes if f"{p}.{suffix}" in known]
 
@@ -167,8 +197,14 @@ KIND_LOOKUP = f"{PKG}.core.privacy.guarantee"  # finds one kind by name (loading
 
 
 def reads_declarations(path: Path, module: str) -> bool:
-    """True when ``module`` names a :data:`DECLARATION_READERS` function of the plug-in list
-    (``plugins.arms()``, ``from ..plugins import arms``)."""
+    """Whether ``module`` calls a :data:`DECLARATION_READERS` function of the plug-in list.
+
+    Args:
+        path: the module's file.
+        module: its dotted name.
+
+    Returns:
+        True when the file names one (``plugins.arms()``, ``from ..plugins import arms``)."""
     return module not in (PLUGINS, KIND_LOOKUP) and _reads_declarations(path, module, _stamp(path))
 
 
@@ -196,9 +232,15 @@ def _reads_declarations(path: Path, module: str, stamp: tuple[int, int]) -> bool
 
 
 def scope_imports(module: str, path: Path, known: set[str]) -> list[str]:
-    """The imports by a computed name that enter a stage's scope: the registry's plug-ins, and every listed
-    ``params`` module for a module that reads their declarations (:func:`reads_declarations`); the plug-in
-    list's own edges to them stay in the graph only (:func:`implicit_imports`)."""
+    """The imports by a computed name that enter a stage's scope (the graph's other edges stay out).
+
+    Args:
+        module: the importing module's dotted name.
+        path: its file.
+        known: our modules.
+
+    Returns:
+        The registry's plug-ins, and every listed ``params`` module for a reader of their declarations."""
     if module == PLUGINS:
         return []
     out = implicit_imports(module, known)
@@ -208,8 +250,15 @@ def scope_imports(module: str, path: Path, known: set[str]) -> list[str]:
 
 
 def own_params(module: str, known: set[str], suffix: str = "params") -> list[str]:
-    """The ``params`` module of the listed package ``module`` belongs to (``<package>.params``), if any
-    (``suffix`` "kinds": its guarantee kinds)."""
+    """The ``params`` (or ``kinds``) module of the listed package ``module`` belongs to.
+
+    Args:
+        module: a dotted module name.
+        known: our modules.
+        suffix: ``"params"``, or ``"kinds"`` for the package's guarantee kinds.
+
+    Returns:
+        ``[<package>.<suffix>]`` when that module exists, else ``[]``."""
     package = next((p for p in listed_packages() if module.startswith(p + ".")), None)
     own = f"{package}.{suffix}" if package else None
     return [own] if own in known else []
@@ -243,12 +292,25 @@ def _closure(module: str) -> tuple[str, ...]:
 
 
 def closure(*modules: str) -> list[str]:
-    """Package-relative paths of every file the modules may run (or read as data), sorted: a stage's scope —
-    its own package's files it imports (and its ``params`` module), the shared core they import, and other
-    packages' ``params`` modules only where their declarations are read (:func:`scope_imports`)."""
+    """A stage's scope: every file the modules may run (or read as data), package-relative and sorted.
+
+    It holds the files of their own package they import (and its ``params`` module), the shared core those import,
+    and other packages' ``params`` modules only where their declarations are read (:func:`scope_imports`).
+
+    Args:
+        *modules: dotted module names (a stage's run module).
+
+    Returns:
+        Package-relative paths, sorted."""
     return sorted({f for m in modules for f in _closure(m)})
 
 
 def module_of(fn) -> str:
-    """The module that defines ``fn`` (``functools.partial`` unwrapped)."""
+    """The module that defines ``fn`` (``functools.partial`` unwrapped).
+
+    Args:
+        fn: a function or a ``functools.partial`` of one.
+
+    Returns:
+        Its module's dotted name."""
     return getattr(fn, "func", fn).__module__

@@ -23,7 +23,14 @@ Mapper = Callable[[Callable[[T], R], Iterable[T]], Iterator[R]]
 
 
 def sequential(fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
-    """The default mapper: one item after the other, in this process (items consumed lazily)."""
+    """The default mapper: one item after the other, in this process (items consumed lazily).
+
+    Args:
+        fn: the function applied to each item.
+        items: the items.
+
+    Returns:
+        ``fn(item)`` for each item, in order."""
     for item in items:
         yield fn(item)
 
@@ -38,13 +45,24 @@ def active() -> bool:
 
 def map_chunks(fn: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
     """``fn(item)`` for every item, in item order, with the installed mapper (default: :func:`sequential`).
-    ``fn`` must be a module-level function and items picklable: a mapper may run them in other processes."""
+
+    ``fn`` must be a module-level function and items picklable: a mapper may run them in other processes.
+
+    Args:
+        fn: the function applied to each item.
+        items: the items.
+
+    Returns:
+        The results, in item order."""
     return (_MAPPER.get() or sequential)(fn, items)
 
 
 @contextmanager
 def use(mapper: Mapper):
-    """Install ``mapper`` for the code run inside the ``with`` block (this context only)."""
+    """Install ``mapper`` for the code run inside the ``with`` block (this context only).
+
+    Args:
+        mapper: a function ``(fn, items) -> iterator of results`` in item order."""
     token = _MAPPER.set(mapper)
     try:
         yield mapper

@@ -12,7 +12,13 @@ SOURCE_SUFFIXES = {".py", ".csv"}
 
 
 def code_files(paths: list[str]) -> list[Path]:
-    """The source files under ``paths`` (package-relative files or folders), sorted; caches ignored."""
+    """The source files under ``paths`` (package-relative files or folders), sorted; caches ignored.
+
+    Args:
+        paths: package-relative files or folders (``"."``: the whole package).
+
+    Returns:
+        The files, sorted."""
     files: set[Path] = set()
     for rel in paths:
         p = PACKAGE_DIR / rel
@@ -26,6 +32,13 @@ def code_files(paths: list[str]) -> list[Path]:
 
 
 def code_hash(paths: list[str]) -> str:
+    """The hash of the source files under ``paths``: each file's package-relative name and content.
+
+    Args:
+        paths: package-relative files or folders, as :func:`code_files` takes them.
+
+    Returns:
+        A sha256 hex digest; it changes when a file is added, removed, renamed or edited."""
     h = hashlib.sha256()
     for f in code_files(paths):
         h.update(f.relative_to(PACKAGE_DIR).as_posix().encode() + b"\0" + hashlib.sha256(f.read_bytes()).digest())

@@ -61,6 +61,13 @@ class Stage:
     signs: bool = False  # True: it signs with the agency key, which must exist before its inputs are hashed
 
     def active(self, params: BaseModel) -> bool:
+        """Whether the flows run this stage under these params (always, unless ``when`` says otherwise).
+
+        Args:
+            params: the parsed params.
+
+        Returns:
+            True when the stage is needed."""
         return self.when is None or self.when(params)
 
     @property
@@ -87,7 +94,14 @@ class Stage:
 
 
 def pick(params: BaseModel, dotted: list[str]) -> dict:
-    """The values of ``dotted`` params keys (e.g. ``["seed", "ppm.c"]``)."""
+    """The values of ``dotted`` params keys (e.g. ``["seed", "ppm.c"]``).
+
+    Args:
+        params: the parsed params.
+        dotted: dotted keys.
+
+    Returns:
+        ``{key: value}`` for each key."""
     raw = params.model_dump(mode="json")
     picked = {}
     for key in dotted:

@@ -20,12 +20,27 @@ class Accountant:
     make: Callable[[], object]  # a fresh Opacus accountant reporting the same ε
 
     def epsilon(self, sigma: float, sample_rate: float, steps: int, delta: float) -> float:
-        """ε after ``steps`` Poisson-sampled Gaussian steps (noise multiplier ``sigma``, rate ``sample_rate``)."""
+        """ε after ``steps`` Poisson-sampled Gaussian steps.
+
+        Args:
+            sigma: the noise multiplier σ.
+            sample_rate: the Poisson sampling rate q.
+            steps: the number of steps T.
+            delta: the δ at which ε is reported.
+
+        Returns:
+            ε under this accountant."""
         return float(self.spent(float(sigma), float(sample_rate), int(steps), float(delta)))
 
     def composed(self, history: tuple[tuple[float, float, int], ...], delta: float) -> float:
-        """ε of the composition of every (σ, q, T) entry of ``history`` (e.g. DP-SGD's steps and one Gaussian
-        evaluation at q = 1, T = 1): the Opacus accountant's own composition over its history."""
+        """ε of the composition of every (σ, q, T) entry of ``history``: the Opacus accountant's own composition.
+
+        Args:
+            history: (σ, q, T) entries, e.g. DP-SGD's steps and one Gaussian evaluation at q = 1, T = 1.
+            delta: the δ at which ε is reported.
+
+        Returns:
+            ε of the whole history."""
         acc = self.make()
         acc.history = [(float(s), float(q), int(t)) for s, q, t in history]
         return float(acc.get_epsilon(float(delta)))
@@ -39,6 +54,13 @@ _REGISTRY: dict[str, Accountant] = {}
 
 
 def register(accountant: Accountant) -> Accountant:
+    """Add an accountant to the registry under its name (a name registered twice is an error).
+
+    Args:
+        accountant: the accountant.
+
+    Returns:
+        The same accountant, so that a module can write ``NAME = register(Accountant(...))``."""
     if accountant.name in _REGISTRY:
         raise RuntimeError(f"accountant {accountant.name!r} registered twice")
     _REGISTRY[accountant.name] = accountant
@@ -50,7 +72,13 @@ def names() -> tuple[str, ...]:
 
 
 def get(name: str) -> Accountant:
-    """The accountant registered under ``name``; a one-line :class:`ConfigError` naming the known ones."""
+    """The accountant registered under ``name``; a one-line :class:`ConfigError` naming the known ones.
+
+    Args:
+        name: a registered name (``dpsgd.conversion``'s choices).
+
+    Returns:
+        The accountant."""
     try:
         return _REGISTRY[name]
     except KeyError:

@@ -30,11 +30,25 @@ class Censor:
             raise ValueError(f"unknown censoring form {self.form!r} (hard | soft)")
 
     def torch(self, loss: torch.Tensor) -> torch.Tensor:
+        """The censored losses, in torch (hard: min(loss, level); soft: level·tanh(loss/level)).
+
+        Args:
+            loss: per-record losses.
+
+        Returns:
+            The censored losses, each below the level."""
         if self.form == "hard":
             return loss.clamp(max=self.level)
         return self.level * torch.tanh(loss / self.level)
 
     def numpy(self, loss: np.ndarray) -> np.ndarray:
+        """The censored losses, in numpy (float64 for the soft form); the same function as :meth:`torch`.
+
+        Args:
+            loss: per-record losses.
+
+        Returns:
+            The censored losses, each below the level."""
         if self.form == "hard":
             return np.minimum(loss, self.level)
         return self.level * np.tanh(np.asarray(loss, dtype=np.float64) / self.level)

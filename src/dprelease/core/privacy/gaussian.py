@@ -15,17 +15,41 @@ from scipy.stats import norm
 
 
 def gaussian_delta(sigma: float, epsilon: float, *, sensitivity: float = 1.0) -> float:
-    """δ of the Gaussian mechanism with noise σ at ε (Balle & Wang 2018, Theorem 8)."""
+    """δ of the Gaussian mechanism with noise σ at ε (Balle & Wang 2018, Theorem 8).
+
+    Args:
+        sigma: the noise's standard deviation.
+        epsilon: the ε at which δ is reported.
+        sensitivity: the query's L2 sensitivity.
+
+    Returns:
+        The exact δ."""
     return mu_delta(sensitivity / sigma, epsilon)
 
 
 def mu_delta(mu: float, epsilon: float) -> float:
-    """δ(ε) of μ-GDP (the Gaussian mechanism with Δ/σ = μ)."""
+    """δ(ε) of μ-GDP (the Gaussian mechanism with Δ/σ = μ).
+
+    Args:
+        mu: the GDP parameter μ.
+        epsilon: the ε at which δ is reported.
+
+    Returns:
+        δ."""
     return float(norm.cdf(mu / 2 - epsilon / mu) - math.exp(epsilon) * norm.cdf(-mu / 2 - epsilon / mu))
 
 
 def gaussian_sigma(epsilon: float, delta: float, *, sensitivity: float = 1.0, tol: float = 1e-6) -> float:
-    """The smallest σ (to ``tol``, rounded up: conservative) for which the Gaussian mechanism is (ε, δ)-DP."""
+    """The smallest σ (to ``tol``, rounded up: conservative) for which the Gaussian mechanism is (ε, δ)-DP.
+
+    Args:
+        epsilon: the target ε.
+        delta: the target δ.
+        sensitivity: the query's L2 sensitivity.
+        tol: the search's tolerance on σ.
+
+    Returns:
+        σ."""
     if epsilon <= 0 or not 0 < delta < 1:
         raise ValueError(f"need ε > 0 and δ in (0, 1) (got ε {epsilon}, δ {delta})")
     lo, hi = 1e-6, 1.0
@@ -38,7 +62,15 @@ def gaussian_sigma(epsilon: float, delta: float, *, sensitivity: float = 1.0, to
 
 
 def mu_epsilon(mu: float, delta: float, *, tol: float = 1e-9) -> float:
-    """The smallest ε (to ``tol``, rounded up) at which μ-GDP is (ε, δ)-DP."""
+    """The smallest ε (to ``tol``, rounded up) at which μ-GDP is (ε, δ)-DP.
+
+    Args:
+        mu: the GDP parameter μ.
+        delta: the target δ.
+        tol: the search's tolerance on ε.
+
+    Returns:
+        ε."""
     if not mu > 0 or not 0 < delta < 1:
         raise ValueError(f"need μ > 0 and δ in (0, 1) (got μ {mu}, δ {delta})")
     if mu_delta(mu, 0.0) <= delta:
@@ -53,9 +85,18 @@ def mu_epsilon(mu: float, delta: float, *, tol: float = 1e-9) -> float:
 
 
 def sigma_beside(epsilon: float, delta: float, *, others: tuple[float, ...], sensitivity: float = 1.0) -> float:
-    """The σ of one Gaussian release (sensitivity ``sensitivity``) that, composed with Gaussian releases of the
-    given μ's (``others``), meets (ε, δ) in total: μ² = μ_total² − Σ μ_i², with μ_total = 1/σ(ε, δ). One line
-    (ValueError) when the others alone spend the budget."""
+    """The σ of one Gaussian release that, composed with Gaussian releases of the given μ's, meets (ε, δ) in total.
+
+    μ² = μ_total² − Σ μ_i², with μ_total = 1/σ(ε, δ); one line (ValueError) when the others alone spend the budget.
+
+    Args:
+        epsilon: the total ε.
+        delta: the total δ.
+        others: the μ's of the other Gaussian releases.
+        sensitivity: this release's L2 sensitivity.
+
+    Returns:
+        σ."""
     total = 1.0 / gaussian_sigma(epsilon, delta)
     left = total**2 - sum(m * m for m in others)
     if left <= 0:

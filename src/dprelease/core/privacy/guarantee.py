@@ -25,7 +25,10 @@ _KNOWN: dict[str, Kind] = {}
 
 
 def register(*declared: Kind) -> None:
-    """Add kinds to the vocabulary; a name declared twice by different declarations is an error."""
+    """Add kinds to the vocabulary; a name declared twice by different declarations is an error.
+
+    Args:
+        *declared: the kinds' declarations."""
     for k in declared:
         if _KNOWN.setdefault(k.name, k) is not k:
             raise RuntimeError(f"guarantee kind {k.name!r} declared twice")
@@ -42,8 +45,16 @@ def _load() -> None:
 
 
 def kind(name: str) -> Kind:
-    """The declaration of the kind ``name``; a name not known yet loads every package's ``kinds`` module first,
-    and one still unknown is a one-line error naming the known kinds."""
+    """The declaration of the kind ``name``.
+
+    A name not known yet loads every package's ``kinds`` module first; one still unknown is a one-line error naming
+    the known kinds.
+
+    Args:
+        name: the kind's name, as a record's ``kind`` holds it.
+
+    Returns:
+        Its declaration."""
     if name not in _KNOWN:
         _load()
     if name not in _KNOWN:
@@ -118,11 +129,27 @@ class Guarantee:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Guarantee":
+        """The guarantee a record's ``as_dict`` wrote (validated as any guarantee is).
+
+        Args:
+            d: the record's fields.
+
+        Returns:
+            The guarantee."""
         return cls(**d)
 
 
 def ppm(epsilon: float, local_sensitivity: float, *, mechanism: str = "SWAG-PPM", **quantities) -> Guarantee:
-    """SWAG-PPM: ε = 2Δ̂ (local, asymptotic), Δ̂ and the mechanism's settings as quantities."""
+    """SWAG-PPM: ε = 2Δ̂ (local, asymptotic), Δ̂ and the mechanism's settings as quantities.
+
+    Args:
+        epsilon: the claimed ε.
+        local_sensitivity: the measured Δ̂ (never called ``delta``).
+        mechanism: the mechanism's label.
+        **quantities: the mechanism's own numbers.
+
+    Returns:
+        A guarantee of kind ``ppm_local_asymptotic``, with no δ and the reason why."""
     return Guarantee(
         mechanism,
         "ppm_local_asymptotic",
@@ -142,8 +169,18 @@ def uncertified(
     mechanism: str = "SWAG-PPM",
     **quantities,
 ) -> Guarantee:
-    """A SWAG-PPM sampler certified in ``certified_directions`` r < ``parameters`` d directions: no ε, no δ; the
-    index 2Δ̂ under ``quantities["uncertified_index"]``."""
+    """A SWAG-PPM sampler certified in r < d directions: no ε, no δ; the index 2Δ̂ in the quantities.
+
+    Args:
+        index: the index 2Δ̂ (NOT an ε), stored as ``quantities["uncertified_index"]``.
+        local_sensitivity: the measured Δ̂.
+        certified_directions: r, the directions whose temperature is certified.
+        parameters: d, the sampler's parameters.
+        mechanism: the mechanism's label.
+        **quantities: the mechanism's own numbers.
+
+    Returns:
+        A guarantee of kind ``ppm_uncertified``."""
     return Guarantee(
         mechanism,
         "ppm_uncertified",
@@ -167,9 +204,17 @@ def _count(v) -> bool:
 def censored(
     epsilon: float, local_sensitivity: float, *, weights: str, mechanism: str = "SWAG-PPM censored", **quantities
 ) -> Guarantee:
-    """The censored variant: ε fixed in advance by the censoring level ε/2; the measured Δ̂ (≤ ε/2) and the
-    weights used as quantities. Strict (every neighbouring pair) only with data-independent weights
-    (:data:`UNIFORM_WEIGHTS`); with weights fitted on the data the claim is local."""
+    """The censored variant: ε fixed in advance by the censoring level ε/2; strict only with uniform weights.
+
+    Args:
+        epsilon: the declared ε (the level is ε/2).
+        local_sensitivity: the measured Δ̂ (≤ ε/2).
+        weights: :data:`UNIFORM_WEIGHTS` (strict, every neighbouring pair), or fitted weights (the claim is local).
+        mechanism: the mechanism's label.
+        **quantities: the mechanism's own numbers.
+
+    Returns:
+        A guarantee of kind ``ppm_censored`` or ``ppm_censored_local``."""
     strict = weights == UNIFORM_WEIGHTS
     return Guarantee(
         mechanism,
@@ -182,15 +227,42 @@ def censored(
 
 
 def accountant(mechanism: str, epsilon: float, delta: float, **quantities) -> Guarantee:
+    """An accountant's (ε, δ)-DP claim, worst case over neighbouring databases (DP-SGD and the like).
+
+    Args:
+        mechanism: the mechanism's label.
+        epsilon: the accountant's ε.
+        delta: its δ.
+        **quantities: the mechanism's own numbers (σ, q, steps…).
+
+    Returns:
+        A guarantee of kind ``dp_accountant``."""
     return Guarantee(mechanism, "dp_accountant", float(epsilon), float(delta), None, quantities)
 
 
 def none(mechanism: str = "non-private", **quantities) -> Guarantee:
+    """No privacy claim at all (a non-private arm).
+
+    Args:
+        mechanism: the mechanism's label.
+        **quantities: the mechanism's own numbers.
+
+    Returns:
+        A guarantee of kind ``none``."""
     return Guarantee(mechanism, "none", None, None, NOT_PRIVATE, quantities)
 
 
 def empirical_probe(mechanism: str, adversary_auc: float, *, statement: str, **quantities) -> Guarantee:
-    """No ε: the adversary AUC of a fresh attribute probe on released representations, and the claim in words."""
+    """No ε: the adversary AUC of a fresh attribute probe on released representations, and the claim in words.
+
+    Args:
+        mechanism: the mechanism's label.
+        adversary_auc: the probe's AUC, in [0, 1].
+        statement: the claim in words.
+        **quantities: the mechanism's own numbers.
+
+    Returns:
+        A guarantee of kind ``empirical_probe``."""
     if not 0.0 <= adversary_auc <= 1.0:
         raise ValueError(f"{mechanism}: an AUC lies in [0, 1], got {adversary_auc}")
     return Guarantee(

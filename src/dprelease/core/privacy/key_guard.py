@@ -39,7 +39,13 @@ def _md5(data: bytes) -> str:
 
 
 def secret_id_bytes(kid: str) -> bytes:
-    """``key_id.json`` as :func:`dprelease.core.io.write_json` writes it (what dvc.lock hashes)."""
+    """``key_id.json`` as :func:`dprelease.core.io.write_json` writes it (what dvc.lock hashes).
+
+    Args:
+        kid: the randomness key's public id.
+
+    Returns:
+        The file's bytes."""
     return (json.dumps({"key_id": kid}, indent=2, sort_keys=True) + "\n").encode("utf-8")
 
 
@@ -51,7 +57,14 @@ def _read_json(path: Path):
 
 
 def lock_md5s(root: Path, paths: set[str]) -> dict[str, str]:
-    """The md5 ``dvc.lock`` records for each of ``paths`` (as an output or an input of any stage)."""
+    """The md5 ``dvc.lock`` records for each of ``paths`` (as an output or an input of any stage).
+
+    Args:
+        root: the project root (its ``dvc.lock`` is read).
+        paths: root-relative paths.
+
+    Returns:
+        ``{path: md5}`` for the paths it records (none when there is no ``dvc.lock``)."""
     lock = root / "dvc.lock"
     if not lock.is_file():
         return {}
@@ -89,7 +102,13 @@ def _replaced(folder: Path) -> list[dict]:
 
 
 def record_replacement(folder: Path, kind: str, recorded: dict, by: str) -> None:
-    """Note in ``folder/history.json`` that the recorded key was replaced here on purpose (``--new-key``)."""
+    """Note in ``folder/history.json`` that the recorded key was replaced here on purpose (``--new-key``).
+
+    Args:
+        folder: the key's folder.
+        kind: ``"randomness"`` or ``"agency"``.
+        recorded: what was recorded of the replaced key (its md5s or id).
+        by: the id of the key that replaces it."""
     from dprelease.core.io import write_json
 
     h = _read_json(folder / HISTORY)
@@ -158,10 +177,17 @@ def check(
     keys: tuple[str, ...] = ("randomness", "agency"),
     use_release: bool = True,
 ) -> list[str]:
-    """Raise :class:`KeyMismatchError` (one line) unless the keys here are those the recorded release was made
-    with (module docstring; ``use_release=False``: against dvc.lock only, as the stages check). With ``new_key`` a
-    differing or missing key is accepted: the missing one is made
-    and the replaced one recorded in its folder's history. Returns the lines to print (what ``new_key`` did)."""
+    """Raise :class:`KeyMismatchError` (one line) unless the keys here are those the recorded release was made with.
+
+    Args:
+        params: the parsed params (where the keys and the release live).
+        root: the project root.
+        new_key: accept a differing or missing key: make the missing one, record the replaced one in its history.
+        keys: which keys to check: ``"randomness"``, ``"agency"``.
+        use_release: also compare with ``release/release.json`` (False: against dvc.lock only, as the stages do).
+
+    Returns:
+        The lines to print (what ``new_key`` did)."""
     root = Path(root)
     rel_secret, rel_agency = _release_ids(params, root) if use_release else (None, None)
     secret_path = f"{params.artifacts}/secret/{SECRET_ID}"

@@ -18,18 +18,37 @@ DEFAULT_SAMPLER = "SWAG"  # the sampler of a record that names none (every recor
 
 
 def sampler(q: dict) -> str:
-    """The sampler the draw came from, as its record names it."""
+    """The sampler the draw came from, as its record names it.
+
+    Args:
+        q: a guarantee record's quantities.
+
+    Returns:
+        The sampler's name (SWAG for a record that names none)."""
     return str(q.get("sampler") or DEFAULT_SAMPLER)
 
 
 def article(word: str) -> str:
-    """ "a" or "an" before ``word``: an initialism without a vowel is spelled out (an MCMC, an HMC, a SWAG)."""
+    """ "a" or "an" before ``word``: an initialism without a vowel is spelled out (an MCMC, an HMC, a SWAG).
+
+    Args:
+        word: the word that follows.
+
+    Returns:
+        ``"a"`` or ``"an"``."""
     letters = "AEFHILMNORSX" if word.isupper() and not set(word[1:]) & set("AEIOU") else "AEIOUaeiou"
     return "an" if word[:1] in letters else "a"
 
 
 def beside(q: dict, key: str) -> str:
-    """ " (point estimate 7.145 …)" after the headline figure (the GEV upper bound), when both are recorded."""
+    """ " (point estimate 7.145 …)" after the headline figure (the GEV upper bound), when both are recorded.
+
+    Args:
+        q: a guarantee record's quantities.
+        key: the point estimate's quantity.
+
+    Returns:
+        The parenthesis, or ``""`` when the record has no point estimate."""
     return (
         f" (point estimate {q[key]:.3f}, from the measured maximum Δ̂; the headline uses the upper end of the GEV "
         "interval of Δ's tail quantile, so the point estimate may lie below that interval)"
@@ -39,7 +58,13 @@ def beside(q: dict, key: str) -> str:
 
 
 def coverage_sentence(q: dict) -> str:
-    """What is and what is not certified, in one sentence (the model card, the run summary)."""
+    """What is and what is not certified, in one sentence (the model card, the run summary).
+
+    Args:
+        q: a pseudo posterior draw's guarantee quantities (``certified_directions``, ``parameters``).
+
+    Returns:
+        The sentence."""
     r, d = q.get("certified_directions"), q.get("parameters")
     if r is None or d is None:
         return (
@@ -62,12 +87,25 @@ def coverage_sentence(q: dict) -> str:
 
 
 def coverage_lines(manifest: dict) -> list[str]:
-    """The card's "what is certified" line of a pseudo posterior draw."""
+    """The card's "what is certified" line of a pseudo posterior draw.
+
+    Args:
+        manifest: the release manifest (its ``guarantee``).
+
+    Returns:
+        The card's lines."""
     return [f"* what is certified: {coverage_sentence(manifest['guarantee']['quantities'])}"]
 
 
 def measured_lines(manifest: dict, *, what: str) -> list[str]:
-    """The card's "how it was measured" line of a pseudo posterior draw's figure 2Δ (``what``: its formula)."""
+    """The card's "how it was measured" line of a pseudo posterior draw's figure 2Δ.
+
+    Args:
+        manifest: the release manifest (its ``guarantee``).
+        what: the figure's formula, e.g. ``ε = 2Δ``.
+
+    Returns:
+        The card's lines."""
     g = manifest["guarantee"]
     q = g["quantities"]
     bound = q.get("local_sensitivity_bound")

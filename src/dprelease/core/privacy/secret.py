@@ -29,6 +29,13 @@ class SecretKeyError(OneLineError):
 
 
 def key_dir(artifacts: str | Path) -> Path:
+    """The folder of the randomness key.
+
+    Args:
+        artifacts: the private artifacts folder.
+
+    Returns:
+        ``<artifacts>/secret``."""
     return Path(artifacts) / "secret"
 
 
@@ -80,8 +87,15 @@ def _create(folder: Path) -> str:
 
 
 def init(artifacts: str | Path) -> str:
-    """Make sure the key exists (created from OS entropy on first use) and ``key_id.json`` names it;
-    returns the key id. A key that existed here before and is gone is an error, never silently replaced."""
+    """Make sure the key exists (created from OS entropy on first use) and ``key_id.json`` names it.
+
+    A key that existed here before and is gone is an error, never silently replaced.
+
+    Args:
+        artifacts: the private artifacts folder.
+
+    Returns:
+        The key id."""
     folder = private_dir(key_dir(artifacts))
     if not (folder / KEY).exists():
         known = _history(folder)
@@ -98,8 +112,13 @@ def init(artifacts: str | Path) -> str:
 
 
 def rotate(artifacts: str | Path) -> tuple[str | None, str]:
-    """Retire the current key (kept, private, under ``retired/``) and create a new one; works when the
-    key is lost too. Returns (old id or None, new id)."""
+    """Retire the current key (kept, private, under ``retired/``) and create a new one; works when the key is lost too.
+
+    Args:
+        artifacts: the private artifacts folder.
+
+    Returns:
+        (the old id or None, the new id)."""
     folder = private_dir(key_dir(artifacts))
     old = None
     if (folder / KEY).exists():
@@ -115,7 +134,13 @@ def rotate(artifacts: str | Path) -> tuple[str | None, str]:
 
 
 def key_id(artifacts: str | Path) -> str:
-    """The id of the key in use (checked against ``key_id.json``)."""
+    """The id of the key in use (checked against ``key_id.json``).
+
+    Args:
+        artifacts: the private artifacts folder.
+
+    Returns:
+        The key id (a one-way hash of the key)."""
     return _id(_key(artifacts))
 
 
@@ -140,13 +165,27 @@ CONTEXT = "release_context"  # under <artifacts>/data: the per-release value eve
 
 
 def context_path(artifacts: str | Path) -> Path:
+    """Where the private per-release context (:func:`release_context`) is kept, with the private splits.
+
+    Args:
+        artifacts: the private artifacts folder.
+
+    Returns:
+        The file's path."""
     return Path(artifacts) / "data" / CONTEXT
 
 
 def release_context(*, snapshot_digest: str, release_id: str) -> str:
-    """The per-release value (a hash of the snapshot's content digest and the declared release id): mixed into
-    every stream :func:`seed` derives, so two releases under one key never share noise, while a report's role
-    (:func:`record_uniforms`) stays the same across releases. Private: it is kept with the private splits."""
+    """The per-release value mixed into every stream :func:`seed` derives: two releases under one key never share noise.
+
+    A report's role (:func:`record_uniforms`) stays the same across releases. Private: kept with the private splits.
+
+    Args:
+        snapshot_digest: the snapshot's content digest.
+        release_id: the declared release id.
+
+    Returns:
+        A hash of the two."""
     return hashlib.sha256(f"dprelease release\0{snapshot_digest}\0{release_id}".encode()).hexdigest()
 
 
@@ -162,9 +201,16 @@ def _derive(artifacts: str | Path, label: str) -> bytes:
 
 
 def keyed_file_digest(artifacts: str | Path, path: str | Path) -> str:
-    """HMAC-SHA256(key, the file's bytes): an id of a private file that the operator can compare across runs and
-    nobody without the key can test a guess against (a plain content digest of a private extract is a membership
-    test for anyone holding D∖{x} and x)."""
+    """HMAC-SHA256(key, the file's bytes): an id of a private file that only the key's holder can test a guess against.
+
+    (A plain content digest of a private extract is a membership test for anyone holding D∖{x} and x.)
+
+    Args:
+        artifacts: the private artifacts folder.
+        path: the file.
+
+    Returns:
+        The hex digest."""
     mac = hmac.new(_key(artifacts), b"snapshot\0", hashlib.sha256)
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -173,8 +219,16 @@ def keyed_file_digest(artifacts: str | Path, path: str | Path) -> str:
 
 
 def record_uniforms(artifacts: str | Path, ids) -> np.ndarray:
-    """One uniform in [0, 1) per report content id: HMAC(key, id), the same for a report in every extract and
-    release under this key (its role is its own), unpredictable without the key. Never stored or logged."""
+    """One uniform in [0, 1) per report content id: HMAC(key, id), unpredictable without the key.
+
+    The same for a report in every extract and release under this key (its role is its own). Never stored or logged.
+
+    Args:
+        artifacts: the private artifacts folder.
+        ids: the reports' content ids.
+
+    Returns:
+        The uniforms, in the order of ``ids``."""
     key = _key(artifacts)
     return np.array(
         [
@@ -187,25 +241,53 @@ def record_uniforms(artifacts: str | Path, ids) -> np.ndarray:
 
 
 def seed(artifacts: str | Path, label: str) -> int:
-    """A 64-bit seed for ``label`` (torch generators take 64 bits): never log or store it."""
+    """A 64-bit seed for ``label`` (torch generators take 64 bits): never log or store it.
+
+    Args:
+        artifacts: the private artifacts folder.
+        label: the use, e.g. the stage and the draw.
+
+    Returns:
+        The seed, derived from the key (and the release context)."""
     return int.from_bytes(_derive(artifacts, label)[:8], "little")
 
 
 def training_seeds(artifacts: str | Path) -> Callable[[str, int], int]:
-    """A mechanism's training randomness ((what, round) → 63-bit seed: initialisation, batch order, dropout,
-    SWAG's SGD, re-weighting refits), derived from the key: the operator reproduces a fit bit for bit, an
-    adversary holding every record but one, the code and the public seed cannot re-fit the sampler's centre."""
+    """A mechanism's training randomness, derived from the key (initialisation, batch order, dropout, SWAG's SGD, refits).
+
+    The operator reproduces a fit bit for bit; an adversary with every record but one, the code and the public seed
+    cannot re-fit the sampler's centre.
+
+    Args:
+        artifacts: the private artifacts folder.
+
+    Returns:
+        A function (what, round) → 63-bit seed."""
     return lambda what, round_: seed(artifacts, f"train/{what}/round{round_}") >> 1
 
 
 def numpy_rng(artifacts: str | Path, label: str) -> np.random.Generator:
-    """A numpy generator seeded with the full 256-bit derived value for ``label``."""
+    """A numpy generator seeded with the full 256-bit derived value for ``label``.
+
+    Args:
+        artifacts: the private artifacts folder.
+        label: the use.
+
+    Returns:
+        The generator."""
     return np.random.default_rng(np.random.SeedSequence(int.from_bytes(_derive(artifacts, label), "little")))
 
 
 def derive_child(artifacts: str | Path, child_artifacts: str | Path, label: str) -> str:
-    """Give a sub-project (e.g. the canary audit's re-run) a key derived from this one: its randomness is
-    as secret and as reproducible by the operator as the parent's. Returns the child's key id."""
+    """Give a sub-project (e.g. the canary audit's re-run) a key derived from this one, as secret and reproducible.
+
+    Args:
+        artifacts: this project's private artifacts folder.
+        child_artifacts: the sub-project's.
+        label: what the child is for (each label its own key).
+
+    Returns:
+        The child's key id."""
     child = private_dir(key_dir(child_artifacts))
     for name in (KEY, KEY_ID, HISTORY):
         (child / name).unlink(missing_ok=True)

@@ -30,6 +30,17 @@ class Selection(Generic[T]):
 def select(
     draw: Callable[[], T], score: Callable[[T], float], tau: float, gamma: float, rng: np.random.Generator
 ) -> Selection[T]:
+    """Draw candidates until one scores ≥ ``tau``, stopping with probability ``gamma`` after each failure (Liu & Talwar).
+
+    Args:
+        draw: makes one candidate.
+        score: a candidate's score.
+        tau: the threshold.
+        gamma: the stopping probability, in (0, 1].
+        rng: the stopping coins' generator (from the secret key).
+
+    Returns:
+        The selection: the candidate (None when it stopped first), the number of tries and the scores (private)."""
     if not 0 < gamma <= 1:
         raise ValueError(f"selection.gamma must lie in (0, 1], got {gamma}")
     scores: list[float] = []
@@ -44,5 +55,11 @@ def select(
 
 
 def selection_budget(epsilon_per_candidate: float) -> float:
-    """Total ε of the selection: 2ε (Liu & Talwar 2019, Theorem 3.1 with random stopping)."""
+    """Total ε of the selection: 2ε (Liu & Talwar 2019, Theorem 3.1 with random stopping).
+
+    Args:
+        epsilon_per_candidate: the ε of one candidate.
+
+    Returns:
+        The selection's ε, whatever the number of tries."""
     return 2.0 * epsilon_per_candidate

@@ -17,11 +17,25 @@ from dprelease.core.privacy import secret
 
 
 def key_id_file(params: Params) -> str:
-    """The input a stage using the secret declares (project-relative)."""
+    """The input a stage using the secret declares (project-relative).
+
+    Args:
+        params: the parsed params.
+
+    Returns:
+        ``<artifacts>/secret/key_id.json``."""
     return f"{params.artifacts}/secret/{secret.KEY_ID}"
 
 
 def ensure(params: Params, root: str | Path = ".") -> dict:
+    """Stage ``secret``: check the keys against ``dvc.lock`` (key guard), then make sure the randomness key exists.
+
+    Args:
+        params: the parsed params.
+        root: the project root.
+
+    Returns:
+        The stage's public summary (the key id, though public, is left out)."""
     from dprelease.core.privacy import key_guard
 
     # in a DVC project (`dvc repro`): refuse keys other than those dvc.lock records (DPRELEASE_NEW_KEY=1 accepts)
@@ -32,4 +46,11 @@ def ensure(params: Params, root: str | Path = ".") -> dict:
 
 
 def declare(params: Params) -> list[Stage]:
+    """The core's privacy stages.
+
+    Args:
+        params: the parsed params.
+
+    Returns:
+        Stage ``secret``, never shared between roots nor cached by DVC (its output stands for the private key)."""
     return [Stage(name="secret", run=ensure, params=[], deps=[], outs=[key_id_file(params)], shared=False)]

@@ -14,7 +14,15 @@ from dprelease.core.params_path import params_file
 
 
 def declared(value: float | None, *, key: str, who: str) -> float:
-    """A declared level (``key`` in params.yaml, read by ``who``); a one-line :class:`ConfigError` when it is null."""
+    """A declared level; a one-line :class:`ConfigError` when it is null (never the release's measured ε).
+
+    Args:
+        value: the level as params.yaml holds it.
+        key: its key in params.yaml.
+        who: what reads it (for the message).
+
+    Returns:
+        The level."""
     if value is None:
         raise ConfigError(
             f"{params_file()}: {key}: {who} needs a declared ε (e.g. 8.0), fixed before any run; it is "
@@ -27,14 +35,15 @@ DELTA_EXPONENT = 1.1  # the default δ ≤ n^-1.1: below 1/n by the factor n^0.1
 
 
 def default_delta(n: int) -> float:
-    """δ = min(n^-1.1, 1/(2n)) ≤ 1/n^1.1, the project's default (E.1).
+    """δ = min(n^-1.1, 1/(2n)) ≤ 1/n^1.1, the project's default (E.1): δ ≪ 1/n, declared, not tuned.
 
-    δ must be ≪ 1/n: a mechanism that publishes each record with probability δ is (0, δ)-DP and exposes about
-    n·δ records. The former default 1/(2n) exposes half a record whatever n; n^-1.1 exposes n^-0.1 (0.42 at
-    n = 5,346), a margin that grows with n. Below n = 2^10 = 1,024 records n^-1.1 would exceed 1/(2n), so the
-    smaller of the two is taken: never looser than the former default. Declared, not tuned: the same rule
-    for every data set.
-    """
+    Args:
+        n: the (public expected) number of training records.
+
+    Returns:
+        δ.
+
+    See docs/algorithms.md, I.9."""
     if n < 2:
         raise ValueError(f"default δ needs at least 2 training records (got {n})")
     return min(float(n) ** -DELTA_EXPONENT, 1.0 / (2 * n))
