@@ -5,8 +5,9 @@ steps with noise multiplier σ at sampling rate q (:meth:`Accountant.epsilon`), 
 that reports the same ε while Opacus trains (:meth:`Accountant.opacus`) — under the name ``dpsgd.conversion``
 gives (``mironov``: Opacus's RDP analysis with Mironov's conversion; ``opacus``: with Opacus's; ``prv``: Opacus's
 PRV accountant). DP-SGD, the batched trainer, private selection, the frontier and the tight audit all look a name
-up here; a new accountant is one :func:`register` call (its module imported by whoever uses it) and its name in
-the params' ``conversion`` choices.
+up here. A new accountant is one :func:`register` call at the end of this file and nothing else: ``dpsgd.conversion``
+accepts every registered name, and records and cards take its label from here
+(``tests/core/privacy/test_accountants.py`` adds one in a copy of the package).
 
 Why the noise search is not Opacus's ``get_noise_multiplier``: that function builds its accountant from a name
 with ``create_accountant``, which knows ``rdp``, ``gdp`` and ``prv`` only — not the Mironov conversion, the
