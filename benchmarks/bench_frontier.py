@@ -28,8 +28,8 @@ REPORT = "frontier_report"
 def stages() -> tuple[dict[str, str], list[str]]:
     """(``{source: stage}`` of every package that declares frontier points, in the registry's order; the sources
     `make frontier` runs with the default params file: ``frontier.sources``, or every one)."""
-    from dprelease import plugins
     from dprelease.compare.frontier.report import sources
+    from dprelease.contracts import plugins
     from dprelease.core.config import load_params
 
     return plugins.frontier_sources(), list(sources(load_params()))

@@ -1,5 +1,8 @@
 """One name → one accountant (as Opacus's registry): ε after T Poisson-sampled Gaussian steps, and an Opacus accountant
-that reports the same ε while training. A new accountant is one :func:`register` call.
+that reports the same ε while training.
+
+A new accountant is one :func:`register` call at the end of this file and nothing else: ``dpsgd.conversion``
+accepts every registered name; records and cards take its label from here (tests/core/privacy/test_accountants.py).
 
 See docs/privacy.md, "Notes from the code", `core/privacy/accountants.py`."""
 
