@@ -26,6 +26,38 @@ from typing import Any, Callable
 
 
 @dataclass(frozen=True, kw_only=True)
+class PlantedBug:
+    """A bug the canary audit plants in an arm to show it convicts one (``privacy_audit.planted_bugs``): the arm's
+    model audited against a claim it does not keep. Declared by the arm's package (:attr:`Arm.planted`)."""
+
+    key: str  # its entry under ``planted`` in ``metrics/audit_canary.json`` (its report row: ``planted:<key>``)
+    guarantee: str  # what it claims, in words (the result's ``guarantee``)
+    claim: tuple[float, float] | None = None  # the (ε, δ) it is labelled with; None: its model's own claim
+    overrides: tuple[tuple[str, Any], ...] = ()  # (dotted key, value): its stage re-run alone in a sibling root
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReportTable:
+    """A table of an arm's own in the comparison report: the ``rows`` of a JSON file, when the arm is compared."""
+
+    title: str  # its heading
+    source: str  # root-relative JSON file holding ``rows``
+    csv: str  # the CSV it is also written to, in the report's folder
+    columns: tuple[str, ...]  # the columns kept, in order
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResultsSection:
+    """A package's section of ``docs/results.md`` (``RESULTS_SECTION`` in its ``params`` module): Markdown its report
+    stage writes, included as it is; when the file is absent, the heading and a line naming the make target."""
+
+    path: str  # root-relative Markdown file, the whole section (heading included)
+    heading: str  # the section's heading line
+    what: str  # what is not measured yet when the file is absent
+    target: str  # the make target that measures it
+
+
+@dataclass(frozen=True, kw_only=True)
 class Arm:
     """A model a package contributes to the comparison and (``audited``) to the membership audit. Declared in
     the package's ``params`` module (``ARMS``), so that ``compare.arms`` and ``privacy_audit.arms`` accept its
@@ -40,6 +72,10 @@ class Arm:
     files: tuple[str, ...] = ()  # further files the comparison report reads
     suffix: Callable[[dict], str] | None = None  # (its guarantee's quantities) -> text appended to its label
     requires: tuple[str, Callable[[Any], bool]] | None = None  # (what, test of the params): when it can be named
+    params: tuple[str, ...] = ()  # params keys its training stages read (what the canary audit re-running it hashes)
+    planted: tuple[PlantedBug, ...] = ()  # the canary audit's planted bugs in this arm
+    reference_epochs: str | None = None  # dotted key of its epochs when the audit's reference models train like it
+    table: ReportTable | None = None  # its own table in the comparison report
 
     def refusal(self, params, section: str) -> str | None:
         """The one-line reason ``section`` cannot name this arm with these params, or None."""

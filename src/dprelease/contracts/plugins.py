@@ -94,6 +94,12 @@ def frontier_sources() -> dict[str, str]:
     }
 
 
+def results_sections() -> list:
+    """Every ``RESULTS_SECTION`` of a ``params`` module (:class:`dprelease.contracts.mechanism.ResultsSection`), in
+    :data:`PACKAGES` order: the packages' own sections of ``docs/results.md``."""
+    return [module.RESULTS_SECTION for module in _params_modules() if hasattr(module, "RESULTS_SECTION")]
+
+
 def signed_folders(params) -> list[str]:
     """The root-relative folders the listed packages sign besides the release (``SIGNED`` of a ``params`` module:
     a function of ``Params``), in :data:`PACKAGES` order: what ``dprelease key rotate`` re-signs."""

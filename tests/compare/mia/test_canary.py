@@ -74,9 +74,8 @@ def _plan(**audit):
 
     params = parse_params({"ppm": {"reweight": True}, "privacy_audit": audit})
     sp = canary._sub_params(params)
-    extra = ["nonprivate"] if params.privacy_audit.planted_bugs else []
     return canary.timed(params), *canary.plan(
-        params, sp, list(params.privacy_audit.arms) + extra, access=registry.ACCESS
+        params, sp, list(params.privacy_audit.arms) + canary.extra_arms(params), access=registry.ACCESS
     )
 
 

@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 
 from dprelease.compare.reports import results
+from dprelease.mechanisms.gpp import section as gpp_section
+from dprelease.mechanisms.nvdp import section as nvdp_section
 
 AUDIT_COLUMNS = [
     "arm",
@@ -282,6 +284,8 @@ def test_comparison_audit_nvdp_and_gpp_tables(tmp_path):
             },
         ],
     )
+    nvdp_section.write(tmp_path / "reports/nvdp")  # what each report stage writes beside its table
+    gpp_section.write(tmp_path / "reports/gpp")
     page = results.render(tmp_path)
     assert "| Non-private | – | none (not private) | `none` | – | 0.5942 | 0.2566 |" in page
     assert "| DP-SGD (Opacus) | 7.143 | 1.9e-04 | `dp_accountant` | – | 0.4296 | 0.1446 |" in page

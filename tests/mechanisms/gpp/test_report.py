@@ -52,3 +52,5 @@ def test_report_from_digits_only(tmp_path):
     assert "No-Privacy" in report and "centralized vs distributed" in report
     assert "GPP vs No-Privacy: adversary AUC +0.000, utility AUC +0.000" in report
     assert "900" in report and "no differential-privacy ε" in report and "beta sweep" in report
+    section = (tmp_path / "reports/gpp/section.md").read_text()  # its section of docs/results.md
+    assert section.startswith("## Gaussian Privacy Protector (`make gpp`)\n") and "| dataset | method |" in section

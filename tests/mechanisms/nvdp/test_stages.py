@@ -40,6 +40,8 @@ def test_table_report_and_metrics(nvdp_run):
     assert (root / "reports/nvdp/tradeoff.png").stat().st_size > 0
     text = (root / "reports/nvdp/report.md").read_text(encoding="utf-8")
     assert "Table 1 analogue" in text and "filtered" in text
+    section = (root / "reports/nvdp/section.md").read_text(encoding="utf-8")  # its section of docs/results.md
+    assert section.startswith("## NVDP with parameter clipping") and "| mrpc | clipped |" in section
     assert json.loads((root / "metrics/nvdp_mrpc.json").read_text())["clipped@0.01"]["bdp_epsilon"] > 0
 
 

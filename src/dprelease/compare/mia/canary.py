@@ -11,17 +11,20 @@ scores every canary (log-probability of the canary's label; the attacker holds t
 Per arm and canary set, both one-run bounds at 95 % (``onerun.canary_audit``: guess counts from
 ``privacy_audit.guess_grid``, Bonferroni over the grid) against the arm's own claim of the canary run.
 
-Planted bugs (``privacy_audit.planted_bugs``), which the audit must convict (ε_LB above the claim):
-(a) the canary run's non-private model labelled "ε = 1" (δ = 0); (b) DP-SGD trained in the same canary
-run with its noise multiplier divided by 4, claiming the accountant's ε for the undivided one.
+Planted bugs (``privacy_audit.planted_bugs``), which the audit must convict (ε_LB above the claim): declared by
+the arms that own them (``Arm.planted``, :class:`dprelease.contracts.mechanism.PlantedBug`). A bug with a claim
+audits the arm's model of the canary run against that claim (a non-private model labelled "ε = 1"); a bug with
+overrides re-runs the arm's stage alone with them in a sibling root ``planted/<key>/`` holding the canary run's
+inputs and the same derived key, and audits it against its own claim (DP-SGD with its noise multiplier divided
+by 4, claiming the accountant's ε for the undivided one).
 
 Sanity rule: an honest DP-SGD arm whose gate bound exceeds its accountant ε means a bug in the audit or the
 accounting, and the stage fails loudly. Membership stays private; only counts and bounds are written.
 
 The canary run runs only the stages the audited arms need (the plan of their training stages: a retrain that
 audits the round-2 arm runs no re-weighting), each in the audit's worker processes with one torch thread
-(``workers``): stages that do not wait on each other (the SWAG-PPM rounds, the non-private fine-tune, DP-SGD, the
-planted DP-SGD in a sibling root ``planted/`` with the same derived key) run at once. Every stage is seeded from
+(``workers``): stages that do not wait on each other (the SWAG-PPM rounds, the non-private fine-tune, DP-SGD, a
+planted bug's re-run in its sibling root) run at once. Every stage is seeded from
 the key, so the results are the same whatever the number of workers. When the canary run re-runs a data-dependent
 search (the release arm's re-weighting, declared untimed), this stage is untimed too (:func:`timed`).
 """
@@ -55,9 +58,7 @@ SETS = {
     "input": ("input_canaries.safetensors", "input_member.npy"),
     "mislabelled": ("canaries.safetensors", "canary_member.npy"),
 }
-PLANTED_MARKER = "planted_bugs_allowed"  # read by the dpsgd stage: only a canary run may plant its bug
-PLANTED_DIVISOR = 4.0
-PLANTED_NONPRIVATE_EPSILON = 1.0
+PLANTED_MARKER = "planted_bugs_allowed"  # read by a stage that plants a bug: only a canary run may plant one
 
 
 class AuditError(OneLineError):
@@ -158,6 +159,12 @@ def _claim(manifest: dict) -> dict:
     return {"epsilon": g["epsilon"], "delta": g["delta"], "guarantee": g["kind"]}
 
 
+def planted_claim(bug, manifest: dict) -> dict:
+    """What a planted bug's model is audited against: its declared (ε, δ), else its model's own claim; its words."""
+    epsilon, delta = bug.claim or (manifest["guarantee"]["epsilon"], manifest["guarantee"]["delta"])
+    return {"epsilon": epsilon, "delta": delta, "guarantee": bug.guarantee}
+
+
 def timed(params: Params) -> bool:
     """Whether ``canary_runs``' duration may be recorded: not when its canary run re-runs a data-dependent search,
     the re-weighting (stage ``reweight``, untimed) the release arm's model comes out of. Checked against the
@@ -185,21 +192,35 @@ def plan(
     return order, {n: p.waits[n] - SKIP for n in order}
 
 
+def planted(params: Params) -> list[tuple]:
+    """The declared bugs the canary run plants (none unless ``privacy_audit.planted_bugs``): (arm, bug) pairs in
+    :data:`dprelease.contracts.packages.PACKAGES` order."""
+    if not params.privacy_audit.planted_bugs:
+        return []
+    return [(arm, bug) for arm in plugins.arms().values() for bug in arm.planted]
+
+
+def extra_arms(params: Params) -> list[str]:
+    """The arms the canary run trains for a planted bug only: those whose bug audits the canary run's own model."""
+    arms = params.privacy_audit.arms
+    return list(dict.fromkeys(a.name for a, bug in planted(params) if not bug.overrides and a.name not in arms))
+
+
 def _run_job(job: tuple) -> dict:
     runner, name, raw, root = job
     return runner(name, Params.model_validate(raw), root)
 
 
-def _prepare_planted(lay: Layout, sub: Path) -> Path:
-    """A sibling root for the planted DP-SGD bug: the canary run's inputs and the same derived key (so its run is
-    the one it would be in the canary run itself), without replacing the honest DP-SGD arm."""
-    planted = sub / "planted"
-    private_dir(planted / "artifacts")
-    secret.derive_child(lay.artifacts, planted / "artifacts", "canary_run")
-    (planted / "artifacts" / PLANTED_MARKER).write_text("a canary run: planted bugs may run here\n", encoding="utf-8")
+def _prepare_planted(lay: Layout, sub: Path, key: str) -> Path:
+    """A sibling root for a planted bug that re-runs its arm's stage: the canary run's inputs and the same derived
+    key (so its run is the one it would be in the canary run itself), without replacing the honest arm."""
+    root = sub / "planted" / key
+    private_dir(root / "artifacts")
+    secret.derive_child(lay.artifacts, root / "artifacts", "canary_run")
+    (root / "artifacts" / PLANTED_MARKER).write_text("a canary run: planted bugs may run here\n", encoding="utf-8")
     for rel in ("artifacts/features", "artifacts/data", "metrics"):
-        shutil.copytree(sub / rel, planted / rel)
-    return planted
+        shutil.copytree(sub / rel, root / rel)
+    return root
 
 
 def canary_runs(params: Params, root: str | Path = ".", *, stages: StageAccess) -> dict:
@@ -211,14 +232,17 @@ def canary_runs(params: Params, root: str | Path = ".", *, stages: StageAccess) 
     sp = _sub_params(params)
     added = _prepare(lay, sub, sets)
     arms = list(a.arms)
-    extra = ["nonprivate"] if a.planted_bugs and "nonprivate" not in arms else []  # the planted non-private bug
-    order, waits = plan(params, sp, arms + extra, access=stages)
+    order, waits = plan(params, sp, arms + extra_arms(params), access=stages)
     raw = sp.model_dump(mode="json")
     jobs = {name: (stages.run, name, raw, str(sub)) for name in order}
-    bug = _sub_params(params, **{"dpsgd.planted_noise_divisor": PLANTED_DIVISOR})
-    if a.planted_bugs:
-        planted = _prepare_planted(lay, sub)
-        jobs["planted:dpsgd"] = (stages.run, "dpsgd", bug.model_dump(mode="json"), str(planted))
+    bugs = []  # (bug, the model folder it audits)
+    for arm, bug in planted(params):
+        if not bug.overrides:
+            bugs.append((bug, sub / arm_folder(sp, arm.name)))
+            continue
+        bp, home = _sub_params(params, **dict(bug.overrides)), _prepare_planted(lay, sub, bug.key)
+        jobs[f"planted:{bug.key}"] = (stages.run, arm.stage, bp.model_dump(mode="json"), str(home))
+        bugs.append((bug, home / arm_folder(bp, arm.name)))
     backend = backend_for(params, lay)
     workers.run_graph(_run_job, jobs, waits, workers=workers.count(len(jobs), backend.device))
     out = {
@@ -230,9 +254,9 @@ def canary_runs(params: Params, root: str | Path = ".", *, stages: StageAccess) 
         "planted": {},
     }
 
-    def audit(folder: Path, claim: dict | None = None) -> dict:
+    def audit(folder: Path, claim=_claim) -> dict:
         manifest, _, model = load_release_model(folder, backend.device)
-        c = claim or _claim(manifest)
+        c = claim(manifest)
         return {**c, "audits": _audits(backend, model, sets, c, a)}
 
     for arm in arms:
@@ -245,19 +269,8 @@ def canary_runs(params: Params, root: str | Path = ".", *, stages: StageAccess) 
                         f"its accountant ε {r['epsilon']:.3f}: a bug in the audit or in the accounting"
                     )
         out["arms"][arm] = r
-    if a.planted_bugs:
-        out["planted"]["nonprivate_labelled_eps1"] = audit(
-            sub / arm_folder(sp, "nonprivate"),
-            {
-                "epsilon": PLANTED_NONPRIVATE_EPSILON,
-                "delta": 0.0,
-                "guarantee": f"planted bug: non-private model labelled ε = {PLANTED_NONPRIVATE_EPSILON:g}",
-            },
-        )
-        r = audit(planted / arm_folder(bug, "dpsgd"))
-        out["planted"]["dpsgd_noise_div4"] = r | {
-            "guarantee": f"planted bug: DP-SGD with σ/{PLANTED_DIVISOR:g} claiming the accountant's ε for σ"
-        }
+    for bug, folder in bugs:
+        out["planted"][bug.key] = audit(folder, lambda manifest, bug=bug: planted_claim(bug, manifest))
     write_json(lay.metrics / "audit_canary.json", out)
     return {
         name: {k: round(d["gate"]["epsilon_lower_bound"], 3) for k, d in r["audits"].items()}

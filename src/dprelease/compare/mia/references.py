@@ -1,7 +1,8 @@
 """Stage ``audit_references``: LiRA reference models (docs/guarantees.md, L.2), R offline and R online.
 
 Every reference model is trained like the non-private arm (the backend's fine-tune recipe, unweighted
-AdamW, ``nonprivate.epochs`` epochs: the strongest attacker mimics the leakiest target).
+AdamW, for the epochs of the arm declaring ``reference_epochs``: the strongest attacker mimics the leakiest
+target).
 *Offline*: R models on random subsets of the reference pool as large as the training split (or half the
 pool, if smaller); none ever sees a target. *Online*: R models each on a random half of the targets
 (train ∪ test; the attacker holds the candidate records, not their membership), so every target is IN
@@ -17,6 +18,7 @@ evaluated again on the targets by a later audit with the same pool.
 
 from __future__ import annotations
 
+from functools import reduce
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +27,7 @@ import torch
 from dprelease.compare.mia import audit_cache, workers
 from dprelease.compare.mia.population import audit_dir
 from dprelease.compare.mia.scores import logit_confidence
+from dprelease.contracts import plugins
 from dprelease.contracts.layout import Layout
 from dprelease.contracts.source import code_hash
 from dprelease.core.backends.base import load_features
@@ -51,6 +54,19 @@ REFERENCE_CODE = [
 ]  # what a reference model's weights depend on
 
 
+def epochs_key() -> str:
+    """The dotted params key of the reference models' epochs: the one arm declaring ``reference_epochs``."""
+    keys = [arm.reference_epochs for arm in plugins.arms().values() if arm.reference_epochs]
+    if len(keys) != 1:
+        raise RuntimeError(f"the audit's reference models need one arm declaring reference_epochs, found {keys}")
+    return keys[0]
+
+
+def epochs(params: Params) -> int:
+    """The reference models' epochs (the value at :func:`epochs_key`)."""
+    return reduce(getattr, epochs_key().split("."), params)
+
+
 def _start(raw: dict, root: str) -> None:
     """A worker's data, loaded once: the reference pool, the targets, the backend and the recipe."""
     params = workers.params_of(raw)
@@ -62,7 +78,7 @@ def _start(raw: dict, root: str) -> None:
         backend=backend_for(params, lay),
         pool=(pool, y_pool),
         targets=(feats, y),
-        opt=params.backend.finetune.model_copy(update={"epochs": params.nonprivate.epochs}),
+        opt=params.backend.finetune.model_copy(update={"epochs": epochs(params)}),
     )
 
 
@@ -96,7 +112,7 @@ def audit_references(params: Params, root: str | Path = ".") -> dict:
     n_train = int(features(lay)[1].shape[0])
     size = min(n_train, len(y_pool) // 2)
     rng = np.random.default_rng(stage_seed(params.seed, "audit-references"))
-    opt = params.backend.finetune.model_copy(update={"epochs": params.nonprivate.epochs})
+    opt = params.backend.finetune.model_copy(update={"epochs": epochs(params)})
     # the offline models see pool rows only: cached under everything their weights depend on
     recipe = {
         "pool": file_hash(pool_file),

@@ -8,8 +8,9 @@ from dprelease.compare.mia.attack import arm_folder, privacy_audit
 from dprelease.compare.mia.canary import canary_runs, timed
 from dprelease.compare.mia.nvdp_arm import audit_nvdp
 from dprelease.compare.mia.population import audit_pool
-from dprelease.compare.mia.references import audit_references
+from dprelease.compare.mia.references import audit_references, epochs_key
 from dprelease.compare.mia.report import privacy_report
+from dprelease.contracts import plugins
 from dprelease.contracts.stage import Stage
 from dprelease.core.config import Params
 from dprelease.core.privacy.stages import key_id_file
@@ -17,6 +18,12 @@ from dprelease.core.privacy.stages import key_id_file
 
 def check(params: Params) -> None:
     check_arms(params, ("privacy_audit", "compare"))
+
+
+def arm_params() -> list[str]:
+    """The params keys the audited arms' training stages read (``Arm.params``), in declaration order: what the
+    canary audit, which re-runs them, hashes."""
+    return list(dict.fromkeys(key for arm in plugins.arms().values() if arm.audited for key in arm.params))
 
 
 def declare(params: Params) -> list[Stage]:
@@ -47,7 +54,7 @@ def declare(params: Params) -> list[Stage]:
         Stage(
             name="audit_references",
             run=audit_references,
-            params=model + ["privacy_audit.references", "nonprivate.epochs"],
+            params=model + ["privacy_audit.references", epochs_key()],
             deps=[*split, f"{a}/audit/pool"],
             outs=[f"{a}/audit/references"],
             metrics=["metrics/audit_references.json"],
@@ -65,7 +72,7 @@ def declare(params: Params) -> list[Stage]:
         Stage(
             name="canary_runs",
             run=canary_runs,
-            params=model + ["swag", "ppm", "dpsgd", "compare", "privacy_audit", "evaluation", "nonprivate"],
+            params=model + ["compare", "privacy_audit", *arm_params()],
             deps=[key_id_file(params), *split, f"{a}/audit/pool", "metrics/data.json"],
             outs=[f"{a}/audit/canary_run"],
             metrics=["metrics/audit_canary.json"],

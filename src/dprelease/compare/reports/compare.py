@@ -115,13 +115,14 @@ def _write_report(params: Params, lay: Layout, out: Path) -> None:
         _md(t2),
         "",
     ]
-    sweep_path = lay.metrics / "dpsgd_sweep.json"
-    rows = read_json(sweep_path)["rows"] if sweep_path.is_file() else []
-    if "dpsgd" in params.compare.arms and rows:
-        sweep = pd.DataFrame(rows)
-        sweep = sweep[["delta", "target_epsilon", "epsilon", "noise_multiplier", "weighted_f1", "macro_f1"]]
-        _write(sweep, out / "delta_sweep.csv")
-        sections += ["## Table 4: DP-SGD δ sweep at the declared target ε", "", _md(sweep), ""]
+    for name in params.compare.arms:  # an arm's own table (Arm.table), when its file has rows
+        spec = arms[name].table
+        source = lay.metrics.parent / spec.source if spec else None  # root-relative
+        rows = read_json(source)["rows"] if source and source.is_file() else []
+        if rows:
+            frame = pd.DataFrame(rows)[list(spec.columns)]
+            _write(frame, out / spec.csv)
+            sections += [f"## {spec.title}", "", _md(frame), ""]
     per_class_compare_plot(frames, out / "per_class_vs_size.png")
     sections += [
         "## Figure: per-class F1 against training class size",

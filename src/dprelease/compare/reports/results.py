@@ -1,9 +1,9 @@
 """``docs/results.md``: the result tables rendered from what the stages wrote, never copied by hand.
 
 Reads the public outputs of a project root — ``metrics/*.json``, ``reports/compare/table1.csv`` (and the δ
-sweep), ``reports/privacy/audit.csv``, ``reports/nvdp/table.csv``, ``reports/gpp/table.csv`` and the
-aggregate of ``reports/epsilon_sensitivity/table.csv`` — and renders Markdown tables. An input that is
-missing gives one line saying which command measures it. Pure apart from :func:`main`, which writes the page.
+sweep), ``reports/privacy/audit.csv``, the sections the packages' report stages write (their ``RESULTS_SECTION``:
+NVDP's and GPP's ``section.md``) and the aggregate of ``reports/epsilon_sensitivity/table.csv`` — and renders
+Markdown tables. An input that is missing gives one line saying which command measures it. Pure apart from :func:`main`, which writes the page.
 
 ``reports/epsilon_sensitivity/`` is owner-only (ε and F1 of models that are never released): only the
 number of cells and the smallest and largest ε over them reach the page, nothing per cell.
@@ -32,8 +32,7 @@ from dprelease.compare.reports.results_format import (  # noqa: F401  (re-export
 )
 from dprelease.compare.reports.results_sections import (
     audit_section,
-    gpp_section,
-    nvdp_section,
+    mechanism_sections,
     sensitivity_section,
 )
 from dprelease.core.io import atomic_path
@@ -265,8 +264,7 @@ def render(root: str | Path) -> str:
         comparison_section,
         frontier_section,
         audit_section,
-        nvdp_section,
-        gpp_section,
+        mechanism_sections,
         sensitivity_section,
     ):
         parts += section(root)

@@ -3,27 +3,14 @@
 
 from __future__ import annotations
 
-import csv
 import json
-import math
 from pathlib import Path
 
-LINK = "[docs/guarantees.md](guarantees.md)"
+from dprelease.core.markdown import LINK, num, read_csv, table  # noqa: F401  (re-exported)
 
 
 def missing(what: str, target: str) -> str:
     return f"{what}: not measured yet: run `make {target}`."
-
-
-def num(v, d: int = 3) -> str:
-    """A number with ``d`` decimals; '–' for none, NaN or an empty CSV cell."""
-    if v is None or v == "":
-        return "–"
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        return str(v)
-    return "–" if math.isnan(x) else f"{x:.{d}f}"
 
 
 def count(v) -> str:
@@ -45,19 +32,8 @@ def yes(v) -> str:
     return {"true": "yes", "false": "no"}.get(str(v).strip().lower(), str(v) or "–")
 
 
-def table(head: list[str], rows: list[list[str]]) -> list[str]:
-    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head), *("| " + " | ".join(r) + " |" for r in rows)]
-
-
 def read_json(path: Path) -> dict | None:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-
-
-def read_csv(path: Path) -> list[dict] | None:
-    if not path.is_file():
-        return None
-    with path.open(encoding="utf-8", newline="") as fh:
-        return list(csv.DictReader(fh))
 
 
 def _g(v) -> str:

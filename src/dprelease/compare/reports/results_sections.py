@@ -1,5 +1,5 @@
-"""docs/results.md's audit, NVDP, GPP and ε-sensitivity sections (:mod:`dprelease.compare.reports.results` renders
-the page)."""
+"""docs/results.md's audit, the packages' own (NVDP's, GPP's: their ``RESULTS_SECTION``) and ε-sensitivity
+sections (:mod:`dprelease.compare.reports.results` renders the page)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from dprelease.compare.reports.results_format import (
     table,
     yes,
 )
+from dprelease.contracts import plugins
 
 
 def _tpr(r: dict, level: str) -> str:
@@ -128,99 +129,16 @@ def audit_section(root: Path) -> list[str]:
     ]
 
 
-def nvdp_section(root: Path) -> list[str]:
-    out = ["## NVDP with parameter clipping (`make nvdp`)", ""]
-    rows = read_csv(root / "reports/nvdp/table.csv")
-    if rows is None:
-        return out + [missing("NVDP", "nvdp"), ""]
-    best: dict[tuple[str, str], dict] = {}
-    for r in rows:
-        if r["variant"] == "nonprivate":
-            continue
-        key, score = (r["task"], r["variant"]), float(r["score"] or "nan")
-        old = best.get(key)
-        if (
-            old is None
-            or score > float(old["score"] or "nan")
-            or (score == float(old["score"]) and float(r["bdp_epsilon"]) < float(old["bdp_epsilon"]))
-        ):
-            best[key] = r
-    base = {r["task"]: r["score"] for r in rows if r["variant"] == "nonprivate"}
-    out += [
-        "Per task and variant, the λ with the best score. The reference accountant's figure is **not an ε of "
-        f"the sanitizer** ({LINK}, NVDP); RD max is the unfiltered largest Rényi-divergence bound between two "
-        "test inputs.",
-        "",
-    ]
-    out += table(
-        [
-            "task",
-            "variant",
-            "λ",
-            "score",
-            "non-private score",
-            "reference accountant figure",
-            "RD max",
-            "RD max (filtered as the reference reports it)",
-        ],
-        [
-            [
-                t,
-                v,
-                r["lambda"],
-                num(r["score"]),
-                num(base.get(t)),
-                num(r["bdp_epsilon"]),
-                num(r["rd_max"]),
-                num(r["rd_max_filtered"]),
-            ]
-            for (t, v), r in best.items()
-        ],
-    )
-    return out + ["", "Source: `reports/nvdp/table.csv` (the full grid is in `reports/nvdp/report.md`).", ""]
-
-
-def gpp_section(root: Path) -> list[str]:
-    out = ["## Gaussian Privacy Protector (`make gpp`)", ""]
-    rows = read_csv(root / "reports/gpp/table.csv")
-    if rows is None:
-        return out + [missing("GPP", "gpp"), ""]
-    keep = [r for r in rows if r["experiment"] in ("baseline", "distributed")]
-    out += [
-        "Baselines and the distributed runs, from a fresh probe on sanitized test representations "
-        f"(0.5 = chance). GPP's guarantee is empirical: **no ε** ({LINK}, GPP).",
-        "",
-    ]
-    out += table(
-        [
-            "dataset",
-            "method",
-            "setting",
-            "clients",
-            "d_z",
-            "β",
-            "utility AUC",
-            "utility accuracy",
-            "adversary AUC",
-            "adversary accuracy (majority)",
-        ],
-        [
-            [
-                r["dataset"],
-                r["method"],
-                r["setting"],
-                r["clients"] or "–",
-                r["d_z"] or "–",
-                r["beta"] or "–",
-                num(r["utility_auc"]),
-                num(r["utility_accuracy"]),
-                num(r["adversary_auc"]),
-                f"{num(r.get('adversary_accuracy'))} ({num(r.get('adversary_majority'))})",
-            ]
-            for r in keep
-        ],
-    )
-    return out + ["", "Source: `reports/gpp/table.csv` (sweeps and communication in `reports/gpp/report.md`).", ""]
+def mechanism_sections(root: Path) -> list[str]:
+    """The packages' own sections (``RESULTS_SECTION``, in package order), each as its report stage wrote it."""
+    out = []
+    for declared in plugins.results_sections():
+        path = root / declared.path
+        if path.is_file():
+            out += path.read_text(encoding="utf-8").split("\n")
+        else:
+            out += [declared.heading, "", missing(declared.what, declared.target), ""]
+    return out
 
 
 def sensitivity_section(root: Path) -> list[str]:

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from dprelease.contracts.mechanism import Arm
+from dprelease.contracts.mechanism import Arm, PlantedBug, ReportTable
 
 
 class _Strict(BaseModel):
@@ -75,12 +75,28 @@ class DPSGDParams(_Strict):
 SECTION = ("dpsgd", DPSGDParams)  # Params.dpsgd (dprelease.contracts.plugins)
 
 # its row: DP-SGD at the declared target ε (dpsgd.target_epsilon), not "matched" to the release's measured ε
+PLANTED_DIVISOR = 4.0  # the canary audit's planted bug: σ divided by 4, claiming the accountant's ε for σ
+
 ARMS = (
     Arm(
         name="dpsgd",
         stage="dpsgd",
         label="DP-SGD (Opacus) at the declared target ε",
         files=("metrics/dpsgd_sweep.json",),
+        params=("dpsgd",),
+        planted=(
+            PlantedBug(
+                key="dpsgd_noise_div4",
+                guarantee=f"planted bug: DP-SGD with σ/{PLANTED_DIVISOR:g} claiming the accountant's ε for σ",
+                overrides=(("dpsgd.planted_noise_divisor", PLANTED_DIVISOR),),
+            ),
+        ),
+        table=ReportTable(
+            title="Table 4: DP-SGD δ sweep at the declared target ε",
+            source="metrics/dpsgd_sweep.json",
+            csv="delta_sweep.csv",
+            columns=("delta", "target_epsilon", "epsilon", "noise_multiplier", "weighted_f1", "macro_f1"),
+        ),
     ),
 )
 

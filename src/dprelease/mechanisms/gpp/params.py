@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from dprelease.contracts.mechanism import ResultsSection
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
@@ -68,3 +70,9 @@ class GPPParams(_Strict):
 
 SECTION = ("gpp", GPPParams)  # Params.gpp (dprelease.contracts.plugins)
 SIGNED = lambda params: [params.gpp.release]  # its signed folder: `dprelease key rotate` re-signs it
+RESULTS_SECTION = ResultsSection(  # its section of docs/results.md, written by its report stage
+    path="reports/gpp/section.md",
+    heading="## Gaussian Privacy Protector (`make gpp`)",
+    what="GPP",
+    target="gpp",
+)

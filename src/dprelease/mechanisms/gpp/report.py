@@ -11,6 +11,7 @@ from matplotlib.figure import Figure
 
 from dprelease.core.config import Params
 from dprelease.core.io import atomic_dir, atomic_path, read_json
+from dprelease.mechanisms.gpp import section
 
 COLUMNS = [
     "dataset",
@@ -208,5 +209,6 @@ def write_report(params: Params, root: str | Path = ".") -> dict:
     with atomic_dir(root / "reports" / "gpp") as tmp:
         frame.to_csv(tmp / "table.csv", index=False)
         (tmp / "report.md").write_text("\n".join(parts), encoding="utf-8")
+        section.write(tmp)  # its section of docs/results.md (params.RESULTS_SECTION)
         beta_figure(frame, tmp / "beta_tradeoff.png")
     return {"rows": len(frame)}

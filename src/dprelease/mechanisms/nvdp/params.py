@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from dprelease.contracts.mechanism import ResultsSection
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
@@ -54,3 +56,9 @@ class NVDPParams(_Strict):
 
 SECTION = ("nvdp", NVDPParams)  # Params.nvdp (dprelease.contracts.plugins)
 SIGNED = lambda params: [params.nvdp.release_dir]  # its signed folder: `dprelease key rotate` re-signs it
+RESULTS_SECTION = ResultsSection(  # its section of docs/results.md, written by its report stage
+    path="reports/nvdp/section.md",
+    heading="## NVDP with parameter clipping (`make nvdp`)",
+    what="NVDP",
+    target="nvdp",
+)

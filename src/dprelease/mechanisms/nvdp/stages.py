@@ -23,7 +23,7 @@ from dprelease.core.release.path import check_release_path
 from dprelease.core.release.signing import agency_signer, public_key_dep
 from dprelease.core.seeds import stage_seed
 from dprelease.core.threads import torch_threads
-from dprelease.mechanisms.nvdp import report
+from dprelease.mechanisms.nvdp import report, section
 from dprelease.mechanisms.nvdp.datasets import TASKS
 from dprelease.mechanisms.nvdp.experiment import VARIANTS, module_from, task_stage
 from dprelease.mechanisms.nvdp.membership import true_class_log_probs
@@ -294,6 +294,7 @@ def report_stage(params: Params, root: str | Path = ".") -> dict:
         df.to_csv(tmp / "table.csv", index=False)
         report.figure(df, tmp / "tradeoff.png")
         (tmp / "report.md").write_text(report.render(df, probe_res, meta), encoding="utf-8")
+        section.write(tmp)  # its section of docs/results.md (params.RESULTS_SECTION)
     return {"rows": len(df)}
 
 

@@ -177,8 +177,10 @@ def _calibrated(q: dict) -> str:
 # frontier package finds every contributing source by this attribute (dprelease.core.utility.points)
 FRONTIER = "frontier_swag_ppm"
 
+_READS = ("swag", "ppm", "evaluation")  # what its audited arms' stages read
+
 ARMS = (
-    Arm(name="swag_ppm", stage="swag_ppm", label="SWAG-PPM round 2", suffix=_calibrated),
+    Arm(name="swag_ppm", stage="swag_ppm", label="SWAG-PPM round 2", suffix=_calibrated, params=_READS),
     Arm(
         name="swag_ppm_reweighted",
         stage="draw",
@@ -187,6 +189,7 @@ ARMS = (
         model="draw/release",
         suffix=lambda q: f" (round {q['round']})",
         requires=("ppm.reweight: true", lambda p: p.ppm.reweight),
+        params=_READS,
     ),
     Arm(
         name="swag_ppm_uncalibrated",
