@@ -185,6 +185,9 @@ def main(argv: list[str] | None = None, name: str | None = None, prefect_flow=No
     title, doc = known[name]
     args = cli.parser(f"{title}: {doc}").parse_args(argv)
     spec = registry.flows()[name]  # every plug-in: the plan may take stages of any package
+    if spec.search is not None:  # its own loop, not a plan (the tune flow)
+        print(f"dprelease: error: flow {name!r} runs as `python -m flows.{name}`", file=sys.stderr)
+        return cli.EXIT_ERROR
     start = time.perf_counter()
 
     def go(p: Params) -> dict:
