@@ -100,7 +100,7 @@ def track_compare_task(params: dict, root: str) -> str:
     return log_compare_run(Params.model_validate(params), root)
 
 
-def _prepared(name: str, params: Params, root: str | Path, stage: Stage | None):
+def _prepared(name: str, params: Params, root: str | Path, stage: Stage | None = None):
     stage = stage if stage is not None else registry.get(params, name)
     if stage.signs:  # the agency key exists before its public half's hash enters the stage's key
         signing.ensure_key(signing.key_folder(params, root))
