@@ -207,13 +207,14 @@ def print_report(report: Path, result: dict, seconds: float, children: str) -> N
         print(f"MLflow parent run {result['mlflow_run_id']} (one child run per {children}; `make ui`)")
 
 
-def record_time(timings: dict, params: Params, name: str, seconds: float) -> float:
+def record_time(timings: dict, params: Params, name: str, seconds: float, *, stage=None) -> float:
     """Keep a stage's duration in ``timings`` unless the stage is declared untimed (its duration grows with
     a data-dependent search no guarantee covers: private selection's tries, re-weighting's refits). Returns
-    the seconds that may be reported (0 for an untimed stage), so flow totals leave them out too."""
+    the seconds that may be reported (0 for an untimed stage), so flow totals leave them out too. ``stage``:
+    its declaration, when the plan has it (else looked up)."""
     from dprelease.pipeline import registry
 
-    if not registry.get(params, name).timed:
+    if not (stage if stage is not None else registry.get(params, name)).timed:
         return 0.0
     timings[name] = round(seconds, 2)
     return seconds

@@ -27,7 +27,9 @@ def _release_flow(params: dict, root: str = ".", track: bool = True) -> dict:
     out: dict = {"timings": {}}
     with runners.on_dask():  # on a Dask runner: posterior passes in chunks on the cluster
         # in a DVC project every stage of dvc.yaml, in its order (all recorded); else the release flow's plan
-        run_plan(pipeline.Plan(order=dvc_record.pipeline(p, "release", root), waits={}), p, root, out)
+        planned = dvc_record.pipeline(p, "release", root)  # every plug-in declared once, handed on to the runner
+        plan = pipeline.Plan(order=[s.name for s in planned], waits={}, stages={s.name: s for s in planned})
+        run_plan(plan, p, root, out)
     skipped = dvc_record.unrecorded(p, [n for n in out if n != "timings"], root)
     if skipped:  # e.g. --set: outputs that are not what dvc.yaml with params.yaml describes stay out of dvc.lock
         name, why = next(iter(skipped.items()))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import replace
 
 from dprelease.contracts import parallel
 from dprelease.contracts.layout import Layout
@@ -23,7 +24,19 @@ from flows import cli, runners
 
 
 def plan_of(spec: FlowSpec, params: Params) -> pipeline.Plan:
-    return pipeline.plan(registry.stages(params), params, groups=spec.groups, targets=spec.targets, then=spec.then)
+    """The flow's plan, every plug-in's ``declare`` called once: the planned stages' declarations travel with it
+    (``plan.stages``) to the runner, the tasks and the summary, and ``plan.owners`` says whose each one is."""
+    declared = registry.declared(params)
+    plan = pipeline.plan(
+        registry.stages(params, declared), params, groups=spec.groups, targets=spec.targets, then=spec.then
+    )
+    owners = {  # publish is the core's, whichever release's package it follows
+        s.name: registry.PUBLISH_PACKAGE if s.name == registry.PUBLISH else package
+        for package, ss in declared.items()
+        for s in ss
+        if s.name in plan.stages
+    }
+    return replace(plan, owners=owners)
 
 
 def run_plan(plan: pipeline.Plan, params: Params, root: str, out: dict, *, workers: int = 1) -> dict:
@@ -40,8 +53,10 @@ def run_plan(plan: pipeline.Plan, params: Params, root: str, out: dict, *, worke
         for i, name in enumerate(plan.order, 1):
             print(f"[{i}/{len(plan.order)}] {name} …", flush=True)  # progress: a long stage is visible
             start = time.perf_counter()
-            out[name] = run_stage_task(name, params, root)
-            _done(name, cli.record_time(timings, params, name, time.perf_counter() - start))
+            out[name] = run_stage_task(name, params, root, stage=plan.stages.get(name))
+            _done(
+                name, cli.record_time(timings, params, name, time.perf_counter() - start, stage=plan.stages.get(name))
+            )
         return out
     inline = in_flow_process(plan, params)
     pending, running, done = list(plan.order), {}, set()
@@ -51,7 +66,7 @@ def run_plan(plan: pipeline.Plan, params: Params, root: str, out: dict, *, worke
             if len(running) >= workers:
                 return
             if name not in inline and plan.waits[name] <= done:
-                running[submit(name, params, root)] = (name, time.perf_counter())
+                running[submit(name, params, root, stage=plan.stages.get(name))] = (name, time.perf_counter())
                 pending.remove(name)
 
     while True:
@@ -60,8 +75,11 @@ def run_plan(plan: pipeline.Plan, params: Params, root: str, out: dict, *, worke
         if ready is not None:  # here, while the submitted stages run on the task runner
             pending.remove(ready)
             start = time.perf_counter()
-            out[ready] = run_stage_task(ready, params, root)
-            _done(ready, cli.record_time(timings, params, ready, time.perf_counter() - start))
+            out[ready] = run_stage_task(ready, params, root, stage=plan.stages.get(ready))
+            _done(
+                ready,
+                cli.record_time(timings, params, ready, time.perf_counter() - start, stage=plan.stages.get(ready)),
+            )
             done.add(ready)
             continue
         if not running:
@@ -71,7 +89,7 @@ def run_plan(plan: pipeline.Plan, params: Params, root: str, out: dict, *, worke
         future = next(as_completed(list(running)))
         name, start = running.pop(future)
         out[name] = future.result()
-        _done(name, cli.record_time(timings, params, name, time.perf_counter() - start))
+        _done(name, cli.record_time(timings, params, name, time.perf_counter() - start, stage=plan.stages.get(name)))
         done.add(name)
     if pending:  # pragma: no cover - a plan is a DAG, so everything becomes ready
         raise RuntimeError(f"stages never became ready: {pending}")
@@ -94,18 +112,21 @@ def in_flow_process(plan: pipeline.Plan, params: Params) -> set[str]:
     so its posterior-pass chunks spread over the cluster (inside a worker they would run as one task)."""
     if not parallel.active():
         return set()
-    by_name = {s.name: s for s in registry.stages(params)}
+    by_name = plan.stages or {s.name: s for s in registry.stages(params)}
     return {n for n in plan.order if {".", "contracts/parallel.py"} & set(by_name[n].code)}
 
 
-def preflight(spec: FlowSpec, params: Params, root: str) -> None:
-    """The flow's own rule, then the check of every plug-in one of whose stages is planned (before Prefect)."""
+def preflight(spec: FlowSpec, params: Params, root: str, *, plan: pipeline.Plan | None = None) -> pipeline.Plan:
+    """The flow's own rule, then the check of every plug-in one of whose stages is planned (before Prefect);
+    returns the plan (``plan``: one already made with these params)."""
     if spec.check is not None:
         spec.check(params)
-    planned = set(plan_of(spec, params).order)
-    for m in registry.mechanisms():
-        if m.check is not None and planned & {s.name for s in m.declare(params)}:
+    plan = plan if plan is not None else plan_of(spec, params)
+    for package in dict.fromkeys(plan.owners[n] for n in plan.order):
+        m = registry.plugin(package)
+        if m.check is not None:
             m.check(params, root)
+    return plan
 
 
 def _graph_flow(name: str, params: dict, root: str = ".", track: bool = True) -> dict:
@@ -164,6 +185,9 @@ def main(argv: list[str] | None = None, name: str | None = None, prefect_flow=No
     title, doc = known[name]
     args = cli.parser(f"{title}: {doc}").parse_args(argv)
     spec = registry.flows()[name]  # every plug-in: the plan may take stages of any package
+    if spec.search is not None:  # its own loop, not a plan (the tune flow)
+        print(f"dprelease: error: flow {name!r} runs as `python -m flows.{name}`", file=sys.stderr)
+        return cli.EXIT_ERROR
     start = time.perf_counter()
 
     def go(p: Params) -> dict:
@@ -174,7 +198,12 @@ def main(argv: list[str] | None = None, name: str | None = None, prefect_flow=No
         runner = runners.task_runner(p)
         return generic.with_options(name=spec.title, task_runner=runner)(spec.name, raw, args.root, track)
 
-    code, params, result = cli.run(args, lambda p: preflight(spec, p, args.root), go)
+    planned: dict = {}  # the plan preflight made, for the summary (its stages' declarations)
+
+    def check(p: Params) -> None:
+        planned["plan"] = preflight(spec, p, args.root)
+
+    code, params, result = cli.run(args, check, go)
     if code:
         return code
     if spec.report:
@@ -182,7 +211,8 @@ def main(argv: list[str] | None = None, name: str | None = None, prefect_flow=No
         cli.print_report(report, result, time.perf_counter() - start, spec.children)
     from flows.summary import release_blocks
 
-    for line in release_blocks(params, args.root, plan_of(spec, params).order):  # every release folder it signed
+    plan = planned.get("plan") or plan_of(spec, params)
+    for line in release_blocks(params, args.root, plan.order, plan.stages):  # every release folder it signed
         print(line)
     print("per stage: " + ", ".join(f"{k} {v:.1f}s" for k, v in result["timings"].items()))
     return cli.tracking_status(result, f"{spec.name} report")

@@ -13,16 +13,17 @@ def _num(v, fmt: str = ".3f") -> str:
     return "–" if v is None else format(v, fmt)
 
 
-def release_blocks(params: Params, root: str, stages: list[str]) -> list[str]:
+def release_blocks(params: Params, root: str, stages: list[str], declared: dict | None = None) -> list[str]:
     """The same summary for every release folder one of ``stages`` wrote (a signed ``release.json`` with a
-    guarantee record): mechanism, kind, ε, δ, test F1, diagnostics, where the folder is."""
+    guarantee record): mechanism, kind, ε, δ, test F1, diagnostics, where the folder is. ``declared``: the
+    plan's stage declarations by name (else each is looked up)."""
     from pathlib import Path
 
     from dprelease.pipeline import registry
 
     lines = []
     for name in stages:
-        for out in registry.get(params, name).outs:
+        for out in (declared[name] if declared and name in declared else registry.get(params, name)).outs:
             manifest = Path(root) / out / "release.json"
             if not manifest.is_file() or "guarantee" not in (m := read_json(manifest)) or not m.get("signed_by"):
                 continue

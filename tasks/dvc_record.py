@@ -25,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-from dprelease.contracts.stage import pick
+from dprelease.contracts.stage import Stage, pick
 from dprelease.core.config import Params, parse_params
 from dprelease.core.io import private_dir, read_json, write_json
 from dprelease.pipeline import registry
@@ -257,13 +257,14 @@ def forget_status(root: str | Path) -> None:
     _STATUS.pop(Path(root).resolve(), None)
 
 
-def pipeline(params: Params, group: str, root: str | Path) -> list[str]:
-    """The stages of ``group`` a flow runs: the active ones; in a DVC project root with ``params.yaml``'s
-    params, every one (an inactive stage writes only its marker, as under ``dvc repro``), so that all of
-    them are recorded."""
-    names = [s.name for s in registry.group(params, group, active_only=False)]
+def pipeline(params: Params, group: str, root: str | Path) -> list[Stage]:
+    """The stages of ``group`` a flow runs (declared once): the active ones; in a DVC project root with
+    ``params.yaml``'s params, every one (an inactive stage writes only its marker, as under ``dvc repro``), so
+    that all of them are recorded."""
     return [
-        n for n in names if registry.get(params, n).active(params) or why_not(n, params, root, inputs=False) is None
+        s
+        for s in registry.group(params, group, active_only=False)
+        if s.active(params) or why_not(s.name, params, root, inputs=False) is None
     ]
 
 

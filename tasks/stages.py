@@ -25,6 +25,7 @@ from prefect import task
 from prefect.cache_policies import NONE
 from prefect.settings import PREFECT_HOME
 
+from dprelease.contracts.stage import Stage
 from dprelease.core import offline  # noqa: F401  (before anything loads transformers)
 from dprelease.core.config import Params
 from dprelease.core.io import private_dir
@@ -38,6 +39,7 @@ prefect_home.make_private()  # before the temporary server creates its database 
 
 
 HOW: dict[str, str] = {}  # how each stage of this process's flows finished: current | store | dvc.lock | ran
+HANDED: dict[tuple[str, str], Stage] = {}  # (name, input key) -> the declaration a plan handed on (this process)
 
 
 def store_dir() -> Path:
@@ -51,7 +53,7 @@ def stage_task(name: str, params: dict, root: str, key: str) -> dict:
     stage and store them. Nothing is persisted by Prefect (see the module docstring)."""
     prefect_home.make_private()  # the store holds every task run's times (select's, reweight's): operator-only
     p = Params.model_validate(params)
-    stage = registry.get(p, name)
+    stage = HANDED.get((name, key)) or registry.get(p, name)  # looked up only in another process (Dask)
     private_dir(Path(root) / p.artifacts)
     summary = cache.current_summary(stage, p, key, root)
     current, HOW[name] = summary is not None, "current"
@@ -73,7 +75,7 @@ def stage_task(name: str, params: dict, root: str, key: str) -> dict:
         summary, HOW[name] = (stage_store.restore(store_dir(), key, Path(root)) if stage.shared else None), "store"
         if summary is None:
             HOW[name] = "ran"
-            summary = run_stage(name, p, root)
+            summary = run_stage(name, p, root, stage=stage)
             dvc_record.forget_status(root)
             if stage.shared:  # a stage standing for a private file outside its key (the secret) is never shared
                 objects = dvc_record.objects_dir(root, store_dir())
@@ -98,22 +100,23 @@ def track_compare_task(params: dict, root: str) -> str:
     return log_compare_run(Params.model_validate(params), root)
 
 
-def _prepared(name: str, params: Params, root: str | Path):
-    stage = registry.get(params, name)
+def _prepared(name: str, params: Params, root: str | Path, stage: Stage | None = None):
+    stage = stage if stage is not None else registry.get(params, name)
     if stage.signs:  # the agency key exists before its public half's hash enters the stage's key
         signing.ensure_key(signing.key_folder(params, root))
     key = cache.input_key(stage, params, root)
+    HANDED[(name, key)] = stage
     t = stage_task.with_options(name=name, task_run_name=name)
     return t, (name, params.model_dump(mode="json"), str(root), key)
 
 
-def run(name: str, params: Params, root: str | Path = ".") -> dict:
-    """Run (or take from the cache) one stage, in this thread."""
-    t, args = _prepared(name, params, root)
+def run(name: str, params: Params, root: str | Path = ".", *, stage: Stage | None = None) -> dict:
+    """Run (or take from the cache) one stage, in this thread; ``stage``: its declaration from the caller's plan."""
+    t, args = _prepared(name, params, root, stage)
     return t(*args)
 
 
-def submit(name: str, params: Params, root: str | Path = "."):
+def submit(name: str, params: Params, root: str | Path = ".", *, stage: Stage | None = None):
     """Submit one stage to the flow's task runner (its inputs must already exist); returns a future."""
-    t, args = _prepared(name, params, root)
+    t, args = _prepared(name, params, root, stage)
     return t.submit(*args)

@@ -42,9 +42,9 @@ def compare_env(tmp_path_factory):
     calls: list[str] = []
     real = ts.run_stage
 
-    def counted(name, params, root):
+    def counted(name, params, root, **kw):
         calls.append(name)
-        return real(name, params, root)
+        return real(name, params, root, **kw)
 
     frozen = source.code_hash(["."])
     with pytest.MonkeyPatch.context() as mp:

@@ -122,7 +122,7 @@ def test_a_setting_the_release_choice_overrides_is_refused_as_inert(root):
 FULL_DISK = """
 import errno, sys
 import tasks.stages as ts
-def full(name, params, root):
+def full(name, params, root, **kw):
     raise OSError(errno.ENOSPC, "No space left on device", "release/.release.tmp/model.safetensors")
 ts.run_stage = full
 import flows.release

@@ -45,9 +45,9 @@ def gpp_flow(tmp_path_factory):
     calls: list[str] = []
     real = ts.run_stage
 
-    def counted(name, params, r):
+    def counted(name, params, r, **kw):
         calls.append(name)
-        return real(name, params, r)
+        return real(name, params, r, **kw)
 
     runs = []
     with pytest.MonkeyPatch.context() as mp:

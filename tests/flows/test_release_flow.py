@@ -41,11 +41,11 @@ def flow_env():
     real = ts.run_stage
     hooks: dict = {}
 
-    def counted(name, params, root):
+    def counted(name, params, root, **kw):
         calls.append(name)
         if name in hooks:
             return hooks.pop(name)(real, name, params, root)
-        return real(name, params, root)
+        return real(name, params, root, **kw)
 
     frozen = source.code_hash(["."])
     store: dict = {"on": False}  # the shared stage store is off here (these tests count recomputation per root)

@@ -45,9 +45,9 @@ def tune_env(tmp_path_factory):
     calls: list[str] = []
     real = ts.run_stage
 
-    def counted(name, params, root):
+    def counted(name, params, root, **kw):
         calls.append(name)
-        return real(name, params, root)
+        return real(name, params, root, **kw)
 
     root = make_root(tmp_path_factory.mktemp("tune"))
     (root / "params.yaml").write_text(yaml.safe_dump(_raw(), sort_keys=False), encoding="utf-8")

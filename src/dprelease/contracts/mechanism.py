@@ -120,6 +120,16 @@ class TrackedRun:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Search:
+    """A flow that searches a mechanism's settings by re-running its stages in cells (SWAG-PPM's ``tune``), its
+    loop its own: the flow module (``flows/tune.py``: Prefect, Dask and arguments only) runs ``cell`` as a task per
+    setting and hands ``run`` the registry's :class:`dprelease.contracts.stage.StageAccess` and the cells' runner."""
+
+    cell: Callable  # (base params dict, root, setting, *, stages) -> dict: one cell, in a task of the flow
+    run: Callable  # (params, root, mode, *, stages, cells) -> result; cells(list of settings) -> list of cell dicts
+
+
+@dataclass(frozen=True, kw_only=True)
 class FlowSpec:
     """A flow, named by the stages it must finish: the active stages of ``groups`` and the ``targets``, every
     stage that produces one of their deps (recursively), then ``then``. Order and concurrency come from the
@@ -136,6 +146,7 @@ class FlowSpec:
     track: Callable | str | None = None  # (params, root, timings) -> TrackedRun, or a shared tracker's name
     report: str | None = None  # the Markdown report the flow prints, relative to the reports folder
     children: str = "stage"  # what the MLflow parent run's children are, for the printed line
+    search: Search | None = None  # a search over settings, run by its own flow module (not flows.run)
 
 
 @dataclass(frozen=True, kw_only=True)

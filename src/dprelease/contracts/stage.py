@@ -22,13 +22,13 @@ from dprelease.contracts.code_scope import closure, module_of
 
 @dataclass(frozen=True, kw_only=True)
 class StageAccess:
-    """What the registry hands a stage declared ``runs_stages=True``, at the call: ``run(name, params, root)`` runs
-    one stage by name (a module-level function: picklable for worker processes), ``declared(params)`` lists
+    """What the registry hands a stage declared ``runs_stages=True``, at the call: ``run(name, params, root, *,
+    stage=None)`` runs one stage by name (``stage``: its declaration, when the caller has it) (a module-level function: picklable for worker processes), ``declared(params)`` lists
     every stage declaration and ``plan(stages, params, targets=…)`` is the runner's planner
     (:func:`dprelease.pipeline.plan.plan`). Passed in, so no stage module imports the registry (which imports every
     one) nor the runtime above it."""
 
-    run: Callable[[str, BaseModel, str | Path], dict]
+    run: Callable[..., dict]
     declared: Callable[[BaseModel], list["Stage"]]
     plan: Callable[..., Any]
 

@@ -9,7 +9,7 @@ Ties keep the declaration order, so a one-worker run is deterministic.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dprelease.contracts.stage import Stage
 from dprelease.core.config import Params
@@ -20,6 +20,8 @@ from dprelease.core.errors import ConfigError
 class Plan:
     order: list[str]  # a topological order of the planned stages
     waits: dict[str, set[str]]  # stage -> planned stages it must wait for
+    stages: dict[str, Stage] = field(default_factory=dict)  # the planned stages' declarations, handed to the runner
+    owners: dict[str, str] = field(default_factory=dict)  # stage -> the package that declared it, when known
 
 
 def _covers(out: str, path: str) -> bool:
@@ -71,4 +73,4 @@ def plan(
             raise ConfigError(f"stage graph has a cycle among {remaining}")
         order.append(ready)
         remaining.remove(ready)
-    return Plan(order=order, waits=waits)
+    return Plan(order=order, waits=waits, stages={n: by_name[n] for n in order})

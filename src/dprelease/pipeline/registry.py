@@ -110,9 +110,16 @@ def _released(params: Params, package: str, declared: list[Stage]) -> list[Stage
     return out[: last + 1] + publish_stage(params, spec) + out[last + 1 :]
 
 
-def stages(params: Params) -> list[Stage]:
-    """Every stage, in execution order (stages a run does not need included: DVC runs them all)."""
-    out = [s for package in plugins.PACKAGES for s in _released(params, package, plugin(package).declare(params))]
+def declared(params: Params) -> dict[str, list[Stage]]:
+    """``{package: its stages}`` for every listed package, the declared release resolved: each plug-in's
+    ``declare`` called once (a flow plans from this and hands the declarations on, :class:`Plan.stages`)."""
+    return {package: _released(params, package, plugin(package).declare(params)) for package in plugins.PACKAGES}
+
+
+def stages(params: Params, by_package: dict[str, list[Stage]] | None = None) -> list[Stage]:
+    """Every stage, in execution order (stages a run does not need included: DVC runs them all); ``by_package``:
+    :func:`declared`'s result, when the caller has it."""
+    out = [s for ss in (by_package if by_package is not None else declared(params)).values() for s in ss]
     names = [s.name for s in out]
     if len(set(names)) != len(names):
         raise RuntimeError(f"stage declared twice: {sorted({n for n in names if names.count(n) > 1})}")
@@ -146,9 +153,10 @@ def group(params: Params, name: str, active_only: bool = True) -> list[Stage]:
     return [s for s in stages(params) if s.group == name and (s.active(params) or not active_only)]
 
 
-def run_stage(name: str, params: Params, root: str | Path = ".") -> dict:
-    """Run one stage by name (what ``dprelease stage NAME`` and the Prefect tasks call)."""
-    stage = get(params, name)
+def run_stage(name: str, params: Params, root: str | Path = ".", *, stage: Stage | None = None) -> dict:
+    """Run one stage by name (what ``dprelease stage NAME`` and the Prefect tasks call); ``stage``: its
+    declaration when the caller's plan has it (else looked up)."""
+    stage = stage if stage is not None else get(params, name)
     artifacts = private_dir(Path(root) / params.artifacts)  # owner-only: narratives, embeddings, moments, weights
     summary = stage.run(params, root, stages=ACCESS) if stage.runs_stages else stage.run(params, root)
     for out in stage.produced:  # whatever wrote them: every output under the artifacts 0700 / 0600

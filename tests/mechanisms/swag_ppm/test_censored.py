@@ -103,7 +103,8 @@ def test_censored_release_reports_the_fixed_epsilon(tmp_path):
     m = np.load(root / params.artifacts / "round2/sensitivity/max_deltas.npy")
     assert m.max() <= 0.5  # soft censoring saturates at κ in floating point
     manifest = read_json(root / params.release / "release.json")
-    assert manifest["mechanism"] == "censored" and manifest["censor_epsilon"] == 1.0
+    assert manifest["variant"] == "censored" and manifest["censor_epsilon"] == 1.0
+    assert manifest["mechanism"] == "swag_ppm"  # the name released.mechanism gives it (the common field)
 
 
 def test_censored_mechanism_needs_its_epsilon():

@@ -1,14 +1,24 @@
 """The one builder of a staged release's manifest: the fields every releasing mechanism's manifest has, filled
 once (its guarantee record, its name, the backend, the test F1 it may publish, the randomness: the public seed
 and the secret key's id), and the mechanism's own fields beside them (configuration, tuning, coverage,
-diagnostics …). A field every release should carry is added here."""
+diagnostics …). A field every release should carry is added here. :func:`stage_release` writes the staged
+(private, unsigned) folder and the operator's exact figures beside it, as the Gaussian-counts releases do."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from dprelease.core.io import write_json
 from dprelease.core.privacy import secret
+from dprelease.core.release.folder import write_release
+
+NOISED = "dp_noised_counts"  # test figures from Gaussian-noised counts, covered by the release's ε
+INTERNAL_NOTE = "un-noised figures on private test reports: internal, never released"
 
 
-def release_manifest(params, lay, g, *, mechanism: str, backend: str, test_f1: dict, randomness: dict, **own) -> dict:
+def release_manifest(
+    params, lay, g, /, *, mechanism: str, backend: str, test_f1: dict | None, randomness: dict, **own
+) -> dict:
     """The manifest of ``mechanism``'s staged release.
 
     Args:
@@ -17,20 +27,53 @@ def release_manifest(params, lay, g, *, mechanism: str, backend: str, test_f1: d
         g: the release's guarantee record (:class:`dprelease.core.privacy.guarantee.Guarantee`).
         mechanism: the name ``released.mechanism`` gives it.
         backend: the released model's backend, in words.
-        test_f1: the test figures the release may publish (covered by its ε, or exact for a PPM draw).
+        test_f1: the test figures the release may publish (covered by its ε, or exact for a PPM draw); None
+            when they are measured after the draw is staged (SWAG-PPM: its ``evaluate`` stage, read by its
+            record's figures), and then the manifest has no ``test_f1``.
         randomness: what the public seed and the secret key drive (``public_seed_drives``,
             ``secret_key_drives``, and any further entry of the mechanism's).
-        **own: the mechanism's own fields (configuration, tuning, coverage, sampling …).
+        **own: the mechanism's own fields (configuration, tuning, coverage, sampling …; any name, ``g`` included:
+            the first three are positional only).
 
     Returns:
         The manifest (public fields only), without ``model``, ``files`` and ``code_version``, which
         :func:`dprelease.core.release.folder.write_release` adds.
     """
-    return {
+    common = {
         "guarantee": g.as_dict(),
         "mechanism": mechanism,
         "backend": backend,
-        "test_f1": test_f1,
         "randomness": {"public_seed": params.seed, **randomness, "secret_key_id": secret.key_id(lay.artifacts)},
-        **own,
     }
+    if test_f1 is not None:
+        common["test_f1"] = test_f1
+    return common | own
+
+
+def noised(covered: dict) -> dict:
+    """Test figures from Gaussian-noised counts (:func:`dprelease.core.utility.dp_eval.dp_scores`), marked so."""
+    return {**covered, "kind": NOISED}
+
+
+def stage_release(
+    folder: Path, backend, model, labels: dict, manifest: dict, code: list[str], *, exact: dict, **internal
+) -> None:
+    """Write the staged release ``folder`` (private, unsigned: the publish step signs it) and, beside it, the
+    operator's exact test figures (``internal.json``, private, never released).
+
+    Args:
+        folder: the staged release folder (``<artifacts>/<mechanism's folder>/release``).
+        backend: the released model's backend object (writes the model).
+        model: the released model.
+        labels: the label map (``codes``, ``titles``).
+        manifest: :func:`release_manifest`'s manifest.
+        code: the code that made the release (hashed into ``code_version``).
+        exact: the un-noised test figures (``exact_test_f1``).
+        **internal: further private entries of ``internal.json``.
+    """
+    write_release(folder, backend, model, labels["codes"], labels["titles"], manifest, code, private=True)
+    write_json(
+        Path(folder).parent / "internal.json",
+        {"exact_test_f1": exact, **internal, "note": INTERNAL_NOTE},
+        private=True,
+    )

@@ -26,8 +26,8 @@ from dprelease.core.privacy.stages import key_id_file
 from dprelease.core.privacy.target import declared
 from dprelease.core.public_model import predict as public_predict
 from dprelease.core.release.coverage import coverage
-from dprelease.core.release.folder import arm_model_dir, write_arm_model, write_release
-from dprelease.core.release.manifest import release_manifest
+from dprelease.core.release.folder import arm_model_dir, write_arm_model
+from dprelease.core.release.manifest import noised, release_manifest, stage_release
 from dprelease.core.utility.dp_eval import dp_scores
 from dprelease.core.utility.evaluate import evaluate, score, write_arm
 from dprelease.core.utility.metrics import f1_summary
@@ -205,7 +205,7 @@ def dpsgd_release(params: Params, root: str | Path = ".") -> dict:
         g,
         mechanism="dpsgd",
         backend=params.model.backend,
-        test_f1={**covered, "kind": "dp_noised_counts"},
+        test_f1=noised(covered),
         randomness={
             "public_seed_drives": "the public proxy's split only",
             "secret_key_drives": "each private report's role, initialisation, Poisson sampling, "
@@ -225,25 +225,16 @@ def dpsgd_release(params: Params, root: str | Path = ".") -> dict:
         },
         coverage=coverage(params),
     )
-    write_release(
+    stage_release(
         Path(root) / staged(params),
         backend,
         model,
-        labels["codes"],
-        labels["titles"],
+        labels,
         manifest,
         closure(__name__),
-        private=True,
-    )
-    write_json(
-        lay.artifacts / RELEASE_FOLDER / "internal.json",  # the operator's exact figures (private)
-        {
-            "exact_test_f1": exact,
-            "public_floor_exact_test_f1": floor,
-            "warm_start": start is not None,
-            "note": "un-noised figures on private test reports: internal, never released",
-        },
-        private=True,
+        exact=exact,
+        public_floor_exact_test_f1=floor,
+        warm_start=start is not None,
     )
     write_json(
         lay.metrics / "public_floor.json",

@@ -16,13 +16,11 @@ from dprelease.contracts.layout import Layout
 from dprelease.core.config import Params
 from dprelease.core.data.splits import head_embeddings, label_info, linear_backend_for, n_public
 from dprelease.core.errors import ConfigError
-from dprelease.core.io import write_json
 from dprelease.core.privacy import guarantee, secret
 from dprelease.core.privacy.gaussian import mu_epsilon, sigma_beside
 from dprelease.core.privacy.target import default_delta
 from dprelease.core.release.coverage import UNIT, coverage
-from dprelease.core.release.folder import write_release
-from dprelease.core.release.manifest import release_manifest
+from dprelease.core.release.manifest import noised, release_manifest, stage_release
 from dprelease.core.utility.dp_eval import dp_scores
 from dprelease.core.utility.metrics import f1_summary
 from dprelease.core.utility.points import DECLARED, PUBLIC_PROXY
@@ -99,7 +97,7 @@ def ncm_release(params: Params, root: str | Path = ".") -> dict:
         g,
         mechanism="ncm",
         backend="head (linear, hidden 0)",
-        test_f1={**covered, "kind": "dp_noised_counts"},
+        test_f1=noised(covered),
         randomness={
             "public_seed_drives": "the stratified split only",
             "secret_key_drives": "the Gaussian noise on the class sums",
@@ -115,20 +113,14 @@ def ncm_release(params: Params, root: str | Path = ".") -> dict:
         tuning=tuning,
         coverage=coverage(params),
     )
-    write_release(
+    stage_release(
         Path(root) / staged(params),
         linear_backend_for(params, lay),
         model,
-        labels["codes"],
-        labels["titles"],
+        labels,
         manifest,
         closure(__name__),
-        private=True,
-    )
-    write_json(
-        lay.artifacts / FOLDER / "internal.json",  # the operator's exact figures (private)
-        {"exact_test_f1": exact, "note": "un-noised figures on private test reports: internal, never released"},
-        private=True,
+        exact=exact,
     )
     return {"epsilon": round(total, 4), "delta": delta, "weighted_f1": covered["weighted_f1"]}
 

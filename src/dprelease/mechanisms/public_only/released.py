@@ -17,14 +17,13 @@ from dprelease.core.backends.head import linear_head
 from dprelease.core.config import Params
 from dprelease.core.data.splits import head_embeddings, label_info, linear_backend_for, n_public
 from dprelease.core.errors import ConfigError
-from dprelease.core.io import read_json, write_json
+from dprelease.core.io import read_json
 from dprelease.core.privacy import guarantee, secret
 from dprelease.core.privacy.gaussian import mu_epsilon
 from dprelease.core.privacy.target import default_delta
 from dprelease.core.public_model import predict
 from dprelease.core.release.coverage import UNIT, coverage
-from dprelease.core.release.folder import write_release
-from dprelease.core.release.manifest import release_manifest
+from dprelease.core.release.manifest import noised, release_manifest, stage_release
 from dprelease.core.utility.dp_eval import dp_scores
 from dprelease.core.utility.metrics import f1_summary
 from dprelease.core.utility.points import PUBLIC_PROXY
@@ -71,7 +70,7 @@ def public_release(params: Params, root: str | Path = ".") -> dict:
         g,
         mechanism="public_only",
         backend="head (linear, hidden 0)",
-        test_f1={**covered, "kind": "dp_noised_counts"},
+        test_f1=noised(covered),
         randomness={
             "public_seed_drives": "the public proxy's split only",
             "secret_key_drives": "each private report's role and the evaluation's noise",
@@ -89,21 +88,15 @@ def public_release(params: Params, root: str | Path = ".") -> dict:
             params, released="the model's weights (from public reports only), the label map, the configuration"
         ),
     )
-    write_release(
+    exact = f1_summary(ys.numpy(), pred, range(k))  # internal only: never in the release
+    stage_release(
         Path(root) / staged(params),
         linear_backend_for(params, lay),
         linear_head(w, b),
-        labels["codes"],
-        labels["titles"],
+        labels,
         manifest,
         closure(__name__),
-        private=True,
-    )
-    exact = f1_summary(ys.numpy(), pred, range(k))
-    write_json(
-        lay.artifacts / FOLDER / "internal.json",  # the operator's exact figures (private)
-        {"exact_test_f1": exact, "note": "un-noised figures on private test reports: internal, never released"},
-        private=True,
+        exact=exact,
     )
     return {"epsilon": round(eps, 4), "delta": delta, "weighted_f1": covered["weighted_f1"]}
 

@@ -1,7 +1,7 @@
 """SWAG-PPM's plug-in: its stages and the release flow (its arms are in :mod:`.params`)."""
 
-from dprelease.contracts.mechanism import FlowSpec, Mechanism
-from dprelease.mechanisms.swag_ppm import stages
+from dprelease.contracts.mechanism import FlowSpec, Mechanism, Search
+from dprelease.mechanisms.swag_ppm import stages, tune
 
 RELEASE = FlowSpec(
     name="release",
@@ -20,4 +20,12 @@ REPLAY = FlowSpec(
     "(public seed) and scores the released draw; the operator's view beside it.",
 )
 
-PLUGIN = Mechanism(name="swag_ppm", declare=stages.declare, flows=(RELEASE, REPLAY), release=stages.SPEC)
+TUNE = FlowSpec(
+    name="tune",
+    title="swag-ppm-tune",
+    doc="The practical guide's tuning over (c, fine-tune epochs): `python -m flows.tune` (search or grid).",
+    check=tune.check,
+    search=Search(cell=tune.cell, run=tune.run),
+)
+
+PLUGIN = Mechanism(name="swag_ppm", declare=stages.declare, flows=(RELEASE, REPLAY, TUNE), release=stages.SPEC)

@@ -14,13 +14,16 @@ from dprelease.contracts.layout import Layout
 from dprelease.core.config import Params
 from dprelease.core.data.splits import label_info
 from dprelease.core.io import atomic_dir, read_json, write_json
-from dprelease.core.privacy import guarantee, secret
+from dprelease.core.privacy import guarantee
+from dprelease.core.release import manifest
 from dprelease.core.release.folder import write_arm_model, write_release
 from dprelease.core.utility.evaluate import write_arm
 from dprelease.mechanisms.swag_ppm import claim
 from dprelease.mechanisms.swag_ppm.params import ppm_finetune, swag_settings
 from dprelease.mechanisms.swag_ppm.reweighting import released_round
 from dprelease.mechanisms.swag_ppm.rounds import SECRET_NOISE, _draw, draw_from_round
+
+MECHANISM = "swag_ppm"  # the name released.mechanism gives it (its ReleaseSpec's)
 
 
 def draw(params: Params, root: str | Path = ".") -> dict:
@@ -48,16 +51,17 @@ def draw(params: Params, root: str | Path = ".") -> dict:
 
 
 def release_manifest(params: Params, lay: Layout, g: guarantee.Guarantee, tail: dict | None = None) -> dict:
-    """The public manifest of a SWAG-PPM release: its guarantee record plus public config and aggregates."""
+    """The public manifest of a SWAG-PPM release: the common fields from the one builder
+    (:func:`dprelease.core.release.manifest.release_manifest`; no ``test_f1``: the draw is evaluated after it is
+    staged) and SWAG-PPM's own: its configuration, the released round's aggregates and its claim."""
     p, data = params.ppm, read_json(lay.metrics / "data.json")
     r = g.quantities["round"]  # statistics of the released round only: an unreleased round's stay private
-    out = {
-        "guarantee": g.as_dict(),
+    own = {
         "released_from_round": r,
         "temperature": read_json(lay.metrics / f"temperature_r{r}.json")["temperature"],
         "calibration": p.calibration,
         "prior_precision": p.prior_precision,
-        "mechanism": p.mechanism,
+        "variant": p.mechanism,  # asymptotic | censored (``mechanism`` is the name released.mechanism gives it)
         "censor_epsilon": p.censor_epsilon,
         "c": p.c,
         "g": p.g,
@@ -65,15 +69,6 @@ def release_manifest(params: Params, lay: Layout, g: guarantee.Guarantee, tail: 
         "risk_norm": p.risk_norm,
         "draws": p.draws,
         "smoke_test": p.smoke_test,
-        "backend": params.model.backend,
-        "randomness": {
-            "public_seed": params.seed,
-            "public_seed_drives": "the stratified split and the audit's choice of target records only",
-            "secret_key_drives": "initialisation, batch order, dropout, SWAG's SGD, re-weighting refits, "
-            "Δ̂ and evaluation passes, the released draw",
-            "released_draw": SECRET_NOISE,
-            "secret_key_id": secret.key_id(lay.artifacts),
-        },
         "dataset": {
             "classes": data["public"]["classes"],
             "until": data["public"]["until"],  # public figures only
@@ -83,7 +78,7 @@ def release_manifest(params: Params, lay: Layout, g: guarantee.Guarantee, tail: 
     }
     if params.ppm.reweighting:
         rw = read_json(lay.metrics / "reweight.json")
-        out["reweighting"] = {
+        own["reweighting"] = {
             "mode": p.reweight_mode,
             "k": p.k if p.reweight_mode == "oneshot" else None,
             "step": p.reweight_step if p.reweight_mode == "iterative" else None,
@@ -92,10 +87,24 @@ def release_manifest(params: Params, lay: Layout, g: guarantee.Guarantee, tail: 
             **{key: rw[key] for key in ("accepted", "released_round", "reason")},
         }
     if tail is not None:
-        out["local_sensitivity_uncertainty"] = tail
+        own["local_sensitivity_uncertainty"] = tail
     if g.kind in claim.KINDS:  # the headline as quoted (card, MLflow), the point figure beside it, the coverage
-        out["claim"] = claim.summary(g)
-    return out
+        own["claim"] = claim.summary(g)
+    return manifest.release_manifest(
+        params,
+        lay,
+        g,
+        mechanism=MECHANISM,
+        backend=params.model.backend,
+        test_f1=None,
+        randomness={
+            "public_seed_drives": "the stratified split and the audit's choice of target records only",
+            "secret_key_drives": "initialisation, batch order, dropout, SWAG's SGD, re-weighting refits, "
+            "Δ̂ and evaluation passes, the released draw",
+            "released_draw": SECRET_NOISE,
+        },
+        **own,
+    )
 
 
 def epsilon_knobs(params: Params) -> dict:
