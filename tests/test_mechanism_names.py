@@ -25,7 +25,6 @@ ALLOWED: dict[str, tuple[set[str], str]] = {
     "src/dprelease/compare/frontier/params.py": ({"dpsgd"}, MOVING),
     "src/dprelease/compare/frontier/plot.py": ({"public_only"}, "the frontier's floor source, " + MOVING),
     "src/dprelease/compare/frontier/report.py": ({"public_only"}, "the frontier's floor source, " + MOVING),
-    "flows/tune.py": ({"nonprivate", "swag_ppm"}, MOVING),
     "src/dprelease/core/release/params.py": ({"dpsgd"}, MOVING),
     "src/dprelease/pipeline/registry.py": ({"swag_ppm"}, "SWAG-PPM's draw record (metrics/swag_ppm_draw.json)"),
     "src/dprelease/compare/reports/stages.py": ({"swag_ppm"}, "SWAG-PPM's draw record"),
