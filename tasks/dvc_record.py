@@ -142,8 +142,8 @@ def record(name: str, params: Params, root: str | Path, key: str | None = None) 
     root = Path(root).resolve()
     mark = _mark(params, root, name)
     if key is not None and mark.is_file():
-        try:
-            if read_json(mark) == {"key": key, "entry": _lock_entry(root, name)}:
+        try:  # the key says nothing of the other files of its code's folders (dvc.yaml's deps): those are checked
+            if read_json(mark) == {"key": key, "entry": _lock_entry(root, name)} and _code_as_locked(root, name):
                 return None
         except ValueError:
             pass
@@ -186,11 +186,52 @@ def _dotted(raw: dict, key: str):
 _MISSING = object()
 
 
+_MD5: dict[tuple, str] = {}  # (path, inode, size, mtime) → MD5: as DVC's state, a file is hashed once per version
+
+
+def _md5(path: Path) -> str:
+    st = path.stat()
+    key = (path, st.st_ino, st.st_size, st.st_mtime_ns)
+    if key not in _MD5:
+        _MD5[key] = file_md5(path)
+    return _MD5[key]
+
+
+def _code_folder(root: Path, item: dict) -> dict:
+    """DVC 3's entry for a folder of the package's source (``dvc.yaml``'s code deps), as ``dvc commit`` writes
+    it: the MD5 of its ``.dir`` listing (each file DVC sees, after ``.dvcignore``: its MD5 and path), the files'
+    total size and count."""
+    from dvc.fs import LocalFileSystem
+    from dvc.ignore import DvcIgnoreFilter
+
+    fs, folder = LocalFileSystem(), root / item["path"]
+    files = sorted(Path(f) for f in DvcIgnoreFilter(fs, str(root)).find(fs, str(folder)))
+    listing = [{"md5": _md5(f), "relpath": f.relative_to(folder).as_posix()} for f in files]
+    digest = hashlib.md5(json.dumps(listing, sort_keys=True).encode("utf-8")).hexdigest()
+    return {**item, "md5": f"{digest}.dir", "size": sum(f.stat().st_size for f in files), "nfiles": len(files)}
+
+
+def _code_folders(root: Path, entry: dict) -> list[dict]:
+    """The deps of a ``dvc.lock`` entry that are folders of the package's source."""
+    prefix = f"{registry.PACKAGE_ROOT}/"
+    return [d for d in entry.get("deps", []) if d["path"].startswith(prefix) and (root / d["path"]).is_dir()]
+
+
+def _code_as_locked(root: Path, name: str) -> bool:
+    """Every code folder of stage ``name``'s ``dvc.lock`` entry hashes as recorded (no entry: False)."""
+    try:
+        entry = (_read_yaml(root / "dvc.lock").get("stages") or {}).get(name)
+    except (OSError, yaml.YAMLError):
+        return False
+    return bool(entry) and all(_code_folder(root, d) == d for d in _code_folders(root, entry))
+
+
 def _as_locked(root: Path, name: str, params: Params) -> bool:
     """``dvc.lock``'s entry for stage ``name`` is what ``dvc commit`` would write now: the deps and outputs
-    ``dvc.yaml`` declares, each a file of the recorded size and MD5 (DVC 3's hash: of the bytes), each param the
-    recorded value in ``params.yaml``. A folder, a missing hash or any difference: False (DVC is asked). The case
-    of a second clone's first run, whose stages DVC's status cannot restore (the key's id: not shared)."""
+    ``dvc.yaml`` declares, each a file of the recorded size and MD5 (DVC 3's hash: of the bytes) or a folder of
+    the package's source of the recorded ``.dir`` hash (:func:`_code_folder`), each param the recorded value in
+    ``params.yaml``. Another folder, a missing hash or any difference: False (DVC is asked). The case of a second
+    clone's first run, whose stages DVC's status cannot restore (the key's id: not shared)."""
     try:
         entry = (_read_yaml(root / "dvc.lock").get("stages") or {}).get(name)
     except (OSError, yaml.YAMLError):  # no dvc.lock yet (a project's first run), or one DVC cannot read either
@@ -199,11 +240,14 @@ def _as_locked(root: Path, name: str, params: Params) -> bool:
         return False
     declared = _expected(params)["stages"].get(name) or {}
     outs = [o if isinstance(o, str) else next(iter(o)) for o in declared.get("outs", []) + declared.get("metrics", [])]
-    files = entry.get("deps", []) + entry.get("outs", [])
     if sorted(d["path"] for d in entry.get("deps", [])) != sorted(declared.get("deps", [])) or sorted(
         o["path"] for o in entry.get("outs", [])
     ) != sorted(outs):
         return False
+    code = _code_folders(root, entry)
+    if any(_code_folder(root, d) != d for d in code):
+        return False
+    files = [d for d in entry.get("deps", []) if d not in code] + entry.get("outs", [])
     for item in files:
         path = root / item["path"]
         if not path.is_file() or "md5" not in item or path.stat().st_size != item.get("size"):

@@ -4,6 +4,7 @@ Prefect tasks (``tasks/stages.py``) and the generated ``dvc.yaml``; every stage 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -45,7 +46,9 @@ def test_dvc_yaml_is_the_release_pipeline_plus_track():
     assert {"metrics/nonprivate.json", "reports/privacy"} <= set(publish.evidence) & swag_others
 
 
-def test_every_dvc_stage_lists_its_code():
+def test_every_dvc_stage_lists_its_code_as_folders():
+    """dvc.yaml reads as the pipeline's map: a stage's code deps are the folders of its code (a floor, a mechanism
+    or a comparison package), the package's and the mechanisms' ``__init__.py`` aside."""
     stages = _dvc()["stages"]
     for s in registry.group(DEFAULT, "release", active_only=False):
         entry = stages[s.name]
@@ -54,14 +57,70 @@ def test_every_dvc_stage_lists_its_code():
         if s.code == ["."]:  # a stage that re-runs whole pipelines depends on the whole package
             assert code == ["src/dprelease"], s.name
             continue
-        assert code == [f"src/dprelease/{p}" for p in s.code], s.name
-        assert {"src/dprelease/core/config.py", "src/dprelease/__init__.py"} <= set(code), s.name
-        assert any(
-            d.startswith(f"src/dprelease/{s.module.split('.')[1]}") or d == f"src/dprelease/{s.module.split('.')[1]}.py"
-            for d in code
-        ), (s.name, s.module)
+        assert code == registry.code_folders(s.code), s.name
+        assert {"src/dprelease/core", "src/dprelease/__init__.py"} <= set(code), s.name
+        own = "/".join(s.module.split(".")[1:3]) if s.module.split(".")[1] in registry.PER_PACKAGE else None
+        assert own is None or f"src/dprelease/{own}" in code, (s.name, s.module)
         for rel in code:  # every declared path exists in the checkout
             assert (ROOT / rel).exists(), rel
+    assert stages["track"]["deps"][-4:] == [
+        f"src/dprelease/{p}" for p in ("__init__.py", "contracts", "core", "pipeline")
+    ]
+    lines = (ROOT / "dvc.yaml").read_text(encoding="utf-8").count("\n")
+    assert lines < 450, lines  # was ~1,100 with one line per file
+
+
+def test_code_folders_rule():
+    assert registry.code_folders(["."]) == ["src/dprelease"]
+    code = ["__init__.py", "compare/arms.py", "compare/mia/canary.py", "core/privacy/secret.py", "core/io.py"]
+    code += ["mechanisms/__init__.py", "mechanisms/dpsgd/stages.py", "mechanisms/dpsgd/x/y.py", "pipeline/plan.py"]
+    assert registry.code_folders(code) == [
+        f"src/dprelease/{p}"
+        for p in (
+            "__init__.py",
+            "compare/arms.py",
+            "compare/mia",
+            "core",
+            "mechanisms/__init__.py",
+            "mechanisms/dpsgd",
+            "pipeline",
+        )
+    ]
+    assert registry.code_folders(["mechanisms", "mechanisms/dpsgd/a.py", "core/io.py"]) == [
+        "src/dprelease/core",
+        "src/dprelease/mechanisms",
+    ]  # an extra_code folder covers what lies in it
+
+
+def test_dvc_hashes_every_file_of_each_stages_exact_code():
+    """The folder deps are a superset of the exact closure (the cache key's files), after .dvcignore: ``dvc repro``
+    never misses a change to a stage's code (it may re-run a stage for a change to a folder's other files)."""
+    from dvc.fs import LocalFileSystem
+    from dvc.ignore import DvcIgnoreFilter
+
+    from dprelease.contracts.code_scope import closure
+
+    fs = LocalFileSystem()
+    ignore = DvcIgnoreFilter(fs, str(ROOT))
+    hashed: dict[str, set[Path]] = {}
+
+    def seen(dep: str) -> set[Path]:  # the files DVC hashes for one dep
+        if dep not in hashed:
+            path = ROOT / dep
+            found = ignore.find(fs, str(path)) if path.is_dir() else [] if ignore.is_ignored_file(str(path)) else [path]
+            hashed[dep] = {Path(f) for f in found}
+        return hashed[dep]
+
+    stages = _dvc()["stages"]
+    codes = {s.name: s.code for s in registry.group(DEFAULT, "release", active_only=False)}
+    codes["track"] = closure("dprelease.pipeline.tracking")
+    for name, code in codes.items():
+        covered = set().union(*(seen(d) for d in stages[name]["deps"] if d.startswith("src/dprelease")))
+        missing = [f for f in code_files(code) if f not in covered]
+        assert code_files(code) and not missing, (name, missing)
+    assert not {PACKAGE_DIR / "contracts" / "packages.py", PACKAGE_DIR / "core" / "data" / "plugin_index.json"} & set(
+        seen("src/dprelease/contracts") | seen("src/dprelease/core")
+    )  # configuration and the generated index: in no folder's hash
 
 
 def test_declared_code_resolves_to_source_files():

@@ -142,6 +142,29 @@ def test_a_no_op_rerun_asks_dvc_nothing_unless_dvc_lock_changed(recorded, monkey
     assert commits == ["risk"] and _dvc("status", cwd=root).strip() == CLEAN
 
 
+def test_a_change_to_a_code_folder_outside_the_key_is_recorded(recorded, tmp_path, monkeypatch):
+    """dvc.yaml's code deps are folders: a file no stage's code holds changes no key (every stage is current) but
+    its folder's DVC hash, so the flow commits again every stage whose folders hold it, and DVC's status is clean;
+    bytecode (.dvcignore) changes nothing."""
+    import flows.release as fr
+    from tasks import dvc_record
+
+    params, root = recorded
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy, symlinks=True)
+    (copy / "src" / "dprelease" / "core" / "__pycache__").mkdir(exist_ok=True)
+    (copy / "src" / "dprelease" / "core" / "__pycache__" / "stray.cpython-311.pyc").write_bytes(b"litter")
+    assert _dvc("status", cwd=copy).strip() == CLEAN
+    (copy / "src" / "dprelease" / "mechanisms" / "swag_ppm" / "notes.py").write_text('"""In no stage code."""\n')
+    commits: list[str] = []
+    real = dvc_record.subprocess.run
+    monkeypatch.setattr(dvc_record.subprocess, "run", lambda cmd, **kw: commits.append(cmd[-1]) or real(cmd, **kw))
+    fr.release_flow(params.model_dump(mode="json"), str(copy), False)
+    swag = [n for n, e in _lock(copy).items() if "src/dprelease/mechanisms/swag_ppm" in [d["path"] for d in e["deps"]]]
+    assert swag and sorted(commits) == sorted(swag)  # only they: the others' entries stand
+    assert _dvc("status", cwd=copy).strip() == CLEAN
+
+
 def test_outputs_are_dvc_cache_objects_and_the_key_is_in_none(recorded):
     params, root = recorded
     from tasks.dvc_record import objects_dir

@@ -3,7 +3,8 @@
 A stage's key hashes exactly what can change its outputs: the params it reads, the contents of its
 input files and its code (:attr:`Stage.code`, the static import closure of its run function's module).
 Editing a plot therefore re-runs only the stages whose code imports the plots, never a posterior pass;
-the generated ``dvc.yaml`` lists the same code as deps, so ``dvc repro`` agrees. A completion stamp next to the artifacts records which key produced
+the generated ``dvc.yaml`` lists the folders holding that code as deps (a superset), so ``dvc repro`` never misses
+a change. A completion stamp next to the artifacts records which key produced
 the outputs on disk and their hashes, so outputs changed since are recomputed.
 """
 

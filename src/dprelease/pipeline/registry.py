@@ -307,11 +307,29 @@ def _unique(items: list[str]) -> list[str]:
 
 
 PIPELINE = "release"  # the group dvc.yaml holds: what `make run` runs, so `make run` leaves `dvc status` clean
+PER_PACKAGE = ("mechanisms", "compare")  # floors that are packages side by side: dvc.yaml names the package's folder
+
+
+def code_folders(code: list[str]) -> list[str]:
+    """``dvc.yaml``'s code deps for a stage's code (:attr:`Stage.code`, package-relative): the folders that hold
+    it, so that a stage reads as a map — a floor's folder (``contracts``, ``core``, ``pipeline``), one package's
+    folder in ``mechanisms/`` and ``compare/``, a module outside any of those (``__init__.py``, ``compare/arms.py``)
+    itself; ``["."]``: the whole package. Always a superset of the exact files (a test checks it): ``dvc repro``
+    re-runs a stage for a change to its folders, the stage's cache key still hashes its exact files."""
+    if code == ["."]:
+        return [PACKAGE_ROOT]
+    folders = set()
+    for rel in code:
+        parts = rel.split("/")
+        depth = 2 if parts[0] in PER_PACKAGE else 1
+        folders.add("/".join(parts[:depth]) if len(parts) > depth else rel)
+    covered = {f for f in folders if any(f.startswith(g + "/") for g in folders)}
+    return [f"{PACKAGE_ROOT}/{f}" for f in sorted(folders - covered)]
 
 
 def dvc_yaml(params: Params) -> dict:
     """``dvc.yaml`` from the registry: the release pipeline (every stage of :data:`PIPELINE`, needed or not,
-    then ``track``) with each stage's inputs, declared code, params and outputs. The other flows' stages
+    then ``track``) with each stage's inputs, its code's folders (:func:`code_folders`), params and outputs. The other flows' stages
     (comparison, audit, NVDP, GPP) run under their flows only, their outputs in the same cache; an input one
     of them produces (the comparison and the privacy audit that ``publish`` puts on the card when present)
     is evidence added by that flow, which re-runs ``publish`` itself, so it is no DVC input here."""
@@ -319,7 +337,7 @@ def dvc_yaml(params: Params) -> dict:
     pipeline = group(params, PIPELINE, active_only=False)
     elsewhere = [p for s in stages(params) if s.group != PIPELINE for p in s.produced]
     for s in pipeline:
-        code = [PACKAGE_ROOT] if s.code == ["."] else [f"{PACKAGE_ROOT}/{p}" for p in s.code]
+        code = code_folders(s.code)
         deps = [d for d in s.deps if d not in elsewhere]
         entry: dict = {"cmd": f"dprelease stage {s.name}", "deps": _unique(deps + code)}
         if s.params:
@@ -335,9 +353,7 @@ def dvc_yaml(params: Params) -> dict:
     evaluate = get(params, "evaluate")
     from dprelease.contracts.code_scope import closure
 
-    tracking_code = [
-        f"{PACKAGE_ROOT}/{p}" for p in closure("dprelease.pipeline.tracking")
-    ]  # a change to the logging re-runs it
+    tracking_code = code_folders(closure("dprelease.pipeline.tracking"))  # a change to the logging re-runs it
     track_deps = [
         "metrics/evaluation.json",
         "metrics/swag_ppm_draw.json",
