@@ -217,7 +217,11 @@ def mechanism_params(params: Params) -> dict:
     raw = params.model_dump(mode="json")
     out = _flatten({k: raw[k] for k in RELEASE_SECTIONS})
     other = {"head", "full"} - {params.model.backend}
-    drop = {f"{s}.{b}." for s in ("model", "dpsgd", "swag") for b in other} | {"dpsgd.delta_sweep", "dpsgd.planted"}
+    drop = {f"{s}.{b}." for s in ("model", "dpsgd", "swag") for b in other} | {
+        "dpsgd.delta_sweep",
+        "dpsgd.planted",
+        "ppm.frontier",
+    }
     drop |= (
         {"dpsgd.", "frontier."}
         if params.released.mechanism != "dpsgd"
@@ -227,8 +231,7 @@ def mechanism_params(params: Params) -> dict:
             "frontier.budget",
             "frontier.seeds",
             "frontier.sources",
-            "frontier.ppm",
-            "frontier.dpsgd.private_selection",
+            "dpsgd.grid.private_selection",
             "frontier.forward_from",
         }
     )

@@ -1,7 +1,7 @@
 """DP-SGD with its configuration chosen privately (docs/frontier.md, "Private selection"): the frontier's
 ``dpsgd_linear_private_selection`` points, whose ε covers the search too.
 
-The base mechanism Q draws a configuration uniformly from the declared grid (frontier.dpsgd), trains the linear
+The base mechanism Q draws a configuration uniformly from the declared grid (dpsgd.grid), trains the linear
 head with DP-SGD at that configuration's σ, and scores it by its count of correct validation predictions plus
 Gaussian noise N(0, σ_s²) (sensitivity 1 under adding or removing one record). Its RDP curve is the largest of
 the configurations' DP-SGD curves (Opacus's RDP analysis) plus the score's λ/(2σ_s²): composition over the

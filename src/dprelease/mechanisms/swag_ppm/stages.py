@@ -30,10 +30,13 @@ from dprelease.mechanisms.swag_ppm import (
     select,
 )
 from dprelease.mechanisms.swag_ppm.frontier import frontier_swag_ppm
-from dprelease.mechanisms.swag_ppm.params import FRONTIER
+from dprelease.mechanisms.swag_ppm.params import FRONTIER, PPMParams
 
 MODEL = ["seed", "model", "swag"]
 SAMPLING = ["ppm.draws", "ppm.draw_batch"]
+# every ppm key but its frontier trace (ppm.frontier: read by frontier_swag_ppm alone, so tracing the frontier
+# never re-runs the release's draw)
+PPM = [f"ppm.{key}" for key in PPMParams.model_fields if key != "frontier"]
 
 
 CALIBRATION = ["ppm.calibration", "ppm.prior_precision", "ppm.mechanism", "ppm.censor_epsilon", "ppm.censor_form"]
@@ -148,7 +151,7 @@ def declare(params: Params) -> list[Stage]:
         Stage(
             name="draw",
             run=released.draw,
-            params=MODEL + ["ppm"],
+            params=MODEL + PPM,
             deps=[key, labels, feats, *finals, *sens, f"{a}/round2/sensitivity", f"{a}/round3/sensitivity"],
             outs=[f"{a}/draw"],
             metrics=["metrics/swag_ppm_draw.json"],
@@ -185,7 +188,7 @@ def declare(params: Params) -> list[Stage]:
         Stage(
             name="audit_replay",
             run=replay.audit_replay,
-            params=MODEL + ["ppm", "privacy_audit.replay_targets", "privacy_audit.alpha"],
+            params=MODEL + PPM + ["privacy_audit.replay_targets", "privacy_audit.alpha"],
             deps=[key, labels, feats, *finals, *sens, f"{a}/draw", f"{a}/round3/decision.json"],
             outs=[f"{a}/audit/replay"],
             metrics=["metrics/audit_replay.json"],
@@ -197,7 +200,7 @@ def declare(params: Params) -> list[Stage]:
         Stage(
             name="select",
             run=select.private_select,
-            params=MODEL + ["ppm", "evaluation.draws", "selection", "data.validation_size", "release"],
+            params=MODEL + PPM + ["evaluation.draws", "selection", "data.validation_size", "release"],
             deps=[key, labels, feats, *finals, *sens],
             outs=[str(selected.with_name(selected.name + "-selected")), f"{a}/selection"],
             metrics=["metrics/selection.json"],
@@ -251,7 +254,7 @@ def declare(params: Params) -> list[Stage]:
         Stage(
             name=FRONTIER,
             run=frontier_swag_ppm,  # its points on the frontier (dprelease.compare.frontier)
-            params=MODEL + ["ppm", "frontier.ppm", "frontier.seeds"],
+            params=MODEL + ["ppm", "frontier.seeds"],
             deps=[
                 key,
                 labels,
