@@ -103,7 +103,7 @@ def frontier_dpsgd(params: Params, root: str | Path = ".") -> dict:
     n_classes = len(label_info(lay)["codes"])
     (xt, yt), (xv, yv), (xs, ys) = (_xy(lay, s) for s in ("train", "validation", "test"))
     n = n_public(lay)  # q, σ and the normaliser from the public n̂, never the private count
-    delta = params.dpsgd.delta or default_delta(n)
+    delta = params.released.delta or default_delta(n)
     classes = range(n_classes)
     configs = configurations(params.dpsgd.grid, n=n)
     selected = select_all(

@@ -86,9 +86,6 @@ class DPSGDParams(_Strict):
         description="declared target ε, fixed before any run; never "
         "the release's measured ε (null: an error when a DP-SGD arm runs)",
     )
-    delta: float | None = Field(
-        None, gt=0.0, lt=1.0, description="None: min(n^-1.1, 1/(2n)) ≤ n^-1.1 (docs/algorithms.md, E.1)"
-    )
     delta_sweep: list[float] = [1e-3, 1e-2, 0.1, 0.99]
     conversion: str = "mironov"  # the accountant, by its registry name: an RDP → (ε, δ) conversion, or PRV
     planted_noise_divisor: float = Field(1.0, ge=1.0, description="AUDIT ONLY, a planted bug: σ/divisor, same claim")
@@ -176,4 +173,5 @@ CHECKS = (_declared_target,)  # run when params are parsed (dprelease.contracts.
 MOVED = {
     "dpsgd.public_l2": ("public_model.l2", "the public model is the core's: the floor, the warm start and a release"),
     "frontier.dpsgd": ("dpsgd.grid", "DP-SGD's declared grid is DP-SGD's: its release reads it too"),
+    "dpsgd.delta": ("released.delta", "the one declared δ: the release's, the comparison's and the frontier's"),
 }
