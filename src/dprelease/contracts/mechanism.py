@@ -122,6 +122,9 @@ class ReleaseSpec:
     params: tuple[str, ...] = ()  # params keys the card and figures read
     code: Callable[[], list[str]] = lambda: []  # package-relative files of the card and figures (publish's scope)
     summary: Callable[[Any, Any], list[str]] = lambda params, root: []  # (params, root) -> its lines in the summary
+    # (params) -> its own public settings, flattened ({"dpsgd.head.lr": 0.01, ...}; dprelease.contracts.stage.flat): the
+    # release run's MLflow params beyond the shared sections, only what its release reads (none: it reads those only)
+    settings: Callable[[Any], dict] = lambda params: {}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -16,7 +16,7 @@ import torch
 from dprelease.contracts.code_scope import closure
 from dprelease.contracts.layout import Layout
 from dprelease.contracts.mechanism import ReleaseSpec
-from dprelease.contracts.stage import Stage
+from dprelease.contracts.stage import Stage, flat
 from dprelease.core.config import Params
 from dprelease.core.data.splits import backend_for, features, label_info, n_public
 from dprelease.core.data.stages import period_split, public_design
@@ -285,6 +285,15 @@ def dpsgd_sweep(params: Params, root: str | Path = ".") -> dict:
     return summary
 
 
+def settings(params: Params) -> dict:
+    """DP-SGD's settings in the release's MLflow run: its section for the backend in use (its grid included: the
+    release's configuration is the public proxy's best of it) and the accountants the frontier ranks with; not the
+    δ sweep, the planted bug or the grid's private selection, which the release does not read."""
+    other = ({"head", "full"} - {params.model.backend}).pop()
+    drop = ("dpsgd.delta_sweep", "dpsgd.planted", "dpsgd.grid.private_selection", f"dpsgd.{other}.")
+    return flat(params, ["dpsgd", "frontier.accountants"], drop=drop)
+
+
 # released by the shared publish step when ``released.mechanism: dpsgd`` (the default)
 SPEC = ReleaseSpec(
     mechanism="dpsgd",
@@ -295,6 +304,7 @@ SPEC = ReleaseSpec(
     evidence=lambda params: ["reports/privacy"],
     params=("dpsgd.target_epsilon",),
     code=lambda: closure(card.__name__),
+    settings=settings,
 )
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from dprelease.contracts.code_scope import closure
 from dprelease.contracts.mechanism import ReleaseSpec
-from dprelease.contracts.stage import Stage
+from dprelease.contracts.stage import Stage, flat
 from dprelease.core.config import Params
 from dprelease.core.privacy.stages import key_id_file
 from dprelease.core.release.folder import arm_model_dir
@@ -54,6 +54,23 @@ REWEIGHT_PARAMS = [
 ]
 
 
+def settings(params: Params) -> dict:
+    """SWAG-PPM's settings in a release run's MLflow params (its chain runs in every ``make run``): SWAG's for the
+    backend in use, the evaluation's, and of ``ppm`` what its mechanism and re-weighting mode read."""
+    ppm, other = params.ppm, ({"head", "full"} - {params.model.backend}).pop()
+    drop = {f"swag.{other}.", "ppm.frontier."}
+    if ppm.mechanism != "censored":
+        drop |= {"ppm.censor_"}
+    if not ppm.reweighting:
+        drop |= {"ppm.reweight_", "ppm.k", "ppm.max_refits", "ppm.validation_draws"}
+    elif ppm.reweight_mode == "iterative":
+        drop |= {"ppm.k"}
+    else:
+        drop |= {"ppm.reweight_step", "ppm.reweight_target", "ppm.reweight_tolerance", "ppm.reweight_aim"}
+        drop |= {"ppm.max_refits", "ppm.validation_draws"}
+    return flat(params, ["ppm", "swag", "evaluation"], drop=tuple(drop))
+
+
 # released when ``released.mechanism: swag_ppm``: ONE draw from the released round, signed by the shared publish step
 SPEC = ReleaseSpec(
     mechanism="swag_ppm",
@@ -66,6 +83,7 @@ SPEC = ReleaseSpec(
     params=("ppm.reweight",),
     code=lambda: closure(publish.__name__),
     summary=record.summary_lines,
+    settings=settings,
 )
 
 
