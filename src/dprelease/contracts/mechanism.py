@@ -67,6 +67,7 @@ class Kind:
     check: Callable[[dict], str | None] | None = None  # (quantities) -> why a record of this kind is invalid
     worst_case: bool = False  # ε holds for every pair of neighbouring databases (what the frontier may recommend)
     tail_headline: bool = False  # its figure is the upper end of the GEV interval of Δ's tail quantile
+    floor: bool = False  # reads no private report (ε 0): the frontier's floor, a line every DP point is drawn against
 
 
 @dataclass(frozen=True, kw_only=True)
