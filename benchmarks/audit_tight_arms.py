@@ -77,7 +77,7 @@ def dpsgd_arm(
     a share ``calibration`` of the runs (kept out of the evaluation: it adapts to an implementation that
     adds less noise than it claims)."""
     run = params.dpsgd.run_for(params.model.backend)
-    delta = params.dpsgd.delta or default_delta(n)
+    delta = params.released.delta or default_delta(n)
     eps_target = dpsgd_target(params)  # the declared target (params.yaml), never the release's ε
     s = setting_for(
         n=n,

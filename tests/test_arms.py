@@ -143,7 +143,7 @@ def test_dpsgd_runs_at_the_declared_target_by_default(arms_run):
     m = _flat(arms_run.path("metrics/dpsgd.json"))
     release = read_json(arms_run.path("metrics/swag_ppm_draw.json"))["guarantee"]
     n = _n_train(arms_run.root)
-    assert p.dpsgd.target_epsilon == 8.0 and p.dpsgd.delta is None
+    assert p.dpsgd.target_epsilon == 8.0 and p.released.delta is None
     assert m["target_epsilon"] == 8.0 and release["epsilon"] != 8.0
     assert 0.9 * m["target_epsilon"] <= m["epsilon"] <= m["target_epsilon"] + 1e-6
     assert m["noise_multiplier"] > 0
@@ -205,7 +205,7 @@ def test_dpsgd_with_explicit_target(arms_run, tmp_path, spy):
 
 
 def test_dpsgd_explicit_delta(arms_run, tmp_path):
-    params = parse_params(compare_raw(dpsgd__target_epsilon=3.0, dpsgd__delta=1e-3))
+    params = parse_params(compare_raw(dpsgd__target_epsilon=3.0, released__delta=1e-3))
     root = copy_root(arms_run.root, tmp_path / "root")
     baselines.dpsgd(params, root)
     m = _flat(root / "metrics/dpsgd.json")
@@ -274,7 +274,12 @@ def test_nonpositive_target_epsilon_rejected(value):
 
 @pytest.mark.parametrize("value", [0.0, 1.0, 1.5, -0.1])
 def test_delta_outside_unit_interval_rejected(value):
-    assert "dpsgd.delta" in _config_error(compare_raw(dpsgd__delta=value))
+    assert "released.delta" in _config_error(compare_raw(released__delta=value))
+
+
+def test_the_former_dpsgd_delta_names_the_shared_delta():
+    """δ is one declared value (``released.delta``): the release's, the dpsgd arm's and the frontier's."""
+    assert "'dpsgd.delta' is now 'released.delta'" in _config_error(compare_raw(dpsgd__delta=1e-3))
 
 
 @pytest.mark.parametrize("value", [0.0, 1.0])

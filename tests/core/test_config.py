@@ -207,6 +207,8 @@ def test_a_renamed_section_names_its_new_name():
     [
         ({"model": {"head": {"swag": {"epochs": 5}}}}, "model.head.swag", "swag.head"),
         ({"compare": {"nonprivate_epochs": 5}}, "compare.nonprivate_epochs", "nonprivate.epochs"),
+        ({"frontier": {"dpsgd": {"epochs": [5]}}}, "frontier.dpsgd", "dpsgd.grid"),
+        ({"frontier": {"ppm": {"c": [0.5]}}}, "frontier.ppm", "ppm.frontier"),
     ],
 )
 def test_a_moved_key_names_its_new_place(raw, old, new):
@@ -234,3 +236,12 @@ def test_the_core_configuration_names_no_mechanism():
     found = {w for w in {*mechanisms, *keys, "swag_ppm_censored"} if re.search(rf"\b{w}\b", text, re.IGNORECASE)}
     assert not found, found
     assert set(keys) <= set(parse_params({}).model_fields_set | set(type(parse_params({})).model_fields))
+
+
+def test_a_mechanism_grid_is_in_its_own_section():
+    """DP-SGD's grid and SWAG-PPM's frontier trace are their own sections' (the frontier keeps what is shared)."""
+    p = parse_params({"dpsgd": {"grid": {"epochs": [5]}}, "ppm": {"frontier": {"c": [0.5, 1.0]}}})
+    assert p.dpsgd.grid.epochs == [5] and p.ppm.frontier.c == [0.5, 1.0]
+    assert not {"dpsgd", "ppm"} & set(type(p.frontier).model_fields)
+    with pytest.raises(ConfigError, match=r"^params\.yaml: dpsgd\.grid: .*must not be empty"):
+        parse_params({"dpsgd": {"grid": {"epochs": []}}})

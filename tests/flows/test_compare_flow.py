@@ -169,7 +169,7 @@ def test_batch_larger_than_data_stops_before_any_arm(compare_env, tmp_path, capf
         ("compare.arms=[]", "compare.arms"),
         ("compare.arms=[dpsgd, dpsgd]", "compare.arms"),
         ("dpsgd.target_epsilon=0", "dpsgd.target_epsilon"),
-        ("dpsgd.delta=1.0", "dpsgd.delta"),
+        ("released.delta=1.0", "released.delta"),
     ],
 )
 def test_bad_settings_rejected_before_prefect(compare_env, tmp_path, capsys, monkeypatch, override, named):

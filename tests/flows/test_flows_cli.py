@@ -98,7 +98,7 @@ def test_a_params_file_that_is_not_utf8_is_named(root):
 
 
 def test_a_setting_the_release_choice_overrides_is_refused_as_inert(root):
-    """With a linear head, DP-SGD's release takes its run settings from the public proxy's choice (frontier.dpsgd):
+    """With a linear head, DP-SGD's release takes its run settings from the public proxy's choice (dpsgd.grid):
     ``--set dpsgd.head.max_grad_norm`` would re-make the release and change nothing."""
     before = _tree(root)
     _refused(
@@ -113,7 +113,7 @@ def test_a_setting_the_release_choice_overrides_is_refused_as_inert(root):
         ),
         "dpsgd.head.max_grad_norm",
         "changes nothing",
-        "frontier.dpsgd",
+        "dpsgd.grid",
     )
     assert _tree(root) == before
 

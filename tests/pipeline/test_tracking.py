@@ -321,13 +321,20 @@ def test_guarantee_metrics_of_an_uncertified_record_have_no_epsilon():
     assert m["uncertified_index"] == 7.1452 and (m["certified_directions"], m["parameters"]) == (19, 126_316)
 
 
-def test_release_sections_are_what_the_release_stages_read():
+@pytest.mark.parametrize(
+    "raw",
+    [{}, {"ppm": {"reweight": False}}, {"model": {"backend": "full"}}]
+    + [{"released": {"mechanism": m}} for m in ("swag_ppm", "ncm", "linear_ppm", "public_only")],
+)
+def test_logged_sections_are_what_the_release_stages_read(raw):
+    """The shared sections and each staged release's own settings (its ReleaseSpec's hook): every section a release
+    stage reads is logged, and nothing else beyond the shared sections (output paths aside)."""
     from dprelease.pipeline import registry
 
-    for raw in ({}, {"ppm": {"reweight": False}}, {"model": {"backend": "full"}}):
-        p = parse_params(raw)
-        read = {k.split(".")[0] for s in registry.group(p, "release") for k in s.params}
-        assert read - {"release", "force_release_path"} == set(tracking.RELEASE_SECTIONS)
+    p = parse_params(raw)
+    read = {k.split(".")[0] for s in registry.group(p, "release") for k in s.params} - {"release", "force_release_path"}
+    logged = {k.split(".")[0] for k in tracking.mechanism_params(p)}
+    assert read <= logged <= read | set(tracking.SHARED_SECTIONS)
 
 
 def test_mechanism_params_keep_what_the_mechanism_reads():
@@ -355,3 +362,11 @@ def test_mechanism_params_keep_what_the_mechanism_reads():
     assert len(iterative) < 78
     swag = tracking.mechanism_params(parse_params({"released": {"mechanism": "swag_ppm"}}))
     assert not any(k.startswith(("dpsgd.", "frontier.")) for k in swag) and len(swag) < 60
+    # the grid the release's configuration is chosen from (dpsgd.grid), not its private selection nor the frontier's trace
+    assert {"dpsgd.grid.epochs", "dpsgd.grid.sgd_lrs", "frontier.accountants"} <= set(iterative)
+    assert not any(
+        k.startswith(("dpsgd.grid.private_selection", "ppm.frontier", "frontier.epsilons")) for k in iterative
+    )
+    linear = tracking.mechanism_params(parse_params({"released": {"mechanism": "linear_ppm"}}))
+    assert {"linear_ppm.variant", "linear_ppm.sampler.kind"} <= set(linear)
+    assert not any(k.startswith(("linear_ppm.frontier", "linear_ppm.release", "linear_ppm.censor_")) for k in linear)

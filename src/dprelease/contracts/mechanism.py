@@ -103,6 +103,7 @@ class Kind:
     check: Callable[[dict], str | None] | None = None  # (quantities) -> why a record of this kind is invalid
     worst_case: bool = False  # ε holds for every pair of neighbouring databases (what the frontier may recommend)
     tail_headline: bool = False  # its figure is the upper end of the GEV interval of Δ's tail quantile
+    floor: bool = False  # reads no private report (ε 0): the frontier's floor, a line every DP point is drawn against
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -169,6 +170,9 @@ class ReleaseSpec:
     params: tuple[str, ...] = ()  # params keys the card and figures read
     code: Callable[[], list[str]] = lambda: []  # package-relative files of the card and figures (publish's scope)
     summary: Callable[[Any, Any], list[str]] = lambda params, root: []  # (params, root) -> its lines in the summary
+    # (params) -> its own public settings, flattened ({"dpsgd.head.lr": 0.01, ...}; dprelease.contracts.stage.flat): the
+    # release run's MLflow params beyond the shared sections, only what its release reads (none: it reads those only)
+    settings: Callable[[Any], dict] = lambda params: {}
 
 
 @dataclass(frozen=True, kw_only=True)

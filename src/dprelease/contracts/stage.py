@@ -110,3 +110,17 @@ def pick(params: BaseModel, dotted: list[str]) -> dict:
             node = node[part]
         picked[key] = node
     return picked
+
+
+def flat(params: BaseModel, dotted: list[str], *, drop: tuple[str, ...] = ()) -> dict:
+    """The values of ``dotted`` params keys (sections or single settings) flattened to their leaves
+    (``{"ppm.c": 1.0, ...}``), without the leaves whose key starts with one of ``drop``: a release's public settings
+    for its MLflow run (:attr:`dprelease.contracts.mechanism.ReleaseSpec.settings`)."""
+
+    def leaves(node, key: str) -> dict:
+        if not isinstance(node, dict):
+            return {key: node}
+        return {k: v for name, child in node.items() for k, v in leaves(child, f"{key}.{name}").items()}
+
+    out = {k: v for key, value in pick(params, dotted).items() for k, v in leaves(value, key).items()}
+    return {k: v for k, v in out.items() if not k.startswith(drop)}

@@ -185,22 +185,10 @@ def release_run_name(params: Params, g: Guarantee) -> str:
     return " · ".join(parts)
 
 
-# the params sections the release's stages read (their declarations; tests/pipeline/test_tracking.py checks the
-# list against the registry, which this shared module may not import), output paths left out
-RELEASE_SECTIONS = (
-    "data",
-    "dpsgd",
-    "evaluation",
-    "features",
-    "frontier",
-    "model",
-    "ppm",
-    "proxy",
-    "public_model",
-    "released",
-    "seed",
-    "swag",
-)
+# the shared params sections a release run's MLflow params hold (output paths left out); each mechanism whose release
+# runs adds its own settings (its ReleaseSpec's ``settings``): tests/pipeline/test_tracking.py checks the union against
+# what the release's stages read
+SHARED_SECTIONS = ("data", "features", "model", "proxy", "public_model", "released", "seed")
 
 
 def _released(lay: Layout) -> tuple[Guarantee, dict]:
@@ -211,43 +199,31 @@ def _released(lay: Layout) -> tuple[Guarantee, dict]:
     return Guarantee.from_dict(rec["guarantee"]), rec
 
 
+def staged_releases(params: Params) -> list:
+    """The ReleaseSpecs of the declared release and of every other releasing plug-in whose release stage runs in the
+    release pipeline beside it (SWAG-PPM's chain in ``make run``), declared first."""
+    from dprelease.pipeline import registry
+
+    declared = registry.release_spec(params)
+    pipeline = {s.name for s in registry.group(params, registry.PIPELINE)}
+    return [declared] + [
+        registry.plugin(entry["package"]).release
+        for name, entry in registry.releasing().items()
+        if name != declared.mechanism and entry["stage"] in pipeline
+    ]
+
+
 def mechanism_params(params: Params) -> dict:
-    """The settings the release's stages read, flattened: of ``model`` only the backend in use, of ``ppm``
-    only what its mechanism and re-weighting mode read."""
+    """The settings the release's stages read, flattened: the shared sections (of ``model`` only the backend in use)
+    and each staged release's own (:attr:`ReleaseSpec.settings <dprelease.contracts.mechanism.ReleaseSpec.settings>`)."""
     raw = params.model_dump(mode="json")
-    out = _flatten({k: raw[k] for k in RELEASE_SECTIONS})
-    other = {"head", "full"} - {params.model.backend}
-    drop = {f"{s}.{b}." for s in ("model", "dpsgd", "swag") for b in other} | {"dpsgd.delta_sweep", "dpsgd.planted"}
-    drop |= (
-        {"dpsgd.", "frontier."}
-        if params.released.mechanism != "dpsgd"
-        # DP-SGD's, where it is released
-        else {
-            "frontier.epsilons",
-            "frontier.budget",
-            "frontier.seeds",
-            "frontier.sources",
-            "frontier.ppm",
-            "frontier.dpsgd.private_selection",
-            "frontier.forward_from",
-        }
-    )
-    if params.ppm.mechanism != "censored":
-        drop |= {"ppm.censor_"}
-    if not params.ppm.reweighting:
-        drop |= {"ppm.reweight_", "ppm.k", "ppm.max_refits", "ppm.validation_draws"}
-    elif params.ppm.reweight_mode == "iterative":
-        drop |= {"ppm.k"}
-    else:
-        drop |= {
-            "ppm.reweight_step",
-            "ppm.reweight_target",
-            "ppm.reweight_tolerance",
-            "ppm.reweight_aim",
-            "ppm.max_refits",
-            "ppm.validation_draws",
-        }
-    return {k: v for k, v in sorted(out.items()) if not k.startswith(tuple(drop))}
+    other = ({"head", "full"} - {params.model.backend}).pop()
+    out = {
+        k: v for k, v in _flatten({k: raw[k] for k in SHARED_SECTIONS}).items() if not k.startswith(f"model.{other}.")
+    }
+    for spec in staged_releases(params):
+        out |= spec.settings(params)
+    return dict(sorted(out.items()))
 
 
 def details(params: Params, lay: Layout, timings: dict | None = None) -> dict:

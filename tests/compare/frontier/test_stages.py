@@ -22,15 +22,15 @@ FRONTIER = {
     "epsilons": [2.0, 8.0],
     "seeds": 3,
     "budget_epsilon": 8.0,
-    "dpsgd": {
-        "batch_sizes": [0, 2],
-        "epochs": [3],
-        "max_grad_norms": [1.0],
-        "sgd_lrs": [1.0, 10.0],
-        "adamw_lrs": [0.01],
-    },
-    "ppm": {"temperatures": [1.0, 2.0], "c": [1.0]},
 }
+GRID = {  # dpsgd.grid
+    "batch_sizes": [0, 2],
+    "epochs": [3],
+    "max_grad_norms": [1.0],
+    "sgd_lrs": [1.0, 10.0],
+    "adamw_lrs": [0.01],
+}
+PPM_TRACE = {"temperatures": [1.0, 2.0], "c": [1.0]}  # ppm.frontier
 # the linear PPM's chains, short (its own tests check the sampler): a point per declared configuration
 LINEAR_PPM = {
     "sampler": {"chains": 2, "warmup": 25, "draws": 25},
@@ -43,6 +43,8 @@ LINEAR_PPM = {
 def frontier_run(head_run, tmp_path_factory):
     raw = slice_raw("head")
     raw["frontier"] = FRONTIER
+    raw["dpsgd"] = {**raw.get("dpsgd", {}), "grid": GRID}
+    raw["ppm"] = {**raw.get("ppm", {}), "frontier": PPM_TRACE}
     raw["linear_ppm"] = LINEAR_PPM
     params = parse_params(raw)
     root = copy_root(head_run.root, tmp_path_factory.mktemp("frontier"))

@@ -61,11 +61,11 @@ def _params():
             data__codes=None,
             data__cap=12,
             proxy__rest_rate=1.0,
-            frontier__dpsgd__batch_sizes=[0],
-            frontier__dpsgd__epochs=[2, 4],
-            frontier__dpsgd__max_grad_norms=[0.1],
-            frontier__dpsgd__sgd_lrs=[20.0],
-            frontier__dpsgd__adamw_lrs=[0.03],
+            dpsgd__grid__batch_sizes=[0],
+            dpsgd__grid__epochs=[2, 4],
+            dpsgd__grid__max_grad_norms=[0.1],
+            dpsgd__grid__sgd_lrs=[20.0],
+            dpsgd__grid__adamw_lrs=[0.03],
             dpsgd__head__hidden=0,
         )
     )

@@ -20,8 +20,8 @@ def _params(**overrides):  # the slice's DP-SGD grid: batches no larger than its
     return parse_params(
         compare_raw(
             released__mechanism="dpsgd",
-            frontier__dpsgd__batch_sizes=[0, 8],
-            frontier__dpsgd__epochs=[2, 4],
+            dpsgd__grid__batch_sizes=[0, 8],
+            dpsgd__grid__epochs=[2, 4],
             dpsgd__head__hidden=0,
             **overrides,
         )
@@ -77,7 +77,7 @@ def test_dpsgd_releases_the_proxys_choice(proxied, tmp_path):
     start = (sim.weight, sim.bias)
     ranked = proxy_ranking(params, lay, epsilon=8.0, delta=1e-3, init=start)
     grid = configurations(
-        params.frontier.dpsgd, n=read_json(root / params.artifacts / "data" / "public.json")["expected_train_size"]
+        params.dpsgd.grid, n=read_json(root / params.artifacts / "data" / "public.json")["expected_train_size"]
     )
     assert sorted(i for i, _ in ranked) == list(range(len(grid)))  # every configuration scored, best first
     assert [s for _, s in ranked] == sorted((s for _, s in ranked), reverse=True)
@@ -88,7 +88,7 @@ def test_dpsgd_releases_the_proxys_choice(proxied, tmp_path):
     assert manifest["tuning"] == "public proxy" and "zero ε" in c["source"] and "public model" in c["source"]
     assert manifest["start"].startswith("the public model")
     n_hat = read_json(root / params.artifacts / "data" / "public.json")["expected_train_size"]
-    best = configurations(params.frontier.dpsgd, n=n_hat)[
+    best = configurations(params.dpsgd.grid, n=n_hat)[
         proxy_ranking(params, lay, epsilon=params.released.epsilon, delta=manifest["guarantee"]["delta"], init=start)[
             0
         ][0]

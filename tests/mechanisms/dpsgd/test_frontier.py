@@ -7,10 +7,10 @@ import pytest
 import torch
 from conftest import tiny_problem
 
-from dprelease.compare.frontier.params import DPSGDGrid
 from dprelease.core.utility.metrics import f1_summary
 from dprelease.mechanisms.dpsgd import frontier as F
 from dprelease.mechanisms.dpsgd import search as S
+from dprelease.mechanisms.dpsgd.params import DPSGDGrid
 
 
 def test_configurations_cover_the_declared_grid():

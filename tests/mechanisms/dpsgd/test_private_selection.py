@@ -7,10 +7,10 @@ import pytest
 import torch
 from conftest import install_test_key, tiny_problem
 
-from dprelease.compare.frontier.params import DPSGDGrid
 from dprelease.mechanisms.dpsgd import frontier as F
 from dprelease.mechanisms.dpsgd import private_selection as P
 from dprelease.mechanisms.dpsgd import search as S
+from dprelease.mechanisms.dpsgd.params import DPSGDGrid
 
 GRID = DPSGDGrid(batch_sizes=[0, 20], epochs=[3], max_grad_norms=[1.0], sgd_lrs=[1.0], adamw_lrs=[0.05])
 LEVEL = dict(n=60, epsilon=8.0, delta=1e-3, eta=1.0, gamma=0.1, score_sigma=5.0)  # the grid's selection defaults

@@ -9,7 +9,7 @@ import time
 import pytest
 from conftest import copy_root, run_stages
 
-from dprelease.compare.frontier.params import FrontierParams, PPMTrace
+from dprelease.compare.frontier.params import FrontierParams
 from dprelease.core.config import Params
 from dprelease.core.io import read_json
 from dprelease.core.privacy import secret
@@ -24,11 +24,11 @@ SEEDS = 3
 
 
 def with_frontier(params, **trace) -> Params:
-    """``params`` with a ``frontier`` section (parsed when the section is wired into ``Params``, else attached)."""
-    section = FrontierParams(seeds=SEEDS, ppm=PPMTrace(**trace))
-    if "frontier" in type(params).model_fields:
-        return type(params).model_validate({**params.model_dump(), "frontier": section.model_dump()}, strict=False)
-    return params.model_copy(update={"frontier": section})
+    """``params`` with ``frontier.seeds`` and SWAG-PPM's trace (``ppm.frontier``) set."""
+    raw = params.model_dump()
+    raw["frontier"] = FrontierParams(**{**raw["frontier"], "seeds": SEEDS}).model_dump()
+    raw["ppm"]["frontier"] = trace
+    return type(params).model_validate(raw, strict=False)
 
 
 def _run(params, root) -> tuple[dict, list, float]:
@@ -57,7 +57,7 @@ def test_stage_declaration(traced):
     params, root, _, _ = traced
     stage = registry.get(params, FRONTIER)
     assert stage.group == "frontier" and stage.metrics == ["metrics/frontier/swag_ppm.json"] and stage.outs == []
-    assert {"seed", "model", "ppm", "frontier.ppm", "frontier.seeds"} <= set(stage.params)
+    assert {"seed", "model", "ppm", "frontier.seeds"} <= set(stage.params)
     assert all((root / d).exists() for d in stage.deps), [d for d in stage.deps if not (root / d).exists()]
     assert "mechanisms/swag_ppm/frontier.py" in stage.code
 

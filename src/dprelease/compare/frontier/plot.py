@@ -10,10 +10,16 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from dprelease.contracts import plugins
 from dprelease.core.utility.points import PRIVATE_VALIDATION
 
-FLOOR_KIND = "public_only"  # the public model's point: ε 0, the floor every DP point is drawn against
 OFF_SCALE = 1e3  # points beyond this ε sit at the plot's right edge (▶, value in the legend's note)
+
+
+def floor_kinds() -> set[str]:
+    """The guarantee kinds declared ``floor`` (:class:`dprelease.contracts.mechanism.Kind`): a model that reads no
+    private report, ε 0, the floor every DP point is drawn against (the public model's)."""
+    return {k.name for k in plugins.guarantee_kinds() if k.floor}
 
 
 def _x(row) -> tuple[float | None, bool]:
@@ -35,7 +41,7 @@ def plot(frame: pd.DataFrame, folder: Path, *, budget: float) -> None:
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     for mechanism, group in frame.groupby("mechanism", sort=False):
-        if (group["kind"] == FLOOR_KIND).all():  # ε 0 is off a log axis: the floor is a line across
+        if group["kind"].isin(floor_kinds()).all():  # ε 0 is off a log axis: the floor is a line across
             r = group.iloc[0]
             ax.axhline(r["weighted_f1_mean"], ls="-.", c="green", lw=1, label=f"{r['label']}: ε 0, the floor")
             continue

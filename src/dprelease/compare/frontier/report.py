@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dprelease.compare.frontier.plot import FLOOR_KIND, plot
+from dprelease.compare.frontier.plot import floor_kinds, plot
 from dprelease.contracts import plugins
 from dprelease.contracts.layout import Layout
 from dprelease.core.config import Params
@@ -111,15 +111,15 @@ def table(root: Path, params: Params) -> pd.DataFrame:
 
 
 def floor_of(frame: pd.DataFrame) -> pd.Series | None:
-    """The public model's row (kind ``public_only``), or None when the frontier has no public period."""
-    rows = frame[frame["kind"] == FLOOR_KIND]
+    """The public model's row (a kind declared ``floor``), or None when the frontier has no public period."""
+    rows = frame[frame["kind"].isin(floor_kinds())]
     return None if rows.empty else rows.iloc[0]
 
 
 def _public_wins(floor: pd.Series, budget: float, why: str) -> dict:
     line = (
         f"at ε ≤ {budget:g} the public model wins (it reads no private report: ε 0): {why}; release it "
-        f"(`released.mechanism: public_only`), test {floor['weighted_f1_mean']:.3f} / macro {floor['macro_f1_mean']:.3f}"
+        f"(`released.mechanism: {floor['source']}`), test {floor['weighted_f1_mean']:.3f} / macro {floor['macro_f1_mean']:.3f}"
     )
     return {
         "budget_epsilon": budget,
@@ -128,7 +128,7 @@ def _public_wins(floor: pd.Series, budget: float, why: str) -> dict:
         "label": floor["label"],
         "epsilon": 0.0,
         "delta": None,
-        "kind": FLOOR_KIND,
+        "kind": floor["kind"],
         "tuning": floor["tuning"],
         "validation_weighted_f1": float(floor["validation_weighted_f1"]),
         "test_weighted_f1": float(floor["weighted_f1_mean"]),
@@ -147,7 +147,7 @@ def recommend(frame: pd.DataFrame, *, budget: float) -> dict:
         & (frame["epsilon"] <= budget)
         & frame["validation_weighted_f1"].notna()
         & frame["tuning"].isin(COVERED)
-        & (frame["kind"] != FLOOR_KIND)
+        & ~frame["kind"].isin(floor_kinds())
     ]
     floor = floor_of(frame)
     if ok.empty and floor is not None:

@@ -88,9 +88,9 @@ def frontier_dpsgd(params: Params, root: str | Path = ".") -> dict:
     n_classes = len(label_info(lay)["codes"])
     (xt, yt), (xv, yv), (xs, ys) = (_xy(lay, s) for s in ("train", "validation", "test"))
     n = n_public(lay)  # q, σ and the normaliser from the public n̂, never the private count
-    delta = params.dpsgd.delta or default_delta(n)
+    delta = params.released.delta or default_delta(n)
     classes = range(n_classes)
-    configs = configurations(fp.dpsgd, n=n)
+    configs = configurations(params.dpsgd.grid, n=n)
     selected = select_all(
         configs,
         fp.accountants[0],
@@ -106,7 +106,9 @@ def frontier_dpsgd(params: Params, root: str | Path = ".") -> dict:
     for eps in fp.epsilons:
         best, best_score = selected[eps]
         ranked = rankings[eps] if rankings else None
-        shortlists[eps] = [configs[i] for i, _ in ranked[: fp.dpsgd.private_selection.shortlist]] if ranked else configs
+        shortlists[eps] = (
+            [configs[i] for i, _ in ranked[: params.dpsgd.grid.private_selection.shortlist]] if ranked else configs
+        )
         chosen = [("", "", best, PRIVATE_VALIDATION, {"selection_score": best_score})]
         if ranked:
             chosen.append(("_proxy", " · proxy-tuned", ranked[0][0], PUBLIC_PROXY, {"proxy_score": ranked[0][1]}))
@@ -171,12 +173,12 @@ def frontier_dpsgd(params: Params, root: str | Path = ".") -> dict:
             )
         )
     notes = []
-    if fp.dpsgd.private_selection.enabled:
+    if params.dpsgd.grid.private_selection.enabled:
         private, notes = private_points(
             shortlists,
             {"train": (xt, yt), "validation": (xv, yv), "test": (xs, ys)},
             n_classes,
-            grid=fp.dpsgd,
+            grid=params.dpsgd.grid,
             epsilons=fp.epsilons,
             seeds=fp.seeds,
             delta=delta,
@@ -198,8 +200,8 @@ def frontier_dpsgd(params: Params, root: str | Path = ".") -> dict:
                 if shortlists and any(len(v) < len(configs) for v in shortlists.values())
                 else "no public proxy (proxy.until: null)",
                 PRIVATE_SELECTION
-                if fp.dpsgd.private_selection.enabled
-                else "no private selection (frontier.dpsgd.private_selection.enabled: false)",
+                if params.dpsgd.grid.private_selection.enabled
+                else "no private selection (dpsgd.grid.private_selection.enabled: false)",
                 *notes,
             ]
         ),

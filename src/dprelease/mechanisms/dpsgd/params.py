@@ -27,6 +27,56 @@ class DPSGDRun(_Strict):
     momentum: float = Field(0.0, ge=0.0, lt=1.0, description="sgd only")
 
 
+class PrivateSelection(_Strict):
+    """DP-SGD's configuration chosen privately (Papernot & Steinke 2022): K ~ TNB(η, γ) runs of a random grid
+    configuration scored with Gaussian noise σ_s on the validation count; its ε covers the search."""
+
+    enabled: bool = True
+    eta: float = Field(1.0, gt=0.0)  # η = 1: K geometric
+    gamma: float = Field(0.1, gt=0.0, lt=1.0)  # E[K] = η(1−γ)/(γ(1−γ^η)): 10 at η = 1, γ = 0.1
+    score_sigma: float = Field(5.0, gt=0.0)  # noise on the count of correct validation predictions
+    shortlist: int = Field(
+        3, ge=1
+    )  # candidates: the public proxy's best few at each ε (the whole grid without a proxy)
+
+
+class DPSGDGrid(_Strict):
+    """DP-SGD's declared search grid (linear head on the frozen encoder's embeddings; Opacus's algorithm in
+    closed form, dprelease.mechanisms.dpsgd.batched). ``batch_sizes`` 0 means full batch (q = 1)."""
+
+    batch_sizes: list[int] = [0, 512]
+    epochs: list[int] = [20, 50]
+    max_grad_norms: list[float] = [0.1, 1.0]
+    sgd_lrs: list[float] = [20.0, 80.0, 320.0]  # SGD with momentum
+    momentum: float = Field(0.9, ge=0.0, lt=1.0)
+    adamw_lrs: list[float] = [0.003, 0.03]
+    private_selection: PrivateSelection = PrivateSelection()
+
+    @model_validator(mode="after")
+    def _bounded(self) -> "DPSGDGrid":
+        for name in ("batch_sizes", "epochs", "max_grad_norms"):
+            if not getattr(self, name):
+                raise ValueError(f"dpsgd.grid.{name} must not be empty")
+        if not (self.sgd_lrs or self.adamw_lrs):
+            raise ValueError("dpsgd.grid: at least one learning rate (sgd_lrs or adamw_lrs)")
+        if any(b < 0 for b in self.batch_sizes) or any(e < 1 for e in self.epochs):
+            raise ValueError("dpsgd.grid: batch sizes ≥ 0 (0: full batch) and epochs ≥ 1")
+        if any(v <= 0 for v in (*self.max_grad_norms, *self.sgd_lrs, *self.adamw_lrs)):
+            raise ValueError("dpsgd.grid: clipping norms and learning rates must be > 0")
+        if self.size > 200:
+            raise ValueError(f"dpsgd.grid: {self.size} configurations; the grid is bounded at 200")
+        return self
+
+    @property
+    def size(self) -> int:
+        return (
+            len(self.batch_sizes)
+            * len(self.epochs)
+            * len(self.max_grad_norms)
+            * (len(self.sgd_lrs) + len(self.adamw_lrs))
+        )
+
+
 class DPSGDParams(_Strict):
     """DP-SGD baseline (docs/algorithms.md, E): Opacus, Poisson sampling, per-sample clipping, RDP accountant."""
 
@@ -35,9 +85,6 @@ class DPSGDParams(_Strict):
         gt=0.0,
         description="declared target ε, fixed before any run; never "
         "the release's measured ε (null: an error when a DP-SGD arm runs)",
-    )
-    delta: float | None = Field(
-        None, gt=0.0, lt=1.0, description="None: min(n^-1.1, 1/(2n)) ≤ n^-1.1 (docs/algorithms.md, E.1)"
     )
     delta_sweep: list[float] = [1e-3, 1e-2, 0.1, 0.99]
     conversion: str = "mironov"  # the accountant, by its registry name: an RDP → (ε, δ) conversion, or PRV
@@ -49,6 +96,8 @@ class DPSGDParams(_Strict):
     )
     head: DPSGDRun = DPSGDRun(lr=1e-2)  # lr picked on a small grid (README); the rest as the paper
     full: DPSGDRun = DPSGDRun()  # the paper's settings: batch 512, lr 1e-3, C = 1, 30 epochs
+    # the declared search grid: the release's configuration (the public proxy's best), the arm's and the frontier's
+    grid: DPSGDGrid = DPSGDGrid()
 
     def run_for(self, backend: str) -> DPSGDRun:
         """The run settings of ``backend`` (``dpsgd.head`` or ``dpsgd.full``)."""
@@ -110,15 +159,15 @@ CHOSEN = ("epochs", "batch_size", "lr", "max_grad_norm", "optimizer", "momentum"
 
 def _overridden(params) -> dict[str, str]:
     """The ``dpsgd.<backend>`` settings the release does not read: with a linear head its run's settings are the
-    public proxy's best configuration of ``frontier.dpsgd``; otherwise none (the declared recipe is ``dpsgd.<backend>``)."""
+    public proxy's best configuration of ``dpsgd.grid``; otherwise none (the declared recipe is ``dpsgd.<backend>``)."""
     backend = params.model.backend
     run = params.dpsgd.run_for(backend)
     hidden = run.hidden if run.hidden is not None else params.model.head.hidden
     if backend != "head" or hidden:
         return {}
     why = (
-        f"the release's DP-SGD run takes it from the public proxy's best configuration of frontier.dpsgd (a linear "
-        f"head; zero ε, reports up to proxy.until {params.proxy.until}): change frontier.dpsgd to change the choice"
+        f"the release's DP-SGD run takes it from the public proxy's best configuration of dpsgd.grid (a linear "
+        f"head; zero ε, reports up to proxy.until {params.proxy.until}): change dpsgd.grid to change the choice"
     )
     return {f"dpsgd.{backend}.{key}": why for key in CHOSEN}
 
@@ -138,5 +187,7 @@ def _declared_target(params) -> str | None:
 CHECKS = (_declared_target,)  # run when params are parsed (dprelease.contracts.plugins.checks)
 
 MOVED = {
-    "dpsgd.public_l2": ("public_model.l2", "the public model is the core's: the floor, the warm start and a release")
+    "dpsgd.public_l2": ("public_model.l2", "the public model is the core's: the floor, the warm start and a release"),
+    "frontier.dpsgd": ("dpsgd.grid", "DP-SGD's declared grid is DP-SGD's: its release reads it too"),
+    "dpsgd.delta": ("released.delta", "the one declared δ: the release's, the comparison's and the frontier's"),
 }

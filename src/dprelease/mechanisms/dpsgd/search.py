@@ -1,4 +1,4 @@
-"""DP-SGD's search over its declared grid (``frontier.dpsgd``): the grid as configurations, the runs that score
+"""DP-SGD's search over its declared grid (``dpsgd.grid``): the grid as configurations, the runs that score
 them (one trainer call for many runs, each its own generators from the secret key, or from the public seed on the
 public proxy) and the choice among them, on the validation split or on the public proxy. The frontier stage
 (:mod:`.frontier`) and the release's configuration (:mod:`.stages`) both choose here."""
@@ -251,7 +251,7 @@ def proxy_rankings(
         return None
     (xt, yt), (xv, yv) = _xy(lay, "proxy_train"), _xy(lay, "proxy_validation")
     found = grid_scores(
-        configurations(params.frontier.dpsgd, n=len(yt)),
+        configurations(params.dpsgd.grid, n=len(yt)),
         params.frontier.accountants[0],
         (xt, yt, xv, yv),
         len(label_info(lay)["codes"]),
@@ -282,7 +282,7 @@ DECLARED_RECIPE = (
 
 def release_configuration(params: Params, lay: Layout, *, epsilon: float, delta: float):
     """(the DP-SGD run settings, how they were chosen, in words, the public start or None): the PUBLIC proxy's best
-    configuration of the declared grid ``frontier.dpsgd`` at ``epsilon`` (zero ε) for a linear head; with
+    configuration of the declared grid ``dpsgd.grid`` at ``epsilon`` (zero ε) for a linear head; with
     ``dpsgd.warm_start`` each configuration is simulated as it will be used: from the public model fit on
     ``public_rest``, on the pseudo-private ``proxy_train``, scored on ``proxy_validation`` (dpsgd/warm.py).
     Otherwise the declared recipe ``dpsgd.head``, whose values were chosen on this data's validation split."""
@@ -303,7 +303,7 @@ def release_configuration(params: Params, lay: Layout, *, epsilon: float, delta:
     if not ranked:
         return run, PRIVATE_VALIDATION + " (not covered)", DECLARED_RECIPE, None
     n = n_public(lay)
-    grid = params.frontier.dpsgd
+    grid = params.dpsgd.grid
     cfg = configurations(grid, n=n)[ranked[0][0]]
     chosen = run.model_copy(
         update={
@@ -321,7 +321,7 @@ def release_configuration(params: Params, lay: Layout, *, epsilon: float, delta:
         chosen,
         PUBLIC_PROXY,
         (
-            f"the best of the declared {len(ranked)}-configuration grid (frontier.dpsgd) on the "
+            f"the best of the declared {len(ranked)}-configuration grid (dpsgd.grid) on the "
             f"public proxy (reports up to {params.proxy.until}) at ε {epsilon:g}{start_note}: "
             f"weighted F1 {ranked[0][1]:.3f} on its validation part, zero ε (no private record "
             "read)"

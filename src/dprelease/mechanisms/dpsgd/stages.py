@@ -2,8 +2,8 @@
 over δ.
 
 The target ε is ``dpsgd.target_epsilon``, a number declared in params.yaml before any run (privacy/target.py):
-never the SWAG-PPM release's measured ε, so nothing here reads ``metrics/swag_ppm_draw.json``. δ is ``dpsgd.delta``
-or min(n̂^-1.1, 1/(2n̂)) (:func:`.accounting.default_delta`) with n̂ the PUBLIC expected training size; the
+never the SWAG-PPM release's measured ε, so nothing here reads ``metrics/swag_ppm_draw.json``. δ is ``released.delta``
+(the one declared δ) or min(n̂^-1.1, 1/(2n̂)) (:func:`.accounting.default_delta`) with n̂ the PUBLIC expected training size; the
 sampling rate and the normaliser use n̂ too, never the private count (docs/guarantees.md, "The boundary").
 """
 
@@ -16,7 +16,7 @@ import torch
 from dprelease.contracts.code_scope import closure
 from dprelease.contracts.layout import Layout
 from dprelease.contracts.mechanism import ReleaseSpec
-from dprelease.contracts.stage import Stage
+from dprelease.contracts.stage import Stage, flat
 from dprelease.core.config import Params
 from dprelease.core.data.splits import backend_for, features, label_info, n_public
 from dprelease.core.data.stages import period_split, public_design
@@ -58,7 +58,7 @@ def check_dpsgd(params: Params, lay: Layout | None = None, eps: float | None = N
     n = n if n is not None else n_public(lay)
     run = params.dpsgd.run_for(params.model.backend)
     eps = eps if eps is not None else dpsgd_target(params)
-    for delta in [params.dpsgd.delta or default_delta(n), *params.dpsgd.delta_sweep]:
+    for delta in [params.released.delta or default_delta(n), *params.dpsgd.delta_sweep]:
         check_setting(n, run.batch_size or n, eps, delta)
 
 
@@ -115,11 +115,11 @@ def _with_head(params: Params) -> Params:
 
 
 def dpsgd(params: Params, root: str | Path = ".") -> dict:
-    """DP-SGD (Opacus) at the declared target ε with δ = ``dpsgd.delta`` or ≤ n^-1.1 (docs/algorithms.md, E)."""
+    """DP-SGD (Opacus) at the declared target ε with δ = ``released.delta`` or ≤ n^-1.1 (docs/algorithms.md, E)."""
     lay = Layout.from_params(params, root)
     eps = dpsgd_target(params)
     check_dpsgd(params, lay, eps)
-    delta = params.dpsgd.delta or default_delta(n_public(lay))
+    delta = params.released.delta or default_delta(n_public(lay))
     run, tuning, _, start = release_configuration(params, lay, epsilon=eps, delta=delta)  # as the release does
     backend, model, res = _dpsgd_once(params, lay, eps, delta, "dpsgd", run=run, init=start)
     g = guarantee.accountant(
@@ -276,6 +276,15 @@ def dpsgd_sweep(params: Params, root: str | Path = ".") -> dict:
     return summary
 
 
+def settings(params: Params) -> dict:
+    """DP-SGD's settings in the release's MLflow run: its section for the backend in use (its grid included: the
+    release's configuration is the public proxy's best of it) and the accountants the frontier ranks with; not the
+    δ sweep, the planted bug or the grid's private selection, which the release does not read."""
+    other = ({"head", "full"} - {params.model.backend}).pop()
+    drop = ("dpsgd.delta_sweep", "dpsgd.planted", "dpsgd.grid.private_selection", f"dpsgd.{other}.")
+    return flat(params, ["dpsgd", "frontier.accountants"], drop=drop)
+
+
 # released by the shared publish step when ``released.mechanism: dpsgd`` (the default)
 SPEC = ReleaseSpec(
     mechanism="dpsgd",
@@ -284,8 +293,9 @@ SPEC = ReleaseSpec(
     card=card.card,
     figures=card.figures,
     evidence=lambda params: ["reports/privacy"],
-    params=("dpsgd.target_epsilon", "dpsgd.delta"),
+    params=("dpsgd.target_epsilon",),
     code=lambda: closure(card.__name__),
+    settings=settings,
 )
 
 
@@ -296,7 +306,7 @@ def declare(params: Params) -> list[Stage]:
         Stage(
             name="dpsgd",
             run=dpsgd,
-            params=["seed", "model", "dpsgd", "proxy", "frontier.dpsgd", "frontier.accountants"],
+            params=["seed", "model", "dpsgd", "proxy", "frontier.accountants"],
             deps=deps,
             outs=["reports/arms/dpsgd", arm_model_dir(params, "dpsgd")],
             metrics=["metrics/dpsgd.json"],
@@ -321,7 +331,6 @@ def declare(params: Params) -> list[Stage]:
                 "released",
                 "proxy",
                 "public_model",
-                "frontier.dpsgd",
                 "frontier.accountants",
             ],
             deps=deps,
@@ -336,8 +345,9 @@ def declare(params: Params) -> list[Stage]:
                 "seed",
                 "data",
                 "model.backend",
-                "dpsgd.delta",
+                "released.delta",
                 "dpsgd.warm_start",
+                "dpsgd.grid",
                 "public_model",
                 "proxy",
                 "frontier",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dprelease.contracts.code_scope import closure
 from dprelease.contracts.mechanism import ReleaseSpec
-from dprelease.contracts.stage import Stage
+from dprelease.contracts.stage import Stage, flat
 from dprelease.core.config import Params
 from dprelease.core.privacy.stages import key_id_file
 from dprelease.core.release.signing import public_key_dep
@@ -14,7 +14,17 @@ from dprelease.mechanisms.linear_ppm import card, released
 from dprelease.mechanisms.linear_ppm.frontier import frontier_linear_ppm
 from dprelease.mechanisms.linear_ppm.params import FRONTIER
 
+
 # released by the shared publish step when ``released.mechanism: linear_ppm`` (its own flow signs linear_ppm.release)
+def settings(params: Params) -> dict:
+    """The linear PPM's settings in the release's MLflow run: its section, without its frontier's points, its release
+    folder (an output path) and, for the risk variant, the censored variant's declared ε."""
+    drop = ("linear_ppm.frontier.", "linear_ppm.release")
+    if params.linear_ppm.variant != "censored":
+        drop += ("linear_ppm.censor_epsilon",)
+    return flat(params, ["linear_ppm"], drop=drop)
+
+
 SPEC = ReleaseSpec(
     mechanism="linear_ppm",
     stage="linear_ppm_draw",
@@ -22,6 +32,7 @@ SPEC = ReleaseSpec(
     card=card.release_card,
     figures=card.figures,
     code=lambda: closure(card.__name__),
+    settings=settings,
 )
 
 

@@ -31,6 +31,7 @@ SPEC = ReleaseSpec(
     card=released.card,
     figures=released.figures,
     code=lambda: closure(released.__name__),
+    settings=lambda params: {},  # its release reads the shared sections only (model, released, proxy)
 )
 
 SOURCE = "ncm"
@@ -53,7 +54,7 @@ def frontier_ncm(params: Params, root: str | Path = ".") -> dict:
     (xt, yt), (xv, yv), (xs, ys) = (embeddings(lay, s) for s in ("train", "validation", "test"))
     centre = proxy_centre(lay)
     proxy = (embeddings(lay, "proxy_train"), embeddings(lay, "proxy_validation")) if centre is not None else None
-    delta = params.dpsgd.delta or default_delta(n_public(lay))  # public n̂
+    delta = params.released.delta or default_delta(n_public(lay))  # public n̂
     variants = [("dp_ncm", "DP nearest class mean (no tuning)", None, DECLARED)]
     if centre is not None:
         variants.append(
@@ -106,7 +107,7 @@ def declare(params: Params) -> list[Stage]:
         Stage(
             name="frontier_ncm",
             run=frontier_ncm,
-            params=["seed", "model.backend", "dpsgd.delta", "frontier", "proxy"],
+            params=["seed", "model.backend", "released.delta", "frontier", "proxy"],
             deps=deps,
             outs=[],
             metrics=["metrics/frontier/ncm.json"],

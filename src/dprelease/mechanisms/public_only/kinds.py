@@ -26,5 +26,6 @@ KINDS = (
         _sentence,
         check=_check,
         worst_case=True,
+        floor=True,
     ),
 )

@@ -30,6 +30,7 @@ SPEC = ReleaseSpec(
     card=released.card,
     figures=released.figures,
     code=lambda: closure(released.__name__),
+    settings=lambda params: {},  # its release reads the shared sections only (model, released, proxy, public_model)
 )
 
 SOURCE = "public_only"

@@ -33,7 +33,7 @@ MECHANISM = "swag_ppm"
 RELEASE_ARM = "swag_ppm_reweighted"  # the audited arm that the (τ = 1, c = ppm.c) point is
 ACCOUNTANT = "2Δ / min(1, τ·T_min) — Δ local, measured on posterior draws at τ (claim.py)"
 SELECTION = (
-    "none: every (c, τ) pair of frontier.ppm is reported; no configuration is chosen from these points, "
+    "none: every (c, τ) pair of ppm.frontier is reported; no configuration is chosen from these points, "
     "and none is a DP-selected one (the release's point is the release as made, at τ = 1, c = ppm.c)"
 )
 
@@ -60,14 +60,14 @@ class Sampler:
 
 
 def frontier_swag_ppm(params: Params, root: str | Path = ".") -> dict:
-    """Every (c, τ) point of ``frontier.ppm`` (module docstring), written with :func:`write_points`."""
+    """Every (c, τ) point of ``ppm.frontier`` (module docstring), written with :func:`write_points`."""
     if release_censor(params) is not None:
         raise ConfigError(
             "frontier_swag_ppm traces the asymptotic PPM; ppm.mechanism: censored has a declared ε "
             "(its comparison arm swag_ppm_censored), not a measured one"
         )
     lay, fr = Layout.from_params(params, root), params.frontier
-    cs, taus = _distinct(fr.ppm.c), _distinct(fr.ppm.temperatures)
+    cs, taus = _distinct(params.ppm.frontier.c), _distinct(params.ppm.frontier.temperatures)
     backend = backend_for(params, lay)
     feats, y = features(lay)
     model = backend.new_model(feats)

@@ -52,6 +52,19 @@ MIN_DRAWS = (
 )
 
 
+class PPMTrace(_Strict):
+    """SWAG-PPM's points: its ε is measured, not targeted; traced over the sampling temperature and c."""
+
+    temperatures: list[float] = [1.0, 2.0, 4.0]
+    c: list[float] = [1.0]
+
+    @model_validator(mode="after")
+    def _positive(self) -> "PPMTrace":
+        if not self.temperatures or not self.c or any(v <= 0 for v in (*self.temperatures, *self.c)):
+            raise ValueError("ppm.frontier: temperatures and c must be non-empty lists of positive numbers")
+        return self
+
+
 class PPMParams(_Strict):
     draws: int = Field(500, ge=2, description="posterior draws for risk and sensitivity")
     smoke_test: bool = Field(False, description="allow fewer than MIN_DRAWS draws (tests only: ε not meaningful)")
@@ -99,6 +112,7 @@ class PPMParams(_Strict):
     )
     censor_form: Literal["hard", "soft"] = Field("soft", description="hard: min(w·CE, ε/2); soft: ε/2·tanh(w·CE/(ε/2))")
     draw_batch: int = Field(50, ge=1, description="draws evaluated together when the backend batches")
+    frontier: PPMTrace = PPMTrace()  # its points on the frontier (stage frontier_swag_ppm only)
 
     @model_validator(mode="after")
     def _enough_draws(self) -> "PPMParams":
@@ -225,4 +239,5 @@ MOVED = {
     "audit": ("evaluation", "the release's utility evaluation; the privacy audit is 'privacy_audit'"),
     "model.head.swag": ("swag.head", "SWAG's settings are SWAG-PPM's section"),
     "model.full.swag": ("swag.full", "SWAG's settings are SWAG-PPM's section"),
+    "frontier.ppm": ("ppm.frontier", "SWAG-PPM's frontier trace is SWAG-PPM's section"),
 }

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from dprelease.contracts.code_scope import closure
 from dprelease.contracts.mechanism import ReleaseSpec
-from dprelease.contracts.stage import Stage
+from dprelease.contracts.stage import Stage, flat
 from dprelease.core.config import Params
 from dprelease.core.privacy.stages import key_id_file
 from dprelease.core.release.folder import arm_model_dir
@@ -30,10 +30,13 @@ from dprelease.mechanisms.swag_ppm import (
     select,
 )
 from dprelease.mechanisms.swag_ppm.frontier import frontier_swag_ppm
-from dprelease.mechanisms.swag_ppm.params import FRONTIER
+from dprelease.mechanisms.swag_ppm.params import FRONTIER, PPMParams
 
 MODEL = ["seed", "model", "swag"]
 SAMPLING = ["ppm.draws", "ppm.draw_batch"]
+# every ppm key but its frontier trace (ppm.frontier: read by frontier_swag_ppm alone, so tracing the frontier
+# never re-runs the release's draw)
+PPM = [f"ppm.{key}" for key in PPMParams.model_fields if key != "frontier"]
 
 
 CALIBRATION = ["ppm.calibration", "ppm.prior_precision", "ppm.mechanism", "ppm.censor_epsilon", "ppm.censor_form"]
@@ -51,6 +54,23 @@ REWEIGHT_PARAMS = [
 ]
 
 
+def settings(params: Params) -> dict:
+    """SWAG-PPM's settings in a release run's MLflow params (its chain runs in every ``make run``): SWAG's for the
+    backend in use, the evaluation's, and of ``ppm`` what its mechanism and re-weighting mode read."""
+    ppm, other = params.ppm, ({"head", "full"} - {params.model.backend}).pop()
+    drop = {f"swag.{other}.", "ppm.frontier."}
+    if ppm.mechanism != "censored":
+        drop |= {"ppm.censor_"}
+    if not ppm.reweighting:
+        drop |= {"ppm.reweight_", "ppm.k", "ppm.max_refits", "ppm.validation_draws"}
+    elif ppm.reweight_mode == "iterative":
+        drop |= {"ppm.k"}
+    else:
+        drop |= {"ppm.reweight_step", "ppm.reweight_target", "ppm.reweight_tolerance", "ppm.reweight_aim"}
+        drop |= {"ppm.max_refits", "ppm.validation_draws"}
+    return flat(params, ["ppm", "swag", "evaluation"], drop=tuple(drop))
+
+
 # released when ``released.mechanism: swag_ppm``: ONE draw from the released round, signed by the shared publish step
 SPEC = ReleaseSpec(
     mechanism="swag_ppm",
@@ -63,6 +83,7 @@ SPEC = ReleaseSpec(
     params=("ppm.reweight",),
     code=lambda: closure(publish.__name__),
     summary=record.summary_lines,
+    settings=settings,
 )
 
 
@@ -148,7 +169,7 @@ def declare(params: Params) -> list[Stage]:
         Stage(
             name="draw",
             run=released.draw,
-            params=MODEL + ["ppm"],
+            params=MODEL + PPM,
             deps=[key, labels, feats, *finals, *sens, f"{a}/round2/sensitivity", f"{a}/round3/sensitivity"],
             outs=[f"{a}/draw"],
             metrics=["metrics/swag_ppm_draw.json"],
@@ -185,7 +206,7 @@ def declare(params: Params) -> list[Stage]:
         Stage(
             name="audit_replay",
             run=replay.audit_replay,
-            params=MODEL + ["ppm", "privacy_audit.replay_targets", "privacy_audit.alpha"],
+            params=MODEL + PPM + ["privacy_audit.replay_targets", "privacy_audit.alpha"],
             deps=[key, labels, feats, *finals, *sens, f"{a}/draw", f"{a}/round3/decision.json"],
             outs=[f"{a}/audit/replay"],
             metrics=["metrics/audit_replay.json"],
@@ -197,7 +218,7 @@ def declare(params: Params) -> list[Stage]:
         Stage(
             name="select",
             run=select.private_select,
-            params=MODEL + ["ppm", "evaluation.draws", "selection", "data.validation_size", "release"],
+            params=MODEL + PPM + ["evaluation.draws", "selection", "data.validation_size", "release"],
             deps=[key, labels, feats, *finals, *sens],
             outs=[str(selected.with_name(selected.name + "-selected")), f"{a}/selection"],
             metrics=["metrics/selection.json"],
@@ -251,7 +272,7 @@ def declare(params: Params) -> list[Stage]:
         Stage(
             name=FRONTIER,
             run=frontier_swag_ppm,  # its points on the frontier (dprelease.compare.frontier)
-            params=MODEL + ["ppm", "frontier.ppm", "frontier.seeds"],
+            params=MODEL + ["ppm", "frontier.seeds"],
             deps=[
                 key,
                 labels,
