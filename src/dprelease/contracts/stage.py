@@ -113,9 +113,16 @@ def pick(params: BaseModel, dotted: list[str]) -> dict:
 
 
 def flat(params: BaseModel, dotted: list[str], *, drop: tuple[str, ...] = ()) -> dict:
-    """The values of ``dotted`` params keys (sections or single settings) flattened to their leaves
-    (``{"ppm.c": 1.0, ...}``), without the leaves whose key starts with one of ``drop``: a release's public settings
-    for its MLflow run (:attr:`dprelease.contracts.mechanism.ReleaseSpec.settings`)."""
+    """A release's public settings for its MLflow run (:attr:`dprelease.contracts.mechanism.ReleaseSpec.settings`).
+
+    Args:
+        params: the validated params.
+        dotted: params keys, sections or single settings (``"ppm"``, ``"dpsgd.grid"``).
+        drop: leaves whose flattened key starts with one of these are left out.
+
+    Returns:
+        ``{"ppm.c": 1.0, ...}``: each key's value flattened to its leaves.
+    """
 
     def leaves(node, key: str) -> dict:
         if not isinstance(node, dict):

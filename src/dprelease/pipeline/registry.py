@@ -323,8 +323,18 @@ def code_folders(code: list[str]) -> list[str]:
         parts = rel.split("/")
         depth = 2 if parts[0] in PER_PACKAGE else 1
         folders.add("/".join(parts[:depth]) if len(parts) > depth else rel)
+    for floor in PER_PACKAGE:  # every package and module of a floor: the floor's folder (the tracking run's map)
+        if _floor_parts(floor) <= folders:
+            folders = {f for f in folders if not f.startswith(floor + "/")} | {floor}
     covered = {f for f in folders if any(f.startswith(g + "/") for g in folders)}
     return [f"{PACKAGE_ROOT}/{f}" for f in sorted(folders - covered)]
+
+
+@cache
+def _floor_parts(floor: str) -> frozenset[str]:
+    """A side-by-side floor's packages and modules, package-relative (``mechanisms/dpsgd``, ``compare/arms.py``)."""
+    base = Path(__file__).resolve().parents[1] / floor
+    return frozenset(f"{floor}/{p.name}" for p in base.iterdir() if (p / "__init__.py").is_file() or p.suffix == ".py")
 
 
 def dvc_yaml(params: Params) -> dict:

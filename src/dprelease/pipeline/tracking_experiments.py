@@ -49,16 +49,20 @@ def log_compare_run(params: Params, root: str | Path = ".") -> str:
     lay = Layout.from_params(params, root)
     out = lay.reports / "compare"
     with _run(mlflow, root, run_name="compare") as parent:
+        arms = plugins.arms()
+        read = tuple(f"{key}." for arm in params.compare.arms for key in arms[arm].params)  # the arms' own settings
         mlflow.log_params(
             {
                 k: v
                 for k, v in _flatten(params.model_dump(mode="json")).items()
-                if k.startswith(("compare.", "dpsgd.", "model.backend", "seed", "ppm."))
+                if k.startswith(("compare.", "model.backend", "seed", *read))
             }
         )
+        said = []
         for arm in params.compare.arms:
             m, g, per_class = arm_metrics(lay, arm)
-            with _run(mlflow, root, run_name=plugins.arms()[arm].label, nested=True):
+            said.append(f"{arms[arm].label}: {g.kind}")
+            with _run(mlflow, root, run_name=arms[arm].label, nested=True):
                 mlflow.set_tag("arm", arm)
                 _guarantee_tags(mlflow, g)
                 mlflow.log_metrics(
@@ -74,7 +78,7 @@ def log_compare_run(params: Params, root: str | Path = ".") -> str:
                     mlflow.log_artifact(str(Path(tmp) / "per_class_f1.csv"))
         for path in sorted(out.glob("*")):
             mlflow.log_artifact(str(path), "compare")
-        mlflow.set_tag("guarantees", "SWAG-PPM: local ε, asymptotic δ; DP-SGD: (ε, δ) from the RDP accountant")
+        mlflow.set_tag("guarantees", "; ".join(said))  # each arm's guarantee kind, from its own record
         return parent.info.run_id
 
 

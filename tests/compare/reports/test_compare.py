@@ -220,6 +220,18 @@ def test_compare_run_has_one_child_per_arm(logged):
     assert KNOWN_PRIVATE & set(params.compare.arms) <= with_epsilon and "nonprivate" not in with_epsilon
 
 
+def test_compare_run_params_and_guarantees_come_from_the_arms(logged):
+    """The parent run logs the settings each compared arm declares it reads, and each arm's guarantee kind."""
+    root, params, parent_id, client = logged
+    run = client.get_run(parent_id)
+    logged_keys = set(run.data.params)
+    for arm in params.compare.arms:
+        for key in plugins.arms()[arm].params:
+            assert any(k.startswith(f"{key}.") for k in logged_keys), (arm, key)
+        assert f"{plugins.arms()[arm].label}: {_guarantee(root, arm)['kind']}" in run.data.tags["guarantees"]
+    assert not any(k.startswith("frontier.") for k in logged_keys)  # no arm of the comparison reads it
+
+
 def test_compare_run_logs_no_per_record_data(logged):
     root, params, parent_id, client = logged
     top = client.list_artifacts(parent_id)
