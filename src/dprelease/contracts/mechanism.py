@@ -1,22 +1,12 @@
-"""The plug-in surface: what a package of dprelease contributes, as ONE object.
+"""The plug-in surface: what a package of dprelease contributes, as ONE object (:class:`Mechanism`).
 
-Each package that declares stages (a mechanism such as ``swag_ppm`` or ``gpp``, or a shared step such as
-``data`` or the audit package ``mia``) exports ``PLUGIN`` from its ``plugin`` module; :mod:`dprelease.contracts.plugins`
-lists those packages (the one line a new mechanism adds). From these objects the rest is assembled:
+Each package that declares stages (a mechanism such as ``swag_ppm``, or a shared step such as ``data`` or ``mia``)
+exports ``PLUGIN`` from its ``plugin`` module; :mod:`dprelease.contracts.plugins` lists those packages. From these
+objects are assembled the params sections, the stage registry, the flows, the MLflow runs (plain :class:`TrackedRun`
+data), the comparison's and the audit's arms (:class:`Arm`), ``dprelease sanitize`` and the guarantee vocabulary
+(:class:`Kind`). Nothing here imports a mechanism: plain declarations, arrays and files stay in the packages.
 
-* ``Params`` — a package's ``params`` module, when it has one, gives its section (:data:`SECTION`);
-* the stage registry (``dprelease stage``, the Prefect tasks, ``dvc.yaml``) — :attr:`Mechanism.declare`;
-* the flows — :attr:`Mechanism.flows`, run by the one generic graph runner (``python -m flows.run NAME``);
-* MLflow — a flow's ``track`` hook returns a :class:`TrackedRun` (plain data: this package never imports
-  MLflow; :mod:`dprelease.pipeline.tracking` logs it);
-* the comparison's and the audit's arms — ``ARMS`` in the ``params`` module (:class:`Arm`);
-* ``dprelease sanitize`` — :attr:`Mechanism.sanitize` for a sanitizer release;
-* the guarantee vocabulary — ``KINDS`` (:class:`Kind`) in the package's ``kinds`` module: the kinds of claim
-  only it makes (:func:`dprelease.core.privacy.guarantee.kind`; kinds several packages make are the core's,
-  ``dprelease/core/privacy/kinds.py``).
-
-Nothing here imports a mechanism: plain declarations, arrays and files stay in the packages.
-"""
+See docs/architecture.md, "Notes from the code", `contracts/mechanism.py`."""
 
 from __future__ import annotations
 
@@ -78,7 +68,15 @@ class Arm:
     table: ReportTable | None = None  # its own table in the comparison report
 
     def refusal(self, params, section: str) -> str | None:
-        """The one-line reason ``section`` cannot name this arm with these params, or None."""
+        """The one-line reason ``section`` cannot name this arm with these params, or None.
+
+        Args:
+            params: the validated ``Params`` (what the arm's ``requires`` test reads).
+            section: the dotted key naming the arm (``compare.arms`` or ``privacy_audit.arms``), for the message.
+
+        Returns:
+            ``"<section>: <arm> needs <what>"`` when the arm's ``requires`` test fails, else None.
+        """
         if self.requires is None or self.requires[1](params):
             return None
         return f"{section}: {self.name} needs {self.requires[0]}"

@@ -1,27 +1,13 @@
-"""The packages that make up this dprelease, in execution order (:data:`PACKAGES`, kept in :mod:`dprelease.contracts.packages`:
-the ONE list a new mechanism is added to), and what is read from them.
+"""The packages that make up this dprelease, in execution order (:data:`PACKAGES`, kept in
+:mod:`dprelease.contracts.packages`: the ONE list a new mechanism is added to), and what is read from them.
 
-A package listed here exports ``PLUGIN`` (a :class:`dprelease.contracts.mechanism.Mechanism`) from its ``plugin``
-module, and may have a ``params`` module whose ``SECTION = (key, Model)`` becomes ``Params.<key>`` and whose
-``ARMS`` (:class:`dprelease.contracts.mechanism.Arm`) become names ``compare.arms`` and ``privacy_audit.arms`` accept.
-A ``params`` module imports pydantic, :mod:`dprelease.contracts.mechanism` and the accountant registry only (``Params`` is assembled from it),
-and a package's ``__init__`` imports nothing of the project, so reading them can never import a stage. A package
-may have a ``kinds`` module whose ``KINDS`` (:class:`dprelease.contracts.mechanism.Kind`) are the guarantee kinds only it
-makes (:func:`guarantee_kinds`; imports :mod:`dprelease.contracts.mechanism` and :mod:`dprelease.core.privacy.kinds` only). The registry loads the
-``plugin`` modules, each on first use (:func:`dprelease.pipeline.registry.plugin`). The import-graph analysis reads :data:`PACKAGES`
-(:func:`dprelease.contracts.code_scope.implicit_imports`), so these imports by name are edges like any other; a stage's
-code scope leaves this module's edges to the ``params`` and ``kinds`` modules out (a stage's key hashes the validated values it
-reads) unless its code reads their arms, frontier sources or guarantee kinds (:func:`arms`, :func:`frontier_sources`,
-:func:`guarantee_kinds`: :func:`dprelease.contracts.code_scope.scope_imports`).
+Each exports ``PLUGIN`` from its ``plugin`` module and may have a ``params`` module (``SECTION``, ``ARMS`` …; it imports
+pydantic, the contracts and the accountant registry only) and a ``kinds`` module (``KINDS``; the contracts and the
+core's kinds only), so reading them never imports a stage. A stage's code scope leaves this module's edges to them out
+unless its code reads their arms, frontier sources or guarantee kinds
+(:func:`dprelease.contracts.code_scope.scope_imports`).
 
-Adding a mechanism: write its folder (pure maths, run functions, ``stages.declare``, ``params.py`` with its
-section, defaults and arms, ``plugin.py`` with its flow, tracking hook and sanitizer, ``kinds.py`` if it makes a
-kind of claim no other mechanism makes), then add its package name to :data:`PACKAGES` (``packages.py``) and its
-section to ``params.yaml``. Nothing else in the shared code names it. ``dprelease plugin-index`` then records its stages and
-flows in its own fragment of the plug-in index (``<package>/plugin_index.json``), so ``dprelease stage NAME``
-imports its package alone (until then every plug-in is imported to find them; a test says when the index is out
-of date).
-"""
+See docs/architecture.md, "Notes from the code", `contracts/plugins.py` (adding a mechanism, the plug-in index)."""
 
 from __future__ import annotations
 
@@ -82,7 +68,15 @@ def arms() -> dict:
 def arm_names(*, audited: bool = False) -> list[str]:
     """The names ``compare.arms`` (``audited``: ``privacy_audit.arms``) accept, in :data:`PACKAGES` order: the
     schema only. A module that calls this and not :func:`arms` reads no declaration beyond the validated values
-    (:data:`dprelease.contracts.code_scope.DECLARATION_READERS`), so no other package's ``params`` module is in its scope."""
+    (:data:`dprelease.contracts.code_scope.DECLARATION_READERS`), so no other package's ``params`` module is in its
+    scope.
+
+    Args:
+        audited: only the arms that take part in the membership audit (``Arm.audited``).
+
+    Returns:
+        The arms' names.
+    """
     return [name for name, arm in arms().items() if arm.audited or not audited]
 
 
@@ -102,14 +96,27 @@ def results_sections() -> list:
 
 def signed_folders(params) -> list[str]:
     """The root-relative folders the listed packages sign besides the release (``SIGNED`` of a ``params`` module:
-    a function of ``Params``), in :data:`PACKAGES` order: what ``dprelease key rotate`` re-signs."""
+    a function of ``Params``), in :data:`PACKAGES` order: what ``dprelease key rotate`` re-signs.
+
+    Args:
+        params: the validated ``Params`` each ``SIGNED`` is called with.
+
+    Returns:
+        The folders, relative to the project root.
+    """
     return [folder for module in _params_modules() for folder in getattr(module, "SIGNED", lambda params: [])(params)]
 
 
 def overridden(params) -> dict[str, str]:
-    """``{dotted key: what sets it instead}``: the settings a declared choice of the released mechanism
-    (``released.mechanism``) replaces, from its ``params`` module's ``OVERRIDDEN`` (a function of ``Params``); a
-    ``--set`` of one changes nothing released, so the release flow refuses it as inert."""
+    """The settings a declared choice of the released mechanism (``released.mechanism``) replaces, from its ``params``
+    module's ``OVERRIDDEN``; a ``--set`` of one changes nothing released, so the release flow refuses it as inert.
+
+    Args:
+        params: the validated ``Params`` (its ``released.mechanism``; ``OVERRIDDEN`` is called with it).
+
+    Returns:
+        ``{dotted key: what sets it instead}``; empty when the released mechanism declares no ``OVERRIDDEN``.
+    """
     for module in _params_modules():
         if module.__name__.split(".")[-2] == params.released.mechanism and hasattr(module, "OVERRIDDEN"):
             return module.OVERRIDDEN(params)

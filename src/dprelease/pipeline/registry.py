@@ -1,19 +1,13 @@
-"""The one stage registry. Every stage of every mechanism is declared once, in its package's
-``stages`` module; this module gathers them, in execution order, for the three consumers:
-``dprelease stage NAME`` (:func:`run_stage`), the Prefect tasks (``tasks/stages.py``) and the
-generated ``dvc.yaml`` (:func:`dvc_yaml`: the release pipeline; kept in sync by a test).
+"""The one stage registry: every stage of every plug-in (declared once, in its package's ``stages`` module), in
+execution order, for ``dprelease stage NAME`` (:func:`run_stage`), the Prefect tasks (``tasks/stages.py``) and the
+generated ``dvc.yaml`` (:func:`dvc_yaml`, kept in sync by a test). Adding a mechanism changes nothing here.
 
-The stages come from the plug-ins (:mod:`dprelease.contracts.plugins`): adding a mechanism changes nothing here.
+Loading is lazy: importing this module imports no plug-in; one stage by name (:func:`get`), a sanitizer and the flows'
+help are found in the plug-in index (one fragment per package, :func:`index_file`), so only that package's modules are
+imported. The index only ever saves imports: a name it lacks is looked up in every plug-in unless the index is current
+(:func:`index_is_current`).
 
-Loading is lazy: importing this module imports no plug-in. One stage by name (:func:`get`: ``dprelease stage
-NAME``, the Prefect tasks), a sanitizer and the flows' one-line help are found in the plug-in index, so only
-that package's ``plugin`` (and ``stages``) module is imported; the full list (:func:`stages`) imports them all.
-The index is one fragment per listed package, in the package's own folder (:func:`index_file`: its stages, flows
-and sanitizer), written from the plug-ins by ``dprelease plugin-index`` and kept in sync by a test: a new
-mechanism's fragment is a file of its own folder, no shared file. The index only ever saves imports: with a
-package's fragment missing it is not used, and a name it lacks is looked up in every plug-in unless no plug-in
-source file changed since its package's fragment was written (:func:`index_is_current`).
-"""
+See docs/architecture.md, "Notes from the code", `pipeline/registry.py`."""
 
 from __future__ import annotations
 

@@ -1,19 +1,11 @@
 """The audit's content-addressed cache: what does not depend on the private snapshot, kept between roots.
 
-Two things an audit computes depend only on public inputs and the public encoder, not on the audited training
-data: the population pool's embeddings (a function of the pool's texts and the encoder) and the offline LiRA
-reference models (a function of the reference pool, the public seed and the training recipe). A retrain on
-another snapshot with the same pool, a second project root, a rotated key: they all recompute them otherwise.
-Here each is stored under the sha256 of exactly what determines it (the texts or features themselves, the
-encoder's weights hash, the recipe, the code that computes it, torch's version), so an entry can never stand
-for anything else; a change to any input is another key, never a stale hit.
+The population pool's embeddings and the offline LiRA reference models depend only on public inputs and the public
+encoder; each is stored under the sha256 of exactly what determines it, so a changed input is another key, never a
+stale hit. Where: ``DPRELEASE_AUDIT_CACHE``, else ``audit-cache/`` in the Prefect home. Entries hold per-record data
+(folders 0700, files 0600); an entry whose key or tensors' hash does not match is removed and recomputed.
 
-Where: ``DPRELEASE_AUDIT_CACHE`` if set, else ``audit-cache/`` in the Prefect home (``PREFECT_HOME``, else
-``.prefect`` in the working directory, prefect.toml's ``home``: the project root), next to the stage store that
-is shared by every root the home serves (``make clean`` removes both). The entries hold per-record data (pool
-embeddings, weights fitted to pool rows): folders 0700, files 0600, like ``artifacts/``. Each file carries its
-key and the sha256 of its tensors; an entry that does not match is removed and recomputed.
-"""
+See docs/audit.md, "Notes from the code", `compare/mia/audit_cache.py`."""
 
 from __future__ import annotations
 

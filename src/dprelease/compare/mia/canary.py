@@ -1,33 +1,13 @@
 """Stage ``canary_runs``: the one-run canary audit (docs/guarantees.md, L.4, R.3; Steinke, Nasr & Jagielski 2023;
 Mahloujifar, Melis & Chaudhuri 2024).
 
-Two canary sets (``audit_pool``), each canary included independently with probability ½ by a secret coin:
-*input-space* canaries (head backend: random unit embeddings with random labels, thousands of them — the
-power) and *mislabelled narratives* (pool records with re-drawn labels). The included ones are added to
-the training split of a sub-project in ``artifacts/audit/canary_run/`` and every audited arm's pipeline
-runs there ONCE: the SWAG-PPM chain (its round-2 arm draws from the same run), the non-private fine-tune
-and DP-SGD at its declared target ε (dpsgd.target_epsilon). Each arm's model is loaded from its release-format folder and
-scores every canary (log-probability of the canary's label; the attacker holds the released weights).
-Per arm and canary set, both one-run bounds at 95 % (``onerun.canary_audit``: guess counts from
-``privacy_audit.guess_grid``, Bonferroni over the grid) against the arm's own claim of the canary run.
+Canaries (input-space and mislabelled narratives), each included by a secret coin, join the training split of a
+sub-project in ``artifacts/audit/canary_run/``; every audited arm's pipeline runs there once, its released model
+scores every canary, and both one-run bounds at 95 % are set against the arm's own claim. Planted bugs
+(``Arm.planted``) must be convicted. An honest DP-SGD arm whose bound exceeds its accountant ε fails the stage (a bug
+in the audit or the accounting). Membership stays private; only counts and bounds are written.
 
-Planted bugs (``privacy_audit.planted_bugs``), which the audit must convict (ε_LB above the claim): declared by
-the arms that own them (``Arm.planted``, :class:`dprelease.contracts.mechanism.PlantedBug`). A bug with a claim
-audits the arm's model of the canary run against that claim (a non-private model labelled "ε = 1"); a bug with
-overrides re-runs the arm's stage alone with them in a sibling root ``planted/<key>/`` holding the canary run's
-inputs and the same derived key, and audits it against its own claim (DP-SGD with its noise multiplier divided
-by 4, claiming the accountant's ε for the undivided one).
-
-Sanity rule: an honest DP-SGD arm whose gate bound exceeds its accountant ε means a bug in the audit or the
-accounting, and the stage fails loudly. Membership stays private; only counts and bounds are written.
-
-The canary run runs only the stages the audited arms need (the plan of their training stages: a retrain that
-audits the round-2 arm runs no re-weighting), each in the audit's worker processes with one torch thread
-(``workers``): stages that do not wait on each other (the SWAG-PPM rounds, the non-private fine-tune, DP-SGD, a
-planted bug's re-run in its sibling root) run at once. Every stage is seeded from
-the key, so the results are the same whatever the number of workers. When the canary run re-runs a data-dependent
-search (the release arm's re-weighting, declared untimed), this stage is untimed too (:func:`timed`).
-"""
+See docs/audit.md, "Notes from the code", `compare/mia/canary.py`."""
 
 from __future__ import annotations
 

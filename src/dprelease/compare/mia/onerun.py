@@ -1,26 +1,12 @@
 """One-run canary bounds (docs/guarantees.md, L.4, R.3): guesses and right guesses in, ε lower bounds out. Pure maths.
 
-m canaries are each included with probability ½ (secret coins), the mechanism runs once, the attacker
-guesses "in" for the k₊ highest scores and "out" for the k₋ lowest and abstains on the rest: r = k₊ + k₋
-guesses, v of them right.
+m canaries each included with probability ½ (secret coins), one run; the attacker guesses "in" for the k₊ highest
+scores and "out" for the k₋ lowest: r guesses, v right. Two bounds: Steinke, Nasr & Jagielski 2023 (a p-value under
+(ε, δ); δ = 0 is the pure bound) and Mahloujifar, Melis & Chaudhuri 2024 (a whole trade-off curve: ``pure``, or
+``gaussian``, which reads a claim (ε, δ) as the Gaussian mechanism's, a curve DP-SGD's accountant implies only
+approximately). A bound's ceiling is its value with every guess right: a claim above it cannot be convicted.
 
-* **Steinke, Nasr & Jagielski 2023** (Theorem 3.1 / 5.2 of "Privacy auditing with one (1) training run").
-  If the mechanism is (ε, δ)-DP, P[v ≥ c] ≤ P[Bin(r, q) ≥ c] + 2mδ · max_{1≤i≤c} P[c − i ≤ Bin(r, q) < c] / i
-  with q = e^ε/(1 + e^ε). ε_LB is the largest ε whose p-value is ≤ α (the p-value falls as ε grows).
-  δ = 0 is the pure bound; for (ε, δ) claims the δ term is what makes the bound valid.
-* **Mahloujifar, Melis & Chaudhuri 2024** ("Auditing f-differential privacy in one run", arXiv 2410.22235,
-  their Algorithm 3 for k = 2 options per canary). Given a trade-off curve f (type-II error at type-I
-  error x), it builds the worst profile of right and wrong guesses an f-DP mechanism allows, from the c-th
-  right guess down, and rejects "the mechanism is f-DP" at level α when even that profile cannot produce
-  c right guesses out of r. It uses the whole curve, not one (ε, δ) point, so it is tighter. Two families:
-  ``pure`` (f of ε-DP) for claims without δ, and ``gaussian`` (μ-GDP, the curve of DP-SGD in the limit of
-  many steps) where the claim (ε, δ) is read as the Gaussian mechanism with that (ε, δ). The Gaussian reading
-  tests "at least as private as the Gaussian mechanism with this (ε, δ)": a rejection is evidence against
-  that curve, which DP-SGD's accountant (a subsampled-Gaussian bound) implies only approximately.
-
-The ceiling of each bound is its value with every guess right: an audit cannot certify more, however
-leaky the model, so a claim above the ceiling cannot be convicted.
-"""
+See docs/audit.md, "Notes from the code", `compare/mia/onerun.py`."""
 
 from __future__ import annotations
 

@@ -1,30 +1,13 @@
 """Stage ``audit_pool``: the population pool and the canaries (docs/guarantees.md, L.1, L.4).
 
-Pool = rows of the bundled data that the split did not sample (same stratify recipe and seed), with a
-label of the problem's label map and a narrative that does not also occur in the split (duplicates
-would be members in disguise); at most ``privacy_audit.pool_size`` of them, drawn at random. Because
-the split takes min(N_c, cap) rows per class, the pool holds only classes with more than ``cap`` rows:
-it under-represents rare classes (the report says so, with the coverage).
+Pool: bundled rows the split did not sample (same recipe and seed), with a label of the label map and a narrative not
+in the split (duplicates would be members in disguise); at most ``privacy_audit.pool_size``. It under-represents rare
+classes (the report says so, with the coverage). Canaries: the first ``privacy_audit.canaries`` pool rows with a label
+re-drawn among the OTHER classes and (head backend) ``privacy_audit.input_canaries`` random unit embeddings with random
+labels, each included with probability ½; labels and coins come from the secret key. The rest of the pool trains the
+LiRA references. Membership and per-record data stay in ``artifacts/`` (private); embeddings cached (``audit_cache``).
 
-Canaries: the first ``privacy_audit.canaries`` pool rows, each with its label re-drawn uniformly among
-the OTHER classes (the classic worst case: a record only memorisation can fit) and included in the
-canary runs' training data independently with probability ½. The rest of the pool trains the LiRA
-reference models.
-
-Input-space canaries (head backend, ``privacy_audit.input_canaries``): records designed to be found — a
-random unit vector in the encoder's embedding space (where every real narrative's embedding lives; the
-head is the mechanism's input) with a uniformly random label. They are far from every real record, so
-only memorising them fits them, and they cost no encoding: thousands give the one-run bound its power.
-Whether such an input corresponds to some narrative does not matter to the guarantee, which holds for
-every record of the mechanism's input space. All labels and inclusion coins come from the secret key.
-Membership and per-record data stay in ``artifacts/`` (private).
-
-The pool's embeddings depend on its texts and the public encoder only: they are computed once per pool
-(``audit_cache``: keyed by the texts, in order, and the encoder's identity) and taken from there by every later
-audit with the same pool — another root, another key, a retrain. They are computed in the audit's worker
-processes, one torch thread each (``workers``), in the encoder's own length-sorted batches, so the embeddings are
-the same whatever the number of workers (and whether they came from the cache).
-"""
+See docs/audit.md, "Notes from the code", `compare/mia/population.py`."""
 
 from __future__ import annotations
 

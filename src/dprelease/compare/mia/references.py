@@ -1,20 +1,12 @@
 """Stage ``audit_references``: LiRA reference models (docs/guarantees.md, L.2), R offline and R online.
 
-Every reference model is trained like the non-private arm (the backend's fine-tune recipe, unweighted
-AdamW, for the epochs of the arm declaring ``reference_epochs``: the strongest attacker mimics the leakiest
-target).
-*Offline*: R models on random subsets of the reference pool as large as the training split (or half the
-pool, if smaller); none ever sees a target. *Online*: R models each on a random half of the targets
-(train ∪ test; the attacker holds the candidate records, not their membership), so every target is IN
-for about half of them. For every target the logit-scaled true-class confidence φ under each model is
-stored with the online IN mask (private: per record). The coins are the attacker's: public seed.
+Each is trained like the non-private arm (the strongest attacker mimics the leakiest target). Offline: R models on
+random subsets of the reference pool; none ever sees a target. Online: R models each on a random half of the targets,
+so every target is IN for about half of them. Per target, the logit-scaled true-class confidence φ under each model is
+stored with the online IN mask (private: per record). The coins are the attacker's: public seed. The fits run in the
+audit's workers (``workers``), each seeded by its own number; the offline models are kept in ``audit_cache``.
 
-The 2R fits are independent: they run in the audit's worker processes, one torch thread each (``workers``),
-each seeded by its own number, so φ is the same whatever the number of workers. The offline models depend on
-the reference pool only (public rows, public seed), never on the audited training data: their weights are kept
-in the audit cache (``audit_cache``, keyed by the pool's contents, the rows, the recipe and the code) and only
-evaluated again on the targets by a later audit with the same pool.
-"""
+See docs/audit.md, "Notes from the code", `compare/mia/references.py`."""
 
 from __future__ import annotations
 

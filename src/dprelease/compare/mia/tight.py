@@ -1,28 +1,13 @@
-"""The multi-run (tight) audit's statistics: independent training runs with and without ONE canary in,
-an ε lower bound with its confidence out (Nasr et al. 2023, "Tight auditing of differentially private
-machine learning"; the two-sample test of Kairouz et al. 2015 / Jagielski et al. 2020). Pure maths.
+"""The multi-run (tight) audit's statistics: independent training runs with and without ONE canary in, an ε lower
+bound with its confidence out (Nasr et al. 2023; Kairouz et al. 2015 / Jagielski et al. 2020). Pure maths.
 
-Each run includes the canary by an independent secret coin; runs are independent trials, so the false-
-and true-positive counts of a fixed test are binomial and Clopper–Pearson bounds hold exactly (unlike one
-run's records, docs/guarantees.md, L.3). If the mechanism is (ε, δ)-DP, every test satisfies TPR ≤ e^ε·FPR + δ and
-TNR ≤ e^ε·FNR + δ (in and out are neighbours both ways), so with a one-sided upper bound on FPR (resp. FNR)
-and a lower bound on TPR (resp. TNR), each at level α/2,
+Runs are independent trials, so Clopper–Pearson bounds on a fixed test's error rates hold exactly, and ε_LB = max{0,
+ln((TPR_lo − δ)/FPR_hi), ln((TNR_lo − δ)/FNR_hi)} holds with probability ≥ 1 − α. The test is fixed before the
+evaluated runs are seen (calibration or simulated runs); the *ceiling* (every evaluated run right) is the most an
+audit of n runs per side can certify, however leaky. ``lr_scores``: the gradient canary's log-likelihood ratio under
+the CLAIMED σ. ``gdp_fit`` is a HEURISTIC Gaussian-DP reading (no confidence): labelled so, never called a bound.
 
-    ε_LB = max{0, ln((TPR_lo − δ)/FPR_hi), ln((TNR_lo − δ)/FNR_hi)}      holds with probability ≥ 1 − α.
-
-The test (threshold and direction) is fixed before the evaluated runs are seen: chosen on separate
-*calibration* runs, or on runs *simulated* from the claimed mechanism (any test fixed independently of
-the evaluated runs is valid; a simulated design spends no real runs). Choosing it on the evaluated runs
-would make the bound optimistic. The *ceiling* is the bound when every
-evaluated run is classified right: with n runs per side an audit cannot certify more, however leaky.
-
-Gradient-canary scores (``lr_scores``): the attacker sees the canary coordinate's privatised gradient sum
-x_t at every step (units of the clip norm C): N(0, σ²) without the canary, (1 − q)·N(0, σ²) + q·N(1, σ²) with
-it; the log-likelihood ratio Σ_t log(1 − q + q·exp((2x_t − 1)/(2σ²))) is the most powerful statistic. The
-attacker uses the CLAIMED σ (a planted bug's smaller noise only makes its scores more separated).
-``gdp_fit`` is Nasr et al.'s Gaussian-DP reading of the final sum, HEURISTIC (it assumes the sum is
-Gaussian and carries no confidence): labelled so, never called a bound.
-"""
+See docs/audit.md, "Notes from the code", `compare/mia/tight.py`."""
 
 from __future__ import annotations
 

@@ -1,20 +1,12 @@
 """Where the audit's independent fits run: a pool of worker processes sized to the cores, ONE torch thread each.
 
-The audit is many small, independent pieces of work — the population pool's embedding batches, 2R LiRA reference
-fits, the canary run's independent stages — on a machine with few cores often shared with other jobs. Torch's
-intra-op threads spin while they wait for each other, so N busy processes × N threads each slow every one of
-them down many times over (fine-tune epochs of 0.25 s took 13–27 s so, issue 34). Here each piece of work runs
-with one torch thread, in a pool of ``count`` processes (``spawn``: a fresh interpreter, no forked torch thread
-pool), and the stage's own process only waits meanwhile: never more busy threads than cores.
+Torch's intra-op threads spin while they wait, so N busy processes × N threads slow each other many times over (issue
+34); here each piece of work (pool embedding batches, LiRA reference fits, the canary run's stages) runs with one
+thread in a ``spawn`` pool of ``count`` processes. Results do not depend on the number of workers: each piece is
+seeded by itself and results come back in item order. The count: ``DPRELEASE_AUDIT_WORKERS``, else the usable cores,
+at most the pieces of work; 1 (in this process) on a GPU or in a daemonic process.
 
-Results do not depend on the number of workers: every piece is seeded by itself (as before: the public seed for
-the attacker's references, the secret key for the canary run), runs with one thread wherever it runs (in this
-process when there is one worker), and results come back in item order (``tests/compare/mia/test_workers.py``).
-
-The number of workers: ``DPRELEASE_AUDIT_WORKERS`` if set (an operator sharing the machine may lower it), else
-the cores this process may run on; never more than the pieces of work; 1 (in this process) when the work runs on
-a GPU (processes would queue on it) or in a daemonic process (a Dask worker may not start processes).
-"""
+See docs/audit.md, "Notes from the code", `compare/mia/workers.py`."""
 
 from __future__ import annotations
 

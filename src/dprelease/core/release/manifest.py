@@ -19,7 +19,7 @@ INTERNAL_NOTE = "un-noised figures on private test reports: internal, never rele
 def release_manifest(
     params, lay, g, /, *, mechanism: str, backend: str, test_f1: dict | None, randomness: dict, **own
 ) -> dict:
-    """The manifest of ``mechanism``'s staged release.
+    """The public manifest of a staged release (``write_release`` adds ``model``, ``files`` and ``code_version``).
 
     Args:
         params: the run's params (the public seed).
@@ -27,18 +27,10 @@ def release_manifest(
         g: the release's guarantee record (:class:`dprelease.core.privacy.guarantee.Guarantee`).
         mechanism: the name ``released.mechanism`` gives it.
         backend: the released model's backend, in words.
-        test_f1: the test figures the release may publish (covered by its ε, or exact for a PPM draw); None
-            when they are measured after the draw is staged (SWAG-PPM: its ``evaluate`` stage, read by its
-            record's figures), and then the manifest has no ``test_f1``.
-        randomness: what the public seed and the secret key drive (``public_seed_drives``,
-            ``secret_key_drives``, and any further entry of the mechanism's).
-        **own: the mechanism's own fields (configuration, tuning, coverage, sampling …; any name, ``g`` included:
-            the first three are positional only).
-
-    Returns:
-        The manifest (public fields only), without ``model``, ``files`` and ``code_version``, which
-        :func:`dprelease.core.release.folder.write_release` adds.
-    """
+        test_f1: the test figures the release may publish; None when measured after staging (then no ``test_f1``).
+        randomness: what the public seed and the secret key drive (``public_seed_drives``, ``secret_key_drives`` …).
+        **own: the mechanism's own fields (any name, ``g`` included: see docs/release.md, "Notes from the code",
+            `core/release/manifest.py`)."""
     common = {
         "guarantee": g.as_dict(),
         "mechanism": mechanism,
@@ -58,8 +50,7 @@ def noised(covered: dict) -> dict:
 def stage_release(
     folder: Path, backend, model, labels: dict, manifest: dict, code: list[str], *, exact: dict, **internal
 ) -> None:
-    """Write the staged release ``folder`` (private, unsigned: the publish step signs it) and, beside it, the
-    operator's exact test figures (``internal.json``, private, never released).
+    """Write the staged release ``folder`` (private, unsigned: the publish step signs it) and ``internal.json``.
 
     Args:
         folder: the staged release folder (``<artifacts>/<mechanism's folder>/release``).
@@ -68,7 +59,7 @@ def stage_release(
         labels: the label map (``codes``, ``titles``).
         manifest: :func:`release_manifest`'s manifest.
         code: the code that made the release (hashed into ``code_version``).
-        exact: the un-noised test figures (``exact_test_f1``).
+        exact: the operator's un-noised test figures (``exact_test_f1`` of ``internal.json``: private, never released).
         **internal: further private entries of ``internal.json``.
     """
     write_release(folder, backend, model, labels["codes"], labels["titles"], manifest, code, private=True)

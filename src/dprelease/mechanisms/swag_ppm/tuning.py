@@ -1,19 +1,11 @@
 """The practical guide's implementation algorithm (seed 001 §3–4, Figure 2) as pure decision rules.
 
-ε is an output of SWAG-PPM, governed jointly by the weight slope c and the number of fine-tune (FT)
-epochs. After every run: accept when the privacy and utility requirements hold; otherwise move by
-the fit verdict of the run's max-delta plot:
+ε is an output of SWAG-PPM, governed jointly by the weight slope c and the number of fine-tune (FT) epochs. After every
+run: accept when the privacy and utility requirements hold; otherwise move by the run's fit verdict (under-fit: more FT
+epochs; over-fit: fewer, or lower c once bracketed; ok but ε too high: lower c; ok, ε met, utility not: stop). A move
+to a configuration already tried, c below ``c_min`` or a spent run budget stops the search.
 
-| verdict  | privacy | utility | move |
-|----------|---------|---------|------|
-| any      | met     | met     | accept |
-| underfit | –       | –       | more FT epochs (lower c, FT reset, once epochs run out) |
-| overfit  | –       | –       | lower c with FT reset if this c was under-fit at fewer epochs (bracketed), else fewer FT epochs |
-| ok       | not met | –       | lower c, FT reset to the start |
-| ok       | met     | not met | stop: utility unmet at a converged fit — revisit the requirements (§4.3) |
-
-A move to a configuration already tried, c below ``c_min`` or a spent run budget stops the search.
-"""
+See docs/algorithms.md, I.10 (the rules as a table)."""
 
 from __future__ import annotations
 
