@@ -95,7 +95,7 @@ def _audit_outputs(root) -> dict[str, str]:
         "artifacts/audit/pool",
         "artifacts/audit/references",
         "artifacts/audit/canary_run/artifacts/arms",
-        "artifacts/audit/canary_run/planted/artifacts/arms",
+        "artifacts/audit/canary_run/planted/dpsgd_noise_div4/artifacts/arms",  # the planted σ/4 bug's re-run
         "metrics/audit_canary.json",
         "metrics/audit_references.json",
         "metrics/audit_pool.json",
