@@ -57,10 +57,11 @@ def _tune_flow(params: dict, root: str = ".", mode: str = "search", track: bool 
     with runners.on_dask():  # on a Dask runner: grid cells on workers, search cells' pass chunks on the cluster
         result = _spec().search.run(p, root, mode, stages=_access(), cells=cells)
     write_tune_report(p, root, result)
-    if track:
-        from dprelease.pipeline.tracking_experiments import log_tune_run
+    record = _spec().search.track
+    if track and record is not None:
+        from dprelease.pipeline.tracking_experiments import log_tracked
 
-        cli.tracked(result, lambda: log_tune_run(p, root, result))
+        cli.tracked(result, lambda: log_tracked(p, root, record(p, root, result)))
     return result
 
 

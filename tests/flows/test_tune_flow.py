@@ -87,6 +87,27 @@ def test_grid_runs_and_writes_the_report(grid):
     assert "![grid](grid.png)" in md
 
 
+def test_the_grid_is_tracked_as_a_parent_run_and_one_child_per_cell(grid, tune_env):
+    """The search's MLflow record is declared by the plug-in (``Search.track``) and logged by the runtime."""
+    import mlflow
+
+    from dprelease.core.config import load_params
+    from dprelease.pipeline import registry
+    from dprelease.pipeline.tracking_experiments import log_tracked
+
+    result = read_json(grid.out / "grid.json")
+    p = load_params(tune_env.root / "params.yaml")
+    record = registry.flows()["tune"].search.track(p, tune_env.root, result)
+    assert [c.name for c in record.children] == [f"c={r['c']:g} FT={r['epochs']}" for r in result["trail"]]
+    assert record.params["chosen_c"] == result["chosen"]["c"] and record.params["tune.budget"] == p.tune.budget
+    assert {folder for _, folder in record.artifacts} == {"tune"} and len(
+        record.artifacts
+    ) == 4  # grid.{md,csv,json,png}
+    run_id = log_tracked(p, tune_env.root, record)
+    client = mlflow.MlflowClient(tracking_uri=mlflow.get_tracking_uri())
+    assert client.get_run(run_id).data.metrics["baseline_weighted_f1"] == result["baseline"]["weighted_f1"]
+
+
 def test_grid_cells_are_full_runs_with_their_c_and_epochs(grid, tune_env):
     for c, e in itertools.product(GRID_C, GRID_EPOCHS):
         where = tune_env.root / "runs" / "tune" / f"c{c:g}_ft{e}"

@@ -126,6 +126,7 @@ class Search:
 
     cell: Callable  # (base params dict, root, setting, *, stages) -> dict: one cell, in a task of the flow
     run: Callable  # (params, root, mode, *, stages, cells) -> result; cells(list of settings) -> list of cell dicts
+    track: Callable | None = None  # (params, root, result) -> TrackedRun: its MLflow record (None: not tracked)
 
 
 @dataclass(frozen=True, kw_only=True)

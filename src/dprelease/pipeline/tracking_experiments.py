@@ -1,12 +1,11 @@
-"""MLflow runs of the experiments beside the release: the comparison, the tuning, and any plug-in's
-:class:`TrackedRun` (the audit's, NVDP's, GPP's, the frontier's: each built where what it tracks lives): a parent run
+"""MLflow runs of the experiments beside the release: the comparison, and any plug-in's :class:`TrackedRun` (the
+audit's, NVDP's, GPP's, the frontier's, the tuning search's: each built where what it tracks lives): a parent run
 per experiment and a child per arm / task / dataset, built from their aggregate outputs (tables, metrics JSON),
 never from per-record data. Shares
 :mod:`dprelease.pipeline.tracking`'s store set-up; reads files, imports no mechanism."""
 
 from __future__ import annotations
 
-import math
 import tempfile
 from pathlib import Path
 
@@ -79,31 +78,4 @@ def log_compare_run(params: Params, root: str | Path = ".") -> str:
         for path in sorted(out.glob("*")):
             mlflow.log_artifact(str(path), "compare")
         mlflow.set_tag("guarantees", "; ".join(said))  # each arm's guarantee kind, from its own record
-        return parent.info.run_id
-
-
-def log_tune_run(params: Params, root: str | Path, result: dict) -> str:
-    """A parent run for the tuning procedure and a child run per (c, FT epochs) run."""
-    mlflow = _setup(params, root)
-    out = Path(root) / "reports" / "tune"
-    with _run(mlflow, root, run_name=f"tune-{result['mode']}") as parent:
-        mlflow.log_params({f"tune.{k}": v for k, v in params.tune.model_dump().items()})
-        mlflow.log_metrics({f"baseline_{k}": v for k, v in result["baseline"].items()})
-        for i, row in enumerate(result["trail"]):
-            with _run(mlflow, root, run_name=f"c={row['c']:g} FT={row['epochs']}", nested=True):
-                mlflow.log_params({"c": row["c"], "ft_epochs": row["epochs"], "step": i})
-                mlflow.set_tag("verdict", row["verdict"])
-                if "decision" in row:
-                    mlflow.set_tag("decision", row["decision"])
-                mlflow.log_metrics(
-                    {
-                        k: row[k]
-                        for k in ("epsilon", "weighted_f1", "macro_f1")
-                        if row.get(k) is not None and math.isfinite(row[k])
-                    }
-                )  # no ε: not logged
-        if result["chosen"]:
-            mlflow.log_params({"chosen_c": result["chosen"]["c"], "chosen_epochs": result["chosen"]["epochs"]})
-        for path in sorted(out.glob(f"{result['mode']}*")):
-            mlflow.log_artifact(str(path), "tune")
         return parent.info.run_id

@@ -25,7 +25,7 @@ TUNE = FlowSpec(
     title="swag-ppm-tune",
     doc="The practical guide's tuning over (c, fine-tune epochs): `python -m flows.tune` (search or grid).",
     check=tune.check,
-    search=Search(cell=tune.cell, run=tune.run),
+    search=Search(cell=tune.cell, run=tune.run, track=tune.tracked),
 )
 
 PLUGIN = Mechanism(name="swag_ppm", declare=stages.declare, flows=(RELEASE, REPLAY, TUNE), release=stages.SPEC)

@@ -17,6 +17,7 @@ import math
 from pathlib import Path
 from typing import Callable
 
+from dprelease.contracts.mechanism import TrackedRun
 from dprelease.contracts.stage import StageAccess
 from dprelease.core.config import Params, parse_params
 from dprelease.core.io import read_json
@@ -121,3 +122,41 @@ def run(p: Params, root: str, mode: str, *, stages: StageAccess, cells: Callable
         "trail": trail,
         "chosen": chosen.as_dict() if chosen else None,
     }
+
+
+def tracked(p: Params, root: str | Path, result: dict) -> TrackedRun:
+    """The tuning run's MLflow record: a parent (the ``tune`` section, the baseline, the choice, the report's files)
+    and one child per cell (c, epochs, verdict, decision, ε and F1; no ε logged where none is claimed).
+
+    Args:
+        p: the validated params.
+        root: the project root (its ``reports/tune`` files are attached).
+        result: what :func:`run` returned.
+
+    Returns:
+        The run as plain data, logged by the runtime."""
+    children = [
+        TrackedRun(
+            name=f"c={row['c']:g} FT={row['epochs']}",
+            params={"c": row["c"], "ft_epochs": row["epochs"], "step": i},
+            tags={"verdict": row["verdict"], **({"decision": row["decision"]} if "decision" in row else {})},
+            metrics={
+                k: row[k]
+                for k in ("epsilon", "weighted_f1", "macro_f1")
+                if row.get(k) is not None and math.isfinite(row[k])
+            },
+        )
+        for i, row in enumerate(result["trail"])
+    ]
+    chosen = result["chosen"]
+    params = {f"tune.{k}": v for k, v in p.tune.model_dump().items()}
+    if chosen:
+        params |= {"chosen_c": chosen["c"], "chosen_epochs": chosen["epochs"]}
+    out = Path(root) / "reports" / "tune"
+    return TrackedRun(
+        name=f"tune-{result['mode']}",
+        params=params,
+        metrics={f"baseline_{k}": v for k, v in result["baseline"].items()},
+        artifacts=[(path, "tune") for path in sorted(out.glob(f"{result['mode']}*"))],
+        children=children,
+    )
