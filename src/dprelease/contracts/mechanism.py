@@ -60,12 +60,26 @@ class Arm:
     release: bool = False  # the release itself: its figures are the release's, its model the staged release folder
     model: str | None = None  # its release-format model folder under ``artifacts`` (None: ``arms/<name>/model``)
     files: tuple[str, ...] = ()  # further files the comparison report reads
+    record: str | None = None  # its guarantee record, root-relative (None: ``metrics/<name>.json``)
+    scores: tuple[str, str, str] | None = None  # (file, weighted key, macro key) of its test F1 (None: the record's)
+    per_class: str | None = (
+        None  # the folder of its ``per_class_f1.csv``, root-relative (None: ``reports/arms/<name>``)
+    )
     suffix: Callable[[dict], str] | None = None  # (its guarantee's quantities) -> text appended to its label
     requires: tuple[str, Callable[[Any], bool]] | None = None  # (what, test of the params): when it can be named
     params: tuple[str, ...] = ()  # params keys its training stages read (what the canary audit re-running it hashes)
     planted: tuple[PlantedBug, ...] = ()  # the canary audit's planted bugs in this arm
     reference_epochs: str | None = None  # dotted key of its epochs when the audit's reference models train like it
     table: ReportTable | None = None  # its own table in the comparison report
+
+    def sources(self) -> tuple[str, tuple[str, str, str], str]:
+        """Where its row in the comparison report is read, root-relative, the defaults filled in.
+
+        Returns:
+            ``(guarantee record, (F1 file, weighted key, macro key), per-class folder)``.
+        """
+        record = self.record or f"metrics/{self.name}.json"
+        return record, self.scores or (record, "weighted_f1", "macro_f1"), self.per_class or f"reports/arms/{self.name}"
 
     def refusal(self, params, section: str) -> str | None:
         """The one-line reason ``section`` cannot name this arm with these params, or None.

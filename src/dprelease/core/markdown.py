@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import math
 from pathlib import Path
 
@@ -19,6 +20,28 @@ def num(v, d: int = 3) -> str:
     except (TypeError, ValueError):
         return str(v)
     return "–" if math.isnan(x) else f"{x:.{d}f}"
+
+
+def sci(v) -> str:
+    """δ: a short scientific form (1.9e-04), or the cell's text when it is not a number."""
+    if v in (None, ""):
+        return "–"
+    try:
+        x = float(v)
+    except ValueError:
+        return str(v)
+    return "0" if x == 0 else f"{x:.2g}" if x >= 1e-3 else f"{x:.1e}"
+
+
+def g4(v) -> str:
+    """Four significant figures ('–' for none): ε runs from 1 to 10²⁹ (a certified floor) on this data."""
+    text = num(v)
+    return text if text == "–" or not isinstance(v, (int, float, str)) else f"{float(v):.4g}"
+
+
+def read_json(path: Path) -> dict | None:
+    """A JSON file's object; None when the file is absent."""
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
 def table(head: list[str], rows: list[list[str]]) -> list[str]:

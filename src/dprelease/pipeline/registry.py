@@ -79,6 +79,18 @@ def release_spec(params: Params) -> ReleaseSpec:
     return plugin(entry["package"]).release
 
 
+def staged_releases(params: Params) -> list[ReleaseSpec]:
+    """The ReleaseSpecs of the declared release and of every other releasing plug-in whose release stage runs in the
+    release pipeline beside it (SWAG-PPM's chain in ``make run``), declared first."""
+    declared = release_spec(params)
+    pipeline = {s.name for s in group(params, PIPELINE)}
+    return [declared] + [
+        plugin(entry["package"]).release
+        for name, entry in releasing().items()
+        if name != declared.mechanism and entry["stage"] in pipeline
+    ]
+
+
 def summaries(params: Params, root: str | Path, ran: set[str]) -> list[str]:
     """The summary lines of every releasing mechanism whose release stage ran in this flow: the declared release's
     first, then those measured beside it (SWAG-PPM's chain in ``make run``), each from its plug-in's own hook."""
@@ -358,15 +370,10 @@ def dvc_yaml(params: Params) -> dict:
     from dprelease.contracts.code_scope import closure
 
     tracking_code = code_folders(closure("dprelease.pipeline.tracking"))  # a change to the logging re-runs it
-    track_deps = [
-        "metrics/evaluation.json",
-        "metrics/swag_ppm_draw.json",
-        "metrics/released.json",
-        *evaluate.plots,
-        "reports/release",
-        params.release,
-        *tracking_code,
-    ]
+    staged = [d for spec in staged_releases(params) for d in spec.deps(params)]  # what their figures hooks read
+    track_deps = _unique(
+        ["metrics/released.json", *staged, *evaluate.plots, "reports/release", params.release, *tracking_code]
+    )
     entries["track"] = {
         "cmd": "dprelease track",
         "deps": track_deps,

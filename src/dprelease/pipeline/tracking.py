@@ -200,17 +200,10 @@ def _released(lay: Layout) -> tuple[Guarantee, dict]:
 
 
 def staged_releases(params: Params) -> list:
-    """The ReleaseSpecs of the declared release and of every other releasing plug-in whose release stage runs in the
-    release pipeline beside it (SWAG-PPM's chain in ``make run``), declared first."""
+    """The ReleaseSpecs staged in the release run, the declared one first (:func:`dprelease.pipeline.registry.staged_releases`)."""
     from dprelease.pipeline import registry
 
-    declared = registry.release_spec(params)
-    pipeline = {s.name for s in registry.group(params, registry.PIPELINE)}
-    return [declared] + [
-        registry.plugin(entry["package"]).release
-        for name, entry in registry.releasing().items()
-        if name != declared.mechanism and entry["stage"] in pipeline
-    ]
+    return registry.staged_releases(params)
 
 
 def mechanism_params(params: Params) -> dict:

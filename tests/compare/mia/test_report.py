@@ -94,4 +94,7 @@ def test_replay_rows_join_the_table_one_per_view_and_never_take_the_gate():
     assert rows["convicted"].tolist() == [False, True] and not rows["gate"].any()
     assert "privacy loss 1.6e+06" in rows.iloc[1]["bound"] and "descriptive" in rows.iloc[0]["bound"]
     assert "replay_operator" in "\n".join(_replay_section(table))
+    assert rows["arm"].tolist() == ["replayed release"] * 2  # an older file names no arm: the neutral label
+    named = audit_table(MIA, CANARY, None, REPLAY | {"arm": "toy_release"})
+    assert named[named["attack"] == "replay"]["arm"].tolist() == ["toy_release"] * 2  # the arm its file names
     assert "Not run here" in "\n".join(_replay_section(audit_table(MIA, CANARY)))

@@ -10,6 +10,7 @@ from pathlib import Path
 from dprelease.compare.reports import results
 from dprelease.mechanisms.gpp import section as gpp_section
 from dprelease.mechanisms.nvdp import section as nvdp_section
+from dprelease.mechanisms.swag_ppm import section as swag_ppm_section
 
 AUDIT_COLUMNS = [
     "arm",
@@ -114,6 +115,21 @@ def _release(root: Path) -> None:
         },
     )
     _json(m / "reweight.json", {"accepted": False, "mode": "iterative", "reason": "round 2 released"})
+    _json(m / "released.json", DPSGD_RECORD)
+    (root / "reports/release").mkdir(parents=True, exist_ok=True)
+    swag_ppm_section.write(root / "reports/release", m)  # what stage evaluate writes at its end
+
+
+DPSGD_RECORD = {  # metrics/released.json as the publish step writes it for the default release
+    "mechanism": "dpsgd",
+    "label": "DP-SGD (Opacus)",
+    "arm": "dpsgd",
+    "guarantee": {"epsilon": 7.9974, "delta": 0.00017, "kind": "dp_accountant", "quantities": {}},
+    "weighted_f1": 0.51834,
+    "macro_f1": 0.19712,
+    "test_f1_kind": "dp_noised_counts",
+    "release": "release",
+}
 
 
 def test_an_empty_root_says_what_to_run_for_every_section(tmp_path):
@@ -123,19 +139,60 @@ def test_an_empty_root_says_what_to_run_for_every_section(tmp_path):
     assert "| figure |" not in page  # no table without its inputs
 
 
-def test_the_default_release_table_carries_the_measured_figures(tmp_path):
+def test_the_release_section_reads_the_release_record_and_swag_ppm_s_chain_has_its_own(tmp_path):
     _release(tmp_path)
     page = results.render(tmp_path)
-    assert "The default release: not measured yet" not in page
-    assert "| ε (released) | **7.145** |" in page
-    assert "| Δ̂ (local sensitivity; ε = 2Δ / min(1, T_min over all directions)) | 3.573 |" in page
-    assert "| T̂ / T_min (SWAG against the Laplace marginal, in SWAG's subspace) | 0.980 / 0.910 |" in page
-    assert "| 2Δ at Δ̂'s 0.9998 quantile (GEV) [95 % interval] | 9.000 [8.000, 10.500] |" in page
-    assert "| weighted / macro F1, released draw (test split) | 0.3968 / 0.1279 |" in page
-    assert "0.4171 ± 0.0247 / 0.1333 ± 0.0095" in page
-    assert "| re-weighting (round 3) | iterative not accepted | round 2 released |" in page
-    assert "Data: 5,252 rows, 108 classes; train 2,626 / validation 525 / test 2,101" in page
+    release, chain = page.split("## The release (`make run`)")[1].split(swag_ppm_section.RESULTS_SECTION.heading)
+    assert "| mechanism | `dpsgd` (DP-SGD (Opacus)) | declared in `released.mechanism` |" in release
+    assert "| guarantee kind | `dp_accountant` | see [docs/guarantees.md](guarantees.md) |" in release
+    assert "| ε | **7.997** |" in release and "| δ | 1.7e-04 |" in release
+    assert (
+        "| weighted / macro F1 (test split) | 0.5183 / 0.1971 | `dp_noised_counts`: computed from Gaussian-noised "
+        "counts, covered by the release's ε |"
+    ) in release
+    assert "| release folder | `release` |" in release and "Source: `metrics/released.json`." in release
+    assert "Data: 5,252 rows, 108 classes; train 2,626 / validation 525 / test 2,101" in release
+    assert "7.145" not in release and "0.3968" not in release  # nothing of SWAG-PPM's draw in the release's section
+    assert "| ε (released) | **7.145** |" in chain
+    assert "| Δ̂ (local sensitivity; ε = 2Δ / min(1, T_min over all directions)) | 3.573 |" in chain
+    assert "| T̂ / T_min (SWAG against the Laplace marginal, in SWAG's subspace) | 0.980 / 0.910 |" in chain
+    assert "| 2Δ at Δ̂'s 0.9998 quantile (GEV) [95 % interval] | 9.000 [8.000, 10.500] |" in chain
+    assert "| weighted / macro F1, released draw (test split) | 0.3968 / 0.1279 |" in chain
+    assert "0.4171 ± 0.0247 / 0.1333 ± 0.0095" in chain
+    assert "| re-weighting (round 3) | iterative not accepted | round 2 released |" in chain
+    assert "private selection" not in chain  # no selection.json: no row
     assert "not measured yet: run `make compare`" in page  # the others still missing
+
+
+def test_the_release_section_names_the_declared_mechanism(tmp_path):
+    from dprelease.core.release.manifest import NOISED
+
+    assert NOISED in results.F1_KINDS  # the page explains the kind the noised releases write
+    _release(tmp_path)
+    dpsgd = results.release_section(tmp_path)
+    assert "| mechanism | `dpsgd` (DP-SGD (Opacus)) | declared in `released.mechanism` |" in dpsgd
+    swag = DPSGD_RECORD | {
+        "mechanism": "swag_ppm",
+        "label": "SWAG-PPM",
+        "arm": "swag_ppm_reweighted",
+        "guarantee": {
+            "epsilon": None,
+            "delta": None,
+            "delta_reason": "none (no differential-privacy claim)",
+            "kind": "ppm_uncertified",
+        },
+        "test_f1_kind": "exact",
+    }
+    _json(tmp_path / "metrics/released.json", swag)
+    lines = results.release_section(tmp_path)
+    assert "| mechanism | `swag_ppm` (SWAG-PPM) | declared in `released.mechanism` |" in lines
+    assert "| ε | **none claimed** |  |" in lines and "| δ | none (no differential-privacy claim) |  |" in lines
+    assert (
+        "| weighted / macro F1 (test split) | 0.5183 / 0.1971 | `exact`: exact: not noised, not covered by ε |" in lines
+    )
+    assert not any("dpsgd" in line for line in lines)
+    (tmp_path / "metrics/released.json").unlink()
+    assert "The release: not measured yet: run `make run`." in results.release_section(tmp_path)
 
 
 def test_an_uncertified_release_has_no_epsilon_in_the_epsilon_row(tmp_path):
@@ -153,9 +210,11 @@ def test_an_uncertified_release_has_no_epsilon_in_the_epsilon_row(tmp_path):
         "parameters": 126316,
     }
     _json(tmp_path / "metrics/swag_ppm_draw.json", rel)
-    page = results.render(tmp_path)
+    _json(tmp_path / "metrics/selection.json", {"skipped": "selection.enabled is false"})
+    page = "\n".join(swag_ppm_section.render(tmp_path / "metrics"))
     assert "| ε (released) | **none claimed** | kind `ppm_uncertified`" in page
     assert "| index 2Δ (NOT an ε) | 10.500 | certified in 19 of 126316 directions; point 7.145 |" in page
+    assert "| private selection | off | selection.enabled is false |" in page
 
 
 def test_comparison_audit_nvdp_and_gpp_tables(tmp_path):

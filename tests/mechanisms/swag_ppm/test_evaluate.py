@@ -55,3 +55,14 @@ def test_plots_are_pngs(run):
         data = run.path(rel).read_bytes()
         assert data[:8] == PNG_MAGIC, rel
         assert len(data) > 1000, rel
+
+
+def test_its_results_section_is_written_inside_the_stage_s_report_folder(run):
+    from dprelease.mechanisms.swag_ppm.params import RESULTS_SECTION
+
+    folder = registry.get(run.params, "evaluate").outs[0]
+    assert RESULTS_SECTION.path.startswith(folder + "/")  # inside its declared outs: DVC's outs unchanged
+    text = run.path(RESULTS_SECTION.path).read_text(encoding="utf-8")
+    assert text.startswith(RESULTS_SECTION.heading)
+    f1 = _metrics(run, "evaluation")["released_weighted_f1"]
+    assert f"| weighted / macro F1, released draw (test split) | {f1:.4f} / " in text

@@ -14,7 +14,7 @@ AUDIT = FlowSpec(
     report="privacy/report.md",
     children="arm",
     doc="Membership inference, the one-run canary audit of every audited arm and the replay audit "
-    "of the release (swag_ppm's stage audit_replay); the model card then carries the audit.",
+    "of SWAG-PPM's released draw (its stage audit_replay); the model card then carries the audit.",
 )
 
 PLUGIN = Mechanism(

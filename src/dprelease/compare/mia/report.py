@@ -47,15 +47,17 @@ COLUMNS = (
 )
 TIGHT = "audit_tight.json"  # written by `make audit-tight` (benchmarks/audit_tight.py), merged when present
 REPLAY = "audit_replay.json"  # written by the replay audit (stage audit_replay), merged when present
+REPLAY_ARM = "replayed release"  # its rows' arm when an older file does not name it
 
 
 def replay_rows(replay: dict) -> list[dict]:
-    """The replay audit's two rows (docs/guarantees.md, L.5): the standard adversary's and the operator's."""
+    """The replay audit's two rows (docs/guarantees.md, L.5): the standard adversary's and the operator's, under the
+    arm its file names."""
     rows = []
     for view, v in replay["views"].items():
         rows.append(
             {
-                "arm": "swag_ppm_release",
+                "arm": replay.get("arm", REPLAY_ARM),
                 "claimed_epsilon": replay["claimed"],
                 "delta": None,
                 "guarantee": replay["guarantee"],

@@ -12,7 +12,7 @@ from dprelease.core.config import Params
 from dprelease.core.io import atomic_dir, atomic_path, read_json
 from dprelease.core.plots import per_class_compare_plot
 from dprelease.core.privacy.guarantee import Guarantee
-from dprelease.core.utility.evaluate import arm_dir, quartile_summary
+from dprelease.core.utility.evaluate import quartile_summary
 from dprelease.core.utility.metrics import quartile_table
 
 CAVEAT = (
@@ -32,15 +32,15 @@ CAVEAT = (
 
 
 def arm_metrics(lay: Layout, arm: str) -> tuple[dict, Guarantee, pd.DataFrame]:
-    """An arm's metrics, its guarantee record and its per-class F1 table."""
-    if plugins.arms()[arm].release:  # the release itself
-        rel, ev = read_json(lay.metrics / "swag_ppm_draw.json"), read_json(lay.metrics / "evaluation.json")
-        m = {"weighted_f1": ev["released_weighted_f1"], "macro_f1": ev["released_macro_f1"]}
-        per_class = pd.read_csv(lay.evaluation / "per_class_f1.csv", dtype={"code": str})
-        return m, Guarantee.from_dict(rel["guarantee"]), per_class
-    m = read_json(lay.metrics / f"{arm}.json")
-    per_class = pd.read_csv(arm_dir(lay, arm) / "per_class_f1.csv", dtype={"code": str})
-    return m, Guarantee.from_dict(m["guarantee"]), per_class
+    """An arm's test F1, its guarantee record and its per-class F1 table, from the files it declares
+    (:meth:`dprelease.contracts.mechanism.Arm.sources`)."""
+    root = lay.metrics.parent
+    record, (scores, weighted, macro), per_class = plugins.arms()[arm].sources()
+    rec = read_json(root / record)
+    f1 = rec if scores == record else read_json(root / scores)
+    m = {"weighted_f1": f1[weighted], "macro_f1": f1[macro]}
+    table = pd.read_csv(root / per_class / "per_class_f1.csv", dtype={"code": str})
+    return m, Guarantee.from_dict(rec["guarantee"]), table
 
 
 def _write(frame: pd.DataFrame, path: Path) -> None:

@@ -1,8 +1,8 @@
 """``docs/results.md``: the result tables rendered from what the stages wrote, never copied by hand.
 
-Reads the public outputs of a project root — ``metrics/*.json``, ``reports/compare/table1.csv`` (and the δ
-sweep), ``reports/privacy/audit.csv``, the sections the packages' report stages write (their ``RESULTS_SECTION``:
-NVDP's and GPP's ``section.md``) and the aggregate of ``reports/epsilon_sensitivity/table.csv`` — and renders
+Reads the public outputs of a project root — the release's one record ``metrics/released.json``,
+``reports/compare/table1.csv`` (and the δ sweep), ``reports/privacy/audit.csv``, the sections the packages' stages
+write (their ``RESULTS_SECTION``: SWAG-PPM's chain, NVDP's, GPP's ``section.md``) and the aggregate of ``reports/epsilon_sensitivity/table.csv`` — and renders
 Markdown tables. An input that is missing gives one line saying which command measures it. Pure apart from :func:`main`, which writes the page.
 
 ``reports/epsilon_sensitivity/`` is owner-only (ε and F1 of models that are never released): only the
@@ -20,8 +20,8 @@ from pathlib import Path
 
 from dprelease.compare.reports.results_format import (  # noqa: F401  (re-exported)
     LINK,
-    _g,
     count,
+    g4,
     missing,
     num,
     read_csv,
@@ -43,10 +43,18 @@ HEADER = (
 )
 
 
+# what a record's ``test_f1_kind`` says its F1 is (``core.release.manifest``: ``NOISED``, or exact when unmarked)
+F1_KINDS = {
+    "dp_noised_counts": "computed from Gaussian-noised counts, covered by the release's ε",
+    "exact": "exact: not noised, not covered by ε",
+}
+
+
 def release_section(root: Path) -> list[str]:
+    """The declared release, from its one record ``metrics/released.json`` (and the data line): nothing else."""
     m = root / "metrics"
-    out = ["## The default release (`make run`)", ""]
-    data, rel, audit = read_json(m / "data.json"), read_json(m / "swag_ppm_draw.json"), read_json(m / "evaluation.json")
+    out = ["## The release (`make run`)", ""]
+    data, rel = read_json(m / "data.json"), read_json(m / "released.json")
     if data:
         out += [
             f"Data: {count(data['rows'])} rows, {data['classes']} classes; train {count(data['train_rows'])} / "
@@ -54,97 +62,25 @@ def release_section(root: Path) -> list[str]:
             f"class-size Gini {num(data.get('train_class_gini'))} (`metrics/data.json`).",
             "",
         ]
-    if not rel or not audit:
-        return out + [missing("The default release", "run"), ""]
-    g, tail = rel["guarantee"], rel.get("local_sensitivity_tail") or {}
-    q = g.get("quantities", {})
-    if g["kind"] == "ppm_uncertified":  # no ε: the index is never in the ε row (docs/guarantees.md, K.9)
-        rows = [
-            ["ε (released)", "**none claimed**", f"kind `{g['kind']}`, see {LINK}"],
-            [
-                "index 2Δ (NOT an ε)",
-                num(q.get("uncertified_index")),
-                f"certified in {q.get('certified_directions')} of {q.get('parameters')} directions; point "
-                f"{num(q.get('uncertified_index_point'))}",
-            ],
-        ]
-    else:
-        rows = [
-            [
-                "ε (released)",
-                f"**{_g(g['epsilon'])}**",
-                f"kind `{g['kind']}`, see {LINK}; Δ: {q.get('claim_basis', 'the measured Δ̂')}",
-            ],
-            ["ε point estimate (from the measured Δ̂)", _g(q.get("epsilon_point_estimate")), ""],
-        ]
-    rows += [
-        ["δ", g.get("delta_reason") or sci(g.get("delta")), "never a number for SWAG-PPM"],
+    if not rel:
+        return out + [missing("The release", "run"), ""]
+    g, f1_kind = rel["guarantee"], rel.get("test_f1_kind", "exact")
+    eps = "**none claimed**" if g.get("epsilon") is None else f"**{g4(g['epsilon'])}**"
+    label = f" ({rel['label']})" if rel.get("label") else ""
+    rows = [
+        ["mechanism", f"`{rel['mechanism']}`{label}", "declared in `released.mechanism`"],
+        ["guarantee kind", f"`{g['kind']}`", f"see {LINK}"],
+        ["ε", eps, ""],
+        ["δ", g.get("delta_reason") or sci(g.get("delta")), ""],
         [
-            "Δ̂ (local sensitivity; ε = 2Δ / min(1, T_min over all directions))",
-            num(q.get("local_sensitivity")),
-            f"max over {q.get('posterior_draws', '–')} posterior draws and the released draw",
+            "weighted / macro F1 (test split)",
+            f"{num(rel.get('weighted_f1'), 4)} / {num(rel.get('macro_f1'), 4)}",
+            f"`{f1_kind}`: {F1_KINDS.get(f1_kind, 'as the record names it')}",
         ],
-        ["released round", str(rel.get("round", q.get("round", "–"))), ""],
-        [
-            "T̂ / T_min (SWAG against the Laplace marginal, in SWAG's subspace)",
-            f"{num(q.get('temperature'))} / {num(q.get('temperature_min'))}",
-            f"calibration `{q.get('calibration', '–')}`",
-        ],
-        [
-            "T̂ over all parameters (mean) / certified T_min over all",
-            f"{num(q.get('temperature_all'))} / {q['temperature_min_all']:.3g}"
-            if q.get("temperature_min_all") is not None
-            else num(q.get("temperature_all")),
-            "λ·scale·min var (docs/guarantees.md, M)",
-        ],
+        ["release folder", f"`{rel['release']}`", ""],
     ]
-    if tail:
-        rows.append(
-            [
-                f"2Δ at Δ̂'s {tail['level']:g} quantile (GEV) [{100 * tail['confidence']:g} % interval]",
-                f"{num(2 * tail['estimate'])} [{num(2 * tail['ci_low'])}, {num(2 * tail['ci_high'])}]",
-                "Monte Carlo error of the maximum",
-            ]
-        )
-    rows += [
-        [
-            "weighted / macro F1, released draw (test split)",
-            f"{num(audit['released_weighted_f1'], 4)} / {num(audit['released_macro_f1'], 4)}",
-            "",
-        ],
-        [
-            f"weighted / macro F1, mean ± sd over {audit.get('draws', '–')} further draws",
-            f"{num(audit['weighted_f1_mean'], 4)} ± {num(audit['weighted_f1_sd'], 4)} / "
-            f"{num(audit['macro_f1_mean'], 4)} ± {num(audit['macro_f1_sd'], 4)}",
-            "",
-        ],
-        [
-            "top / bottom quartile weighted F1 (classes by training size)",
-            f"{num(audit.get('top_quartile_weighted_f1'), 4)} / {num(audit.get('bottom_quartile_weighted_f1'), 4)}",
-            "",
-        ],
-        ["fit verdict (max-delta diagnostics)", str(audit.get("verdict", "–")), ""],
-    ]
-    rw = read_json(m / "reweight.json")
-    if rw:
-        state = "off" if "skipped" in rw else ("accepted" if rw.get("accepted") else "not accepted")
-        rows.append(
-            [
-                "re-weighting (round 3)",
-                f"{rw.get('mode', '')} {state}".strip(),
-                rw.get("reason") or rw.get("skipped", ""),
-            ]
-        )
-    sel = read_json(m / "selection.json")
-    if sel:
-        rows.append(["private selection", "off" if "skipped" in sel else "on", sel.get("skipped", "")])
     out += table(["figure", "value", "note"], rows)
-    return out + [
-        "",
-        "Sources: `metrics/swag_ppm_draw.json`, `metrics/evaluation.json`, `metrics/reweight.json`, "
-        "`metrics/selection.json`.",
-        "",
-    ]
+    return out + ["", "Source: `metrics/released.json`.", ""]
 
 
 def comparison_section(root: Path) -> list[str]:
@@ -217,8 +153,8 @@ def frontier_section(root: Path) -> list[str]:
         [
             [
                 r["label"],
-                _g(r["epsilon"]),
-                _g(r["target_epsilon"]),
+                g4(r["epsilon"]),
+                g4(r["target_epsilon"]),
                 f"`{r['kind']}`",
                 r["accountant"],
                 f"{num(r['weighted_f1_mean'])} ± {num(r['weighted_f1_sd'])}",
@@ -226,7 +162,7 @@ def frontier_section(root: Path) -> list[str]:
                 num(r["validation_weighted_f1"]),
                 count(r["seeds"]),
                 count(r["grid_size"]),
-                _g(r["audit_bound"]),
+                g4(r["audit_bound"]),
             ]
             for r in rows
         ],

@@ -1,5 +1,5 @@
-"""docs/results.md's audit, the packages' own (NVDP's, GPP's: their ``RESULTS_SECTION``) and ε-sensitivity
-sections (:mod:`dprelease.compare.reports.results` renders the page)."""
+"""docs/results.md's audit, the packages' own (SWAG-PPM's chain, NVDP's, GPP's: their ``RESULTS_SECTION``) and
+ε-sensitivity sections (:mod:`dprelease.compare.reports.results` renders the page)."""
 
 from __future__ import annotations
 

@@ -9,13 +9,15 @@ from dprelease.contracts import plugins
 from dprelease.contracts.stage import Stage
 from dprelease.core.config import Params
 
-RELEASE_FILES = ["reports/release", "metrics/evaluation.json", "metrics/swag_ppm_draw.json", "metrics/data.json"]
+REPORT_FILES = ["metrics/data.json"]  # what the report reads whatever the arms
 
 
 def arm_files(name: str) -> list[str]:
-    """What the report reads of one arm (an arm that is the release itself: the release's files)."""
+    """What the report reads of one arm: the files it declares (:meth:`dprelease.contracts.mechanism.Arm.sources`)
+    and its further ``files``."""
     arm = plugins.arms()[name]
-    return [] if arm.release else [f"reports/arms/{name}", f"metrics/{name}.json", *arm.files]
+    record, (scores, _, _), per_class = arm.sources()
+    return list(dict.fromkeys([per_class, record, scores, *arm.files]))
 
 
 def check(params: Params) -> None:
@@ -23,7 +25,7 @@ def check(params: Params) -> None:
 
 
 def declare(params: Params) -> list[Stage]:
-    deps = sorted({f for arm in params.compare.arms for f in arm_files(arm)} | set(RELEASE_FILES))
+    deps = sorted({f for arm in params.compare.arms for f in arm_files(arm)} | set(REPORT_FILES))
     return [
         Stage(
             name="compare_report",

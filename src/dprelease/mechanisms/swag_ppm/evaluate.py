@@ -22,6 +22,7 @@ from dprelease.core.plots import confusion_plot, f1_violin_plot, loss_curves_plo
 from dprelease.core.privacy import secret
 from dprelease.core.utility.evaluate import quartile_summary, score, write_tables
 from dprelease.core.utility.metrics import f1_summary, mean_sd
+from dprelease.mechanisms.swag_ppm import section
 from dprelease.mechanisms.swag_ppm.diagnostics import diagnose
 from dprelease.mechanisms.swag_ppm.record import own_figures
 from dprelease.mechanisms.swag_ppm.reweighting import released_round
@@ -97,6 +98,7 @@ def evaluate_release(params: Params, root: str | Path = ".") -> dict:
     write_json(
         lay.metrics / "headline.json", headline_figures(own_figures(lay.metrics), lay.metrics, arm=None, canary=False)
     )
+    section.write(lay.evaluation, lay.metrics)  # its section of docs/results.md (params.RESULTS_SECTION)
     return summary
 
 

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from dprelease.contracts.mechanism import Arm
+from dprelease.contracts.mechanism import Arm, ResultsSection
 
 
 class _Strict(BaseModel):
@@ -201,6 +201,9 @@ ARMS = (
         label="SWAG-PPM release",
         release=True,
         model="draw/release",
+        record="metrics/swag_ppm_draw.json",  # its draw's guarantee record; its F1 and per-class table: the evaluation
+        scores=("metrics/evaluation.json", "released_weighted_f1", "released_macro_f1"),
+        per_class="reports/release",
         suffix=lambda q: f" (round {q['round']})",
         requires=("ppm.reweight: true", lambda p: p.ppm.reweight),
         params=_READS,
@@ -223,6 +226,13 @@ def _censored_level(params) -> str | None:
         )
     return None
 
+
+RESULTS_SECTION = ResultsSection(  # its section of docs/results.md, written by stage evaluate (swag_ppm/section.py)
+    path="reports/release/section.md",
+    heading="## SWAG-PPM's chain, measured beside the release (`make run`)",
+    what="SWAG-PPM's chain",
+    target="run",
+)
 
 CHECKS = (_censored_level,)  # run when params are parsed (dprelease.contracts.plugins.checks)
 

@@ -28,6 +28,8 @@ VIEWS = ("public", "operator")
 NOT_COVERED = "the adversary holds the secret key: not covered by the guarantee (why the key stays private)"
 COVERED = "the standard adversary (code, params, public seed, D∖{x}, x; no key): what the claim must hold against"
 
+ARM = "swag_ppm_release"  # the audited model: SWAG-PPM's released draw
+
 
 def claimed_number(g: guarantee.Guarantee) -> float | None:
     """The number the release quotes: its ε, or an uncertified release's index (never shown as ε)."""
@@ -164,6 +166,7 @@ def audit_replay(params: Params, root: str | Path = ".") -> dict:
         for j, row in enumerate(per_record)
     ]
     out = {
+        "arm": ARM,  # its rows' arm in the audit table (dprelease.compare.mia.report reads it from here)
         "round": r,
         "claimed": claimed,
         "guarantee": claim.kind,

@@ -191,6 +191,7 @@ def declare(params: Params) -> list[Stage]:
                 *sens,
                 "metrics/swag_ppm_draw.json",
             ],
+            evidence=["metrics/selection.json"],  # its results section's selection row, when present
             outs=["reports/release"],
             metrics=["metrics/evaluation.json", "metrics/diagnostics.json", "metrics/headline.json"],
             plots=[
