@@ -153,11 +153,11 @@ def test_the_release_section_reads_the_release_record_and_swag_ppm_s_chain_has_i
     assert "| release folder | `release` |" in release and "Source: `metrics/released.json`." in release
     assert "Data: 5,252 rows, 108 classes; train 2,626 / validation 525 / test 2,101" in release
     assert "7.145" not in release and "0.3968" not in release  # nothing of SWAG-PPM's draw in the release's section
-    assert "| ε (released) | **7.145** |" in chain
+    assert "| ε (its draw's claim) | **7.145** |" in chain
     assert "| Δ̂ (local sensitivity; ε = 2Δ / min(1, T_min over all directions)) | 3.573 |" in chain
     assert "| T̂ / T_min (SWAG against the Laplace marginal, in SWAG's subspace) | 0.980 / 0.910 |" in chain
     assert "| 2Δ at Δ̂'s 0.9998 quantile (GEV) [95 % interval] | 9.000 [8.000, 10.500] |" in chain
-    assert "| weighted / macro F1, released draw (test split) | 0.3968 / 0.1279 |" in chain
+    assert "| weighted / macro F1, its draw (test split) | 0.3968 / 0.1279 |" in chain
     assert "0.4171 ± 0.0247 / 0.1333 ± 0.0095" in chain
     assert "| re-weighting (round 3) | iterative not accepted | round 2 released |" in chain
     assert "private selection" not in chain  # no selection.json: no row
@@ -212,7 +212,7 @@ def test_an_uncertified_release_has_no_epsilon_in_the_epsilon_row(tmp_path):
     _json(tmp_path / "metrics/swag_ppm_draw.json", rel)
     _json(tmp_path / "metrics/selection.json", {"skipped": "selection.enabled is false"})
     page = "\n".join(swag_ppm_section.render(tmp_path / "metrics"))
-    assert "| ε (released) | **none claimed** | kind `ppm_uncertified`" in page
+    assert "| ε (its draw's claim) | **none claimed** | kind `ppm_uncertified`" in page
     assert "| index 2Δ (NOT an ε) | 10.500 | certified in 19 of 126316 directions; point 7.145 |" in page
     assert "| private selection | off | selection.enabled is false |" in page
 

@@ -229,7 +229,7 @@ def _censored_level(params) -> str | None:
 
 RESULTS_SECTION = ResultsSection(  # its section of docs/results.md, written by stage evaluate (swag_ppm/section.py)
     path="reports/release/section.md",
-    heading="## SWAG-PPM's chain, measured beside the release (`make run`)",
+    heading="## SWAG-PPM's chain, measured beside the release (`make run`; released only when `released.mechanism: swag_ppm`)",
     what="SWAG-PPM's chain",
     target="run",
 )

@@ -18,7 +18,7 @@ def _claim_rows(g: dict) -> list[list[str]]:
     q = g.get("quantities", {})
     if g["kind"] == "ppm_uncertified":
         return [
-            ["ε (released)", "**none claimed**", f"kind `{g['kind']}`, see {LINK}"],
+            ["ε (its draw's claim)", "**none claimed**", f"kind `{g['kind']}`, see {LINK}"],
             [
                 "index 2Δ (NOT an ε)",
                 num(q.get("uncertified_index")),
@@ -28,7 +28,7 @@ def _claim_rows(g: dict) -> list[list[str]]:
         ]
     return [
         [
-            "ε (released)",
+            "ε (its draw's claim)",
             f"**{g4(g['epsilon'])}**",
             f"kind `{g['kind']}`, see {LINK}; Δ: {q.get('claim_basis', 'the measured Δ̂')}",
         ],
@@ -45,9 +45,9 @@ def _draw_rows(rel: dict) -> list[list[str]]:
         [
             "Δ̂ (local sensitivity; ε = 2Δ / min(1, T_min over all directions))",
             num(q.get("local_sensitivity")),
-            f"max over {q.get('posterior_draws', '–')} posterior draws and the released draw",
+            f"max over {q.get('posterior_draws', '–')} posterior draws and its draw",
         ],
-        ["released round", str(rel.get("round", q.get("round", "–"))), ""],
+        ["round of its draw", str(rel.get("round", q.get("round", "–"))), ""],
         [
             "T̂ / T_min (SWAG against the Laplace marginal, in SWAG's subspace)",
             f"{num(q.get('temperature'))} / {num(q.get('temperature_min'))}",
@@ -76,7 +76,7 @@ def _evaluation_rows(ev: dict) -> list[list[str]]:
     """The released draw's and the further draws' test F1, the quartiles and the fit verdict."""
     return [
         [
-            "weighted / macro F1, released draw (test split)",
+            "weighted / macro F1, its draw (test split)",
             f"{num(ev['released_weighted_f1'], 4)} / {num(ev['released_macro_f1'], 4)}",
             "",
         ],
