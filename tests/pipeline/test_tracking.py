@@ -302,13 +302,19 @@ def test_experiment_is_marked_as_model_training(tmp_path):
 def test_release_run_name_says_what_ran():
     from dprelease.core.privacy import guarantee
 
-    params = parse_params({})
+    params = parse_params({"released": {"mechanism": "swag_ppm"}})  # its ReleaseSpec's run_name words the name
     g = guarantee.ppm(5.496, 2.748, round=2, temperature=1.0)
     name = tracking.release_run_name(params, g)
     assert name == "SWAG-PPM · head · round 2 · ε=5.496 · c=1 · calibration=subspace · reweight=iterative"
     u = guarantee.uncertified(7.1452, 3.5726, certified_directions=19, parameters=126_316, round=2)
     assert tracking.release_run_name(params, u) == (
         "SWAG-PPM · head · round 2 · index=7.145 (not DP) · c=1 · calibration=subspace · reweight=iterative"
+    )
+    d = guarantee.Guarantee.from_dict(
+        {"kind": "dp_accountant", "epsilon": 7.996, "delta": 2.9e-4, "mechanism": "DP-SGD (Opacus)", "quantities": {}}
+    )
+    assert (
+        tracking.release_run_name(parse_params({}), d) == "DP-SGD (Opacus) · head · ε=7.996 · dp_accountant · δ=0.00029"
     )
 
 

@@ -186,6 +186,8 @@ class ReleaseSpec:
     # (params) -> its own public settings, flattened ({"dpsgd.head.lr": 0.01, ...}; dprelease.contracts.stage.flat): the
     # release run's MLflow params beyond the shared sections, only what its release reads (none: it reads those only)
     settings: Callable[[Any], dict] = lambda params: {}
+    # (params, guarantee, claim text) -> the release run's name after mechanism and backend; None: claim, kind, δ
+    run_name: Callable[[Any, Any, str], list[str] | None] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

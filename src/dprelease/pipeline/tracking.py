@@ -159,8 +159,11 @@ def _source_tags(root: Path) -> dict:
 
 
 def release_run_name(params: Params, g: Guarantee) -> str:
-    """What ran, in the runs table: mechanism, backend, ε and the key public settings (SWAG-PPM: its round)."""
-    q, p = g.quantities, params.ppm
+    """What ran, in the runs table: mechanism, backend, the claim and the release's key settings (its
+    ``ReleaseSpec.run_name``; by default its kind and δ)."""
+    from dprelease.pipeline import registry
+
+    q = g.quantities
     claim = (
         f"ε={g.epsilon:.3f}"
         if g.epsilon is not None
@@ -168,21 +171,11 @@ def release_run_name(params: Params, g: Guarantee) -> str:
         if g.kind == "ppm_uncertified"
         else "no ε"
     )
-    if q.get("round") is None:  # not a SWAG-PPM round: the mechanism, its kind and δ
-        return " · ".join(
-            [g.mechanism, params.model.backend, claim, g.kind] + ([f"δ={g.delta:.2g}"] if g.delta is not None else [])
-        )
-    parts = [
-        g.mechanism,
-        params.model.backend,
-        f"round {q.get('round')}",
-        claim,
-        f"c={p.c:g}",
-        f"calibration={p.calibration}",
-    ]
-    if params.ppm.reweighting:
-        parts.append(f"reweight={p.reweight_mode}")
-    return " · ".join(parts)
+    own = registry.release_spec(params).run_name
+    rest = own(params, g, claim) if own is not None else None
+    if rest is None:  # the claim, its kind and δ
+        rest = [claim, g.kind] + ([f"δ={g.delta:.2g}"] if g.delta is not None else [])
+    return " · ".join([g.mechanism, params.model.backend, *rest])
 
 
 # the shared params sections a release run's MLflow params hold (output paths left out); each mechanism whose release

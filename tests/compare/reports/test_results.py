@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from dprelease.compare.reports import results
+from dprelease.core.config import parse_params
 from dprelease.mechanisms.gpp import section as gpp_section
 from dprelease.mechanisms.nvdp import section as nvdp_section
 from dprelease.mechanisms.swag_ppm import section as swag_ppm_section
@@ -160,7 +161,7 @@ def test_the_release_section_reads_the_release_record_and_swag_ppm_s_chain_has_i
     assert "| weighted / macro F1, its draw (test split) | 0.3968 / 0.1279 |" in chain
     assert "0.4171 ± 0.0247 / 0.1333 ± 0.0095" in chain
     assert "| re-weighting (round 3) | iterative not accepted | round 2 released |" in chain
-    assert "private selection" not in chain  # no selection.json: no row
+    assert "private selection" not in chain  # no selection row handed in: none
     assert "not measured yet: run `make compare`" in page  # the others still missing
 
 
@@ -210,8 +211,8 @@ def test_an_uncertified_release_has_no_epsilon_in_the_epsilon_row(tmp_path):
         "parameters": 126316,
     }
     _json(tmp_path / "metrics/swag_ppm_draw.json", rel)
-    _json(tmp_path / "metrics/selection.json", {"skipped": "selection.enabled is false"})
-    page = "\n".join(swag_ppm_section.render(tmp_path / "metrics"))
+    p = parse_params({"selection": {"enabled": False}})
+    page = "\n".join(swag_ppm_section.render(tmp_path / "metrics", selection=swag_ppm_section.selection_row(p)))
     assert "| ε (its draw's claim) | **none claimed** | kind `ppm_uncertified`" in page
     assert "| index 2Δ (NOT an ε) | 10.500 | certified in 19 of 126316 directions; point 7.145 |" in page
     assert "| private selection | off | selection.enabled is false |" in page

@@ -66,3 +66,6 @@ def test_its_results_section_is_written_inside_the_stage_s_report_folder(run):
     assert text.startswith(RESULTS_SECTION.heading)
     f1 = _metrics(run, "evaluation")["released_weighted_f1"]
     assert f"| weighted / macro F1, its draw (test split) | {f1:.4f} / " in text
+    # the selection row comes from the declared settings, whatever order the stages ran in
+    on = run.params.selection.enabled and run.params.data.validation_size > 0
+    assert ("| private selection | on |" if on else "| private selection | off |") in text

@@ -98,7 +98,8 @@ def evaluate_release(params: Params, root: str | Path = ".") -> dict:
     write_json(
         lay.metrics / "headline.json", headline_figures(own_figures(lay.metrics), lay.metrics, arm=None, canary=False)
     )
-    section.write(lay.evaluation, lay.metrics)  # its section of docs/results.md (params.RESULTS_SECTION)
+    # its section of docs/results.md (params.RESULTS_SECTION)
+    section.write(lay.evaluation, lay.metrics, selection=section.selection_row(params))
     return summary
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from dprelease.core.markdown import LINK, g4, num, read_json, sci, table
 from dprelease.mechanisms.swag_ppm.params import RESULTS_SECTION
 
-SOURCES = ("swag_ppm_draw.json", "evaluation.json", "reweight.json", "selection.json")  # in the metrics folder
+SOURCES = ("swag_ppm_draw.json", "evaluation.json", "reweight.json")  # in the metrics folder
 
 
 def _claim_rows(g: dict) -> list[list[str]]:
@@ -95,10 +95,22 @@ def _evaluation_rows(ev: dict) -> list[list[str]]:
     ]
 
 
-def render(metrics: Path) -> list[str]:
-    """The section's lines from the chain's records in ``metrics`` (the metrics folder); the heading and a line
-    naming ``make run`` when the draw's record or its evaluation is absent."""
-    rel, ev, rw, sel = (read_json(Path(metrics) / name) for name in SOURCES)
+def selection_row(params) -> list[str]:
+    """Whether the private selection of the draw runs, from the declared settings (never from the order stages ran)."""
+    from dprelease.mechanisms.swag_ppm.select import NO_VALIDATION, NOT_ENABLED
+
+    if not params.selection.enabled:
+        return ["private selection", "off", NOT_ENABLED]
+    if params.data.validation_size == 0:
+        return ["private selection", "off", NO_VALIDATION]
+    return ["private selection", "on", ""]
+
+
+def render(metrics: Path, *, selection: list[str] | None = None) -> list[str]:
+    """The section's lines from the chain's records in ``metrics`` (the metrics folder) and the ``selection`` row
+    (:func:`selection_row`); the heading and a line naming ``make run`` when the draw's record or its evaluation is
+    absent."""
+    rel, ev, rw = (read_json(Path(metrics) / name) for name in SOURCES)
     out = [RESULTS_SECTION.heading, ""]
     if not rel or not ev:
         return out + [f"{RESULTS_SECTION.what}: not measured yet: run `make {RESULTS_SECTION.target}`.", ""]
@@ -112,8 +124,8 @@ def render(metrics: Path) -> list[str]:
                 rw.get("reason") or rw.get("skipped", ""),
             ]
         )
-    if sel:
-        rows.append(["private selection", "off" if "skipped" in sel else "on", sel.get("skipped", "")])
+    if selection:
+        rows.append(selection)
     return out + [
         *table(["figure", "value", "note"], rows),
         "",
@@ -122,6 +134,6 @@ def render(metrics: Path) -> list[str]:
     ]
 
 
-def write(folder: Path, metrics: Path) -> None:
+def write(folder: Path, metrics: Path, *, selection: list[str] | None = None) -> None:
     """``folder/section.md`` (the evaluation's report folder) from the chain's records in ``metrics``."""
-    (Path(folder) / "section.md").write_text("\n".join(render(metrics)), encoding="utf-8")
+    (Path(folder) / "section.md").write_text("\n".join(render(metrics, selection=selection)), encoding="utf-8")

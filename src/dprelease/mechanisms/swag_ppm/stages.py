@@ -54,9 +54,20 @@ REWEIGHT_PARAMS = [
 ]
 
 
+def run_name(params: Params, g, claim: str) -> list[str] | None:
+    """Its release run's name after mechanism and backend: the round, the claim, c, the calibration and the
+    re-weighting mode (None for a guarantee that is not a SWAG-PPM round's: the default words)."""
+    if g.quantities.get("round") is None:
+        return None
+    p = params.ppm
+    parts = [f"round {g.quantities['round']}", claim, f"c={p.c:g}", f"calibration={p.calibration}"]
+    return parts + ([f"reweight={p.reweight_mode}"] if p.reweighting else [])
+
+
 def settings(params: Params) -> dict:
     """SWAG-PPM's settings in a release run's MLflow params (its chain runs in every ``make run``): SWAG's for the
-    backend in use, the evaluation's, and of ``ppm`` what its mechanism and re-weighting mode read."""
+    backend in use, the evaluation's, whether its draw is privately selected, and of ``ppm`` what its mechanism and
+    re-weighting mode read."""
     ppm, other = params.ppm, ({"head", "full"} - {params.model.backend}).pop()
     drop = {f"swag.{other}.", "ppm.frontier."}
     if ppm.mechanism != "censored":
@@ -68,7 +79,7 @@ def settings(params: Params) -> dict:
     else:
         drop |= {"ppm.reweight_step", "ppm.reweight_target", "ppm.reweight_tolerance", "ppm.reweight_aim"}
         drop |= {"ppm.max_refits", "ppm.validation_draws"}
-    return flat(params, ["ppm", "swag", "evaluation"], drop=tuple(drop))
+    return flat(params, ["ppm", "swag", "evaluation", "selection.enabled"], drop=tuple(drop))
 
 
 # released when ``released.mechanism: swag_ppm``: ONE draw from the released round, signed by the shared publish step
@@ -84,6 +95,7 @@ SPEC = ReleaseSpec(
     code=lambda: closure(publish.__name__),
     summary=record.summary_lines,
     settings=settings,
+    run_name=run_name,
 )
 
 
@@ -179,7 +191,7 @@ def declare(params: Params) -> list[Stage]:
         Stage(
             name="evaluate",
             run=evaluate.evaluate_release,
-            params=MODEL + ["ppm.reweight", "evaluation"],
+            params=MODEL + ["ppm.reweight", "evaluation", "selection.enabled", "data.validation_size"],
             deps=[
                 key,
                 labels,
@@ -191,7 +203,6 @@ def declare(params: Params) -> list[Stage]:
                 *sens,
                 "metrics/swag_ppm_draw.json",
             ],
-            evidence=["metrics/selection.json"],  # its results section's selection row, when present
             outs=["reports/release"],
             metrics=["metrics/evaluation.json", "metrics/diagnostics.json", "metrics/headline.json"],
             plots=[
