@@ -81,7 +81,8 @@ def test_quickstart_as_written_in_a_fresh_clone(tmp_path):
     assert "--new-key" in first and "Release (dpsgd)" in first and "dp_accountant" in first
     assert re.search(r"weighted F1 \d\.\d{3}, macro F1 \d\.\d{3} \(test split, from noised counts", first)
     assert "floor      the public model" in first  # the public-only floor beside the release
-    assert "SWAG-PPM, the design's chain" in first  # its figures beside the release
+    assert "SWAG-PPM, the design's chain, measured beside the release (not released)" in first  # beside, its own words
+    assert "utility    its draw: weighted F1" in first and "released draw" not in first
     verify = next(o for c, o in zip(quickstart_commands((clone / "README.md").read_text()), outputs) if " verify " in c)
     assert "dp_accountant" in verify and manifest["signed_by"]["key_id"][:16] in verify
     with open(clone / "coded.csv", newline="", encoding="utf-8") as fh:

@@ -139,7 +139,8 @@ def summary_lines(params: Params, root: str | Path) -> list[str]:
             else "(not measured)"
         ),
         *([f"             {coverage_sentence(q)}"] if g.kind in ("ppm_local_asymptotic", "ppm_uncertified") else []),
-        f"  utility    released draw: weighted F1 {ev['released_weighted_f1']:.3f}, macro F1 {ev['released_macro_f1']:.3f}",
+        f"  utility    {'released draw' if released else 'its draw'}: weighted F1 {ev['released_weighted_f1']:.3f}, "
+        f"macro F1 {ev['released_macro_f1']:.3f}",
         f"             over {ev['draws']} draws: weighted {ev['weighted_f1_mean']:.3f} ± {ev['weighted_f1_sd']:.3f}, "
         f"macro {ev['macro_f1_mean']:.3f} ± {ev['macro_f1_sd']:.3f}",
         f"  plots      {lay.plots}/max_delta.png, {lay.plots}/f1_violin.png; per-class F1: {lay.evaluation}/per_class_f1.csv",
