@@ -113,3 +113,29 @@ def test_stage_is_frozen():
     s = _stage()
     with pytest.raises(AttributeError):
         s.name = "other"  # type: ignore[misc]
+
+
+def test_flat_flattens_keys_to_their_leaves():
+    from pydantic import BaseModel
+
+    from dprelease.contracts.stage import flat
+
+    class D(BaseModel):
+        e: str = "x"
+
+    class B(BaseModel):
+        c: int = 2
+        d: D = D()
+
+    class P(BaseModel):
+        a: int = 1
+        b: B = B()
+        f: list[int] = [1, 2]
+
+    assert flat(P(), ["a", "b", "f"]) == {
+        "a": 1,
+        "b.c": 2,
+        "b.d.e": "x",
+        "f": [1, 2],
+    }
+    assert flat(P(), ["b.d", "a"], drop=("a",)) == {"b.d.e": "x"}

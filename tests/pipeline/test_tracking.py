@@ -151,15 +151,6 @@ def test_guarantee_tags(monkeypatch):
     assert tags["delta"] == "1e-05" and tags["guarantee"] == "dp_accountant"
 
 
-def test_flatten():
-    assert tracking._flatten({"a": 1, "b": {"c": 2, "d": {"e": "x"}}, "f": [1, 2]}) == {
-        "a": 1,
-        "b.c": 2,
-        "b.d.e": "x",
-        "f": [1, 2],
-    }
-
-
 # the store --------------------------------------------------------------------------------------------
 def test_setup_creates_the_experiment_at_the_roots_mlartifacts(template):
     exp = _client(template["root"]).get_experiment_by_name(EXPERIMENT)

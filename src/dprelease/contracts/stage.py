@@ -113,7 +113,8 @@ def pick(params: BaseModel, dotted: list[str]) -> dict:
 
 
 def flat(params: BaseModel, dotted: list[str], *, drop: tuple[str, ...] = ()) -> dict:
-    """A release's public settings for its MLflow run (:attr:`dprelease.contracts.mechanism.ReleaseSpec.settings`).
+    """Params keys flattened to their leaves: the settings an MLflow run logs (a release's ``ReleaseSpec.settings``,
+    the shared sections, a tracked flow's section).
 
     Args:
         params: the validated params.

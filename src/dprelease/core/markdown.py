@@ -44,6 +44,11 @@ def read_json(path: Path) -> dict | None:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
+def missing(what: str, target: str) -> str:
+    """The line a section without its inputs shows: what is missing and the make target that measures it."""
+    return f"{what}: not measured yet: run `make {target}`."
+
+
 def table(head: list[str], rows: list[list[str]]) -> list[str]:
     """A Markdown table's lines."""
     return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head), *("| " + " | ".join(r) + " |" for r in rows)]

@@ -16,6 +16,7 @@ import sqlite3
 from pathlib import Path
 
 from dprelease.contracts.layout import Layout
+from dprelease.contracts.stage import flat
 from dprelease.core.config import Params
 from dprelease.core.headline import released_record
 from dprelease.core.io import read_json, write_json
@@ -30,13 +31,6 @@ HTTP_LIMITS = {
 }
 PENDING = ".mlflow-pending.json"
 EXPERIMENT_KIND, MODEL_TRAINING = "mlflow.experimentKind", "custom_model_development"
-
-
-def _flatten(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        out |= _flatten(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v}
-    return out
 
 
 def tracking_uri(params: Params, root: str | Path = ".") -> str:
@@ -202,11 +196,8 @@ def staged_releases(params: Params) -> list:
 def mechanism_params(params: Params) -> dict:
     """The settings the release's stages read, flattened: the shared sections (of ``model`` only the backend in use)
     and each staged release's own (:attr:`ReleaseSpec.settings <dprelease.contracts.mechanism.ReleaseSpec.settings>`)."""
-    raw = params.model_dump(mode="json")
     other = ({"head", "full"} - {params.model.backend}).pop()
-    out = {
-        k: v for k, v in _flatten({k: raw[k] for k in SHARED_SECTIONS}).items() if not k.startswith(f"model.{other}.")
-    }
+    out = flat(params, list(SHARED_SECTIONS), drop=(f"model.{other}.",))
     for spec in staged_releases(params):
         out |= spec.settings(params)
     return dict(sorted(out.items()))

@@ -13,10 +13,11 @@ from dprelease.compare.reports.compare import arm_metrics
 from dprelease.contracts import plugins
 from dprelease.contracts.layout import Layout
 from dprelease.contracts.mechanism import TrackedRun
+from dprelease.contracts.stage import flat
 from dprelease.core.config import Params
 from dprelease.core.utility.evaluate import quartile_summary
 from dprelease.core.utility.metrics import quartile_table
-from dprelease.pipeline.tracking import _flatten, _guarantee_metrics, _guarantee_tags, _run, _setup
+from dprelease.pipeline.tracking import _guarantee_metrics, _guarantee_tags, _run, _setup
 
 
 def log_tracked(params: Params, root: str | Path, record: TrackedRun) -> str:
@@ -49,14 +50,8 @@ def log_compare_run(params: Params, root: str | Path = ".") -> str:
     out = lay.reports / "compare"
     with _run(mlflow, root, run_name="compare") as parent:
         arms = plugins.arms()
-        read = tuple(f"{key}." for arm in params.compare.arms for key in arms[arm].params)  # the arms' own settings
-        mlflow.log_params(
-            {
-                k: v
-                for k, v in _flatten(params.model_dump(mode="json")).items()
-                if k.startswith(("compare.", "model.backend", "seed", *read))
-            }
-        )
+        read = [key for arm in params.compare.arms for key in arms[arm].params]  # the arms' own settings
+        mlflow.log_params(flat(params, ["compare", "model.backend", "seed", *dict.fromkeys(read)]))
         said = []
         for arm in params.compare.arms:
             m, g, per_class = arm_metrics(lay, arm)

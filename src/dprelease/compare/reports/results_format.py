@@ -3,11 +3,7 @@
 
 from __future__ import annotations
 
-from dprelease.core.markdown import LINK, g4, num, read_csv, read_json, sci, table  # noqa: F401  (re-exported)
-
-
-def missing(what: str, target: str) -> str:
-    return f"{what}: not measured yet: run `make {target}`."
+from dprelease.core.markdown import LINK, g4, missing, num, read_csv, read_json, sci, table  # noqa: F401  (re-exported)
 
 
 def count(v) -> str:

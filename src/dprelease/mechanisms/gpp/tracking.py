@@ -8,6 +8,7 @@ from pathlib import Path
 
 from dprelease.contracts.layout import Layout
 from dprelease.contracts.mechanism import TrackedRun
+from dprelease.contracts.stage import flat
 from dprelease.core.config import Params
 from dprelease.core.io import read_json
 
@@ -17,14 +18,6 @@ FIGURES = ("utility_auc", "utility_accuracy", "adversary_auc")
 
 def _number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v
-
-
-def _flatten(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        out |= _flatten(v, key + ".") if isinstance(v, dict) else {key: v}
-    return out
 
 
 def dataset_metrics(m: dict) -> dict[str, float]:
@@ -51,7 +44,7 @@ def tracked_run(params: Params, root: str | Path = ".", timings: dict | None = N
     ]
     return TrackedRun(
         name="gpp",
-        params={k: v for k, v in _flatten(params.model_dump(mode="json")).items() if k.startswith("gpp.")},
+        params=flat(params, ["gpp"]),
         tags={"guarantee": "GPP: no DP epsilon; empirical (probe AUC) + S003 mutual-information statement"},
         metrics={f"time_s.{k}": v for k, v in (timings or {}).items() if _number(v)},
         artifacts=[(path, "gpp") for path in sorted((lay.reports / "gpp").glob("*"))],

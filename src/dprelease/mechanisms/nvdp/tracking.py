@@ -8,6 +8,7 @@ from pathlib import Path
 
 from dprelease.contracts.layout import Layout
 from dprelease.contracts.mechanism import TrackedRun
+from dprelease.contracts.stage import flat
 from dprelease.core.config import Params
 
 METRICS = (
@@ -30,13 +31,6 @@ def _is_number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def _flatten(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        out |= _flatten(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v}
-    return out
-
-
 def tracked_run(params: Params, root: str | Path, timings: dict | None = None) -> TrackedRun:
     """The NVDP flow's record (``timings`` unused: the parent run holds the experiments, not the stages)."""
     import pandas as pd
@@ -55,7 +49,7 @@ def tracked_run(params: Params, root: str | Path, timings: dict | None = None) -
         children.append(TrackedRun(name=f"nvdp {task} {variant}", tags={"task": task, "variant": variant}, steps=steps))
     return TrackedRun(
         name="nvdp",
-        params={k: v for k, v in _flatten(params.model_dump(mode="json")).items() if k.startswith(("nvdp.", "seed"))},
+        params=flat(params, ["nvdp", "seed"]),
         tags={"guarantees": GUARANTEES},
         children=children,
         artifacts=[(path, "nvdp") for path in sorted(out.glob("*"))],

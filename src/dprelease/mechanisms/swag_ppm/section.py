@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dprelease.core.markdown import LINK, g4, num, read_json, sci, table
+from dprelease.core.markdown import LINK, g4, missing, num, read_json, sci, table
 from dprelease.mechanisms.swag_ppm.params import RESULTS_SECTION
 
 SOURCES = ("swag_ppm_draw.json", "evaluation.json", "reweight.json")  # in the metrics folder
@@ -113,7 +113,7 @@ def render(metrics: Path, *, selection: list[str] | None = None) -> list[str]:
     rel, ev, rw = (read_json(Path(metrics) / name) for name in SOURCES)
     out = [RESULTS_SECTION.heading, ""]
     if not rel or not ev:
-        return out + [f"{RESULTS_SECTION.what}: not measured yet: run `make {RESULTS_SECTION.target}`.", ""]
+        return out + [missing(RESULTS_SECTION.what, RESULTS_SECTION.target), ""]
     rows = _claim_rows(rel["guarantee"]) + _draw_rows(rel) + _evaluation_rows(ev)
     if rw:
         state = "off" if "skipped" in rw else ("accepted" if rw.get("accepted") else "not accepted")
